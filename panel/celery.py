@@ -1,0 +1,13 @@
+"""The Celery application: tasks carry only row ids; the database row is the record."""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "panel.settings")
+
+app = Celery("panel")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

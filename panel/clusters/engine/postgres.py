@@ -1,0 +1,332 @@
+"""The PostgreSQL supervisor: the only module that spawns or signals PostgreSQL processes.
+
+Every program runs from an argument list (never a shell), as the unprivileged OS user when the
+panel runs as root, with a timeout. Passwords go through a 0600 file, never argv.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pwd
+import re
+import shutil
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+from django.conf import settings
+
+log = logging.getLogger(__name__)
+
+SEARCH_GLOB = "/usr/lib/postgresql/*/bin"
+REQUIRED_PROGRAMS = ("initdb", "pg_ctl", "postgres")
+
+
+MISSING_BINARIES = (
+    "No PostgreSQL server binaries were found (looked for initdb, pg_ctl and postgres in "
+    f"{SEARCH_GLOB} and pg_config --bindir). Install the 'postgresql' package or set PANEL_PG_BINDIR."
+)
+
+
+class EngineError(Exception):
+    """A PostgreSQL program failed; the message carries its own words for the user."""
+
+
+@dataclass(frozen=True)
+class OsUser:
+    """Who runs PostgreSQL: the unprivileged user when we are root, else ourselves."""
+
+    name: str
+    uid: int
+    gid: int
+    home: str
+
+    @property
+    def is_self(self) -> bool:
+        return self.uid == os.geteuid()
+
+
+def os_user() -> OsUser:
+    if os.geteuid() != 0:
+        entry = pwd.getpwuid(os.geteuid())
+    else:
+        try:
+            entry = pwd.getpwnam(settings.PANEL_RUN_AS_USER)
+        except KeyError:
+            raise EngineError(
+                f"The panel runs as root, so PostgreSQL must run as an unprivileged user, but the "
+                f"user {settings.PANEL_RUN_AS_USER!r} does not exist. Install PostgreSQL from apt "
+                f"(it creates 'postgres') or set PANEL_RUN_AS_USER."
+            ) from None
+        if entry.pw_uid == 0:
+            raise EngineError("PANEL_RUN_AS_USER must not be root: PostgreSQL refuses to run as root.")
+    return OsUser(entry.pw_name, entry.pw_uid, entry.pw_gid, entry.pw_dir)
+
+
+def _version_of(bindir: Path) -> str | None:
+    try:
+        out = subprocess.run(
+            [str(bindir / "postgres"), "--version"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.search(r"\)\s+(\d+)(?:\.\d+)?", out) or re.search(r"(\d+)\.\d+", out)
+    return match.group(1) if match else None
+
+
+def installed_versions() -> dict[str, Path]:
+    """Major version → bin directory of every PostgreSQL server installed on the machine."""
+    candidates: list[Path] = []
+    if settings.PANEL_PG_BINDIR:
+        candidates.append(Path(settings.PANEL_PG_BINDIR))
+    else:
+        candidates.extend(sorted(Path("/").glob(SEARCH_GLOB.lstrip("/"))))
+        pg_config = shutil.which("pg_config")
+        if pg_config:
+            try:
+                out = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True, timeout=10)
+                candidates.append(Path(out.stdout.strip()))
+            except (OSError, subprocess.SubprocessError):
+                pass
+    found: dict[str, Path] = {}
+    for bindir in candidates:
+        if all((bindir / prog).is_file() for prog in REQUIRED_PROGRAMS):
+            version = _version_of(bindir)
+            if version and version not in found:
+                found[version] = bindir
+    return dict(sorted(found.items(), key=lambda item: int(item[0]), reverse=True))
+
+
+def bindir_for(version: str) -> Path:
+    versions = installed_versions()
+    if version not in versions:
+        if not versions:
+            raise EngineError(MISSING_BINARIES)
+        raise EngineError(f"PostgreSQL {version} is not installed here; installed: {', '.join(versions)}.")
+    return versions[version]
+
+
+def _run(args: list[str], *, timeout: float, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    user = os_user()
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": user.home,
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+    }
+    kwargs: dict[str, object] = {}
+    if not user.is_self:
+        kwargs.update(user=user.uid, group=user.gid, extra_groups=[])
+    log.debug("running %s", args[0])
+    try:
+        result = subprocess.run(
+            args,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            cwd=str(cwd) if cwd else "/",
+            start_new_session=True,
+            **kwargs,  # type: ignore[arg-type]
+        )
+    except subprocess.TimeoutExpired:
+        raise EngineError(f"{Path(args[0]).name} did not finish within {timeout:.0f} s.") from None
+    except OSError as exc:
+        raise EngineError(f"Could not run {args[0]}: {exc.strerror}.") from None
+    return result
+
+
+def _failure(program: str, result: subprocess.CompletedProcess[str], extra: str = "") -> EngineError:
+    words = (result.stderr or result.stdout or "").strip().splitlines()
+    tail = " ".join(words[-3:]) if words else f"exit code {result.returncode}"
+    if extra:
+        tail = f"{tail} {extra}".strip()
+    return EngineError(f"{program} failed: {tail}")
+
+
+def chown_to_runner(path: Path) -> None:
+    user = os_user()
+    if not user.is_self:
+        os.chown(path, user.uid, user.gid)
+
+
+def make_private_dir(path: Path) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    chown_to_runner(path)
+
+
+def write_private_file(path: Path, content: str, mode: int = 0o600) -> None:
+    """Write atomically (temp file + rename) with ``mode``, owned by the runner."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(content)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.chmod(tmp, mode)
+    chown_to_runner(tmp)
+    os.replace(tmp, path)
+
+
+def initdb(version: str, pgdata: Path, superuser: str, password: str, *, timeout: float) -> None:
+    bindir = bindir_for(version)
+    make_private_dir(pgdata.parent)
+    pwfile = pgdata.parent / ".initdb-pw"
+    write_private_file(pwfile, password + "\n")
+    try:
+        result = _run(
+            [
+                str(bindir / "initdb"),
+                "--pgdata",
+                str(pgdata),
+                "--username",
+                superuser,
+                "--pwfile",
+                str(pwfile),
+                "--auth",
+                "scram-sha-256",
+                "--encoding",
+                "UTF8",
+                "--locale",
+                "C.UTF-8",
+                "--data-checksums",
+                "--no-instructions",
+            ],
+            timeout=timeout,
+            cwd=pgdata.parent,
+        )
+    finally:
+        pwfile.unlink(missing_ok=True)
+    if result.returncode != 0:
+        raise _failure("initdb", result)
+
+
+def postmaster_pid(pgdata: Path) -> int | None:
+    """The running postmaster's pid from postmaster.pid, or None if it is not running."""
+    try:
+        first = (pgdata / "postmaster.pid").read_text().splitlines()[0]
+        pid = int(first.strip())
+    except (OSError, ValueError, IndexError):
+        return None
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE or "postgres" not in proc.name():
+            return None
+    except psutil.Error:
+        return None
+    return pid
+
+
+def started_at(pgdata: Path) -> float | None:
+    pid = postmaster_pid(pgdata)
+    if pid is None:
+        return None
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+def _log_tail(log_file: Path, lines: int = 3) -> str:
+    try:
+        text = log_file.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    important = [line for line in text if "FATAL" in line or "ERROR" in line or "PANIC" in line]
+    return " ".join((important or text)[-lines:])
+
+
+def start(version: str, pgdata: Path, log_file: Path, *, timeout: float) -> None:
+    if postmaster_pid(pgdata) is not None:
+        return
+    bindir = bindir_for(version)
+    make_private_dir(log_file.parent)
+    startup_log = log_file.parent / "startup.log"
+    result = _run(
+        [
+            str(bindir / "pg_ctl"),
+            "start",
+            "--pgdata",
+            str(pgdata),
+            "--log",
+            str(startup_log),
+            "--wait",
+            "--timeout",
+            str(int(timeout)),
+            "--silent",
+        ],
+        timeout=timeout + 10,
+        cwd=pgdata.parent,
+    )
+    if result.returncode != 0:
+        reason = _log_tail(log_file) or _log_tail(startup_log)
+        raise _failure("PostgreSQL start", result, reason)
+
+
+def stop(version: str, pgdata: Path, *, timeout: float, mode: str = "fast") -> None:
+    if postmaster_pid(pgdata) is None:
+        return
+    bindir = bindir_for(version)
+    result = _run(
+        [
+            str(bindir / "pg_ctl"),
+            "stop",
+            "--pgdata",
+            str(pgdata),
+            "--mode",
+            mode,
+            "--wait",
+            "--timeout",
+            str(int(timeout)),
+            "--silent",
+        ],
+        timeout=timeout + 10,
+        cwd=pgdata.parent,
+    )
+    if result.returncode != 0 and postmaster_pid(pgdata) is not None:
+        raise _failure("PostgreSQL stop", result)
+
+
+def kill(pgdata: Path, *, timeout: float = 10) -> None:
+    """Last resort before deleting files: SIGQUIT the postmaster and wait for its exit."""
+    pid = postmaster_pid(pgdata)
+    if pid is None:
+        return
+    try:
+        proc = psutil.Process(pid)
+        children = proc.children(recursive=True)
+        os.kill(pid, signal.SIGQUIT)
+        psutil.wait_procs([proc, *children], timeout=timeout)
+    except (psutil.Error, ProcessLookupError):
+        return
+
+
+def reload(version: str, pgdata: Path, *, timeout: float) -> None:
+    bindir = bindir_for(version)
+    result = _run(
+        [str(bindir / "pg_ctl"), "reload", "--pgdata", str(pgdata), "--silent"],
+        timeout=timeout,
+        cwd=pgdata.parent,
+    )
+    if result.returncode != 0:
+        raise _failure("PostgreSQL reload", result)
+
+
+def remove_data(data_root: Path) -> None:
+    if data_root.exists():
+        shutil.rmtree(data_root)
+
+
+def directory_size(path: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                continue
+    return total

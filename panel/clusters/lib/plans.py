@@ -1,0 +1,63 @@
+"""Plan sizes and the connection arithmetic of the managed service (pure, no Django)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CONNECTIONS_PER_GB = 25
+SUPERUSER_RESERVED_CONNECTIONS = 3
+MAX_POOL_CONNECTIONS = 997
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A plan: vCPUs, RAM and disk, and the connection limits they imply."""
+
+    slug: str
+    vcpus: int
+    ram_gb: int
+    disk_gb: int
+
+    @property
+    def max_connections(self) -> int:
+        return min(CONNECTIONS_PER_GB * self.ram_gb, MAX_POOL_CONNECTIONS + SUPERUSER_RESERVED_CONNECTIONS)
+
+    @property
+    def pool_connections(self) -> int:
+        """Connections available to pools: 25 × GB − 3, capped at 997."""
+        return min(self.max_connections - SUPERUSER_RESERVED_CONNECTIONS, MAX_POOL_CONNECTIONS)
+
+    @property
+    def ram_bytes(self) -> int:
+        return self.ram_gb * 1024**3
+
+    @property
+    def disk_bytes(self) -> int:
+        return self.disk_gb * 1024**3
+
+    def shared_buffers_bytes(self, host_memory_bytes: int) -> int:
+        """A quarter of the plan's RAM, but never more than a tenth of the host's memory."""
+        wanted = self.ram_bytes // 4
+        affordable = host_memory_bytes // 10
+        floor = 16 * 1024**2
+        return max(floor, min(wanted, affordable))
+
+
+PLANS: tuple[Plan, ...] = (
+    Plan("db-s-1vcpu-1gb", 1, 1, 10),
+    Plan("db-s-1vcpu-2gb", 1, 2, 25),
+    Plan("db-s-2vcpu-4gb", 2, 4, 38),
+    Plan("db-s-4vcpu-8gb", 4, 8, 115),
+    Plan("db-s-6vcpu-16gb", 6, 16, 270),
+    Plan("db-s-8vcpu-32gb", 8, 32, 580),
+    Plan("db-s-16vcpu-64gb", 16, 64, 1120),
+)
+PLANS_BY_SLUG = {plan.slug: plan for plan in PLANS}
+DEFAULT_PLAN_SLUG = "db-s-1vcpu-1gb"
+
+
+def get_plan(slug: str) -> Plan:
+    try:
+        return PLANS_BY_SLUG[slug]
+    except KeyError:
+        raise ValueError(f"Unknown plan {slug!r}; choose one of {', '.join(PLANS_BY_SLUG)}") from None

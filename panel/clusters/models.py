@@ -1,0 +1,232 @@
+"""Clusters, their roles and databases, and the events shown on a cluster page."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import ClassVar
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from panel import crypto
+from panel.clusters.lib.plans import Plan, get_plan
+
+
+class ClusterKind(models.TextChoices):
+    LOCAL = "local", _("Provisioned here")
+    EXTERNAL = "external", _("Attached server")
+
+
+class ClusterStatus(models.TextChoices):
+    CREATING = "creating", _("Creating")
+    ONLINE = "online", _("Online")
+    DEGRADED = "degraded", _("Degraded")
+    STOPPED = "stopped", _("Stopped")
+    STARTING = "starting", _("Starting")
+    STOPPING = "stopping", _("Stopping")
+    ERROR = "error", _("Error")
+
+    # States in which a background job is working on the cluster.
+    BUSY: ClassVar[frozenset[str]]
+    # States in which the cluster is expected to accept connections.
+    SERVING: ClassVar[frozenset[str]]
+
+
+ClusterStatus.BUSY = frozenset({ClusterStatus.CREATING, ClusterStatus.STARTING, ClusterStatus.STOPPING})
+ClusterStatus.SERVING = frozenset({ClusterStatus.ONLINE, ClusterStatus.DEGRADED})
+
+
+class Cluster(models.Model):
+    """A PostgreSQL server: provisioned on this machine, or an existing one attached by address."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="clusters")
+    name = models.CharField(_("name"), max_length=63)
+    kind = models.CharField(max_length=16, choices=ClusterKind.choices, default=ClusterKind.LOCAL)
+    version = models.CharField(_("PostgreSQL version"), max_length=16)
+    plan_slug = models.CharField(_("plan"), max_length=32, blank=True)
+    status = models.CharField(max_length=16, choices=ClusterStatus.choices, default=ClusterStatus.CREATING)
+    progress = models.PositiveSmallIntegerField(default=0)
+    progress_message = models.CharField(max_length=200, blank=True)
+    error_message = models.TextField(blank=True)
+    host = models.CharField(max_length=255, default="127.0.0.1")
+    port = models.PositiveIntegerField(null=True, blank=True)
+    pooler_port = models.PositiveIntegerField(null=True, blank=True)
+    sslmode = models.CharField(max_length=16, default="require")
+    admin_user = models.CharField(max_length=63, default="doadmin")
+    default_database = models.CharField(max_length=63, default="defaultdb")
+    superuser_password_encrypted = models.TextField(blank=True)
+    ca_certificate = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+    online_since = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("-created_at",)
+        constraints = [
+            models.UniqueConstraint(fields=("owner", "name"), name="cluster_name_unique_per_owner"),
+            models.UniqueConstraint(
+                fields=("port",), condition=Q(kind="local"), name="cluster_local_port_unique"
+            ),
+            models.CheckConstraint(condition=Q(progress__lte=100), name="cluster_progress_at_most_100"),
+        ]
+        indexes = [models.Index(fields=("kind", "status"), name="cluster_kind_status_idx")]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_local(self) -> bool:
+        return self.kind == ClusterKind.LOCAL
+
+    @property
+    def plan(self) -> Plan | None:
+        return get_plan(self.plan_slug) if self.plan_slug else None
+
+    @property
+    def max_connections(self) -> int | None:
+        return self.plan.max_connections if self.plan else None
+
+    @property
+    def pool_connections(self) -> int | None:
+        return self.plan.pool_connections if self.plan else None
+
+    @property
+    def data_root(self) -> Path:
+        """Everything this cluster owns on disk: PGDATA, certificates, sockets, logs."""
+        return Path(settings.PANEL_DATA_DIR) / "clusters" / self.id.hex
+
+    @property
+    def pgdata(self) -> Path:
+        return self.data_root / "pgdata"
+
+    @property
+    def socket_dir(self) -> Path:
+        return self.data_root / "run"
+
+    @property
+    def log_file(self) -> Path:
+        return self.data_root / "log" / "postgresql.log"
+
+    @property
+    def is_busy(self) -> bool:
+        return self.status in ClusterStatus.BUSY
+
+    @property
+    def is_serving(self) -> bool:
+        return self.status in ClusterStatus.SERVING
+
+    @property
+    def superuser_password(self) -> str:
+        return crypto.decrypt(self.superuser_password_encrypted)
+
+    def set_progress(self, percent: int, message: str) -> None:
+        self.progress = percent
+        self.progress_message = message
+        self.save(update_fields=["progress", "progress_message", "updated_at"])
+
+    def mark_online(self) -> None:
+        self.status = ClusterStatus.ONLINE
+        self.progress = 100
+        self.progress_message = ""
+        self.error_message = ""
+        self.online_since = timezone.now()
+        self.save(
+            update_fields=[
+                "status",
+                "progress",
+                "progress_message",
+                "error_message",
+                "online_since",
+                "updated_at",
+            ]
+        )
+
+    def mark_error(self, reason: str) -> None:
+        self.status = ClusterStatus.ERROR
+        self.error_message = reason
+        self.progress_message = ""
+        self.save(update_fields=["status", "error_message", "progress_message", "updated_at"])
+
+    def mark(self, status: str) -> None:
+        self.status = status
+        if status != ClusterStatus.ONLINE and status != ClusterStatus.DEGRADED:
+            self.online_since = None
+        self.save(update_fields=["status", "online_since", "updated_at"])
+
+    def log_event(self, kind: str, message: str, level: str = "info") -> ClusterEvent:
+        return ClusterEvent.objects.create(cluster=self, kind=kind, message=message, level=level)
+
+
+class DatabaseUser(models.Model):
+    """A login role on a cluster, with its password kept encrypted so it can be shown."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="users")
+    name = models.CharField(_("user name"), max_length=63)
+    password_encrypted = models.TextField()
+    is_protected = models.BooleanField(default=False, help_text=_("The admin user cannot be deleted."))
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("-is_protected", "name")
+        constraints = [
+            models.UniqueConstraint(fields=("cluster", "name"), name="dbuser_name_unique_per_cluster")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def password(self) -> str:
+        return crypto.decrypt(self.password_encrypted)
+
+    @password.setter
+    def password(self, value: str) -> None:
+        self.password_encrypted = crypto.encrypt(value)
+
+
+class Database(models.Model):
+    """A database on a cluster."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="databases")
+    name = models.CharField(_("database name"), max_length=63)
+    owner_name = models.CharField(max_length=63, default="doadmin")
+    is_protected = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("-is_protected", "name")
+        constraints = [
+            models.UniqueConstraint(fields=("cluster", "name"), name="database_name_unique_per_cluster")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class EventLevel(models.TextChoices):
+    INFO = "info", _("Info")
+    WARNING = "warning", _("Warning")
+    ERROR = "error", _("Error")
+
+
+class ClusterEvent(models.Model):
+    """Something that happened to a cluster (created, restarted by the reconciler, failed…)."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="events")
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    level = models.CharField(max_length=16, choices=EventLevel.choices, default=EventLevel.INFO)
+    kind = models.CharField(max_length=32)
+    message = models.TextField()
+
+    class Meta:
+        ordering = ("-created_at", "-id")
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.kind}: {self.message}"

@@ -1,0 +1,117 @@
+"""Users and databases of a cluster: one service function per action on the Users & Databases tab."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils.translation import gettext as _
+
+from panel.clusters import dbconn
+from panel.clusters.lib.names import InvalidName, validate_database_name, validate_role_name
+from panel.clusters.models import Cluster, Database, DatabaseUser
+from panel.clusters.services import ServiceError, new_password
+
+
+def _require_serving(cluster: Cluster) -> None:
+    if not cluster.is_serving:
+        raise ServiceError(
+            _("The cluster is %(status)s; start it first.") % {"status": cluster.get_status_display().lower()}
+        )
+
+
+def add_database(cluster: Cluster, name: str) -> Database:
+    try:
+        validate_database_name(name)
+    except InvalidName as exc:
+        raise ServiceError(str(exc), field="name") from None
+    if cluster.databases.filter(name=name).exists():
+        raise ServiceError(_("A database named “%(name)s” already exists.") % {"name": name}, field="name")
+    _require_serving(cluster)
+    try:
+        with dbconn.admin_connection(cluster) as conn:
+            dbconn.create_database(conn, name, cluster.admin_user)
+    except dbconn.DatabaseError as exc:
+        raise ServiceError(str(exc), field="name") from None
+    database = Database.objects.create(cluster=cluster, name=name, owner_name=cluster.admin_user)
+    cluster.log_event("database-added", _("Database “%(name)s” added.") % {"name": name})
+    return database
+
+
+def delete_database(cluster: Cluster, name: str) -> None:
+    database = _get_database(cluster, name)
+    if database.is_protected:
+        raise ServiceError(_("“%(name)s” is the default database and cannot be deleted.") % {"name": name})
+    _require_serving(cluster)
+    try:
+        with dbconn.admin_connection(cluster) as conn:
+            dbconn.drop_database(conn, name)
+    except dbconn.DatabaseError as exc:
+        raise ServiceError(str(exc)) from None
+    database.delete()
+    cluster.log_event("database-deleted", _("Database “%(name)s” deleted.") % {"name": name})
+
+
+def add_user(cluster: Cluster, name: str) -> DatabaseUser:
+    try:
+        validate_role_name(name)
+    except InvalidName as exc:
+        raise ServiceError(str(exc), field="name") from None
+    if cluster.users.filter(name=name).exists():
+        raise ServiceError(_("A user named “%(name)s” already exists.") % {"name": name}, field="name")
+    _require_serving(cluster)
+    password = new_password()
+    try:
+        with dbconn.admin_connection(cluster) as conn:
+            dbconn.create_role(conn, name, password)
+    except dbconn.DatabaseError as exc:
+        raise ServiceError(str(exc), field="name") from None
+    user = DatabaseUser(cluster=cluster, name=name)
+    user.password = password
+    user.save()
+    cluster.log_event("user-added", _("User “%(name)s” added.") % {"name": name})
+    return user
+
+
+def delete_user(cluster: Cluster, name: str) -> None:
+    user = _get_user(cluster, name)
+    if user.is_protected:
+        raise ServiceError(_("“%(name)s” is the admin user and cannot be deleted.") % {"name": name})
+    _require_serving(cluster)
+    try:
+        with dbconn.admin_connection(cluster) as conn:
+            dbconn.drop_role(conn, name)
+    except dbconn.DatabaseError as exc:
+        raise ServiceError(str(exc)) from None
+    user.delete()
+    cluster.log_event("user-deleted", _("User “%(name)s” deleted.") % {"name": name})
+
+
+def reset_password(cluster: Cluster, name: str) -> DatabaseUser:
+    user = _get_user(cluster, name)
+    if not cluster.is_local and user.is_protected:
+        raise ServiceError(_("The admin password of an attached server is changed where the server runs."))
+    _require_serving(cluster)
+    password = new_password()
+    with transaction.atomic():
+        try:
+            with dbconn.admin_connection(cluster) as conn:
+                dbconn.set_password(conn, name, password)
+        except dbconn.DatabaseError as exc:
+            raise ServiceError(str(exc)) from None
+        user.password = password
+        user.save(update_fields=["password_encrypted"])
+    cluster.log_event("password-reset", _("Password of “%(name)s” reset.") % {"name": name})
+    return user
+
+
+def _get_user(cluster: Cluster, name: str) -> DatabaseUser:
+    try:
+        return cluster.users.get(name=name)
+    except DatabaseUser.DoesNotExist:
+        raise ServiceError(_("No user named “%(name)s” on this cluster.") % {"name": name}) from None
+
+
+def _get_database(cluster: Cluster, name: str) -> Database:
+    try:
+        return cluster.databases.get(name=name)
+    except Database.DoesNotExist:
+        raise ServiceError(_("No database named “%(name)s” on this cluster.") % {"name": name}) from None

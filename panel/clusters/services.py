@@ -1,0 +1,537 @@
+"""One function per user action on clusters, called by views, commands and tasks alike."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import secrets
+import socket
+import uuid
+from dataclasses import dataclass
+
+import psutil
+import psycopg
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from panel import crypto
+from panel.clusters import dbconn
+from panel.clusters.engine import postgres
+from panel.clusters.lib import tls
+from panel.clusters.lib.connstr import ConnectionDetails
+from panel.clusters.lib.names import InvalidName, validate_cluster_name
+from panel.clusters.lib.pgconf import ServerSettings, render_hba
+from panel.clusters.lib.plans import SUPERUSER_RESERVED_CONNECTIONS, get_plan
+from panel.clusters.models import (
+    Cluster,
+    ClusterKind,
+    ClusterStatus,
+    Database,
+    DatabaseUser,
+    EventLevel,
+)
+
+log = logging.getLogger(__name__)
+
+INCLUDE_LINE = "include_if_exists = 'panel.conf'"
+STUCK_AFTER = dt.timedelta(minutes=10)
+
+
+class ServiceError(Exception):
+    """A refusal or failure to show where the user acted; ``field`` names the form field."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+def new_password() -> str:
+    return secrets.token_urlsafe(18)
+
+
+def clusters_for(user: AbstractBaseUser) -> QuerySet[Cluster]:
+    """Clusters a user may see and act on: their own, or all for staff."""
+    qs = Cluster.objects.all()
+    if not getattr(user, "is_staff", False):
+        qs = qs.filter(owner=user)
+    return qs
+
+
+def default_cluster_name() -> str:
+    return f"db-postgresql-local-{secrets.randbelow(90000) + 10000}"
+
+
+def available_versions() -> list[str]:
+    return list(postgres.installed_versions())
+
+
+# --- ports -------------------------------------------------------------------------------
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def allocate_ports() -> tuple[int, int]:
+    """The lowest free (server, pooler) pair of the configured range."""
+    first, last = settings.PANEL_PORT_RANGE
+    taken: set[int] = set()
+    for port, pooler in Cluster.objects.filter(kind=ClusterKind.LOCAL).values_list("port", "pooler_port"):
+        taken.update(p for p in (port, pooler) if p)
+    for port in range(first, last, 2):
+        pooler = port + 1
+        if port in taken or pooler in taken:
+            continue
+        if _port_free(port) and _port_free(pooler):
+            return port, pooler
+    raise ServiceError(
+        _(
+            "No free ports are left in the range %(first)s–%(last)s; delete a cluster or widen PANEL_PORT_RANGE."
+        )
+        % {"first": first, "last": last}
+    )
+
+
+# --- create, provision --------------------------------------------------------------------
+
+
+def _enqueue(task_name: str, *args: str) -> None:
+    """Send a task now; a broker that does not answer becomes a ServiceError for the form."""
+    from panel.celery import app
+
+    try:
+        app.send_task(task_name, args=list(args), retry=False)
+    except Exception as exc:  # kombu raises several types for an unreachable broker
+        log.warning("could not enqueue %s: %s", task_name, type(exc).__name__)
+        raise ServiceError(
+            _(
+                "The task queue (Redis at %(url)s) is not reachable, so nothing was started. Try again when it is back."
+            )
+            % {"url": settings.REDIS_URL.split("@")[-1]}
+        ) from None
+
+
+def create_cluster(
+    owner: AbstractBaseUser, *, name: str, plan_slug: str, version: str | None = None, enqueue: bool = True
+) -> Cluster:
+    """Record a new local cluster and queue its provisioning (or leave it for the caller)."""
+    try:
+        validate_cluster_name(name)
+    except InvalidName as exc:
+        raise ServiceError(str(exc), field="name") from None
+    try:
+        get_plan(plan_slug)
+    except ValueError as exc:
+        raise ServiceError(str(exc), field="plan") from None
+    versions = available_versions()
+    if not versions:
+        raise ServiceError(postgres.MISSING_BINARIES, field="version")
+    version = version or versions[0]
+    if version not in versions:
+        raise ServiceError(
+            _("PostgreSQL %(v)s is not installed here; choose one of %(all)s.")
+            % {"v": version, "all": ", ".join(versions)},
+            field="version",
+        )
+    if Cluster.objects.filter(owner=owner, name=name).exists():
+        raise ServiceError(_("You already have a cluster named “%(name)s”.") % {"name": name}, field="name")
+    for _attempt in range(5):
+        port, pooler_port = allocate_ports()
+        try:
+            with transaction.atomic():
+                cluster = Cluster.objects.create(
+                    owner=owner,
+                    name=name,
+                    kind=ClusterKind.LOCAL,
+                    version=version,
+                    plan_slug=plan_slug,
+                    status=ClusterStatus.CREATING,
+                    progress=0,
+                    progress_message=_("Queued"),
+                    host="127.0.0.1",
+                    port=port,
+                    pooler_port=pooler_port,
+                )
+            break
+        except IntegrityError:
+            if Cluster.objects.filter(owner=owner, name=name).exists():
+                raise ServiceError(
+                    _("You already have a cluster named “%(name)s”.") % {"name": name}, field="name"
+                ) from None
+            continue  # another request took the same ports: allocate again
+    else:
+        raise ServiceError(_("Could not allocate ports for the cluster; try again."))
+    cluster.log_event(
+        "created",
+        _("Cluster requested: plan %(plan)s, PostgreSQL %(v)s, port %(port)s.")
+        % {"plan": plan_slug, "v": version, "port": port},
+    )
+    if enqueue:
+        try:
+            _enqueue("panel.clusters.tasks.provision", str(cluster.pk))
+        except ServiceError:
+            cluster.delete()
+            raise
+    return cluster
+
+
+def provision_cluster(cluster_id: uuid.UUID | str) -> Cluster:
+    """Do the provisioning of a cluster in state ``creating``; on failure mark it ``error``."""
+    claimed = Cluster.objects.filter(pk=cluster_id, status=ClusterStatus.CREATING, progress=0).update(
+        progress=1, progress_message=_("Starting")
+    )
+    cluster = Cluster.objects.get(pk=cluster_id)
+    if not claimed:
+        return cluster  # another worker has it, or it is not waiting to be created
+    timeout = settings.PANEL_COMMAND_TIMEOUT
+    try:
+        plan = cluster.plan
+        assert plan is not None
+        superuser_password = new_password()
+        cluster.superuser_password_encrypted = crypto.encrypt(superuser_password)
+        cluster.save(update_fields=["superuser_password_encrypted"])
+        postgres.kill(cluster.pgdata)
+        postgres.remove_data(cluster.data_root)
+
+        cluster.set_progress(10, _("Initialising the data directory (initdb)"))
+        postgres.initdb(
+            cluster.version, cluster.pgdata, settings.PANEL_SUPERUSER, superuser_password, timeout=timeout
+        )
+
+        cluster.set_progress(40, _("Generating TLS certificates"))
+        hosts = [settings.PANEL_PUBLIC_HOST, "localhost", "127.0.0.1", "::1"]
+        certs = tls.generate(cluster.name, hosts)
+        postgres.write_private_file(cluster.pgdata / "server.crt", certs.server_cert_pem)
+        postgres.write_private_file(cluster.pgdata / "server.key", certs.server_key_pem)
+        postgres.write_private_file(cluster.pgdata / "ca.crt", certs.ca_cert_pem)
+        cluster.ca_certificate = certs.ca_cert_pem
+        cluster.save(update_fields=["ca_certificate"])
+
+        cluster.set_progress(50, _("Writing the configuration"))
+        write_server_config(cluster)
+
+        cluster.set_progress(60, _("Starting PostgreSQL"))
+        postgres.make_private_dir(cluster.socket_dir)
+        postgres.start(cluster.version, cluster.pgdata, cluster.log_file, timeout=timeout)
+
+        cluster.set_progress(80, _("Creating the admin user and the default database"))
+        admin_password = new_password()
+        with dbconn.admin_connection(cluster) as conn:
+            dbconn.create_role(conn, cluster.admin_user, admin_password, admin=True)
+            dbconn.create_database(conn, cluster.default_database, cluster.admin_user)
+            # Only the panel's superuser maintains the system database.
+            conn.execute("REVOKE CONNECT ON DATABASE postgres FROM PUBLIC")
+        admin = DatabaseUser(cluster=cluster, name=cluster.admin_user, is_protected=True)
+        admin.password = admin_password
+        with transaction.atomic():
+            admin.save()
+            Database.objects.create(
+                cluster=cluster,
+                name=cluster.default_database,
+                owner_name=cluster.admin_user,
+                is_protected=True,
+            )
+        cluster.mark_online()
+        cluster.log_event("online", _("Cluster is online on port %(port)s.") % {"port": cluster.port})
+    except (postgres.EngineError, dbconn.DatabaseError, OSError, AssertionError) as exc:
+        reason = str(exc) or type(exc).__name__
+        log.warning("provisioning %s failed: %s", cluster.pk, reason)
+        postgres.kill(cluster.pgdata)
+        cluster.mark_error(reason)
+        cluster.log_event(
+            "error", _("Provisioning failed: %(reason)s") % {"reason": reason}, EventLevel.ERROR
+        )
+    return cluster
+
+
+def write_server_config(cluster: Cluster) -> None:
+    plan = cluster.plan
+    assert plan is not None
+    conf = ServerSettings(
+        port=int(cluster.port or 0),
+        listen_addresses=settings.PANEL_LISTEN_ADDRESSES,
+        socket_dir=str(cluster.socket_dir),
+        max_connections=plan.max_connections,
+        superuser_reserved_connections=SUPERUSER_RESERVED_CONNECTIONS,
+        shared_buffers_bytes=plan.shared_buffers_bytes(psutil.virtual_memory().total),
+        log_dir=str(cluster.log_file.parent),
+    )
+    postgres.make_private_dir(cluster.log_file.parent)
+    postgres.write_private_file(cluster.pgdata / "panel.conf", conf.render())
+    postgres.write_private_file(cluster.pgdata / "pg_hba.conf", render_hba(settings.PANEL_SUPERUSER))
+    main_conf = cluster.pgdata / "postgresql.conf"
+    text = main_conf.read_text()
+    if INCLUDE_LINE not in text:
+        postgres.write_private_file(main_conf, text.rstrip("\n") + "\n\n" + INCLUDE_LINE + "\n")
+
+
+def retry_cluster(cluster: Cluster, *, enqueue: bool = True) -> Cluster:
+    """Provision again a cluster whose creation failed."""
+    if cluster.status != ClusterStatus.ERROR or not cluster.is_local or cluster.online_since is not None:
+        raise ServiceError(_("Only a cluster whose creation failed can be retried."))
+    updated = Cluster.objects.filter(pk=cluster.pk, status=ClusterStatus.ERROR).update(
+        status=ClusterStatus.CREATING, progress=0, progress_message=_("Queued"), error_message=""
+    )
+    if not updated:
+        raise ServiceError(_("The cluster changed meanwhile; reload the page."))
+    cluster.refresh_from_db()
+    cluster.log_event("retry", _("Provisioning retried."))
+    if enqueue:
+        try:
+            _enqueue("panel.clusters.tasks.provision", str(cluster.pk))
+        except ServiceError:
+            Cluster.objects.filter(pk=cluster.pk).update(status=ClusterStatus.ERROR, progress=0)
+            raise
+    return cluster
+
+
+# --- attach -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExternalServer:
+    """What a user types to attach an existing server."""
+
+    host: str
+    port: int
+    user: str
+    password: str
+    database: str
+    sslmode: str
+
+
+def attach_cluster(owner: AbstractBaseUser, *, name: str, server: ExternalServer) -> Cluster:
+    """Test the connection, then record an existing server the panel will not run itself."""
+    try:
+        validate_cluster_name(name)
+    except InvalidName as exc:
+        raise ServiceError(str(exc), field="name") from None
+    if Cluster.objects.filter(owner=owner, name=name).exists():
+        raise ServiceError(_("You already have a cluster named “%(name)s”.") % {"name": name}, field="name")
+    try:
+        with psycopg.connect(
+            host=server.host,
+            port=server.port,
+            user=server.user,
+            password=server.password,
+            dbname=server.database,
+            sslmode=server.sslmode,
+            connect_timeout=dbconn.CONNECT_TIMEOUT,
+            autocommit=True,
+            application_name="pgpanel",
+        ) as conn:
+            version_num = conn.info.server_version
+            databases = dbconn.list_databases(conn)
+    except psycopg.Error as exc:
+        raise ServiceError(_("Could not connect: %(reason)s") % {"reason": dbconn.pg_message(exc)}) from None
+    with transaction.atomic():
+        cluster = Cluster.objects.create(
+            owner=owner,
+            name=name,
+            kind=ClusterKind.EXTERNAL,
+            version=str(version_num // 10000),
+            status=ClusterStatus.ONLINE,
+            progress=100,
+            host=server.host,
+            port=server.port,
+            sslmode=server.sslmode,
+            admin_user=server.user,
+            default_database=server.database,
+            online_since=timezone.now(),
+        )
+        admin = DatabaseUser(cluster=cluster, name=server.user, is_protected=True)
+        admin.password = server.password
+        admin.save()
+        for db_name, db_owner in databases:
+            Database.objects.create(
+                cluster=cluster, name=db_name, owner_name=db_owner, is_protected=db_name == server.database
+            )
+        cluster.log_event(
+            "attached", _("Attached %(host)s:%(port)s.") % {"host": server.host, "port": server.port}
+        )
+    return cluster
+
+
+# --- start, stop, restart, delete ---------------------------------------------------------
+
+ACTIONS = ("start", "stop", "restart")
+
+
+def _require_local(cluster: Cluster) -> None:
+    if not cluster.is_local:
+        raise ServiceError(_("The panel does not run this attached server; manage it where it runs."))
+
+
+def request_action(cluster: Cluster, action: str) -> Cluster:
+    """Mark the cluster busy and queue ``action`` for a worker (the web's way)."""
+    _require_local(cluster)
+    if action not in ACTIONS:
+        raise ServiceError(_("Unknown action %(a)s.") % {"a": action})
+    allowed = {
+        "start": {ClusterStatus.STOPPED, ClusterStatus.DEGRADED},
+        "stop": {ClusterStatus.ONLINE, ClusterStatus.DEGRADED},
+        "restart": {ClusterStatus.ONLINE, ClusterStatus.DEGRADED},
+    }[action]
+    busy = ClusterStatus.STOPPING if action == "stop" else ClusterStatus.STARTING
+    previous = cluster.status
+    if not Cluster.objects.filter(pk=cluster.pk, status__in=allowed).update(status=busy):
+        raise ServiceError(
+            _("The cluster is %(status)s; it cannot %(action)s now.")
+            % {"status": cluster.get_status_display().lower(), "action": action}
+        )
+    try:
+        _enqueue("panel.clusters.tasks.cluster_action", str(cluster.pk), action)
+    except ServiceError:
+        Cluster.objects.filter(pk=cluster.pk).update(status=previous)
+        raise
+    cluster.refresh_from_db()
+    return cluster
+
+
+def perform_action(cluster: Cluster, action: str) -> Cluster:
+    """Start, stop or restart in the foreground (tasks and the command line)."""
+    _require_local(cluster)
+    timeout = settings.PANEL_COMMAND_TIMEOUT
+    try:
+        if action in {"stop", "restart"}:
+            cluster.mark(ClusterStatus.STOPPING)
+            postgres.stop(cluster.version, cluster.pgdata, timeout=timeout)
+            cluster.mark(ClusterStatus.STOPPED)
+            if action == "stop":
+                cluster.log_event("stopped", _("Cluster stopped."))
+        if action in {"start", "restart"}:
+            cluster.mark(ClusterStatus.STARTING)
+            write_server_config(cluster)
+            postgres.make_private_dir(cluster.socket_dir)
+            postgres.start(cluster.version, cluster.pgdata, cluster.log_file, timeout=timeout)
+            cluster.mark_online()
+            cluster.log_event(
+                "restarted" if action == "restart" else "started",
+                _("Cluster restarted.") if action == "restart" else _("Cluster started."),
+            )
+    except (postgres.EngineError, OSError) as exc:
+        running = postgres.postmaster_pid(cluster.pgdata) is not None
+        cluster.status = ClusterStatus.DEGRADED if running else ClusterStatus.STOPPED
+        cluster.error_message = str(exc)
+        cluster.save(update_fields=["status", "error_message", "updated_at"])
+        cluster.log_event(
+            "error",
+            _("Could not %(action)s: %(reason)s") % {"action": action, "reason": exc},
+            EventLevel.ERROR,
+        )
+        raise ServiceError(str(exc)) from None
+    return cluster
+
+
+def delete_cluster(cluster: Cluster, *, confirm_name: str) -> None:
+    """Stop the server, remove its files and forget it. The typed name must match."""
+    if confirm_name != cluster.name:
+        raise ServiceError(
+            _("Type the cluster name “%(name)s” to confirm.") % {"name": cluster.name}, field="confirm_name"
+        )
+    if cluster.is_local:
+        Cluster.objects.filter(pk=cluster.pk).update(status=ClusterStatus.STOPPING)
+        try:
+            postgres.stop(cluster.version, cluster.pgdata, timeout=30, mode="immediate")
+        except postgres.EngineError:
+            postgres.kill(cluster.pgdata)
+        postgres.kill(cluster.pgdata)
+        postgres.remove_data(cluster.data_root)
+    cluster.delete()
+
+
+# --- what the cluster page shows -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Overview:
+    """Live figures for the overview tab; None where unknown (stopped, unreachable)."""
+
+    data_size_bytes: int | None
+    started_at: dt.datetime | None
+
+
+def overview(cluster: Cluster) -> Overview:
+    if cluster.is_local:
+        size = postgres.directory_size(cluster.pgdata) if cluster.pgdata.exists() else None
+        started = postgres.started_at(cluster.pgdata)
+        return Overview(size, dt.datetime.fromtimestamp(started, dt.UTC) if started else None)
+    try:
+        with dbconn.admin_connection(cluster) as conn:
+            row = conn.execute(
+                "SELECT sum(pg_database_size(datname))::bigint, pg_postmaster_start_time() FROM pg_database"
+            ).fetchone()
+    except (dbconn.DatabaseError, DatabaseUser.DoesNotExist):
+        return Overview(None, None)
+    return Overview(int(row[0]) if row and row[0] is not None else None, row[1] if row else None)
+
+
+def connection_details(
+    cluster: Cluster, *, user: str | None = None, database: str | None = None
+) -> ConnectionDetails:
+    """The details a client uses; unknown user or database names are a ServiceError."""
+    user_name = user or cluster.admin_user
+    db_name = database or cluster.default_database
+    try:
+        db_user = cluster.users.get(name=user_name)
+    except DatabaseUser.DoesNotExist:
+        raise ServiceError(
+            _("No user named “%(name)s” on this cluster.") % {"name": user_name}, field="user"
+        ) from None
+    if not cluster.databases.filter(name=db_name).exists():
+        raise ServiceError(
+            _("No database named “%(name)s” on this cluster.") % {"name": db_name}, field="database"
+        )
+    host = settings.PANEL_PUBLIC_HOST if cluster.is_local else cluster.host
+    sslmode = "require" if cluster.is_local else cluster.sslmode
+    return ConnectionDetails(db_user.name, db_user.password, host, int(cluster.port or 0), db_name, sslmode)
+
+
+# --- reconciler ---------------------------------------------------------------------------
+
+
+def reconcile() -> list[str]:
+    """Bring back every online local cluster whose postmaster died; fail stuck creations."""
+    notes: list[str] = []
+    for cluster in Cluster.objects.filter(kind=ClusterKind.LOCAL, status__in=ClusterStatus.SERVING):
+        if postgres.postmaster_pid(cluster.pgdata) is not None:
+            continue
+        # Re-read: a user may have stopped or deleted it since the query ran.
+        if not Cluster.objects.filter(pk=cluster.pk, status__in=ClusterStatus.SERVING).update(
+            status=ClusterStatus.DEGRADED
+        ):
+            continue
+        cluster.refresh_from_db()
+        cluster.log_event("degraded", _("PostgreSQL was not running; starting it again."), EventLevel.WARNING)
+        try:
+            postgres.start(
+                cluster.version, cluster.pgdata, cluster.log_file, timeout=settings.PANEL_COMMAND_TIMEOUT
+            )
+        except postgres.EngineError as exc:
+            cluster.log_event("error", _("Restart failed: %(reason)s") % {"reason": exc}, EventLevel.ERROR)
+            notes.append(f"{cluster.name}: restart failed: {exc}")
+            continue
+        cluster.mark_online()
+        cluster.log_event("recovered", _("PostgreSQL restarted by the reconciler."))
+        notes.append(f"{cluster.name}: restarted")
+    stuck_before = timezone.now() - STUCK_AFTER
+    for cluster in Cluster.objects.filter(
+        Q(status=ClusterStatus.CREATING) | Q(status__in=[ClusterStatus.STARTING, ClusterStatus.STOPPING]),
+        kind=ClusterKind.LOCAL,
+        updated_at__lt=stuck_before,
+    ):
+        cluster.mark_error(_("The job working on this cluster was interrupted."))
+        cluster.log_event("error", cluster.error_message, EventLevel.ERROR)
+        notes.append(f"{cluster.name}: marked error (stuck)")
+    return notes

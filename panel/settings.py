@@ -1,0 +1,162 @@
+"""Settings for the control panel, read from environment variables with safe local defaults.
+
+See README.md ("Configuration") for every variable.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from cryptography.fernet import Fernet
+
+from panel.env import (
+    env_bool,
+    env_int,
+    env_list,
+    env_port_range,
+    env_str,
+    new_django_secret,
+    secret_from_file,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+RUNNING_AS_ROOT = os.geteuid() == 0
+
+# Everything the panel writes (cluster data directories, certificates, logs, keys, the SQLite
+# metadata database) lives under one directory. As root the clusters run as an unprivileged user
+# that must traverse every directory on the way, so the default is a system location then.
+_default_data_dir = "/var/lib/pgpanel" if RUNNING_AS_ROOT else str(BASE_DIR / "var")
+PANEL_DATA_DIR = Path(env_str("PANEL_DATA_DIR", _default_data_dir)).resolve()
+PANEL_RUN_AS_USER = env_str("PANEL_RUN_AS_USER", "postgres")
+PANEL_PG_BINDIR = env_str("PANEL_PG_BINDIR", "")
+PANEL_PORT_RANGE = env_port_range("PANEL_PORT_RANGE", (25060, 25259))
+PANEL_PUBLIC_HOST = env_str("PANEL_PUBLIC_HOST", "localhost")
+PANEL_LISTEN_ADDRESSES = env_str("PANEL_LISTEN_ADDRESSES", "127.0.0.1")
+PANEL_SUPERUSER = "pgpanel"
+PANEL_RECONCILE_SECONDS = env_int("PANEL_RECONCILE_SECONDS", 15, minimum=1)
+PANEL_COMMAND_TIMEOUT = env_int("PANEL_COMMAND_TIMEOUT", 120, minimum=5)
+
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", "") or secret_from_file(
+    PANEL_DATA_DIR / "keys" / "django_secret_key", new_django_secret
+)
+# Role passwords are stored encrypted with this key; it stays outside the database.
+PANEL_ENCRYPTION_KEY = env_str("PANEL_ENCRYPTION_KEY", "") or secret_from_file(
+    PANEL_DATA_DIR / "keys" / "encryption.key", lambda: Fernet.generate_key().decode()
+)
+
+DEBUG = env_bool("DJANGO_DEBUG", False)
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "django_htmx",
+    "template_partials",
+    "panel.clusters",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.locale.LocaleMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "panel.urls"
+WSGI_APPLICATION = "panel.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.template.context_processors.i18n",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+_sqlite_path = PANEL_DATA_DIR / "panel.sqlite3"
+DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{_sqlite_path}")
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    # WAL lets the web server and the workers read while one of them writes; IMMEDIATE
+    # transactions take the write lock up front instead of failing on upgrade.
+    DATABASES["default"]["OPTIONS"] = {
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+    }
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "clusters:list"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en"
+LANGUAGES = [("en", "English"), ("de", "Deutsch")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = PANEL_DATA_DIR / "staticfiles"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cookie
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+
+REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_ACKS_LATE = False
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Fail fast when Redis is down so a form can say so instead of hanging.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 3, "socket_timeout": 5}
+CELERY_BEAT_SCHEDULE = {
+    "reconcile-clusters": {
+        "task": "panel.clusters.tasks.reconcile",
+        "schedule": float(PANEL_RECONCILE_SECONDS),
+    },
+}
+CELERY_BEAT_SCHEDULE_FILENAME = str(PANEL_DATA_DIR / "celerybeat-schedule")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("PANEL_LOG_LEVEL", "INFO")},
+}

@@ -1,0 +1,18 @@
+"""URLs: login, admin, and one include per app."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_not_required
+from django.urls import include, path
+from django.views.generic import RedirectView
+
+urlpatterns = [
+    path("", RedirectView.as_view(pattern_name="clusters:list", permanent=False)),
+    path("login/", login_not_required(auth_views.LoginView.as_view()), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("admin/", admin.site.urls),
+    path("i18n/", include("django.conf.urls.i18n")),
+    path("clusters/", include("panel.clusters.urls")),
+]
