@@ -107,6 +107,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "timeout": 20,
     }
+    # A file, not memory, so Celery workers started by the tests share the test database.
+    DATABASES["default"]["TEST"] = {"NAME": str(PANEL_DATA_DIR / "test-panel.sqlite3")}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -1,0 +1,160 @@
+"""Shared fixtures: three personas, and real Redis, Celery and PostgreSQL started on loopback."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from django.contrib.auth.models import User
+from django.test import Client
+
+from panel.clusters import services
+from panel.clusters.models import Cluster
+
+ROOT = Path(__file__).resolve().parent
+
+
+@pytest.fixture
+def owner(db: None) -> User:
+    return User.objects.create_user("alice", "alice@example.com", "alice-password-1")
+
+
+@pytest.fixture
+def other_user(db: None) -> User:
+    """Somebody with an account who does not own the clusters under test: gets 404s."""
+    return User.objects.create_user("bob", "bob@example.com", "bob-password-1")
+
+
+@pytest.fixture
+def staff_user(db: None) -> User:
+    return User.objects.create_user("carol", "carol@example.com", "carol-password-1", is_staff=True)
+
+
+@pytest.fixture
+def owner_client(owner: User) -> Client:
+    client = Client()
+    client.force_login(owner)
+    return client
+
+
+@pytest.fixture
+def other_client(other_user: User) -> Client:
+    client = Client()
+    client.force_login(other_user)
+    return client
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[str]:
+    """A private redis-server on the port panel.testenv chose (Debian's package starts none)."""
+    port = int(os.environ["PANEL_TEST_REDIS_PORT"])
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.fail("redis-server is not installed; run `make test`, which installs it")
+    proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    client = redis.Redis(port=port)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            if time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail("redis-server did not answer within 10 s")
+            time.sleep(0.05)
+    yield f"redis://127.0.0.1:{port}/0"
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def celery_worker(redis_server: str, django_db_setup: None, django_db_blocker: object) -> Iterator[None]:
+    """A real Celery worker process sharing the test database file and data directory."""
+    from django.conf import settings
+
+    test_db = settings.DATABASES["default"]["TEST"]["NAME"]
+    env = dict(os.environ, DATABASE_URL=f"sqlite:///{test_db}", REDIS_URL=redis_server, PANEL_TEST_WORKER="1")
+    log_path = Path(settings.PANEL_DATA_DIR) / "celery-worker.log"
+    log_file = open(log_path, "w")  # noqa: SIM115  (closed at teardown)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "panel",
+            "worker",
+            "-Q",
+            "default,benchmarks",
+            "--concurrency",
+            "2",
+            "--loglevel",
+            "INFO",
+            "--without-heartbeat",
+            "--without-gossip",
+            "--without-mingle",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while "ready." not in log_path.read_text():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"Celery worker did not start:\n{log_path.read_text()[-3000:]}")
+        time.sleep(0.2)
+    yield
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log_file.close()
+
+
+def make_local_cluster(owner: User, name: str = "db-test", plan: str = "db-s-1vcpu-1gb") -> Cluster:
+    cluster = services.create_cluster(owner, name=name, plan_slug=plan, enqueue=False)
+    cluster = services.provision_cluster(cluster.pk)
+    assert cluster.status == "online", cluster.error_message
+    return cluster
+
+
+@pytest.fixture
+def local_cluster(owner: User, transactional_db: None) -> Iterator[Cluster]:
+    """A real, running PostgreSQL cluster (1 GB plan) owned by ``owner``; removed afterwards."""
+    cluster = make_local_cluster(owner)
+    yield cluster
+    if Cluster.objects.filter(pk=cluster.pk).exists():
+        cluster.refresh_from_db()
+        services.delete_cluster(cluster, confirm_name=cluster.name)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _remove_test_data_dir() -> Iterator[None]:
+    """Stop every cluster the run left behind and remove the test data directory."""
+    yield
+    from django.conf import settings
+
+    from panel.clusters.engine import postgres
+
+    clusters_dir = Path(settings.PANEL_DATA_DIR) / "clusters"
+    if clusters_dir.exists():
+        for root in clusters_dir.iterdir():
+            postgres.kill(root / "pgdata")
+    if Path(settings.PANEL_DATA_DIR).name.startswith("pgpanel-test-"):
+        shutil.rmtree(settings.PANEL_DATA_DIR, ignore_errors=True)

@@ -1,0 +1,36 @@
+"""Settings for the test suite: the normal settings, read with a test environment.
+
+Tests get their own data directory (traversable by the unprivileged PostgreSQL user), their own
+port range and a private Redis port, so they never touch a panel running on the same machine.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+if "PANEL_TEST_DATA_DIR" not in os.environ:
+    # Not under pytest's tmp_path: that is 0700 and PostgreSQL's user could not enter it.
+    data_dir = tempfile.mkdtemp(prefix="pgpanel-test-", dir="/tmp")
+    os.chmod(data_dir, 0o755)
+    os.environ["PANEL_TEST_DATA_DIR"] = data_dir
+os.environ["PANEL_DATA_DIR"] = os.environ["PANEL_TEST_DATA_DIR"]
+os.environ.setdefault("PANEL_PORT_RANGE", "26000-26999")
+os.environ.setdefault("PANEL_TEST_REDIS_PORT", str(_free_port()))
+os.environ["REDIS_URL"] = f"redis://127.0.0.1:{os.environ['PANEL_TEST_REDIS_PORT']}/0"
+if os.environ.get("PANEL_TEST_WORKER") != "1":
+    # Celery workers started by the tests get DATABASE_URL pointing at the test database file.
+    os.environ.pop("DATABASE_URL", None)
+os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+
+from panel.settings import *  # noqa: E402,F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast logins in tests
