@@ -1,0 +1,1 @@
+"""pgbench jobs: command builder, output parser, runs and their charts."""

@@ -1,0 +1,1 @@
+"""Django-free helpers for pgbench: command lines, output parsing, transaction logs."""

@@ -1,0 +1,1 @@
+"""Connection pools: PgBouncer configuration rendering and supervision."""

@@ -1,0 +1,1 @@
+"""Django-free helpers for PgBouncer: ini rendering, auth file, admin console parsing."""
