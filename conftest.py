@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import random
 import shutil
+import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import redis
@@ -19,6 +22,26 @@ from panel.clusters import services
 from panel.clusters.models import Cluster
 
 ROOT = Path(__file__).resolve().parent
+DEFAULT_TEST_PORT_RANGE = (26000, 26999)
+PORT_WINDOW = 200
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_port_window() -> None:
+    """Give this test session its own slice of the test port range.
+
+    Several sessions (engineers, CI jobs) run on one machine at once; each starts from the lowest
+    free port, so two of them would pick the same port between checking it and PostgreSQL
+    binding it. A random window makes that race unlikely. An explicit PANEL_PORT_RANGE is kept.
+    """
+    from django.conf import settings
+
+    if tuple(settings.PANEL_PORT_RANGE) != DEFAULT_TEST_PORT_RANGE:
+        return
+    first, last = DEFAULT_TEST_PORT_RANGE
+    start = first + 2 * random.SystemRandom().randrange((last - first + 1 - PORT_WINDOW) // 2 + 1)
+    settings.PANEL_PORT_RANGE = (start, start + PORT_WINDOW - 1)
+    os.environ["PANEL_PORT_RANGE"] = f"{start}-{start + PORT_WINDOW - 1}"  # for the Celery worker
 
 
 @pytest.fixture
@@ -125,6 +148,67 @@ def celery_worker(redis_server: str, django_db_setup: None, django_db_blocker: o
     except subprocess.TimeoutExpired:
         proc.kill()
     log_file.close()
+
+
+def _port_answers(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _unused_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _reset_celery_pools(app: object) -> None:
+    # Celery caches its connection and producer pools per broker URL on first use.
+    app._pool = None  # type: ignore[attr-defined]
+    app.amqp._producer_pool = None  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def redis_down(settings: object) -> Iterator[str]:
+    """The task queue is unreachable: nothing listens on the broker's port during the test.
+
+    Without ``redis_server`` the test REDIS_URL port has nothing behind it; if an earlier test
+    started that session-wide server, Celery is pointed at another, unused port for this test.
+    """
+    from panel.celery import app
+
+    url = settings.REDIS_URL  # type: ignore[attr-defined]
+    port = urlsplit(url).port
+    assert port is not None
+    if _port_answers(port):
+        port = _unused_port()
+        url = f"redis://127.0.0.1:{port}/0"
+    assert not _port_answers(port), f"something listens on the test broker port {port}"
+    previous = app.conf.broker_url
+    app.conf.broker_url = url
+    settings.REDIS_URL = url  # type: ignore[attr-defined]
+    settings.CELERY_BROKER_URL = url  # type: ignore[attr-defined]
+    _reset_celery_pools(app)
+    yield url
+    app.conf.broker_url = previous
+    _reset_celery_pools(app)
+
+
+@pytest.fixture
+def wait_until() -> Callable[..., object]:
+    """Poll ``predicate`` until it returns something truthy; fail with ``message`` after ``timeout``."""
+
+    def wait(predicate: Callable[[], object], *, timeout: float = 30, message: str = "") -> object:
+        deadline = time.monotonic() + timeout
+        while True:
+            value = predicate()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                pytest.fail(f"timed out after {timeout:.0f} s: {message or predicate}")
+            time.sleep(0.1)
+
+    return wait
 
 
 def make_local_cluster(owner: User, name: str = "db-test", plan: str = "db-s-1vcpu-1gb") -> Cluster:

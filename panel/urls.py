@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
-from django.urls import include, path
+from django.urls import include, path, re_path
 from django.views.generic import RedirectView
+from django.views.static import serve
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="clusters:list", permanent=False)),
@@ -15,4 +17,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("i18n/", include("django.conf.urls.i18n")),
     path("clusters/", include("panel.clusters.urls")),
+    # Files gathered by `collectstatic` (make run, the Docker image), served by Django itself:
+    # enough for a self-hosted panel, without another dependency or a front proxy.
+    re_path(r"^static/(?P<path>.*)$", login_not_required(serve), {"document_root": settings.STATIC_ROOT}),
 ]

@@ -106,8 +106,12 @@ def drop_database(conn: psycopg.Connection, name: str) -> None:
 
 
 def list_databases(conn: psycopg.Connection) -> list[tuple[str, str]]:
+    """(name, owner) of the databases the connected role may connect to."""
+    # A database the role cannot enter (the system database here, rdsadmin on RDS…) would only
+    # give connection details that fail.
     rows = conn.execute(
         "SELECT d.datname, pg_get_userbyid(d.datdba) FROM pg_database d "
-        "WHERE NOT d.datistemplate AND d.datallowconn ORDER BY d.datname"
+        "WHERE NOT d.datistemplate AND d.datallowconn "
+        "AND has_database_privilege(d.oid, 'CONNECT') ORDER BY d.datname"
     ).fetchall()
     return [(name, owner) for name, owner in rows]

@@ -111,7 +111,11 @@ def _enqueue(task_name: str, *args: str) -> None:
     from panel.celery import app
 
     try:
-        app.send_task(task_name, args=list(args), retry=False)
+        with app.connection_for_write() as conn:
+            # send_task(retry=False) still lets kombu retry the connection for ~6 s; give up at
+            # the first refusal so the form answers at once.
+            conn.ensure_connection(max_retries=0)
+            app.send_task(task_name, args=list(args), retry=False, connection=conn)
     except Exception as exc:  # kombu raises several types for an unreachable broker
         log.warning("could not enqueue %s: %s", task_name, type(exc).__name__)
         raise ServiceError(
@@ -189,7 +193,7 @@ def create_cluster(
 def provision_cluster(cluster_id: uuid.UUID | str) -> Cluster:
     """Do the provisioning of a cluster in state ``creating``; on failure mark it ``error``."""
     claimed = Cluster.objects.filter(pk=cluster_id, status=ClusterStatus.CREATING, progress=0).update(
-        progress=1, progress_message=_("Starting")
+        progress=1, progress_message=_("Starting"), updated_at=timezone.now()
     )
     cluster = Cluster.objects.get(pk=cluster_id)
     if not claimed:
@@ -244,8 +248,17 @@ def provision_cluster(cluster_id: uuid.UUID | str) -> Cluster:
             )
         cluster.mark_online()
         cluster.log_event("online", _("Cluster is online on port %(port)s.") % {"port": cluster.port})
-    except (postgres.EngineError, dbconn.DatabaseError, OSError, AssertionError) as exc:
+    except Exception as exc:
+        # Expected failures (a program's or PostgreSQL's own words) are shown as they are;
+        # anything else is a bug, logged with its traceback, and still ends in a visible error.
+        expected = isinstance(exc, postgres.EngineError | dbconn.DatabaseError | OSError)
         reason = str(exc) or type(exc).__name__
+        if not expected:
+            log.exception("provisioning %s crashed", cluster.pk)
+            reason = _("Internal error while provisioning (%(type)s): %(reason)s") % {
+                "type": type(exc).__name__,
+                "reason": reason,
+            }
         log.warning("provisioning %s failed: %s", cluster.pk, reason)
         postgres.kill(cluster.pgdata)
         cluster.mark_error(reason)
@@ -280,19 +293,30 @@ def retry_cluster(cluster: Cluster, *, enqueue: bool = True) -> Cluster:
     """Provision again a cluster whose creation failed."""
     if cluster.status != ClusterStatus.ERROR or not cluster.is_local or cluster.online_since is not None:
         raise ServiceError(_("Only a cluster whose creation failed can be retried."))
+    previous = {"error_message": cluster.error_message, "progress": cluster.progress}
+    # QuerySet.update() skips auto_now: without updated_at the reconciler would take the job,
+    # queued a moment ago, for one stuck since the row last changed.
     updated = Cluster.objects.filter(pk=cluster.pk, status=ClusterStatus.ERROR).update(
-        status=ClusterStatus.CREATING, progress=0, progress_message=_("Queued"), error_message=""
+        status=ClusterStatus.CREATING,
+        progress=0,
+        progress_message=_("Queued"),
+        error_message="",
+        updated_at=timezone.now(),
     )
     if not updated:
         raise ServiceError(_("The cluster changed meanwhile; reload the page."))
-    cluster.refresh_from_db()
-    cluster.log_event("retry", _("Provisioning retried."))
     if enqueue:
         try:
             _enqueue("panel.clusters.tasks.provision", str(cluster.pk))
         except ServiceError:
-            Cluster.objects.filter(pk=cluster.pk).update(status=ClusterStatus.ERROR, progress=0)
+            # Nothing was retried: keep showing why the creation failed.
+            Cluster.objects.filter(pk=cluster.pk).update(
+                status=ClusterStatus.ERROR, progress_message="", updated_at=timezone.now(), **previous
+            )
+            cluster.refresh_from_db()
             raise
+    cluster.refresh_from_db()
+    cluster.log_event("retry", _("Provisioning retried."))
     return cluster
 
 
@@ -385,7 +409,9 @@ def request_action(cluster: Cluster, action: str) -> Cluster:
     }[action]
     busy = ClusterStatus.STOPPING if action == "stop" else ClusterStatus.STARTING
     previous = cluster.status
-    if not Cluster.objects.filter(pk=cluster.pk, status__in=allowed).update(status=busy):
+    if not Cluster.objects.filter(pk=cluster.pk, status__in=allowed).update(
+        status=busy, updated_at=timezone.now()
+    ):
         raise ServiceError(
             _("The cluster is %(status)s; it cannot %(action)s now.")
             % {"status": cluster.get_status_display().lower(), "action": action}
@@ -393,7 +419,7 @@ def request_action(cluster: Cluster, action: str) -> Cluster:
     try:
         _enqueue("panel.clusters.tasks.cluster_action", str(cluster.pk), action)
     except ServiceError:
-        Cluster.objects.filter(pk=cluster.pk).update(status=previous)
+        Cluster.objects.filter(pk=cluster.pk).update(status=previous, updated_at=timezone.now())
         raise
     cluster.refresh_from_db()
     return cluster
@@ -441,7 +467,7 @@ def delete_cluster(cluster: Cluster, *, confirm_name: str) -> None:
             _("Type the cluster name “%(name)s” to confirm.") % {"name": cluster.name}, field="confirm_name"
         )
     if cluster.is_local:
-        Cluster.objects.filter(pk=cluster.pk).update(status=ClusterStatus.STOPPING)
+        Cluster.objects.filter(pk=cluster.pk).update(status=ClusterStatus.STOPPING, updated_at=timezone.now())
         try:
             postgres.stop(cluster.version, cluster.pgdata, timeout=30, mode="immediate")
         except postgres.EngineError:
@@ -469,8 +495,11 @@ def overview(cluster: Cluster) -> Overview:
         return Overview(size, dt.datetime.fromtimestamp(started, dt.UTC) if started else None)
     try:
         with dbconn.admin_connection(cluster) as conn:
+            # pg_database_size() raises for a database the role may not connect to, which
+            # would lose the whole figure: count the ones it can see.
             row = conn.execute(
-                "SELECT sum(pg_database_size(datname))::bigint, pg_postmaster_start_time() FROM pg_database"
+                "SELECT sum(pg_database_size(oid))::bigint, pg_postmaster_start_time() FROM pg_database "
+                "WHERE has_database_privilege(oid, 'CONNECT')"
             ).fetchone()
     except (dbconn.DatabaseError, DatabaseUser.DoesNotExist):
         return Overview(None, None)
@@ -509,7 +538,7 @@ def reconcile() -> list[str]:
             continue
         # Re-read: a user may have stopped or deleted it since the query ran.
         if not Cluster.objects.filter(pk=cluster.pk, status__in=ClusterStatus.SERVING).update(
-            status=ClusterStatus.DEGRADED
+            status=ClusterStatus.DEGRADED, updated_at=timezone.now()
         ):
             continue
         cluster.refresh_from_db()
@@ -531,7 +560,14 @@ def reconcile() -> list[str]:
         kind=ClusterKind.LOCAL,
         updated_at__lt=stuck_before,
     ):
-        cluster.mark_error(_("The job working on this cluster was interrupted."))
-        cluster.log_event("error", cluster.error_message, EventLevel.ERROR)
+        reason = _("The job working on this cluster was interrupted.")
+        # Only if the job has not moved on since the query ran.
+        if not Cluster.objects.filter(
+            pk=cluster.pk, status=cluster.status, updated_at__lt=stuck_before
+        ).update(
+            status=ClusterStatus.ERROR, error_message=reason, progress_message="", updated_at=timezone.now()
+        ):
+            continue
+        cluster.log_event("error", reason, EventLevel.ERROR)
         notes.append(f"{cluster.name}: marked error (stuck)")
     return notes

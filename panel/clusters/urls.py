@@ -1,6 +1,32 @@
-"""Cluster URLs (filled in by the views work)."""
+"""Cluster URLs: pages, the HTMX partials they swap, and the POST actions."""
 
 from __future__ import annotations
 
+from django.urls import path
+
+from panel.clusters import views
+
 app_name = "clusters"
-urlpatterns: list = []
+urlpatterns = [
+    path("", views.cluster_list, name="list"),
+    path("new/", views.cluster_create, name="create"),
+    path("attach/", views.cluster_attach, name="attach"),
+    path("<uuid:cluster_id>/", views.cluster_detail, name="detail"),
+    path("<uuid:cluster_id>/users/", views.cluster_users, name="users"),
+    path("<uuid:cluster_id>/connection/", views.connection, name="connection"),
+    path("<uuid:cluster_id>/connection/reveal/", views.connection_reveal, name="connection-reveal"),
+    path("<uuid:cluster_id>/connection/secret/", views.connection_secret, name="connection-secret"),
+    path("<uuid:cluster_id>/ca-certificate/", views.ca_certificate, name="ca-certificate"),
+    path("<uuid:cluster_id>/actions/<str:action>/", views.cluster_action, name="action"),
+    path("<uuid:cluster_id>/retry/", views.cluster_retry, name="retry"),
+    path("<uuid:cluster_id>/delete/", views.cluster_delete, name="delete"),
+    path("<uuid:cluster_id>/users/add/", views.user_add, name="user-add"),
+    path("<uuid:cluster_id>/users/<str:name>/delete/", views.user_delete, name="user-delete"),
+    path(
+        "<uuid:cluster_id>/users/<str:name>/reset-password/",
+        views.user_reset_password,
+        name="user-reset-password",
+    ),
+    path("<uuid:cluster_id>/databases/add/", views.database_add, name="database-add"),
+    path("<uuid:cluster_id>/databases/<str:name>/delete/", views.database_delete, name="database-delete"),
+]

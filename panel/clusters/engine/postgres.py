@@ -212,6 +212,8 @@ def postmaster_pid(pgdata: Path) -> int | None:
         pid = int(first.strip())
     except (OSError, ValueError, IndexError):
         return None
+    if pid <= 0:
+        return None  # a negative pid marks a standalone backend (initdb's bootstrap), not a server
     try:
         proc = psutil.Process(pid)
         if proc.status() == psutil.STATUS_ZOMBIE or "postgres" not in proc.name():

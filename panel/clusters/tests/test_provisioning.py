@@ -2,13 +2,33 @@
 
 from __future__ import annotations
 
+import logging
+
 import psycopg
 import pytest
 
-from panel.clusters import services
+from panel.clusters import dbconn, roles, services
 from panel.clusters.engine import postgres
+from panel.clusters.models import Cluster, ClusterStatus
 
 pytestmark = pytest.mark.integration
+
+RESERVED_SLOTS_ERROR = "remaining connection slots are reserved for non-replication superuser connections"
+
+
+def _tcp(cluster: Cluster, **kwargs: object) -> psycopg.Connection:
+    """Connect over TCP to 127.0.0.1 with doadmin's credentials unless told otherwise."""
+    params: dict[str, object] = {
+        "host": "127.0.0.1",
+        "port": cluster.port,
+        "user": "doadmin",
+        "password": cluster.users.get(name="doadmin").password,
+        "dbname": "defaultdb",
+        "sslmode": "require",
+        "connect_timeout": 5,
+    }
+    params.update(kwargs)
+    return psycopg.connect(**params)  # type: ignore[arg-type]
 
 
 def test_it_provisions_a_cluster_reachable_with_verify_full(local_cluster, tmp_path):
@@ -26,3 +46,117 @@ def test_it_provisions_a_cluster_reachable_with_verify_full(local_cluster, tmp_p
         assert (super_, createdb) == (False, True)
         assert conn.execute("SHOW max_connections").fetchone()[0] == "25"
     assert postgres.postmaster_pid(local_cluster.pgdata) is not None
+
+
+def test_the_reserved_slots_refuse_doadmin_but_not_the_panels_superuser(local_cluster):
+    # 1 GB plan: max_connections 25, 3 reserved for superusers, so doadmin gets 22.
+    uri = services.connection_details(local_cluster).uri()
+    opened: list[psycopg.Connection] = []
+    try:
+        for _ in range(22):
+            opened.append(psycopg.connect(uri, connect_timeout=5))
+        with pytest.raises(psycopg.OperationalError) as refused:
+            opened.append(psycopg.connect(uri, connect_timeout=5))
+        assert RESERVED_SLOTS_ERROR in str(refused.value)
+        with dbconn.admin_connection(local_cluster) as conn:
+            count = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE usename = 'doadmin'"
+            ).fetchone()[0]
+            assert count == 22
+    finally:
+        for conn in opened:
+            conn.close()
+    with _tcp(local_cluster) as conn:  # the slots come back once closed
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_it_records_the_provisioning_and_enforces_the_access_rules(local_cluster):
+    cluster = local_cluster
+    assert cluster.status == ClusterStatus.ONLINE
+    assert cluster.progress == 100
+    assert cluster.error_message == ""
+    assert cluster.online_since is not None
+    assert set(cluster.users.values_list("name", "is_protected")) == {("doadmin", True)}
+    assert set(cluster.databases.values_list("name", "is_protected")) == {("defaultdb", True)}
+    assert {"created", "online"} <= set(cluster.events.values_list("kind", flat=True))
+    # Generated files holding secrets are private to the PostgreSQL user.
+    for name in ("server.key", "panel.conf", "pg_hba.conf"):
+        assert (cluster.pgdata / name).stat().st_mode & 0o077 == 0
+    assert not (cluster.data_root / ".initdb-pw").exists()
+
+    # TCP without TLS is refused by pg_hba.conf.
+    with pytest.raises(psycopg.OperationalError) as refused:
+        _tcp(cluster, sslmode="disable")
+    assert "pg_hba.conf rejects connection" in str(refused.value)
+    assert "no encryption" in str(refused.value)
+
+    # The panel's superuser is refused over TCP, with or without TLS...
+    for sslmode in ("require", "disable"):
+        with pytest.raises(psycopg.OperationalError) as refused:
+            _tcp(
+                cluster,
+                user="pgpanel",
+                password=cluster.superuser_password,
+                dbname="postgres",
+                sslmode=sslmode,
+            )
+        assert 'pg_hba.conf rejects connection for host "127.0.0.1", user "pgpanel"' in str(refused.value)
+    # ...and reaches the server over the Unix socket.
+    with dbconn.admin_connection(cluster) as conn:
+        assert conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone() == (
+            True,
+        )
+
+    # Only the panel's superuser maintains the system database.
+    with pytest.raises(psycopg.OperationalError, match="permission denied for database"):
+        _tcp(cluster, dbname="postgres")
+
+
+def test_passwords_never_reach_the_logs(owner, transactional_db, caplog):
+    caplog.set_level(logging.DEBUG)
+    cluster = services.create_cluster(owner, name="db-logs", plan_slug="db-s-1vcpu-1gb", enqueue=False)
+    cluster = services.provision_cluster(cluster.pk)
+    try:
+        assert cluster.status == ClusterStatus.ONLINE, cluster.error_message
+        # Log every statement, so the test shows what the server would see of a password.
+        with dbconn.admin_connection(cluster) as conn:
+            conn.execute("ALTER SYSTEM SET log_statement = 'all'")
+            conn.execute("SELECT pg_reload_conf()")
+        user = roles.add_user(cluster, "app")
+        first_password = user.password
+        user = roles.reset_password(cluster, "app")
+        secrets = {
+            "superuser": cluster.superuser_password,
+            "doadmin": cluster.users.get(name="doadmin").password,
+            "app": first_password,
+            "app (reset)": user.password,
+        }
+        panel_log = caplog.text + "\n".join(str(event) for event in cluster.events.all())
+        server_log = cluster.log_file.read_text(errors="replace")
+        assert 'CREATE ROLE "app"' in server_log  # statement logging did take effect
+        assert "SCRAM-SHA-256$" in server_log  # what reaches the server is the verifier
+        for who, secret in secrets.items():
+            assert len(secret) >= 16
+            assert secret not in panel_log, f"{who}'s password is in the panel's log"
+            assert secret not in server_log, f"{who}'s password is in the PostgreSQL log"
+    finally:
+        services.delete_cluster(cluster, confirm_name=cluster.name)
+
+
+def test_it_provisions_through_a_real_celery_worker(owner, transactional_db, celery_worker, wait_until):
+    cluster = services.create_cluster(owner, name="db-worker", plan_slug="db-s-1vcpu-2gb", enqueue=True)
+    try:
+        assert cluster.status == ClusterStatus.CREATING
+
+        def settled() -> bool:
+            cluster.refresh_from_db()
+            return cluster.status != ClusterStatus.CREATING
+
+        wait_until(settled, timeout=60, message="provisioning by the worker")
+        assert cluster.status == ClusterStatus.ONLINE, cluster.error_message
+        assert cluster.progress == 100
+        with _tcp(cluster) as conn:
+            assert conn.execute("SHOW max_connections").fetchone() == ("50",)
+    finally:
+        cluster.refresh_from_db()
+        services.delete_cluster(cluster, confirm_name=cluster.name)

@@ -1,0 +1,29 @@
+# The two set-up commands of the README. Both install what is missing (apt as root, else the
+# exact `sudo apt-get install` line), create .venv and install requirements.txt when it changed.
+#
+#   make run    migrate, create the first admin once, then run Redis (if none answers),
+#               the Celery worker and beat, and gunicorn on PANEL_BIND (Ctrl-C stops them)
+#   make test   ruff check, ruff format --check, then the whole pytest suite
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+export PYTHON
+
+.PHONY: run test lint bootstrap-run bootstrap-test
+
+run: bootstrap-run
+	$(VENV)/bin/python scripts/run.py
+
+test: bootstrap-test lint
+	$(VENV)/bin/python -m pytest
+
+lint:
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+bootstrap-run:
+	bash scripts/bootstrap.sh run
+
+bootstrap-test:
+	bash scripts/bootstrap.sh test

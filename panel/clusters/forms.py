@@ -1,0 +1,92 @@
+"""Forms of the cluster pages: they check the shape of the input; the services check the rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.utils.translation import gettext_lazy as _
+
+from panel.clusters import services
+from panel.clusters.lib.plans import DEFAULT_PLAN_SLUG, PLANS, Plan
+
+SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+
+
+class PanelForm(forms.Form):
+    """A form whose inputs carry Bootstrap's classes."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for field in self.fields.values():
+            widget = field.widget
+            if isinstance(widget, forms.RadioSelect):
+                continue
+            css = "form-select" if isinstance(widget, forms.Select) else "form-control"
+            widget.attrs.setdefault("class", css)
+
+
+class CreateClusterForm(PanelForm):
+    name = forms.CharField(
+        label=_("Cluster name"),
+        max_length=63,
+        help_text=_("Lowercase letters, digits and hyphens; it starts with a letter."),
+    )
+    version = forms.ChoiceField(label=_("PostgreSQL version"))
+    plan = forms.ChoiceField(
+        label=_("Plan"),
+        choices=[(plan.slug, plan.slug) for plan in PLANS],
+        initial=DEFAULT_PLAN_SLUG,
+        widget=forms.RadioSelect,
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        versions = services.available_versions()
+        self.fields["version"].choices = [(v, _("PostgreSQL %(v)s") % {"v": v}) for v in versions]
+        if versions:
+            self.fields["version"].initial = versions[0]
+        if not self.is_bound:
+            self.fields["name"].initial = services.default_cluster_name()
+
+    @property
+    def plans(self) -> tuple[Plan, ...]:
+        """The plans with their sizes, for the plan cards."""
+        return PLANS
+
+
+class AttachClusterForm(PanelForm):
+    name = forms.CharField(
+        label=_("Cluster name"),
+        max_length=63,
+        help_text=_("How the panel calls this server: lowercase letters, digits and hyphens."),
+    )
+    host = forms.CharField(label=_("Host"), max_length=255)
+    port = forms.IntegerField(label=_("Port"), min_value=1, max_value=65535, initial=5432)
+    user = forms.CharField(label=_("Admin user"), max_length=63, initial="postgres")
+    password = forms.CharField(label=_("Password"), widget=forms.PasswordInput, strip=False)
+    database = forms.CharField(label=_("Database"), max_length=63, initial="postgres")
+    sslmode = forms.ChoiceField(
+        label=_("SSL mode"), choices=[(mode, mode) for mode in SSLMODES], initial="require"
+    )
+
+    def server(self) -> services.ExternalServer:
+        data = self.cleaned_data
+        return services.ExternalServer(
+            host=data["host"],
+            port=data["port"],
+            user=data["user"],
+            password=data["password"],
+            database=data["database"],
+            sslmode=data["sslmode"],
+        )
+
+
+class NameForm(PanelForm):
+    """The one field of "add user" and "add database"."""
+
+    name = forms.CharField(label=_("Name"), max_length=63)
+
+
+class DeleteClusterForm(PanelForm):
+    confirm_name = forms.CharField(label=_("Cluster name"), max_length=63, required=False)

@@ -1,0 +1,352 @@
+"""`manage.py cluster …`: the panel's cluster actions from the command line, in the foreground.
+
+Every subcommand calls the same service functions as the web pages and the Celery tasks, but
+runs them here and now, so no worker is needed. Clusters are named by their name; when several
+users own a cluster of that name, ``--owner`` picks one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db.models.signals import post_save
+
+from panel.clusters import roles, services
+from panel.clusters.lib.connstr import FORMATS
+from panel.clusters.models import Cluster, ClusterStatus
+
+SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+RECENT_EVENTS = 10
+
+
+class Command(BaseCommand):
+    help = "Create, inspect and manage PostgreSQL clusters in the foreground (no worker needed)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        sub = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
+
+        def add(
+            name: str, help_text: str, *, named: bool = True, owner: bool = True
+        ) -> argparse.ArgumentParser:
+            p = sub.add_parser(name, help=help_text, description=help_text)
+            if named:
+                p.add_argument("name", metavar="CLUSTER", help="cluster name")
+            if owner:
+                p.add_argument("--owner", metavar="USERNAME", help="the cluster owner's username")
+            return p
+
+        p = add("create", "Create a cluster and provision it now.", named=False)
+        p.add_argument("--name", required=True, help="cluster name (lowercase letters, digits, hyphens)")
+        p.add_argument("--plan", required=True, metavar="SLUG", help="plan slug, e.g. db-s-1vcpu-1gb")
+        p.add_argument("--version", dest="pg_version", metavar="V", help="PostgreSQL major version")
+
+        add("list", "List clusters.", named=False)
+        add("show", "Show a cluster's details and recent events.")
+        add("start", "Start a stopped cluster.")
+        add("stop", "Stop a cluster (its data stays).")
+        add("restart", "Restart a cluster.")
+        p = add("delete", "Stop a cluster and delete it with all its data.")
+        p.add_argument("--yes", action="store_true", help="confirm the deletion")
+
+        p = add("connection", "Print the connection details, password included.")
+        p.add_argument("--user", help="database user (default: the admin user)")
+        p.add_argument("--database", help="database (default: the default database)")
+        p.add_argument("--format", dest="fmt", choices=FORMATS, default="uri")
+
+        p = add(
+            "attach",
+            "Attach an existing server; the password comes from PGPASSWORD or a prompt.",
+            named=False,
+        )
+        p.add_argument("--name", required=True)
+        p.add_argument("--host", required=True)
+        p.add_argument("--port", required=True, type=int)
+        p.add_argument("--user", required=True)
+        p.add_argument("--database", required=True)
+        p.add_argument("--sslmode", choices=SSLMODES, default="require")
+
+        for name, help_text in (
+            ("user-add", "Add a database user with a generated password."),
+            ("user-delete", "Delete a database user."),
+            ("password-reset", "Give a database user a new generated password."),
+            ("db-add", "Add a database."),
+            ("db-delete", "Delete a database and everything in it."),
+        ):
+            p = add(name, help_text)
+            p.add_argument("item", metavar="NAME", help="user or database name")
+            if name.endswith("-delete"):
+                p.add_argument("--yes", action="store_true", help="confirm the deletion")
+
+        add(
+            "reconcile",
+            "Restart clusters whose server died; fail stuck jobs (one pass).",
+            named=False,
+            owner=False,
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        handler: Callable[[dict[str, Any]], None] = getattr(
+            self, "do_" + options["subcommand"].replace("-", "_")
+        )
+        try:
+            handler(options)
+        except services.ServiceError as exc:
+            raise CommandError(exc.message) from None
+
+    # --- lookups -------------------------------------------------------------------------------
+
+    def _user(self, username: str) -> AbstractBaseUser:
+        try:
+            return get_user_model().objects.get(username=username)
+        except get_user_model().DoesNotExist:
+            raise CommandError(f"No user named {username!r}.") from None
+
+    def _owner(self, options: dict[str, Any]) -> AbstractBaseUser:
+        """The --owner user, or else the first superuser (the account `make run` creates)."""
+        if options.get("owner"):
+            return self._user(options["owner"])
+        owner = get_user_model().objects.filter(is_superuser=True).order_by("pk").first()
+        if owner is None:
+            raise CommandError(
+                "No superuser exists to own the cluster: pass --owner USERNAME, "
+                "or create the admin account with: manage.py ensureadmin"
+            )
+        return owner
+
+    def _cluster(self, options: dict[str, Any]) -> Cluster:
+        name = options["name"]
+        qs = Cluster.objects.filter(name=name).select_related("owner")
+        if options.get("owner"):
+            qs = qs.filter(owner=self._user(options["owner"]))
+        found = list(qs[:10])
+        if not found:
+            whose = f" owned by {options['owner']!r}" if options.get("owner") else ""
+            raise CommandError(f"No cluster named {name!r}{whose}.")
+        if len(found) > 1:
+            owners = ", ".join(sorted(c.owner.get_username() for c in found))
+            raise CommandError(
+                f"Several users have a cluster named {name!r} ({owners}); choose one with --owner USERNAME."
+            )
+        return found[0]
+
+    # --- clusters ------------------------------------------------------------------------------
+
+    def do_create(self, options: dict[str, Any]) -> None:
+        owner = self._owner(options)
+        cluster = services.create_cluster(
+            owner,
+            name=options["name"],
+            plan_slug=options["plan"],
+            version=options["pg_version"],
+            enqueue=False,
+        )
+        self.stdout.write(
+            f"Creating {cluster.name}: plan {cluster.plan_slug}, PostgreSQL {cluster.version}, "
+            f"port {cluster.port}, owner {owner.get_username()}."
+        )
+        last: list[str] = []
+
+        def report(sender: type[Cluster], instance: Cluster, **kwargs: Any) -> None:
+            if (
+                instance.pk == cluster.pk
+                and instance.progress_message
+                and instance.progress_message not in last
+            ):
+                last.append(instance.progress_message)
+                self.stdout.write(f"  [{instance.progress:3d}%] {instance.progress_message}")
+
+        uid = f"cluster-create-{cluster.pk}"
+        post_save.connect(report, sender=Cluster, dispatch_uid=uid, weak=False)
+        try:
+            cluster = services.provision_cluster(cluster.pk)
+        finally:
+            post_save.disconnect(sender=Cluster, dispatch_uid=uid)
+        if cluster.status != ClusterStatus.ONLINE:
+            raise CommandError(
+                f"Provisioning {cluster.name} failed: {cluster.error_message or cluster.get_status_display()}\n"
+                f"Remove it with: manage.py cluster delete {cluster.name} --yes"
+            )
+        details = services.connection_details(cluster)
+        self.stdout.write(self.style.SUCCESS(f"{cluster.name} is online on port {cluster.port}."))
+        # Masked by hand: the URI formatter would percent-encode the asterisks of masked().
+        uri = details.uri().replace(f":{quote(details.password, safe='')}@", ":********@", 1)
+        self.stdout.write(f"Connection: {uri}")
+        self.stdout.write(f"Show the password with: manage.py cluster connection {cluster.name}")
+
+    def do_list(self, options: dict[str, Any]) -> None:
+        qs = Cluster.objects.select_related("owner").order_by("name", "created_at")
+        if options.get("owner"):
+            qs = qs.filter(owner=self._user(options["owner"]))
+        rows = [
+            (
+                c.name,
+                c.owner.get_username(),
+                c.status,
+                c.plan_slug or "-",
+                c.version,
+                str(c.port or "-"),
+                f"{c.created_at:%Y-%m-%d %H:%M}",
+            )
+            for c in qs
+        ]
+        if not rows:
+            self.stdout.write("No clusters.")
+            return
+        self._table(("NAME", "OWNER", "STATUS", "PLAN", "VERSION", "PORT", "CREATED"), rows)
+
+    def do_show(self, options: dict[str, Any]) -> None:
+        c = self._cluster(options)
+        plan = c.plan
+        lines = [
+            ("Name", c.name),
+            ("ID", str(c.pk)),
+            ("Owner", c.owner.get_username()),
+            ("Kind", c.get_kind_display()),
+            ("Status", c.get_status_display()),
+        ]
+        if c.status == ClusterStatus.CREATING:
+            lines.append(("Progress", f"{c.progress}% {c.progress_message}".strip()))
+        if c.error_message:
+            lines.append(("Error", c.error_message))
+        if plan:
+            lines.append(
+                (
+                    "Plan",
+                    f"{plan.slug} ({plan.vcpus} vCPU, {plan.ram_gb} GB RAM, {plan.disk_gb} GB disk; "
+                    f"max_connections {plan.max_connections}, {plan.pool_connections} for pools)",
+                )
+            )
+        lines += [
+            ("PostgreSQL", c.version),
+            ("Host", f"{c.host}:{c.port}"),
+        ]
+        if c.pooler_port:
+            lines.append(("Pooler port", str(c.pooler_port)))
+        lines += [
+            ("Admin user", c.admin_user),
+            ("Users", ", ".join(c.users.values_list("name", flat=True)) or "-"),
+            ("Databases", ", ".join(c.databases.values_list("name", flat=True)) or "-"),
+            ("Created", f"{c.created_at:%Y-%m-%d %H:%M:%S %Z}"),
+            ("Online since", f"{c.online_since:%Y-%m-%d %H:%M:%S %Z}" if c.online_since else "-"),
+        ]
+        if c.is_local:
+            lines.append(("Data directory", str(c.data_root)))
+        width = max(len(label) for label, _value in lines)
+        for label, value in lines:
+            self.stdout.write(f"{label + ':':<{width + 1}} {value}")
+        events = list(c.events.all()[:RECENT_EVENTS])
+        if events:
+            self.stdout.write("\nRecent events:")
+            for event in events:
+                self.stdout.write(f"  {event.created_at:%Y-%m-%d %H:%M:%S} {event.level:<7} {event.message}")
+
+    def _action(self, options: dict[str, Any], action: str, doing: str, done: str) -> None:
+        cluster = self._cluster(options)
+        self.stdout.write(f"{doing} {cluster.name}…")
+        cluster = services.perform_action(cluster, action)
+        self.stdout.write(self.style.SUCCESS(f"{cluster.name} {done}."))
+
+    def do_start(self, options: dict[str, Any]) -> None:
+        self._action(options, "start", "Starting", "is online")
+
+    def do_stop(self, options: dict[str, Any]) -> None:
+        self._action(options, "stop", "Stopping", "is stopped")
+
+    def do_restart(self, options: dict[str, Any]) -> None:
+        self._action(options, "restart", "Restarting", "is online")
+
+    def do_delete(self, options: dict[str, Any]) -> None:
+        cluster = self._cluster(options)
+        if not options["yes"]:
+            raise CommandError(
+                f"Deleting {cluster.name} stops it and removes all its data. Confirm with --yes: "
+                f"manage.py cluster delete {cluster.name} --yes"
+            )
+        services.delete_cluster(cluster, confirm_name=cluster.name)
+        self.stdout.write(self.style.SUCCESS(f"{cluster.name} deleted."))
+
+    def do_connection(self, options: dict[str, Any]) -> None:
+        cluster = self._cluster(options)
+        details = services.connection_details(cluster, user=options["user"], database=options["database"])
+        self.stdout.write(details.render(options["fmt"]))
+
+    def do_attach(self, options: dict[str, Any]) -> None:
+        owner = self._owner(options)
+        password = os.environ.get("PGPASSWORD")
+        if password is None:
+            password = getpass.getpass(f"Password for {options['user']}@{options['host']}: ")
+        server = services.ExternalServer(
+            host=options["host"],
+            port=options["port"],
+            user=options["user"],
+            password=password,
+            database=options["database"],
+            sslmode=options["sslmode"],
+        )
+        cluster = services.attach_cluster(owner, name=options["name"], server=server)
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Attached {cluster.name}: PostgreSQL {cluster.version} at {cluster.host}:{cluster.port}."
+            )
+        )
+
+    # --- users and databases ---------------------------------------------------------------------
+
+    def _confirm(self, options: dict[str, Any], what: str) -> None:
+        if not options["yes"]:
+            raise CommandError(f"Deleting {what} cannot be undone. Confirm with --yes.")
+
+    def do_user_add(self, options: dict[str, Any]) -> None:
+        cluster = self._cluster(options)
+        user = roles.add_user(cluster, options["item"])
+        self.stdout.write(self.style.SUCCESS(f"User {user.name} added to {cluster.name}."))
+        self.stdout.write(
+            f"Show its password with: manage.py cluster connection {cluster.name} --user {user.name}"
+        )
+
+    def do_user_delete(self, options: dict[str, Any]) -> None:
+        cluster = self._cluster(options)
+        self._confirm(options, f"user {options['item']}")
+        roles.delete_user(cluster, options["item"])
+        self.stdout.write(self.style.SUCCESS(f"User {options['item']} deleted from {cluster.name}."))
+
+    def do_password_reset(self, options: dict[str, Any]) -> None:
+        cluster = self._cluster(options)
+        user = roles.reset_password(cluster, options["item"])
+        self.stdout.write(self.style.SUCCESS(f"New password set for {user.name}."))
+        self.stdout.write(f"Show it with: manage.py cluster connection {cluster.name} --user {user.name}")
+
+    def do_db_add(self, options: dict[str, Any]) -> None:
+        cluster = self._cluster(options)
+        database = roles.add_database(cluster, options["item"])
+        self.stdout.write(self.style.SUCCESS(f"Database {database.name} added to {cluster.name}."))
+
+    def do_db_delete(self, options: dict[str, Any]) -> None:
+        cluster = self._cluster(options)
+        self._confirm(options, f"database {options['item']} and all its data")
+        roles.delete_database(cluster, options["item"])
+        self.stdout.write(self.style.SUCCESS(f"Database {options['item']} deleted from {cluster.name}."))
+
+    def do_reconcile(self, options: dict[str, Any]) -> None:
+        notes = services.reconcile()
+        for note in notes:
+            self.stdout.write(note)
+        if not notes:
+            self.stdout.write("Every cluster is as it should be.")
+
+    # --- output ----------------------------------------------------------------------------------
+
+    def _table(self, header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+        widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+        for row in [header, *rows]:
+            self.stdout.write(
+                "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+            )

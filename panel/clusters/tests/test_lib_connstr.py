@@ -1,0 +1,108 @@
+"""Connection details in the three formats of the managed service (pure unit tests)."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+from psycopg.conninfo import conninfo_to_dict
+
+from panel.clusters.lib.connstr import FORMATS, ConnectionDetails
+
+NASTY = "p@ss:w/rd?#%&'\" with spaces"
+
+
+def details(password: str = "s3cret", **kwargs: object) -> ConnectionDetails:
+    values: dict[str, object] = {
+        "user": "doadmin",
+        "password": password,
+        "host": "db.example.com",
+        "port": 25060,
+        "database": "defaultdb",
+    }
+    values.update(kwargs)
+    return ConnectionDetails(**values)  # type: ignore[arg-type]
+
+
+def test_it_formats_the_uri_exactly_as_the_managed_service():
+    assert details().uri() == "postgresql://doadmin:s3cret@db.example.com:25060/defaultdb?sslmode=require"
+
+
+def test_it_formats_the_flags_exactly_as_the_managed_service():
+    assert details().flags() == (
+        "PGPASSWORD=s3cret psql -U doadmin -h db.example.com -p 25060 -d defaultdb --set=sslmode=require"
+    )
+
+
+def test_it_lists_the_parameters_in_order():
+    assert details().params() == [
+        ("username", "doadmin"),
+        ("password", "s3cret"),
+        ("host", "db.example.com"),
+        ("port", "25060"),
+        ("database", "defaultdb"),
+        ("sslmode", "require"),
+    ]
+    assert details().params_text().splitlines()[0] == "username = doadmin"
+
+
+def test_it_percent_encodes_special_characters_in_the_uri():
+    uri = details(NASTY).uri()
+    userinfo = uri.removeprefix("postgresql://").rsplit("@", 1)[0]
+    password_part = userinfo.split(":", 1)[1]
+    for char in "@:/?#&'\" ":
+        assert char not in password_part
+    assert "%40" in password_part and "%25" in password_part and "%20" in password_part
+
+
+@pytest.mark.parametrize("password", [NASTY, "plain", "100%", "a b", "ümläut€", "back\\slash", "=;,"])
+def test_the_uri_round_trips_through_libpq_parsing(password):
+    d = details(password, user="app user@x", database="my-db/1")
+    parsed = conninfo_to_dict(d.uri())
+    assert parsed["password"] == password
+    assert parsed["user"] == "app user@x"
+    assert parsed["dbname"] == "my-db/1"
+    assert parsed["host"] == "db.example.com"
+    assert parsed["port"] == "25060"
+    assert parsed["sslmode"] == "require"
+
+
+def test_an_ipv6_host_is_bracketed_in_the_uri():
+    parsed = conninfo_to_dict(details(host="::1").uri())
+    assert parsed["host"] == "::1"
+
+
+@pytest.mark.parametrize("password", [NASTY, "plain", "$(rm -rf /)", "`id`", "a\nb"])
+def test_the_flags_are_shell_quoted_and_round_trip(password):
+    line = details(password, user="o'neil").flags()
+    words = shlex.split(line)
+    assert words[0] == f"PGPASSWORD={password}"
+    assert words[1:] == [
+        "psql",
+        "-U",
+        "o'neil",
+        "-h",
+        "db.example.com",
+        "-p",
+        "25060",
+        "-d",
+        "defaultdb",
+        "--set=sslmode=require",
+    ]
+
+
+def test_masked_hides_the_password_in_every_format():
+    d = details(NASTY)
+    masked = d.masked()
+    assert masked.password != NASTY
+    for fmt in FORMATS:
+        text = masked.render(fmt)
+        assert NASTY not in text
+        assert "p@ss" not in text and "p%40ss" not in text
+        assert "doadmin" in text and "db.example.com" in text
+    assert d.password == NASTY  # the original is left alone
+
+
+def test_render_refuses_an_unknown_format():
+    with pytest.raises(ValueError, match="Unknown format"):
+        details().render("yaml")

@@ -1,0 +1,86 @@
+"""Cluster names and PostgreSQL identifiers (pure unit tests)."""
+
+from __future__ import annotations
+
+import pytest
+
+from panel.clusters.lib.names import (
+    InvalidName,
+    validate_cluster_name,
+    validate_database_name,
+    validate_role_name,
+)
+
+
+@pytest.mark.parametrize("name", ["db-test", "abc", "db-postgresql-fra1-12345", "a" * 63, "x1-2-3"])
+def test_it_accepts_good_cluster_names(name):
+    assert validate_cluster_name(name) == name
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "",
+        "ab",
+        "a" * 64,
+        "Db-test",
+        "1db",
+        "-db",
+        "db-",
+        "db_test",
+        "db.test",
+        "db test",
+        "dbé-test",
+        "db\ntest",
+    ],
+)
+def test_it_refuses_bad_cluster_names(name):
+    with pytest.raises(InvalidName):
+        validate_cluster_name(name)
+
+
+@pytest.mark.parametrize("name", ["app", "App_User", "_x", "user-1", "a$b", "a" * 63])
+def test_it_accepts_good_identifiers(name):
+    assert validate_role_name(name) == name
+    assert validate_database_name(name) == name
+
+
+@pytest.mark.parametrize("name", ["", "1abc", "-abc", "a b", "a.b", 'a"b', "a'b", "a;b", "a/b", "é" * 5])
+def test_it_refuses_identifiers_with_other_characters(name):
+    with pytest.raises(InvalidName):
+        validate_role_name(name)
+    with pytest.raises(InvalidName):
+        validate_database_name(name)
+
+
+def test_the_length_limit_counts_bytes_not_characters():
+    assert validate_database_name("a" * 63)
+    with pytest.raises(InvalidName, match="63 bytes"):
+        validate_database_name("a" * 64)
+    # 32 two-byte characters: 32 characters but 64 bytes, which PostgreSQL would truncate.
+    with pytest.raises(InvalidName, match="63 bytes"):
+        validate_role_name("é" * 32)
+    with pytest.raises(InvalidName, match="63 bytes"):
+        validate_role_name("a" * 61 + "€")
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["postgres", "Postgres", "doadmin", "DOADMIN", "pgpanel", "pgbouncer", "public", "pg_monitor", "pg_x"],
+)
+def test_it_refuses_reserved_role_names(name):
+    with pytest.raises(InvalidName, match="reserved"):
+        validate_role_name(name)
+
+
+@pytest.mark.parametrize(
+    "name", ["postgres", "defaultdb", "DefaultDB", "template0", "template1", "pgbouncer"]
+)
+def test_it_refuses_reserved_database_names(name):
+    with pytest.raises(InvalidName, match="reserved"):
+        validate_database_name(name)
+
+
+def test_a_database_may_share_a_name_with_a_user():
+    assert validate_database_name("benchmark") == "benchmark"
+    assert validate_role_name("benchmark") == "benchmark"

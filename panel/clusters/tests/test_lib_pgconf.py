@@ -1,0 +1,102 @@
+"""Rendering of the panel's postgresql.conf part and pg_hba.conf (pure unit tests)."""
+
+from __future__ import annotations
+
+from panel.clusters.lib.pgconf import ServerSettings, render_hba
+
+
+def _settings(**kwargs: object) -> ServerSettings:
+    values: dict[str, object] = {
+        "port": 26000,
+        "listen_addresses": "127.0.0.1",
+        "socket_dir": "/var/lib/pgpanel/clusters/abc/run",
+        "max_connections": 25,
+        "superuser_reserved_connections": 3,
+        "shared_buffers_bytes": 256 * 1024**2,
+        "log_dir": "/var/lib/pgpanel/clusters/abc/log",
+    }
+    values.update(kwargs)
+    return ServerSettings(**values)  # type: ignore[arg-type]
+
+
+def _conf(text: str) -> dict[str, str]:
+    pairs = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, value = (part.strip() for part in line.split("=", 1))
+        assert key not in pairs, f"{key} set twice"
+        pairs[key] = value
+    return pairs
+
+
+def test_it_renders_the_required_settings():
+    conf = _conf(_settings().render())
+    assert conf["port"] == "26000"
+    assert conf["listen_addresses"] == "'127.0.0.1'"
+    assert conf["unix_socket_directories"] == "'/var/lib/pgpanel/clusters/abc/run'"
+    assert conf["unix_socket_permissions"] == "0700"
+    assert conf["max_connections"] == "25"
+    assert conf["superuser_reserved_connections"] == "3"
+    assert conf["shared_buffers"] == "262144kB"
+    assert conf["password_encryption"] == "'scram-sha-256'"
+    assert conf["ssl"] == "on"
+    assert conf["ssl_cert_file"] == "'server.crt'"
+    assert conf["ssl_key_file"] == "'server.key'"
+    assert conf["ssl_min_protocol_version"] == "'TLSv1.2'"
+    assert conf["log_directory"] == "'/var/lib/pgpanel/clusters/abc/log'"
+    assert conf["log_filename"] == "'postgresql.log'"
+    assert conf["log_file_mode"] == "0600"
+
+
+def test_it_follows_the_plan_figures():
+    conf = _conf(_settings(max_connections=100, shared_buffers_bytes=1024**3).render())
+    assert conf["max_connections"] == "100"
+    assert conf["shared_buffers"] == "1048576kB"
+
+
+def _hba_rules(text: str) -> list[list[str]]:
+    return [line.split() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def _first_match(rules: list[list[str]], *, conn_type: str, user: str, ssl: bool) -> list[str]:
+    """The rule PostgreSQL picks: the first whose type and user match (database is always all)."""
+    for rule in rules:
+        kind, _database, rule_user = rule[:3]
+        type_ok = (
+            (conn_type == "local" and kind == "local")
+            or (conn_type == "tcp" and kind == "host")
+            or (conn_type == "tcp" and ssl and kind == "hostssl")
+            or (conn_type == "tcp" and not ssl and kind == "hostnossl")
+        )
+        if type_ok and rule_user in {"all", user}:
+            return rule
+    raise AssertionError("no rule matches: PostgreSQL would reject implicitly")
+
+
+def test_hba_rejects_tcp_without_tls():
+    rules = _hba_rules(render_hba("pgpanel"))
+    assert _first_match(rules, conn_type="tcp", user="doadmin", ssl=False)[-1] == "reject"
+
+
+def test_hba_requires_scram_over_tls():
+    rules = _hba_rules(render_hba("pgpanel"))
+    rule = _first_match(rules, conn_type="tcp", user="doadmin", ssl=True)
+    assert rule[0] == "hostssl" and rule[-1] == "scram-sha-256"
+
+
+def test_hba_rejects_the_superuser_over_tcp_even_with_tls():
+    rules = _hba_rules(render_hba("pgpanel"))
+    assert _first_match(rules, conn_type="tcp", user="pgpanel", ssl=True)[-1] == "reject"
+    assert _first_match(rules, conn_type="tcp", user="pgpanel", ssl=False)[-1] == "reject"
+
+
+def test_hba_lets_the_superuser_in_over_the_socket_with_a_password():
+    rules = _hba_rules(render_hba("pgpanel"))
+    assert _first_match(rules, conn_type="local", user="pgpanel", ssl=False)[-1] == "scram-sha-256"
+
+
+def test_hba_never_trusts_anybody():
+    text = render_hba("pgpanel")
+    assert "trust" not in text and " md5" not in text and "password" not in text

@@ -1,0 +1,124 @@
+"""Integration: the reconciler brings back a cluster whose postmaster died."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+
+import psutil
+import pytest
+from django.utils import timezone
+
+from panel.clusters import services, tasks
+from panel.clusters.engine import postgres
+from panel.clusters.models import Cluster, ClusterStatus
+
+pytestmark = pytest.mark.integration
+
+
+def _sigkill_postmaster(cluster: Cluster) -> int:
+    pid = postgres.postmaster_pid(cluster.pgdata)
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    psutil.wait_procs([psutil.Process(pid)], timeout=5)
+    assert postgres.postmaster_pid(cluster.pgdata) is None
+    return pid
+
+
+def _answers(cluster: Cluster) -> bool:
+    from panel.clusters import dbconn
+
+    with dbconn.admin_connection(cluster) as conn:
+        return conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_reconcile_restarts_a_killed_postmaster(local_cluster):
+    old_pid = _sigkill_postmaster(local_cluster)
+
+    notes = services.reconcile()
+
+    assert notes == [f"{local_cluster.name}: restarted"]
+    local_cluster.refresh_from_db()
+    assert local_cluster.status == ClusterStatus.ONLINE
+    new_pid = postgres.postmaster_pid(local_cluster.pgdata)
+    assert new_pid is not None and new_pid != old_pid
+    assert _answers(local_cluster)
+    kinds = list(local_cluster.events.order_by("created_at", "id").values_list("kind", flat=True))
+    assert kinds[-2:] == ["degraded", "recovered"]
+
+    # Healthy and stopped clusters are left alone.
+    pid = new_pid
+    assert services.reconcile() == []
+    assert postgres.postmaster_pid(local_cluster.pgdata) == pid
+
+    services.perform_action(local_cluster, "stop")
+    assert services.reconcile() == []
+    local_cluster.refresh_from_db()
+    assert local_cluster.status == ClusterStatus.STOPPED
+    assert postgres.postmaster_pid(local_cluster.pgdata) is None
+
+
+def test_reconcile_marks_a_stuck_creation_as_error(owner, transactional_db):
+    cluster = services.create_cluster(owner, name="db-stuck", plan_slug="db-s-1vcpu-1gb", enqueue=False)
+    Cluster.objects.filter(pk=cluster.pk).update(updated_at=timezone.now() - dt.timedelta(hours=1))
+
+    assert services.reconcile() == ["db-stuck: marked error (stuck)"]
+
+    cluster.refresh_from_db()
+    assert cluster.status == ClusterStatus.ERROR
+    assert "interrupted" in cluster.error_message
+    services.delete_cluster(cluster, confirm_name="db-stuck")
+
+
+def test_the_reconcile_task_restarts_a_killed_postmaster_through_a_worker(
+    local_cluster, celery_worker, wait_until
+):
+    old_pid = _sigkill_postmaster(local_cluster)
+
+    tasks.reconcile.delay()
+
+    def restarted() -> bool:
+        pid = postgres.postmaster_pid(local_cluster.pgdata)
+        return pid is not None and pid != old_pid
+
+    wait_until(restarted, timeout=30, message="the worker's reconciler restarting PostgreSQL")
+
+    def online() -> bool:
+        local_cluster.refresh_from_db()
+        return local_cluster.status == ClusterStatus.ONLINE
+
+    wait_until(online, timeout=10, message="the cluster marked online again")
+    assert _answers(local_cluster)
+    assert {"degraded", "recovered"} <= set(local_cluster.events.values_list("kind", flat=True))
+
+
+def _age(cluster: Cluster, hours: int = 1) -> None:
+    """Pretend nothing has happened to the cluster's row for a while."""
+    Cluster.objects.filter(pk=cluster.pk).update(updated_at=timezone.now() - dt.timedelta(hours=hours))
+
+
+def test_reconcile_does_not_fail_a_retry_that_was_just_queued(owner, transactional_db):
+    cluster = services.create_cluster(owner, name="db-old-error", plan_slug="db-s-1vcpu-1gb", enqueue=False)
+    Cluster.objects.filter(pk=cluster.pk).update(status=ClusterStatus.ERROR, error_message="initdb failed")
+    _age(cluster)
+    cluster.refresh_from_db()
+
+    services.retry_cluster(cluster, enqueue=False)
+
+    assert services.reconcile() == []
+    cluster.refresh_from_db()
+    assert cluster.status == ClusterStatus.CREATING
+
+
+def test_reconcile_does_not_fail_an_action_that_was_just_requested(owner, transactional_db, redis_server):
+    cluster = services.create_cluster(owner, name="db-old-online", plan_slug="db-s-1vcpu-1gb", enqueue=False)
+    # A row only: reconcile() must not even look for its server while it is stopping.
+    Cluster.objects.filter(pk=cluster.pk).update(status=ClusterStatus.ONLINE, online_since=timezone.now())
+    _age(cluster)
+    cluster.refresh_from_db()
+    # The queued task is harmless if a worker ever runs it: the row is gone by then.
+    services.request_action(cluster, "stop")
+    assert services.reconcile() == []
+    cluster.refresh_from_db()
+    assert cluster.status != ClusterStatus.ERROR

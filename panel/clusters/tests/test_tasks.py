@@ -1,0 +1,44 @@
+"""The Celery tasks are thin: they carry an id and call the service (run here in-process)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from panel.clusters import services, tasks
+from panel.clusters.engine import postgres
+from panel.clusters.models import ClusterStatus
+
+pytestmark = pytest.mark.integration
+
+
+def test_the_tasks_have_the_names_the_services_send():
+    assert tasks.provision.name == "panel.clusters.tasks.provision"
+    assert tasks.cluster_action.name == "panel.clusters.tasks.cluster_action"
+    assert tasks.reconcile.name == "panel.clusters.tasks.reconcile"
+
+
+def test_an_action_on_a_deleted_cluster_is_ignored(transactional_db):
+    assert tasks.cluster_action(str(uuid.uuid4()), "stop") is None
+
+
+def test_provision_task_provisions_and_a_second_delivery_does_nothing(owner, transactional_db):
+    cluster = services.create_cluster(owner, name="db-task", plan_slug="db-s-1vcpu-1gb", enqueue=False)
+    tasks.provision(str(cluster.pk))
+    cluster.refresh_from_db()
+    assert cluster.status == ClusterStatus.ONLINE, cluster.error_message
+    pid = postgres.postmaster_pid(cluster.pgdata)
+
+    tasks.provision(str(cluster.pk))  # redelivered: the claim fails, nothing is redone
+
+    cluster.refresh_from_db()
+    assert cluster.status == ClusterStatus.ONLINE
+    assert postgres.postmaster_pid(cluster.pgdata) == pid
+    assert cluster.events.filter(kind="online").count() == 1
+
+    tasks.cluster_action(str(cluster.pk), "stop")
+    cluster.refresh_from_db()
+    assert cluster.status == ClusterStatus.STOPPED
+    assert tasks.reconcile() == []
+    services.delete_cluster(cluster, confirm_name=cluster.name)

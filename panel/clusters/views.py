@@ -1,0 +1,334 @@
+"""Cluster pages. Each view fetches the cluster through its ownership helper, validates a form,
+calls one service function and returns a redirect, a page or an HTMX partial."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from typing import Any
+from urllib.parse import urlencode
+
+from django import forms
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.http import content_disposition_header
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRedirect
+
+from panel.clusters import roles, services
+from panel.clusters.forms import AttachClusterForm, CreateClusterForm, DeleteClusterForm, NameForm
+from panel.clusters.models import Cluster
+from panel.clusters.services import ServiceError
+
+# The three views of the connection details box, in the managed service's order.
+CONNECTION_VIEWS = (
+    ("params", gettext_lazy("Connection parameters")),
+    ("uri", gettext_lazy("Connection string")),
+    ("flags", gettext_lazy("Flags")),
+)
+SECRET_FORMATS = ("password", "uri", "flags", "params")
+PASSWORD_MASK = "********"
+# Stands in for the password while formatting: neither URL-quoted nor shell-quoted, so the
+# hidden strings read "user:********@host" instead of "user:%2A%2A…@host".
+_MASK_TOKEN = "PGPANELHIDDENPASSWORD"
+
+
+def _get_cluster_for_user(request: HttpRequest, cluster_id: uuid.UUID) -> Cluster:
+    """The cluster if the user may see it (owner or staff); a 404 for everyone else."""
+    return get_object_or_404(services.clusters_for(request.user), pk=cluster_id)
+
+
+def _add_service_error(form: forms.Form, exc: ServiceError) -> None:
+    form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+
+
+def _detail_redirect(cluster: Cluster) -> HttpResponse:
+    return redirect("clusters:detail", cluster_id=cluster.pk)
+
+
+# --- list, create, attach ---------------------------------------------------------------------
+
+
+@require_GET
+def cluster_list(request: HttpRequest) -> HttpResponse:
+    clusters = list(services.clusters_for(request.user).select_related("owner"))
+    context = {"clusters": clusters, "any_busy": any(c.is_busy for c in clusters)}
+    template = "clusters/list.html#table" if request.htmx else "clusters/list.html"
+    return render(request, template, context)
+
+
+@require_http_methods(["GET", "POST"])
+def cluster_create(request: HttpRequest) -> HttpResponse:
+    form = CreateClusterForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            cluster = services.create_cluster(
+                request.user, name=data["name"], plan_slug=data["plan"], version=data["version"]
+            )
+        except ServiceError as exc:
+            _add_service_error(form, exc)
+        else:
+            messages.success(request, _("Cluster “%(name)s” is being created.") % {"name": cluster.name})
+            return _detail_redirect(cluster)
+    return render(request, "clusters/create.html", {"form": form})
+
+
+@require_http_methods(["GET", "POST"])
+def cluster_attach(request: HttpRequest) -> HttpResponse:
+    form = AttachClusterForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            cluster = services.attach_cluster(
+                request.user, name=form.cleaned_data["name"], server=form.server()
+            )
+        except ServiceError as exc:
+            _add_service_error(form, exc)
+        else:
+            messages.success(request, _("Server “%(name)s” attached.") % {"name": cluster.name})
+            return _detail_redirect(cluster)
+    return render(request, "clusters/attach.html", {"form": form})
+
+
+# --- the cluster page: overview, progress, connection details -------------------------------------
+
+
+def _connection_context(cluster: Cluster, params: Any, *, reveal: bool) -> dict[str, Any]:
+    view = params.get("view") if params.get("view") in dict(CONNECTION_VIEWS) else "params"
+    user = params.get("user") or None
+    database = params.get("database") or None
+    context: dict[str, Any] = {
+        "cluster": cluster,
+        "view": view,
+        "views": CONNECTION_VIEWS,
+        "users": list(cluster.users.all()),
+        "databases": list(cluster.databases.all()),
+        "revealed": reveal,
+        "conn": None,
+        "conn_error": None,
+    }
+    try:
+        details = services.connection_details(cluster, user=user, database=database)
+    except ServiceError as exc:
+        context["conn_error"] = exc.message
+        return context
+    shown = details if reveal else dataclasses.replace(details, password=_MASK_TOKEN)
+    context["conn"] = shown
+    context["conn_uri"] = shown.uri().replace(_MASK_TOKEN, PASSWORD_MASK)
+    context["conn_flags"] = shown.flags().replace(_MASK_TOKEN, PASSWORD_MASK)
+    context["conn_params"] = [
+        (key, value.replace(_MASK_TOKEN, PASSWORD_MASK)) for key, value in shown.params()
+    ]
+    context["query"] = urlencode({"user": details.user, "database": details.database, "view": view})
+    context["secret_query"] = urlencode({"user": details.user, "database": details.database})
+    return context
+
+
+@require_GET
+def cluster_detail(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    cluster = _get_cluster_for_user(request, cluster_id)
+    context = _connection_context(cluster, request.GET, reveal=False)
+    context.update(
+        active_tab="overview",
+        overview=services.overview(cluster),
+        events=cluster.events.all()[:10],
+        delete_form=DeleteClusterForm(),
+    )
+    return render(request, "clusters/detail.html", context)
+
+
+@require_GET
+def connection(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    cluster = _get_cluster_for_user(request, cluster_id)
+    context = _connection_context(cluster, request.GET, reveal=False)
+    return render(request, "clusters/detail.html#connection", context)
+
+
+@never_cache
+@require_GET
+def connection_reveal(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    cluster = _get_cluster_for_user(request, cluster_id)
+    context = _connection_context(cluster, request.GET, reveal=True)
+    return render(request, "clusters/detail.html#connection", context)
+
+
+@never_cache
+@require_GET
+def connection_secret(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    """One secret-bearing value as plain text, for the copy buttons of the hidden password."""
+    cluster = _get_cluster_for_user(request, cluster_id)
+    fmt = request.GET.get("format", "uri")
+    if fmt not in SECRET_FORMATS:
+        return HttpResponse(_("Unknown format."), status=400, content_type="text/plain; charset=utf-8")
+    try:
+        details = services.connection_details(
+            cluster, user=request.GET.get("user") or None, database=request.GET.get("database") or None
+        )
+    except ServiceError as exc:
+        return HttpResponse(exc.message, status=400, content_type="text/plain; charset=utf-8")
+    text = details.password if fmt == "password" else details.render(fmt)
+    return HttpResponse(text, content_type="text/plain; charset=utf-8")
+
+
+@require_GET
+def ca_certificate(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    cluster = _get_cluster_for_user(request, cluster_id)
+    if not cluster.ca_certificate:
+        raise Http404(_("This cluster has no CA certificate."))
+    response = HttpResponse(cluster.ca_certificate, content_type="application/x-pem-file")
+    response["Content-Disposition"] = content_disposition_header(
+        as_attachment=True, filename=f"{cluster.name}-ca-certificate.crt"
+    )
+    return response
+
+
+# --- actions -------------------------------------------------------------------------------------
+
+
+@require_POST
+def cluster_action(request: HttpRequest, cluster_id: uuid.UUID, action: str) -> HttpResponse:
+    cluster = _get_cluster_for_user(request, cluster_id)
+    if action not in services.ACTIONS:
+        raise Http404
+    try:
+        services.request_action(cluster, action)
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    return _detail_redirect(cluster)
+
+
+@require_POST
+def cluster_retry(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    cluster = _get_cluster_for_user(request, cluster_id)
+    try:
+        services.retry_cluster(cluster)
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    return _detail_redirect(cluster)
+
+
+@require_http_methods(["GET", "POST"])
+def cluster_delete(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    cluster = _get_cluster_for_user(request, cluster_id)
+    form = DeleteClusterForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            services.delete_cluster(cluster, confirm_name=form.cleaned_data["confirm_name"])
+        except ServiceError as exc:
+            _add_service_error(form, exc)
+        else:
+            messages.success(request, _("Cluster “%(name)s” deleted.") % {"name": cluster.name})
+            url = reverse("clusters:list")
+            return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+    template = "clusters/delete.html#form" if request.htmx else "clusters/delete.html"
+    return render(request, template, {"cluster": cluster, "delete_form": form})
+
+
+# --- users and databases -----------------------------------------------------------------------
+
+
+def _render_users_tab(
+    request: HttpRequest,
+    cluster: Cluster,
+    *,
+    user_form: NameForm | None = None,
+    database_form: NameForm | None = None,
+    **extra: Any,
+) -> HttpResponse:
+    """The Users & Databases tab: the whole page, or only its content for HTMX swaps."""
+    context = {
+        "cluster": cluster,
+        "active_tab": "users",
+        "users": cluster.users.all(),
+        "databases": cluster.databases.all(),
+        "user_form": user_form or NameForm(prefix="user"),
+        "database_form": database_form or NameForm(prefix="database"),
+        "delete_form": DeleteClusterForm(),
+        **extra,
+    }
+    template = "clusters/users.html#tab" if request.htmx else "clusters/users.html"
+    response = render(request, template, context)
+    if "new_secret" in extra:
+        response["Cache-Control"] = "no-store"
+    return response
+
+
+@require_GET
+def cluster_users(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    cluster = _get_cluster_for_user(request, cluster_id)
+    return _render_users_tab(request, cluster)
+
+
+@require_POST
+def user_add(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    cluster = _get_cluster_for_user(request, cluster_id)
+    form = NameForm(request.POST, prefix="user")
+    if form.is_valid():
+        try:
+            db_user = roles.add_user(cluster, form.cleaned_data["name"])
+        except ServiceError as exc:
+            _add_service_error(form, exc)
+        else:
+            return _render_users_tab(
+                request,
+                cluster,
+                notice=_("User “%(name)s” added.") % {"name": db_user.name},
+                new_secret=(db_user.name, db_user.password),
+            )
+    return _render_users_tab(request, cluster, user_form=form)
+
+
+@require_POST
+def user_delete(request: HttpRequest, cluster_id: uuid.UUID, name: str) -> HttpResponse:
+    cluster = _get_cluster_for_user(request, cluster_id)
+    try:
+        roles.delete_user(cluster, name)
+    except ServiceError as exc:
+        return _render_users_tab(request, cluster, user_error=exc.message)
+    return _render_users_tab(request, cluster, notice=_("User “%(name)s” deleted.") % {"name": name})
+
+
+@require_POST
+def user_reset_password(request: HttpRequest, cluster_id: uuid.UUID, name: str) -> HttpResponse:
+    cluster = _get_cluster_for_user(request, cluster_id)
+    try:
+        db_user = roles.reset_password(cluster, name)
+    except ServiceError as exc:
+        return _render_users_tab(request, cluster, user_error=exc.message)
+    return _render_users_tab(
+        request,
+        cluster,
+        notice=_("Password of “%(name)s” reset.") % {"name": db_user.name},
+        new_secret=(db_user.name, db_user.password),
+    )
+
+
+@require_POST
+def database_add(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    cluster = _get_cluster_for_user(request, cluster_id)
+    form = NameForm(request.POST, prefix="database")
+    if form.is_valid():
+        try:
+            database = roles.add_database(cluster, form.cleaned_data["name"])
+        except ServiceError as exc:
+            _add_service_error(form, exc)
+        else:
+            return _render_users_tab(
+                request, cluster, notice=_("Database “%(name)s” added.") % {"name": database.name}
+            )
+    return _render_users_tab(request, cluster, database_form=form)
+
+
+@require_POST
+def database_delete(request: HttpRequest, cluster_id: uuid.UUID, name: str) -> HttpResponse:
+    cluster = _get_cluster_for_user(request, cluster_id)
+    try:
+        roles.delete_database(cluster, name)
+    except ServiceError as exc:
+        return _render_users_tab(request, cluster, database_error=exc.message)
+    return _render_users_tab(request, cluster, notice=_("Database “%(name)s” deleted.") % {"name": name})

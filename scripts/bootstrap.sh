@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Install what `make run` / `make test` need on Debian 12, then create or refresh .venv.
+#
+#   scripts/bootstrap.sh run    PostgreSQL, PgBouncer, Redis
+#   scripts/bootstrap.sh test   the same, plus Chromium for the browser tests
+#
+# Fast when everything is there: apt is skipped entirely, and pip runs only when
+# requirements.txt changed since the last install (a checksum kept in .venv).
+set -euo pipefail
+
+mode="${1:-run}"
+case "$mode" in
+run | test) ;;
+*)
+    echo "usage: $0 run|test" >&2
+    exit 2
+    ;;
+esac
+
+cd "$(dirname "$0")/.."
+PYTHON="${PYTHON:-python3}"
+VENV=".venv"
+
+# --- system packages -------------------------------------------------------------------------
+
+missing=()
+have() { command -v "$1" >/dev/null 2>&1; }
+
+pg_server_installed() {
+    if [[ -n "${PANEL_PG_BINDIR:-}" ]]; then
+        [[ -x "$PANEL_PG_BINDIR/initdb" && -x "$PANEL_PG_BINDIR/postgres" ]]
+        return
+    fi
+    local bindir
+    for bindir in /usr/lib/postgresql/*/bin; do
+        [[ -x "$bindir/initdb" && -x "$bindir/pg_ctl" && -x "$bindir/pgbench" ]] && return 0
+    done
+    return 1
+}
+
+pg_server_installed || missing+=(postgresql)
+have pgbouncer || missing+=(pgbouncer)
+have redis-server || missing+=(redis-server)
+if [[ "$mode" == test ]]; then
+    have chromium || missing+=(chromium)
+fi
+if ! have "$PYTHON"; then
+    missing+=(python3 python3-venv)
+elif [[ ! -x "$VENV/bin/python" ]] && ! "$PYTHON" -c "import ensurepip, venv" >/dev/null 2>&1; then
+    # Debian splits `python3 -m venv` (and the pip it bootstraps) into python3-venv.
+    missing+=(python3-venv)
+fi
+
+if ((${#missing[@]})); then
+    if [[ "$(id -u)" -ne 0 ]]; then
+        echo "Missing system packages: ${missing[*]}. Install them with:" >&2
+        echo >&2
+        echo "    sudo apt-get install -y ${missing[*]}" >&2
+        echo >&2
+        echo "then run this command again." >&2
+        exit 1
+    fi
+    echo "==> apt-get install -y ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update
+    apt-get install -y "${missing[@]}"
+fi
+
+# --- virtual environment ------------------------------------------------------------------------
+
+if [[ -x "$VENV/bin/python" ]] && ! "$VENV/bin/python" -c "" >/dev/null 2>&1; then
+    # A venv whose interpreter went away (Python upgraded or removed): build it again.
+    echo "==> $VENV is broken; recreating it"
+    rm -rf "$VENV"
+fi
+if [[ ! -x "$VENV/bin/python" ]]; then
+    echo "==> $PYTHON -m venv $VENV"
+    "$PYTHON" -m venv "$VENV"
+fi
+
+stamp="$VENV/.requirements.sha256"
+wanted="$(sha256sum requirements.txt | cut -d' ' -f1)"
+if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$wanted" ]]; then
+    echo "==> pip install -r requirements.txt"
+    "$VENV/bin/python" -m pip install --disable-pip-version-check --progress-bar off -r requirements.txt
+    echo "$wanted" >"$stamp"
+fi

@@ -1,0 +1,273 @@
+"""`make run`: prepare the panel, then run Redis (if needed), Celery worker and beat, and gunicorn.
+
+Run with the virtualenv's Python. Preparation: migrate, check, collectstatic, ensureadmin.
+Then every child runs in its own session (so a Ctrl-C in the terminal reaches only this
+supervisor, which stops the children in order), with its output prefixed by its name.
+Ctrl-C or SIGTERM stops everything started here within a few seconds; PostgreSQL clusters and
+PgBouncer are not children of this script and keep running. Exits non-zero when a child dies
+on its own.
+
+Environment: PANEL_BIND (default 127.0.0.1:8000), REDIS_URL, PANEL_DATA_DIR, and every variable
+panel/settings.py reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from urllib.parse import urlsplit
+
+import redis
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+STOP_TIMEOUT = 8.0  # per child, after which it is killed with its process group
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", ""}
+
+_print_lock = threading.Lock()
+
+
+def say(name: str, line: str) -> None:
+    with _print_lock:
+        sys.stdout.write(f"{name:<7}| {line}\n")
+        sys.stdout.flush()
+
+
+def _die_with_parent() -> None:
+    """In the child: get SIGTERM if this supervisor dies without stopping it (SIGKILL, crash)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+@dataclass
+class Child:
+    """One supervised program: its argument list and, once started, its process."""
+
+    name: str
+    args: list[str]
+    proc: subprocess.Popen[bytes] | None = None
+    reader: threading.Thread | None = field(default=None, repr=False)
+
+    def start(self, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            self.args,
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            # Safe here: the only other threads are output readers that never touch locks of ours.
+            preexec_fn=_die_with_parent,
+        )
+        self.reader = threading.Thread(target=self._pump, daemon=True)
+        self.reader.start()
+
+    def _pump(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            say(self.name, raw.decode("utf-8", "replace").rstrip("\n"))
+
+    def ask_to_stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.proc.pid, signal.SIGTERM)
+
+    def wait_stopped(self, deadline: float) -> None:
+        """Wait for the exit; past the deadline kill the whole process group (pool workers too)."""
+        if self.proc is None:
+            return
+        try:
+            self.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            say("run", f"{self.name} did not stop within {STOP_TIMEOUT:.0f} s; killing it")
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=5)
+        if self.reader is not None:
+            self.reader.join(timeout=2)
+
+
+def stop_all(children: list[Child]) -> None:
+    """Web, beat and worker together, then the broker (the worker needs it to shut down)."""
+    first = [c for c in children if c.name != "redis"]
+    last = [c for c in children if c.name == "redis"]
+    for group in (first, last):
+        for child in group:
+            child.ask_to_stop()
+        deadline = time.monotonic() + STOP_TIMEOUT
+        for child in group:
+            child.wait_stopped(deadline)
+
+
+class Stop(Exception):
+    """Raised in the main thread by the signal handler."""
+
+
+def _on_signal(signum: int, _frame: FrameType | None) -> None:
+    raise Stop(signal.Signals(signum).name)
+
+
+def manage(*args: str, env: dict[str, str]) -> None:
+    """Run one preparation step in the foreground; stop here if it fails."""
+    result = subprocess.run([PYTHON, "manage.py", *args], cwd=ROOT, env=env)
+    if result.returncode != 0:
+        say("run", f"manage.py {' '.join(args)} failed (exit {result.returncode})")
+        sys.exit(result.returncode)
+
+
+def settings_values(env: dict[str, str]) -> dict[str, str]:
+    """The data directory and Redis URL exactly as the settings resolve them."""
+    code = (
+        "import django, json; django.setup(); from django.conf import settings as s; "
+        "print(json.dumps({'data': str(s.PANEL_DATA_DIR), 'redis': s.REDIS_URL}))"
+    )
+    out = subprocess.run([PYTHON, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.stderr.write(out.stderr)
+        sys.exit(out.returncode)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def redis_answers(url: str) -> bool:
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2).ping()
+    except redis.AuthenticationError:
+        return True  # somebody answers; the URL lacks the password, which Celery will report
+    except (redis.ConnectionError, redis.TimeoutError, OSError):
+        return False
+    except redis.ResponseError as exc:
+        return "NOAUTH" in str(exc)
+    return True
+
+
+def redis_child(url: str, data_dir: Path) -> Child:
+    parts = urlsplit(url)
+    host = parts.hostname or "127.0.0.1"
+    if host not in LOCAL_HOSTS:
+        say("run", f"No Redis answers at {host}:{parts.port or 6379} (REDIS_URL), and it is not local.")
+        sys.exit(1)
+    binary = shutil.which("redis-server")
+    if binary is None:
+        say("run", "redis-server is not installed (apt-get install -y redis-server).")
+        sys.exit(1)
+    redis_dir = data_dir / "redis"
+    redis_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(redis_dir, 0o700)
+    lines = [
+        "bind 127.0.0.1",
+        f"port {parts.port or 6379}",
+        'save ""',
+        "appendonly no",
+        "daemonize no",
+        f'dir "{redis_dir}"',
+        f'logfile "{redis_dir / "redis.log"}"',
+    ]
+    if parts.password:
+        # In a 0600 file, not on the command line where `ps` shows it.
+        lines.append(f'requirepass "{parts.password}"')
+    conf = redis_dir / "redis.conf"
+    fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    return Child("redis", [binary, str(conf)])
+
+
+def wait_for_redis(url: str, child: Child, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not redis_answers(url):
+        assert child.proc is not None
+        if child.proc.poll() is not None or time.monotonic() > deadline:
+            log = Path(child.args[-1]).parent / "redis.log"
+            tail = log.read_text(errors="replace").splitlines()[-5:] if log.exists() else []
+            raise RuntimeError("redis-server did not start:\n" + "\n".join(tail))
+        time.sleep(0.1)
+
+
+def main() -> int:
+    env = dict(os.environ)
+    env.setdefault("DJANGO_SETTINGS_MODULE", "panel.settings")
+    env["PYTHONUNBUFFERED"] = "1"
+    bind = env.get("PANEL_BIND") or "127.0.0.1:8000"
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _on_signal)
+
+    children: list[Child] = []
+    status = 0
+    try:
+        values = settings_values(env)
+        data_dir = Path(values["data"])
+        redis_url = values["redis"]
+        manage("migrate", "--no-input", env=env)
+        manage("check", env=env)
+        manage("collectstatic", "--no-input", "--verbosity", "0", env=env)
+        manage("ensureadmin", "--url", f"http://{bind}/", env=env)
+
+        if redis_answers(redis_url):
+            say("run", f"Using the Redis that answers at {redis_url.split('@')[-1]}")
+        else:
+            broker = redis_child(redis_url, data_dir)
+            say("run", f"Starting a private Redis (data and log in {data_dir / 'redis'})")
+            children.append(broker)
+            broker.start(env)
+            wait_for_redis(redis_url, broker)
+
+        celery = [PYTHON, "-m", "celery", "-A", "panel"]
+        children += [
+            Child("worker", [*celery, "worker", "-Q", "default,benchmarks", "--loglevel", "INFO"]),
+            Child(
+                "beat",
+                [*celery, "beat", "--loglevel", "INFO", "--schedule", str(data_dir / "celerybeat-schedule")],
+            ),
+            Child(
+                "web",
+                [PYTHON, "-m", "gunicorn", "panel.wsgi", "-b", bind, "--workers", "2", "--threads", "4"]
+                + ["--graceful-timeout", "5", "--access-logfile", "-"],
+            ),
+        ]
+        for child in children:
+            if child.proc is None:
+                child.start(env)
+        say("run", f"Panel at http://{bind}/ — press Ctrl-C to stop (clusters keep running)")
+
+        while True:
+            for child in children:
+                assert child.proc is not None
+                code = child.proc.poll()
+                if code is not None:
+                    say("run", f"{child.name} exited unexpectedly (exit {code}); stopping the others")
+                    status = 1
+                    raise Stop(child.name)
+            time.sleep(0.5)
+    except Stop as reason:
+        if status == 0:
+            say("run", f"{reason}: stopping")
+    except RuntimeError as exc:
+        say("run", str(exc))
+        status = 1
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C must not leave orphans
+        stop_all(children)
+        if children:
+            say("run", "stopped; PostgreSQL clusters keep running")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+/* Behaviour shared by every page: copy buttons. Reads data- attributes, no inline scripts.
+ *
+ *   data-copy-text="…"      copy this text
+ *   data-copy-target="#id"  copy the value or text of that element
+ *   data-copy-url="…"       fetch the text first (secrets that the page does not contain)
+ *   data-copied-label="…"   the translated "Copied" feedback
+ */
+(function () {
+  "use strict";
+
+  function copyWithTextarea(text) {
+    var area = document.createElement("textarea");
+    area.value = text;
+    area.setAttribute("readonly", "");
+    area.style.position = "fixed";
+    area.style.top = "-1000px";
+    area.style.opacity = "0";
+    document.body.appendChild(area);
+    area.select();
+    var ok = false;
+    try {
+      ok = document.execCommand("copy");
+    } catch (err) {
+      ok = false;
+    }
+    document.body.removeChild(area);
+    return ok;
+  }
+
+  function copyText(text) {
+    if (navigator.clipboard && window.isSecureContext) {
+      return navigator.clipboard.writeText(text).then(
+        function () { return true; },
+        function () { return copyWithTextarea(text); }
+      );
+    }
+    return Promise.resolve(copyWithTextarea(text));
+  }
+
+  function fetchText(url) {
+    return fetch(url, { credentials: "same-origin", cache: "no-store" }).then(function (response) {
+      if (!response.ok) {
+        throw new Error("HTTP " + response.status);
+      }
+      return response.text();
+    });
+  }
+
+  function copyFromUrl(url) {
+    // Safari keeps the click's permission only if clipboard.write starts now with a promise.
+    if (window.ClipboardItem && navigator.clipboard && navigator.clipboard.write && window.isSecureContext) {
+      var blob = fetchText(url).then(function (text) {
+        return new Blob([text], { type: "text/plain" });
+      });
+      return navigator.clipboard.write([new ClipboardItem({ "text/plain": blob })]).then(
+        function () { return true; },
+        function () { return fetchText(url).then(copyText); }
+      );
+    }
+    return fetchText(url).then(copyText);
+  }
+
+  function showFeedback(button, ok) {
+    if (!button.dataset.label) {
+      button.dataset.label = button.textContent;
+    }
+    button.textContent = ok ? (button.dataset.copiedLabel || "Copied") : "✕";
+    button.classList.toggle("is-copied", ok);
+    button.classList.toggle("is-failed", !ok);
+    window.clearTimeout(button._copyTimer);
+    button._copyTimer = window.setTimeout(function () {
+      button.textContent = button.dataset.label;
+      button.classList.remove("is-copied", "is-failed");
+    }, 1500);
+  }
+
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest("[data-copy-text], [data-copy-target], [data-copy-url]");
+    if (!button) {
+      return;
+    }
+    event.preventDefault();
+    var job;
+    if (button.dataset.copyUrl) {
+      job = copyFromUrl(button.dataset.copyUrl);
+    } else if (button.dataset.copyTarget) {
+      var target = document.querySelector(button.dataset.copyTarget);
+      var text = target ? ("value" in target ? target.value : target.textContent) : "";
+      job = copyText(text.trim());
+    } else {
+      job = copyText(button.dataset.copyText);
+    }
+    job.then(
+      function (ok) { showFeedback(button, ok !== false); },
+      function () { showFeedback(button, false); }
+    );
+  });
+
+  // After htmx re-renders a form with errors, put the cursor in the first invalid field.
+  document.addEventListener("htmx:afterSettle", function () {
+    var invalid = document.querySelector(".modal.show .is-invalid, #users-tab [aria-invalid='true']");
+    if (invalid) {
+      invalid.focus();
+    }
+  });
+})();

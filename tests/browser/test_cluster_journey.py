@@ -1,0 +1,88 @@
+"""The issue's journey in a real browser: log in, create a cluster, connect, add a database."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import psycopg
+import pytest
+from django.contrib.auth.models import User
+from playwright.sync_api import Page, expect
+
+from panel.clusters import services
+from panel.clusters.models import Cluster
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def journey_user(transactional_db: None) -> User:
+    return User.objects.create_user("dana", "dana@example.com", "dana-password-1")
+
+
+def snapshot(page: Page, name: str) -> None:
+    """Screenshots for a person to look at, when PANEL_SCREENSHOTS names a directory."""
+    directory = os.environ.get("PANEL_SCREENSHOTS")
+    if directory:
+        page.screenshot(path=f"{directory}/{name}.png", full_page=True)
+
+
+def log_in(page: Page, base_url: str) -> None:
+    page.goto(f"{base_url}/clusters/")
+    expect(page).to_have_url(f"{base_url}/login/?next=/clusters/")
+    page.get_by_label("Username").fill("dana")
+    page.get_by_label("Password").fill("dana-password-1")
+    page.get_by_role("button", name="Log in").click()
+    expect(page).to_have_url(f"{base_url}/clusters/")
+
+
+def test_create_cluster_show_password_copy_uri_and_add_database(
+    live_server, celery_worker, journey_user, page: Page
+) -> None:
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
+    log_in(page, live_server.url)
+    expect(page.locator(".empty-state")).to_be_visible()
+
+    snapshot(page, "1-empty-list")
+    page.get_by_role("link", name="Create cluster").first.click()
+    page.locator("label[for='plan-db-s-2vcpu-4gb']").click()
+    page.get_by_label("Cluster name").fill("db-journey")
+    snapshot(page, "2-create-form")
+    started = time.monotonic()
+    page.get_by_role("button", name="Create database cluster").click()
+
+    # The page updates itself: mark the document, and check the mark survives (no reload).
+    page.evaluate("window.__sameDocument = true")
+    expect(page.locator("h1 .status-badge")).to_have_attribute("data-status", "online", timeout=30_000)
+    online_after = time.monotonic() - started
+    print(f"\n4 GB cluster online in the browser after {online_after:.1f} s")
+    assert page.evaluate("window.__sameDocument === true"), "the page was reloaded"
+
+    cluster = Cluster.objects.get(name="db-journey")
+    password = cluster.users.get(name="doadmin").password
+    box = page.locator("#connection-details")
+    assert password not in page.content()
+
+    box.get_by_role("button", name="show").first.click()
+    expect(box.get_by_text(password)).to_be_visible()
+    snapshot(page, "3-overview-password-shown")
+
+    page.locator("#conn-view").select_option("uri")
+    expect(box.locator("code", has_text="postgresql://")).to_be_visible()
+    box.get_by_role("button", name="Copy").first.click()
+    expect(box.get_by_role("button", name="Copied").first).to_be_visible()
+    copied = page.evaluate("navigator.clipboard.readText()")
+    assert copied == services.connection_details(cluster).uri()
+    with psycopg.connect(copied, connect_timeout=5) as conn:
+        assert conn.execute("SELECT current_user").fetchone() == ("doadmin",)
+
+    page.get_by_role("link", name="Users & Databases").click()
+    page.get_by_label("Add a database").fill("benchmark")
+    page.get_by_role("button", name="Add database").click()
+    expect(page.locator("#users-tab").get_by_text("benchmark", exact=True)).to_be_visible()
+    with psycopg.connect(copied.replace("/defaultdb?", "/benchmark?"), connect_timeout=5) as conn:
+        assert conn.execute("SELECT current_database()").fetchone() == ("benchmark",)
+    snapshot(page, "4-users-and-databases")
+
+    services.delete_cluster(cluster, confirm_name=cluster.name)

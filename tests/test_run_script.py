@@ -1,0 +1,131 @@
+"""Integration: scripts/run.py (what `make run` runs) starts the panel and stops what it started."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def status_of(url: str) -> int | None:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return None
+
+
+class Panel:
+    """scripts/run.py in its own process group, with a fresh data directory and free ports."""
+
+    def __init__(self) -> None:
+        self.data_dir = Path(tempfile.mkdtemp(prefix="pgpanel-run-", dir="/tmp"))
+        os.chmod(self.data_dir, 0o755)  # PostgreSQL's user must traverse it when we are root
+        self.bind = f"127.0.0.1:{free_port()}"
+        self.log = self.data_dir / "run.log"
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PANEL_", "DJANGO_", "DATABASE_"))}
+        env |= {
+            "DJANGO_SETTINGS_MODULE": "panel.settings",
+            "PANEL_DATA_DIR": str(self.data_dir),
+            "PANEL_BIND": self.bind,
+            "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0",
+            "PANEL_PORT_RANGE": "27900-27999",
+        }
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "scripts/run.py"],
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                # Restore the default: a parent shell may have started us with SIGINT ignored.
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+            )
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_ready(self, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while not ("celery@" in self.output() and " ready." in self.output()):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"the panel did not start:\n{self.output()[-4000:]}")
+            time.sleep(0.2)
+        while status_of(f"http://{self.bind}/login/") != 200:
+            if time.monotonic() > deadline:
+                pytest.fail(f"the web server did not answer:\n{self.output()[-4000:]}")
+            time.sleep(0.2)
+
+    def children(self) -> list[psutil.Process]:
+        return psutil.Process(self.proc.pid).children(recursive=True)
+
+
+@pytest.fixture
+def panel() -> Iterator[Panel]:
+    started = Panel()
+    yield started
+    if started.proc.poll() is None:
+        os.killpg(started.proc.pid, signal.SIGKILL)
+        started.proc.wait(timeout=10)
+    subprocess.run(["rm", "-rf", str(started.data_dir)], check=False)
+
+
+def alive(processes: list[psutil.Process]) -> list[psutil.Process]:
+    return [p for p in processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_it_runs_everything_and_ctrl_c_stops_what_it_started(panel: Panel) -> None:
+    panel.wait_ready()
+    out = panel.output()
+    assert "Log in at http://" + panel.bind + "/ as admin with password " in out
+    assert "Starting a private Redis" in out
+    names = {" ".join(p.cmdline()) for p in panel.children()}
+    assert any("redis-server" in n for n in names)
+    assert any("celery -A panel worker -Q default,benchmarks" in n for n in names)
+    assert any("celery -A panel beat" in n for n in names)
+    assert any("gunicorn panel.wsgi -b " + panel.bind in n for n in names)
+    assert (panel.data_dir / "redis" / "redis.log").exists()
+
+    children = panel.children()
+    started = time.monotonic()
+    os.killpg(panel.proc.pid, signal.SIGINT)
+    assert panel.proc.wait(timeout=20) == 0
+    assert time.monotonic() - started < 10
+    time.sleep(0.3)
+    assert alive(children) == []
+    assert "stopped; PostgreSQL clusters keep running" in panel.output()
+
+
+def test_it_stops_everything_when_a_child_dies(panel: Panel) -> None:
+    panel.wait_ready()
+    children = panel.children()
+    beat = next(p for p in children if "beat" in p.cmdline())
+    beat.kill()
+    assert panel.proc.wait(timeout=20) == 1
+    time.sleep(0.3)
+    assert alive(children) == []
+    assert "beat exited unexpectedly" in panel.output()
