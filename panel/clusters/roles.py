@@ -9,6 +9,7 @@ from panel.clusters import dbconn
 from panel.clusters.lib.names import InvalidName, validate_database_name, validate_role_name
 from panel.clusters.models import Cluster, Database, DatabaseUser
 from panel.clusters.services import ServiceError, new_password
+from panel.pools import services as pools_services
 
 
 def _require_serving(cluster: Cluster) -> None:
@@ -40,6 +41,7 @@ def delete_database(cluster: Cluster, name: str) -> None:
     database = _get_database(cluster, name)
     if database.is_protected:
         raise ServiceError(_("“%(name)s” is the default database and cannot be deleted.") % {"name": name})
+    pools_services.ensure_not_used(cluster, database=name)
     _require_serving(cluster)
     try:
         with dbconn.admin_connection(cluster) as conn:
@@ -67,6 +69,7 @@ def add_user(cluster: Cluster, name: str) -> DatabaseUser:
     user = DatabaseUser(cluster=cluster, name=name)
     user.password = password
     user.save()
+    pools_services.refresh_auth(cluster)
     cluster.log_event("user-added", _("User “%(name)s” added.") % {"name": name})
     return user
 
@@ -75,6 +78,7 @@ def delete_user(cluster: Cluster, name: str) -> None:
     user = _get_user(cluster, name)
     if user.is_protected:
         raise ServiceError(_("“%(name)s” is the admin user and cannot be deleted.") % {"name": name})
+    pools_services.ensure_not_used(cluster, user=name)
     _require_serving(cluster)
     try:
         with dbconn.admin_connection(cluster) as conn:
@@ -82,6 +86,7 @@ def delete_user(cluster: Cluster, name: str) -> None:
     except dbconn.DatabaseError as exc:
         raise ServiceError(str(exc)) from None
     user.delete()
+    pools_services.refresh_auth(cluster)
     cluster.log_event("user-deleted", _("User “%(name)s” deleted.") % {"name": name})
 
 
@@ -99,6 +104,7 @@ def reset_password(cluster: Cluster, name: str) -> DatabaseUser:
             raise ServiceError(str(exc)) from None
         user.password = password
         user.save(update_fields=["password_encrypted"])
+    pools_services.refresh_auth(cluster)  # PgBouncer's auth file holds the role's SCRAM secret
     cluster.log_event("password-reset", _("Password of “%(name)s” reset.") % {"name": name})
     return user
 

@@ -427,11 +427,16 @@ def request_action(cluster: Cluster, action: str) -> Cluster:
 
 def perform_action(cluster: Cluster, action: str) -> Cluster:
     """Start, stop or restart in the foreground (tasks and the command line)."""
+    from panel.pools import services as pools_services  # pools build on clusters
+
     _require_local(cluster)
     timeout = settings.PANEL_COMMAND_TIMEOUT
     try:
         if action in {"stop", "restart"}:
             cluster.mark(ClusterStatus.STOPPING)
+            if action == "stop":
+                # On restart PgBouncer stays up: its clients reconnect once the server is back.
+                pools_services.stop_pgbouncer(cluster)
             postgres.stop(cluster.version, cluster.pgdata, timeout=timeout)
             cluster.mark(ClusterStatus.STOPPED)
             if action == "stop":
@@ -442,6 +447,7 @@ def perform_action(cluster: Cluster, action: str) -> Cluster:
             postgres.make_private_dir(cluster.socket_dir)
             postgres.start(cluster.version, cluster.pgdata, cluster.log_file, timeout=timeout)
             cluster.mark_online()
+            pools_services.refresh_auth(cluster)  # starts PgBouncer again if the cluster has pools
             cluster.log_event(
                 "restarted" if action == "restart" else "started",
                 _("Cluster restarted.") if action == "restart" else _("Cluster started."),
@@ -467,7 +473,10 @@ def delete_cluster(cluster: Cluster, *, confirm_name: str) -> None:
             _("Type the cluster name “%(name)s” to confirm.") % {"name": cluster.name}, field="confirm_name"
         )
     if cluster.is_local:
+        from panel.pools import services as pools_services  # pools build on clusters
+
         Cluster.objects.filter(pk=cluster.pk).update(status=ClusterStatus.STOPPING, updated_at=timezone.now())
+        pools_services.stop_pgbouncer(cluster)
         try:
             postgres.stop(cluster.version, cluster.pgdata, timeout=30, mode="immediate")
         except postgres.EngineError:
@@ -570,4 +579,7 @@ def reconcile() -> list[str]:
             continue
         cluster.log_event("error", reason, EventLevel.ERROR)
         notes.append(f"{cluster.name}: marked error (stuck)")
+    from panel.pools import services as pools_services  # pools build on clusters
+
+    notes += pools_services.reconcile_all()
     return notes

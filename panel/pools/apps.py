@@ -1,0 +1,13 @@
+"""App config for connection pools."""
+
+from __future__ import annotations
+
+from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
+
+
+class PoolsConfig(AppConfig):
+    name = "panel.pools"
+    label = "pools"
+    verbose_name = _("Connection pools")
+    default_auto_field = "django.db.models.BigAutoField"

@@ -1,0 +1,88 @@
+"""Queries to PgBouncer's admin console (the ``pgbouncer`` database), over its Unix socket.
+
+The console speaks only the simple query protocol, hence psycopg's ``ClientCursor``. Results are
+handed to the pure parsers in ``lib.admin_console``, which read columns by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from panel.clusters.dbconn import pg_message
+from panel.pools.lib.admin_console import (
+    AdminConsoleError,
+    ClientRow,
+    DatabaseRow,
+    PoolRow,
+    parse_show_clients,
+    parse_show_databases,
+    parse_show_pools,
+)
+from panel.pools.lib.pgbouncer_ini import ADMIN_DATABASE
+
+CONNECT_TIMEOUT = 5
+
+Connection = psycopg.Connection[tuple[Any, ...]]
+
+
+class ConsoleError(Exception):
+    """The admin console did not answer or refused; the message is PgBouncer's own."""
+
+
+@contextmanager
+def connect(socket_dir: Path, port: int, user: str, password: str) -> Iterator[Connection]:
+    try:
+        conn = psycopg.connect(
+            host=str(socket_dir),
+            port=port,
+            dbname=ADMIN_DATABASE,
+            user=user,
+            password=password,
+            connect_timeout=CONNECT_TIMEOUT,
+            autocommit=True,
+            cursor_factory=psycopg.ClientCursor,
+        )
+    except psycopg.Error as exc:
+        raise ConsoleError(pg_message(exc)) from None
+    try:
+        yield conn
+    except psycopg.Error as exc:
+        raise ConsoleError(pg_message(exc)) from None
+    finally:
+        conn.close()
+
+
+def show(conn: Connection, what: str) -> tuple[list[str], Sequence[tuple[Any, ...]]]:
+    cur = conn.execute(f"SHOW {what}")
+    if cur.description is None:
+        raise ConsoleError(f"SHOW {what} returned no result.")
+    return [col.name for col in cur.description], cur.fetchall()
+
+
+def _parsed(conn: Connection, what: str, parser: Any) -> Any:
+    try:
+        return parser(*show(conn, what))
+    except AdminConsoleError as exc:
+        raise ConsoleError(str(exc)) from None
+
+
+def show_databases(conn: Connection) -> list[DatabaseRow]:
+    return _parsed(conn, "DATABASES", parse_show_databases)  # type: ignore[no-any-return]
+
+
+def show_pools(conn: Connection) -> list[PoolRow]:
+    return _parsed(conn, "POOLS", parse_show_pools)  # type: ignore[no-any-return]
+
+
+def show_clients(conn: Connection) -> list[ClientRow]:
+    return _parsed(conn, "CLIENTS", parse_show_clients)  # type: ignore[no-any-return]
+
+
+def reload(conn: Connection) -> None:
+    """RELOAD re-reads both files; it answers success even for a broken file (verify after)."""
+    conn.execute("RELOAD")

@@ -1,0 +1,631 @@
+"""One function per action on connection pools, and the hooks the cluster services call.
+
+Every change goes through ``apply_config``: render ``pgbouncer.ini`` and the auth file from the
+database → validate (the pure renderer refuses what PgBouncer would misparse) → write atomically,
+keeping ``.prev`` → start PgBouncer, RELOAD it, or restart it for settings a RELOAD ignores →
+verify with ``SHOW DATABASES`` (RELOAD answers success even for a broken file) → on a mismatch put
+the previous files back and report PgBouncer's own log line.
+
+Pool changes run inside a transaction that locks the cluster row (on SQLite, IMMEDIATE
+transactions serialise every writer), so two concurrent changes can never exceed the connection
+budget, and the files on disk always match a committed state or the one being committed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils.translation import gettext as _
+
+from panel import crypto
+from panel.clusters import dbconn
+from panel.clusters.engine import postgres
+from panel.clusters.lib.connstr import ConnectionDetails
+from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, DatabaseUser, EventLevel
+from panel.clusters.services import ServiceError
+from panel.pools import console, supervisor
+from panel.pools.lib.admin_console import clients_by_state, diff_databases
+from panel.pools.lib.authfile import AuthFileError, render_auth_file, scram_sha256_verifier
+from panel.pools.lib.pgbouncer_ini import (
+    ConfigError,
+    GlobalSettings,
+    InvalidPoolName,
+    PoolSpec,
+    ServerTarget,
+    render,
+    validate_pool_name,
+)
+from panel.pools.models import ConnectionPool, Pooler, PoolerStatus, PoolMode
+
+log = logging.getLogger(__name__)
+
+# PgBouncer's admin role exists only in its auth file. "pgbouncer" is a reserved role name on
+# the clusters (lib.names), so no database user can collide with it.
+ADMIN_ROLE = "pgbouncer"
+# Clients beyond the pool sizes wait in PgBouncer's queue instead of being refused: ten times the
+# 150-client story. One file descriptor each (see supervisor.fd_limits).
+MAX_CLIENT_CONN = 1500
+START_TIMEOUT = 10
+
+
+# --- what the pages show -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PoolStats:
+    """Live figures of one pool, summed over its users (an inbound pool has one row per role)."""
+
+    clients_active: int
+    clients_waiting: int
+    servers_active: int
+    servers_idle: int
+    max_wait_seconds: float
+
+    @property
+    def saturated(self) -> bool:
+        return self.clients_waiting > 0
+
+
+@dataclass(frozen=True)
+class PoolsOverview:
+    """Everything the Connection Pools tab draws: budget, pools with live figures, PgBouncer state."""
+
+    used: int
+    total: int
+    pools: list[tuple[ConnectionPool, PoolStats | None]]
+    running: bool
+    error_message: str
+
+    @property
+    def remaining(self) -> int:
+        return max(self.total - self.used, 0)
+
+
+def _files(cluster: Cluster) -> supervisor.BouncerFiles:
+    # The cluster's own socket directory keeps the socket path short (< 100 bytes); PostgreSQL's
+    # socket there uses another port number.
+    return supervisor.BouncerFiles(
+        cluster.data_root / "pgbouncer", cluster.socket_dir, int(cluster.pooler_port or 0)
+    )
+
+
+def _pooler(cluster: Cluster) -> Pooler:
+    pooler, _created = Pooler.objects.get_or_create(
+        cluster=cluster, defaults={"admin_password_encrypted": crypto.encrypt(secrets.token_urlsafe(24))}
+    )
+    return pooler
+
+
+@contextmanager
+def _console(cluster: Cluster, pooler: Pooler | None = None) -> Iterator[console.Connection]:
+    files = _files(cluster)
+    password = (pooler or _pooler(cluster)).admin_password
+    with console.connect(files.socket_dir, files.port, ADMIN_ROLE, password) as conn:
+        yield conn
+
+
+def pooler_running(cluster: Cluster) -> bool:
+    return (
+        bool(cluster.is_local and cluster.pooler_port) and supervisor.running_pid(_files(cluster)) is not None
+    )
+
+
+def pool_budget(cluster: Cluster) -> tuple[int, int]:
+    """``(used, total)``: connections allocated to pools, and the plan's ``25 × GB − 3``."""
+    used = sum(cluster.pools.values_list("size", flat=True))
+    return used, cluster.pool_connections or 0
+
+
+def pool_stats(cluster: Cluster) -> dict[str, PoolStats] | None:
+    """Live ``SHOW POOLS`` figures per pool name; None when PgBouncer is down or does not answer."""
+    if not pooler_running(cluster):
+        return None
+    try:
+        with _console(cluster) as conn:
+            rows = console.show_pools(conn)
+    except (console.ConsoleError, ValueError) as exc:
+        log.info("SHOW POOLS on %s failed: %s", cluster.pk, exc)
+        return None
+    sums: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        s = sums.setdefault(row.database, {"ca": 0, "cw": 0, "sa": 0, "si": 0, "mw": 0.0})
+        s["ca"] += row.cl_active or 0
+        s["cw"] += row.cl_waiting or 0
+        s["sa"] += row.sv_active or 0
+        s["si"] += (row.sv_idle or 0) + (row.sv_used or 0)
+        s["mw"] = max(s["mw"], row.maxwait or 0.0)
+    names = set(cluster.pools.values_list("name", flat=True))
+    stats = {name: PoolStats(s["ca"], s["cw"], s["sa"], s["si"], s["mw"]) for name, s in sums.items()}
+    return {name: stats.get(name, PoolStats(0, 0, 0, 0, 0.0)) for name in names}
+
+
+def pools_overview(cluster: Cluster) -> PoolsOverview:
+    pools = list(cluster.pools.all())
+    stats = pool_stats(cluster) if pools else None
+    used, total = pool_budget(cluster)
+    pooler = Pooler.objects.filter(cluster=cluster).first()
+    return PoolsOverview(
+        used=used,
+        total=total,
+        pools=[(pool, stats.get(pool.name) if stats is not None else None) for pool in pools],
+        running=stats is not None,
+        error_message=pooler.error_message if pooler and pooler.status == PoolerStatus.ERROR else "",
+    )
+
+
+def connected_clients(pool: ConnectionPool) -> int:
+    """Clients connected to the pool now (a delete disconnects them); 0 when PgBouncer is down."""
+    if not pooler_running(pool.cluster):
+        return 0
+    try:
+        with _console(pool.cluster) as conn:
+            clients = console.show_clients(conn)
+    except (console.ConsoleError, ValueError):
+        return 0
+    return sum(clients_by_state(clients, pool.name).values())
+
+
+def pool_connection_details(pool: ConnectionPool, user: str | None = None) -> ConnectionDetails:
+    """How a client reaches the pool: pooler host and port, database = pool name, sslmode require."""
+    cluster = pool.cluster
+    if pool.user:
+        if user and user != pool.user:
+            raise ServiceError(
+                _("The pool “%(pool)s” always logs in as “%(user)s”.")
+                % {"pool": pool.name, "user": pool.user},
+                field="user",
+            )
+        name = pool.user
+    else:
+        name = user or cluster.admin_user
+    try:
+        db_user = cluster.users.get(name=name)
+    except DatabaseUser.DoesNotExist:
+        raise ServiceError(
+            _("No user named “%(name)s” on this cluster.") % {"name": name}, field="user"
+        ) from None
+    return ConnectionDetails(
+        db_user.name, db_user.password, settings.PANEL_PUBLIC_HOST, int(cluster.pooler_port or 0), pool.name
+    )
+
+
+# --- validation ----------------------------------------------------------------------------------
+
+
+def _require_poolable(cluster: Cluster) -> None:
+    if cluster.kind != ClusterKind.LOCAL or not cluster.pooler_port or not cluster.pool_connections:
+        raise ServiceError(_("Connection pools are available for clusters provisioned by this panel."))
+    if not cluster.is_serving:
+        raise ServiceError(
+            _("The cluster is %(status)s; start it first.") % {"status": cluster.get_status_display().lower()}
+        )
+
+
+def _check_fields(cluster: Cluster, *, database: str, user: str, mode: str, size: object) -> None:
+    if not database or not cluster.databases.filter(name=database).exists():
+        raise ServiceError(
+            _("No database named “%(name)s” on this cluster.") % {"name": database}, field="database"
+        )
+    if user and not cluster.users.filter(name=user).exists():
+        raise ServiceError(_("No user named “%(name)s” on this cluster.") % {"name": user}, field="user")
+    if mode not in PoolMode.values:
+        raise ServiceError(
+            _("The mode must be one of %(modes)s.") % {"modes": ", ".join(PoolMode.values)}, field="mode"
+        )
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ServiceError(_("The size must be a whole number of at least 1."), field="size")
+
+
+def _check_budget(cluster: Cluster, size: int, *, replacing: ConnectionPool | None = None) -> None:
+    others = cluster.pools.exclude(pk=replacing.pk) if replacing else cluster.pools.all()
+    used = sum(others.values_list("size", flat=True))
+    total = cluster.pool_connections or 0
+    if used + size > total:
+        raise ServiceError(
+            _(
+                "Only %(left)s of the cluster's %(total)s connections are left for pools; "
+                "a pool of %(size)s does not fit."
+            )
+            % {"left": max(total - used, 0), "total": total, "size": size},
+            field="size",
+        )
+
+
+def _check_name_free(cluster: Cluster, name: str) -> None:
+    if cluster.pools.filter(name=name).exists():
+        raise ServiceError(_("A pool named “%(name)s” already exists.") % {"name": name}, field="name")
+
+
+def _lock(cluster: Cluster) -> Cluster:
+    """Re-read the cluster row under a lock held until the transaction ends."""
+    return Cluster.objects.select_for_update().get(pk=cluster.pk)
+
+
+# --- actions -------------------------------------------------------------------------------------
+
+
+def create_pool(
+    cluster: Cluster, name: str, database: str, user: str | None, mode: str, size: int
+) -> ConnectionPool:
+    """Create a pool and return once PgBouncer serves it; ``user`` empty = the inbound user."""
+    _require_poolable(cluster)
+    try:
+        validate_pool_name(name)
+    except InvalidPoolName as exc:
+        raise ServiceError(str(exc), field="name") from None
+    user = user or ""
+    _check_fields(cluster, database=database, user=user, mode=mode, size=size)
+    _check_name_free(cluster, name)
+    _check_budget(cluster, size)
+    with transaction.atomic():
+        locked = _lock(cluster)
+        # Checked again under the lock: another request may have taken the name or the budget.
+        _check_name_free(locked, name)
+        _check_budget(locked, size)
+        pool = ConnectionPool.objects.create(
+            cluster=locked, name=name, database=database, user=user, mode=mode, size=size
+        )
+        apply_config(locked)
+    cluster.log_event(
+        "pool-created",
+        _("Pool “%(name)s” created (%(mode)s, size %(size)s).") % {"name": name, "mode": mode, "size": size},
+    )
+    return pool
+
+
+def update_pool(
+    pool: ConnectionPool, database: str, user: str | None, mode: str, size: int
+) -> ConnectionPool:
+    """Replace everything but the name; PgBouncer applies it online."""
+    cluster = pool.cluster
+    _require_poolable(cluster)
+    user = user or ""
+    _check_fields(cluster, database=database, user=user, mode=mode, size=size)
+    _check_budget(cluster, size, replacing=pool)
+    with transaction.atomic():
+        locked = _lock(cluster)
+        _check_budget(locked, size, replacing=pool)
+        if not ConnectionPool.objects.filter(pk=pool.pk).update(
+            database=database, user=user, mode=mode, size=size
+        ):
+            raise ServiceError(_("The pool “%(name)s” no longer exists.") % {"name": pool.name})
+        apply_config(locked)
+    pool.refresh_from_db()
+    cluster.log_event(
+        "pool-updated",
+        _("Pool “%(name)s” changed (%(mode)s, size %(size)s).")
+        % {"name": pool.name, "mode": mode, "size": size},
+    )
+    return pool
+
+
+def delete_pool(pool: ConnectionPool) -> int:
+    """Remove a pool; PgBouncer drops its clients at once. Returns how many were connected."""
+    cluster = pool.cluster
+    clients = connected_clients(pool)
+    with transaction.atomic():
+        locked = _lock(cluster)
+        ConnectionPool.objects.filter(pk=pool.pk).delete()
+        apply_config(locked)
+    cluster.log_event(
+        "pool-deleted",
+        _("Pool “%(name)s” deleted; %(n)s connected clients were disconnected.")
+        % {"name": pool.name, "n": clients},
+    )
+    return clients
+
+
+# --- applying the configuration --------------------------------------------------------------------
+
+
+class _Mismatch(Exception):
+    pass
+
+
+def _admin_secret(cluster: Cluster, pooler: Pooler) -> str:
+    # A salt fixed per cluster keeps the auth file byte-stable between applies.
+    salt = hashlib.sha256(b"pgpanel-pgbouncer-admin" + cluster.pk.bytes).digest()[:16]
+    return scram_sha256_verifier(pooler.admin_password, salt)
+
+
+def _role_secrets(cluster: Cluster, names: list[str]) -> dict[str, str]:
+    """Each role's secret exactly as ``pg_authid`` stores it: SCRAM pass-through needs the same salt."""
+    try:
+        with dbconn.admin_connection(cluster) as conn:
+            rows = conn.execute(
+                "SELECT rolname, rolpassword FROM pg_authid WHERE rolcanlogin AND rolname = ANY(%s)",
+                [names],
+            ).fetchall()
+    except dbconn.DatabaseError as exc:
+        raise ServiceError(
+            _("Could not read the users' secrets from PostgreSQL: %(reason)s") % {"reason": exc}
+        ) from None
+    return {name: secret for name, secret in rows if secret and secret.startswith("SCRAM-SHA-256$")}
+
+
+def global_settings(cluster: Cluster, files: supervisor.BouncerFiles) -> GlobalSettings:
+    budget = cluster.pool_connections or 0
+    _soft, hard, _granted = supervisor.fd_limits(MAX_CLIENT_CONN + budget + supervisor.FD_MARGIN)
+    # Never promise more clients than descriptors PgBouncer can open.
+    max_client_conn = max(min(MAX_CLIENT_CONN, hard - budget - supervisor.FD_MARGIN), 1)
+    return GlobalSettings(
+        listen_port=files.port,
+        unix_socket_dir=str(files.socket_dir),
+        auth_file=str(files.auth),
+        logfile=str(files.logfile),
+        pidfile=str(files.pidfile),
+        client_tls_key_file=str(files.tls_key),
+        client_tls_cert_file=str(files.tls_cert),
+        admin_users=(ADMIN_ROLE,),
+        listen_addr=settings.PANEL_LISTEN_ADDRESSES,
+        max_client_conn=max_client_conn,
+    )
+
+
+def server_target(cluster: Cluster) -> ServerTarget:
+    # The Unix socket spares PgBouncer a TCP and TLS round trip per server connection.
+    return ServerTarget(str(cluster.socket_dir), int(cluster.port or 0))
+
+
+@dataclass(frozen=True)
+class RenderedConfig:
+    """Both files for one state of the database, and what they were rendered from."""
+
+    ini: str
+    auth: str
+    specs: list[PoolSpec]
+    settings: GlobalSettings
+    target: ServerTarget
+
+    def ini_without(self, names: set[str]) -> str:
+        return render(self.settings, self.target, [s for s in self.specs if s.name not in names])
+
+
+def render_config(
+    cluster: Cluster, pools: list[ConnectionPool], pooler: Pooler, files: supervisor.BouncerFiles
+) -> RenderedConfig:
+    """Both files for ``pools``; ServiceError if they cannot be rendered as meant."""
+    users = {u.name: u for u in cluster.users.all() if u.name != ADMIN_ROLE}
+    specs = []
+    for pool in pools:
+        fixed = users.get(pool.user) if pool.user else None
+        if pool.user and fixed is None:
+            raise ServiceError(
+                _("Pool “%(pool)s” uses the user “%(user)s”, which no longer exists.")
+                % {"pool": pool.name, "user": pool.user}
+            )
+        specs.append(
+            PoolSpec(
+                pool.name,
+                pool.database,
+                pool.user or None,
+                pool.mode,
+                pool.size,
+                fixed.password if fixed else None,
+            )
+        )
+    role_secrets = _role_secrets(cluster, sorted(users))
+    role_secrets[ADMIN_ROLE] = _admin_secret(cluster, pooler)
+    gs, target = global_settings(cluster, files), server_target(cluster)
+    try:
+        ini = render(gs, target, specs)
+        auth = render_auth_file(role_secrets)
+    except (ConfigError, AuthFileError) as exc:
+        raise ServiceError(str(exc)) from None
+    return RenderedConfig(ini, auth, specs, gs, target)
+
+
+def _verify(cluster: Cluster, pooler: Pooler, config: RenderedConfig) -> None:
+    with _console(cluster, pooler) as conn:
+        problems = diff_databases(config.specs, console.show_databases(conn), target=config.target)
+    if problems:
+        raise _Mismatch(" ".join(problems))
+
+
+def _reload(cluster: Cluster, pooler: Pooler, files: supervisor.BouncerFiles, config: RenderedConfig) -> None:
+    """RELOAD the installed files, then verify."""
+    with _console(cluster, pooler) as conn:
+        loaded = {row.name: row for row in console.show_databases(conn)}
+        # PgBouncer 1.18 keeps a pool's forced user on RELOAD ("losing forced user not supported"):
+        # such a pool is removed by one RELOAD and added back as an inbound pool by the next, which
+        # reconnects its clients only.
+        unforced = {
+            s.name for s in config.specs if s.user is None and s.name in loaded and loaded[s.name].force_user
+        }
+        if unforced:
+            postgres.write_private_file(files.ini, config.ini_without(unforced))
+            console.reload(conn)
+            postgres.write_private_file(files.ini, config.ini)
+        console.reload(conn)
+    _verify(cluster, pooler, config)
+
+
+def _roll_back(
+    cluster: Cluster, pooler: Pooler, files: supervisor.BouncerFiles, *, was_running: bool
+) -> None:
+    """Put the previous files back in force; best effort, the caller reports the first failure."""
+    restored = supervisor.restore_previous(files)
+    try:
+        if was_running and supervisor.running_pid(files) is not None:
+            with _console(cluster, pooler) as conn:
+                console.reload(conn)
+        else:
+            supervisor.stop(files)
+            if was_running and restored:
+                supervisor.start(files, fds_needed=_fds_needed(cluster), timeout=START_TIMEOUT)
+    except (supervisor.SupervisorError, console.ConsoleError) as exc:
+        log.warning("rolling back PgBouncer of %s: %s", cluster.pk, exc)
+
+
+def _fds_needed(cluster: Cluster) -> int:
+    return MAX_CLIENT_CONN + (cluster.pool_connections or 0) + supervisor.FD_MARGIN
+
+
+def apply_config(cluster: Cluster) -> None:
+    """Make PgBouncer serve exactly the cluster's pools, or leave the previous configuration in force.
+
+    Returns once every pool is usable; stops PgBouncer when the cluster has no pool left.
+    Raises ServiceError with PgBouncer's own log line when the new configuration did not load.
+    """
+    if not cluster.is_local or not cluster.pooler_port:
+        raise ServiceError(_("Connection pools are available for clusters provisioned by this panel."))
+    with transaction.atomic():
+        cluster = _lock(cluster)
+        pooler = _pooler(cluster)
+        files = _files(cluster)
+        pools = list(cluster.pools.order_by("name"))
+        if not pools:
+            # Nothing to serve: no process to supervise. The pooler port stays reserved for the
+            # cluster in the database, so the next pool can take it again.
+            supervisor.stop(files)
+            if pooler.status != PoolerStatus.STOPPED:
+                pooler.mark_stopped()
+            return
+        try:
+            supervisor.check_socket_path(files)
+        except supervisor.SupervisorError as exc:
+            raise ServiceError(str(exc)) from None
+        config = render_config(cluster, pools, pooler, files)
+
+        was_running = supervisor.running_pid(files) is not None
+        try:
+            supervisor.prepare_directory(files)
+            # Clients see the cluster's own certificate, so the cluster's CA verifies both.
+            supervisor.copy_private(cluster.pgdata / "server.crt", files.tls_cert)
+            supervisor.copy_private(cluster.pgdata / "server.key", files.tls_key)
+            old_ini = supervisor.read_text(files.ini)
+            restart = was_running and supervisor.needs_restart(old_ini, config.ini)
+            offset = supervisor.log_size(files)
+            supervisor.install(files, config.ini, config.auth)
+        except OSError as exc:
+            raise ServiceError(
+                _("Could not write PgBouncer's files: %(reason)s") % {"reason": exc.strerror or exc}
+            ) from None
+        try:
+            if restart:
+                supervisor.stop(files)
+            if was_running and not restart:
+                _reload(cluster, pooler, files, config)
+            else:
+                supervisor.start(files, fds_needed=_fds_needed(cluster), timeout=START_TIMEOUT)
+                _verify(cluster, pooler, config)
+        except (supervisor.SupervisorError, console.ConsoleError, _Mismatch) as exc:
+            said = supervisor.log_problems(files, offset)
+            _roll_back(cluster, pooler, files, was_running=was_running)
+            message = _(
+                "PgBouncer did not take the new configuration; the previous one stays in force. %(reason)s"
+            ) % {"reason": str(exc)}
+            if said and said[0] not in message:
+                message += " " + _("PgBouncer said: %(line)s") % {"line": said[0]}
+            log.warning("applying PgBouncer configuration of %s failed: %s", cluster.pk, message)
+            raise ServiceError(message) from None
+        pooler.mark_running()
+
+
+# --- hooks for the cluster services ----------------------------------------------------------------
+
+
+def ensure_not_used(cluster: Cluster, *, database: str | None = None, user: str | None = None) -> None:
+    """Refuse to delete a database or user that a pool uses, naming the pool(s)."""
+    if database is not None:
+        names = list(cluster.pools.filter(database=database).values_list("name", flat=True))
+        if names:
+            raise ServiceError(
+                _("The database “%(db)s” is used by the pool(s) %(pools)s; delete or change them first.")
+                % {"db": database, "pools": ", ".join(f"“{n}”" for n in names)}
+            )
+    if user is not None:
+        names = list(cluster.pools.filter(user=user).values_list("name", flat=True))
+        if names:
+            raise ServiceError(
+                _("The user “%(user)s” is used by the pool(s) %(pools)s; delete or change them first.")
+                % {"user": user, "pools": ", ".join(f"“{n}”" for n in names)}
+            )
+
+
+def _record_failure(cluster: Cluster, message: str) -> None:
+    Pooler.objects.filter(cluster=cluster).update(status=PoolerStatus.ERROR, error_message=message)
+
+
+def refresh_auth(cluster: Cluster) -> str | None:
+    """Rewrite the auth file after a user was added, deleted or got a new password.
+
+    Never raises: the role change already happened in PostgreSQL. A failure is recorded on the
+    pooler and in the cluster's events, and returned.
+    """
+    if not cluster.is_local or not cluster.pools.exists():
+        return None
+    try:
+        apply_config(cluster)
+    except ServiceError as exc:
+        _record_failure(cluster, exc.message)
+        cluster.log_event("pooler-error", exc.message, EventLevel.ERROR)
+        return exc.message
+    return None
+
+
+def start_pgbouncer(cluster: Cluster) -> bool:
+    """After the cluster started: run PgBouncer again if the cluster has pools."""
+    if not cluster.is_local or not cluster.pools.exists():
+        return False
+    apply_config(cluster)
+    return True
+
+
+def stop_pgbouncer(cluster: Cluster) -> bool:
+    """Before the cluster stops or is deleted; True if PgBouncer was running."""
+    if not cluster.is_local or not cluster.pooler_port:
+        return False
+    stopped = supervisor.stop(_files(cluster))
+    Pooler.objects.filter(cluster=cluster).update(status=PoolerStatus.STOPPED, error_message="")
+    return stopped
+
+
+def reconcile_pgbouncer(cluster: Cluster) -> str | None:
+    """Keep PgBouncer running while the cluster serves and has pools; a note when it acted."""
+    if not cluster.is_local or not cluster.pooler_port:
+        return None
+    files = _files(cluster)
+    running = supervisor.running_pid(files) is not None
+    if not cluster.pools.exists():
+        if running:
+            stop_pgbouncer(cluster)
+            return f"{cluster.name}: PgBouncer stopped (no pools)"
+        return None
+    if not cluster.is_serving:
+        return None
+    pooler = Pooler.objects.filter(cluster=cluster).first()
+    if running and (pooler is None or pooler.status != PoolerStatus.ERROR):
+        return None
+    if not running:
+        cluster.log_event(
+            "pooler-down", _("PgBouncer was not running; starting it again."), EventLevel.WARNING
+        )
+    try:
+        apply_config(cluster)
+    except ServiceError as exc:
+        already = pooler is not None and pooler.error_message == exc.message
+        _record_failure(cluster, exc.message)
+        if not already:
+            cluster.log_event("pooler-error", exc.message, EventLevel.ERROR)
+        return f"{cluster.name}: PgBouncer failed: {exc.message}"
+    cluster.log_event("pooler-recovered", _("PgBouncer restarted by the reconciler."))
+    return f"{cluster.name}: PgBouncer restarted"
+
+
+def reconcile_all() -> list[str]:
+    """``reconcile_pgbouncer`` for every local cluster that serves or still runs a PgBouncer."""
+    notes = []
+    for cluster in Cluster.objects.filter(kind=ClusterKind.LOCAL, status__in=ClusterStatus.SERVING):
+        note = reconcile_pgbouncer(cluster)
+        if note:
+            notes.append(note)
+    return notes

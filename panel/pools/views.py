@@ -1,0 +1,258 @@
+"""Connection Pools tab. Each view fetches the cluster through the clusters' ownership helper and
+the pool through ``cluster.pools`` (404 for anyone else), validates a form, calls one service
+function and returns a redirect, a page or an HTMX partial."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_http_methods
+from django_htmx.http import HttpResponseClientRedirect
+
+from panel.clusters.models import Cluster
+from panel.clusters.services import ServiceError
+from panel.clusters.views import (
+    _MASK_TOKEN,
+    CONNECTION_VIEWS,
+    PASSWORD_MASK,
+    SECRET_FORMATS,
+    _add_service_error,
+    _get_cluster_for_user,
+)
+from panel.pools import services
+from panel.pools.forms import CreatePoolForm, PoolForm
+from panel.pools.models import ConnectionPool
+
+PLAIN_TEXT = "text/plain; charset=utf-8"
+
+
+def _get_pool(cluster: Cluster, pool_id: uuid.UUID) -> ConnectionPool:
+    return get_object_or_404(cluster.pools, pk=pool_id)
+
+
+def _poolable(cluster: Cluster) -> bool:
+    return bool(cluster.is_local and cluster.pooler_port and cluster.pool_connections)
+
+
+# --- the tab: budget, live table, create form -------------------------------------------------------
+
+
+def _render_tab(
+    request: HttpRequest, cluster: Cluster, *, form: CreatePoolForm | None = None, **extra: Any
+) -> HttpResponse:
+    """The whole tab, or only its content for HTMX swaps."""
+    context = {
+        "cluster": cluster,
+        "active_tab": "pools",
+        "overview": services.pools_overview(cluster),
+        "form": form or CreatePoolForm(cluster=cluster),
+        "poolable": _poolable(cluster),
+        **extra,
+    }
+    context["create_open"] = bool(form is not None and form.errors) or not context["overview"].pools
+    template = "pools/list.html#tab" if request.htmx else "pools/list.html"
+    return render(request, template, context)
+
+
+@require_GET
+def pool_list(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    cluster = _get_cluster_for_user(request, cluster_id)
+    return _render_tab(request, cluster)
+
+
+@never_cache
+@require_GET
+def pool_stats(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    """The budget bar and the table with PgBouncer's live figures, polled every 3 s."""
+    cluster = _get_cluster_for_user(request, cluster_id)
+    context = {
+        "cluster": cluster,
+        "overview": services.pools_overview(cluster),
+        "poolable": _poolable(cluster),
+    }
+    return render(request, "pools/list.html#live", context)
+
+
+@require_http_methods(["GET", "POST"])
+def pool_create(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    cluster = _get_cluster_for_user(request, cluster_id)
+    if request.method == "GET":
+        return redirect("pools:list", cluster_id=cluster.pk)
+    form = CreatePoolForm(request.POST, cluster=cluster)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            # Returns once PgBouncer serves the pool (or raises with PgBouncer's own words).
+            pool = services.create_pool(
+                cluster, data["name"], data["database"], data["user"] or None, data["mode"], data["size"]
+            )
+        except ServiceError as exc:
+            _add_service_error(form, exc)
+        else:
+            notice = _("Pool “%(name)s” created; it accepts connections now.") % {"name": pool.name}
+            if not request.htmx:
+                messages.success(request, notice)
+                return redirect("pools:list", cluster_id=cluster.pk)
+            return _render_tab(request, cluster, notice=notice, created=pool)
+    return _render_tab(request, cluster, form=form)
+
+
+# --- one pool: connection details, edit, delete ------------------------------------------------------
+
+
+def _connection_context(pool: ConnectionPool, params: Any, *, reveal: bool) -> dict[str, Any]:
+    view = params.get("view") if params.get("view") in dict(CONNECTION_VIEWS) else "params"
+    user = (params.get("user") or None) if pool.is_inbound_user else None
+    context: dict[str, Any] = {
+        "pool": pool,
+        "view": view,
+        "views": CONNECTION_VIEWS,
+        "users": list(pool.cluster.users.all()) if pool.is_inbound_user else [],
+        "revealed": reveal,
+        "conn": None,
+        "conn_error": None,
+    }
+    try:
+        details = services.pool_connection_details(pool, user=user)
+    except ServiceError as exc:
+        context["conn_error"] = exc.message
+        return context
+    shown = details if reveal else dataclasses.replace(details, password=_MASK_TOKEN)
+    context["conn"] = shown
+    context["conn_uri"] = shown.uri().replace(_MASK_TOKEN, PASSWORD_MASK)
+    context["conn_flags"] = shown.flags().replace(_MASK_TOKEN, PASSWORD_MASK)
+    context["conn_params"] = [
+        (key, value.replace(_MASK_TOKEN, PASSWORD_MASK)) for key, value in shown.params()
+    ]
+    context["query"] = urlencode({"user": details.user, "view": view})
+    context["secret_query"] = urlencode({"user": details.user})
+    return context
+
+
+def _render_pool_page(
+    request: HttpRequest,
+    cluster: Cluster,
+    pool: ConnectionPool,
+    *,
+    form: PoolForm | None = None,
+    **extra: Any,
+) -> HttpResponse:
+    context = _connection_context(pool, request.GET, reveal=False)
+    used, total = services.pool_budget(cluster)
+    context.update(
+        cluster=cluster,
+        active_tab="pools",
+        budget_used=used,
+        budget_total=total,
+        budget_left=max(total - used, 0),
+        form=form or PoolForm(cluster=cluster, pool=pool),
+        **extra,
+    )
+    template = "pools/detail.html#page" if request.htmx else "pools/detail.html"
+    return render(request, template, context)
+
+
+@require_GET
+def pool_detail(request: HttpRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID) -> HttpResponse:
+    cluster = _get_cluster_for_user(request, cluster_id)
+    pool = _get_pool(cluster, pool_id)
+    return _render_pool_page(request, cluster, pool)
+
+
+@require_http_methods(["GET", "POST"])
+def pool_edit(request: HttpRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID) -> HttpResponse:
+    cluster = _get_cluster_for_user(request, cluster_id)
+    pool = _get_pool(cluster, pool_id)
+    if request.method == "GET":
+        return redirect("pools:detail", cluster_id=cluster.pk, pool_id=pool.pk)
+    form = PoolForm(request.POST, cluster=cluster, pool=pool)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            pool = services.update_pool(
+                pool, data["database"], data["user"] or None, data["mode"], data["size"]
+            )
+        except ServiceError as exc:
+            _add_service_error(form, exc)
+        else:
+            notice = _("Pool “%(name)s” updated; PgBouncer applied the change online.") % {"name": pool.name}
+            if not request.htmx:
+                messages.success(request, notice)
+                return redirect("pools:detail", cluster_id=cluster.pk, pool_id=pool.pk)
+            return _render_pool_page(request, cluster, pool, notice=notice)
+    return _render_pool_page(request, cluster, pool, form=form)
+
+
+@require_http_methods(["GET", "POST"])
+def pool_delete(request: HttpRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID) -> HttpResponse:
+    cluster = _get_cluster_for_user(request, cluster_id)
+    pool = _get_pool(cluster, pool_id)
+    if request.method == "POST":
+        try:
+            disconnected = services.delete_pool(pool)
+        except ServiceError as exc:
+            error = exc.message
+        else:
+            messages.success(
+                request,
+                ngettext(
+                    "Pool “%(name)s” deleted; %(n)s connected client was disconnected.",
+                    "Pool “%(name)s” deleted; %(n)s connected clients were disconnected.",
+                    disconnected,
+                )
+                % {"name": pool.name, "n": disconnected},
+            )
+            url = reverse("pools:list", kwargs={"cluster_id": cluster.pk})
+            return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+        clients = 0
+    else:
+        error = ""
+        clients = services.connected_clients(pool)
+    context = {"cluster": cluster, "pool": pool, "clients": clients, "error": error, "active_tab": "pools"}
+    template = "pools/delete.html#form" if request.htmx else "pools/delete.html"
+    return render(request, template, context)
+
+
+@require_GET
+def connection(request: HttpRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID) -> HttpResponse:
+    cluster = _get_cluster_for_user(request, cluster_id)
+    pool = _get_pool(cluster, pool_id)
+    context = _connection_context(pool, request.GET, reveal=False)
+    return render(request, "pools/detail.html#connection", {**context, "cluster": cluster})
+
+
+@never_cache
+@require_GET
+def connection_reveal(request: HttpRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID) -> HttpResponse:
+    cluster = _get_cluster_for_user(request, cluster_id)
+    pool = _get_pool(cluster, pool_id)
+    context = _connection_context(pool, request.GET, reveal=True)
+    return render(request, "pools/detail.html#connection", {**context, "cluster": cluster})
+
+
+@never_cache
+@require_GET
+def connection_secret(request: HttpRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID) -> HttpResponse:
+    """One secret-bearing value as plain text, for the copy buttons of the hidden password."""
+    cluster = _get_cluster_for_user(request, cluster_id)
+    pool = _get_pool(cluster, pool_id)
+    fmt = request.GET.get("format", "uri")
+    if fmt not in SECRET_FORMATS:
+        return HttpResponse(_("Unknown format."), status=400, content_type=PLAIN_TEXT)
+    user = (request.GET.get("user") or None) if pool.is_inbound_user else None
+    try:
+        details = services.pool_connection_details(pool, user=user)
+    except ServiceError as exc:
+        return HttpResponse(exc.message, status=400, content_type=PLAIN_TEXT)
+    text = details.password if fmt == "password" else details.render(fmt)
+    return HttpResponse(text, content_type=PLAIN_TEXT)

@@ -1,0 +1,68 @@
+/* Connection pools: the budget shown as you type the pool size, and the delete dialog's reset.
+ *
+ * A form marked data-pool-budget carries data-used (connections already allocated, this pool
+ * included), data-total (the plan's budget) and data-own (this pool's current size, 0 for a new
+ * pool). Its [data-budget-output] element holds the translated templates in data-template and
+ * data-over-template, with %(used)s, %(total)s, %(left)s and %(over)s placeholders.
+ */
+(function () {
+  "use strict";
+
+  function format(template, values) {
+    return template.replace(/%\((\w+)\)s/g, function (match, key) {
+      return key in values ? String(values[key]) : match;
+    });
+  }
+
+  function update(form) {
+    var output = form.querySelector("[data-budget-output]");
+    var input = form.querySelector("input[name$='size']");
+    if (!output || !input) {
+      return;
+    }
+    var used = parseInt(form.dataset.used, 10) || 0;
+    var total = parseInt(form.dataset.total, 10) || 0;
+    var own = parseInt(form.dataset.own, 10) || 0;
+    var size = parseInt(input.value, 10);
+    var after = used - own + (size > 0 ? size : 0);
+    if (!(size > 0)) {
+      after = used;
+    }
+    var over = after > total;
+    var template = over ? output.dataset.overTemplate : output.dataset.template;
+    output.textContent = format(template, {
+      used: after,
+      total: total,
+      left: Math.max(total - after, 0),
+      over: Math.max(after - total, 0),
+    });
+    output.classList.toggle("is-over", over);
+  }
+
+  function updateAll(root) {
+    (root || document).querySelectorAll("form[data-pool-budget]").forEach(update);
+  }
+
+  document.addEventListener("input", function (event) {
+    var form = event.target.closest && event.target.closest("form[data-pool-budget]");
+    if (form) {
+      update(form);
+    }
+  });
+  document.addEventListener("DOMContentLoaded", function () { updateAll(); });
+  document.addEventListener("htmx:afterSettle", function () { updateAll(); });
+
+  // A reopened delete dialog must not show the previous pool's count while the new one loads.
+  document.addEventListener("hidden.bs.modal", function (event) {
+    var body = event.target.querySelector("#delete-pool-body");
+    if (body && body.dataset.placeholder !== undefined) {
+      body.innerHTML = body.dataset.placeholder;
+    }
+  });
+  document.addEventListener("show.bs.modal", function (event) {
+    var body = event.target.querySelector("#delete-pool-body");
+    if (body && body.dataset.placeholder === undefined) {
+      body.dataset.placeholder = body.innerHTML;
+    }
+  });
+})();
