@@ -434,14 +434,15 @@ def _reload(cluster: Cluster, pooler: Pooler, files: supervisor.BouncerFiles, co
     """RELOAD the installed files, then verify."""
     with _console(cluster, pooler) as conn:
         loaded = {row.name: row for row in console.show_databases(conn)}
-        # PgBouncer 1.18 keeps a pool's forced user on RELOAD ("losing forced user not supported"):
-        # such a pool is removed by one RELOAD and added back as an inbound pool by the next, which
-        # reconnects its clients only.
-        unforced = {
-            s.name for s in config.specs if s.user is None and s.name in loaded and loaded[s.name].force_user
+        # PgBouncer 1.18 cannot change a pool's forced user on RELOAD: losing it is refused ("losing
+        # forced user not supported") and gaining one crashes it at the next login ("put_in_order:
+        # found existing elem"). Such a pool is removed by one RELOAD and added back by the next,
+        # which reconnects its clients only.
+        regained = {
+            s.name for s in config.specs if s.name in loaded and (loaded[s.name].force_user or None) != s.user
         }
-        if unforced:
-            postgres.write_private_file(files.ini, config.ini_without(unforced))
+        if regained:
+            postgres.write_private_file(files.ini, config.ini_without(regained))
             console.reload(conn)
             postgres.write_private_file(files.ini, config.ini)
         console.reload(conn)

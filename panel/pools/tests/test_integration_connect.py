@@ -79,6 +79,14 @@ def test_a_fixed_user_pool_logs_in_as_its_user(cluster: Cluster) -> None:
     assert (pool.database, pool.user, pool.mode, pool.size) == ("defaultdb", "", "session", 5)
     assert query(services.pool_connection_details(pool).uri()) == ("doadmin", "defaultdb", True)
 
+    # And from the inbound user to the very user that logged in through it: PgBouncer 1.18 crashed
+    # at the next login after that RELOAD ("put_in_order: found existing elem").
+    pool = services.update_pool(pool, "defaultdb", "doadmin", "transaction", 3)
+    assert query(services.pool_connection_details(pool).uri()) == ("doadmin", "defaultdb", True)
+    pool = services.update_pool(pool, "reports", "reporter", "transaction", 3)
+    assert query(services.pool_connection_details(pool).uri()) == ("reporter", "reports", True)
+    assert services.pooler_running(cluster)
+
 
 def test_deleting_the_last_pool_stops_pgbouncer_and_counts_its_clients(cluster: Cluster) -> None:
     pool = services.create_pool(cluster, "test-pool", "defaultdb", "", "session", 2)
