@@ -8,7 +8,7 @@ from celery import shared_task
 
 from panel.clusters.models import Cluster
 from panel.clusters.services import ServiceError
-from panel.pools import services
+from panel.pools import apply, services
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +21,7 @@ def apply_config(cluster_id: str) -> None:
     except Cluster.DoesNotExist:
         return
     try:
-        services.apply_config(cluster)
+        apply.apply_config(cluster)
     except ServiceError as exc:
         log.warning("applying the pools of %s failed: %s", cluster_id, exc.message)
 

@@ -44,7 +44,7 @@ from django.core.management import call_command  # noqa: E402
 
 from panel.clusters import services as cluster_services  # noqa: E402
 from panel.clusters.models import Cluster  # noqa: E402
-from panel.pools import services, supervisor  # noqa: E402
+from panel.pools import apply, services, supervisor  # noqa: E402
 from panel.pools.lib.authfile import render_auth_file  # noqa: E402
 from panel.pools.lib.pgbouncer_ini import GlobalSettings, PoolSpec, ServerTarget, render  # noqa: E402
 from panel.pools.models import ConnectionPool  # noqa: E402
@@ -79,7 +79,7 @@ def usable_after_create(cluster: Cluster, count: int = 20) -> None:
         creates.append(returned - started)
         waits.append(usable - returned)
     ConnectionPool.objects.filter(cluster=cluster, name__startswith="fresh-").delete()
-    services.apply_config(cluster)
+    apply.apply_config(cluster)
     print(
         f"1. create_pool returns in {statistics.median(creates) * 1000:.0f} ms (median of {count}); "
         f"the pool answers a query {statistics.median(waits) * 1000:.0f} ms later "
@@ -92,24 +92,24 @@ def five_hundred_pools(cluster: Cluster) -> None:
         ConnectionPool(cluster=cluster, name=f"p{i:03d}", database="defaultdb", mode="transaction", size=1)
         for i in range(500)
     )
-    services.apply_config(cluster)  # the first apply starts PgBouncer; what follows are RELOADs
+    apply.apply_config(cluster)  # the first apply starts PgBouncer; what follows are RELOADs
     timings, render_only = [], []
     for round_ in range(5):
         ConnectionPool.objects.filter(cluster=cluster, name="p000").update(size=1 + round_ % 2)
         started = time.perf_counter()
-        services.apply_config(cluster)
+        apply.apply_config(cluster)
         timings.append(time.perf_counter() - started)
         specs = [PoolSpec(p.name, p.database, None, p.mode, p.size) for p in cluster.pools.all()]
-        files = services._files(cluster)
+        files = apply.bouncer_files(cluster)
         started = time.perf_counter()
-        render(services.global_settings(cluster, files), services.server_target(cluster), specs)
+        render(apply.global_settings(cluster, files), apply.server_target(cluster), specs)
         render_only.append(time.perf_counter() - started)
     print(
         f"2. 500 pools: render+validate+write+RELOAD+verify {statistics.median(timings) * 1000:.0f} ms "
         f"(median of 5; render+validate alone {statistics.median(render_only) * 1000:.1f} ms; target < 2000 ms)"
     )
     ConnectionPool.objects.filter(cluster=cluster).delete()
-    services.apply_config(cluster)
+    apply.apply_config(cluster)
 
 
 def pgbench(cluster: Cluster, port: int, dbname: str, seconds: int) -> float:
@@ -132,7 +132,7 @@ def anchor_bouncer(cluster: Cluster) -> supervisor.BouncerFiles:
         port = int(sock.getsockname()[1])
     files = supervisor.BouncerFiles(directory, directory, port)
     supervisor.prepare_directory(files)
-    panel_files = services._files(cluster)
+    panel_files = apply.bouncer_files(cluster)
     for source, target in ((panel_files.tls_cert, files.tls_cert), (panel_files.tls_key, files.tls_key)):
         supervisor.copy_private(source, target)
     settings = GlobalSettings(
@@ -156,7 +156,7 @@ def anchor_bouncer(cluster: Cluster) -> supervisor.BouncerFiles:
 def _secrets(cluster: Cluster) -> dict[str, str]:
     from panel.pools.lib.authfile import parse_auth_file
 
-    return parse_auth_file(services._files(cluster).auth.read_text())
+    return parse_auth_file(apply.bouncer_files(cluster).auth.read_text())
 
 
 def pgbouncer_cost(cluster: Cluster, seconds: int, rounds: int) -> None:
