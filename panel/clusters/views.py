@@ -22,6 +22,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from panel.clusters import roles, services
 from panel.clusters.forms import AttachClusterForm, CreateClusterForm, DeleteClusterForm, NameForm
+from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster
 from panel.clusters.services import ServiceError
 
@@ -117,16 +118,40 @@ def _connection_context(cluster: Cluster, params: Any, *, reveal: bool) -> dict[
     except ServiceError as exc:
         context["conn_error"] = exc.message
         return context
-    shown = details if reveal else dataclasses.replace(details, password=_MASK_TOKEN)
-    context["conn"] = shown
-    context["conn_uri"] = shown.uri().replace(_MASK_TOKEN, PASSWORD_MASK)
-    context["conn_flags"] = shown.flags().replace(_MASK_TOKEN, PASSWORD_MASK)
-    context["conn_params"] = [
-        (key, value.replace(_MASK_TOKEN, PASSWORD_MASK)) for key, value in shown.params()
-    ]
-    context["query"] = urlencode({"user": details.user, "database": details.database, "view": view})
-    context["secret_query"] = urlencode({"user": details.user, "database": details.database})
+    context.update(
+        connection_box(
+            details,
+            view=view,
+            reveal=reveal,
+            selection={"user": details.user, "database": details.database},
+            urls={
+                "connection": reverse("clusters:connection", args=[cluster.pk]),
+                "reveal": reverse("clusters:connection-reveal", args=[cluster.pk]),
+                "secret": reverse("clusters:connection-secret", args=[cluster.pk]),
+            },
+        )
+    )
     return context
+
+
+def connection_box(
+    details: ConnectionDetails, *, view: str, reveal: bool, selection: dict[str, str], urls: dict[str, str]
+) -> dict[str, Any]:
+    """Context for templates/clusters/_connection_body.html, shared by clusters and pools.
+
+    The password is masked unless revealed, after formatting, so neither percent-encoding nor
+    shell quoting can alter the mask.
+    """
+    shown = details if reveal else dataclasses.replace(details, password=_MASK_TOKEN)
+    return {
+        "conn": shown,
+        "conn_uri": shown.uri().replace(_MASK_TOKEN, PASSWORD_MASK),
+        "conn_flags": shown.flags().replace(_MASK_TOKEN, PASSWORD_MASK),
+        "conn_params": [(key, value.replace(_MASK_TOKEN, PASSWORD_MASK)) for key, value in shown.params()],
+        "query": urlencode({**selection, "view": view}),
+        "secret_query": urlencode(selection),
+        "conn_urls": urls,
+    }
 
 
 @require_GET

@@ -4,10 +4,8 @@ function and returns a redirect, a page or an HTMX partial."""
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from typing import Any
-from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
@@ -22,12 +20,11 @@ from django_htmx.http import HttpResponseClientRedirect
 from panel.clusters.models import Cluster
 from panel.clusters.services import ServiceError
 from panel.clusters.views import (
-    _MASK_TOKEN,
     CONNECTION_VIEWS,
-    PASSWORD_MASK,
     SECRET_FORMATS,
     _add_service_error,
     _get_cluster_for_user,
+    connection_box,
 )
 from panel.pools import services
 from panel.pools.forms import CreatePoolForm, PoolForm
@@ -127,15 +124,19 @@ def _connection_context(pool: ConnectionPool, params: Any, *, reveal: bool) -> d
     except ServiceError as exc:
         context["conn_error"] = exc.message
         return context
-    shown = details if reveal else dataclasses.replace(details, password=_MASK_TOKEN)
-    context["conn"] = shown
-    context["conn_uri"] = shown.uri().replace(_MASK_TOKEN, PASSWORD_MASK)
-    context["conn_flags"] = shown.flags().replace(_MASK_TOKEN, PASSWORD_MASK)
-    context["conn_params"] = [
-        (key, value.replace(_MASK_TOKEN, PASSWORD_MASK)) for key, value in shown.params()
-    ]
-    context["query"] = urlencode({"user": details.user, "view": view})
-    context["secret_query"] = urlencode({"user": details.user})
+    context.update(
+        connection_box(
+            details,
+            view=view,
+            reveal=reveal,
+            selection={"user": details.user},
+            urls={
+                "connection": reverse("pools:connection", args=[pool.cluster_id, pool.pk]),
+                "reveal": reverse("pools:connection-reveal", args=[pool.cluster_id, pool.pk]),
+                "secret": reverse("pools:connection-secret", args=[pool.cluster_id, pool.pk]),
+            },
+        )
+    )
     return context
 
 
