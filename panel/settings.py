@@ -62,6 +62,7 @@ INSTALLED_APPS = [
     "template_partials",
     "panel.clusters",
     "panel.pools",
+    "benchmarks",
 ]
 
 MIDDLEWARE = [
@@ -153,7 +154,9 @@ CELERY_BEAT_SCHEDULE = {
         "task": "panel.clusters.tasks.reconcile",
         "schedule": float(PANEL_RECONCILE_SECONDS),
     },
+    "reap-benchmarks": {"task": "benchmarks.tasks.reap", "schedule": 15.0},
 }
+CELERY_TASK_ROUTES = {"benchmarks.tasks.*": {"queue": "benchmarks"}}
 CELERY_BEAT_SCHEDULE_FILENAME = str(PANEL_DATA_DIR / "celerybeat-schedule")
 
 LOGGING = {

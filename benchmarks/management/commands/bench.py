@@ -1,0 +1,245 @@
+"""`manage.py bench …`: pgbench data sets and runs from the command line, through the same services.
+
+``bench run --wait`` and ``bench init --wait`` execute in the foreground (no worker needed);
+without ``--wait`` the job is queued for a Celery worker. Clusters are named by their name; when
+several users own a cluster of that name, ``--owner`` picks one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from benchmarks import services
+from benchmarks.lib import pgbench_command as cmd
+from benchmarks.models import BenchmarkRun
+from panel.clusters.models import Cluster
+from panel.clusters.services import ServiceError
+from panel.pools.models import ConnectionPool
+
+WAIT_TURN_S = 24 * 3600
+
+
+class Command(BaseCommand):
+    help = "Initialise pgbench data sets and run, list, show, cancel and export benchmark runs."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        sub = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
+
+        p = sub.add_parser("init", help="Initialise pgbench's tables (pgbench -i).")
+        p.add_argument("cluster", metavar="CLUSTER")
+        p.add_argument("--owner", metavar="USERNAME")
+        p.add_argument("--database", required=True)
+        p.add_argument("--scale", type=int, required=True)
+        p.add_argument("--init-steps", metavar="STEPS")
+        p.add_argument("--foreign-keys", action="store_true")
+        p.add_argument("--wait", action="store_true", help="run in the foreground")
+
+        p = sub.add_parser("run", help="Launch a pgbench run.")
+        p.add_argument("cluster", metavar="CLUSTER")
+        p.add_argument("--owner", metavar="USERNAME")
+        target = p.add_mutually_exclusive_group()
+        target.add_argument("--pool", metavar="POOL", help="run through this connection pool")
+        target.add_argument("--database", metavar="DB", help="run directly against this database")
+        p.add_argument("--user", metavar="USER")
+        p.add_argument("--clients", "-c", type=int, required=True)
+        length = p.add_mutually_exclusive_group(required=True)
+        length.add_argument("--duration", "-T", type=int, metavar="SECONDS")
+        length.add_argument("--transactions", "-t", type=int, metavar="N", help="transactions per client")
+        p.add_argument("--threads", "-j", type=int)
+        p.add_argument("--progress", type=int, default=1, metavar="SECONDS")
+        script = p.add_mutually_exclusive_group()
+        script.add_argument("--script", choices=cmd.BUILTIN_SCRIPTS)
+        script.add_argument("--file", metavar="FILE", help="a custom script")
+        p.add_argument("--rate", type=float)
+        p.add_argument("--latency-limit", type=float, metavar="MS")
+        p.add_argument("--connect", action="store_true", help="new connection per transaction (-C)")
+        p.add_argument("--protocol", choices=cmd.QUERY_MODES, default="simple")
+        p.add_argument("--max-tries", type=int)
+        p.add_argument("--label", default="")
+        p.add_argument("--wait", action="store_true", help="run in the foreground and print the summary")
+        p.add_argument("--format", choices=("text", "json"), default="text")
+
+        p = sub.add_parser("list", help="List the runs of a cluster.")
+        p.add_argument("cluster", metavar="CLUSTER")
+        p.add_argument("--owner", metavar="USERNAME")
+        p.add_argument("--limit", type=int, default=30)
+
+        for name, text in (("show", "Show a run."), ("cancel", "Cancel a queued or running run.")):
+            p = sub.add_parser(name, help=text)
+            p.add_argument("run_id", metavar="RUN_ID")
+            if name == "show":
+                p.add_argument("--format", choices=("text", "json"), default="text")
+
+        p = sub.add_parser("export", help="Export a run's samples (csv) or whole record (json).")
+        p.add_argument("run_id", metavar="RUN_ID")
+        p.add_argument("--format", choices=("csv", "json"), default="csv")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        handler = getattr(self, f"do_{opts['subcommand']}")
+        try:
+            handler(opts)
+        except ServiceError as exc:
+            field = f" ({exc.field})" if exc.field else ""
+            raise CommandError(f"{exc.message}{field}") from None
+
+    # --- helpers --------------------------------------------------------------------------------
+
+    def _cluster(self, opts: dict[str, Any]) -> Cluster:
+        clusters = Cluster.objects.filter(name=opts["cluster"])
+        if opts.get("owner"):
+            clusters = clusters.filter(owner__username=opts["owner"])
+        found = list(clusters[:2])
+        if not found:
+            raise CommandError(f"No cluster named {opts['cluster']!r}.")
+        if len(found) > 1:
+            raise CommandError(f"Several clusters are named {opts['cluster']!r}; pick one with --owner.")
+        return found[0]
+
+    def _run(self, run_id: str) -> BenchmarkRun:
+        try:
+            return BenchmarkRun.objects.select_related("cluster").get(pk=run_id)
+        except (BenchmarkRun.DoesNotExist, ValueError, ValidationError):
+            raise CommandError(f"No run {run_id!r}.") from None
+
+    def _print_run(self, run: BenchmarkRun, fmt: str) -> None:
+        record = services.run_record(run)
+        record["samples"] = run.samples.count()
+        record["errors"] = run.error_count
+        if fmt == "json":
+            self.stdout.write(json.dumps(record, indent=2))
+            return
+        lines = [
+            f"run        {run.pk}",
+            f"status     {run.status}: {run.status_meaning}",
+            f"target     {run.cluster.name} {run.target_display}, database {run.database}, user {run.user}",
+            f"clients    {run.clients} ({run.threads} threads), script {run.script}, mode {run.query_mode}",
+            f"command    {run.command_display}",
+        ]
+        if run.queue_position is not None:
+            lines.append(f"queue      {run.queue_position} ahead")
+        if run.error_message:
+            lines.append(f"reason     {run.error_message.strip().splitlines()[-1]}")
+        if run.first_error:
+            lines.append(f"first err  {run.first_error}")
+        summary = run.summary or {}
+        if summary:
+            lines.append(
+                f"tps        {summary.get('tps')}   latency avg {summary.get('latency_avg_ms')} ms"
+                f"   stddev {summary.get('latency_stddev_ms')} ms"
+            )
+            lines.append(
+                f"processed  {summary.get('transactions_processed')} transactions,"
+                f" {summary.get('failed_transactions')} failed"
+            )
+        lines.append(
+            f"samples    {record['samples']}   errors {run.error_count}   aborted {run.aborted_clients}"
+        )
+        self.stdout.write("\n".join(lines))
+
+    # --- subcommands ----------------------------------------------------------------------------
+
+    def do_init(self, opts: dict[str, Any]) -> None:
+        cluster = self._cluster(opts)
+        dataset = services.init_dataset(
+            cluster,
+            opts["database"],
+            opts["scale"],
+            opts["init_steps"],
+            opts["foreign_keys"],
+            enqueue=not opts["wait"],
+        )
+        if not opts["wait"]:
+            self.stdout.write(f"queued data set {dataset.pk}")
+            return
+        dataset = services.execute_init(dataset.pk)
+        size = f", {dataset.size_bytes / 1e6:.1f} MB" if dataset.size_bytes else ""
+        self.stdout.write(f"{dataset.status}: {dataset.database} at scale {dataset.scale}{size}")
+        if dataset.error_message:
+            raise CommandError(dataset.error_message)
+
+    def do_run(self, opts: dict[str, Any]) -> None:
+        cluster = self._cluster(opts)
+        pool = None
+        if opts["pool"]:
+            pool = ConnectionPool.objects.filter(cluster=cluster, name=opts["pool"]).first()
+            if pool is None:
+                raise CommandError(f"No pool named {opts['pool']!r} on {cluster.name}.")
+        custom_script = None
+        if opts["file"]:
+            try:
+                custom_script = Path(opts["file"]).read_text(encoding="utf-8")
+            except OSError as exc:
+                raise CommandError(f"Cannot read {opts['file']}: {exc.strerror}") from None
+        clients = opts["clients"]
+        options = cmd.RunOptions(
+            clients=clients,
+            threads=opts["threads"] or cmd.default_threads(clients, os.cpu_count()),
+            duration_s=opts["duration"],
+            transactions=opts["transactions"],
+            progress_interval_s=opts["progress"],
+            builtin=opts["script"],
+            query_mode=opts["protocol"],
+            rate=opts["rate"],
+            latency_limit_ms=opts["latency_limit"],
+            connect_per_transaction=opts["connect"],
+            max_tries=opts["max_tries"],
+        )
+        run = services.launch_run(
+            cluster,
+            pool=pool,
+            database=opts["database"],
+            user=opts["user"],
+            options=options,
+            custom_script=custom_script,
+            label=opts["label"],
+            enqueue=not opts["wait"],
+        )
+        if opts["format"] == "text":
+            for warning in run.warnings:
+                self.stderr.write(f"warning: {warning}")
+        if not opts["wait"]:
+            if opts["format"] == "json":
+                self.stdout.write(json.dumps({"id": str(run.pk), "status": run.status}))
+            else:
+                self.stdout.write(f"queued run {run.pk}")
+            return
+        if opts["format"] == "text":
+            self.stderr.write(f"running {run.pk}: {run.command_display}")
+        try:
+            run = services.execute_run(run.pk, wait_turn_s=WAIT_TURN_S)
+        except KeyboardInterrupt:
+            run.refresh_from_db()
+            if not run.is_terminal:
+                services.cancel_run(run)
+            raise CommandError("cancelled") from None
+        self._print_run(run, opts["format"])
+        if run.status not in ("succeeded", "completed_with_errors"):
+            sys.exit(1)
+
+    def do_list(self, opts: dict[str, Any]) -> None:
+        cluster = self._cluster(opts)
+        runs = cluster.benchmark_runs.order_by("-created_at")[: opts["limit"]]
+        self.stdout.write(f"{'ID':36}  {'STATUS':21}  {'TARGET':20}  {'CLIENTS':>7}  {'TPS':>9}  CREATED")
+        for run in runs:
+            tps = f"{run.tps:.1f}" if run.tps is not None else "-"
+            self.stdout.write(
+                f"{run.pk!s:36}  {run.status:21}  {run.target_display[:20]:20}  {run.clients:>7}  {tps:>9}  "
+                f"{run.created_at:%Y-%m-%d %H:%M:%S}"
+            )
+
+    def do_show(self, opts: dict[str, Any]) -> None:
+        self._print_run(self._run(opts["run_id"]), opts["format"])
+
+    def do_cancel(self, opts: dict[str, Any]) -> None:
+        run = services.cancel_run(self._run(opts["run_id"]))
+        self.stdout.write(f"{run.pk}: {run.status}")
+
+    def do_export(self, opts: dict[str, Any]) -> None:
+        self.stdout.write(services.export_run(self._run(opts["run_id"]), opts["format"]), ending="")

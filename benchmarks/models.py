@@ -1,0 +1,406 @@
+"""pgbench jobs: data sets (``pgbench -i``), runs with their live samples and errors, and sweeps.
+
+A job is a row with a state machine; Celery only carries its id. Transitions are conditional
+updates (``filter(pk=…, status__in=allowed).update(…)``), so two processes racing on one row
+(a worker finishing, a user cancelling, the reaper) cannot both win.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, ClassVar
+
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from panel.clusters.models import Cluster
+
+
+class InvalidTransition(Exception):
+    """The row was not in a state that allows the requested change (someone else moved it)."""
+
+
+class JobStatus(models.TextChoices):
+    QUEUED = "queued", _("Queued")
+    RUNNING = "running", _("Running")
+    SUCCEEDED = "succeeded", _("Succeeded")
+    FAILED = "failed", _("Failed")
+    ERRORED = "errored", _("Errored")
+
+    TERMINAL: ClassVar[frozenset[str]]
+
+
+JobStatus.TERMINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.ERRORED})
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "queued", _("Queued")
+    RUNNING = "running", _("Running")
+    SUCCEEDED = "succeeded", _("Succeeded")
+    COMPLETED_WITH_ERRORS = "completed_with_errors", _("Completed with errors")
+    FAILED = "failed", _("Failed")
+    CANCELLED = "cancelled", _("Cancelled")
+    ERRORED = "errored", _("Errored")
+
+    ACTIVE: ClassVar[frozenset[str]]
+    TERMINAL: ClassVar[frozenset[str]]
+    # What each status means to the person reading the run page.
+    MEANING: ClassVar[dict[str, Any]]
+
+
+RunStatus.ACTIVE = frozenset({RunStatus.QUEUED, RunStatus.RUNNING})
+RunStatus.TERMINAL = frozenset(
+    {
+        RunStatus.SUCCEEDED,
+        RunStatus.COMPLETED_WITH_ERRORS,
+        RunStatus.FAILED,
+        RunStatus.CANCELLED,
+        RunStatus.ERRORED,
+    }
+)
+RunStatus.MEANING = {
+    RunStatus.QUEUED: _("Waiting for its turn: runs on one cluster execute one at a time."),
+    RunStatus.RUNNING: _("pgbench is running."),
+    RunStatus.SUCCEEDED: _("pgbench ran to the end (exit code 0)."),
+    RunStatus.COMPLETED_WITH_ERRORS: _("pgbench ran but some clients aborted (exit code 2)."),
+    RunStatus.FAILED: _("The run could not start or did not finish (see the reason)."),
+    RunStatus.CANCELLED: _("Stopped on request; the samples so far are kept."),
+    RunStatus.ERRORED: _("The panel itself failed while running it (a bug: see the traceback)."),
+}
+
+
+class DataSet(models.Model):
+    """pgbench's tables in one database of a cluster, created by ``pgbench -i`` at a scale factor."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="datasets")
+    database = models.CharField(_("database"), max_length=63)
+    scale = models.PositiveIntegerField(_("scale factor"))
+    init_steps = models.CharField(max_length=16, blank=True)
+    foreign_keys = models.BooleanField(default=False)
+    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED)
+    progress = models.PositiveSmallIntegerField(default=0)
+    progress_message = models.CharField(max_length=200, blank=True)
+    size_bytes = models.BigIntegerField(null=True, blank=True)
+    duration_s = models.FloatField(null=True, blank=True)
+    error_message = models.TextField(blank=True)
+    command_display = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    pgbench_pid = models.IntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("-created_at",)
+        constraints = [
+            models.CheckConstraint(condition=Q(progress__lte=100), name="dataset_progress_at_most_100"),
+            models.CheckConstraint(condition=Q(scale__gte=1), name="dataset_scale_at_least_1"),
+        ]
+        indexes = [
+            models.Index(fields=("cluster", "database", "status"), name="dataset_cluster_db_status_idx"),
+            models.Index(fields=("status", "heartbeat_at"), name="dataset_status_heartbeat_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.database} scale {self.scale}"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in JobStatus.TERMINAL
+
+    def _transition(self, allowed: set[str], **fields: Any) -> None:
+        if not DataSet.objects.filter(pk=self.pk, status__in=allowed).update(**fields):
+            raise InvalidTransition(f"data set {self.pk} is not {'/'.join(sorted(allowed))}")
+        for name, value in fields.items():
+            setattr(self, name, value)
+
+    def mark_running(self) -> None:
+        now = timezone.now()
+        self._transition({JobStatus.QUEUED}, status=JobStatus.RUNNING, started_at=now, heartbeat_at=now)
+
+    def succeed(self, *, size_bytes: int | None, duration_s: float) -> None:
+        self._transition(
+            {JobStatus.RUNNING},
+            status=JobStatus.SUCCEEDED,
+            progress=100,
+            progress_message="",
+            size_bytes=size_bytes,
+            duration_s=duration_s,
+            finished_at=timezone.now(),
+        )
+
+    def fail(self, reason: str) -> None:
+        self._transition(
+            {JobStatus.QUEUED, JobStatus.RUNNING},
+            status=JobStatus.FAILED,
+            error_message=reason,
+            finished_at=timezone.now(),
+        )
+
+    def error(self, traceback_text: str) -> None:
+        self._transition(
+            {JobStatus.QUEUED, JobStatus.RUNNING},
+            status=JobStatus.ERRORED,
+            error_message=traceback_text,
+            finished_at=timezone.now(),
+        )
+
+
+class Sweep(models.Model):
+    """A plan of runs (client counts × targets × repeats) executed one after the other."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="sweeps")
+    name = models.CharField(max_length=100, blank=True)
+    clients_list = models.JSONField(default=list)
+    # [{"kind": "direct"} | {"kind": "pool", "pool": "<name>"}, ...]
+    targets = models.JSONField(default=list)
+    repeats = models.PositiveSmallIntegerField(default=1)
+    base_options = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("-created_at",)
+        constraints = [models.CheckConstraint(condition=Q(repeats__gte=1), name="sweep_repeats_at_least_1")]
+
+    def __str__(self) -> str:
+        return self.name or f"sweep {self.pk}"
+
+    @property
+    def status(self) -> str:
+        """``running`` while a run is queued or running, else ``finished``."""
+        return "running" if self.runs.filter(status__in=RunStatus.ACTIVE).exists() else "finished"
+
+
+class BenchmarkRun(models.Model):
+    """One pgbench run: what was asked, its state, the exact command, its outcome and summary."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="benchmark_runs")
+    pool = models.ForeignKey(
+        "pools.ConnectionPool",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="benchmark_runs",
+    )
+    pool_name = models.CharField(max_length=60, blank=True, help_text=_("Empty: the cluster directly."))
+    database = models.CharField(max_length=63)
+    user = models.CharField(max_length=63)
+    sweep = models.ForeignKey(Sweep, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs")
+    sweep_index = models.PositiveIntegerField(default=0)
+    label = models.CharField(max_length=100, blank=True)
+    # Executed by the process that launched it (``bench run --wait``), never sent to a worker:
+    # it takes the cluster when it is free, without waiting for the queued runs of workers.
+    foreground = models.BooleanField(default=False)
+
+    # What was asked: RunOptions as a dict (custom_script_path left out), and the columns lists
+    # and charts sort and group by.
+    options = models.JSONField(default=dict)
+    custom_script = models.TextField(blank=True)
+    clients = models.PositiveIntegerField()
+    threads = models.PositiveIntegerField()
+    duration_s = models.PositiveIntegerField(null=True, blank=True)
+    transactions = models.PositiveIntegerField(null=True, blank=True)
+    script = models.CharField(max_length=32)
+    query_mode = models.CharField(max_length=16, default="simple")
+    warnings = models.JSONField(default=list, blank=True)
+
+    status = models.CharField(max_length=32, choices=RunStatus.choices, default=RunStatus.QUEUED)
+    command_display = models.TextField(
+        blank=True, help_text=_("The equivalent shell command, password redacted.")
+    )
+    exit_code = models.IntegerField(null=True, blank=True)
+    summary = models.JSONField(null=True, blank=True)
+    error_message = models.TextField(blank=True)
+    first_error = models.TextField(blank=True)
+    aborted_clients = models.PositiveIntegerField(default=0)
+    error_count = models.PositiveIntegerField(default=0)
+    percentile_sampling_rate = models.FloatField(null=True, blank=True)
+    # Unix time pgbench's benchmark started: interval k of the transaction log is
+    # [start + k*interval, start + (k+1)*interval), which is sample seq k+1.
+    bench_start_epoch = models.FloatField(null=True, blank=True)
+
+    created_at = models.DateTimeField(default=timezone.now)
+    enqueued_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    worker_hostname = models.CharField(max_length=255, blank=True)
+    worker_pid = models.IntegerField(null=True, blank=True)
+    pgbench_pid = models.IntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("-created_at",)
+        constraints = [
+            # Runs on one cluster execute one at a time: the database refuses a second claim.
+            models.UniqueConstraint(
+                fields=("cluster",),
+                condition=Q(status="running"),
+                name="benchmarkrun_one_running_per_cluster",
+            ),
+            models.CheckConstraint(condition=Q(clients__gte=1), name="benchmarkrun_clients_at_least_1"),
+            models.CheckConstraint(condition=Q(threads__gte=1), name="benchmarkrun_threads_at_least_1"),
+            models.CheckConstraint(
+                condition=Q(status__in=[choice.value for choice in RunStatus]),
+                name="benchmarkrun_status_known",
+            ),
+        ]
+        indexes = [
+            # The queue: next queued run of a cluster, in order.
+            models.Index(fields=("cluster", "status", "created_at"), name="benchmarkrun_queue_idx"),
+            # The reaper: running runs by heartbeat.
+            models.Index(fields=("status", "heartbeat_at"), name="benchmarkrun_status_hb_idx"),
+            models.Index(fields=("sweep", "sweep_index"), name="benchmarkrun_sweep_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return self.label or f"{self.clients} clients → {self.target_display}"
+
+    @property
+    def target_display(self) -> str:
+        return f"pool {self.pool_name}" if self.pool_name else "direct"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in RunStatus.TERMINAL
+
+    @property
+    def status_meaning(self) -> Any:
+        return RunStatus.MEANING.get(self.status, "")
+
+    @property
+    def queue_position(self) -> int | None:
+        """How many runs are ahead of this one on its cluster (running included); None unless queued."""
+        if self.status != RunStatus.QUEUED:
+            return None
+        ahead = BenchmarkRun.objects.filter(cluster_id=self.cluster_id).filter(
+            Q(status=RunStatus.RUNNING)
+            | Q(status=RunStatus.QUEUED, created_at__lt=self.created_at)
+            | Q(status=RunStatus.QUEUED, created_at=self.created_at, sweep_index__lt=self.sweep_index)
+        )
+        return ahead.count()
+
+    @property
+    def tps(self) -> float | None:
+        return (self.summary or {}).get("tps")
+
+    @property
+    def latency_avg_ms(self) -> float | None:
+        return (self.summary or {}).get("latency_avg_ms")
+
+    # --- transitions ---------------------------------------------------------------------------
+
+    def _transition(self, allowed: set[str], **fields: Any) -> None:
+        if not BenchmarkRun.objects.filter(pk=self.pk, status__in=allowed).update(**fields):
+            current = BenchmarkRun.objects.filter(pk=self.pk).values_list("status", flat=True).first()
+            raise InvalidTransition(f"run {self.pk} is {current}, not {'/'.join(sorted(allowed))}")
+        for name, value in fields.items():
+            setattr(self, name, value)
+
+    def mark_running(self, *, worker_hostname: str = "", worker_pid: int | None = None) -> None:
+        """queued → running. The caller holds the claim transaction (see services.claim_run);
+        a second running run on the cluster raises IntegrityError."""
+        now = timezone.now()
+        self._transition(
+            {RunStatus.QUEUED},
+            status=RunStatus.RUNNING,
+            started_at=now,
+            heartbeat_at=now,
+            worker_hostname=worker_hostname,
+            worker_pid=worker_pid,
+        )
+
+    def _finish(self, status: str, **fields: Any) -> None:
+        self._transition({RunStatus.RUNNING}, status=status, finished_at=timezone.now(), **fields)
+
+    def succeed(self, *, summary: dict[str, Any] | None, exit_code: int) -> None:
+        self._finish(RunStatus.SUCCEEDED, summary=summary, exit_code=exit_code)
+
+    def complete_with_errors(self, reason: str, *, summary: dict[str, Any] | None, exit_code: int) -> None:
+        self._finish(
+            RunStatus.COMPLETED_WITH_ERRORS, error_message=reason, summary=summary, exit_code=exit_code
+        )
+
+    def fail(
+        self, reason: str, *, summary: dict[str, Any] | None = None, exit_code: int | None = None
+    ) -> None:
+        """running → failed; a queued run can fail too (its target vanished before it started)."""
+        self._transition(
+            {RunStatus.QUEUED, RunStatus.RUNNING},
+            status=RunStatus.FAILED,
+            error_message=reason,
+            summary=summary,
+            exit_code=exit_code,
+            finished_at=timezone.now(),
+        )
+
+    def cancel(self) -> None:
+        self._transition(
+            {RunStatus.QUEUED, RunStatus.RUNNING}, status=RunStatus.CANCELLED, finished_at=timezone.now()
+        )
+
+    def error(self, traceback_text: str) -> None:
+        self._transition(
+            {RunStatus.QUEUED, RunStatus.RUNNING},
+            status=RunStatus.ERRORED,
+            error_message=traceback_text,
+            finished_at=timezone.now(),
+        )
+
+
+class RunSample(models.Model):
+    """One progress interval of a run (pgbench's ``progress:`` line), with percentiles from its
+    transaction log. Percentiles arrive later than the line and are filled in by an update."""
+
+    run = models.ForeignKey(BenchmarkRun, on_delete=models.CASCADE, related_name="samples")
+    seq = models.PositiveIntegerField()
+    elapsed_s = models.FloatField()
+    tps = models.FloatField()
+    latency_avg_ms = models.FloatField()
+    latency_stddev_ms = models.FloatField()
+    failed = models.IntegerField(null=True, blank=True)
+    lag_ms = models.FloatField(null=True, blank=True)
+    skipped = models.IntegerField(null=True, blank=True)
+    retried = models.IntegerField(null=True, blank=True)
+    retries = models.IntegerField(null=True, blank=True)
+    p50_ms = models.FloatField(null=True, blank=True)
+    p95_ms = models.FloatField(null=True, blank=True)
+    p99_ms = models.FloatField(null=True, blank=True)
+    percentile_count = models.PositiveIntegerField(null=True, blank=True)
+    # When the runner read pgbench's line, and when the row was written: the live lag.
+    received_at = models.DateTimeField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("run", "seq")
+        constraints = [
+            # Also the index of the data endpoint's ``WHERE run_id = … AND seq > after``.
+            models.UniqueConstraint(fields=("run", "seq"), name="runsample_unique_run_seq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id} #{self.seq}"
+
+
+class RunError(models.Model):
+    """An error pgbench printed during a run (connection refused, client aborted, …). At most
+    ``MAX_STORED`` are kept per run; ``BenchmarkRun.error_count`` counts them all."""
+
+    MAX_STORED: ClassVar[int] = 200
+
+    run = models.ForeignKey(BenchmarkRun, on_delete=models.CASCADE, related_name="errors")
+    at = models.DateTimeField(default=timezone.now)
+    kind = models.CharField(max_length=32)
+    message = models.TextField()
+    client_id = models.IntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("run", "id")
+        indexes = [models.Index(fields=("run", "id"), name="runerror_run_id_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.message[:60]}"

@@ -1,0 +1,139 @@
+"""Runs against a real cluster and PgBouncer: live samples, summaries, refusals, percentiles, cancel."""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from django.db import connection
+
+from benchmarks import runner, services
+from benchmarks.lib.pgbench_command import RunOptions
+from benchmarks.lib.pgbench_txlog import TxLogFormat, parse_txlog, percentiles_by_interval
+from benchmarks.models import BenchmarkRun, JobStatus, RunStatus
+from panel.clusters.models import Cluster
+from panel.pools import services as pool_services
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def cluster(local_cluster: Cluster) -> Iterator[Cluster]:
+    """A 1 GB cluster (22 connections for non-superusers) with pgbench's tables at scale 1."""
+    dataset = services.init_dataset(local_cluster, "defaultdb", 1, enqueue=False)
+    dataset = services.execute_init(dataset.pk)
+    assert dataset.status == JobStatus.SUCCEEDED, dataset.error_message
+    assert dataset.progress == 100 and dataset.size_bytes and dataset.size_bytes > 1_000_000
+    assert dataset.duration_s is not None and "pgbench -i" in dataset.command_display
+    yield local_cluster
+    pool_services.stop_pgbouncer(local_cluster)
+
+
+def run_now(cluster: Cluster, txlogs: Path | None = None, **kwargs: object) -> BenchmarkRun:
+    pool = kwargs.pop("pool", None)
+    options = RunOptions(**{"threads": 2, **kwargs})  # type: ignore[arg-type]
+    run = services.launch_run(cluster, pool=pool, options=options, enqueue=False)  # type: ignore[arg-type]
+    return services.execute_run(run.pk, wait_turn_s=30, txlog_copy_to=txlogs)
+
+
+def assert_ran_cleanly(run: BenchmarkRun, clients: int, seconds: int) -> None:
+    assert run.status == RunStatus.SUCCEEDED, (run.error_message, run.first_error)
+    assert run.exit_code == 0
+    summary = run.summary
+    assert summary is not None and summary["clients"] == clients and summary["duration_s"] == seconds
+    samples = list(run.samples.order_by("seq"))
+    # One sample a second (pgbench may skip the last one when the run ends on it).
+    assert seconds - 1 <= len(samples) <= seconds
+    assert [s.seq for s in samples] == list(range(1, len(samples) + 1))
+    for previous, sample in zip(samples, samples[1:], strict=False):
+        assert 0.5 < sample.elapsed_s - previous.elapsed_s < 1.5
+    # The summary's figures are pgbench's own; the samples must agree with them.
+    mean_tps = statistics.mean(s.tps for s in samples)
+    assert 0.75 * summary["tps"] < mean_tps < 1.25 * summary["tps"]
+    assert (
+        abs(sum(s.tps for s in samples) - summary["transactions_processed"])
+        < 0.25 * summary["transactions_processed"]
+    )
+    assert summary["failed_transactions"] == 0 and run.error_count == 0
+    assert run.command_display.startswith("PGPASSWORD=******** ")
+    assert "PGPASSWORD=" not in run.command_display.replace("PGPASSWORD=********", "")
+
+
+def test_direct_run_stores_a_sample_a_second_pgbench_summary_and_consistent_percentiles(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    run = run_now(cluster, tmp_path, clients=4, duration_s=5)
+    assert_ran_cleanly(run, 4, 5)
+    assert run.target_display == "direct" and run.percentile_sampling_rate is not None
+    assert run.bench_start_epoch is not None
+
+    # Percentiles: ordered, present for every interval, and exactly what the log files give.
+    fmt = TxLogFormat.for_options(None, None)
+    records = [r for path in sorted(tmp_path.iterdir()) for r in parse_txlog(path.read_text(), fmt)]
+    assert records
+    expected = percentiles_by_interval(records, 1, run.bench_start_epoch)
+    for sample in run.samples.order_by("seq"):
+        assert sample.p50_ms is not None, sample.seq
+        assert sample.p50_ms <= sample.p95_ms <= sample.p99_ms
+        figures = expected[sample.seq - 1]
+        assert (sample.p50_ms, sample.p95_ms, sample.p99_ms, sample.percentile_count) == (
+            figures.p50_ms,
+            figures.p95_ms,
+            figures.p99_ms,
+            figures.count,
+        )
+        # The progress line's average and the log's median describe the same transactions.
+        assert sample.p50_ms < sample.latency_avg_ms * 3
+
+
+def test_too_many_clients_fail_direct_with_the_reserved_slots_message_and_run_through_a_pool(
+    cluster: Cluster,
+) -> None:
+    refused = run_now(cluster, clients=30, duration_s=3)
+    assert refused.status == RunStatus.FAILED
+    assert "could not start" in refused.error_message
+    assert "remaining connection slots are reserved" in refused.error_message
+    assert "remaining connection slots are reserved" in refused.first_error
+    assert refused.error_count >= 1 and refused.errors.exists()
+    assert any("will not start" in warning for warning in refused.warnings)
+
+    pool = pool_services.create_pool(cluster, "test-pool", "defaultdb", "", "transaction", 22)
+    pooled = run_now(cluster, pool=pool, clients=30, duration_s=4)
+    assert_ran_cleanly(pooled, 30, 4)
+    assert pooled.pool_name == "test-pool" and pooled.database == "defaultdb"
+    assert f"-p {cluster.pooler_port}" in pooled.command_display
+    assert pooled.command_display.endswith("-- test-pool")
+
+
+def test_cancel_stops_pgbench_within_two_seconds_and_keeps_the_samples(
+    cluster: Cluster, wait_until: Callable[..., object]
+) -> None:
+    run = services.launch_run(cluster, options=RunOptions(clients=2, threads=1, duration_s=30), enqueue=False)
+    outcome: list[BenchmarkRun] = []
+
+    def execute() -> None:
+        try:
+            outcome.append(services.execute_run(run.pk, wait_turn_s=10))
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=execute)
+    worker.start()
+    wait_until(lambda: run.samples.count() >= 2, timeout=20, message="two samples")
+    run.refresh_from_db()
+    pid = run.pgbench_pid
+    assert runner.is_pgbench(pid)
+    started = time.monotonic()
+    services.cancel_run(run)
+    while psutil.pid_exists(pid) and runner.is_pgbench(pid):
+        assert time.monotonic() - started < 2, "pgbench still running 2 s after cancel"
+        time.sleep(0.05)
+    worker.join(timeout=10)
+    assert outcome and outcome[0].status == RunStatus.CANCELLED
+    assert outcome[0].samples.count() >= 2
+    assert outcome[0].exit_code is not None and outcome[0].exit_code < 0

@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Harness overhead of benchmark runs, measured side by side (not a timed test).
+
+Provisions a throw-away cluster (test settings: private data directory and ports), initialises
+pgbench's tables, then alternates the same pgbench run by hand (subprocess, no panel) and through
+the panel (``services.execute_run``: parser, samples in the database, heartbeat), three pairs
+without percentiles and three with them. Prints the TPS ratios and the live lag: from the runner
+reading pgbench's progress line to the sample row being written, and to a poller (standing in for
+the run page's data endpoint) seeing it.
+
+    .venv/bin/python scripts/perf/benchmarks.py [--clients 10] [--duration 10] [--scale 10] [--pairs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+os.environ["DJANGO_SETTINGS_MODULE"] = "panel.test_settings"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--clients", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--duration", type=int, default=10)
+    parser.add_argument("--scale", type=int, default=10)
+    parser.add_argument("--pairs", type=int, default=3)
+    args = parser.parse_args()
+
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+    from django.db import connection
+
+    from benchmarks import runner, services
+    from benchmarks.lib.pgbench_command import RunOptions, build_env, build_run_args
+    from benchmarks.lib.pgbench_output import parse_summary
+    from benchmarks.models import RunSample
+    from panel.clusters import services as cluster_services
+
+    call_command("migrate", verbosity=0)
+    owner = User.objects.create_user("perf", "perf@example.com", "perf-password-1")
+    cluster = cluster_services.create_cluster(
+        owner, name="db-perf", plan_slug="db-s-1vcpu-1gb", enqueue=False
+    )
+    cluster = cluster_services.provision_cluster(cluster.pk)
+    if cluster.status != "online":
+        sys.exit(f"provisioning failed: {cluster.error_message}")
+    try:
+        dataset = services.execute_init(
+            services.init_dataset(cluster, "defaultdb", args.scale, enqueue=False).pk
+        )
+        print(f"cluster {cluster.name} on port {cluster.port}; data set scale {args.scale}: {dataset.status}")
+        options = RunOptions(clients=args.clients, threads=args.threads, duration_s=args.duration)
+        target = services.resolve_target(cluster, pool=None, database="defaultdb", user=None)
+
+        def by_hand() -> float:
+            command = build_run_args(runner.pgbench_path(cluster.version), target.connection, options)
+            env = build_env(target.password, "require", base=runner.base_env())
+            done = subprocess.run(
+                command, env=env, capture_output=True, text=True, timeout=args.duration + 60
+            )
+            summary = parse_summary(done.stdout)
+            if done.returncode != 0 or summary is None or summary.tps is None:
+                sys.exit(f"pgbench by hand failed: {done.stderr[-1000:]}")
+            return summary.tps
+
+        lags_db: list[float] = []
+        lags_seen: list[float] = []
+
+        def through_panel(percentiles: bool, watch: bool = False) -> float:
+            run = services.launch_run(cluster, options=options, percentiles=percentiles, enqueue=False)
+            seen: dict[int, float] = {}
+            stop = threading.Event()
+
+            def poll() -> None:  # what a page polling the data endpoint would see, and when
+                try:
+                    while not stop.is_set():
+                        for seq in RunSample.objects.filter(run_id=run.pk).values_list("seq", flat=True):
+                            seen.setdefault(seq, time.time())
+                        time.sleep(0.1)
+                finally:
+                    connection.close()
+
+            # The poller competes for the CPU with pgbench: only in the lag run, not in the TPS pairs.
+            poller = threading.Thread(target=poll if watch else stop.wait)
+            poller.start()
+            try:
+                run = services.execute_run(run.pk, wait_turn_s=30)
+            finally:
+                stop.set()
+                poller.join()
+            if run.status != "succeeded" or run.tps is None:
+                sys.exit(f"panel run failed: {run.error_message}")
+            for sample in run.samples.all():
+                lags_db.append((sample.created_at - sample.received_at).total_seconds())
+                if sample.seq in seen:
+                    lags_seen.append(seen[sample.seq] - sample.received_at.timestamp())
+            if percentiles:
+                missing = run.samples.filter(p50_ms__isnull=True).count()
+                print(
+                    f"    percentiles: sampling rate {run.percentile_sampling_rate}, {missing} samples without"
+                )
+            return float(run.tps)
+
+        results: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+        for percentiles in (False, True):
+            label = "with percentiles" if percentiles else "without percentiles"
+            for pair in range(args.pairs):
+                # Alternate which goes first so a warming cache or a drifting machine favours neither.
+                if pair % 2 == 0:
+                    hand = by_hand()
+                    panel = through_panel(percentiles)
+                else:
+                    panel = through_panel(percentiles)
+                    hand = by_hand()
+                results[percentiles].append((hand, panel))
+                print(
+                    f"  {label} pair {pair + 1}: by hand {hand:8.1f} tps   panel {panel:8.1f} tps   ratio {panel / hand:.3f}"
+                )
+
+        through_panel(True, watch=True)  # the live-lag run, with a poller standing in for the page
+        print()
+        print(f"{'':24}{'by hand tps':>14}{'panel tps':>12}{'ratio':>9}{'target':>9}")
+        for percentiles, target_ratio in ((False, 0.97), (True, 0.95)):
+            pairs = results[percentiles]
+            hand = statistics.mean(h for h, _ in pairs)
+            panel = statistics.mean(p for _, p in pairs)
+            ratio = statistics.mean(p / h for h, p in pairs)
+            label = "with percentiles" if percentiles else "without percentiles"
+            print(f"{label:24}{hand:14.1f}{panel:12.1f}{ratio:9.3f}{'≥ ' + str(target_ratio):>9}")
+        print()
+        print(
+            f"live lag, line read → sample row written: median {statistics.median(lags_db) * 1000:.1f} ms, "
+            f"max {max(lags_db) * 1000:.1f} ms ({len(lags_db)} samples)"
+        )
+        if lags_seen:
+            print(
+                f"live lag, line read → seen by a 100 ms poller: median {statistics.median(lags_seen) * 1000:.1f} ms, "
+                f"max {max(lags_seen) * 1000:.1f} ms (target median ≤ 1000 ms)"
+            )
+    finally:
+        cluster.refresh_from_db()
+        cluster_services.delete_cluster(cluster, confirm_name=cluster.name)
+        data_dir = Path(settings.PANEL_DATA_DIR)
+        if data_dir.name.startswith("pgpanel-test-"):
+            shutil.rmtree(data_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
