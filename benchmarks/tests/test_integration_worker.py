@@ -18,6 +18,7 @@ from django.conf import settings
 from benchmarks import runner, services
 from benchmarks.lib.pgbench_command import RunOptions
 from benchmarks.models import BenchmarkRun, JobStatus, RunStatus
+from benchmarks.services import enqueue
 from panel.clusters.models import Cluster
 
 pytestmark = pytest.mark.integration
@@ -104,11 +105,11 @@ def test_a_killed_worker_is_detected_its_pgbench_stopped_and_the_next_run_procee
     wait_until: Callable[..., object],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(services, "QUEUE", DOOMED_QUEUE)
+    monkeypatch.setattr(enqueue, "QUEUE", DOOMED_QUEUE)  # read by enqueue._send
     lost = services.launch_run(cluster, options=RunOptions(clients=2, threads=1, duration_s=60))
     wait_until(lambda: lost.samples.count() >= 2, timeout=30, message="the doomed run is running")
     nxt = services.launch_run(cluster, options=RunOptions(clients=2, threads=1, duration_s=3))
-    monkeypatch.setattr(services, "QUEUE", "benchmarks")  # the next run goes to the living worker
+    monkeypatch.setattr(enqueue, "QUEUE", "benchmarks")  # the next run goes to the living worker
     lost.refresh_from_db()
     pgbench_pid = lost.pgbench_pid
     assert lost.status == RunStatus.RUNNING and runner.is_pgbench(pgbench_pid)

@@ -10,6 +10,7 @@ from django.contrib.auth.models import User
 from benchmarks import services
 from benchmarks.lib.pgbench_command import RunOptions
 from benchmarks.models import BenchmarkRun, InvalidTransition, RunSample, RunStatus, Sweep
+from benchmarks.services import enqueue, launch
 from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser
 from panel.clusters.services import ServiceError
 from panel.pools.models import ConnectionPool
@@ -82,7 +83,9 @@ def test_it_warns_before_launch_without_blocking(cluster: Cluster) -> None:
 def sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Runs handed to the queue, without a broker."""
     sent: list[str] = []
-    monkeypatch.setattr(services, "_enqueue_run", lambda run: sent.append(str(run.pk)))
+    # Patched where it is looked up: launch_run and launch_sweep (launch), kick_next (enqueue).
+    for module in (launch, enqueue):
+        monkeypatch.setattr(module, "_enqueue_run", lambda run: sent.append(str(run.pk)))
     return sent
 
 

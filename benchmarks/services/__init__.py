@@ -1,0 +1,91 @@
+"""One function per user action on benchmarks, called by views, the ``bench`` command and tasks.
+
+The queue: runs on one cluster execute one at a time, oldest first. A partial unique index
+(``benchmarkrun_one_running_per_cluster``) makes the database refuse a second running run, so a
+claim is a conditional update inside one transaction. A task whose run cannot start yet returns and
+leaves it queued; whoever frees the cluster (a finishing run, a cancel, the reaper) enqueues the
+next run in line, and the reaper re-enqueues a queue that stalled (a lost message).
+
+Liveness: the process executing a run writes ``heartbeat_at`` every few seconds. The reaper (a beat
+task every 15 s) fails a running run whose heartbeat is older than 45 s, or whose worker process on
+this machine is gone, kills its pgbench process group and starts the next run.
+
+Callers use ``from benchmarks import services`` and ``services.<name>``; the modules are
+``config`` (settings), ``enqueue`` (the broker, next in line), ``targets`` (where pgbench connects),
+``launch`` (validate, warn, launch, cancel, sweeps), ``execute`` (claim and run, with
+``percentiles``), ``reaper``, ``datasets`` (``pgbench -i``) and ``read`` (samples, compare, export).
+A test that patches a name patches it in the module that looks it up, not here.
+"""
+
+from benchmarks.services.config import (
+    HOSTNAME,
+    SCRIPT_FILE,
+    heartbeat_interval,
+    percentile_budget,
+    requeue_after,
+    run_margin,
+    worker_lost_after,
+)
+from benchmarks.services.datasets import execute_init, init_dataset, latest_dataset
+from benchmarks.services.enqueue import INIT_TASK, QUEUE, RUN_TASK, kick_next, next_in_line, run_time_limit
+from benchmarks.services.execute import NOT_COUNTED, TICK_S, claim_run, execute_run, workdir_prefix
+from benchmarks.services.launch import (
+    cancel_run,
+    choose_sampling_rate,
+    launch_run,
+    launch_sweep,
+    preview_warnings,
+    validate_run,
+)
+from benchmarks.services.read import (
+    SAMPLE_FIELDS,
+    compare_runs,
+    export_run,
+    run_record,
+    samples_after,
+    sweep_results,
+)
+from benchmarks.services.reaper import reap
+from benchmarks.services.targets import LOOPBACK, ResolvedTarget, resolve_target
+from panel.clusters.services import ServiceError
+
+__all__ = [
+    "HOSTNAME",
+    "INIT_TASK",
+    "LOOPBACK",
+    "NOT_COUNTED",
+    "QUEUE",
+    "RUN_TASK",
+    "SAMPLE_FIELDS",
+    "SCRIPT_FILE",
+    "TICK_S",
+    "ResolvedTarget",
+    "ServiceError",
+    "cancel_run",
+    "choose_sampling_rate",
+    "claim_run",
+    "compare_runs",
+    "execute_init",
+    "execute_run",
+    "export_run",
+    "heartbeat_interval",
+    "init_dataset",
+    "kick_next",
+    "latest_dataset",
+    "launch_run",
+    "launch_sweep",
+    "next_in_line",
+    "percentile_budget",
+    "preview_warnings",
+    "reap",
+    "requeue_after",
+    "resolve_target",
+    "run_margin",
+    "run_record",
+    "run_time_limit",
+    "samples_after",
+    "sweep_results",
+    "validate_run",
+    "workdir_prefix",
+    "worker_lost_after",
+]

@@ -1,0 +1,80 @@
+"""Handing runs and data sets to the workers: the broker, and which queued run goes next."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from benchmarks.lib import pgbench_command as cmd
+from benchmarks.models import BenchmarkRun, RunStatus
+from benchmarks.services.config import run_margin
+from panel.clusters.services import ServiceError
+
+log = logging.getLogger(__name__)
+
+RUN_TASK = "benchmarks.tasks.run_benchmark"
+INIT_TASK = "benchmarks.tasks.init_dataset"
+QUEUE = "benchmarks"
+
+
+def _send(task_name: str, object_id: str, *, time_limit: float | None = None) -> None:
+    """Send a task now; an unreachable broker becomes a ServiceError at once."""
+    from panel.celery import app
+
+    options: dict[str, Any] = {"queue": QUEUE}
+    if time_limit is not None:
+        options.update(soft_time_limit=int(time_limit), time_limit=int(time_limit) + 30)
+    try:
+        with app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=0)
+            app.send_task(task_name, args=[object_id], retry=False, connection=conn, **options)
+    except Exception as exc:  # kombu raises several types for an unreachable broker
+        log.warning("could not enqueue %s: %s", task_name, type(exc).__name__)
+        raise ServiceError(
+            _(
+                "The task queue (Redis at %(url)s) is not reachable, so nothing was started. Try again when it is back."
+            )
+            % {"url": settings.REDIS_URL.split("@")[-1]}
+        ) from None
+
+
+def run_time_limit(run: BenchmarkRun) -> float:
+    """The task's soft time limit: the run's own duration plus a margin (-t runs: the maximum)."""
+    duration = run.duration_s if run.duration_s is not None else cmd.MAX_DURATION_S
+    return duration + run_margin()
+
+
+def _enqueue_run(run: BenchmarkRun) -> None:
+    _send(RUN_TASK, str(run.pk), time_limit=run_time_limit(run))
+    BenchmarkRun.objects.filter(pk=run.pk).update(enqueued_at=timezone.now())
+
+
+def next_in_line(cluster_id: uuid.UUID | str) -> BenchmarkRun | None:
+    """The queued run a worker should execute next on this cluster (foreground runs are not
+    in the workers' queue: their own process runs them)."""
+    return (
+        BenchmarkRun.objects.filter(cluster_id=cluster_id, status=RunStatus.QUEUED, foreground=False)
+        .order_by("created_at", "sweep_index")
+        .first()
+    )
+
+
+def kick_next(cluster_id: uuid.UUID | str) -> BenchmarkRun | None:
+    """Enqueue the next queued run of a cluster if none is running; a broker error is only logged
+    (the reaper tries again)."""
+    if BenchmarkRun.objects.filter(cluster_id=cluster_id, status=RunStatus.RUNNING).exists():
+        return None
+    run = next_in_line(cluster_id)
+    if run is None:
+        return None
+    try:
+        _enqueue_run(run)
+    except ServiceError as exc:
+        log.warning("could not enqueue the next run %s: %s", run.pk, exc.message)
+        return None
+    return run

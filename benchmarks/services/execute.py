@@ -1,0 +1,320 @@
+"""Claiming a queued run and executing it: spawn pgbench, store samples and errors, record the end."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import logging
+import os
+import time
+import traceback
+import uuid
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from benchmarks import runner
+from benchmarks.lib import pgbench_command as cmd
+from benchmarks.lib.pgbench_output import (
+    CONNECTION_FAILED,
+    DETAIL,
+    FATAL_KINDS,
+    IGNORED,
+    WARNING,
+    ErrorLine,
+    ProgressSample,
+    StderrParser,
+    classify_exit,
+    parse_summary,
+)
+from benchmarks.lib.pgbench_txlog import TxLogTail
+from benchmarks.models import BenchmarkRun, InvalidTransition, RunError, RunSample, RunStatus
+from benchmarks.services.config import HOSTNAME, SCRIPT_FILE, heartbeat_interval, run_margin
+from benchmarks.services.enqueue import kick_next, next_in_line
+from benchmarks.services.percentiles import _Percentiles
+from benchmarks.services.targets import ResolvedTarget, _require_serving, resolve_target
+from panel.clusters.models import Cluster
+from panel.clusters.services import ServiceError
+
+log = logging.getLogger(__name__)
+
+TICK_S = 0.25  # how often the executor checks for a cancel and reads the transaction log
+NOT_COUNTED = frozenset({IGNORED, WARNING, DETAIL})  # context, not errors of the run
+
+
+def claim_run(run_id: uuid.UUID | str, *, in_order: bool = True) -> BenchmarkRun | None:
+    """queued → running if no other run of its cluster is running (and, ``in_order``, it is first
+    in line). None when it cannot start now."""
+    with transaction.atomic():
+        run = BenchmarkRun.objects.select_for_update().filter(pk=run_id).first()
+        if run is None or run.status != RunStatus.QUEUED:
+            return None
+        # On PostgreSQL the cluster row lock serialises claims; SQLite's IMMEDIATE transactions do.
+        Cluster.objects.select_for_update().filter(pk=run.cluster_id).first()
+        if BenchmarkRun.objects.filter(cluster_id=run.cluster_id, status=RunStatus.RUNNING).exists():
+            return None
+        if in_order:
+            first = next_in_line(run.cluster_id)
+            if first is not None and first.pk != run.pk:
+                return None
+        try:
+            with transaction.atomic():
+                run.mark_running(worker_hostname=HOSTNAME, worker_pid=os.getpid())
+        except (IntegrityError, InvalidTransition):
+            return None
+    return run
+
+
+def execute_run(
+    run_id: uuid.UUID | str, *, wait_turn_s: float = 0.0, txlog_copy_to: Path | None = None
+) -> BenchmarkRun:
+    """Run a queued run here and now (the task's body; ``bench run --wait`` in the foreground).
+
+    ``wait_turn_s`` > 0 waits that long for the cluster to be free instead of returning at once,
+    and takes the run out of order (the foreground does not wait for queued runs of absent workers).
+    """
+    deadline = time.monotonic() + wait_turn_s
+    while True:
+        run = claim_run(run_id, in_order=wait_turn_s <= 0)
+        if run is not None:
+            break
+        current = BenchmarkRun.objects.get(pk=run_id)
+        if current.status != RunStatus.QUEUED:
+            return current
+        if time.monotonic() >= deadline:
+            if wait_turn_s <= 0:
+                kick_next(current.cluster_id)  # the first in line may have lost its message
+            return current
+        time.sleep(0.5)
+    try:
+        _Execution(run, txlog_copy_to=txlog_copy_to).execute()
+    except Exception as exc:
+        from celery.exceptions import SoftTimeLimitExceeded
+
+        try:
+            if isinstance(exc, SoftTimeLimitExceeded):
+                run.fail(_("The run exceeded its time limit and was stopped."))
+            else:
+                log.exception("benchmark run %s crashed", run.pk)
+                run.error(traceback.format_exc())
+        except InvalidTransition:
+            pass
+    finally:
+        kick_next(run.cluster_id)
+    run.refresh_from_db()
+    return run
+
+
+class _Execution:
+    """One run of pgbench: spawn, follow both streams, store samples and errors, record the end."""
+
+    def __init__(self, run: BenchmarkRun, *, txlog_copy_to: Path | None = None) -> None:
+        self.run = run
+        self.txlog_copy_to = txlog_copy_to
+        self.seq = 0
+        self.stdout: list[str] = []
+        self.new_errors: list[tuple[ErrorLine, float]] = []
+        self.error_count = 0
+        self.stored_errors = 0
+        self.first_error = ""
+        self.stopped_reason = ""
+        self.cancelled = False
+
+    def _target(self) -> ResolvedTarget:
+        run = self.run
+        cluster = run.cluster
+        _require_serving(cluster)
+        return resolve_target(
+            cluster, pool=None, pool_name=run.pool_name, database=run.database, user=run.user or None
+        )
+
+    def execute(self) -> None:
+        run = self.run
+        try:
+            target = self._target()
+        except ServiceError as exc:
+            run.fail(exc.message)
+            return
+        options = cmd.RunOptions(**run.options)
+        workdir = runner.make_workdir(workdir_prefix(run))
+        try:
+            if run.custom_script:
+                script = workdir / SCRIPT_FILE
+                runner.write_private(script, run.custom_script)
+                options = replace(options, builtin=None, custom_script_path=str(script))
+            sampling = run.percentile_sampling_rate
+            options = replace(
+                options,
+                log_transactions=sampling is not None,
+                log_prefix=str(workdir / "txlog") if sampling is not None else None,
+                sampling_rate=sampling if sampling is not None and sampling < 1 else None,
+            )
+            args = cmd.build_run_args(runner.pgbench_path(run.cluster.version), target.connection, options)
+            env = cmd.build_env(
+                target.password,
+                target.connection.sslmode,
+                base=runner.base_env(),
+                application_name="pgpanel-bench",
+            )
+            if not BenchmarkRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING).exists():
+                return  # cancelled between the claim and now
+            try:
+                proc = runner.PgbenchProcess(args, env, cwd=workdir)
+            except runner.RunnerError as exc:
+                run.fail(str(exc))
+                return
+            self._follow(proc, options, args, env, workdir)
+        finally:
+            if self.txlog_copy_to is not None:
+                self.txlog_copy_to.mkdir(parents=True, exist_ok=True)
+                for path in workdir.glob("txlog.*"):
+                    (self.txlog_copy_to / path.name).write_bytes(path.read_bytes())
+            runner.remove_workdir(workdir)
+
+    def _follow(
+        self,
+        proc: runner.PgbenchProcess,
+        options: cmd.RunOptions,
+        args: list[str],
+        env: dict[str, str],
+        workdir: Path,
+    ) -> None:
+        run = self.run
+        BenchmarkRun.objects.filter(pk=run.pk).update(
+            pgbench_pid=proc.pid, command_display=cmd.display_command(args, env, program="pgbench")
+        )
+        parser = StderrParser(options.progress_shape)
+        tail = TxLogTail(workdir / "txlog", pid=proc.pid, fmt=options.txlog_format)
+        percentiles = _Percentiles(run, tail, options.progress_interval_s)
+        limit = (run.duration_s if run.duration_s is not None else cmd.MAX_DURATION_S) + run_margin()
+        deadline = time.monotonic() + limit
+        next_tick = next_beat = 0.0
+        try:
+            while not proc.done:
+                line = proc.next_line(TICK_S)
+                if line is not None:
+                    self._handle(line, parser, percentiles)
+                now = time.monotonic()
+                if now >= next_tick:
+                    next_tick = now + TICK_S
+                    percentiles.poll()
+                    percentiles.flush(self.seq)
+                    self._flush_errors()
+                    if not BenchmarkRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING).exists():
+                        self.cancelled = True
+                        proc.stop()
+                    elif now >= deadline and proc.poll() is None:
+                        self.stopped_reason = _("pgbench did not finish within %(s)s s and was stopped.") % {
+                            "s": int(limit)
+                        }
+                        proc.stop()
+                if now >= next_beat:
+                    next_beat = now + heartbeat_interval()
+                    BenchmarkRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(
+                        heartbeat_at=timezone.now()
+                    )
+        except BaseException:
+            proc.stop()
+            raise
+        returncode = proc.wait(10)
+        if returncode is None:
+            returncode = proc.stop()
+        percentiles.poll(final=True)
+        percentiles.flush(self.seq)
+        self._flush_errors()
+        self._finish(returncode, parser)
+
+    def _handle(self, line: runner.Line, parser: StderrParser, percentiles: _Percentiles) -> None:
+        if line.stream == runner.STDOUT:
+            self.stdout.append(line.text)
+            return
+        event = parser.feed(line.text)
+        if isinstance(event, ProgressSample):
+            self.seq += 1
+            if percentiles.start_epoch is None:
+                start = line.at - event.elapsed_s
+                percentiles.set_start(start)
+                BenchmarkRun.objects.filter(pk=self.run.pk).update(bench_start_epoch=start)
+            RunSample.objects.create(
+                run_id=self.run.pk,
+                seq=self.seq,
+                elapsed_s=event.elapsed_s,
+                tps=event.tps,
+                latency_avg_ms=event.latency_avg_ms,
+                latency_stddev_ms=event.latency_stddev_ms,
+                failed=event.failed,
+                lag_ms=event.lag_ms,
+                skipped=event.skipped,
+                retried=event.retried,
+                retries=event.retries,
+                received_at=_aware(line.at),
+            )
+            percentiles.flush(self.seq)
+        elif isinstance(event, ErrorLine):
+            self.new_errors.append((event, line.at))
+
+    def _flush_errors(self) -> None:
+        if not self.new_errors:
+            return
+        batch, self.new_errors = self.new_errors, []
+        rows = []
+        for error, at in batch:
+            if error.kind not in NOT_COUNTED:
+                self.error_count += 1
+            if not self.first_error and error.kind in FATAL_KINDS:
+                self.first_error = error.message
+            if self.stored_errors < RunError.MAX_STORED:
+                self.stored_errors += 1
+                rows.append(
+                    RunError(
+                        run_id=self.run.pk,
+                        at=_aware(at),
+                        kind=error.kind,
+                        message=error.message,
+                        client_id=error.client_id,
+                    )
+                )
+        RunError.objects.bulk_create(rows)
+        BenchmarkRun.objects.filter(pk=self.run.pk).update(
+            error_count=self.error_count, first_error=self.first_error
+        )
+
+    def _finish(self, returncode: int | None, parser: StderrParser) -> None:
+        run = self.run
+        summary = parse_summary("".join(self.stdout), run_aborted=parser.run_aborted)
+        summary_data = json.loads(json.dumps(dataclasses.asdict(summary))) if summary else None
+        code = returncode if returncode is not None else -9
+        status, reason = classify_exit(code, summary, parser.errors)
+        details = {"exit_code": code, "summary": summary_data, "aborted_clients": len(parser.aborted_clients)}
+        BenchmarkRun.objects.filter(pk=run.pk).update(aborted_clients=len(parser.aborted_clients))
+        try:
+            if self.cancelled:
+                raise InvalidTransition("cancelled")
+            if self.stopped_reason:
+                run.fail(self.stopped_reason, summary=summary_data, exit_code=code)
+            elif status == RunStatus.SUCCEEDED:
+                run.succeed(summary=summary_data, exit_code=code)
+            elif status == RunStatus.COMPLETED_WITH_ERRORS:
+                run.complete_with_errors(reason, summary=summary_data, exit_code=code)
+            else:
+                refused = next((e for e in parser.errors if e.kind == CONNECTION_FAILED), None)
+                if code < 0 and refused is not None:
+                    # pgbench 15 can die of a signal instead of exiting 1 when connections are refused.
+                    reason = _("could not start: %(m)s") % {"m": refused.message}
+                run.fail(reason, summary=summary_data, exit_code=code)
+        except InvalidTransition:
+            # Cancelled or reaped meanwhile: keep that status, still record what pgbench said.
+            BenchmarkRun.objects.filter(pk=run.pk).update(**details)
+
+
+def workdir_prefix(run: BenchmarkRun) -> str:
+    return f"pgbench-run-{run.pk.hex}-"
+
+
+def _aware(epoch: float) -> Any:
+    return dt.datetime.fromtimestamp(epoch, dt.UTC)

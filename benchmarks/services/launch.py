@@ -1,0 +1,274 @@
+"""Validating and recording runs and sweeps, their warnings, and cancelling a run."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from benchmarks import runner
+from benchmarks.lib import pgbench_command as cmd
+from benchmarks.lib.pgbench_check import check_custom_script
+from benchmarks.models import BenchmarkRun, InvalidTransition, RunStatus, Sweep
+from benchmarks.services.config import HOSTNAME, SCRIPT_FILE, percentile_budget
+from benchmarks.services.datasets import latest_dataset
+from benchmarks.services.enqueue import _enqueue_run, kick_next, next_in_line
+from benchmarks.services.targets import ResolvedTarget, _require_serving, resolve_target
+from panel.clusters.models import Cluster
+from panel.clusters.services import ServiceError
+from panel.pools.models import ConnectionPool
+
+_FIELD_WORDS = {
+    "Clients": "clients",
+    "Threads": "threads",
+    "Duration": "duration",
+    "Give": "duration",
+    "Transactions": "transactions",
+    "Progress": "progress_interval",
+    "Rate": "rate",
+    "Latency": "latency_limit",
+    "Maximum": "max_tries",
+    "Unlimited": "max_tries",
+    "Unknown": "script",
+    "Choose": "script",
+}
+
+
+def _with_script(options: cmd.RunOptions, custom_script: str | None) -> cmd.RunOptions:
+    if custom_script is None:
+        return options
+    return replace(options, builtin=None, custom_script_path=SCRIPT_FILE)
+
+
+def validate_run(
+    cluster: Cluster,
+    *,
+    pool: ConnectionPool | None,
+    database: str | None,
+    user: str | None,
+    options: cmd.RunOptions,
+    custom_script: str | None = None,
+) -> ResolvedTarget:
+    """Every blocking check of a launch; raises ServiceError naming the form field."""
+    _require_serving(cluster)
+    target = resolve_target(cluster, pool=pool, database=database, user=user)
+    options = _with_script(options, custom_script)
+    errors = cmd.validate(options)
+    if errors:
+        raise ServiceError(" ".join(errors), field=_FIELD_WORDS.get(errors[0].split()[0]))
+    if custom_script is not None:
+        result = check_custom_script(
+            runner.pgbench_path(cluster.version), custom_script, query_mode=options.query_mode
+        )
+        if not result.ok:
+            raise ServiceError(result.message, field="custom_script")
+    return target
+
+
+def _warnings_for(target: ResolvedTarget, cluster: Cluster, options: cmd.RunOptions) -> list[str]:
+    dataset = latest_dataset(cluster, target.pool.database if target.pool else target.connection.dbname)
+    return cmd.warnings(
+        options,
+        scale=dataset.scale if dataset else None,
+        target_max_connections=target.max_connections,
+        pool_mode=target.pool.mode if target.pool else None,
+        pgbouncer_version=None,
+        pool_size=target.pool.size if target.pool else None,
+    )
+
+
+def preview_warnings(
+    cluster: Cluster,
+    *,
+    pool: ConnectionPool | None = None,
+    database: str | None = None,
+    user: str | None = None,
+    options: cmd.RunOptions,
+    custom_script: str | None = None,
+) -> list[str]:
+    """Non-blocking warnings to show before launch (an empty list when the target is unknown)."""
+    try:
+        target = resolve_target(cluster, pool=pool, database=database, user=user)
+    except ServiceError:
+        return []
+    return _warnings_for(target, cluster, _with_script(options, custom_script))
+
+
+def _recent_tps(cluster: Cluster) -> float | None:
+    for summary in (
+        BenchmarkRun.objects.filter(cluster=cluster, status=RunStatus.SUCCEEDED)
+        .order_by("-finished_at")
+        .values_list("summary", flat=True)[:1]
+    ):
+        if summary and summary.get("tps"):
+            return float(summary["tps"])
+    return None
+
+
+def choose_sampling_rate(cluster: Cluster, options: cmd.RunOptions) -> float:
+    """Log every transaction unless the expected rate (--rate, else the cluster's last run, else a
+    guess for an unthrottled run) passes the reader's budget; then sample down to it."""
+    expected = options.rate or _recent_tps(cluster) or 5000.0
+    rate = min(1.0, percentile_budget() / expected)
+    return 1.0 if rate >= 1.0 else max(0.001, float(f"{rate:.2g}"))
+
+
+def _options_dict(options: cmd.RunOptions) -> dict[str, Any]:
+    data = dataclasses.asdict(options)
+    for key in (
+        "custom_script_path",
+        "log_transactions",
+        "log_prefix",
+        "sampling_rate",
+        "aggregate_interval_s",
+    ):
+        data.pop(key, None)
+    return data
+
+
+def _new_run(
+    cluster: Cluster,
+    target: ResolvedTarget,
+    options: cmd.RunOptions,
+    custom_script: str | None,
+    *,
+    sweep: Sweep | None = None,
+    sweep_index: int = 0,
+    label: str = "",
+    percentiles: bool = True,
+    foreground: bool = False,
+) -> BenchmarkRun:
+    options = _with_script(options, custom_script)
+    run = BenchmarkRun(
+        foreground=foreground,
+        cluster=cluster,
+        pool=target.pool,
+        pool_name=target.pool.name if target.pool else "",
+        database=target.pool.database if target.pool else target.connection.dbname,
+        user=target.connection.user,
+        sweep=sweep,
+        sweep_index=sweep_index,
+        label=label,
+        options=_options_dict(options),
+        custom_script=custom_script or "",
+        clients=options.clients,
+        threads=options.threads,
+        duration_s=options.duration_s,
+        transactions=options.transactions,
+        script=options.script,
+        query_mode=options.query_mode,
+        warnings=_warnings_for(target, cluster, options),
+        percentile_sampling_rate=choose_sampling_rate(cluster, options) if percentiles else None,
+    )
+    env = cmd.build_env(target.password, target.connection.sslmode, base={})
+    run.command_display = cmd.display_command(
+        cmd.build_run_args("pgbench", target.connection, options), env, program="pgbench"
+    )
+    run.save()
+    return run
+
+
+def launch_run(
+    cluster: Cluster,
+    *,
+    pool: ConnectionPool | None = None,
+    database: str | None = None,
+    user: str | None = None,
+    options: cmd.RunOptions,
+    custom_script: str | None = None,
+    label: str = "",
+    percentiles: bool = True,
+    enqueue: bool = True,
+) -> BenchmarkRun:
+    """Validate, record a queued run and hand it to a worker (``enqueue=False``: the caller runs it
+    with :func:`execute_run`). The broker being down is a ServiceError and leaves no row behind."""
+    target = validate_run(
+        cluster, pool=pool, database=database, user=user, options=options, custom_script=custom_script
+    )
+    run = _new_run(
+        cluster, target, options, custom_script, label=label, percentiles=percentiles, foreground=not enqueue
+    )
+    if enqueue:
+        try:
+            _enqueue_run(run)
+        except ServiceError:
+            run.delete()
+            raise
+    return run
+
+
+def cancel_run(run: BenchmarkRun) -> BenchmarkRun:
+    """Stop a queued or running run now; pgbench's process group is stopped within 2 s and the
+    samples so far are kept."""
+    try:
+        run.cancel()
+    except InvalidTransition:
+        run.refresh_from_db()
+        raise ServiceError(
+            _("The run is %(status)s; only a queued or running run can be cancelled.")
+            % {"status": run.get_status_display().lower()}
+        ) from None
+    run.refresh_from_db()
+    if run.worker_hostname in ("", HOSTNAME):
+        runner.kill_group(run.pgbench_pid, grace_s=1.5)
+    # The executor also sees the status within a tick and stops its pgbench wherever it runs.
+    kick_next(run.cluster_id)
+    return run
+
+
+def launch_sweep(
+    cluster: Cluster,
+    *,
+    clients_list: Sequence[int],
+    pools: Sequence[ConnectionPool | None],
+    repeats: int,
+    base_options: cmd.RunOptions,
+    database: str | None = None,
+    user: str | None = None,
+    name: str = "",
+    enqueue: bool = True,
+) -> Sweep:
+    """Plan runs over client counts × targets (``None`` = direct) × repeats, queued in order and
+    executed one after the other."""
+    if not clients_list or not pools:
+        raise ServiceError(_("Give at least one client count and one target."), field="clients_list")
+    if not 1 <= repeats <= 20:
+        raise ServiceError(_("Repeats must be between 1 and 20."), field="repeats")
+    cpus = os.cpu_count()
+    plan: list[tuple[ResolvedTarget, cmd.RunOptions]] = []
+    for clients in clients_list:
+        options = replace(base_options, clients=clients, threads=cmd.default_threads(clients, cpus))
+        for pool in pools:
+            target = validate_run(cluster, pool=pool, database=database, user=user, options=options)
+            plan.extend((target, options) for _repeat in range(repeats))
+    targets = [{"kind": "pool", "pool": pool.name} if pool else {"kind": "direct"} for pool in pools]
+    with transaction.atomic():
+        sweep = Sweep.objects.create(
+            cluster=cluster,
+            name=name,
+            clients_list=list(clients_list),
+            targets=targets,
+            repeats=repeats,
+            base_options=_options_dict(base_options),
+        )
+        created = timezone.now()
+        for index, (target, options) in enumerate(plan):
+            run = _new_run(cluster, target, options, None, sweep=sweep, sweep_index=index)
+            BenchmarkRun.objects.filter(pk=run.pk).update(created_at=created)  # one instant: order by index
+    if enqueue:
+        try:
+            if not BenchmarkRun.objects.filter(cluster=cluster, status=RunStatus.RUNNING).exists():
+                first = next_in_line(cluster.pk)
+                if first is not None:
+                    _enqueue_run(first)
+        except ServiceError:
+            sweep.runs.all().delete()
+            sweep.delete()
+            raise
+    return sweep

@@ -1,0 +1,143 @@
+"""Reading runs: live samples, records, comparisons, exports and sweep results."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from django.utils.translation import gettext as _
+
+from benchmarks.models import BenchmarkRun, RunStatus, Sweep
+from panel.clusters.services import ServiceError
+
+SAMPLE_FIELDS = (
+    "seq",
+    "elapsed_s",
+    "tps",
+    "latency_avg_ms",
+    "latency_stddev_ms",
+    "failed",
+    "lag_ms",
+    "skipped",
+    "retried",
+    "retries",
+    "p50_ms",
+    "p95_ms",
+    "p99_ms",
+    "percentile_count",
+)
+
+
+def samples_after(run: BenchmarkRun, after: int = 0, limit: int = 5000) -> list[dict[str, Any]]:
+    """Samples with ``seq > after``, for a chart fed incrementally."""
+    return list(run.samples.filter(seq__gt=after).order_by("seq").values(*SAMPLE_FIELDS)[:limit])
+
+
+def run_record(run: BenchmarkRun) -> dict[str, Any]:
+    """What a run is, in JSON-friendly types (export, compare, the CLI)."""
+    return {
+        "id": str(run.pk),
+        "label": str(run),
+        "cluster": run.cluster.name,
+        "target": run.target_display,
+        "pool": run.pool_name or None,
+        "database": run.database,
+        "user": run.user,
+        "status": run.status,
+        "status_meaning": str(run.status_meaning),
+        "clients": run.clients,
+        "threads": run.threads,
+        "duration_s": run.duration_s,
+        "transactions": run.transactions,
+        "script": run.script,
+        "query_mode": run.query_mode,
+        "options": run.options,
+        "command": run.command_display,
+        "exit_code": run.exit_code,
+        "error_message": run.error_message,
+        "first_error": run.first_error,
+        "error_count": run.error_count,
+        "aborted_clients": run.aborted_clients,
+        "percentile_sampling_rate": run.percentile_sampling_rate,
+        "tps": run.tps,
+        "latency_avg_ms": run.latency_avg_ms,
+        "summary": run.summary,
+        "created_at": run.created_at.isoformat(),
+        "started_at": run.started_at.isoformat() if run.started_at else None,
+        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+    }
+
+
+def compare_runs(runs: Sequence[BenchmarkRun]) -> dict[str, Any]:
+    """Series aligned on the interval number (x = seq × progress interval), one column per run,
+    ``None`` where a run has no sample, plus each run's summary."""
+    if len(runs) < 2:
+        raise ServiceError(_("Pick at least two runs to compare."), field="runs")
+    columns: dict[str, dict[int, dict[str, Any]]] = {}
+    longest = 0
+    for run in runs:
+        rows = {row["seq"]: row for row in run.samples.order_by("seq").values(*SAMPLE_FIELDS)}
+        columns[str(run.pk)] = rows
+        longest = max(longest, max(rows, default=0))
+    seqs = list(range(1, longest + 1))
+    series: dict[str, dict[str, list[Any]]] = {}
+    for metric in ("tps", "latency_avg_ms", "p50_ms", "p95_ms", "p99_ms", "failed"):
+        series[metric] = {
+            run_id: [rows.get(seq, {}).get(metric) for seq in seqs] for run_id, rows in columns.items()
+        }
+    interval = {str(run.pk): run.options.get("progress_interval_s", 1) for run in runs}
+    return {
+        "x": seqs,
+        "interval_s": interval,
+        "series": series,
+        "runs": [run_record(run) for run in runs],
+        "tps_bars": [{"id": str(run.pk), "label": str(run), "tps": run.tps} for run in runs],
+    }
+
+
+def export_run(run: BenchmarkRun, fmt: str = "csv") -> str:
+    """The run's samples as CSV, or the whole record (summary, samples, errors) as JSON."""
+    samples = samples_after(run, 0, limit=10_000_000)
+    if fmt == "csv":
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=SAMPLE_FIELDS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(samples)
+        return out.getvalue()
+    if fmt == "json":
+        errors = list(run.errors.order_by("id").values("at", "kind", "message", "client_id"))
+        for error in errors:
+            error["at"] = error["at"].isoformat()
+        return json.dumps({**run_record(run), "samples": samples, "errors": errors}, indent=2)
+    raise ServiceError(_("Unknown export format %(f)s: choose csv or json.") % {"f": fmt}, field="format")
+
+
+def sweep_results(sweep: Sweep) -> dict[str, list[dict[str, Any]]]:
+    """Per target, mean TPS and latency by client count over finished repeats (the sweep chart)."""
+    results: dict[str, dict[int, list[BenchmarkRun]]] = {}
+    for run in sweep.runs.order_by("sweep_index"):
+        results.setdefault(run.target_display, {}).setdefault(run.clients, []).append(run)
+    out: dict[str, list[dict[str, Any]]] = {}
+    for target, by_clients in results.items():
+        points = []
+        for clients, runs in sorted(by_clients.items()):
+            done = [
+                r
+                for r in runs
+                if r.status in (RunStatus.SUCCEEDED, RunStatus.COMPLETED_WITH_ERRORS) and r.tps
+            ]
+            points.append(
+                {
+                    "clients": clients,
+                    "runs": len(runs),
+                    "finished": len(done),
+                    "tps": sum(r.tps or 0 for r in done) / len(done) if done else None,
+                    "latency_avg_ms": sum(r.latency_avg_ms or 0 for r in done) / len(done) if done else None,
+                    "statuses": [r.status for r in runs],
+                }
+            )
+        out[target] = points
+    return out

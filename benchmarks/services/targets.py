@@ -1,0 +1,92 @@
+"""Where pgbench connects: the cluster must serve, the pool and user must exist."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.utils.translation import gettext as _
+
+from benchmarks.lib import pgbench_command as cmd
+from panel.clusters.models import Cluster, DatabaseUser
+from panel.clusters.services import ServiceError
+from panel.pools.models import ConnectionPool
+
+LOOPBACK = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class ResolvedTarget:
+    """Where pgbench connects for a run, the password, and what the warnings need to know."""
+
+    connection: cmd.ConnectionTarget
+    password: str
+    pool: ConnectionPool | None
+    max_connections: int | None
+
+
+def _require_serving(cluster: Cluster) -> None:
+    cluster.refresh_from_db(fields=["status"])
+    if not cluster.is_serving:
+        raise ServiceError(
+            _("The cluster is %(status)s; start it first.")
+            % {"status": cluster.get_status_display().lower()},
+            field="cluster",
+        )
+
+
+def _current_pool(
+    cluster: Cluster, pool: ConnectionPool | None, pool_name: str = ""
+) -> ConnectionPool | None:
+    if pool is None and not pool_name:
+        return None
+    query = ConnectionPool.objects.filter(cluster=cluster)
+    found = query.filter(pk=pool.pk).first() if pool is not None else query.filter(name=pool_name).first()
+    if found is None:
+        name = pool.name if pool is not None else pool_name
+        raise ServiceError(_("The pool “%(name)s” no longer exists.") % {"name": name}, field="pool")
+    return found
+
+
+def _password(cluster: Cluster, user: str) -> str:
+    try:
+        return cluster.users.get(name=user).password
+    except DatabaseUser.DoesNotExist:
+        raise ServiceError(
+            _("No user named “%(name)s” on this cluster.") % {"name": user}, field="user"
+        ) from None
+
+
+def resolve_target(
+    cluster: Cluster,
+    *,
+    pool: ConnectionPool | None,
+    database: str | None,
+    user: str | None,
+    pool_name: str = "",
+) -> ResolvedTarget:
+    """The load generator connects over TCP on loopback with TLS (sslmode require), like a client:
+    directly to the server port, or to the pooler port with the pool name as database."""
+    current = _current_pool(cluster, pool, pool_name)
+    if current is not None:
+        if current.user and user and user != current.user:
+            raise ServiceError(
+                _("The pool “%(pool)s” always logs in as “%(user)s”.")
+                % {"pool": current.name, "user": current.user},
+                field="user",
+            )
+        user_name = current.user or user or cluster.admin_user
+        target = cmd.ConnectionTarget(
+            LOOPBACK, int(cluster.pooler_port or 0), user_name, current.name, "require"
+        )
+        return ResolvedTarget(target, _password(cluster, user_name), current, 1000)
+    db_name = database or cluster.default_database
+    if not cluster.databases.filter(name=db_name).exists():
+        raise ServiceError(
+            _("No database named “%(name)s” on this cluster.") % {"name": db_name}, field="database"
+        )
+    user_name = user or cluster.admin_user
+    host = LOOPBACK if cluster.is_local else cluster.host
+    sslmode = "require" if cluster.is_local else cluster.sslmode
+    target = cmd.ConnectionTarget(host, int(cluster.port or 0), user_name, db_name, sslmode)
+    limit = cluster.pool_connections  # max_connections minus the superuser-reserved slots
+    return ResolvedTarget(target, _password(cluster, user_name), None, limit)
