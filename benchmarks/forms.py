@@ -1,0 +1,273 @@
+"""Forms of the Benchmarks tab. They check the shape of the input and build the domain types
+(``RunOptions``, the pool) the way ``manage.py bench run`` does; the services check the rules
+(the target exists, pgbench accepts the options and the custom script)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from django import forms
+from django.utils.translation import gettext_lazy as _
+
+from benchmarks.lib import pgbench_command as cmd
+from panel.clusters.forms import PanelForm
+from panel.clusters.models import Cluster
+from panel.pools.models import ConnectionPool
+
+DIRECT = "direct"
+CUSTOM = "custom"
+SCRIPT_CHOICES = [
+    ("tpcb-like", _("TPC-B-like (read/write, the default)")),
+    ("simple-update", _("Simple update")),
+    ("select-only", _("Select only")),
+]
+QUERY_MODE_CHOICES = [
+    ("simple", _("Simple")),
+    ("extended", _("Extended")),
+    ("prepared", _("Prepared")),
+]
+MAX_SWEEP_POINTS = 20
+
+
+def _target_choices(cluster: Cluster) -> list[tuple[str, str]]:
+    choices = [(DIRECT, str(_("The cluster directly")))]
+    choices += [
+        (str(pool.pk), str(_("Pool %(name)s (%(mode)s, %(size)s)")) % {
+            "name": pool.name, "mode": pool.mode, "size": pool.size,
+        })
+        for pool in cluster.pools.all()
+    ]  # fmt: skip
+    return choices
+
+
+class InitDataSetForm(PanelForm):
+    """``pgbench -i``: database, scale factor, optional steps and foreign keys."""
+
+    database = forms.ChoiceField(label=_("Database"))
+    scale = forms.IntegerField(
+        label=_("Scale factor"),
+        min_value=1,
+        max_value=cmd.MAX_SCALE,
+        initial=10,
+        help_text=_("100,000 accounts per unit (about 15 MB). Use at least as many as your clients."),
+    )
+    init_steps = forms.CharField(
+        label=_("Init steps"),
+        required=False,
+        max_length=16,
+        help_text=_("Optional, pgbench's -I letters (default dtgvp)."),
+    )
+    foreign_keys = forms.BooleanField(label=_("Create foreign keys"), required=False)
+
+    def __init__(self, *args: Any, cluster: Cluster, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        names = [d.name for d in cluster.databases.all()]
+        self.fields["database"].choices = [(name, name) for name in names]
+        if "benchmark" in names:
+            self.fields["database"].initial = "benchmark"
+        self.fields["foreign_keys"].widget.attrs["class"] = "form-check-input"
+        self.fields["init_steps"].widget.attrs.update({"spellcheck": "false", "autocomplete": "off"})
+
+    def clean_init_steps(self) -> str | None:
+        return self.cleaned_data["init_steps"].strip() or None
+
+
+class _TargetMixin:
+    cluster: Cluster
+    fields: dict[str, forms.Field]
+
+    def _pool_for(self, value: str) -> ConnectionPool | None:
+        if value == DIRECT:
+            return None
+        pool = self.cluster.pools.filter(pk=value).first()
+        if pool is None:
+            raise forms.ValidationError(_("This pool no longer exists."), code="gone")
+        return pool
+
+
+class RunForm(_TargetMixin, PanelForm):
+    """One pgbench run, mirroring ``manage.py bench run``."""
+
+    target = forms.ChoiceField(label=_("Target"))
+    database = forms.ChoiceField(
+        label=_("Database"), required=False, help_text=_("A pool implies its own database.")
+    )
+    user = forms.ChoiceField(label=_("User"), required=False)
+    clients = forms.IntegerField(
+        label=_("Clients"), min_value=1, max_value=cmd.MAX_CLIENTS, initial=10, help_text="-c"
+    )
+    threads = forms.IntegerField(
+        label=_("Threads"),
+        min_value=1,
+        required=False,
+        help_text=_("-j; empty: one per CPU, at most the clients."),
+    )
+    duration = forms.IntegerField(
+        label=_("Duration (s)"), min_value=1, max_value=cmd.MAX_DURATION_S, required=False, initial=30
+    )
+    transactions = forms.IntegerField(
+        label=_("Transactions per client"), min_value=1, max_value=1_000_000_000, required=False
+    )
+    progress = forms.IntegerField(
+        label=_("Progress interval (s)"), min_value=1, max_value=cmd.MAX_PROGRESS_S, initial=1
+    )
+    script = forms.ChoiceField(
+        label=_("Script"),
+        choices=[*SCRIPT_CHOICES, (CUSTOM, _("Custom script"))],
+        initial="tpcb-like",
+    )
+    custom_script = forms.CharField(
+        label=_("Custom script"),
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 5, "spellcheck": "false"}),
+        help_text=_("SQL with pgbench meta-commands (\\set, \\sleep …), checked by pgbench's own parser."),
+    )
+    query_mode = forms.ChoiceField(label=_("Query mode"), choices=QUERY_MODE_CHOICES, initial="simple")
+    rate = forms.FloatField(
+        label=_("Rate (tx/s)"), required=False, min_value=0.001, help_text=_("Optional, --rate.")
+    )
+    latency_limit = forms.FloatField(
+        label=_("Latency limit (ms)"), required=False, min_value=0.001, help_text=_("Optional.")
+    )
+    connect = forms.BooleanField(label=_("New connection per transaction (-C)"), required=False)
+    max_tries = forms.IntegerField(
+        label=_("Max tries"), required=False, min_value=0, help_text=_("Optional; 0 is unlimited.")
+    )
+    percentiles = forms.BooleanField(
+        label=_("Latency percentiles (p50, p95, p99)"), required=False, initial=True
+    )
+    label = forms.CharField(label=_("Label"), required=False, max_length=100)
+
+    def __init__(self, *args: Any, cluster: Cluster, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.cluster = cluster
+        self.fields["target"].choices = _target_choices(cluster)
+        names = [d.name for d in cluster.databases.all()]
+        self.fields["database"].choices = [(name, name) for name in names]
+        self.fields["database"].initial = "benchmark" if "benchmark" in names else cluster.default_database
+        self.fields["user"].choices = [("", _("Default (%(u)s)") % {"u": cluster.admin_user})] + [
+            (u.name, u.name) for u in cluster.users.all()
+        ]
+        for name in ("connect", "percentiles"):
+            self.fields[name].widget.attrs["class"] = "form-check-input"
+        for name in ("clients", "threads", "duration", "transactions", "progress", "max_tries"):
+            self.fields[name].widget.attrs["inputmode"] = "numeric"
+
+    def clean_target(self) -> ConnectionPool | None:
+        return self._pool_for(self.cleaned_data["target"])
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        duration, transactions = data.get("duration"), data.get("transactions")
+        if "duration" not in self.errors and "transactions" not in self.errors:
+            if duration is None and transactions is None:
+                self.add_error("duration", _("Give a duration or a number of transactions per client."))
+            elif duration is not None and transactions is not None:
+                self.add_error("duration", _("Give a duration or transactions per client, not both."))
+        if data.get("script") == CUSTOM and not (data.get("custom_script") or "").strip():
+            self.add_error("custom_script", _("Write the custom script, or choose a built-in one."))
+        clients, threads = data.get("clients"), data.get("threads")
+        if clients and threads and threads > clients:
+            self.add_error("threads", _("Threads cannot exceed clients."))
+        return data
+
+    @property
+    def pool(self) -> ConnectionPool | None:
+        return self.cleaned_data.get("target")
+
+    @property
+    def custom_script_text(self) -> str | None:
+        if self.cleaned_data.get("script") != CUSTOM:
+            return None
+        return self.cleaned_data["custom_script"]
+
+    def options(self) -> cmd.RunOptions:
+        data = self.cleaned_data
+        clients = data["clients"]
+        return cmd.RunOptions(
+            clients=clients,
+            threads=data.get("threads") or cmd.default_threads(clients, os.cpu_count()),
+            duration_s=data.get("duration"),
+            transactions=data.get("transactions"),
+            progress_interval_s=data["progress"],
+            builtin=None if data["script"] == CUSTOM else data["script"],
+            query_mode=data["query_mode"],
+            rate=data.get("rate"),
+            latency_limit_ms=data.get("latency_limit"),
+            connect_per_transaction=bool(data.get("connect")),
+            max_tries=data.get("max_tries"),
+        )
+
+    def service_kwargs(self) -> dict[str, Any]:
+        """What ``services.launch_run`` and ``services.preview_warnings`` take from this form."""
+        data = self.cleaned_data
+        pool = self.pool
+        return {
+            "pool": pool,
+            "database": None if pool else (data.get("database") or None),
+            "user": data.get("user") or None,
+            "options": self.options(),
+            "custom_script": self.custom_script_text,
+        }
+
+
+def parse_clients_list(text: str) -> list[int]:
+    """``"10, 50,100 150"`` → ``[10, 50, 100, 150]`` (sorted, no duplicates)."""
+    words = text.replace(",", " ").split()
+    if not words:
+        raise forms.ValidationError(_("Give at least one client count, e.g. 10,50,100,150."))
+    try:
+        counts = sorted({int(word) for word in words})
+    except ValueError:
+        raise forms.ValidationError(_("Client counts are whole numbers separated by commas.")) from None
+    if counts[0] < 1 or counts[-1] > cmd.MAX_CLIENTS:
+        raise forms.ValidationError(
+            _("Client counts must be between 1 and %(max)s.") % {"max": cmd.MAX_CLIENTS}
+        )
+    if len(counts) > MAX_SWEEP_POINTS:
+        raise forms.ValidationError(_("At most %(n)s client counts.") % {"n": MAX_SWEEP_POINTS})
+    return counts
+
+
+class SweepForm(_TargetMixin, PanelForm):
+    """A plan of runs: client counts × targets × repeats, one after the other."""
+
+    name = forms.CharField(label=_("Name"), required=False, max_length=100)
+    clients_list = forms.CharField(
+        label=_("Client counts"), initial="10,50,100,150", help_text=_("Separated by commas.")
+    )
+    targets = forms.MultipleChoiceField(
+        label=_("Targets"), widget=forms.CheckboxSelectMultiple, initial=[DIRECT]
+    )
+    database = forms.ChoiceField(label=_("Database (direct runs)"))
+    repeats = forms.IntegerField(label=_("Repeats"), min_value=1, max_value=20, initial=1)
+    duration = forms.IntegerField(
+        label=_("Duration of each run (s)"), min_value=1, max_value=cmd.MAX_DURATION_S, initial=30
+    )
+    script = forms.ChoiceField(label=_("Script"), choices=SCRIPT_CHOICES, initial="tpcb-like")
+    query_mode = forms.ChoiceField(label=_("Query mode"), choices=QUERY_MODE_CHOICES, initial="simple")
+
+    def __init__(self, *args: Any, cluster: Cluster, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.cluster = cluster
+        self.fields["targets"].choices = _target_choices(cluster)
+        names = [d.name for d in cluster.databases.all()]
+        self.fields["database"].choices = [(name, name) for name in names]
+        self.fields["database"].initial = "benchmark" if "benchmark" in names else cluster.default_database
+
+    def clean_clients_list(self) -> list[int]:
+        return parse_clients_list(self.cleaned_data["clients_list"])
+
+    def clean_targets(self) -> list[ConnectionPool | None]:
+        return [self._pool_for(value) for value in self.cleaned_data["targets"]]
+
+    def base_options(self) -> cmd.RunOptions:
+        data = self.cleaned_data
+        return cmd.RunOptions(
+            clients=1,
+            threads=1,
+            duration_s=data["duration"],
+            builtin=data["script"],
+            query_mode=data["query_mode"],
+        )

@@ -1,0 +1,188 @@
+/* Live charts of a benchmark run: TPS over time, and latency (average, p50, p95, p99).
+ *
+ * An element marked data-bench-run-charts carries data-url (the run's samples endpoint) and the
+ * translated labels (data-label-*); it holds <canvas data-chart="tps"> and <canvas data-chart="latency">.
+ * The script asks for the samples after the last one it has (?after=<seq>) every second while the
+ * run is queued or running, appends them, and stops once the run is over. Percentiles reach the
+ * database a little after their sample, so recent samples without them are asked for again.
+ * The charts are Chart.js instances: Chart.getChart(canvas) returns them.
+ */
+(function () {
+  "use strict";
+
+  var POLL_MS = 1000;
+  var PERCENTILE_WINDOW = 120; // samples whose percentiles may still arrive
+  var COLORS = { tps: "#0069ff", avg: "#1c2b41", p50: "#2e9e5b", p95: "#f0a202", p99: "#d63b3b" };
+
+  function lineDataset(label, color) {
+    return {
+      label: label,
+      data: [],
+      borderColor: color,
+      backgroundColor: color,
+      borderWidth: 2,
+      pointRadius: 0,
+      pointHitRadius: 6,
+      tension: 0.2,
+      spanGaps: false,
+    };
+  }
+
+  function options(xLabel, yLabel) {
+    return {
+      animation: false,
+      responsive: true,
+      maintainAspectRatio: false,
+      interaction: { mode: "index", intersect: false },
+      scales: {
+        x: { type: "linear", title: { display: true, text: xLabel }, ticks: { precision: 0 } },
+        y: { beginAtZero: true, title: { display: true, text: yLabel } },
+      },
+      plugins: { legend: { display: true, position: "bottom" } },
+    };
+  }
+
+  function RunCharts(root) {
+    var labels = root.dataset;
+    var tpsCanvas = root.querySelector("canvas[data-chart='tps']");
+    var latencyCanvas = root.querySelector("canvas[data-chart='latency']");
+    this.root = root;
+    this.url = root.dataset.url;
+    this.tps = new window.Chart(tpsCanvas, {
+      type: "line",
+      data: { datasets: [lineDataset(labels.labelTps, COLORS.tps)] },
+      options: options(labels.labelSeconds, labels.labelTps),
+    });
+    this.latency = new window.Chart(latencyCanvas, {
+      type: "line",
+      data: {
+        datasets: [
+          lineDataset(labels.labelAvg, COLORS.avg),
+          lineDataset(labels.labelP50, COLORS.p50),
+          lineDataset(labels.labelP95, COLORS.p95),
+          lineDataset(labels.labelP99, COLORS.p99),
+        ],
+      },
+      options: options(labels.labelSeconds, labels.labelMs),
+    });
+    this.index = {}; // seq -> position in every dataset
+    this.seqs = [];
+    this.pending = {}; // seqs whose percentiles have not arrived yet
+    this.percentiles = false;
+    this.terminalSeen = 0;
+    root.benchCharts = this;
+  }
+
+  RunCharts.prototype.after = function () {
+    var last = this.seqs.length ? this.seqs[this.seqs.length - 1] : 0;
+    if (!this.percentiles) {
+      return last;
+    }
+    var lowest = last;
+    for (var key in this.pending) {
+      var seq = Number(key);
+      if (seq > last - PERCENTILE_WINDOW && seq - 1 < lowest) {
+        lowest = seq - 1;
+      }
+    }
+    return lowest;
+  };
+
+  RunCharts.prototype.add = function (samples) {
+    var tps = this.tps.data.datasets[0].data;
+    var lat = this.latency.data.datasets;
+    for (var i = 0; i < samples.length; i++) {
+      var s = samples[i];
+      var x = s.elapsed_s;
+      var values = [s.latency_avg_ms, s.p50_ms, s.p95_ms, s.p99_ms];
+      var at = this.index[s.seq];
+      if (at === undefined) {
+        this.index[s.seq] = tps.length;
+        this.seqs.push(s.seq);
+        tps.push({ x: x, y: s.tps });
+        for (var d = 0; d < lat.length; d++) {
+          lat[d].data.push({ x: x, y: values[d] });
+        }
+      } else {
+        tps[at].y = s.tps;
+        for (var e = 0; e < lat.length; e++) {
+          lat[e].data[at].y = values[e];
+        }
+      }
+      if (s.percentile_count === null || s.percentile_count === undefined) {
+        this.pending[s.seq] = true;
+      } else {
+        delete this.pending[s.seq];
+      }
+    }
+    if (samples.length) {
+      this.tps.update("none");
+      this.latency.update("none");
+    }
+  };
+
+  RunCharts.prototype.schedule = function () {
+    var self = this;
+    window.setTimeout(function () { self.poll(); }, POLL_MS);
+  };
+
+  RunCharts.prototype.poll = function () {
+    var self = this;
+    if (!document.body.contains(this.root)) {
+      return; // the page part was replaced: a new instance took over
+    }
+    if (document.visibilityState !== "visible") {
+      document.addEventListener("visibilitychange", function resume() {
+        if (document.visibilityState === "visible") {
+          document.removeEventListener("visibilitychange", resume);
+          self.poll();
+        }
+      });
+      return;
+    }
+    var url = this.url + (this.url.indexOf("?") < 0 ? "?" : "&") + "after=" + this.after();
+    fetch(url, { credentials: "same-origin", cache: "no-store", headers: { Accept: "application/json" } })
+      .then(function (response) {
+        if (!response.ok) {
+          throw new Error("HTTP " + response.status);
+        }
+        return response.json();
+      })
+      .then(function (body) {
+        self.percentiles = body.percentiles;
+        self.add(body.samples);
+        self.root.dataset.status = body.status;
+        self.root.dataset.points = String(self.seqs.length);
+        if (body.more) {
+          self.poll(); // a long run: the rest of its samples at once
+          return;
+        }
+        if (body.terminal) {
+          self.terminalSeen += 1;
+          var waiting = self.percentiles && Object.keys(self.pending).length && self.terminalSeen < 3;
+          if (!waiting && self.terminalSeen >= 2) {
+            self.root.dataset.done = "true";
+            return; // over: nothing more will come
+          }
+        }
+        self.schedule();
+      })
+      .catch(function () {
+        self.schedule();
+      });
+  };
+
+  function start(scope) {
+    if (!window.Chart) {
+      return;
+    }
+    (scope || document).querySelectorAll("[data-bench-run-charts]").forEach(function (root) {
+      if (!root.benchCharts) {
+        new RunCharts(root).poll();
+      }
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () { start(); });
+  document.addEventListener("htmx:afterSettle", function (event) { start(event.target); });
+})();

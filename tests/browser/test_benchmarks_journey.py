@@ -1,0 +1,122 @@
+"""Issue 4's journey in a real browser, with a real worker and pgbench: initialise a data set from
+the form and watch its bar finish, launch a 6 s run and watch new chart points arrive while it runs,
+then tick two runs in the history and compare them."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Iterator
+
+import pytest
+from django.contrib.auth.models import User
+from playwright.sync_api import Page, expect
+
+from benchmarks.models import BenchmarkRun, RunStatus
+from benchmarks.tests.test_views_pages import make_run
+from conftest import make_local_cluster
+from panel.clusters import services as cluster_services
+from panel.clusters.models import Cluster
+
+pytestmark = pytest.mark.integration
+
+POINTS_JS = "Chart.getChart(document.querySelector('#chart-tps')).data.datasets[0].data.length"
+LATENCY_JS = "Chart.getChart(document.querySelector('#chart-latency')).data.datasets.length"
+
+
+@pytest.fixture
+def journey_user(transactional_db: None) -> User:
+    return User.objects.create_user("frank", "frank@example.com", "frank-password-1")
+
+
+@pytest.fixture
+def cluster(journey_user: User) -> Iterator[Cluster]:
+    cluster = make_local_cluster(journey_user, name="db-bench")
+    yield cluster
+    if Cluster.objects.filter(pk=cluster.pk).exists():
+        cluster.refresh_from_db()
+        cluster_services.delete_cluster(cluster, confirm_name=cluster.name)
+
+
+def snapshot(page: Page, name: str) -> None:
+    directory = os.environ.get("PANEL_SCREENSHOTS")
+    if directory:
+        page.screenshot(path=f"{directory}/{name}.png", full_page=True)
+
+
+def log_in(page: Page, base_url: str, next_path: str) -> None:
+    page.goto(f"{base_url}{next_path}")
+    page.get_by_label("Username").fill("frank")
+    page.get_by_label("Password").fill("frank-password-1")
+    page.get_by_role("button", name="Log in").click()
+    expect(page).to_have_url(f"{base_url}{next_path}")
+
+
+def test_init_run_live_charts_and_compare(live_server, celery_worker, cluster, page: Page) -> None:
+    tab = f"/clusters/{cluster.pk}/benchmarks/"
+    log_in(page, live_server.url, tab)
+    expect(page.get_by_role("link", name="Benchmarks")).to_have_attribute("aria-current", "page")
+    expect(page.get_by_text("No data set yet.")).to_be_visible()
+
+    # Initialise defaultdb at scale 1 and watch the bar until the data set is ready.
+    init = page.locator("#init-form")
+    init.get_by_label("Database").select_option("defaultdb")
+    init.get_by_label("Scale factor").fill("1")
+    init.get_by_role("button", name="Initialise").click()
+    row = page.locator("tr[data-dataset='defaultdb']")
+    expect(row).to_be_visible(timeout=10_000)
+    expect(row).to_have_attribute("data-status", "succeeded", timeout=30_000)
+    expect(row.get_by_text("Ready")).to_be_visible()
+    snapshot(page, "bench-0-dataset")
+
+    # A 6 s run of 2 clients, launched from the form: the browser lands on its page.
+    form = page.locator("#run-form")
+    form.get_by_label("Clients").fill("2")
+    form.get_by_label("Duration (s)").fill("6")
+    form.get_by_label("Duration (s)").press("Tab")
+    # Shown before launch, not blocking: 2 clients on a data set of scale 1 contend for one branch row.
+    expect(page.locator("#run-warnings")).to_contain_text("2 clients on a scale of 1", timeout=5_000)
+    form.get_by_role("button", name="Launch run").click()
+    expect(page).to_have_url(re.compile(rf".*{tab}runs/[0-9a-f-]+/$"), timeout=10_000)
+    run = BenchmarkRun.objects.get(cluster=cluster)
+
+    # While pgbench runs, the chart grows point by point without a reload.
+    page.wait_for_function("window.Chart && Chart.getChart(document.querySelector('#chart-tps'))")
+    assert page.evaluate(LATENCY_JS) == 4
+    seen_while_running: set[int] = set()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        status = page.locator("[data-bench-run-charts]").get_attribute("data-status")
+        points = page.evaluate(POINTS_JS)
+        if status == RunStatus.RUNNING:
+            seen_while_running.add(points)
+        if page.locator("[data-bench-run-charts][data-done='true']").count():
+            break
+        time.sleep(0.2)
+    growth = max(seen_while_running, default=0) - min(seen_while_running, default=0)
+    assert growth >= 3, f"only saw {sorted(seen_while_running)} points while the run was running"
+    expect(page.locator("#bench-run-live")).to_have_attribute("data-status", "succeeded", timeout=15_000)
+    expect(page.locator("#bench-run-live")).to_contain_text("Transactions processed")
+    assert page.evaluate(POINTS_JS) == run.samples.count() >= 5
+    snapshot(page, "bench-1-run")
+
+    # A second, finished run recorded earlier; tick both in the history and compare them.
+    other = make_run(cluster, samples=4, label="earlier baseline", clients=4)
+    page.goto(f"{live_server.url}{tab}")
+    history = page.locator("#bench-history")
+    history.locator(f"#pick-{run.pk}").check()
+    history.locator(f"#pick-{other.pk}").check()
+    history.get_by_role("button", name="Compare").click()
+    expect(page).to_have_url(re.compile(rf".*{tab}compare/\?run=.*"))
+    table = page.locator(".bench-compare-table")
+    expect(table.locator(f"tr[data-run='{run.pk}']")).to_be_visible()
+    expect(table.locator(f"tr[data-run='{other.pk}']")).to_contain_text("earlier baseline")
+    expect(page.locator("[data-bench-compare][data-drawn='true']")).to_be_visible()
+    assert (
+        page.evaluate(
+            "Chart.getChart(document.querySelector('[data-bench-compare] canvas[data-chart=\"tps\"]')).data.datasets.length"
+        )
+        == 2
+    )
+    snapshot(page, "bench-2-compare")
