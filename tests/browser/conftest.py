@@ -36,3 +36,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/browser/" in str(item.fspath):
             item.add_marker(pytest.mark.browser)
+
+
+HTMX_BUSY = ".htmx-request, .htmx-swapping, .htmx-settling, .htmx-added"
+
+
+def wait_for_htmx(page: Any) -> None:
+    """Wait until htmx has settled: content it swapped in only listens to events after that."""
+    page.wait_for_function(f"!document.querySelector({HTMX_BUSY!r})")

@@ -12,6 +12,7 @@ from playwright.sync_api import Page, expect
 
 from panel.clusters import services
 from panel.clusters.models import Cluster
+from tests.browser.conftest import wait_for_htmx
 
 pytestmark = pytest.mark.integration
 
@@ -64,10 +65,12 @@ def test_create_cluster_show_password_copy_uri_and_add_database(
     box = page.locator("#connection-details")
     assert password not in page.content()
 
+    wait_for_htmx(page)
     box.get_by_role("button", name="show").first.click()
     expect(box.get_by_text(password)).to_be_visible()
     snapshot(page, "3-overview-password-shown")
 
+    wait_for_htmx(page)
     page.locator("#conn-view").select_option("uri")
     expect(box.locator("code", has_text="postgresql://")).to_be_visible()
     box.get_by_role("button", name="Copy").first.click()
@@ -77,6 +80,7 @@ def test_create_cluster_show_password_copy_uri_and_add_database(
     with psycopg.connect(copied, connect_timeout=5) as conn:
         assert conn.execute("SELECT current_user").fetchone() == ("doadmin",)
 
+    wait_for_htmx(page)
     page.get_by_role("link", name="Users & Databases").click()
     page.get_by_label("Add a database").fill("benchmark")
     page.get_by_role("button", name="Add database").click()

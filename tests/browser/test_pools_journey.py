@@ -16,6 +16,7 @@ from panel.clusters import services as cluster_services
 from panel.clusters.models import Cluster
 from panel.pools import services
 from panel.pools.models import ConnectionPool
+from tests.browser.conftest import wait_for_htmx
 
 pytestmark = pytest.mark.integration
 
@@ -79,6 +80,7 @@ def test_create_a_pool_copy_its_uri_connect_and_delete_it(live_server, cluster, 
     box = page.locator("#connection-details")
     details = services.pool_connection_details(pool)
     assert details.password not in page.content()
+    wait_for_htmx(page)
     page.locator("#conn-view").select_option("uri")
     expect(box.locator("code", has_text="postgresql://")).to_contain_text(f":{cluster.pooler_port}/web-pool")
     box.get_by_role("button", name="Copy").click()
