@@ -6,6 +6,7 @@ See README.md ("Configuration") for every variable.
 from __future__ import annotations
 
 import os
+import secrets
 from pathlib import Path
 
 import dj_database_url
@@ -37,6 +38,7 @@ PANEL_LISTEN_ADDRESSES = env_str("PANEL_LISTEN_ADDRESSES", "127.0.0.1")
 PANEL_SUPERUSER = "pgpanel"
 PANEL_RECONCILE_SECONDS = env_int("PANEL_RECONCILE_SECONDS", 15, minimum=1)
 PANEL_COMMAND_TIMEOUT = env_int("PANEL_COMMAND_TIMEOUT", 120, minimum=5)
+PANEL_METRICS_INTERVAL = env_int("PANEL_METRICS_INTERVAL", 15, minimum=5)
 
 SECRET_KEY = env_str("DJANGO_SECRET_KEY", "") or secret_from_file(
     PANEL_DATA_DIR / "keys" / "django_secret_key", new_django_secret
@@ -44,6 +46,10 @@ SECRET_KEY = env_str("DJANGO_SECRET_KEY", "") or secret_from_file(
 # Role passwords are stored encrypted with this key; it stays outside the database.
 PANEL_ENCRYPTION_KEY = env_str("PANEL_ENCRYPTION_KEY", "") or secret_from_file(
     PANEL_DATA_DIR / "keys" / "encryption.key", lambda: Fernet.generate_key().decode()
+)
+# Bearer token for /metrics (Prometheus scrapes with it); `manage.py insights token` prints it.
+PANEL_METRICS_TOKEN = env_str("PANEL_METRICS_TOKEN", "") or secret_from_file(
+    PANEL_DATA_DIR / "keys" / "metrics_token", lambda: secrets.token_urlsafe(32)
 )
 
 DEBUG = env_bool("DJANGO_DEBUG", False)
@@ -62,6 +68,7 @@ INSTALLED_APPS = [
     "template_partials",
     "panel.clusters",
     "panel.pools",
+    "panel.insights",
     "benchmarks",
 ]
 
@@ -155,9 +162,25 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(PANEL_RECONCILE_SECONDS),
     },
     "reap-benchmarks": {"task": "benchmarks.tasks.reap", "schedule": 15.0},
+    # A cycle that finds the previous one still queued is dropped rather than piled up.
+    "collect-metrics": {
+        "task": "panel.insights.tasks.collect",
+        "schedule": float(PANEL_METRICS_INTERVAL),
+        "options": {"expires": float(PANEL_METRICS_INTERVAL)},
+    },
+    "rollup-metrics": {"task": "panel.insights.tasks.rollup", "schedule": 300.0},
 }
 CELERY_TASK_ROUTES = {"benchmarks.tasks.*": {"queue": "benchmarks"}}
 CELERY_BEAT_SCHEDULE_FILENAME = str(PANEL_DATA_DIR / "celerybeat-schedule")
+
+# Alert emails. The console backend prints them; set EMAIL_BACKEND and EMAIL_HOST… to send.
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "pgpanel@localhost")
 
 LOGGING = {
     "version": 1,

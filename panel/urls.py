@@ -18,6 +18,7 @@ urlpatterns = [
     path("i18n/", include("django.conf.urls.i18n")),
     path("clusters/", include("panel.clusters.urls")),
     path("clusters/<uuid:cluster_id>/pools/", include("panel.pools.urls")),
+    path("", include("panel.insights.urls")),  # /metrics (token auth, no login)
     path("clusters/<uuid:cluster_id>/benchmarks/", include("benchmarks.urls")),
     # Files gathered by `collectstatic` (make run, the Docker image), served by Django itself:
     # enough for a self-hosted panel, without another dependency or a front proxy.

@@ -18,6 +18,7 @@ from benchmarks.tests.test_views_pages import make_run
 from conftest import make_local_cluster
 from panel.clusters import services as cluster_services
 from panel.clusters.models import Cluster
+from tests.browser.conftest import wait_for_htmx
 
 pytestmark = pytest.mark.integration
 
@@ -71,6 +72,7 @@ def test_init_run_live_charts_and_compare(live_server, celery_worker, cluster, p
     snapshot(page, "bench-0-dataset")
 
     # A 6 s run of 2 clients, launched from the form: the browser lands on its page.
+    wait_for_htmx(page)
     form = page.locator("#run-form")
     form.get_by_label("Clients").fill("2")
     form.get_by_label("Duration (s)").fill("6")

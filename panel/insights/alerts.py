@@ -1,0 +1,177 @@
+"""Alert rules: validation, evaluation after each collection, events and one email per firing."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.mail import send_mail
+from django.core.validators import validate_email
+from django.db import transaction
+from django.utils.translation import gettext as _
+
+from panel.clusters.models import Cluster, EventLevel
+from panel.clusters.services import ServiceError
+from panel.insights.models import AlertKind, AlertRule, AlertState
+
+log = logging.getLogger(__name__)
+
+MAX_DURATION = 86400
+
+
+def _kind_value(kind: str, values: dict[tuple[str, str], float]) -> float | None:
+    """The figure a rule of ``kind`` compares, from one collection; None when it was not read."""
+    if kind == AlertKind.CPU_PERCENT:
+        return values.get(("cpu_percent", ""))
+    if kind == AlertKind.CONNECTIONS_PERCENT:
+        return values.get(("conn_percent", ""))
+    if kind == AlertKind.DISK_PERCENT:
+        return values.get(("disk_percent", ""))
+    if kind == AlertKind.POOL_WAITING_CLIENTS:
+        waiting = [v for (metric, _labels), v in values.items() if metric == "pool_cl_waiting"]
+        return max(waiting) if waiting else None
+    return None
+
+
+# --- rules ------------------------------------------------------------------------------------------
+
+
+def _number(value: object, field: str) -> float:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ServiceError(_("Enter a number."), field) from None
+    if number != number:  # NaN
+        raise ServiceError(_("Enter a number."), field)
+    return number
+
+
+def save_rule(
+    cluster: Cluster,
+    kind: str,
+    threshold: object,
+    duration_seconds: object,
+    *,
+    enabled: bool = True,
+    email: str = "",
+) -> AlertRule:
+    """Create or replace the cluster's rule of ``kind``; ServiceError names the field at fault."""
+    if kind not in AlertKind.values:
+        raise ServiceError(_("Unknown alert kind."), "kind")
+    if kind in AlertKind.HOST_ONLY and not cluster.is_local:
+        raise ServiceError(_("CPU and disk figures exist only for clusters provisioned here."), "kind")
+    value = _number(threshold, "threshold")
+    if kind in AlertKind.PERCENTS and not 1 <= value <= 100:
+        raise ServiceError(_("Enter a percentage between 1 and 100."), "threshold")
+    if kind == AlertKind.POOL_WAITING_CLIENTS and (value < 1 or value != int(value)):
+        raise ServiceError(_("Enter a whole number of clients, at least 1."), "threshold")
+    duration = _number(duration_seconds, "duration_seconds")
+    if duration != int(duration) or not 0 <= duration <= MAX_DURATION:
+        raise ServiceError(
+            _("Enter a duration between 0 and %(max)d seconds.") % {"max": MAX_DURATION}, "duration_seconds"
+        )
+    email = (email or "").strip()
+    if email:
+        try:
+            validate_email(email)
+        except ValidationError:
+            raise ServiceError(_("Enter a valid email address."), "email") from None
+    with transaction.atomic():
+        rule, _created = AlertRule.objects.update_or_create(
+            cluster=cluster,
+            kind=kind,
+            defaults={
+                "threshold": value,
+                "duration_seconds": int(duration),
+                "enabled": enabled,
+                "email": email,
+            },
+        )
+        # A changed rule starts over: a firing alert under the old threshold says nothing now.
+        AlertState.objects.filter(rule=rule).delete()
+    return rule
+
+
+def delete_rule(rule: AlertRule) -> None:
+    rule.delete()
+
+
+def firing_alerts(cluster: Cluster) -> list[AlertRule]:
+    """The cluster's enabled rules firing now (the cluster page's banner), state prefetched."""
+    return list(
+        AlertRule.objects.filter(cluster=cluster, enabled=True, state__firing_since__isnull=False)
+        .select_related("state")
+        .order_by("state__firing_since")
+    )
+
+
+# --- evaluation -------------------------------------------------------------------------------------
+
+
+def _describe(rule: AlertRule, value: float) -> str:
+    label = AlertKind(rule.kind).label
+    return _("%(what)s is %(value).1f, at or above %(threshold)g for %(duration)d s.") % {
+        "what": label,
+        "value": value,
+        "threshold": rule.threshold,
+        "duration": rule.duration_seconds,
+    }
+
+
+def _notify(cluster: Cluster, rule: AlertRule, value: float) -> bool:
+    recipient = rule.email or cluster.owner.email
+    if not recipient:
+        return False
+    subject = _("[pgpanel] %(cluster)s: %(what)s alert") % {
+        "cluster": cluster.name,
+        "what": AlertKind(rule.kind).label,
+    }
+    try:
+        send_mail(subject, _describe(rule, value), settings.DEFAULT_FROM_EMAIL, [recipient])
+    except Exception as exc:  # an unreachable mail server must not stop the collection
+        log.warning("insights: alert email for %s failed: %s", cluster.pk, exc)
+        cluster.log_event(
+            "alert-email", _("Could not send the alert email: %(r)s") % {"r": exc}, EventLevel.ERROR
+        )
+        return False
+    return True
+
+
+def evaluate_alerts(cluster: Cluster, values: dict[tuple[str, str], float], now: dt.datetime) -> list[str]:
+    """Advance every enabled rule of the cluster with one collection's values; returns transitions.
+
+    A missing figure (the source did not answer) leaves a rule where it was: no data neither
+    fires nor resolves an alert.
+    """
+    transitions = []
+    for rule in AlertRule.objects.filter(cluster=cluster, enabled=True):
+        value = _kind_value(rule.kind, values)
+        if value is None:
+            continue
+        state, _created = AlertState.objects.get_or_create(rule=rule)
+        state.last_value = value
+        state.evaluated_at = now
+        if value >= rule.threshold:
+            if state.pending_since is None:
+                state.pending_since = now
+            held = (now - state.pending_since).total_seconds()
+            if state.firing_since is None and held >= rule.duration_seconds:
+                state.firing_since = now
+                cluster.log_event("alert-firing", _describe(rule, value), EventLevel.WARNING)
+                if _notify(cluster, rule, value):
+                    state.last_notified_at = now
+                transitions.append(f"{rule.kind} firing")
+        else:
+            state.pending_since = None
+            if state.firing_since is not None:
+                state.firing_since = None
+                cluster.log_event(
+                    "alert-resolved",
+                    _("%(what)s is back to %(value).1f, under %(threshold)g.")
+                    % {"what": AlertKind(rule.kind).label, "value": value, "threshold": rule.threshold},
+                )
+                transitions.append(f"{rule.kind} resolved")
+        state.save()
+    return transitions

@@ -1,0 +1,13 @@
+"""App config for insights: metrics collection, storage, alerts and the Prometheus endpoint."""
+
+from __future__ import annotations
+
+from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
+
+
+class InsightsConfig(AppConfig):
+    name = "panel.insights"
+    label = "insights"
+    verbose_name = _("Insights")
+    default_auto_field = "django.db.models.BigAutoField"

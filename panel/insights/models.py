@@ -1,0 +1,151 @@
+"""Stored metrics (raw points, 5-minute rollups, counter state) and alert rules with their state."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from panel.clusters.models import Cluster
+
+
+class MetricPoint(models.Model):
+    """One raw value of one series at one collection; kept 24 hours.
+
+    ``value`` is NULL for a gap: the source did not answer, or a counter was reset and its rate
+    series starts again. Charts draw NULL as a break, never as zero.
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="metric_points")
+    metric = models.CharField(max_length=32)
+    labels = models.CharField(max_length=96, blank=True)
+    ts = models.DateTimeField()
+    value = models.FloatField(null=True)
+
+    class Meta:
+        indexes = [
+            # series() for charts: one series over a time range
+            models.Index(fields=("cluster", "metric", "labels", "ts"), name="metricpoint_series_idx"),
+            # latest(): every series of one collection; prune: everything before a time
+            models.Index(fields=("cluster", "ts"), name="metricpoint_cluster_ts_idx"),
+            models.Index(fields=("ts",), name="metricpoint_ts_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.metric}{{{self.labels}}} {self.ts:%H:%M:%S} {self.value}"
+
+
+class MetricRollup(models.Model):
+    """min, max, average and count of one series over a bucket of ``seconds``; kept 30 days.
+
+    5-minute buckets come from the raw points; hourly ones merge them, so a 30-day chart reads
+    720 rows a series instead of 8,640.
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="metric_rollups")
+    metric = models.CharField(max_length=32)
+    labels = models.CharField(max_length=96, blank=True)
+    seconds = models.PositiveIntegerField(default=300)
+    bucket = models.DateTimeField()
+    min = models.FloatField()
+    max = models.FloatField()
+    avg = models.FloatField()
+    count = models.PositiveIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=("cluster", "metric", "labels", "seconds", "bucket"),
+                name="metricrollup_one_per_bucket",
+            ),
+            models.CheckConstraint(condition=Q(count__gte=1), name="metricrollup_count_positive"),
+        ]
+        indexes = [models.Index(fields=("bucket",), name="metricrollup_bucket_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.metric}{{{self.labels}}} {self.bucket:%Y-%m-%d %H:%M} avg={self.avg}"
+
+
+class CounterState(models.Model):
+    """The last raw reading of one counter (or a server's start time, ``_start``), for the next rate."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="counter_states")
+    source = models.CharField(max_length=16)
+    counter = models.CharField(max_length=32)
+    labels = models.CharField(max_length=96, blank=True)
+    ts = models.DateTimeField()
+    value = models.FloatField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=("cluster", "counter", "labels"), name="counterstate_one_per_series"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.counter}{{{self.labels}}} = {self.value}"
+
+
+class AlertKind(models.TextChoices):
+    CPU_PERCENT = "cpu_percent", _("CPU %")
+    CONNECTIONS_PERCENT = "connections_percent", _("Connections (% of max_connections)")
+    POOL_WAITING_CLIENTS = "pool_waiting_clients", _("Clients waiting in a pool")
+    DISK_PERCENT = "disk_percent", _("Disk %")
+
+    PERCENTS: ClassVar[frozenset[str]]
+    # Figures only a cluster provisioned here has (psutil on its processes and directory).
+    HOST_ONLY: ClassVar[frozenset[str]]
+
+
+AlertKind.PERCENTS = frozenset({AlertKind.CPU_PERCENT, AlertKind.CONNECTIONS_PERCENT, AlertKind.DISK_PERCENT})
+AlertKind.HOST_ONLY = frozenset({AlertKind.CPU_PERCENT, AlertKind.DISK_PERCENT})
+
+
+class AlertRule(models.Model):
+    """Fire when ``kind`` stays at or above ``threshold`` for ``duration_seconds``; one per kind."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="alert_rules")
+    kind = models.CharField(max_length=32, choices=AlertKind.choices)
+    threshold = models.FloatField()
+    duration_seconds = models.PositiveIntegerField(default=300)
+    enabled = models.BooleanField(default=True)
+    email = models.EmailField(blank=True, help_text=_("Empty: the cluster owner's address."))
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("kind",)
+        constraints = [
+            models.UniqueConstraint(fields=("cluster", "kind"), name="alertrule_one_per_kind"),
+            models.CheckConstraint(condition=Q(threshold__gt=0), name="alertrule_threshold_positive"),
+            models.CheckConstraint(
+                condition=Q(duration_seconds__lte=86400), name="alertrule_duration_at_most_a_day"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} ≥ {self.threshold:g} for {self.duration_seconds} s"
+
+
+class AlertState(models.Model):
+    """Where a rule stands: condition true since when, firing since when, last email sent."""
+
+    rule = models.OneToOneField(AlertRule, on_delete=models.CASCADE, related_name="state")
+    pending_since = models.DateTimeField(null=True, blank=True)
+    firing_since = models.DateTimeField(null=True, blank=True)
+    last_notified_at = models.DateTimeField(null=True, blank=True)
+    last_value = models.FloatField(null=True, blank=True)
+    evaluated_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=("firing_since",), name="alertstate_firing_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.rule}: {'firing' if self.firing_since else 'ok'}"
+
+    @property
+    def is_firing(self) -> bool:
+        return self.firing_since is not None

@@ -1,0 +1,143 @@
+"""The Insights tab and its JSON: the owner's charts over a range or a window, gaps as null, 404s."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from panel.clusters.models import Cluster
+from panel.insights.models import MetricPoint, MetricRollup
+
+
+def tab_url(cluster: Cluster) -> str:
+    return reverse("insights:tab", kwargs={"cluster_id": cluster.pk})
+
+
+def data_url(cluster: Cluster) -> str:
+    return reverse("insights:data", kwargs={"cluster_id": cluster.pk})
+
+
+def point(cluster: Cluster, metric: str, labels: str, ago: dt.timedelta, value: float | None) -> MetricPoint:
+    return MetricPoint.objects.create(
+        cluster=cluster, metric=metric, labels=labels, ts=timezone.now() - ago, value=value
+    )
+
+
+@pytest.fixture
+def with_points(cluster_row: Cluster) -> Cluster:
+    """tps of defaultdb every 15 s for 3 minutes, with a NULL (a gap) and a missing minute."""
+    for i, value in enumerate([10.0, 12.0, None, 14.0, 15.0, 16.0]):
+        point(cluster_row, "tps", "db=defaultdb", dt.timedelta(seconds=300 - 15 * i), value)
+    # Nothing from 225 s to 60 s ago (the collector was down): the chart breaks there.
+    point(cluster_row, "tps", "db=defaultdb", dt.timedelta(seconds=60), 20.0)
+    point(cluster_row, "pool_size", "pool=test-pool", dt.timedelta(seconds=60), 2.0)
+    point(cluster_row, "pool_cl_waiting", "pool=test-pool", dt.timedelta(seconds=60), 7.0)
+    point(cluster_row, "pool_sv_active", "pool=test-pool", dt.timedelta(seconds=60), 2.0)
+    point(cluster_row, "max_connections", "", dt.timedelta(seconds=60), 25.0)
+    point(cluster_row, "conn_state", "state=active", dt.timedelta(seconds=60), 3.0)
+    return cluster_row
+
+
+def test_outsiders_get_404_on_the_tab_and_its_data(other_client: Client, with_points: Cluster) -> None:
+    assert other_client.get(tab_url(with_points)).status_code == 404
+    assert other_client.get(data_url(with_points), {"range": "1h"}).status_code == 404
+
+
+def test_the_tab_shows_the_ranges_charts_and_a_pool_saturation_chart(
+    owner_client: Client, with_points: Cluster
+) -> None:
+    response = owner_client.get(tab_url(with_points), {"range": "6h"})
+    assert response.status_code == 200
+    html = response.content.decode()
+    for key in ("1h", "6h", "24h", "7d", "30d"):
+        assert f'data-range-key="{key}"' in html
+    assert 'data-range-key="6h" aria-pressed="true"' in html
+    assert 'data-query="range=6h"' in html
+    for chart in ("tps", "connections", "cache", "tuples", "scans", "deadlocks", "db_size", "cpu", "disk"):
+        assert f'data-chart="{chart}"' in html
+    assert 'data-chart="pool:test-pool"' in html
+    assert "js/insights-charts.js" in html
+    assert 'aria-current="page" href="/clusters/' in html and ">Insights</a>" in html
+    assert "Metrics appear within 15 s" not in html
+
+
+def test_an_unknown_range_falls_back_to_the_last_hour(owner_client: Client, with_points: Cluster) -> None:
+    response = owner_client.get(tab_url(with_points), {"range": "2y"})
+    assert response.status_code == 200
+    assert 'data-query="range=1h"' in response.content.decode()
+    assert owner_client.get(data_url(with_points), {"range": "2y"}).status_code == 400
+
+
+def test_a_cluster_without_metrics_shows_the_empty_state(owner_client: Client, cluster_row: Cluster) -> None:
+    html = owner_client.get(tab_url(cluster_row)).content.decode()
+    assert "Metrics appear within 15 s of the cluster being online" in html
+    body = owner_client.get(data_url(cluster_row)).json()
+    assert body["charts"]["tps"] == {"t": [], "series": []}
+
+
+def test_the_data_has_every_series_of_the_range_with_gaps_as_null(
+    owner_client: Client, with_points: Cluster
+) -> None:
+    body = owner_client.get(data_url(with_points), {"range": "1h"}).json()
+    assert body["range"] == "1h" and body["live"] is True
+    assert body["end"] - body["start"] == 3600 * 1000
+    tps = body["charts"]["tps"]
+    (series,) = tps["series"]
+    assert series["label"] == "defaultdb"
+    assert len(series["values"]) == len(tps["t"]) == 8  # 7 points and one gap inserted at the outage
+    assert tps["t"] == sorted(tps["t"])
+    assert series["values"][:3] == [10.0, 12.0, None]  # the stored NULL
+    assert series["values"][-2:] == [None, 20.0]  # the missing minutes
+    assert [v for v in series["values"] if v is not None] == [10.0, 12.0, 14.0, 15.0, 16.0, 20.0]
+
+
+def test_the_pool_chart_has_waiting_clients_active_servers_and_the_size_line(
+    owner_client: Client, with_points: Cluster
+) -> None:
+    chart = owner_client.get(data_url(with_points), {"range": "1h"}).json()["charts"]["pool:test-pool"]
+    by_label = {s["label"]: s for s in chart["series"]}
+    assert by_label["clients waiting"]["values"] == [7.0]
+    assert by_label["servers active"]["values"] == [2.0]
+    assert by_label["pool size"]["values"] == [2.0] and by_label["pool size"]["limit"] is True
+    connections = owner_client.get(data_url(with_points)).json()["charts"]["connections"]
+    assert {s["label"] for s in connections["series"]} == {"active", "max_connections"}
+
+
+def test_a_range_changes_the_window_and_reads_rollups_beyond_a_day(
+    owner_client: Client, with_points: Cluster
+) -> None:
+    MetricRollup.objects.create(
+        cluster=with_points,
+        metric="tps",
+        labels="db=defaultdb",
+        seconds=300,
+        bucket=timezone.now() - dt.timedelta(days=3),
+        min=1,
+        max=9,
+        avg=5,
+        count=20,
+    )
+    week = owner_client.get(data_url(with_points), {"range": "7d"}).json()
+    assert week["end"] - week["start"] == 7 * 86400 * 1000
+    assert 5.0 in week["charts"]["tps"]["series"][0]["values"]
+    hour = owner_client.get(data_url(with_points), {"range": "1h"}).json()
+    assert 5.0 not in hour["charts"]["tps"]["series"][0]["values"]
+
+
+def test_a_fixed_window_from_a_benchmark_run(owner_client: Client, with_points: Cluster) -> None:
+    start = timezone.now() - dt.timedelta(minutes=4)
+    end = start + dt.timedelta(seconds=30)
+    params = {"start": start.isoformat(), "end": end.isoformat()}
+    body = owner_client.get(data_url(with_points), params).json()
+    assert body["range"] == "" and body["live"] is False
+    # A 30 s run is shown in ten minutes around it.
+    assert body["end"] - body["start"] == 600 * 1000
+    assert body["start"] <= start.timestamp() * 1000 and body["end"] >= end.timestamp() * 1000
+    html = owner_client.get(tab_url(with_points), params).content.decode()
+    assert 'data-live="false"' in html and 'aria-pressed="true"' not in html
+    backwards = owner_client.get(data_url(with_points), {"start": end.isoformat(), "end": start.isoformat()})
+    assert backwards.status_code == 400

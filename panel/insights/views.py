@@ -1,0 +1,386 @@
+"""``/metrics``: the Prometheus endpoint, protected by a bearer token instead of a login; and the
+Insights tab of a cluster: its page, the JSON of its charts, and its alert rules."""
+
+from __future__ import annotations
+
+import hmac
+import uuid
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_not_required
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.utils.functional import Promise
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from panel.clusters.models import Cluster
+from panel.clusters.services import ServiceError
+from panel.clusters.views import _add_service_error, _get_cluster_for_user
+from panel.insights import alerts, services
+from panel.insights.forms import DEFAULT_RANGE, RANGE_CHOICES, AlertRuleForm, Window, WindowForm, range_window
+from panel.insights.metrics import label as metric_label
+from panel.insights.metrics import split_label
+from panel.insights.models import AlertRule, AlertState, MetricPoint, MetricRollup
+from panel.insights.prometheus import exposition
+
+StrOrPromise = str | Promise
+
+
+def _token_of(request: HttpRequest) -> str:
+    header = request.headers.get("Authorization", "")
+    scheme, _sep, value = header.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    return request.GET.get("token", "")
+
+
+@login_not_required
+@require_GET
+def metrics(request: HttpRequest) -> HttpResponse:
+    expected = settings.PANEL_METRICS_TOKEN
+    given = _token_of(request)
+    if not expected or not given or not hmac.compare_digest(given.encode(), expected.encode()):
+        response = HttpResponse("A valid metrics token is required.\n", status=401, content_type="text/plain")
+        response["WWW-Authenticate"] = 'Bearer realm="pgpanel metrics"'
+        return response
+    return HttpResponse(exposition(), content_type=CONTENT_TYPE_LATEST)
+
+
+# --- the Insights tab -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Line:
+    """One line of a chart: ``metric`` per label value ("each"), summed over labels ("sum"), or the
+    series with ``labels`` ("one"). ``limit`` lines (max_connections, a pool's size) are dashed."""
+
+    metric: str
+    mode: str = "one"
+    title: StrOrPromise = ""
+    labels: str = ""
+    axis: str = "y"
+    limit: bool = False
+
+
+@dataclass(frozen=True)
+class Chart:
+    key: str
+    title: StrOrPromise
+    unit: str
+    lines: tuple[Line, ...]
+    unit2: str = ""  # unit of the right-hand axis, for lines with axis "y1"
+    max: int | None = None  # percentages stop at 100
+    group: str = "database"  # "database", "host" or "pool": a heading on the tab
+
+
+DATABASE_CHARTS = (
+    Chart(
+        "tps",
+        gettext_lazy("Throughput (transactions per second, per database)"),
+        "1/s",
+        (Line("tps", "each"),),
+    ),
+    Chart(
+        "connections",
+        gettext_lazy("Connections by state"),
+        "",
+        (
+            Line("conn_state", "each"),
+            Line("max_connections", title=gettext_lazy("max_connections"), limit=True),
+        ),
+    ),
+    Chart("cache", gettext_lazy("Cache hit ratio (%)"), "%", (Line("cache_hit_percent", "each"),), max=100),
+    Chart(
+        "tuples",
+        gettext_lazy("Rows per second (all databases)"),
+        "1/s",
+        (
+            Line("tup_fetched_ps", "sum", gettext_lazy("fetched")),
+            Line("tup_inserted_ps", "sum", gettext_lazy("inserted")),
+            Line("tup_updated_ps", "sum", gettext_lazy("updated")),
+            Line("tup_deleted_ps", "sum", gettext_lazy("deleted")),
+        ),
+    ),
+    Chart(
+        "scans",
+        gettext_lazy("Index vs sequential scans per second"),
+        "1/s",
+        (
+            Line("idx_scan_ps", "sum", gettext_lazy("index scans")),
+            Line("seq_scan_ps", "sum", gettext_lazy("sequential scans")),
+        ),
+    ),
+    Chart(
+        "deadlocks",
+        gettext_lazy("Deadlocks and temporary files"),
+        "1/s",
+        (
+            Line("deadlocks_ps", "sum", gettext_lazy("deadlocks per second")),
+            Line("temp_bytes_ps", "sum", gettext_lazy("temp bytes per second"), axis="y1"),
+        ),
+        unit2="B/s",
+    ),
+    Chart("db_size", gettext_lazy("Database sizes"), "B", (Line("db_size_bytes", "each"),)),
+)
+HOST_CHARTS = (
+    Chart(
+        "cpu",
+        gettext_lazy("CPU of the cluster's processes (%)"),
+        "%",
+        (Line("cpu_percent", title="CPU %"),),
+        group="host",
+    ),
+    Chart(
+        "memory",
+        gettext_lazy("Memory of the cluster's processes"),
+        "B",
+        (Line("memory_rss_bytes", title=gettext_lazy("resident memory")),),
+        group="host",
+    ),
+    Chart(
+        "load",
+        gettext_lazy("Load average"),
+        "",
+        (
+            Line("load1", title=gettext_lazy("1 min")),
+            Line("load5", title=gettext_lazy("5 min")),
+            Line("load15", title=gettext_lazy("15 min")),
+        ),
+        group="host",
+    ),
+    Chart(
+        "disk",
+        gettext_lazy("Disk used (%)"),
+        "%",
+        (Line("disk_percent", title=gettext_lazy("disk %")),),
+        max=100,
+        group="host",
+    ),
+)
+
+
+def pool_chart(pool: str) -> Chart:
+    labels = metric_label("pool", pool)
+    return Chart(
+        f"pool:{pool}",
+        _("Pool %(pool)s: clients waiting and servers active against its size") % {"pool": pool},
+        "",
+        (
+            Line("pool_cl_waiting", title=gettext_lazy("clients waiting"), labels=labels),
+            Line("pool_sv_active", title=gettext_lazy("servers active"), labels=labels),
+            Line("pool_size", title=gettext_lazy("pool size"), labels=labels, limit=True),
+        ),
+        group="pool",
+    )
+
+
+def _pools(cluster: Cluster, window: Window) -> list[str]:
+    since = max(timezone.now() - window.start, services.RAW_RETENTION)
+    found = services.labels_of(cluster, "pool_size", since=since)
+    return [pair[1] for pair in map(split_label, found) if pair]
+
+
+def charts_for(cluster: Cluster, window: Window) -> list[Chart]:
+    charts = list(DATABASE_CHARTS)
+    if cluster.is_local:
+        charts += HOST_CHARTS
+        charts += [pool_chart(pool) for pool in _pools(cluster, window)]
+    return charts
+
+
+def _points(cluster: Cluster, metric: str, labels: str, window: Window) -> dict[int, float | None]:
+    found = services.series(cluster, metric, labels, window.start, window.end)
+    return {int(p.ts.timestamp() * 1000): p.value for p in found.points}
+
+
+def _summed(parts: list[dict[int, float | None]]) -> dict[int, float | None]:
+    """Per time, the sum of the parts that have a value there; None where none has."""
+    total: dict[int, float | None] = {}
+    for part in parts:
+        for at, value in part.items():
+            if value is None:
+                total.setdefault(at, None)
+            else:
+                total[at] = (total.get(at) or 0.0) + value
+    return total
+
+
+def chart_data(cluster: Cluster, chart: Chart, window: Window, labels_cache: dict[str, list[str]]) -> dict:
+    """One chart's times (ms since the epoch, shared by its lines) and values; None breaks a line."""
+    lines: list[tuple[str, Line, dict[int, float | None]]] = []
+    for line in chart.lines:
+        if line.mode == "one":
+            lines.append((str(line.title), line, _points(cluster, line.metric, line.labels, window)))
+            continue
+        if line.metric not in labels_cache:
+            since = max(timezone.now() - window.start, services.RAW_RETENTION)
+            labels_cache[line.metric] = services.labels_of(cluster, line.metric, since=since)
+        parts = [
+            (labels, _points(cluster, line.metric, labels, window)) for labels in labels_cache[line.metric]
+        ]
+        if line.mode == "sum":
+            lines.append((str(line.title), line, _summed([points for _labels, points in parts])))
+        else:
+            for labels, points in parts:
+                name = (split_label(labels) or ("", labels))[1]
+                lines.append((name.replace("_", " "), line, points))
+    times = sorted({at for _name, _line, points in lines for at in points})
+    series = []
+    for name, line, points in lines:
+        values = [points.get(at) for at in times]
+        if all(v is None for v in values):
+            continue  # a series with nothing in this window: no empty legend entry
+        entry: dict[str, object] = {"label": name, "values": [_round(v) for v in values]}
+        if line.axis != "y":
+            entry["axis"] = line.axis
+        if line.limit:
+            entry["limit"] = True
+        series.append(entry)
+    return {"t": times if series else [], "series": series}
+
+
+def _round(value: float | None) -> float | None:
+    # Six significant digits are more than a chart shows, and keep the response small.
+    return None if value is None else float(f"{value:.6g}")
+
+
+def _window_of(request: HttpRequest) -> tuple[Window, WindowForm]:
+    form = WindowForm(request.GET)
+    return (form.window() if form.is_valid() else range_window(DEFAULT_RANGE)), form
+
+
+def _has_data(cluster: Cluster) -> bool:
+    return (
+        MetricPoint.objects.filter(cluster=cluster).exists()
+        or MetricRollup.objects.filter(cluster=cluster).exists()
+    )
+
+
+def _state_of(rule: AlertRule) -> AlertState | None:
+    try:
+        return rule.state
+    except AlertState.DoesNotExist:
+        return None  # never evaluated yet
+
+
+def _alerts_context(cluster: Cluster, form: AlertRuleForm, notice: str = "") -> dict[str, object]:
+    rules = AlertRule.objects.filter(cluster=cluster).select_related("state")
+    return {
+        "cluster": cluster,
+        "rules": [(rule, _state_of(rule)) for rule in rules],
+        "form": form,
+        "notice": notice,
+    }
+
+
+@require_GET
+def insights_tab(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    cluster = _get_cluster_for_user(request, cluster_id)
+    window, form = _window_of(request)
+    context = {
+        "cluster": cluster,
+        "active_tab": "insights",
+        "window": window,
+        "window_errors": form.errors,
+        "ranges": RANGE_CHOICES,
+        "charts": charts_for(cluster, window),
+        "has_data": _has_data(cluster),
+        "interval": services.interval(),
+        **_alerts_context(cluster, AlertRuleForm(cluster=cluster, initial=_edit_initial(request, cluster))),
+    }
+    return render(request, "insights/tab.html", context)
+
+
+@never_cache
+@require_GET
+def insights_data(request: HttpRequest, cluster_id: uuid.UUID) -> JsonResponse:
+    """Every chart's series over the window: raw points up to 24 h, rollups beyond (the backend's)."""
+    cluster = _get_cluster_for_user(request, cluster_id)
+    form = WindowForm(request.GET)
+    if not form.is_valid():
+        return JsonResponse({"errors": form.errors}, status=400)
+    window = form.window()
+    labels_cache: dict[str, list[str]] = {}
+    charts = {
+        chart.key: chart_data(cluster, chart, window, labels_cache) for chart in charts_for(cluster, window)
+    }
+    return JsonResponse(
+        {
+            "range": window.range_key,
+            "start": int(window.start.timestamp() * 1000),
+            "end": int(window.end.timestamp() * 1000),
+            "live": window.live,
+            "charts": charts,
+        }
+    )
+
+
+def _edit_initial(request: HttpRequest, cluster: Cluster) -> dict[str, object] | None:
+    rule = AlertRule.objects.filter(cluster=cluster, kind=request.GET.get("kind", "")).first()
+    if rule is None:
+        return None
+    return {
+        "kind": rule.kind,
+        "threshold": f"{rule.threshold:g}",
+        "duration_seconds": rule.duration_seconds,
+        "email": rule.email,
+        "enabled": rule.enabled,
+    }
+
+
+def _alerts_response(request: HttpRequest, cluster: Cluster, context: dict[str, object]) -> HttpResponse:
+    return render(request, "insights/tab.html#alerts", context)
+
+
+@require_http_methods(["GET", "POST"])
+def alert_rules(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    """GET: the alerts card (``?kind=`` fills the form with that rule); POST: add or replace a rule."""
+    cluster = _get_cluster_for_user(request, cluster_id)
+    if request.method == "GET":
+        form = AlertRuleForm(cluster=cluster, initial=_edit_initial(request, cluster))
+        return _alerts_response(request, cluster, _alerts_context(cluster, form))
+    form = AlertRuleForm(request.POST, cluster=cluster)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            rule = services.save_rule(
+                cluster,
+                data["kind"],
+                data["threshold"],
+                data["duration_seconds"],
+                enabled=data["enabled"],
+                email=data["email"],
+            )
+        except ServiceError as exc:
+            _add_service_error(form, exc)
+        else:
+            notice = _("Alert “%(rule)s” saved.") % {"rule": rule.get_kind_display()}
+            if not request.htmx:
+                messages.success(request, notice)
+                return redirect("insights:tab", cluster_id=cluster.pk)
+            return _alerts_response(
+                request, cluster, _alerts_context(cluster, AlertRuleForm(cluster=cluster), notice)
+            )
+    return _alerts_response(request, cluster, _alerts_context(cluster, form))
+
+
+@require_POST
+def alert_rule_delete(request: HttpRequest, cluster_id: uuid.UUID, rule_id: int) -> HttpResponse:
+    cluster = _get_cluster_for_user(request, cluster_id)
+    rule = get_object_or_404(AlertRule, cluster=cluster, pk=rule_id)
+    label = rule.get_kind_display()
+    alerts.delete_rule(rule)
+    notice = _("Alert “%(rule)s” deleted.") % {"rule": label}
+    if not request.htmx:
+        messages.success(request, notice)
+        return redirect("insights:tab", cluster_id=cluster.pk)
+    return _alerts_response(
+        request, cluster, _alerts_context(cluster, AlertRuleForm(cluster=cluster), notice)
+    )

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""Server time of the Insights tab and of its JSON for a cluster with 30 days of history (prints
+figures; not a timed test).
+
+    .venv/bin/python scripts/perf/insights_page.py [--dbs 3] [--pools 2] [--rounds 10]
+
+Stores, for every series the tab charts (per database, per state, per pool, host figures), 30 days
+of 5-minute rollups, their hourly merge and 24 hours of raw points every 15 s, as a cluster that
+has been collected for a month holds; then asks for the page and for the data of each range
+through Django's test Client in-process. Target: the page and its data under 300 ms (median).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+os.environ["DJANGO_SETTINGS_MODULE"] = "panel.test_settings"
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--dbs", type=int, default=3)
+    parser.add_argument("--pools", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=10)
+    args = parser.parse_args()
+
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+    from django.test import Client
+    from django.urls import reverse
+    from django.utils import timezone
+
+    from panel.clusters.tests.conftest import make_cluster_row
+    from panel.insights import metrics, services
+    from panel.insights.models import MetricPoint, MetricRollup
+
+    data_dir = Path(settings.PANEL_DATA_DIR)
+    settings.ALLOWED_HOSTS = ["*"]
+    call_command("migrate", verbosity=0)
+    try:
+        owner = User.objects.create_user("perf", "perf@example.com", "perf-password-1")
+        cluster = make_cluster_row(owner, name="db-perf-insights", plan_slug="db-s-1vcpu-1gb")
+        dbs = [f"db=db{i}" for i in range(args.dbs)]
+        pools = [f"pool=pool-{i}" for i in range(args.pools)]
+        series: list[tuple[str, str]] = []
+        for name in (
+            "tps", "cache_hit_percent", "tup_inserted_ps", "tup_updated_ps", "tup_deleted_ps",
+            "tup_fetched_ps", "seq_scan_ps", "idx_scan_ps", "deadlocks_ps", "temp_bytes_ps", "db_size_bytes",
+        ):  # fmt: skip
+            series += [(name, db) for db in dbs]
+        series += [
+            ("conn_state", f"state={s}") for s in ("active", "idle", "idle_in_transaction", "waiting_lock")
+        ]
+        series += [(name, "") for name in ("max_connections", "cpu_percent", "memory_rss_bytes", "load1")]
+        series += [(name, "") for name in ("load5", "load15", "disk_percent")]
+        for pool in pools:
+            series += [(name, pool) for name in ("pool_cl_waiting", "pool_sv_active", "pool_size")]
+
+        now = timezone.now()
+        t0 = time.perf_counter()
+        rollups, points = [], []
+        for metric, labels in series:
+            for b in range(30 * 288):
+                rollups.append(
+                    MetricRollup(
+                        cluster=cluster,
+                        metric=metric,
+                        labels=labels,
+                        bucket=metrics.bucket_start(now - dt.timedelta(seconds=300 * b)),
+                        min=b % 7,
+                        max=b % 7 + 5,
+                        avg=b % 7 + 2.5,
+                        count=20,
+                    )
+                )
+            for s in range(24 * 240):
+                points.append(
+                    MetricPoint(
+                        cluster=cluster,
+                        metric=metric,
+                        labels=labels,
+                        ts=now - dt.timedelta(seconds=15 * s),
+                        value=None if s % 500 == 7 else s % 11 + 0.25,
+                    )
+                )
+        MetricRollup.objects.bulk_create(rollups, batch_size=2000)
+        MetricPoint.objects.bulk_create(points, batch_size=2000)
+        hourly = services._rollup_hours(now - dt.timedelta(days=31), now + dt.timedelta(hours=1))
+        print(
+            f"{len(series)} series: {len(rollups)} 5-minute rollups, {hourly} hourly ones, {len(points)} raw "
+            f"points, generated in {time.perf_counter() - t0:.1f} s"
+        )
+
+        client = Client()
+        client.force_login(owner)
+        tab = reverse("insights:tab", kwargs={"cluster_id": cluster.pk})
+        data = reverse("insights:data", kwargs={"cluster_id": cluster.pk})
+        cases = [("page", tab, {"range": "30d"})]
+        cases += [(f"data {key}", data, {"range": key}) for key in ("30d", "7d", "24h", "6h", "1h")]
+        for name, url, params in cases:
+            client.get(url, params)  # warm: templates, caches
+            times, size = [], 0
+            for _ in range(args.rounds):
+                t0 = time.perf_counter()
+                response = client.get(url, params)
+                times.append(time.perf_counter() - t0)
+                assert response.status_code == 200, response.status_code
+                size = len(response.content)
+            print(
+                f"{name:>9}: median {ms(statistics.median(times))}, max {ms(max(times))}, "
+                f"{size / 1024:.0f} KiB (target < 300 ms)"
+            )
+    finally:
+        if data_dir.name.startswith("pgpanel-test-"):
+            shutil.rmtree(data_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

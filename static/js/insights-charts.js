@@ -1,0 +1,247 @@
+/* The Insights tab's charts: every chart of a cluster over one time window, refreshed every 15 s.
+ *
+ * An element marked data-insights carries data-url (the tab's JSON endpoint), data-query (the
+ * window: "range=6h" or "start=…&end=…"), data-live ("true" when the window ends now: refresh) and
+ * data-refresh-ms. It holds <canvas data-chart="<key>" data-unit data-unit2 data-max>, one per chart
+ * of the JSON's "charts": {key: {t: [ms…], series: [{label, values, axis?, limit?}]}}; a null value
+ * is a gap and breaks the line. The range buttons (a[data-range-key]) switch the window without a
+ * reload. Polling pauses while the tab is hidden. Chart.getChart(canvas) returns each chart.
+ */
+(function () {
+  "use strict";
+
+  var COLORS = ["#0069ff", "#2e9e5b", "#f0a202", "#d63b3b", "#7b4fd6", "#14a3b8", "#e0628a", "#5b6b82"];
+  var LIMIT_COLOR = "#8a94a6";
+  var DAY_MS = 86400000;
+
+  function compact(value) {
+    var abs = Math.abs(value);
+    if (abs >= 1e9) return (value / 1e9).toFixed(1) + "G";
+    if (abs >= 1e6) return (value / 1e6).toFixed(1) + "M";
+    if (abs >= 1e4) return (value / 1e3).toFixed(1) + "k";
+    if (abs >= 100 || value === Math.round(value)) return String(Math.round(value));
+    return value.toFixed(abs >= 1 ? 1 : 3);
+  }
+
+  function bytes(value) {
+    var units = ["B", "KB", "MB", "GB", "TB"];
+    var i = 0;
+    while (Math.abs(value) >= 1024 && i < units.length - 1) {
+      value /= 1024;
+      i++;
+    }
+    return (i === 0 ? Math.round(value) : value.toFixed(1)) + " " + units[i];
+  }
+
+  function formatter(unit) {
+    if (unit === "B") return bytes;
+    if (unit === "B/s") return function (v) { return bytes(v) + "/s"; };
+    if (unit === "%") return function (v) { return compact(v) + " %"; };
+    if (unit === "1/s") return function (v) { return compact(v) + "/s"; };
+    return compact;
+  }
+
+  function pad(n) {
+    return n < 10 ? "0" + n : String(n);
+  }
+
+  function timeLabel(ms, long) {
+    var d = new Date(ms);
+    var hm = pad(d.getHours()) + ":" + pad(d.getMinutes());
+    return long ? pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " + hm : hm;
+  }
+
+  // A point with no neighbour (one collection between gaps, or a window a few seconds old) would
+  // be invisible as a line of zero length: draw it as a dot.
+  function isolatedRadius(ctx) {
+    var data = ctx.dataset.data;
+    var i = ctx.dataIndex;
+    var alone = (i === 0 || data[i - 1] === null) && (i === data.length - 1 || data[i + 1] === null);
+    return alone ? 2.5 : 0;
+  }
+
+  function InsightsCharts(root) {
+    this.root = root;
+    this.charts = {};
+    this.timer = null;
+    this.generation = 0; // a late answer for a window no longer shown is dropped
+    root.insightsCharts = this;
+    var self = this;
+    root.parentNode.querySelectorAll("a[data-range-key]").forEach(function (link) {
+      link.addEventListener("click", function (event) {
+        if (event.metaKey || event.ctrlKey || event.shiftKey || event.button !== 0) return;
+        event.preventDefault();
+        self.select(link);
+      });
+    });
+  }
+
+  InsightsCharts.prototype.select = function (link) {
+    var key = link.dataset.rangeKey;
+    link.parentNode.querySelectorAll("a[data-range-key]").forEach(function (other) {
+      var on = other === link;
+      other.classList.toggle("active", on);
+      other.setAttribute("aria-pressed", on ? "true" : "false");
+    });
+    this.root.dataset.query = "range=" + encodeURIComponent(key);
+    this.root.dataset.range = key;
+    this.root.dataset.live = "true";
+    var windowNote = document.querySelector("[data-window]");
+    if (windowNote && windowNote.dataset.rangeNote) windowNote.textContent = windowNote.dataset.rangeNote;
+    if (window.history && window.history.replaceState) {
+      window.history.replaceState(null, "", "?range=" + encodeURIComponent(key));
+    }
+    this.fetch();
+  };
+
+  InsightsCharts.prototype.chartFor = function (canvas) {
+    var key = canvas.dataset.chart;
+    if (this.charts[key]) return this.charts[key];
+    var unit = canvas.dataset.unit || "";
+    var unit2 = canvas.dataset.unit2 || "";
+    var format = formatter(unit);
+    var format2 = formatter(unit2);
+    var max = canvas.dataset.max ? Number(canvas.dataset.max) : undefined;
+    var self = this;
+    var chart = new window.Chart(canvas, {
+      type: "line",
+      data: { labels: [], datasets: [] },
+      options: {
+        animation: false,
+        responsive: true,
+        maintainAspectRatio: false,
+        normalized: true,
+        interaction: { mode: "index", intersect: false },
+        scales: {
+          x: {
+            type: "linear",
+            ticks: {
+              maxTicksLimit: 7,
+              callback: function (value) { return timeLabel(value, self.span > DAY_MS); },
+            },
+          },
+          y: { beginAtZero: true, max: max, ticks: { callback: function (v) { return format(v); } } },
+          y1: {
+            display: "auto",
+            position: "right",
+            beginAtZero: true,
+            grid: { drawOnChartArea: false },
+            ticks: { callback: function (v) { return format2(v); } },
+          },
+        },
+        plugins: {
+          legend: { display: true, position: "bottom", labels: { boxWidth: 12 } },
+          tooltip: {
+            callbacks: {
+              title: function (items) {
+                return items.length ? new Date(items[0].parsed.x).toLocaleString() : "";
+              },
+              label: function (item) {
+                var f = item.dataset.yAxisID === "y1" ? format2 : format;
+                return item.dataset.label + ": " + (item.parsed.y === null ? "—" : f(item.parsed.y));
+              },
+            },
+          },
+        },
+      },
+    });
+    this.charts[key] = chart;
+    return chart;
+  };
+
+  InsightsCharts.prototype.draw = function (body) {
+    var self = this;
+    this.span = body.end - body.start;
+    var points = 0;
+    this.root.querySelectorAll("canvas[data-chart]").forEach(function (canvas) {
+      var data = body.charts[canvas.dataset.chart] || { t: [], series: [] };
+      var chart = self.chartFor(canvas);
+      var colour = 0;
+      chart.data.labels = data.t;
+      chart.data.datasets = data.series.map(function (s) {
+        var color = s.limit ? LIMIT_COLOR : COLORS[colour++ % COLORS.length];
+        return {
+          label: s.label,
+          data: s.values,
+          yAxisID: s.axis || "y",
+          borderColor: color,
+          backgroundColor: color,
+          borderWidth: s.limit ? 1.5 : 2,
+          borderDash: s.limit ? [6, 4] : [],
+          stepped: s.limit ? "before" : false,
+          pointRadius: isolatedRadius,
+          pointHitRadius: 6,
+          tension: 0,
+          spanGaps: false,
+        };
+      });
+      chart.options.scales.x.min = body.start;
+      chart.options.scales.x.max = body.end;
+      chart.update("none");
+      var present = data.series.some(function (s) {
+        return s.values.some(function (v) { return v !== null; });
+      });
+      canvas.parentNode.classList.toggle("is-empty", !present);
+      points += data.t.length;
+    });
+    this.root.dataset.points = String(points);
+    this.root.dataset.loadedRange = body.range || "custom";
+    this.root.dataset.loadedAt = String(Date.now());
+  };
+
+  InsightsCharts.prototype.schedule = function () {
+    var self = this;
+    window.clearTimeout(this.timer);
+    if (this.root.dataset.live !== "true") return; // a window in the past does not change
+    this.timer = window.setTimeout(function () { self.poll(); }, Number(this.root.dataset.refreshMs) || 15000);
+  };
+
+  InsightsCharts.prototype.poll = function () {
+    var self = this;
+    if (!document.body.contains(this.root)) return;
+    if (document.visibilityState !== "visible") {
+      document.addEventListener("visibilitychange", function resume() {
+        if (document.visibilityState === "visible") {
+          document.removeEventListener("visibilitychange", resume);
+          self.poll();
+        }
+      });
+      return;
+    }
+    this.fetch();
+  };
+
+  InsightsCharts.prototype.fetch = function () {
+    var self = this;
+    var generation = ++this.generation;
+    window.clearTimeout(this.timer);
+    var url = this.root.dataset.url + "?" + this.root.dataset.query;
+    this.root.dataset.loading = "true";
+    window
+      .fetch(url, { credentials: "same-origin", cache: "no-store", headers: { Accept: "application/json" } })
+      .then(function (response) {
+        if (!response.ok) throw new Error("HTTP " + response.status);
+        return response.json();
+      })
+      .then(function (body) {
+        if (generation !== self.generation) return;
+        self.draw(body);
+        delete self.root.dataset.loading;
+        self.schedule();
+      })
+      .catch(function () {
+        if (generation !== self.generation) return;
+        delete self.root.dataset.loading;
+        self.schedule();
+      });
+  };
+
+  function start() {
+    if (!window.Chart) return;
+    document.querySelectorAll("[data-insights]").forEach(function (root) {
+      if (!root.insightsCharts) new InsightsCharts(root).fetch();
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", start);
+})();

@@ -1,0 +1,86 @@
+"""Issue 5's Insights tab in a real browser: a cluster collected a few times around pgbench load
+draws its throughput chart with data, and the range selector fetches another window in place."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+from django.contrib.auth.models import User
+from playwright.sync_api import Page, expect
+
+from conftest import make_local_cluster
+from panel.clusters import services as cluster_services
+from panel.clusters.models import Cluster
+from panel.insights import services
+from panel.pools.tests.test_integration_pgbench import pgbench
+
+pytestmark = pytest.mark.integration
+
+TPS = "Chart.getChart(document.querySelector(\"canvas[data-chart='tps']\"))"
+TPS_HAS_DATA_JS = f"{TPS}.data.datasets.length > 0 && {TPS}.data.datasets[0].data.some(v => v !== null)"
+TPS_MAX_JS = f"Math.max(...{TPS}.data.datasets.flatMap(d => d.data.filter(v => v !== null)))"
+X_MIN_JS = f"{TPS}.options.scales.x.min"
+
+
+@pytest.fixture
+def journey_user(transactional_db: None) -> User:
+    return User.objects.create_user("grace", "grace@example.com", "grace-password-1")
+
+
+@pytest.fixture
+def cluster(journey_user: User) -> Iterator[Cluster]:
+    cluster = make_local_cluster(journey_user, name="db-insights")
+    yield cluster
+    if Cluster.objects.filter(pk=cluster.pk).exists():
+        cluster.refresh_from_db()
+        cluster_services.delete_cluster(cluster, confirm_name=cluster.name)
+
+
+def collect_under_load(cluster: Cluster) -> None:
+    """Three collections with pgbench runs between them: TPS rates from the counters' deltas."""
+    port = int(cluster.port or 0)
+    init = pgbench(cluster, ["-i", "-s", "1", "-q"], port=port, dbname="defaultdb")
+    assert init.returncode == 0, init.stderr[-2000:]
+    services.collect_cluster(cluster)
+    for _ in range(2):
+        run = pgbench(cluster, ["-c", "2", "-T", "2"], port=port, dbname="defaultdb")
+        assert run.returncode == 0, run.stderr[-2000:]
+        services.collect_cluster(cluster)
+
+
+def snapshot(page: Page, name: str) -> None:
+    directory = os.environ.get("PANEL_SCREENSHOTS")
+    if directory:
+        page.screenshot(path=f"{directory}/{name}.png", full_page=True)
+
+
+def test_insights_tab_draws_tps_and_switches_range(live_server, cluster: Cluster, page: Page) -> None:
+    collect_under_load(cluster)
+    tab = f"/clusters/{cluster.pk}/insights/"
+    page.goto(f"{live_server.url}{tab}")
+    page.get_by_label("Username").fill("grace")
+    page.get_by_label("Password").fill("grace-password-1")
+    page.get_by_role("button", name="Log in").click()
+    expect(page).to_have_url(f"{live_server.url}{tab}")
+    expect(page.get_by_role("link", name="Insights")).to_have_attribute("aria-current", "page")
+
+    charts = page.locator("[data-insights]")
+    expect(charts).to_have_attribute("data-loaded-range", "1h", timeout=10_000)
+    page.wait_for_function(TPS_HAS_DATA_JS, timeout=10_000)
+    assert page.evaluate(TPS_MAX_JS) > 1  # pgbench's transactions per second, not an idle trickle
+    expect(page.locator("canvas[data-chart='tps']").locator("..")).not_to_have_class("is-empty")
+    hour_min = page.evaluate(X_MIN_JS)
+    snapshot(page, "insights-0-1h")
+
+    # 6 h: a new request for the data, drawn in place (no reload), the same points over a wider axis.
+    with page.expect_request(lambda r: "/insights/data/" in r.url and "range=6h" in r.url):
+        page.get_by_role("button", name="6 h").or_(page.get_by_role("link", name="6 h")).click()
+    expect(charts).to_have_attribute("data-loaded-range", "6h", timeout=10_000)
+    expect(page).to_have_url(f"{live_server.url}{tab}?range=6h")
+    expect(page.locator("a[data-range-key='6h']")).to_have_attribute("aria-pressed", "true")
+    six_hours_min = page.evaluate(X_MIN_JS)
+    assert hour_min - six_hours_min > 4.9 * 3600 * 1000
+    page.wait_for_function(TPS_HAS_DATA_JS, timeout=5_000)
+    snapshot(page, "insights-1-6h")
