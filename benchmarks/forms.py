@@ -61,6 +61,8 @@ class InitDataSetForm(PanelForm):
     foreign_keys = forms.BooleanField(label=_("Create foreign keys"), required=False)
 
     def __init__(self, *args: Any, cluster: Cluster, **kwargs: Any) -> None:
+        # The three forms share one page and field names: distinct ids keep each label on its field.
+        kwargs.setdefault("auto_id", "init-%s")
         super().__init__(*args, **kwargs)
         names = [d.name for d in cluster.databases.all()]
         self.fields["database"].choices = [(name, name) for name in names]
@@ -140,6 +142,8 @@ class RunForm(_TargetMixin, PanelForm):
     label = forms.CharField(label=_("Label"), required=False, max_length=100)
 
     def __init__(self, *args: Any, cluster: Cluster, **kwargs: Any) -> None:
+        # The three forms share one page and field names: distinct ids keep each label on its field.
+        kwargs.setdefault("auto_id", "run-%s")
         super().__init__(*args, **kwargs)
         self.cluster = cluster
         self.fields["target"].choices = _target_choices(cluster)
@@ -249,6 +253,8 @@ class SweepForm(_TargetMixin, PanelForm):
     query_mode = forms.ChoiceField(label=_("Query mode"), choices=QUERY_MODE_CHOICES, initial="simple")
 
     def __init__(self, *args: Any, cluster: Cluster, **kwargs: Any) -> None:
+        # The three forms share one page and field names: distinct ids keep each label on its field.
+        kwargs.setdefault("auto_id", "sweep-%s")
         super().__init__(*args, **kwargs)
         self.cluster = cluster
         self.fields["targets"].choices = _target_choices(cluster)
