@@ -40,6 +40,7 @@ from benchmarks.services.percentiles import _Percentiles
 from benchmarks.services.targets import ResolvedTarget, _require_serving, resolve_target
 from panel.clusters.models import Cluster
 from panel.clusters.services import ServiceError
+from panel.pools import services as pools_services
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +141,16 @@ class _Execution:
         except ServiceError as exc:
             run.fail(exc.message)
             return
+        if target.pool is None:
+            released = pools_services.release_idle_servers(run.cluster)
+            if released:
+                # Idle pooled servers would otherwise take the slots a direct baseline needs.
+                run.warnings = [
+                    *run.warnings,
+                    _("Closed %(n)s idle server connections that connection pools were holding.")
+                    % {"n": released},
+                ]
+                run.save(update_fields=["warnings"])
         options = cmd.RunOptions(**run.options)
         workdir = runner.make_workdir(workdir_prefix(run))
         try:

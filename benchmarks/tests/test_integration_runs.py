@@ -109,6 +109,12 @@ def test_too_many_clients_fail_direct_with_the_reserved_slots_message_and_run_th
     assert f"-p {cluster.pooler_port}" in pooled.command_display
     assert pooled.command_display.endswith("-- test-pool")
 
+    # The pool now keeps 22 idle server connections: all the slots. A direct baseline after it
+    # still runs, because the panel closes them first, and says so on the run.
+    direct = run_now(cluster, clients=4, duration_s=2)
+    assert direct.status == RunStatus.SUCCEEDED, (direct.error_message, direct.first_error)
+    assert any("idle server connections" in warning for warning in direct.warnings)
+
 
 def test_cancel_stops_pgbench_within_two_seconds_and_keeps_the_samples(
     cluster: Cluster, wait_until: Callable[..., object]

@@ -50,7 +50,9 @@ def _launch(client, cluster: Cluster, htmx: bool = True, **changes: str):
 
 def _field_errors(page: str, field: str) -> list[str]:
     """The inline errors printed right after the field's input."""
-    match = re.search(rf'id="run-{field}".*?</div>\s*(?=<div class="col|</div>\s*</div>|<details)', page, re.S)
+    match = re.search(
+        rf'id="run-{field}".*?</div>\s*(?=<div class="col|</div>\s*</div>|<details)', page, re.S
+    )
     assert match, f"no field {field}"
     return re.findall(r'<div class="invalid-feedback d-block">(.*?)</div>', match.group(0), re.S)
 

@@ -83,6 +83,11 @@ def show_clients(conn: Connection) -> list[ClientRow]:
     return _parsed(conn, "CLIENTS", parse_show_clients)  # type: ignore[no-any-return]
 
 
+def reconnect(conn: Connection) -> None:
+    """RECONNECT closes every server connection once released: idle ones go at once."""
+    conn.execute("RECONNECT")
+
+
 def reload(conn: Connection) -> None:
     """RELOAD re-reads both files; it answers success even for a broken file (verify after)."""
     conn.execute("RELOAD")

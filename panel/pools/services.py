@@ -14,6 +14,7 @@ budget, and the files on disk always match a committed state or the one being co
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,6 +108,29 @@ def pool_stats(cluster: Cluster) -> dict[str, PoolStats] | None:
     names = set(cluster.pools.values_list("name", flat=True))
     stats = {name: PoolStats(s["ca"], s["cw"], s["sa"], s["si"], s["mw"]) for name, s in sums.items()}
     return {name: stats.get(name, PoolStats(0, 0, 0, 0, 0.0)) for name in names}
+
+
+def release_idle_servers(cluster: Cluster, *, timeout: float = 3.0) -> int:
+    """Close the server connections PgBouncer keeps idle, giving their slots back to the server.
+
+    PgBouncer keeps idle server connections for server_idle_timeout (600 s), so after a busy run
+    the pools may hold the whole connection budget and direct clients are refused. Clients of the
+    pools are not disturbed: servers reopen on demand. Returns how many were idle; never raises.
+    """
+    if not pooler_running(cluster):
+        return 0
+    try:
+        with admin_console(cluster) as conn:
+            idle = sum(row.sv_idle or 0 for row in console.show_pools(conn))
+            if idle:
+                console.reconnect(conn)
+                deadline = time.monotonic() + timeout
+                while time.monotonic() < deadline and any(row.sv_idle for row in console.show_pools(conn)):
+                    time.sleep(0.05)
+    except (console.ConsoleError, ValueError) as exc:
+        log.info("releasing idle servers of %s failed: %s", cluster.pk, exc)
+        return 0
+    return idle
 
 
 def pools_overview(cluster: Cluster) -> PoolsOverview:

@@ -8,6 +8,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 
+import psycopg
 import pytest
 
 from panel.clusters import services as cluster_services
@@ -91,3 +92,32 @@ def test_creating_and_resizing_pools_under_load_aborts_no_client(cluster: Cluste
             run.wait()
     assert_clean_run(subprocess.CompletedProcess(command, run.returncode, stdout, stderr))
     assert [p.size for p in cluster.pools.order_by("name")] == [12, 1]
+
+
+def test_idle_servers_a_full_pool_keeps_are_released_for_direct_clients(cluster: Cluster) -> None:
+    services.create_pool(cluster, "full-pool", "defaultdb", None, "transaction", 22)
+    busy = pgbench(
+        cluster,
+        ["-c", "30", "-j", "1", "-T", "2", "-S"],
+        port=int(cluster.pooler_port or 0),
+        dbname="full-pool",
+    )
+    assert busy.returncode == 0, busy.stderr[-2000:]
+    # PgBouncer keeps the 22 server connections idle (server_idle_timeout): no slot is left.
+    details = cluster_services.connection_details(cluster)
+    with pytest.raises(psycopg.OperationalError, match="remaining connection slots are reserved"):
+        psycopg.connect(details.uri(), connect_timeout=5)
+
+    assert services.release_idle_servers(cluster) == 22
+    with psycopg.connect(details.uri(), connect_timeout=5) as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+    # The pool itself still serves: servers reopen on demand.
+    pooled = pgbench(
+        cluster,
+        ["-c", "5", "-j", "1", "-T", "1", "-S"],
+        port=int(cluster.pooler_port or 0),
+        dbname="full-pool",
+    )
+    assert pooled.returncode == 0, pooled.stderr[-2000:]
+    assert services.release_idle_servers(cluster) >= 1
+    assert services.release_idle_servers(cluster) == 0
