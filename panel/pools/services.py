@@ -121,11 +121,14 @@ def release_idle_servers(cluster: Cluster, *, timeout: float = 3.0) -> int:
         return 0
     try:
         with admin_console(cluster) as conn:
-            idle = sum(row.sv_idle or 0 for row in console.show_pools(conn))
+            # sv_used: idle longer than server_check_delay, still holding its slot.
+            idle = sum((row.sv_idle or 0) + (row.sv_used or 0) for row in console.show_pools(conn))
             if idle:
                 console.reconnect(conn)
                 deadline = time.monotonic() + timeout
-                while time.monotonic() < deadline and any(row.sv_idle for row in console.show_pools(conn)):
+                while time.monotonic() < deadline and any(
+                    row.sv_idle or row.sv_used for row in console.show_pools(conn)
+                ):
                     time.sleep(0.05)
     except (console.ConsoleError, ValueError) as exc:
         log.info("releasing idle servers of %s failed: %s", cluster.pk, exc)
