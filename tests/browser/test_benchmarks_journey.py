@@ -4,21 +4,16 @@ then tick two runs in the history and compare them."""
 
 from __future__ import annotations
 
-import os
 import re
 import time
-from collections.abc import Iterator
 
 import pytest
-from django.contrib.auth.models import User
 from playwright.sync_api import Page, expect
 
 from benchmarks.models import BenchmarkRun, RunStatus
 from benchmarks.tests.test_views_pages import make_run
-from conftest import make_local_cluster
-from panel.clusters import services as cluster_services
 from panel.clusters.models import Cluster
-from tests.browser.conftest import wait_for_htmx
+from tests.browser.conftest import log_in, snapshot, wait_for_htmx
 
 pytestmark = pytest.mark.integration
 
@@ -26,35 +21,10 @@ POINTS_JS = "Chart.getChart(document.querySelector('#chart-tps')).data.datasets[
 LATENCY_JS = "Chart.getChart(document.querySelector('#chart-latency')).data.datasets.length"
 
 
-@pytest.fixture
-def journey_user(transactional_db: None) -> User:
-    return User.objects.create_user("frank", "frank@example.com", "frank-password-1")
-
-
-@pytest.fixture
-def cluster(journey_user: User) -> Iterator[Cluster]:
-    cluster = make_local_cluster(journey_user, name="db-bench")
-    yield cluster
-    if Cluster.objects.filter(pk=cluster.pk).exists():
-        cluster.refresh_from_db()
-        cluster_services.delete_cluster(cluster, confirm_name=cluster.name)
-
-
-def snapshot(page: Page, name: str) -> None:
-    directory = os.environ.get("PANEL_SCREENSHOTS")
-    if directory:
-        page.screenshot(path=f"{directory}/{name}.png", full_page=True)
-
-
-def log_in(page: Page, base_url: str, next_path: str) -> None:
-    page.goto(f"{base_url}{next_path}")
-    page.get_by_label("Username").fill("frank")
-    page.get_by_label("Password").fill("frank-password-1")
-    page.get_by_role("button", name="Log in").click()
-    expect(page).to_have_url(f"{base_url}{next_path}")
-
-
-def test_init_run_live_charts_and_compare(live_server, celery_worker, cluster, page: Page) -> None:
+def test_init_run_live_charts_and_compare(
+    live_server, celery_worker, journey_cluster: Cluster, page: Page
+) -> None:
+    cluster = journey_cluster
     tab = f"/clusters/{cluster.pk}/benchmarks/"
     log_in(page, live_server.url, tab)
     expect(page.get_by_role("link", name="Benchmarks")).to_have_attribute("aria-current", "page")

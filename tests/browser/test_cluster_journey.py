@@ -2,40 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import time
 
 import psycopg
 import pytest
-from django.contrib.auth.models import User
 from playwright.sync_api import Page, expect
 
 from panel.clusters import services
 from panel.clusters.models import Cluster
-from tests.browser.conftest import wait_for_htmx
+from tests.browser.conftest import log_in, snapshot, wait_for_htmx
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def journey_user(transactional_db: None) -> User:
-    return User.objects.create_user("dana", "dana@example.com", "dana-password-1")
-
-
-def snapshot(page: Page, name: str) -> None:
-    """Screenshots for a person to look at, when PANEL_SCREENSHOTS names a directory."""
-    directory = os.environ.get("PANEL_SCREENSHOTS")
-    if directory:
-        page.screenshot(path=f"{directory}/{name}.png", full_page=True)
-
-
-def log_in(page: Page, base_url: str) -> None:
-    page.goto(f"{base_url}/clusters/")
-    expect(page).to_have_url(f"{base_url}/login/?next=/clusters/")
-    page.get_by_label("Username").fill("dana")
-    page.get_by_label("Password").fill("dana-password-1")
-    page.get_by_role("button", name="Log in").click()
-    expect(page).to_have_url(f"{base_url}/clusters/")
 
 
 def test_create_cluster_show_password_copy_uri_and_add_database(

@@ -3,18 +3,13 @@ draws its throughput chart with data, and the range selector fetches another win
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-
 import pytest
-from django.contrib.auth.models import User
 from playwright.sync_api import Page, expect
 
-from conftest import make_local_cluster
-from panel.clusters import services as cluster_services
 from panel.clusters.models import Cluster
 from panel.insights import services
 from panel.pools.tests.test_integration_pgbench import pgbench
+from tests.browser.conftest import log_in, snapshot
 
 pytestmark = pytest.mark.integration
 
@@ -22,20 +17,6 @@ TPS = "Chart.getChart(document.querySelector(\"canvas[data-chart='tps']\"))"
 TPS_HAS_DATA_JS = f"{TPS}.data.datasets.length > 0 && {TPS}.data.datasets[0].data.some(v => v !== null)"
 TPS_MAX_JS = f"Math.max(...{TPS}.data.datasets.flatMap(d => d.data.filter(v => v !== null)))"
 X_MIN_JS = f"{TPS}.options.scales.x.min"
-
-
-@pytest.fixture
-def journey_user(transactional_db: None) -> User:
-    return User.objects.create_user("grace", "grace@example.com", "grace-password-1")
-
-
-@pytest.fixture
-def cluster(journey_user: User) -> Iterator[Cluster]:
-    cluster = make_local_cluster(journey_user, name="db-insights")
-    yield cluster
-    if Cluster.objects.filter(pk=cluster.pk).exists():
-        cluster.refresh_from_db()
-        cluster_services.delete_cluster(cluster, confirm_name=cluster.name)
 
 
 def collect_under_load(cluster: Cluster) -> None:
@@ -50,20 +31,11 @@ def collect_under_load(cluster: Cluster) -> None:
         services.collect_cluster(cluster)
 
 
-def snapshot(page: Page, name: str) -> None:
-    directory = os.environ.get("PANEL_SCREENSHOTS")
-    if directory:
-        page.screenshot(path=f"{directory}/{name}.png", full_page=True)
-
-
-def test_insights_tab_draws_tps_and_switches_range(live_server, cluster: Cluster, page: Page) -> None:
+def test_insights_tab_draws_tps_and_switches_range(live_server, journey_cluster: Cluster, page: Page) -> None:
+    cluster = journey_cluster
     collect_under_load(cluster)
     tab = f"/clusters/{cluster.pk}/insights/"
-    page.goto(f"{live_server.url}{tab}")
-    page.get_by_label("Username").fill("grace")
-    page.get_by_label("Password").fill("grace-password-1")
-    page.get_by_role("button", name="Log in").click()
-    expect(page).to_have_url(f"{live_server.url}{tab}")
+    log_in(page, live_server.url, tab)
     expect(page.get_by_role("link", name="Insights")).to_have_attribute("aria-current", "page")
 
     charts = page.locator("[data-insights]")

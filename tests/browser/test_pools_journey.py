@@ -3,55 +3,22 @@ budget updated, copy its connection string and connect through it, then delete i
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-
 import psycopg
 import pytest
-from django.contrib.auth.models import User
 from playwright.sync_api import Page, expect
 
-from conftest import make_local_cluster
-from panel.clusters import services as cluster_services
 from panel.clusters.models import Cluster
 from panel.pools import services
 from panel.pools.models import ConnectionPool
-from tests.browser.conftest import wait_for_htmx
+from tests.browser.conftest import log_in, snapshot, wait_for_htmx
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def journey_user(transactional_db: None) -> User:
-    return User.objects.create_user("erin", "erin@example.com", "erin-password-1")
-
-
-@pytest.fixture
-def cluster(journey_user: User) -> Iterator[Cluster]:
-    """A real 1 GB-plan cluster (22 connections for pools), removed with its PgBouncer afterwards."""
-    cluster = make_local_cluster(journey_user, name="db-pools")
-    yield cluster
-    if Cluster.objects.filter(pk=cluster.pk).exists():
-        cluster.refresh_from_db()
-        cluster_services.delete_cluster(cluster, confirm_name=cluster.name)
-
-
-def snapshot(page: Page, name: str) -> None:
-    """Screenshots for a person to look at, when PANEL_SCREENSHOTS names a directory."""
-    directory = os.environ.get("PANEL_SCREENSHOTS")
-    if directory:
-        page.screenshot(path=f"{directory}/{name}.png", full_page=True)
-
-
-def log_in(page: Page, base_url: str, next_path: str) -> None:
-    page.goto(f"{base_url}{next_path}")
-    page.get_by_label("Username").fill("erin")
-    page.get_by_label("Password").fill("erin-password-1")
-    page.get_by_role("button", name="Log in").click()
-    expect(page).to_have_url(f"{base_url}{next_path}")
-
-
-def test_create_a_pool_copy_its_uri_connect_and_delete_it(live_server, cluster, page: Page) -> None:
+def test_create_a_pool_copy_its_uri_connect_and_delete_it(
+    live_server, journey_cluster: Cluster, page: Page
+) -> None:
+    cluster = journey_cluster
     page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
     log_in(page, live_server.url, f"/clusters/{cluster.pk}/pools/")
     expect(page.get_by_role("link", name="Connection Pools")).to_have_attribute("aria-current", "page")
