@@ -8,9 +8,8 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from panel.clusters import services
+from panel.clusters.lib.connstr import SSLMODES
 from panel.clusters.lib.plans import DEFAULT_PLAN_SLUG, PLANS, Plan
-
-SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 
 
 class PanelForm(forms.Form):

@@ -499,7 +499,10 @@ class Overview:
 
 def overview(cluster: Cluster) -> Overview:
     if cluster.is_local:
-        size = postgres.directory_size(cluster.pgdata) if cluster.pgdata.exists() else None
+        # A busy cluster's page re-renders every second while a job rewrites PGDATA: walking
+        # thousands of files per poll costs more than a figure that is stale a moment later.
+        measurable = not cluster.is_busy and cluster.pgdata.exists()
+        size = postgres.directory_size(cluster.pgdata) if measurable else None
         started = postgres.started_at(cluster.pgdata)
         return Overview(size, dt.datetime.fromtimestamp(started, dt.UTC) if started else None)
     try:

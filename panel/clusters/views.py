@@ -99,10 +99,15 @@ def cluster_attach(request: HttpRequest) -> HttpResponse:
 # --- the cluster page: overview, progress, connection details -------------------------------------
 
 
+def _requested_details(cluster: Cluster, params: Any) -> ConnectionDetails:
+    """The details for the ``user`` and ``database`` query parameters (blank: the defaults)."""
+    return services.connection_details(
+        cluster, user=params.get("user") or None, database=params.get("database") or None
+    )
+
+
 def _connection_context(cluster: Cluster, params: Any, *, reveal: bool) -> dict[str, Any]:
     view = params.get("view") if params.get("view") in dict(CONNECTION_VIEWS) else "params"
-    user = params.get("user") or None
-    database = params.get("database") or None
     context: dict[str, Any] = {
         "cluster": cluster,
         "view": view,
@@ -114,7 +119,7 @@ def _connection_context(cluster: Cluster, params: Any, *, reveal: bool) -> dict[
         "conn_error": None,
     }
     try:
-        details = services.connection_details(cluster, user=user, database=database)
+        details = _requested_details(cluster, params)
     except ServiceError as exc:
         context["conn_error"] = exc.message
         return context
@@ -167,19 +172,21 @@ def cluster_detail(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     return render(request, "clusters/detail.html", context)
 
 
+def _connection_partial(request: HttpRequest, cluster_id: uuid.UUID, *, reveal: bool) -> HttpResponse:
+    cluster = _get_cluster_for_user(request, cluster_id)
+    context = _connection_context(cluster, request.GET, reveal=reveal)
+    return render(request, "clusters/detail.html#connection", context)
+
+
 @require_GET
 def connection(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
-    context = _connection_context(cluster, request.GET, reveal=False)
-    return render(request, "clusters/detail.html#connection", context)
+    return _connection_partial(request, cluster_id, reveal=False)
 
 
 @never_cache
 @require_GET
 def connection_reveal(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
-    context = _connection_context(cluster, request.GET, reveal=True)
-    return render(request, "clusters/detail.html#connection", context)
+    return _connection_partial(request, cluster_id, reveal=True)
 
 
 @never_cache
@@ -191,9 +198,7 @@ def connection_secret(request: HttpRequest, cluster_id: uuid.UUID) -> HttpRespon
     if fmt not in SECRET_FORMATS:
         return HttpResponse(_("Unknown format."), status=400, content_type="text/plain; charset=utf-8")
     try:
-        details = services.connection_details(
-            cluster, user=request.GET.get("user") or None, database=request.GET.get("database") or None
-        )
+        details = _requested_details(cluster, request.GET)
     except ServiceError as exc:
         return HttpResponse(exc.message, status=400, content_type="text/plain; charset=utf-8")
     text = details.password if fmt == "password" else details.render(fmt)

@@ -24,6 +24,7 @@ from pathlib import Path
 import psutil
 
 from panel.clusters.engine import postgres
+from panel.clusters.engine.postgres import EngineError
 from panel.pools.lib.admin_console import parse_log_errors
 
 log = logging.getLogger(__name__)
@@ -253,26 +254,11 @@ def _command(files: BouncerFiles, fds_needed: int) -> list[str]:
 
 
 def _run(args: list[str], *, timeout: float, cwd: Path) -> subprocess.CompletedProcess[str]:
-    user = postgres.os_user()
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME": user.home, "LANG": "C.UTF-8"}
-    kwargs: dict[str, object] = {}
-    if not user.is_self:
-        kwargs.update(user=user.uid, group=user.gid, extra_groups=[])
+    # The engine's runner already drops to the cluster's OS user, with a clean environment and a timeout.
     try:
-        return subprocess.run(
-            args,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=env,
-            cwd=str(cwd),
-            start_new_session=True,
-            **kwargs,  # type: ignore[arg-type]
-        )
-    except subprocess.TimeoutExpired:
-        raise SupervisorError(f"PgBouncer did not start within {timeout:.0f} s.") from None
-    except OSError as exc:
-        raise SupervisorError(f"Could not run {args[0]}: {exc.strerror}.") from None
+        return postgres.run_as_runner(args, timeout=timeout, cwd=cwd)
+    except EngineError as exc:
+        raise SupervisorError(f"PgBouncer did not start: {exc}") from None
 
 
 def _remove_stale(files: BouncerFiles) -> None:

@@ -109,7 +109,11 @@ def bindir_for(version: str) -> Path:
     return versions[version]
 
 
-def _run(args: list[str], *, timeout: float, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run_as_runner(
+    args: list[str], *, timeout: float, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run a program to completion as the runner user, from an argument list, in its own session,
+    with a minimal environment and a timeout (PgBouncer's supervisor uses it too)."""
     user = os_user()
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -178,7 +182,7 @@ def initdb(version: str, pgdata: Path, superuser: str, password: str, *, timeout
     pwfile = pgdata.parent / ".initdb-pw"
     write_private_file(pwfile, password + "\n")
     try:
-        result = _run(
+        result = run_as_runner(
             [
                 str(bindir / "initdb"),
                 "--pgdata",
@@ -248,7 +252,7 @@ def start(version: str, pgdata: Path, log_file: Path, *, timeout: float) -> None
     bindir = bindir_for(version)
     make_private_dir(log_file.parent)
     startup_log = log_file.parent / "startup.log"
-    result = _run(
+    result = run_as_runner(
         [
             str(bindir / "pg_ctl"),
             "start",
@@ -273,7 +277,7 @@ def stop(version: str, pgdata: Path, *, timeout: float, mode: str = "fast") -> N
     if postmaster_pid(pgdata) is None:
         return
     bindir = bindir_for(version)
-    result = _run(
+    result = run_as_runner(
         [
             str(bindir / "pg_ctl"),
             "stop",
@@ -305,17 +309,6 @@ def kill(pgdata: Path, *, timeout: float = 10) -> None:
         psutil.wait_procs([proc, *children], timeout=timeout)
     except (psutil.Error, ProcessLookupError):
         return
-
-
-def reload(version: str, pgdata: Path, *, timeout: float) -> None:
-    bindir = bindir_for(version)
-    result = _run(
-        [str(bindir / "pg_ctl"), "reload", "--pgdata", str(pgdata), "--silent"],
-        timeout=timeout,
-        cwd=pgdata.parent,
-    )
-    if result.returncode != 0:
-        raise _failure("PostgreSQL reload", result)
 
 
 def remove_data(data_root: Path) -> None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 FORMATS = ("uri", "flags", "params")
+SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 
 
 @dataclass(frozen=True)

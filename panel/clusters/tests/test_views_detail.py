@@ -128,6 +128,26 @@ def test_a_busy_cluster_polls_its_own_page_every_second(owner_client, owner):
     assert "width: 40%" in page
 
 
+def test_a_busy_cluster_page_does_not_walk_the_data_directory(
+    owner_client, owner, settings, tmp_path, monkeypatch
+):
+    from panel.clusters.engine import postgres
+
+    settings.PANEL_DATA_DIR = str(tmp_path)
+    walks: list[object] = []
+    monkeypatch.setattr(postgres, "directory_size", lambda path: walks.append(path) or 4096)
+    busy = make_cluster_row(owner, status=ClusterStatus.CREATING, progress=40)
+    busy.pgdata.mkdir(parents=True)
+    owner_client.get(reverse("clusters:detail", args=[busy.pk]))
+    assert walks == []  # the page polls itself every second while busy
+
+    idle = make_cluster_row(owner, "db-idle", port=26910, pooler_port=26911)
+    idle.pgdata.mkdir(parents=True)
+    page = owner_client.get(reverse("clusters:detail", args=[idle.pk])).content.decode()
+    assert walks == [idle.pgdata]
+    assert "4.0\xa0KB" in page
+
+
 def test_an_idle_cluster_page_does_not_poll(owner_client, cluster_row):
     page = owner_client.get(reverse("clusters:detail", args=[cluster_row.pk])).content.decode()
     assert 'id="cluster-live"' in page

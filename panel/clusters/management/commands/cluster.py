@@ -20,10 +20,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models.signals import post_save
 
 from panel.clusters import roles, services
-from panel.clusters.lib.connstr import FORMATS
+from panel.clusters.lib.connstr import FORMATS, SSLMODES
 from panel.clusters.models import Cluster, ClusterStatus
 
-SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 RECENT_EVENTS = 10
 
 
