@@ -102,9 +102,13 @@ def _role_secrets(cluster: Cluster, names: list[str]) -> dict[str, str]:
     return {name: secret for name, secret in rows if secret and secret.startswith("SCRAM-SHA-256$")}
 
 
+def fds_needed(cluster: Cluster) -> int:
+    return MAX_CLIENT_CONN + (cluster.pool_connections or 0) + supervisor.FD_MARGIN
+
+
 def global_settings(cluster: Cluster, files: supervisor.BouncerFiles) -> GlobalSettings:
     budget = cluster.pool_connections or 0
-    _soft, hard, _granted = supervisor.fd_limits(MAX_CLIENT_CONN + budget + supervisor.FD_MARGIN)
+    _soft, hard, _granted = supervisor.fd_limits(fds_needed(cluster))
     # Never promise more clients than descriptors PgBouncer can open.
     max_client_conn = max(min(MAX_CLIENT_CONN, hard - budget - supervisor.FD_MARGIN), 1)
     return GlobalSettings(
@@ -215,10 +219,6 @@ def _roll_back(
                 supervisor.start(files, fds_needed=fds_needed(cluster), timeout=START_TIMEOUT)
     except (supervisor.SupervisorError, console.ConsoleError) as exc:
         log.warning("rolling back PgBouncer of %s: %s", cluster.pk, exc)
-
-
-def fds_needed(cluster: Cluster) -> int:
-    return MAX_CLIENT_CONN + (cluster.pool_connections or 0) + supervisor.FD_MARGIN
 
 
 def apply_config(cluster: Cluster) -> None:

@@ -87,12 +87,15 @@ def pool_budget(cluster: Cluster) -> tuple[int, int]:
     return used, cluster.pool_connections or 0
 
 
-def pool_stats(cluster: Cluster) -> dict[str, PoolStats] | None:
-    """Live ``SHOW POOLS`` figures per pool name; None when PgBouncer is down or does not answer."""
+_NO_TRAFFIC = PoolStats(0, 0, 0, 0, 0.0)
+
+
+def _live_stats(cluster: Cluster, pooler: Pooler | None = None) -> dict[str, PoolStats] | None:
+    """``SHOW POOLS`` summed per pool name; None when PgBouncer is down or does not answer."""
     if not pooler_running(cluster):
         return None
     try:
-        with admin_console(cluster) as conn:
+        with admin_console(cluster, pooler) as conn:
             rows = console.show_pools(conn)
     except (console.ConsoleError, ValueError) as exc:
         log.info("SHOW POOLS on %s failed: %s", cluster.pk, exc)
@@ -105,9 +108,15 @@ def pool_stats(cluster: Cluster) -> dict[str, PoolStats] | None:
         s["sa"] += row.sv_active or 0
         s["si"] += (row.sv_idle or 0) + (row.sv_used or 0)
         s["mw"] = max(s["mw"], row.maxwait or 0.0)
-    names = set(cluster.pools.values_list("name", flat=True))
-    stats = {name: PoolStats(s["ca"], s["cw"], s["sa"], s["si"], s["mw"]) for name, s in sums.items()}
-    return {name: stats.get(name, PoolStats(0, 0, 0, 0, 0.0)) for name in names}
+    return {name: PoolStats(s["ca"], s["cw"], s["sa"], s["si"], s["mw"]) for name, s in sums.items()}
+
+
+def pool_stats(cluster: Cluster) -> dict[str, PoolStats] | None:
+    """Live ``SHOW POOLS`` figures per pool name; None when PgBouncer is down or does not answer."""
+    live = _live_stats(cluster)
+    if live is None:
+        return None
+    return {name: live.get(name, _NO_TRAFFIC) for name in cluster.pools.values_list("name", flat=True)}
 
 
 def release_idle_servers(cluster: Cluster, *, timeout: float = 3.0) -> int:
@@ -137,15 +146,15 @@ def release_idle_servers(cluster: Cluster, *, timeout: float = 3.0) -> int:
 
 
 def pools_overview(cluster: Cluster) -> PoolsOverview:
+    # Polled every 3 s: one query for the pools, one for the pooler, one SHOW POOLS.
     pools = list(cluster.pools.all())
-    stats = pool_stats(cluster) if pools else None
-    used, total = pool_budget(cluster)
     pooler = Pooler.objects.filter(cluster=cluster).first()
+    live = _live_stats(cluster, pooler) if pools else None
     return PoolsOverview(
-        used=used,
-        total=total,
-        pools=[(pool, stats.get(pool.name) if stats is not None else None) for pool in pools],
-        running=stats is not None,
+        used=sum(pool.size for pool in pools),
+        total=cluster.pool_connections or 0,
+        pools=[(pool, live.get(pool.name, _NO_TRAFFIC) if live is not None else None) for pool in pools],
+        running=live is not None,
         error_message=pooler.error_message if pooler and pooler.status == PoolerStatus.ERROR else "",
     )
 
@@ -189,8 +198,13 @@ def pool_connection_details(pool: ConnectionPool, user: str | None = None) -> Co
 # --- validation ----------------------------------------------------------------------------------
 
 
+def poolable(cluster: Cluster) -> bool:
+    """Whether the panel provisioned the cluster with a pooler port and a pool budget."""
+    return bool(cluster.is_local and cluster.pooler_port and cluster.pool_connections)
+
+
 def _require_poolable(cluster: Cluster) -> None:
-    if cluster.kind != ClusterKind.LOCAL or not cluster.pooler_port or not cluster.pool_connections:
+    if not poolable(cluster):
         raise ServiceError(_("Connection pools are available for clusters provisioned by this panel."))
     if not cluster.is_serving:
         raise ServiceError(
@@ -347,14 +361,6 @@ def refresh_auth(cluster: Cluster) -> str | None:
         cluster.log_event("pooler-error", exc.message, EventLevel.ERROR)
         return exc.message
     return None
-
-
-def start_pgbouncer(cluster: Cluster) -> bool:
-    """After the cluster started: run PgBouncer again if the cluster has pools."""
-    if not cluster.is_local or not cluster.pools.exists():
-        return False
-    apply_config(cluster)
-    return True
 
 
 def stop_pgbouncer(cluster: Cluster) -> bool:

@@ -37,10 +37,6 @@ def _get_pool(cluster: Cluster, pool_id: uuid.UUID) -> ConnectionPool:
     return get_object_or_404(cluster.pools, pk=pool_id)
 
 
-def _poolable(cluster: Cluster) -> bool:
-    return bool(cluster.is_local and cluster.pooler_port and cluster.pool_connections)
-
-
 # --- the tab: budget, live table, create form -------------------------------------------------------
 
 
@@ -53,7 +49,7 @@ def _render_tab(
         "active_tab": "pools",
         "overview": services.pools_overview(cluster),
         "form": form or CreatePoolForm(cluster=cluster),
-        "poolable": _poolable(cluster),
+        "poolable": services.poolable(cluster),
         **extra,
     }
     context["create_open"] = bool(form is not None and form.errors) or not context["overview"].pools
@@ -72,11 +68,7 @@ def pool_list(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 def pool_stats(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     """The budget bar and the table with PgBouncer's live figures, polled every 3 s."""
     cluster = _get_cluster_for_user(request, cluster_id)
-    context = {
-        "cluster": cluster,
-        "overview": services.pools_overview(cluster),
-        "poolable": _poolable(cluster),
-    }
+    context = {"cluster": cluster, "overview": services.pools_overview(cluster)}
     return render(request, "pools/list.html#live", context)
 
 

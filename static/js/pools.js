@@ -24,10 +24,8 @@
     var total = parseInt(form.dataset.total, 10) || 0;
     var own = parseInt(form.dataset.own, 10) || 0;
     var size = parseInt(input.value, 10);
-    var after = used - own + (size > 0 ? size : 0);
-    if (!(size > 0)) {
-      after = used;
-    }
+    // An empty or invalid size changes nothing yet.
+    var after = size > 0 ? used - own + size : used;
     var over = after > total;
     var template = over ? output.dataset.overTemplate : output.dataset.template;
     output.textContent = format(template, {

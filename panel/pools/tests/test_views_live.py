@@ -47,6 +47,7 @@ def test_create_edit_and_delete_a_pool_from_the_tab(owner_client, local_cluster)
         stats = owner_client.get(reverse("pools:stats", args=[cluster.pk]), headers=HTMX).content.decode()
         assert "PgBouncer is not answering" not in stats
         assert '<span class="badge text-bg-success">Active</span>' in stats
+        assert 'data-figure="clients">1 / <span>0</span></td>' in stats
 
         # The delete confirmation counts that client.
         confirm = owner_client.get(
