@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from panel.clusters.models import Cluster
@@ -167,12 +168,7 @@ class Sweep(models.Model):
         constraints = [models.CheckConstraint(condition=Q(repeats__gte=1), name="sweep_repeats_at_least_1")]
 
     def __str__(self) -> str:
-        return self.name or f"sweep {self.pk}"
-
-    @property
-    def status(self) -> str:
-        """``running`` while a run is queued or running, else ``finished``."""
-        return "running" if self.runs.filter(status__in=RunStatus.ACTIVE).exists() else "finished"
+        return self.name or gettext("sweep %(id)s") % {"id": self.pk}
 
 
 class BenchmarkRun(models.Model):
@@ -258,11 +254,17 @@ class BenchmarkRun(models.Model):
         ]
 
     def __str__(self) -> str:
-        return self.label or f"{self.clients} clients → {self.target_display}"
+        if self.label:
+            return self.label
+        return gettext("%(clients)s clients → %(target)s") % {
+            "clients": self.clients,
+            "target": self.target_display,
+        }
 
     @property
     def target_display(self) -> str:
-        return f"pool {self.pool_name}" if self.pool_name else "direct"
+        """Where the run connects, for people: also the sweep chart's line labels."""
+        return gettext("pool %(name)s") % {"name": self.pool_name} if self.pool_name else gettext("direct")
 
     @property
     def is_terminal(self) -> bool:

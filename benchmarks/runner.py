@@ -71,17 +71,13 @@ def base_env() -> dict[str, str]:
 def make_workdir(prefix: str = "pgbench-run-") -> Path:
     """A private directory for one run (scripts, transaction logs), owned by whoever runs pgbench."""
     path = Path(tempfile.mkdtemp(prefix=prefix))
-    os.chmod(path, 0o700)
-    postgres.chown_to_runner(path)
+    postgres.make_private_dir(path)
     return path
 
 
 def write_private(path: Path, content: str) -> None:
     """A 0600 file the pgbench user can read (a custom script, a passfile)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(content)
-    postgres.chown_to_runner(path)
+    postgres.write_private_file(path, content)
 
 
 def remove_workdir(path: Path) -> None:
@@ -154,10 +150,6 @@ class PgbenchProcess:
             self._open_streams -= 1
             if self._open_streams == 0:
                 return None
-
-    @property
-    def streams_closed(self) -> bool:
-        return self._open_streams == 0
 
     def poll(self) -> int | None:
         return self._proc.poll()

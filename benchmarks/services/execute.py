@@ -34,8 +34,8 @@ from benchmarks.lib.pgbench_output import (
 )
 from benchmarks.lib.pgbench_txlog import TxLogTail
 from benchmarks.models import BenchmarkRun, InvalidTransition, RunError, RunSample, RunStatus
-from benchmarks.services.config import HOSTNAME, SCRIPT_FILE, heartbeat_interval, run_margin
-from benchmarks.services.enqueue import kick_next, next_in_line
+from benchmarks.services.config import HOSTNAME, SCRIPT_FILE, heartbeat_interval
+from benchmarks.services.enqueue import kick_next, next_in_line, run_time_limit
 from benchmarks.services.percentiles import _Percentiles
 from benchmarks.services.targets import ResolvedTarget, _require_serving, resolve_target
 from panel.clusters.models import Cluster
@@ -202,7 +202,7 @@ class _Execution:
         parser = StderrParser(options.progress_shape)
         tail = TxLogTail(workdir / "txlog", pid=proc.pid, fmt=options.txlog_format)
         percentiles = _Percentiles(run, tail, options.progress_interval_s)
-        limit = (run.duration_s if run.duration_s is not None else cmd.MAX_DURATION_S) + run_margin()
+        limit = run_time_limit(run)
         deadline = time.monotonic() + limit
         next_tick = next_beat = 0.0
         try:

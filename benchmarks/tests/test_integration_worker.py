@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -13,12 +12,12 @@ from pathlib import Path
 
 import psutil
 import pytest
-from django.conf import settings
 
 from benchmarks import runner, services
 from benchmarks.lib.pgbench_command import RunOptions
 from benchmarks.models import BenchmarkRun, JobStatus, RunStatus
 from benchmarks.services import enqueue
+from conftest import start_celery_worker
 from panel.clusters.models import Cluster
 
 pytestmark = pytest.mark.integration
@@ -62,36 +61,7 @@ def test_runs_on_the_queue_are_executed_by_the_worker_one_at_a_time(
 @pytest.fixture
 def doomed_worker(redis_server: str, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
     """A worker of our own, on its own queue, for this test to kill (the session worker lives on)."""
-    test_db = settings.DATABASES["default"]["TEST"]["NAME"]
-    env = dict(os.environ, DATABASE_URL=f"sqlite:///{test_db}", REDIS_URL=redis_server, PANEL_TEST_WORKER="1")
-    log_path = tmp_path / "doomed-worker.log"
-    with open(log_path, "wb") as log_file:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "panel",
-                "worker",
-                "-Q",
-                DOOMED_QUEUE,
-                "--concurrency",
-                "1",
-            ]
-            + ["--loglevel", "INFO", "--without-heartbeat", "--without-gossip", "--without-mingle"],
-            cwd=ROOT,
-            env=env,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    deadline = time.monotonic() + 60
-    while "ready." not in log_path.read_text(errors="replace"):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"worker did not start:\n{log_path.read_text()[-3000:]}")
-        time.sleep(0.2)
+    proc = start_celery_worker(redis_server, DOOMED_QUEUE, tmp_path / "doomed-worker.log", concurrency=1)
     yield proc
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)

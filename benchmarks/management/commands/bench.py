@@ -18,7 +18,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from benchmarks import services
 from benchmarks.lib import pgbench_command as cmd
-from benchmarks.models import BenchmarkRun
+from benchmarks.models import BenchmarkRun, RunStatus
 from panel.clusters.models import Cluster
 from panel.clusters.services import ServiceError
 from panel.pools.models import ConnectionPool
@@ -220,7 +220,7 @@ class Command(BaseCommand):
                 services.cancel_run(run)
             raise CommandError("cancelled") from None
         self._print_run(run, opts["format"])
-        if run.status not in ("succeeded", "completed_with_errors"):
+        if run.status not in (RunStatus.SUCCEEDED, RunStatus.COMPLETED_WITH_ERRORS):
             sys.exit(1)
 
     def do_list(self, opts: dict[str, Any]) -> None:
