@@ -159,10 +159,6 @@ def hit_percent(hit_delta: float, read_delta: float) -> float | None:
     return 100.0 * hit_delta / total
 
 
-def percent(part: float, whole: float) -> float | None:
-    return None if whole <= 0 else 100.0 * part / whole
-
-
 # --- rollups -----------------------------------------------------------------------------------
 
 

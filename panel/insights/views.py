@@ -195,9 +195,31 @@ def charts_for(cluster: Cluster, window: Window) -> list[Chart]:
     return charts
 
 
-def _points(cluster: Cluster, metric: str, labels: str, window: Window) -> dict[int, float | None]:
-    found = services.series(cluster, metric, labels, window.start, window.end)
-    return {int(p.ts.timestamp() * 1000): p.value for p in found.points}
+SeriesKey = tuple[str, str]  # (metric, labels)
+
+
+def _labels(cluster: Cluster, line: Line, window: Window, labels_cache: dict[str, list[str]]) -> list[str]:
+    """The label values a line of mode "each" or "sum" draws, read once per metric and request."""
+    if line.metric not in labels_cache:
+        since = max(timezone.now() - window.start, services.RAW_RETENTION)
+        labels_cache[line.metric] = services.labels_of(cluster, line.metric, since=since)
+    return labels_cache[line.metric]
+
+
+def _chart_keys(
+    cluster: Cluster, chart: Chart, window: Window, labels_cache: dict[str, list[str]]
+) -> list[SeriesKey]:
+    keys = []
+    for line in chart.lines:
+        if line.mode == "one":
+            keys.append((line.metric, line.labels))
+        else:
+            keys += [(line.metric, labels) for labels in _labels(cluster, line, window, labels_cache)]
+    return keys
+
+
+def _points(found: dict[SeriesKey, services.Series], metric: str, labels: str) -> dict[int, float | None]:
+    return {int(p.ts.timestamp() * 1000): p.value for p in found[(metric, labels)].points}
 
 
 def _summed(parts: list[dict[int, float | None]]) -> dict[int, float | None]:
@@ -212,18 +234,24 @@ def _summed(parts: list[dict[int, float | None]]) -> dict[int, float | None]:
     return total
 
 
-def chart_data(cluster: Cluster, chart: Chart, window: Window, labels_cache: dict[str, list[str]]) -> dict:
-    """One chart's times (ms since the epoch, shared by its lines) and values; None breaks a line."""
+def chart_data(
+    cluster: Cluster,
+    chart: Chart,
+    window: Window,
+    labels_cache: dict[str, list[str]],
+    found: dict[SeriesKey, services.Series],
+) -> dict:
+    """One chart's times (ms since the epoch, shared by its lines) and values; None breaks a line.
+
+    ``found`` holds every line's series, read for all charts at once (``services.series_many``)."""
     lines: list[tuple[str, Line, dict[int, float | None]]] = []
     for line in chart.lines:
         if line.mode == "one":
-            lines.append((str(line.title), line, _points(cluster, line.metric, line.labels, window)))
+            lines.append((str(line.title), line, _points(found, line.metric, line.labels)))
             continue
-        if line.metric not in labels_cache:
-            since = max(timezone.now() - window.start, services.RAW_RETENTION)
-            labels_cache[line.metric] = services.labels_of(cluster, line.metric, since=since)
         parts = [
-            (labels, _points(cluster, line.metric, labels, window)) for labels in labels_cache[line.metric]
+            (labels, _points(found, line.metric, labels))
+            for labels in _labels(cluster, line, window, labels_cache)
         ]
         if line.mode == "sum":
             lines.append((str(line.title), line, _summed([points for _labels, points in parts])))
@@ -308,16 +336,18 @@ def insights_data(request: HttpRequest, cluster_id: uuid.UUID) -> JsonResponse:
         return JsonResponse({"errors": form.errors}, status=400)
     window = form.window()
     labels_cache: dict[str, list[str]] = {}
-    charts = {
-        chart.key: chart_data(cluster, chart, window, labels_cache) for chart in charts_for(cluster, window)
-    }
+    charts = charts_for(cluster, window)
+    # Every line of every chart in one query, not one query per line.
+    keys = [key for chart in charts for key in _chart_keys(cluster, chart, window, labels_cache)]
+    found = services.series_many(cluster, keys, window.start, window.end)
+    data = {chart.key: chart_data(cluster, chart, window, labels_cache, found) for chart in charts}
     return JsonResponse(
         {
             "range": window.range_key,
             "start": int(window.start.timestamp() * 1000),
             "end": int(window.end.timestamp() * 1000),
             "live": window.live,
-            "charts": charts,
+            "charts": data,
         }
     )
 
@@ -335,7 +365,7 @@ def _edit_initial(request: HttpRequest, cluster: Cluster) -> dict[str, object] |
     }
 
 
-def _alerts_response(request: HttpRequest, cluster: Cluster, context: dict[str, object]) -> HttpResponse:
+def _alerts_response(request: HttpRequest, context: dict[str, object]) -> HttpResponse:
     return render(request, "insights/tab.html#alerts", context)
 
 
@@ -345,7 +375,7 @@ def alert_rules(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = _get_cluster_for_user(request, cluster_id)
     if request.method == "GET":
         form = AlertRuleForm(cluster=cluster, initial=_edit_initial(request, cluster))
-        return _alerts_response(request, cluster, _alerts_context(cluster, form))
+        return _alerts_response(request, _alerts_context(cluster, form))
     form = AlertRuleForm(request.POST, cluster=cluster)
     if form.is_valid():
         data = form.cleaned_data
@@ -365,10 +395,8 @@ def alert_rules(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
             if not request.htmx:
                 messages.success(request, notice)
                 return redirect("insights:tab", cluster_id=cluster.pk)
-            return _alerts_response(
-                request, cluster, _alerts_context(cluster, AlertRuleForm(cluster=cluster), notice)
-            )
-    return _alerts_response(request, cluster, _alerts_context(cluster, form))
+            return _alerts_response(request, _alerts_context(cluster, AlertRuleForm(cluster=cluster), notice))
+    return _alerts_response(request, _alerts_context(cluster, form))
 
 
 @require_POST
@@ -381,6 +409,4 @@ def alert_rule_delete(request: HttpRequest, cluster_id: uuid.UUID, rule_id: int)
     if not request.htmx:
         messages.success(request, notice)
         return redirect("insights:tab", cluster_id=cluster.pk)
-    return _alerts_response(
-        request, cluster, _alerts_context(cluster, AlertRuleForm(cluster=cluster), notice)
-    )
+    return _alerts_response(request, _alerts_context(cluster, AlertRuleForm(cluster=cluster), notice))

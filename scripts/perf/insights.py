@@ -15,21 +15,11 @@ It provisions throw-away clusters in a private data directory and removes them a
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import os
 import shutil
 import statistics
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-os.environ["DJANGO_SETTINGS_MODULE"] = "panel.test_settings"
-
-
-def ms(seconds: float) -> str:
-    return f"{seconds * 1000:.1f} ms"
+from _insights_data import ms, setup_django, store_history
 
 
 def main() -> None:
@@ -41,20 +31,14 @@ def main() -> None:
     parser.add_argument("--series", type=int, default=12, help="series with 30 days of history")
     args = parser.parse_args()
 
-    import django
-
-    django.setup()
+    data_dir = setup_django()
     from django.conf import settings
     from django.contrib.auth.models import User
-    from django.core.management import call_command
     from django.utils import timezone
 
     from panel.clusters import services as cluster_services
     from panel.insights import collector, services
-    from panel.insights.models import MetricPoint, MetricRollup
 
-    data_dir = Path(settings.PANEL_DATA_DIR)
-    call_command("migrate", verbosity=0)
     owner = User.objects.create_user("perf", "perf@example.com", "perf-password-1")
     clusters = []
     try:
@@ -103,43 +87,9 @@ def main() -> None:
         )
 
         # 3. 30 days of history for one cluster
-        now = timezone.now()
         names = ["tps", "conn_total", "cpu_percent", "cache_hit_percent", "pool_cl_waiting", "db_size_bytes"]
         series_keys = [(names[i % len(names)], f"db=db{i // len(names)}") for i in range(args.series)]
-        t0 = time.perf_counter()
-        rollups, points = [], []
-        for metric, labels in series_keys:
-            for b in range(30 * 288):
-                bucket = now - dt.timedelta(seconds=300 * b)
-                rollups.append(
-                    MetricRollup(
-                        cluster=first,
-                        metric=metric,
-                        labels=labels,
-                        bucket=bucket,
-                        min=b % 7,
-                        max=b % 7 + 5,
-                        avg=b % 7 + 2,
-                        count=20,
-                    )
-                )
-            for s in range(24 * 240):
-                points.append(
-                    MetricPoint(
-                        cluster=first,
-                        metric=metric,
-                        labels=labels,
-                        ts=now - dt.timedelta(seconds=15 * s),
-                        value=s % 11,
-                    )
-                )
-        MetricRollup.objects.bulk_create(rollups, batch_size=2000)
-        MetricPoint.objects.bulk_create(points, batch_size=2000)
-        hourly = services._rollup_hours(now - dt.timedelta(days=31), now + dt.timedelta(hours=1))
-        print(
-            f"generated {len(rollups)} 5-minute rollups, {hourly} hourly ones and {len(points)} raw points "
-            f"({args.series} series) in {time.perf_counter() - t0:.1f} s"
-        )
+        print(store_history(first, series_keys, timezone.now()))
         for range_key in ("30d", "7d", "24h", "1h"):
             one, page = [], []
             for _ in range(5):

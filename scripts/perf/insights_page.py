@@ -13,21 +13,11 @@ through Django's test Client in-process. Target: the page and its data under 300
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import os
 import shutil
 import statistics
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-os.environ["DJANGO_SETTINGS_MODULE"] = "panel.test_settings"
-
-
-def ms(seconds: float) -> str:
-    return f"{seconds * 1000:.1f} ms"
+from _insights_data import ms, setup_django, store_history
 
 
 def main() -> None:
@@ -39,23 +29,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     args = parser.parse_args()
 
-    import django
-
-    django.setup()
+    data_dir = setup_django()
     from django.conf import settings
     from django.contrib.auth.models import User
-    from django.core.management import call_command
     from django.test import Client
     from django.urls import reverse
     from django.utils import timezone
 
     from panel.clusters.tests.conftest import make_cluster_row
-    from panel.insights import metrics, services
-    from panel.insights.models import MetricPoint, MetricRollup
 
-    data_dir = Path(settings.PANEL_DATA_DIR)
     settings.ALLOWED_HOSTS = ["*"]
-    call_command("migrate", verbosity=0)
     try:
         owner = User.objects.create_user("perf", "perf@example.com", "perf-password-1")
         cluster = make_cluster_row(owner, name="db-perf-insights", plan_slug="db-s-1vcpu-1gb")
@@ -74,41 +57,7 @@ def main() -> None:
         series += [(name, "") for name in ("load5", "load15", "disk_percent")]
         for pool in pools:
             series += [(name, pool) for name in ("pool_cl_waiting", "pool_sv_active", "pool_size")]
-
-        now = timezone.now()
-        t0 = time.perf_counter()
-        rollups, points = [], []
-        for metric, labels in series:
-            for b in range(30 * 288):
-                rollups.append(
-                    MetricRollup(
-                        cluster=cluster,
-                        metric=metric,
-                        labels=labels,
-                        bucket=metrics.bucket_start(now - dt.timedelta(seconds=300 * b)),
-                        min=b % 7,
-                        max=b % 7 + 5,
-                        avg=b % 7 + 2.5,
-                        count=20,
-                    )
-                )
-            for s in range(24 * 240):
-                points.append(
-                    MetricPoint(
-                        cluster=cluster,
-                        metric=metric,
-                        labels=labels,
-                        ts=now - dt.timedelta(seconds=15 * s),
-                        value=None if s % 500 == 7 else s % 11 + 0.25,
-                    )
-                )
-        MetricRollup.objects.bulk_create(rollups, batch_size=2000)
-        MetricPoint.objects.bulk_create(points, batch_size=2000)
-        hourly = services._rollup_hours(now - dt.timedelta(days=31), now + dt.timedelta(hours=1))
-        print(
-            f"{len(series)} series: {len(rollups)} 5-minute rollups, {hourly} hourly ones, {len(points)} raw "
-            f"points, generated in {time.perf_counter() - t0:.1f} s"
-        )
+        print(store_history(cluster, series, timezone.now()))
 
         client = Client()
         client.force_login(owner)

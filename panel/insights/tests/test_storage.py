@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 import pytest
 from django.utils import timezone
@@ -158,3 +160,30 @@ def test_thirty_days_read_hourly_rollups_merged_weighted_by_count(cluster_row: C
     month = services.series_for_range(cluster_row, "tps", "", "30d", now)
     assert month.resolution == "1h" and month.step_seconds == 3600
     assert [(p.ts, p.value, p.min, p.max) for p in month.points] == [(hour, 4.0, 0.0, 9.0)]
+
+
+def test_series_many_reads_each_asked_line_as_series_does(
+    cluster_row: Cluster, django_assert_num_queries: Callable[[int], AbstractContextManager[object]]
+) -> None:
+    now = timezone.now()
+    MetricPoint.objects.bulk_create(
+        [
+            MetricPoint(
+                cluster=cluster_row, metric=metric, labels=labels, ts=now - dt.timedelta(seconds=s), value=s
+            )
+            for metric, labels in [("tps", "db=app"), ("tps", "db=shop"), ("conn_state", "state=idle")]
+            for s in (600, 585, 300)
+        ]
+    )
+    # Stored, but not asked for: metric × labels of the asked keys must not bring it in.
+    MetricPoint.objects.create(cluster=cluster_row, metric="conn_state", labels="db=app", ts=now, value=1)
+    keys = [("tps", "db=app"), ("conn_state", "state=idle"), ("tps", "db=none")]
+    start, end = now - dt.timedelta(hours=1), now
+    with django_assert_num_queries(3):  # one per line, along the series index
+        found = services.series_many(cluster_row, keys, start, end)
+    assert set(found) == set(keys)
+    for metric, labels in keys:
+        assert found[(metric, labels)] == services.series(cluster_row, metric, labels, start, end)
+    assert [p.value for p in found[("tps", "db=app")].points] == [600, 585, None, 300]
+    assert found[("tps", "db=none")].points == []
+    assert services.series_many(cluster_row, [], start, end) == {}

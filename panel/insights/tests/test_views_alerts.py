@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
 from panel.clusters.models import Cluster
 from panel.insights.models import AlertRule, AlertState
+from panel.insights.templatetags.insights_ui import firing_alerts
 
 RULE = {"kind": "cpu_percent", "threshold": "80", "duration_seconds": "300", "email": "", "enabled": "on"}
 
@@ -113,3 +116,21 @@ def test_a_firing_rule_shows_a_banner_on_the_cluster_pages(
     assert "Disk % at 93.5, at or above 90 for 60 s" in html
     tab = owner_client.get(reverse("insights:tab", kwargs={"cluster_id": cluster_row.pk})).content.decode()
     assert "insights-alert-banner" in tab and 'data-state="firing"' in tab
+
+
+def test_the_banner_costs_one_query_and_ignores_disabled_or_quiet_rules(
+    cluster_row: Cluster, rule: AlertRule
+) -> None:
+    now = timezone.now()
+    AlertState.objects.create(rule=rule, pending_since=now, firing_since=now, last_value=93.5)
+    quiet = AlertRule.objects.create(cluster=cluster_row, kind="cpu_percent", threshold=80)
+    AlertState.objects.create(rule=quiet, pending_since=now, last_value=85)  # pending, not firing
+    off = AlertRule.objects.create(
+        cluster=cluster_row, kind="connections_percent", threshold=80, enabled=False
+    )
+    AlertState.objects.create(rule=off, pending_since=now, firing_since=now, last_value=99)
+    # Every cluster page (and its 1 s poll while busy) renders the banner: one query, state included.
+    with CaptureQueriesContext(connection) as captured:
+        firing = firing_alerts(cluster_row)
+        assert [(r.kind, r.state.last_value) for r in firing] == [("disk_percent", 93.5)]
+    assert len(captured) == 1

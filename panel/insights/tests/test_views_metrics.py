@@ -44,6 +44,15 @@ def test_it_refuses_without_or_with_a_bad_token(client: Client, collected: Clust
     assert client.get("/metrics?token=wrong").status_code == 401
 
 
+def test_it_refuses_everyone_while_no_token_is_configured(
+    client: Client, collected: Cluster, settings: object
+) -> None:
+    settings.PANEL_METRICS_TOKEN = ""  # type: ignore[attr-defined]
+    assert client.get("/metrics?token=").status_code == 401
+    assert client.get("/metrics", headers={"Authorization": "Bearer "}).status_code == 401
+    assert client.get(f"/metrics?token={TOKEN}").status_code == 401
+
+
 def test_it_serves_the_latest_figures_with_cluster_database_and_pool_labels(
     client: Client, collected: Cluster
 ) -> None:

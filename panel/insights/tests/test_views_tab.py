@@ -21,24 +21,29 @@ def data_url(cluster: Cluster) -> str:
     return reverse("insights:data", kwargs={"cluster_id": cluster.pk})
 
 
-def point(cluster: Cluster, metric: str, labels: str, ago: dt.timedelta, value: float | None) -> MetricPoint:
+def point(
+    cluster: Cluster, metric: str, labels: str, ago: dt.timedelta, value: float | None, now: dt.datetime
+) -> MetricPoint:
     return MetricPoint.objects.create(
-        cluster=cluster, metric=metric, labels=labels, ts=timezone.now() - ago, value=value
+        cluster=cluster, metric=metric, labels=labels, ts=now - ago, value=value
     )
 
 
 @pytest.fixture
 def with_points(cluster_row: Cluster) -> Cluster:
     """tps of defaultdb every 15 s for 3 minutes, with a NULL (a gap) and a missing minute."""
+    # One "now" for every point: points of one collection share their time, as stored ones do.
+    now = timezone.now()
     for i, value in enumerate([10.0, 12.0, None, 14.0, 15.0, 16.0]):
-        point(cluster_row, "tps", "db=defaultdb", dt.timedelta(seconds=300 - 15 * i), value)
+        point(cluster_row, "tps", "db=defaultdb", dt.timedelta(seconds=300 - 15 * i), value, now)
     # Nothing from 225 s to 60 s ago (the collector was down): the chart breaks there.
-    point(cluster_row, "tps", "db=defaultdb", dt.timedelta(seconds=60), 20.0)
-    point(cluster_row, "pool_size", "pool=test-pool", dt.timedelta(seconds=60), 2.0)
-    point(cluster_row, "pool_cl_waiting", "pool=test-pool", dt.timedelta(seconds=60), 7.0)
-    point(cluster_row, "pool_sv_active", "pool=test-pool", dt.timedelta(seconds=60), 2.0)
-    point(cluster_row, "max_connections", "", dt.timedelta(seconds=60), 25.0)
-    point(cluster_row, "conn_state", "state=active", dt.timedelta(seconds=60), 3.0)
+    minute = dt.timedelta(seconds=60)
+    point(cluster_row, "tps", "db=defaultdb", minute, 20.0, now)
+    point(cluster_row, "pool_size", "pool=test-pool", minute, 2.0, now)
+    point(cluster_row, "pool_cl_waiting", "pool=test-pool", minute, 7.0, now)
+    point(cluster_row, "pool_sv_active", "pool=test-pool", minute, 2.0, now)
+    point(cluster_row, "max_connections", "", minute, 25.0, now)
+    point(cluster_row, "conn_state", "state=active", minute, 3.0, now)
     return cluster_row
 
 
@@ -141,3 +146,14 @@ def test_a_fixed_window_from_a_benchmark_run(owner_client: Client, with_points: 
     assert 'data-live="false"' in html and 'aria-pressed="true"' not in html
     backwards = owner_client.get(data_url(with_points), {"start": end.isoformat(), "end": start.isoformat()})
     assert backwards.status_code == 400
+
+
+def test_the_data_has_a_line_per_database_once_they_report(
+    owner_client: Client, with_points: Cluster
+) -> None:
+    now = timezone.now()
+    for db in ("db=app", "db=shop", "db=audit"):
+        for metric in ("tps", "tup_fetched_ps", "idx_scan_ps", "db_size_bytes"):
+            point(with_points, metric, db, dt.timedelta(seconds=30), 1.0, now)
+    tps = owner_client.get(data_url(with_points), {"range": "1h"}).json()["charts"]["tps"]
+    assert [s["label"] for s in tps["series"]] == ["app", "audit", "defaultdb", "shop"]
