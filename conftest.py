@@ -102,52 +102,45 @@ def redis_server() -> Iterator[str]:
     proc.wait(timeout=10)
 
 
-@pytest.fixture(scope="session")
-def celery_worker(redis_server: str, django_db_setup: None, django_db_blocker: object) -> Iterator[None]:
-    """A real Celery worker process sharing the test database file and data directory."""
+def start_celery_worker(
+    redis_url: str, queues: str, log_path: Path, *, concurrency: int = 2
+) -> subprocess.Popen[bytes]:
+    """A real Celery worker process in its own session, sharing the test database file and data
+    directory; returns once it says it is ready (or fails the test with its log)."""
     from django.conf import settings
 
     test_db = settings.DATABASES["default"]["TEST"]["NAME"]
-    env = dict(os.environ, DATABASE_URL=f"sqlite:///{test_db}", REDIS_URL=redis_server, PANEL_TEST_WORKER="1")
-    log_path = Path(settings.PANEL_DATA_DIR) / "celery-worker.log"
-    log_file = open(log_path, "w")  # noqa: SIM115  (closed at teardown)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "panel",
-            "worker",
-            "-Q",
-            "default,benchmarks",
-            "--concurrency",
-            "2",
-            "--loglevel",
-            "INFO",
-            "--without-heartbeat",
-            "--without-gossip",
-            "--without-mingle",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=log_file,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    env = dict(os.environ, DATABASE_URL=f"sqlite:///{test_db}", REDIS_URL=redis_url, PANEL_TEST_WORKER="1")
+    command = [sys.executable, "-m", "celery", "-A", "panel", "worker", "-Q", queues]
+    command += ["--concurrency", str(concurrency), "--loglevel", "INFO"]
+    command += ["--without-heartbeat", "--without-gossip", "--without-mingle"]
+    with open(log_path, "wb") as log_file:
+        proc = subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True
+        )
     deadline = time.monotonic() + 60
-    while "ready." not in log_path.read_text():
+    while "ready." not in log_path.read_text(errors="replace"):
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
-            pytest.fail(f"Celery worker did not start:\n{log_path.read_text()[-3000:]}")
+            pytest.fail(f"Celery worker did not start:\n{log_path.read_text(errors='replace')[-3000:]}")
         time.sleep(0.2)
+    return proc
+
+
+@pytest.fixture(scope="session")
+def celery_worker(redis_server: str, django_db_setup: None, django_db_blocker: object) -> Iterator[None]:
+    """The session's worker, consuming both queues."""
+    from django.conf import settings
+
+    proc = start_celery_worker(
+        redis_server, "default,benchmarks", Path(settings.PANEL_DATA_DIR) / "celery-worker.log"
+    )
     yield
     proc.terminate()
     try:
         proc.wait(timeout=20)
     except subprocess.TimeoutExpired:
         proc.kill()
-    log_file.close()
 
 
 def _port_answers(port: int) -> bool:

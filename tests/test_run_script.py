@@ -109,6 +109,10 @@ def test_it_runs_everything_and_ctrl_c_stops_what_it_started(panel: Panel) -> No
     assert any("celery -A panel beat" in n for n in names)
     assert any("gunicorn panel.wsgi -b " + panel.bind in n for n in names)
     assert (panel.data_dir / "redis" / "redis.log").exists()
+    # gunicorn serves the collected static files too (the login page needs its CSS and htmx).
+    assert status_of(f"http://{panel.bind}/static/vendor/bootstrap/bootstrap.min.css") == 200
+    assert status_of(f"http://{panel.bind}/static/vendor/htmx/htmx.min.js") == 200
+    assert status_of(f"http://{panel.bind}/clusters/") == 200  # after the redirect to the login page
 
     children = panel.children()
     started = time.monotonic()
