@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import math
 import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import psutil
 import psycopg
@@ -34,8 +35,6 @@ from panel.clusters.models import Cluster
 from panel.insights.metrics import HOST, PGBOUNCER, POSTGRES, label
 from panel.pools import console, supervisor
 from panel.pools.apply import ADMIN_ROLE, bouncer_files
-from panel.pools.lib.admin_console import AdminConsoleError, parse_show_pools, parse_show_stats
-from panel.pools.lib.pgbouncer_ini import ADMIN_DATABASE
 from panel.pools.models import Pooler
 
 log = logging.getLogger(__name__)
@@ -229,6 +228,32 @@ def collect_scans(snap: Snapshot, cluster: Cluster, databases: list[str], deadli
 # --- host (local clusters) ------------------------------------------------------------------------
 
 
+class MemoryInfo(Protocol):
+    """What ``tree_memory`` reads of psutil's ``memory_info()`` (``shared`` exists on Linux)."""
+
+    @property
+    def rss(self) -> int: ...
+
+    @property
+    def shared(self) -> int: ...
+
+
+def tree_memory(infos: Iterable[MemoryInfo]) -> int:
+    """Bytes resident for a process tree, counting shared memory once.
+
+    Every backend that touched shared_buffers has those pages in its RSS, so a sum of RSS counts
+    them once per backend. Here each process adds its private memory (RSS minus shared) and the
+    shared set counts once, as the largest any one process holds. PSS would be exact but walks
+    page tables, too slow with hundreds of backends; ``shared`` comes with RSS from one read.
+    """
+    private = 0
+    largest_shared = 0
+    for info in infos:
+        private += max(0, info.rss - info.shared)  # a platform's odd figures must not subtract
+        largest_shared = max(largest_shared, info.shared)
+    return private + largest_shared
+
+
 def collect_host(snap: Snapshot, cluster: Cluster) -> None:
     """CPU, memory and disk of the cluster's processes and directory; machine load average."""
     pid = postgres.postmaster_pid(cluster.pgdata)
@@ -240,18 +265,19 @@ def collect_host(snap: Snapshot, cluster: Cluster) -> None:
         # Exited backends' CPU moves into the postmaster's children_* fields when it reaps
         # them, so this sum only grows while the postmaster lives: a counter.
         cpu = times.user + times.system + times.children_user + times.children_system
-        rss = postmaster.memory_info().rss
+        memory = [postmaster.memory_info()]
     for child in postmaster.children(recursive=True):
         try:
             with child.oneshot():
                 ctimes = child.cpu_times()
-                cpu += ctimes.user + ctimes.system
-                rss += child.memory_info().rss
+                info = child.memory_info()
         except psutil.Error:
             continue  # exited meanwhile
+        cpu += ctimes.user + ctimes.system
+        memory.append(info)
     # Per CPU of the machine, so 100 % means every core busy.
     snap.counter(HOST, "cpu_seconds", "", cpu / (psutil.cpu_count() or 1))
-    snap.gauge("memory_rss_bytes", "", rss)
+    snap.gauge("memory_bytes", "", tree_memory(memory))
     load1, load5, load15 = os.getloadavg()
     snap.gauge("load1", "", load1)
     snap.gauge("load5", "", load5)
@@ -263,38 +289,28 @@ def collect_host(snap: Snapshot, cluster: Cluster) -> None:
 # --- PgBouncer ------------------------------------------------------------------------------------
 
 
-def _console_connect(target: Target, deadline: Deadline) -> psycopg.Connection[Any]:
-    files = bouncer_files(target.cluster)
-    assert target.pooler is not None
-    try:
-        return psycopg.connect(
-            host=str(files.socket_dir),
-            port=files.port,
-            dbname=ADMIN_DATABASE,
-            user=ADMIN_ROLE,
-            password=target.pooler.admin_password,
-            # libpq rounds a connect timeout below 2 s up to 2 s.
-            connect_timeout=max(2, int(deadline.remaining())),
-            autocommit=True,
-            cursor_factory=psycopg.ClientCursor,
-        )
-    except psycopg.Error as exc:
-        raise console.ConsoleError(dbconn.pg_message(exc)) from None
-
-
 def collect_pgbouncer(snap: Snapshot, target: Target, deadline: Deadline) -> None:
     """SHOW POOLS gauges and SHOW STATS counters of the cluster's pools, summed over users."""
-    conn = _console_connect(target, deadline)
-    try:
-        with watchdog(conn, deadline):
-            started = time.perf_counter()
-            pools = parse_show_pools(*console.show(conn, "POOLS"))
-            stats = parse_show_stats(*console.show(conn, "STATS"))
-            snap.query_seconds += time.perf_counter() - started
-    except AdminConsoleError as exc:
-        raise console.ConsoleError(str(exc)) from None
-    finally:
-        conn.close()
+    assert target.pooler is not None
+    if deadline.remaining() <= 0:
+        raise CollectTimeout(f"no time left of the {BUDGET_SECONDS:g} s budget")
+    files = bouncer_files(target.cluster)
+    with (
+        console.connect(
+            files.socket_dir,
+            files.port,
+            ADMIN_ROLE,
+            target.pooler.admin_password,
+            # The watchdog needs a socket, so libpq's timeout guards the connect: the whole
+            # seconds left of the budget (console.connect waits at least libpq's 2 s).
+            connect_timeout=math.floor(deadline.remaining()),
+        ) as conn,
+        watchdog(conn, deadline),
+    ):
+        started = time.perf_counter()
+        pools = console.show_pools(conn)
+        stats = console.show_stats(conn)
+        snap.query_seconds += time.perf_counter() - started
     sums = {
         name: {"cl_active": 0, "cl_waiting": 0, "sv_active": 0, "sv_idle": 0, "sv_used": 0, "maxwait": 0.0}
         for name in target.pools

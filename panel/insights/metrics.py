@@ -57,7 +57,7 @@ _CATALOGUE = [
     MetricInfo("conn_percent", POSTGRES, "", "%", "Client connections as a share of max_connections"),
     # host figures of local clusters
     MetricInfo("cpu_percent", HOST, "", "%", "CPU used by the cluster's processes, share of the machine"),
-    MetricInfo("memory_rss_bytes", HOST, "", "B", "Resident memory of the cluster's processes"),
+    MetricInfo("memory_bytes", HOST, "", "B", "Memory of the cluster's processes, shared counted once"),
     MetricInfo("load1", HOST, "", "", "Machine load average over 1 minute"),
     MetricInfo("load5", HOST, "", "", "Machine load average over 5 minutes"),
     MetricInfo("load15", HOST, "", "", "Machine load average over 15 minutes"),

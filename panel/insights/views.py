@@ -141,7 +141,7 @@ HOST_CHARTS = (
         "memory",
         gettext_lazy("Memory of the cluster's processes"),
         "B",
-        (Line("memory_rss_bytes", title=gettext_lazy("resident memory")),),
+        (Line("memory_bytes", title=gettext_lazy("memory (shared memory counted once)")),),
         group="host",
     ),
     Chart(

@@ -6,6 +6,7 @@ handed to the pure parsers in ``lib.admin_console``, which read columns by name.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,13 +20,17 @@ from panel.pools.lib.admin_console import (
     ClientRow,
     DatabaseRow,
     PoolRow,
+    StatsRow,
     parse_show_clients,
     parse_show_databases,
     parse_show_pools,
+    parse_show_stats,
 )
 from panel.pools.lib.pgbouncer_ini import ADMIN_DATABASE
 
 CONNECT_TIMEOUT = 5
+# libpq takes whole seconds and waits at least 2 (0 would mean forever).
+MIN_CONNECT_TIMEOUT = 2
 
 Connection = psycopg.Connection[tuple[Any, ...]]
 
@@ -34,8 +39,19 @@ class ConsoleError(Exception):
     """The admin console did not answer or refused; the message is PgBouncer's own."""
 
 
+def connect_timeout_seconds(seconds: float) -> int:
+    """The whole seconds libpq is given to wait for the console: ``seconds`` rounded up, at least 2."""
+    return max(MIN_CONNECT_TIMEOUT, math.ceil(seconds))
+
+
 @contextmanager
-def connect(socket_dir: Path, port: int, user: str, password: str) -> Iterator[Connection]:
+def connect(
+    socket_dir: Path, port: int, user: str, password: str, *, connect_timeout: float = CONNECT_TIMEOUT
+) -> Iterator[Connection]:
+    """A console connection, closed on leaving; psycopg errors become ``ConsoleError``.
+
+    ``connect_timeout`` (seconds) bounds the connect only: see ``connect_timeout_seconds``.
+    """
     try:
         conn = psycopg.connect(
             host=str(socket_dir),
@@ -43,7 +59,7 @@ def connect(socket_dir: Path, port: int, user: str, password: str) -> Iterator[C
             dbname=ADMIN_DATABASE,
             user=user,
             password=password,
-            connect_timeout=CONNECT_TIMEOUT,
+            connect_timeout=connect_timeout_seconds(connect_timeout),
             autocommit=True,
             cursor_factory=psycopg.ClientCursor,
         )
@@ -77,6 +93,10 @@ def show_databases(conn: Connection) -> list[DatabaseRow]:
 
 def show_pools(conn: Connection) -> list[PoolRow]:
     return _parsed(conn, "POOLS", parse_show_pools)  # type: ignore[no-any-return]
+
+
+def show_stats(conn: Connection) -> list[StatsRow]:
+    return _parsed(conn, "STATS", parse_show_stats)  # type: ignore[no-any-return]
 
 
 def show_clients(conn: Connection) -> list[ClientRow]:

@@ -53,7 +53,7 @@ def main() -> None:
         series += [
             ("conn_state", f"state={s}") for s in ("active", "idle", "idle_in_transaction", "waiting_lock")
         ]
-        series += [(name, "") for name in ("max_connections", "cpu_percent", "memory_rss_bytes", "load1")]
+        series += [(name, "") for name in ("max_connections", "cpu_percent", "memory_bytes", "load1")]
         series += [(name, "") for name in ("load5", "load15", "disk_percent")]
         for pool in pools:
             series += [(name, pool) for name in ("pool_cl_waiting", "pool_sv_active", "pool_size")]

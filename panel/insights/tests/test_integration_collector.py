@@ -74,7 +74,7 @@ def test_load_between_two_collections_shows_tps_states_and_host_figures(cluster:
     assert gauges[("db_size_bytes", "db=defaultdb")] > 10_000_000
     assert gauges[("disk_used_bytes", "")] > gauges[("db_size_bytes", "db=defaultdb")]
     assert 0 < gauges[("disk_percent", "")] <= 100
-    assert gauges[("memory_rss_bytes", "")] > 0
+    assert gauges[("memory_bytes", "")] > 0
     cpu = [v for v in values(cluster, "cpu_percent") if v is not None]
     assert cpu and all(0 <= v <= 100 for v in cpu) and max(cpu) > 0
     # One collection costs little database time.
