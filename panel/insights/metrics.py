@@ -12,8 +12,11 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 ROLLUP_SECONDS = 300
+
+P = TypeVar("P", bound=tuple[Any, ...])
 
 # --- the catalogue ---------------------------------------------------------------------------------
 
@@ -195,13 +198,18 @@ def aggregate(values: Iterable[float | None]) -> Aggregate | None:
     return Aggregate(min(present), max(present), sum(present) / len(present), len(present))
 
 
-def rollup(
-    points: Iterable[tuple[dt.datetime, float | None]], seconds: int = ROLLUP_SECONDS
-) -> dict[dt.datetime, Aggregate]:
-    """Bucket start → aggregate of one series' points; buckets holding only gaps are left out."""
-    buckets: dict[dt.datetime, list[float | None]] = {}
-    for at, value in points:
-        buckets.setdefault(bucket_start(at, seconds), []).append(value)
+def bucket_ms(at_ms: int, seconds: int = ROLLUP_SECONDS) -> int:
+    """The start (ms since the epoch) of the ``seconds``-wide bucket holding ``at_ms``."""
+    width = seconds * 1000
+    return at_ms - at_ms % width
+
+
+def rollup(points: Iterable[tuple[int, float | None]], seconds: int = ROLLUP_SECONDS) -> dict[int, Aggregate]:
+    """Bucket start → aggregate of one series' points (times in ms since the epoch); buckets
+    holding only gaps are left out."""
+    buckets: dict[int, list[float | None]] = {}
+    for at_ms, value in points:
+        buckets.setdefault(bucket_ms(at_ms, seconds), []).append(value)
     result = {}
     for start, values in sorted(buckets.items()):
         agg = aggregate(values)
@@ -214,15 +222,20 @@ def rollup(
 
 
 def with_gaps(
-    points: Sequence[tuple[dt.datetime, float | None]], step_seconds: float, *, tolerance: float = 2.5
-) -> list[tuple[dt.datetime, float | None]]:
-    """The points with a ``None`` inserted wherever two neighbours are further apart than
-    ``tolerance`` steps, so a chart breaks its line over missing collections instead of drawing
-    a straight line through an outage."""
-    out: list[tuple[dt.datetime, float | None]] = []
-    limit = dt.timedelta(seconds=step_seconds * tolerance)
-    for at, value in points:
-        if out and at - out[-1][0] > limit and out[-1][1] is not None:
-            out.append((out[-1][0] + dt.timedelta(seconds=step_seconds), None))
-        out.append((at, value))
+    points: Sequence[P], step_seconds: float, *, tolerance: float = 2.5
+) -> list[P | tuple[int, None]]:
+    """The points (tuples starting with a time in ms since the epoch and a value) with a
+    ``(time, None)`` inserted wherever two neighbours are further apart than ``tolerance`` steps,
+    so a chart breaks its line over missing collections instead of drawing a straight line
+    through an outage."""
+    out: list[P | tuple[int, None]] = []
+    step_ms = int(step_seconds * 1000)
+    limit = step_ms * tolerance
+    previous_at, previous_value = None, None
+    for point in points:
+        at, value = point[0], point[1]
+        if previous_at is not None and at - previous_at > limit and previous_value is not None:
+            out.append((previous_at + step_ms, None))
+        out.append(point)
+        previous_at, previous_value = at, value
     return out

@@ -6,7 +6,8 @@ are, counters as per-second rates from the previous reading (``CounterState``). 
 not answer writes ``up=0`` and a NULL point for each of its series (a gap, never a zero), and its
 counters start new series once it answers again.
 
-Charts read ``series()``: raw points up to 24 hours back, 5-minute rollups beyond.
+Charts read ``read_series()``: a few hundred points a line whatever the window (raw points, then
+1-minute, 5-minute and hourly rollups, see ``resolution_for``).
 """
 
 from __future__ import annotations
@@ -17,25 +18,32 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import connections, transaction
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from panel.clusters.models import Cluster, ClusterStatus
 from panel.insights import collector, metrics
 from panel.insights.alerts import evaluate_alerts, firing_alerts, save_rule  # noqa: F401  (service API)
 from panel.insights.metrics import CATALOGUE, COUNTER_RATES, HOST, PGBOUNCER, POSTGRES
-from panel.insights.models import CounterState, MetricPoint, MetricRollup
+from panel.insights.models import CounterState, EpochMs, MetricPoint, MetricRollup
 from panel.pools.models import Pooler
 
 log = logging.getLogger(__name__)
 
 RAW_RETENTION = dt.timedelta(hours=24)
 ROLLUP_RETENTION = dt.timedelta(days=30)
-# Ranges longer than this read hourly figures merged from the 5-minute rollups.
-COARSE_AFTER = dt.timedelta(days=7)
+MINUTE = 60
+FIVE_MINUTES = metrics.ROLLUP_SECONDS
+QUARTER = 900
 HOUR = 3600
+# Rollup tiers (MetricRollup.seconds): 1 and 5 minutes from the raw points, 15 minutes and hours
+# merged from the 5-minute ones. 1-minute rollups are kept as long as raw points, the others 30 days.
+RAW_TIERS = (MINUTE, FIVE_MINUTES)
+MERGED_TIERS = (QUARTER, HOUR)
 MAX_WORKERS = 4
 # Grace over the collector's own budget before the cycle stops waiting for a cluster.
 ABANDON_AFTER = collector.BUDGET_SECONDS + 1.0
@@ -270,44 +278,66 @@ def current_values(points: list[MetricPoint]) -> dict[tuple[str, str], float]:
 # --- retention and rollups --------------------------------------------------------------------------
 
 
+def _at(ms: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
+
+
+def _last_bucket(seconds: int, cluster: Cluster | None = None) -> dt.datetime | None:
+    """The newest bucket of a tier, of one cluster or of all."""
+    rows = MetricRollup.objects.filter(seconds=seconds)
+    if cluster is not None:
+        rows = rows.filter(cluster=cluster)
+    return rows.order_by("-bucket").values_list("bucket", flat=True).first()
+
+
 def rollup(now: dt.datetime | None = None) -> int:
-    """Build (or rebuild) the 5-minute rollups of every complete bucket since the last one."""
+    """Build (or rebuild) the 1- and 5-minute rollups of every complete bucket since the last one,
+    then the 15-minute and hourly ones (the bucket in progress too) from the 5-minute ones."""
     now = now or timezone.now()
-    end = metrics.bucket_start(now)
-    last = (
-        MetricRollup.objects.filter(seconds=metrics.ROLLUP_SECONDS)
-        .order_by("-bucket")
-        .values_list("bucket", flat=True)
-        .first()
-    )
+    built = 0
+    for seconds in RAW_TIERS:
+        count, start = _rollup_raw(seconds, now)
+        built += count
+    # ``start`` is where the 5-minute pass began: every 5-minute bucket since has been (re)built.
+    for seconds in MERGED_TIERS:
+        built += _rollup_merged(seconds, metrics.bucket_start(start, seconds), metrics.bucket_start(now))
+    return built
+
+
+def _rollup_raw(seconds: int, now: dt.datetime) -> tuple[int, dt.datetime]:
+    """Roll the raw points into ``seconds`` buckets since the last such bucket; returns how many
+    buckets were written and where the pass started."""
+    end = metrics.bucket_start(now, seconds)
+    last = _last_bucket(seconds)
     # The last rolled bucket is rebuilt: points stored after it was rolled join it.
     start = last if last is not None else end - RAW_RETENTION
     start = max(start, now - RAW_RETENTION)
     rows = (
         MetricPoint.objects.filter(ts__gte=start, ts__lt=end)
+        .annotate(at_ms=EpochMs("ts"))
         .order_by("cluster_id", "metric", "labels", "ts")
-        .values_list("cluster_id", "metric", "labels", "ts", "value")
+        .values_list("cluster_id", "metric", "labels", "at_ms", "value")
     )
-    series: dict[tuple[object, str, str], list[tuple[dt.datetime, float | None]]] = {}
-    for cluster_id, metric, labels, ts, value in rows.iterator(chunk_size=5000):
-        series.setdefault((cluster_id, metric, labels), []).append((ts, value))
-    rollups = []
-    for (cluster_id, metric, labels), pts in series.items():
-        for bucket, agg in metrics.rollup(pts).items():
-            rollups.append(
-                MetricRollup(
-                    cluster_id=cluster_id,
-                    metric=metric,
-                    labels=labels,
-                    bucket=bucket,
-                    min=agg.min,
-                    max=agg.max,
-                    avg=agg.avg,
-                    count=agg.count,
-                )
-            )
+    series: dict[tuple[object, str, str], list[tuple[int, float | None]]] = {}
+    for cluster_id, metric, labels, at_ms, value in rows.iterator(chunk_size=5000):
+        series.setdefault((cluster_id, metric, labels), []).append((at_ms, value))
+    rollups = [
+        MetricRollup(
+            cluster_id=cluster_id,
+            metric=metric,
+            labels=labels,
+            seconds=seconds,
+            bucket=_at(bucket),
+            min=agg.min,
+            max=agg.max,
+            avg=agg.avg,
+            count=agg.count,
+        )
+        for (cluster_id, metric, labels), pts in series.items()
+        for bucket, agg in metrics.rollup(pts, seconds).items()
+    ]
     _upsert_rollups(rollups)
-    return len(rollups) + _rollup_hours(metrics.bucket_start(start, HOUR), end)
+    return len(rollups), start
 
 
 def _upsert_rollups(rollups: list[MetricRollup]) -> None:
@@ -320,42 +350,46 @@ def _upsert_rollups(rollups: list[MetricRollup]) -> None:
     )
 
 
-def _rollup_hours(start: dt.datetime, end: dt.datetime) -> int:
-    """Merge the 5-minute rollups of ``[start, end)`` into hourly ones (the hour in progress too)."""
+def _rollup_merged(seconds: int, start: dt.datetime, end: dt.datetime) -> int:
+    """Merge the 5-minute rollups of ``[start, end)`` into ``seconds`` buckets (the one in progress
+    too)."""
     rows = (
-        MetricRollup.objects.filter(seconds=metrics.ROLLUP_SECONDS, bucket__gte=start, bucket__lt=end)
+        MetricRollup.objects.filter(seconds=FIVE_MINUTES, bucket__gte=start, bucket__lt=end)
+        .annotate(at_ms=EpochMs("bucket"))
         .order_by("cluster_id", "metric", "labels", "bucket")
-        .values_list("cluster_id", "metric", "labels", "bucket", "min", "max", "avg", "count")
+        .values_list("cluster_id", "metric", "labels", "at_ms", "min", "max", "avg", "count")
     )
-    hours: dict[tuple[object, str, str, dt.datetime], metrics.Aggregate] = {}
-    for cluster_id, metric, labels, bucket, lo, hi, avg, count in rows.iterator(chunk_size=5000):
-        key = (cluster_id, metric, labels, metrics.bucket_start(bucket, HOUR))
+    merged: dict[tuple[object, str, str, int], metrics.Aggregate] = {}
+    for cluster_id, metric, labels, at_ms, lo, hi, avg, count in rows.iterator(chunk_size=5000):
+        key = (cluster_id, metric, labels, metrics.bucket_ms(at_ms, seconds))
         agg = metrics.Aggregate(lo, hi, avg, count)
-        hours[key] = hours[key].merge(agg) if key in hours else agg
+        merged[key] = merged[key].merge(agg) if key in merged else agg
     _upsert_rollups(
         [
             MetricRollup(
                 cluster_id=cluster_id,
                 metric=metric,
                 labels=labels,
-                seconds=HOUR,
-                bucket=hour,
+                seconds=seconds,
+                bucket=_at(bucket),
                 min=agg.min,
                 max=agg.max,
                 avg=agg.avg,
                 count=agg.count,
             )
-            for (cluster_id, metric, labels, hour), agg in hours.items()
+            for (cluster_id, metric, labels, bucket), agg in merged.items()
         ]
     )
-    return len(hours)
+    return len(merged)
 
 
 def prune(now: dt.datetime | None = None) -> tuple[int, int]:
-    """Delete raw points older than 24 hours and rollups older than 30 days."""
+    """Delete raw points and 1-minute rollups older than 24 hours, other rollups older than 30 days."""
     now = now or timezone.now()
     raw, _ = MetricPoint.objects.filter(ts__lt=now - RAW_RETENTION).delete()
-    rolled, _ = MetricRollup.objects.filter(bucket__lt=now - ROLLUP_RETENTION).delete()
+    rolled, _ = MetricRollup.objects.filter(
+        Q(seconds=MINUTE, bucket__lt=now - RAW_RETENTION) | Q(bucket__lt=now - ROLLUP_RETENTION)
+    ).delete()
     CounterState.objects.filter(ts__lt=now - RAW_RETENTION).delete()
     return raw, rolled
 
@@ -371,11 +405,11 @@ def prune_and_rollup(now: dt.datetime | None = None) -> dict[str, int]:
 # --- reading (charts, banner, Prometheus) -----------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class SeriesPoint:
-    """One chart point; ``value`` None breaks the line. Rollups carry the bucket's min and max."""
+class SeriesPoint(NamedTuple):
+    """One chart point at ``at`` (ms since the epoch); ``value`` None breaks the line. Rollups carry
+    the bucket's min and max. (A tuple: a 30-day page builds tens of thousands of them.)"""
 
-    ts: dt.datetime
+    at: int
     value: float | None
     min: float | None = None
     max: float | None = None
@@ -385,73 +419,152 @@ class SeriesPoint:
 class Series:
     metric: str
     labels: str
-    resolution: str  # "raw", "5m" or "1h"
+    resolution: str  # "raw", "1m", "5m", "15m" or "1h"
     step_seconds: int
     points: list[SeriesPoint]
 
 
-def _resolution(start: dt.datetime, end: dt.datetime) -> tuple[str, int]:
-    """Raw points up to 24 hours, 5-minute rollups up to 7 days, hourly rollups beyond."""
-    if end - start <= RAW_RETENTION:
-        return "raw", interval()
-    # Beyond 7 days, 8,640 five-minute points a series are more than a chart shows: hours.
-    if end - start <= COARSE_AFTER:
-        return "5m", metrics.ROLLUP_SECONDS
-    return "1h", HOUR
+@dataclass(frozen=True)
+class Resolution:
+    name: str  # "raw", "1m", "5m", "15m" or "1h"
+    seconds: int  # the step between points
+    rollup: int | None  # the rollup tier read (MetricRollup.seconds), None for raw points
+    tail_after: int | None  # the tier whose last bucket says where raw points take over
 
 
-def series_many(
-    cluster: Cluster, keys: Iterable[tuple[str, str]], start: dt.datetime, end: dt.datetime
+# (name, longest window, step and tier read, tier whose last bucket says where raw points take over)
+RESOLUTIONS = (
+    Resolution("raw", 0, None, None),  # step: the collector's interval
+    Resolution("1m", MINUTE, MINUTE, MINUTE),
+    Resolution("5m", FIVE_MINUTES, FIVE_MINUTES, FIVE_MINUTES),
+    Resolution("15m", QUARTER, QUARTER, FIVE_MINUTES),
+    Resolution("1h", HOUR, HOUR, FIVE_MINUTES),
+)
+SPANS = {
+    "raw": dt.timedelta(hours=1),
+    "1m": dt.timedelta(hours=6),
+    "5m": dt.timedelta(hours=24),
+    "15m": dt.timedelta(days=7),
+}
+
+
+def resolution_for(start: dt.datetime, end: dt.datetime, now: dt.datetime | None = None) -> Resolution:
+    """At most ~700 points a line whatever the window: raw points up to an hour, 1-minute rollups up
+    to 6 hours, 5-minute ones up to a day, 15-minute ones up to 7 days, hourly ones beyond. Raw
+    points and 1-minute rollups are kept 24 hours, so an older window skips them even when short."""
+    now = now or timezone.now()
+    span, recent = end - start, start >= now - RAW_RETENTION
+    for res in RESOLUTIONS:
+        if res.rollup in (None, MINUTE) and not recent:
+            continue
+        if res.name not in SPANS or span <= SPANS[res.name]:
+            return Resolution(res.name, res.seconds or interval(), res.rollup, res.tail_after)
+    raise AssertionError("unreachable: the last resolution has no span limit")
+
+
+Wanted = tuple[str, str | None]  # (metric, labels); labels None: every labels value of the metric
+
+
+def read_series(
+    cluster: Cluster,
+    wanted: Iterable[Wanted],
+    start: dt.datetime,
+    end: dt.datetime,
+    now: dt.datetime | None = None,
 ) -> dict[tuple[str, str], Series]:
-    """``series()`` of every ``(metric, labels)`` in ``keys`` (a chart page's lines together); a key
-    with no stored point has an empty series."""
-    wanted = set(keys)
-    if not wanted:
-        return {}
-    resolution, step = _resolution(start, end)
-    found: dict[tuple[str, str], list[tuple]] = {key: [] for key in wanted}
-    # One query per line, walking the (cluster, metric, labels, ts) index in order: measured on
-    # SQLite, reading several lines in one query sorts the whole window and is slower (24 h:
-    # 1.25 s per line vs 1.8-1.9 s combined, scripts/perf/insights_page.py).
+    """The series of ``[start, end]`` for a chart page's lines, by ``(metric, labels)``.
+
+    ``labels`` None asks for every labels value the metric has in the window (one chart line per
+    database, state…); a labels value asked for by name is in the result even with no point.
+    One query along the cluster's time (or tier and bucket) index, with times computed by the
+    database; rollup windows add the raw points the last rollup has not reached yet (one query),
+    aggregated here, so the live edge of a 6-hour or 30-day chart is as fresh as the last
+    collection.
+    """
+    res = resolution_for(start, end, now)
+    by_metric: dict[str, set[str] | None] = {}
     for metric, labels in wanted:
-        if resolution == "raw":
-            rows = (
-                MetricPoint.objects.filter(
-                    cluster=cluster, metric=metric, labels=labels, ts__gte=start, ts__lte=end
-                )
-                .order_by("ts")
-                .values_list("ts", "value")
+        if labels is None:
+            by_metric[metric] = None
+        elif metric not in by_metric or by_metric[metric] is not None:
+            by_metric.setdefault(metric, set()).add(labels)  # type: ignore[union-attr]
+    if not by_metric:
+        return {}
+
+    def keep(metric: str, labels: str) -> bool:
+        asked = by_metric[metric]
+        return asked is None or labels in asked
+
+    # Rows by series in time order: (at, value) raw points or (at, avg, min, max, count) rollups.
+    found: dict[tuple[str, str], list[tuple]] = {
+        (metric, labels): [] for metric, asked in by_metric.items() for labels in sorted(asked or ())
+    }
+    if res.rollup is None:
+        rows = _raw_rows(cluster, by_metric, start, end)
+    else:
+        rows = (
+            MetricRollup.objects.filter(
+                cluster=cluster,
+                seconds=res.rollup,
+                metric__in=sorted(by_metric),
+                bucket__gte=start,
+                bucket__lte=end,
             )
-        else:
-            rows = (
-                MetricRollup.objects.filter(
-                    cluster=cluster,
-                    metric=metric,
-                    labels=labels,
-                    seconds=step,
-                    bucket__gte=start,
-                    bucket__lte=end,
-                )
-                .order_by("bucket")
-                .values_list("bucket", "avg", "min", "max")
-            )
-        found[(metric, labels)] = [tuple(row) for row in rows]
-    result = {}
-    for (metric, labels), got in found.items():
-        if resolution == "raw":
-            points = [SeriesPoint(ts, v) for ts, v in metrics.with_gaps(got, step)]
-        else:
-            extremes = {bucket: (lo, hi) for bucket, _avg, lo, hi in got}
-            gapped = metrics.with_gaps([(bucket, avg) for bucket, avg, _lo, _hi in got], step)
-            points = [SeriesPoint(ts, v, *extremes.get(ts, (None, None))) for ts, v in gapped]
-        result[(metric, labels)] = Series(metric, labels, resolution, step, points)
-    return result
+            .annotate(at_ms=EpochMs("bucket"))
+            .order_by("bucket")
+            .values_list("metric", "labels", "at_ms", "avg", "min", "max", "count")
+        )
+    for metric, labels, *row in rows:
+        if keep(metric, labels):
+            found.setdefault((metric, labels), []).append(tuple(row))
+    if res.rollup is not None:
+        # Raw points after the last rollup, aggregated the same way (the bucket in progress merges).
+        last = _last_bucket(res.tail_after, cluster) if res.tail_after else None
+        tail_from = start if last is None else max(start, last + dt.timedelta(seconds=res.tail_after or 0))
+        tail: dict[tuple[str, str], list[tuple[int, float | None]]] = {}
+        for metric, labels, at_ms, value in _raw_rows(cluster, by_metric, tail_from, end):
+            if keep(metric, labels):
+                tail.setdefault((metric, labels), []).append((at_ms, value))
+        for key, points in tail.items():
+            _merge_tail(found.setdefault(key, []), metrics.rollup(points, res.seconds))
+    return {
+        (metric, labels): Series(
+            metric,
+            labels,
+            res.name,
+            res.seconds,
+            [SeriesPoint(*p[:4]) for p in metrics.with_gaps(rows, res.seconds)],
+        )
+        for (metric, labels), rows in found.items()
+    }
+
+
+def _raw_rows(
+    cluster: Cluster, by_metric: dict[str, set[str] | None], start: dt.datetime, end: dt.datetime
+) -> QuerySet[MetricPoint, tuple[str, str, int, float | None]]:
+    """Every raw point of the metrics in the window, in time order (one range of the cluster's
+    time index: cheaper than one query per line once a page has dozens of lines)."""
+    return (
+        MetricPoint.objects.filter(cluster=cluster, metric__in=sorted(by_metric), ts__gte=start, ts__lte=end)
+        .annotate(at_ms=EpochMs("ts"))
+        .order_by("ts")
+        .values_list("metric", "labels", "at_ms", "value")
+    )
+
+
+def _merge_tail(rows: list[tuple], tail: dict[int, metrics.Aggregate]) -> None:
+    """Append aggregated raw points to a series' rollup rows; the bucket the rollups already hold
+    in part (an hour in progress) merges them."""
+    for bucket, agg in tail.items():
+        if rows and rows[-1][0] == bucket:
+            _at, avg, lo, hi, count = rows.pop()
+            agg = metrics.Aggregate(lo, hi, avg, count).merge(agg)
+        rows.append((bucket, agg.avg, agg.min, agg.max, agg.count))
 
 
 def series(cluster: Cluster, metric: str, labels: str, start: dt.datetime, end: dt.datetime) -> Series:
-    """Points of one series in ``[start, end]``: raw up to 24 hours, 5-minute rollups up to 7 days,
-    hourly rollups beyond (``resolution`` "raw", "5m" or "1h")."""
-    return series_many(cluster, [(metric, labels)], start, end)[(metric, labels)]
+    """Points of one series in ``[start, end]`` at the resolution ``resolution_for`` picks."""
+    return read_series(cluster, [(metric, labels)], start, end)[(metric, labels)]
 
 
 def series_for_range(
@@ -459,16 +572,16 @@ def series_for_range(
 ) -> Series:
     """``series()`` for one of the chart ranges: 1h, 6h, 24h, 7d, 30d."""
     now = now or timezone.now()
-    return series(cluster, metric, labels, now - RANGES[range_key], now)
+    return read_series(cluster, [(metric, labels)], now - RANGES[range_key], now, now)[(metric, labels)]
 
 
 def labels_of(cluster: Cluster, metric: str, since: dt.timedelta = RAW_RETENTION) -> list[str]:
     """The label values a metric had recently (databases, pools, states…): one chart line each."""
     start = timezone.now() - since
     raw = MetricPoint.objects.filter(cluster=cluster, metric=metric, ts__gte=start)
-    rolled = MetricRollup.objects.filter(cluster=cluster, metric=metric, bucket__gte=start)
     found = set(raw.values_list("labels", flat=True).distinct())
     if since > RAW_RETENTION:
+        rolled = MetricRollup.objects.filter(cluster=cluster, metric=metric, seconds=HOUR, bucket__gte=start)
         found |= set(rolled.values_list("labels", flat=True).distinct())
     return sorted(found)
 

@@ -166,6 +166,16 @@ HOST_CHARTS = (
 )
 
 
+# What one point of a chart stands for, by resolution (``services.resolution_for``).
+RESOLUTION_LABELS = {
+    "raw": gettext_lazy("Each point is one collection."),
+    "1m": gettext_lazy("Each point is a 1-minute average."),
+    "5m": gettext_lazy("Each point is a 5-minute average."),
+    "15m": gettext_lazy("Each point is a 15-minute average."),
+    "1h": gettext_lazy("Each point is an hourly average."),
+}
+
+
 def pool_chart(pool: str) -> Chart:
     labels = metric_label("pool", pool)
     return Chart(
@@ -198,28 +208,15 @@ def charts_for(cluster: Cluster, window: Window) -> list[Chart]:
 SeriesKey = tuple[str, str]  # (metric, labels)
 
 
-def _labels(cluster: Cluster, line: Line, window: Window, labels_cache: dict[str, list[str]]) -> list[str]:
-    """The label values a line of mode "each" or "sum" draws, read once per metric and request."""
-    if line.metric not in labels_cache:
-        since = max(timezone.now() - window.start, services.RAW_RETENTION)
-        labels_cache[line.metric] = services.labels_of(cluster, line.metric, since=since)
-    return labels_cache[line.metric]
+def wanted_by(charts: list[Chart]) -> list[services.Wanted]:
+    """What the charts' lines read: one series by name, or every labels value of a metric."""
+    return [
+        (line.metric, line.labels if line.mode == "one" else None) for chart in charts for line in chart.lines
+    ]
 
 
-def _chart_keys(
-    cluster: Cluster, chart: Chart, window: Window, labels_cache: dict[str, list[str]]
-) -> list[SeriesKey]:
-    keys = []
-    for line in chart.lines:
-        if line.mode == "one":
-            keys.append((line.metric, line.labels))
-        else:
-            keys += [(line.metric, labels) for labels in _labels(cluster, line, window, labels_cache)]
-    return keys
-
-
-def _points(found: dict[SeriesKey, services.Series], metric: str, labels: str) -> dict[int, float | None]:
-    return {int(p.ts.timestamp() * 1000): p.value for p in found[(metric, labels)].points}
+def _points(series: services.Series | None) -> dict[int, float | None]:
+    return {} if series is None else {p.at: p.value for p in series.points}
 
 
 def _summed(parts: list[dict[int, float | None]]) -> dict[int, float | None]:
@@ -234,24 +231,17 @@ def _summed(parts: list[dict[int, float | None]]) -> dict[int, float | None]:
     return total
 
 
-def chart_data(
-    cluster: Cluster,
-    chart: Chart,
-    window: Window,
-    labels_cache: dict[str, list[str]],
-    found: dict[SeriesKey, services.Series],
-) -> dict:
+def chart_data(chart: Chart, found: dict[SeriesKey, services.Series]) -> dict:
     """One chart's times (ms since the epoch, shared by its lines) and values; None breaks a line.
 
-    ``found`` holds every line's series, read for all charts at once (``services.series_many``)."""
+    ``found`` holds every line's series, read for all charts at once (``services.read_series``)."""
     lines: list[tuple[str, Line, dict[int, float | None]]] = []
     for line in chart.lines:
         if line.mode == "one":
-            lines.append((str(line.title), line, _points(found, line.metric, line.labels)))
+            lines.append((str(line.title), line, _points(found.get((line.metric, line.labels)))))
             continue
         parts = [
-            (labels, _points(found, line.metric, labels))
-            for labels in _labels(cluster, line, window, labels_cache)
+            (labels, _points(s)) for (metric, labels), s in sorted(found.items()) if metric == line.metric
         ]
         if line.mode == "sum":
             lines.append((str(line.title), line, _summed([points for _labels, points in parts])))
@@ -321,6 +311,7 @@ def insights_tab(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
         "charts": charts_for(cluster, window),
         "has_data": _has_data(cluster),
         "interval": services.interval(),
+        "resolution_labels": RESOLUTION_LABELS,
         **_alerts_context(cluster, AlertRuleForm(cluster=cluster, initial=_edit_initial(request, cluster))),
     }
     return render(request, "insights/tab.html", context)
@@ -329,24 +320,25 @@ def insights_tab(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 @never_cache
 @require_GET
 def insights_data(request: HttpRequest, cluster_id: uuid.UUID) -> JsonResponse:
-    """Every chart's series over the window: raw points up to 24 h, rollups beyond (the backend's)."""
+    """Every chart's series over the window, a few hundred points a line (``resolution_for``)."""
     cluster = _get_cluster_for_user(request, cluster_id)
     form = WindowForm(request.GET)
     if not form.is_valid():
         return JsonResponse({"errors": form.errors}, status=400)
     window = form.window()
-    labels_cache: dict[str, list[str]] = {}
     charts = charts_for(cluster, window)
-    # Every line of every chart in one query, not one query per line.
-    keys = [key for chart in charts for key in _chart_keys(cluster, chart, window, labels_cache)]
-    found = services.series_many(cluster, keys, window.start, window.end)
-    data = {chart.key: chart_data(cluster, chart, window, labels_cache, found) for chart in charts}
+    # Every line of every chart together: one query per metric, not one per line.
+    found = services.read_series(cluster, wanted_by(charts), window.start, window.end)
+    data = {chart.key: chart_data(chart, found) for chart in charts}
+    resolution = services.resolution_for(window.start, window.end)
     return JsonResponse(
         {
             "range": window.range_key,
             "start": int(window.start.timestamp() * 1000),
             "end": int(window.end.timestamp() * 1000),
             "live": window.live,
+            "resolution": resolution.name,
+            "step": resolution.seconds,
             "charts": data,
         }
     )

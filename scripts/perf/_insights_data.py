@@ -42,9 +42,9 @@ def setup_django() -> Path:
 
 
 def store_history(cluster: Cluster, series: list[tuple[str, str]], now: dt.datetime) -> str:
-    """Store, for each ``(metric, labels)``, 30 days of 5-minute rollups, their hourly merge and 24
-    hours of raw points every 15 s (a NULL now and then), as a cluster collected for a month holds.
-    Returns a line saying what was generated."""
+    """Store, for each ``(metric, labels)``, 30 days of 5-minute rollups, their 15-minute and hourly
+    merges, 24 hours of raw points every 15 s (a NULL now and then) and their 1-minute rollups, as
+    a cluster collected for a month holds. Returns a line saying what was generated."""
     from panel.insights import metrics, services
     from panel.insights.models import MetricPoint, MetricRollup
 
@@ -76,8 +76,12 @@ def store_history(cluster: Cluster, series: list[tuple[str, str]], now: dt.datet
             )
     MetricRollup.objects.bulk_create(rollups, batch_size=2000)
     MetricPoint.objects.bulk_create(points, batch_size=2000)
-    hourly = services._rollup_hours(now - dt.timedelta(days=DAYS + 1), now + dt.timedelta(hours=1))
+    since, until = now - dt.timedelta(days=DAYS + 1), now + dt.timedelta(hours=1)
+    quarters = services._rollup_merged(services.QUARTER, since, until)
+    hourly = services._rollup_merged(services.HOUR, since, until)
+    minutes, _start = services._rollup_raw(services.MINUTE, now)
     return (
-        f"{len(series)} series: {len(rollups)} 5-minute rollups, {hourly} hourly ones, {len(points)} raw "
+        f"{len(series)} series: {minutes} 1-minute rollups, {len(rollups)} 5-minute, {quarters} "
+        f"15-minute and {hourly} hourly ones, {len(points)} raw "
         f"points, generated in {time.perf_counter() - t0:.1f} s"
     )

@@ -5,9 +5,10 @@ figures; not a timed test).
     .venv/bin/python scripts/perf/insights_page.py [--dbs 3] [--pools 2] [--rounds 10]
 
 Stores, for every series the tab charts (per database, per state, per pool, host figures), 30 days
-of 5-minute rollups, their hourly merge and 24 hours of raw points every 15 s, as a cluster that
-has been collected for a month holds; then asks for the page and for the data of each range
-through Django's test Client in-process. Target: the page and its data under 300 ms (median).
+of 5-minute rollups with their 15-minute and hourly merges, and 24 hours of raw points every 15 s
+with their 1-minute rollups, as a cluster that has been collected for a month holds; then asks for
+the page and for the data of each range through Django's test Client in-process. Target: the page
+and its data under 300 ms (median).
 """
 
 from __future__ import annotations

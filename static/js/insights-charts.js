@@ -60,6 +60,16 @@
     return alone ? 2.5 : 0;
   }
 
+  // What one point stands for, by resolution (translated, from the page).
+  var RESOLUTIONS = (function () {
+    var node = document.getElementById("insights-resolutions");
+    try {
+      return node ? JSON.parse(node.textContent) : {};
+    } catch (error) {
+      return {};
+    }
+  })();
+
   function InsightsCharts(root) {
     this.root = root;
     this.charts = {};
@@ -185,6 +195,9 @@
       points += data.t.length;
     });
     this.root.dataset.points = String(points);
+    this.root.dataset.resolution = body.resolution || "";
+    var note = document.querySelector("[data-resolution-note]");
+    if (note && RESOLUTIONS[body.resolution]) note.textContent = RESOLUTIONS[body.resolution];
     this.root.dataset.loadedRange = body.range || "custom";
     this.root.dataset.loadedAt = String(Date.now());
   };

@@ -44,6 +44,8 @@ def test_insights_tab_draws_tps_and_switches_range(live_server, journey_cluster:
     assert page.evaluate(TPS_MAX_JS) > 1  # pgbench's transactions per second, not an idle trickle
     expect(page.locator("canvas[data-chart='tps']").locator("..")).not_to_have_class("is-empty")
     hour_min = page.evaluate(X_MIN_JS)
+    resolution = page.locator("[data-resolution-note]")
+    expect(resolution).to_have_text("Each point is one collection.")
     snapshot(page, "insights-0-1h")
 
     # 6 h: a new request for the data, drawn in place (no reload), the same points over a wider axis.
@@ -55,4 +57,6 @@ def test_insights_tab_draws_tps_and_switches_range(live_server, journey_cluster:
     six_hours_min = page.evaluate(X_MIN_JS)
     assert hour_min - six_hours_min > 4.9 * 3600 * 1000
     page.wait_for_function(TPS_HAS_DATA_JS, timeout=5_000)
+    # Six hours read 1-minute figures: the raw points not rolled up yet, averaged per minute.
+    expect(resolution).to_have_text("Each point is a 1-minute average.")
     snapshot(page, "insights-1-6h")

@@ -52,18 +52,24 @@ def test_buckets_align_on_five_minutes() -> None:
 
 
 def test_rollup_aggregates_each_bucket_and_ignores_gaps() -> None:
+    t0 = int(T0.timestamp() * 1000)
     points = [
-        (T0, 1.0),
-        (T0 + dt.timedelta(seconds=15), 3.0),
-        (T0 + dt.timedelta(seconds=30), None),
-        (T0 + dt.timedelta(minutes=5), 10.0),
-        (T0 + dt.timedelta(minutes=10), None),  # a bucket of gaps only is left out
+        (t0, 1.0),
+        (t0 + 15_000, 3.0),
+        (t0 + 30_000, None),
+        (t0 + 300_000, 10.0),
+        (t0 + 600_000, None),  # a bucket of gaps only is left out
+        (t0 + 960_000 - 1, 4.0),  # the last millisecond of a minute stays in it
+        (t0 + 960_000, 6.0),
     ]
-    result = metrics.rollup(points)
-    assert result == {
-        T0: Aggregate(1.0, 3.0, 2.0, 2),
-        T0 + dt.timedelta(minutes=5): Aggregate(10.0, 10.0, 10.0, 1),
+    assert metrics.rollup(points) == {
+        t0: Aggregate(1.0, 3.0, 2.0, 2),
+        t0 + 300_000: Aggregate(10.0, 10.0, 10.0, 1),
+        t0 + 900_000: Aggregate(4.0, 6.0, 5.0, 2),
     }
+    by_minute = metrics.rollup(points, 60)
+    assert sorted(by_minute) == [t0, t0 + 300_000, t0 + 900_000, t0 + 960_000]
+    assert by_minute[t0 + 900_000] == Aggregate(4.0, 4.0, 4.0, 1)
 
 
 def test_aggregates_merge_with_weighted_average() -> None:
@@ -72,13 +78,15 @@ def test_aggregates_merge_with_weighted_average() -> None:
 
 
 def test_with_gaps_breaks_the_line_over_missing_collections() -> None:
-    points = [(T0, 1.0), (T0 + dt.timedelta(seconds=15), 2.0), (T0 + dt.timedelta(seconds=120), 3.0)]
-    gapped = metrics.with_gaps(points, 15)
+    gapped = metrics.with_gaps([(0, 1.0), (15_000, 2.0), (120_000, 3.0), (135_000, None), (400_000, 4.0)], 15)
+    # A break 15 s after the last point before a hole; none after a point that is already a gap.
     assert gapped == [
-        (T0, 1.0),
-        (T0 + dt.timedelta(seconds=15), 2.0),
-        (T0 + dt.timedelta(seconds=30), None),
-        (T0 + dt.timedelta(seconds=120), 3.0),
+        (0, 1.0),
+        (15_000, 2.0),
+        (30_000, None),
+        (120_000, 3.0),
+        (135_000, None),
+        (400_000, 4.0),
     ]
 
 

@@ -71,10 +71,23 @@ def test_rollup_and_prune_produce_the_expected_aggregates(cluster_row: Cluster) 
     old = NOW - dt.timedelta(hours=25)
     rows.append(MetricPoint(cluster=cluster_row, metric="conn_total", labels="", ts=old, value=1.0))
     MetricPoint.objects.bulk_create(rows)
+    # Past their retention: a 5-minute rollup of 31 days ago, a 1-minute one of 25 hours ago.
+    for seconds, age in [(300, dt.timedelta(days=31)), (60, dt.timedelta(hours=25))]:
+        MetricRollup.objects.create(
+            cluster=cluster_row,
+            metric="conn_total",
+            seconds=seconds,
+            bucket=NOW - age,
+            min=1,
+            max=1,
+            avg=1,
+            count=1,
+        )
+    # A 5-minute rollup of 2 days ago stays (30 days).
     MetricRollup.objects.create(
         cluster=cluster_row,
         metric="conn_total",
-        bucket=NOW - dt.timedelta(days=31),
+        bucket=NOW - dt.timedelta(days=2),
         min=1,
         max=1,
         avg=1,
@@ -82,8 +95,13 @@ def test_rollup_and_prune_produce_the_expected_aggregates(cluster_row: Cluster) 
     )
 
     result = services.prune_and_rollup(NOW)
-    # six 5-minute buckets and the hour holding them
-    assert result == {"rollups_built": 7, "points_pruned": 1, "rollups_pruned": 1}
+    # 30 one-minute buckets, six 5-minute ones, two quarters and the hour holding them
+    assert result == {"rollups_built": 39, "points_pruned": 1, "rollups_pruned": 2}
+    minute = MetricRollup.objects.get(cluster=cluster_row, seconds=60, bucket=start + dt.timedelta(minutes=2))
+    # 11:32:00 … 11:32:45 are i = 8…11, and i = 9 is a gap
+    assert (minute.min, minute.max, minute.avg, minute.count) == (32.0, 32.0, 32.0, 3)
+    quarter = MetricRollup.objects.get(cluster=cluster_row, seconds=900, bucket=start)
+    assert (quarter.min, quarter.max, quarter.count) == (30.0, 44.0, 54)
     first = MetricRollup.objects.get(cluster=cluster_row, seconds=300, bucket=start)
     # 11:30:00 … 11:34:45: minutes 30–34, four points each, minus the gaps at i=9 and i=19
     assert (first.min, first.max, first.count) == (30.0, 34.0, 18)
@@ -94,43 +112,96 @@ def test_rollup_and_prune_produce_the_expected_aggregates(cluster_row: Cluster) 
     assert hour.avg == pytest.approx(sum(m for i, m in enumerate(minutes) if i % 10 != 9) / 108)
     # Idempotent: rebuilding gives the same rows.
     services.prune_and_rollup(NOW)
-    assert MetricRollup.objects.filter(cluster=cluster_row, seconds=300).count() == 6
+    assert MetricRollup.objects.filter(cluster=cluster_row, seconds=60).count() == 30
+    assert MetricRollup.objects.filter(cluster=cluster_row, seconds=300).count() == 7
+    # The older 5-minute rollup is kept but not merged again: a pass merges what it rolled.
+    assert MetricRollup.objects.filter(cluster=cluster_row, seconds=900).count() == 2
     assert MetricRollup.objects.filter(cluster=cluster_row, seconds=3600).count() == 1
 
 
-def test_series_reads_raw_points_for_a_day_and_rollups_beyond(cluster_row: Cluster, settings: object) -> None:
+def ms(at: dt.datetime) -> int:
+    return round(at.timestamp() * 1000)
+
+
+@pytest.mark.parametrize(
+    ("span", "age", "resolution", "step"),
+    [
+        (dt.timedelta(hours=1), dt.timedelta(0), "raw", 15),
+        (dt.timedelta(hours=6), dt.timedelta(0), "1m", 60),
+        (dt.timedelta(hours=24), dt.timedelta(0), "5m", 300),
+        (dt.timedelta(days=7), dt.timedelta(0), "15m", 900),
+        (dt.timedelta(days=30), dt.timedelta(0), "1h", 3600),
+        # raw points and 1-minute rollups are kept a day: an older short window reads 5 minutes
+        (dt.timedelta(minutes=20), dt.timedelta(days=2), "5m", 300),
+        (dt.timedelta(hours=3), dt.timedelta(hours=30), "5m", 300),
+    ],
+)
+def test_each_window_reads_a_few_hundred_points_a_line(
+    span: dt.timedelta, age: dt.timedelta, resolution: str, step: int
+) -> None:
+    end = NOW - age
+    res = services.resolution_for(end - span, end, NOW)
+    assert (res.name, res.seconds) == (resolution, step)
+    assert span.total_seconds() / step <= 720
+
+
+def test_an_hour_reads_raw_points_with_gaps(cluster_row: Cluster) -> None:
     now = timezone.now()
     MetricPoint.objects.bulk_create(
         [
             MetricPoint(
                 cluster=cluster_row, metric="tps", labels="db=app", ts=now - dt.timedelta(seconds=s), value=s
             )
-            for s in (600, 585, 570, 300, 285)  # nothing between 570 and 300: a gap
-        ]
-    )
-    MetricRollup.objects.bulk_create(
-        [
-            MetricRollup(
-                cluster=cluster_row,
-                metric="tps",
-                labels="db=app",
-                bucket=now - dt.timedelta(days=d),
-                min=d,
-                max=d + 2,
-                avg=d + 1,
-                count=20,
-            )
-            for d in (6, 5, 2)
+            for s in (600, 585, 570, 300, 285, 4000)  # nothing between 570 and 300: a gap
         ]
     )
     raw = services.series_for_range(cluster_row, "tps", "db=app", "1h", now)
-    assert raw.resolution == "raw"
+    assert (raw.resolution, raw.step_seconds) == ("raw", 15)
     assert [p.value for p in raw.points] == [600, 585, 570, None, 300, 285]
+    assert raw.points[0].at == ms(now - dt.timedelta(seconds=600))
+    assert raw.points[3].at == ms(now - dt.timedelta(seconds=555))  # the break: one step on
+
+
+def test_a_week_reads_quarter_rollups_then_the_raw_points_not_rolled_yet(cluster_row: Cluster) -> None:
+    now = timezone.now()
+    quarter = dt.timedelta(minutes=15)
+    rolled_to = services.metrics.bucket_start(now - quarter, 900)  # the last quarter rolled
+    for days in (6, 5):
+        at = services.metrics.bucket_start(now - dt.timedelta(days=days), 900)
+        MetricRollup.objects.create(
+            cluster=cluster_row, metric="tps", labels="db=app", seconds=900, bucket=at,
+            min=days, max=days + 2, avg=days + 1, count=60,
+        )  # fmt: skip
+    MetricRollup.objects.create(
+        cluster=cluster_row, metric="tps", labels="db=app", seconds=900, bucket=rolled_to,
+        min=1, max=3, avg=2, count=3,
+    )  # fmt: skip
+    # The rollup pass got as far as this 5-minute bucket; raw points after it are the live edge.
+    last_five = rolled_to + dt.timedelta(minutes=5)
+    MetricRollup.objects.create(
+        cluster=cluster_row, metric="tps", labels="db=app", seconds=300, bucket=last_five,
+        min=1, max=3, avg=2, count=3,
+    )  # fmt: skip
+    tail_start = last_five + dt.timedelta(minutes=5)
+    MetricPoint.objects.bulk_create(
+        [
+            MetricPoint(cluster=cluster_row, metric="tps", labels="db=app", ts=at, value=value)
+            for at, value in [
+                (last_five + dt.timedelta(seconds=30), 999.0),  # already in the rollups: not counted twice
+                (tail_start, 10.0),
+                (tail_start + dt.timedelta(seconds=15), 20.0),
+                (tail_start + dt.timedelta(seconds=30), None),
+            ]
+        ]
+    )
     week = services.series_for_range(cluster_row, "tps", "db=app", "7d", now)
-    assert week.resolution == "5m"
+    assert (week.resolution, week.step_seconds) == ("15m", 900)
     gap = (None, None, None)  # days apart: the line breaks between them
-    assert [(p.value, p.min, p.max) for p in week.points] == [(7, 6, 8), gap, (6, 5, 7), gap, (3, 2, 4)]
-    assert services.labels_of(cluster_row, "tps") == ["db=app"]
+    values = [(p.value, p.min, p.max) for p in week.points]
+    assert values[:4] == [(7, 6, 8), gap, (6, 5, 7), gap]
+    # The raw edge falls in the quarter in progress: merged with what the rollups hold of it.
+    assert values[4:] == [(pytest.approx((2 * 3 + 10 + 20) / 5), 1, 20)]
+    assert week.points[-1].at == ms(rolled_to)
 
 
 def test_latest_gives_the_last_collection_and_says_when_it_is_stale(cluster_row: Cluster) -> None:
@@ -159,31 +230,45 @@ def test_thirty_days_read_hourly_rollups_merged_weighted_by_count(cluster_row: C
     services.rollup(now)
     month = services.series_for_range(cluster_row, "tps", "", "30d", now)
     assert month.resolution == "1h" and month.step_seconds == 3600
-    assert [(p.ts, p.value, p.min, p.max) for p in month.points] == [(hour, 4.0, 0.0, 9.0)]
+    assert [(p.at, p.value, p.min, p.max) for p in month.points] == [(ms(hour), 4.0, 0.0, 9.0)]
 
 
-def test_series_many_reads_each_asked_line_as_series_does(
+def test_read_series_reads_asked_lines_and_every_labels_value_in_few_queries(
     cluster_row: Cluster, django_assert_num_queries: Callable[[int], AbstractContextManager[object]]
 ) -> None:
     now = timezone.now()
+    base = services.metrics.bucket_start(now) - dt.timedelta(minutes=10)  # on a 5-minute boundary
     MetricPoint.objects.bulk_create(
         [
             MetricPoint(
-                cluster=cluster_row, metric=metric, labels=labels, ts=now - dt.timedelta(seconds=s), value=s
+                cluster=cluster_row, metric=metric, labels=labels, ts=base + dt.timedelta(seconds=s), value=s
             )
             for metric, labels in [("tps", "db=app"), ("tps", "db=shop"), ("conn_state", "state=idle")]
-            for s in (600, 585, 300)
+            for s in (0, 15, 300)
         ]
     )
-    # Stored, but not asked for: metric × labels of the asked keys must not bring it in.
-    MetricPoint.objects.create(cluster=cluster_row, metric="conn_state", labels="db=app", ts=now, value=1)
-    keys = [("tps", "db=app"), ("conn_state", "state=idle"), ("tps", "db=none")]
+    # Stored, but not asked for: a metric × labels the asked keys do not name.
+    MetricPoint.objects.create(
+        cluster=cluster_row, metric="conn_state", labels="state=active", ts=now, value=1
+    )
+    wanted = [("tps", None), ("conn_state", "state=idle"), ("cpu_percent", "")]
     start, end = now - dt.timedelta(hours=1), now
-    with django_assert_num_queries(3):  # one per line, along the series index
-        found = services.series_many(cluster_row, keys, start, end)
-    assert set(found) == set(keys)
-    for metric, labels in keys:
-        assert found[(metric, labels)] == services.series(cluster_row, metric, labels, start, end)
-    assert [p.value for p in found[("tps", "db=app")].points] == [600, 585, None, 300]
-    assert found[("tps", "db=none")].points == []
-    assert services.series_many(cluster_row, [], start, end) == {}
+    with django_assert_num_queries(1):  # the raw points of the window, along the cluster's time index
+        found = services.read_series(cluster_row, wanted, start, end)
+    assert set(found) == {
+        ("tps", "db=app"),
+        ("tps", "db=shop"),
+        ("conn_state", "state=idle"),
+        ("cpu_percent", ""),
+    }
+    assert [p.value for p in found[("tps", "db=app")].points] == [0, 15, None, 300]
+    assert found[("cpu_percent", "")].points == []  # asked by name: present, empty
+    assert found[("conn_state", "state=idle")] == services.series(
+        cluster_row, "conn_state", "state=idle", start, end
+    )
+    assert services.read_series(cluster_row, [], start, end) == {}
+    day = now - dt.timedelta(hours=24)
+    with django_assert_num_queries(3):  # rollups of the window, how far they go, the raw edge after
+        rolled = services.read_series(cluster_row, wanted, day, end)
+    assert [p.value for p in rolled[("tps", "db=shop")].points] == [7.5, 300]
+    assert [p.at for p in rolled[("tps", "db=shop")].points] == [ms(base), ms(base) + 300_000]

@@ -119,7 +119,7 @@ def test_a_range_changes_the_window_and_reads_rollups_beyond_a_day(
         cluster=with_points,
         metric="tps",
         labels="db=defaultdb",
-        seconds=300,
+        seconds=900,
         bucket=timezone.now() - dt.timedelta(days=3),
         min=1,
         max=9,
@@ -128,6 +128,7 @@ def test_a_range_changes_the_window_and_reads_rollups_beyond_a_day(
     )
     week = owner_client.get(data_url(with_points), {"range": "7d"}).json()
     assert week["end"] - week["start"] == 7 * 86400 * 1000
+    assert (week["resolution"], week["step"]) == ("15m", 900)
     assert 5.0 in week["charts"]["tps"]["series"][0]["values"]
     hour = owner_client.get(data_url(with_points), {"range": "1h"}).json()
     assert 5.0 not in hour["charts"]["tps"]["series"][0]["values"]
