@@ -192,9 +192,11 @@ def pool_chart(pool: str) -> Chart:
 
 
 def _pools(cluster: Cluster, window: Window) -> list[str]:
+    """The cluster's pools now, and those the window saw (a deleted pool's history stays)."""
     since = max(timezone.now() - window.start, services.RAW_RETENTION)
     found = services.labels_of(cluster, "pool_size", since=since)
-    return [pair[1] for pair in map(split_label, found) if pair]
+    seen = {pair[1] for pair in map(split_label, found) if pair}
+    return sorted(seen | set(cluster.pools.values_list("name", flat=True)))
 
 
 def charts_for(cluster: Cluster, window: Window) -> list[Chart]:
@@ -329,7 +331,15 @@ def insights_data(request: HttpRequest, cluster_id: uuid.UUID) -> JsonResponse:
     charts = charts_for(cluster, window)
     # Every line of every chart together: one query per metric, not one per line.
     found = services.read_series(cluster, wanted_by(charts), window.start, window.end)
-    data = {chart.key: chart_data(chart, found) for chart in charts}
+    data = {
+        chart.key: {
+            **chart_data(chart, found),
+            "title": str(chart.title),
+            "unit": chart.unit,
+            "group": chart.group,
+        }
+        for chart in charts
+    }
     resolution = services.resolution_for(window.start, window.end)
     return JsonResponse(
         {

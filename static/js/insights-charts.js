@@ -5,7 +5,8 @@
  * data-refresh-ms. It holds <canvas data-chart="<key>" data-unit data-unit2 data-max>, one per chart
  * of the JSON's "charts": {key: {t: [ms…], series: [{label, values, axis?, limit?}]}}; a null value
  * is a gap and breaks the line. The range buttons (a[data-range-key]) switch the window without a
- * reload. Polling pauses while the tab is hidden. Chart.getChart(canvas) returns each chart.
+ * reload. Polling pauses while the tab is hidden. Chart.getChart(canvas) returns each chart. A
+ * chart the JSON has and the page does not (a pool created since it was rendered) gets a card.
  */
 (function () {
   "use strict";
@@ -30,7 +31,8 @@
       value /= 1024;
       i++;
     }
-    return (i === 0 ? Math.round(value) : value.toFixed(1)) + " " + units[i];
+    var whole = i === 0 && (Math.abs(value) >= 10 || value === Math.round(value));
+    return (whole ? Math.round(value) : value.toFixed(1)) + " " + units[i];
   }
 
   function formatter(unit) {
@@ -159,10 +161,57 @@
     return chart;
   };
 
+  // A chart the page was rendered without (a pool created since): a card like the others, in its
+  // group, the group made if it is the first of its kind.
+  InsightsCharts.prototype.addCard = function (key, data) {
+    var grid = this.root.querySelector(".insights-grid[data-group='" + data.group + "']");
+    if (!grid) {
+      var heading = document.createElement("h3");
+      heading.className = "h6 insights-group-title";
+      heading.textContent = data.group === "pool" ? this.root.dataset.poolHeading : data.group;
+      grid = document.createElement("div");
+      grid.className = "insights-grid mb-4";
+      grid.dataset.group = data.group;
+      this.root.appendChild(heading);
+      this.root.appendChild(grid);
+    }
+    var card = document.createElement("section");
+    card.className = "card insights-chart-card";
+    card.setAttribute("aria-label", data.title);
+    var body = document.createElement("div");
+    body.className = "card-body";
+    var title = document.createElement("h4");
+    title.className = "insights-chart-title";
+    title.textContent = data.title;
+    var box = document.createElement("div");
+    box.className = "insights-chart-box";
+    var canvas = document.createElement("canvas");
+    canvas.dataset.chart = key;
+    canvas.dataset.unit = data.unit || "";
+    canvas.setAttribute("role", "img");
+    canvas.setAttribute("aria-label", data.title);
+    var empty = document.createElement("div");
+    empty.className = "insights-chart-empty";
+    empty.textContent = this.root.dataset.emptyText || "";
+    box.appendChild(canvas);
+    box.appendChild(empty);
+    body.appendChild(title);
+    body.appendChild(box);
+    card.appendChild(body);
+    grid.appendChild(card);
+  };
+
   InsightsCharts.prototype.draw = function (body) {
     var self = this;
     this.span = body.end - body.start;
     var points = 0;
+    var drawn = {};
+    this.root.querySelectorAll("canvas[data-chart]").forEach(function (canvas) {
+      drawn[canvas.dataset.chart] = true;
+    });
+    Object.keys(body.charts).forEach(function (key) {
+      if (!drawn[key] && body.charts[key].title) self.addCard(key, body.charts[key]);
+    });
     this.root.querySelectorAll("canvas[data-chart]").forEach(function (canvas) {
       var data = body.charts[canvas.dataset.chart] || { t: [], series: [] };
       var chart = self.chartFor(canvas);
@@ -195,6 +244,9 @@
       points += data.t.length;
     });
     this.root.dataset.points = String(points);
+    // The "no metrics yet" card goes once the first collection is drawn.
+    var empty = document.querySelector(".insights-empty");
+    if (empty && points > 0) empty.hidden = true;
     this.root.dataset.resolution = body.resolution || "";
     var note = document.querySelector("[data-resolution-note]");
     if (note && RESOLUTIONS[body.resolution]) note.textContent = RESOLUTIONS[body.resolution];

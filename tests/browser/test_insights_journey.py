@@ -8,6 +8,7 @@ from playwright.sync_api import Page, expect
 
 from panel.clusters.models import Cluster
 from panel.insights import services
+from panel.pools import services as pool_services
 from panel.pools.tests.test_integration_pgbench import pgbench
 from tests.browser.conftest import log_in, snapshot
 
@@ -60,3 +61,22 @@ def test_insights_tab_draws_tps_and_switches_range(live_server, journey_cluster:
     # Six hours read 1-minute figures: the raw points not rolled up yet, averaged per minute.
     expect(resolution).to_have_text("Each point is a 1-minute average.")
     snapshot(page, "insights-1-6h")
+
+    # A pool created while the tab is open: the next refresh adds its saturation chart in place.
+    assert not page.locator("canvas[data-chart='pool:late-pool']").count()
+    pool_services.create_pool(cluster, "late-pool", "defaultdb", None, "transaction", 3)
+    services.collect_cluster(cluster)
+    page.get_by_role("link", name="1 h").click()
+    expect(charts).to_have_attribute("data-loaded-range", "1h", timeout=10_000)
+    card = page.locator(
+        "section.insights-chart-card", has=page.locator("canvas[data-chart='pool:late-pool']")
+    )
+    expect(card).to_contain_text("Pool late-pool")
+    expect(page.get_by_role("heading", name="Pool saturation")).to_be_visible()
+    size_line = (
+        "Chart.getChart(document.querySelector(\"canvas[data-chart='pool:late-pool']\")).data.datasets"
+    )
+    page.wait_for_function(
+        f"{size_line}.some(d => d.label === 'pool size' && d.data.includes(3))", timeout=5_000
+    )
+    snapshot(page, "insights-2-late-pool")
