@@ -309,4 +309,6 @@
   }
 
   document.addEventListener("DOMContentLoaded", start);
+  // A tab swapped in by HTMX (the cluster page refreshes it when a job ends) brings new canvases.
+  document.addEventListener("htmx:afterSettle", start);
 })();
