@@ -1,7 +1,8 @@
 """Connections the panel itself opens to a cluster, and SQL run through them.
 
 Local clusters are reached as the panel's superuser over the Unix socket only; attached servers
-with the admin credentials given when they were attached.
+with the admin credentials given when they were attached, and a server about to be attached with
+the credentials the user typed.
 """
 
 from __future__ import annotations
@@ -37,6 +38,23 @@ def pg_message(exc: BaseException) -> str:
 
 
 @contextmanager
+def connect(**params: str | int | None) -> Iterator[psycopg.Connection]:
+    """An autocommit connection with libpq ``params``; PostgreSQL's refusals become DatabaseError."""
+    try:
+        conn = psycopg.connect(
+            **params, autocommit=True, connect_timeout=CONNECT_TIMEOUT, application_name="pgpanel"
+        )
+    except psycopg.Error as exc:
+        raise DatabaseError(pg_message(exc)) from None
+    try:
+        yield conn
+    except psycopg.Error as exc:
+        raise DatabaseError(pg_message(exc)) from None
+    finally:
+        conn.close()
+
+
+@contextmanager
 def admin_connection(cluster: Cluster, dbname: str | None = None) -> Iterator[psycopg.Connection]:
     """An autocommit connection with the panel's maintenance rights on ``cluster``."""
     if cluster.is_local:
@@ -57,18 +75,8 @@ def admin_connection(cluster: Cluster, dbname: str | None = None) -> Iterator[ps
             "dbname": dbname or cluster.default_database,
             "sslmode": cluster.sslmode,
         }
-    try:
-        conn = psycopg.connect(
-            **params, autocommit=True, connect_timeout=CONNECT_TIMEOUT, application_name="pgpanel"
-        )
-    except psycopg.Error as exc:
-        raise DatabaseError(pg_message(exc)) from None
-    try:
+    with connect(**params) as conn:
         yield conn
-    except psycopg.Error as exc:
-        raise DatabaseError(pg_message(exc)) from None
-    finally:
-        conn.close()
 
 
 def scram_verifier(conn: psycopg.Connection, role: str, password: str) -> str:

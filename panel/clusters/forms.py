@@ -8,6 +8,7 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from panel.clusters import services
+from panel.clusters.attach import ExternalServer
 from panel.clusters.lib.connstr import SSLMODES
 from panel.clusters.lib.plans import DEFAULT_PLAN_SLUG, PLANS, Plan
 
@@ -69,9 +70,9 @@ class AttachClusterForm(PanelForm):
         label=_("SSL mode"), choices=[(mode, mode) for mode in SSLMODES], initial="require"
     )
 
-    def server(self) -> services.ExternalServer:
+    def server(self) -> ExternalServer:
         data = self.cleaned_data
-        return services.ExternalServer(
+        return ExternalServer(
             host=data["host"],
             port=data["port"],
             user=data["user"],

@@ -1,4 +1,7 @@
-"""One function per user action on clusters, called by views, commands and tasks alike."""
+"""One function per user action on clusters, called by views, commands and tasks alike.
+
+Attaching an existing server lives in ``attach``, the reconciler in ``reconciler``.
+"""
 
 from __future__ import annotations
 
@@ -10,11 +13,10 @@ import uuid
 from dataclasses import dataclass
 
 import psutil
-import psycopg
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -38,7 +40,6 @@ from panel.clusters.models import (
 log = logging.getLogger(__name__)
 
 INCLUDE_LINE = "include_if_exists = 'panel.conf'"
-STUCK_AFTER = dt.timedelta(minutes=10)
 
 
 class ServiceError(Exception):
@@ -320,73 +321,6 @@ def retry_cluster(cluster: Cluster, *, enqueue: bool = True) -> Cluster:
     return cluster
 
 
-# --- attach -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ExternalServer:
-    """What a user types to attach an existing server."""
-
-    host: str
-    port: int
-    user: str
-    password: str
-    database: str
-    sslmode: str
-
-
-def attach_cluster(owner: AbstractBaseUser, *, name: str, server: ExternalServer) -> Cluster:
-    """Test the connection, then record an existing server the panel will not run itself."""
-    try:
-        validate_cluster_name(name)
-    except InvalidName as exc:
-        raise ServiceError(str(exc), field="name") from None
-    if Cluster.objects.filter(owner=owner, name=name).exists():
-        raise ServiceError(_("You already have a cluster named “%(name)s”.") % {"name": name}, field="name")
-    try:
-        with psycopg.connect(
-            host=server.host,
-            port=server.port,
-            user=server.user,
-            password=server.password,
-            dbname=server.database,
-            sslmode=server.sslmode,
-            connect_timeout=dbconn.CONNECT_TIMEOUT,
-            autocommit=True,
-            application_name="pgpanel",
-        ) as conn:
-            version_num = conn.info.server_version
-            databases = dbconn.list_databases(conn)
-    except psycopg.Error as exc:
-        raise ServiceError(_("Could not connect: %(reason)s") % {"reason": dbconn.pg_message(exc)}) from None
-    with transaction.atomic():
-        cluster = Cluster.objects.create(
-            owner=owner,
-            name=name,
-            kind=ClusterKind.EXTERNAL,
-            version=str(version_num // 10000),
-            status=ClusterStatus.ONLINE,
-            progress=100,
-            host=server.host,
-            port=server.port,
-            sslmode=server.sslmode,
-            admin_user=server.user,
-            default_database=server.database,
-            online_since=timezone.now(),
-        )
-        admin = DatabaseUser(cluster=cluster, name=server.user, is_protected=True)
-        admin.password = server.password
-        admin.save()
-        for db_name, db_owner in databases:
-            Database.objects.create(
-                cluster=cluster, name=db_name, owner_name=db_owner, is_protected=db_name == server.database
-            )
-        cluster.log_event(
-            "attached", _("Attached %(host)s:%(port)s.") % {"host": server.host, "port": server.port}
-        )
-    return cluster
-
-
 # --- start, stop, restart, delete ---------------------------------------------------------
 
 ACTIONS = ("start", "stop", "restart")
@@ -499,8 +433,8 @@ class Overview:
 
 def overview(cluster: Cluster) -> Overview:
     if cluster.is_local:
-        # A busy cluster's page re-renders every second while a job rewrites PGDATA: walking
-        # thousands of files per poll costs more than a figure that is stale a moment later.
+        # While a job rewrites PGDATA, walking its thousands of files costs more than a figure
+        # that is stale a moment later; the page fetches its tab again when the job ends.
         measurable = not cluster.is_busy and cluster.pgdata.exists()
         size = postgres.directory_size(cluster.pgdata) if measurable else None
         started = postgres.started_at(cluster.pgdata)
@@ -537,52 +471,3 @@ def connection_details(
     host = settings.PANEL_PUBLIC_HOST if cluster.is_local else cluster.host
     sslmode = "require" if cluster.is_local else cluster.sslmode
     return ConnectionDetails(db_user.name, db_user.password, host, int(cluster.port or 0), db_name, sslmode)
-
-
-# --- reconciler ---------------------------------------------------------------------------
-
-
-def reconcile() -> list[str]:
-    """Bring back every online local cluster whose postmaster died; fail stuck creations."""
-    notes: list[str] = []
-    for cluster in Cluster.objects.filter(kind=ClusterKind.LOCAL, status__in=ClusterStatus.SERVING):
-        if postgres.postmaster_pid(cluster.pgdata) is not None:
-            continue
-        # Re-read: a user may have stopped or deleted it since the query ran.
-        if not Cluster.objects.filter(pk=cluster.pk, status__in=ClusterStatus.SERVING).update(
-            status=ClusterStatus.DEGRADED, updated_at=timezone.now()
-        ):
-            continue
-        cluster.refresh_from_db()
-        cluster.log_event("degraded", _("PostgreSQL was not running; starting it again."), EventLevel.WARNING)
-        try:
-            postgres.start(
-                cluster.version, cluster.pgdata, cluster.log_file, timeout=settings.PANEL_COMMAND_TIMEOUT
-            )
-        except postgres.EngineError as exc:
-            cluster.log_event("error", _("Restart failed: %(reason)s") % {"reason": exc}, EventLevel.ERROR)
-            notes.append(f"{cluster.name}: restart failed: {exc}")
-            continue
-        cluster.mark_online()
-        cluster.log_event("recovered", _("PostgreSQL restarted by the reconciler."))
-        notes.append(f"{cluster.name}: restarted")
-    stuck_before = timezone.now() - STUCK_AFTER
-    for cluster in Cluster.objects.filter(
-        Q(status=ClusterStatus.CREATING) | Q(status__in=[ClusterStatus.STARTING, ClusterStatus.STOPPING]),
-        kind=ClusterKind.LOCAL,
-        updated_at__lt=stuck_before,
-    ):
-        reason = _("The job working on this cluster was interrupted.")
-        # Only if the job has not moved on since the query ran.
-        if not Cluster.objects.filter(
-            pk=cluster.pk, status=cluster.status, updated_at__lt=stuck_before
-        ).update(
-            status=ClusterStatus.ERROR, error_message=reason, progress_message="", updated_at=timezone.now()
-        ):
-            continue
-        cluster.log_event("error", reason, EventLevel.ERROR)
-        notes.append(f"{cluster.name}: marked error (stuck)")
-    from panel.pools import services as pools_services  # pools build on clusters
-
-    notes += pools_services.reconcile_all()
-    return notes

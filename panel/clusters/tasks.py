@@ -8,7 +8,7 @@ from typing import Any
 from celery import shared_task
 from celery.signals import worker_ready
 
-from panel.clusters import services
+from panel.clusters import reconciler, services
 from panel.clusters.models import Cluster
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,7 @@ def cluster_action(cluster_id: str, action: str) -> None:
 
 @shared_task(name="panel.clusters.tasks.reconcile")
 def reconcile() -> list[str]:
-    notes = services.reconcile()
+    notes = reconciler.reconcile()
     for note in notes:
         log.info("reconciler: %s", note)
     return notes

@@ -12,6 +12,7 @@ urlpatterns = [
     path("new/", views.cluster_create, name="create"),
     path("attach/", views.cluster_attach, name="attach"),
     path("<uuid:cluster_id>/", views.cluster_detail, name="detail"),
+    path("<uuid:cluster_id>/live/", views.cluster_live, name="live"),
     path("<uuid:cluster_id>/users/", views.cluster_users, name="users"),
     path("<uuid:cluster_id>/connection/", views.connection, name="connection"),
     path("<uuid:cluster_id>/connection/reveal/", views.connection_reveal, name="connection-reveal"),

@@ -3,7 +3,6 @@ calls one service function and returns a redirect, a page or an HTMX partial."""
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from typing import Any
 from urllib.parse import urlencode
@@ -18,9 +17,9 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from django_htmx.http import HttpResponseClientRedirect
+from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
-from panel.clusters import roles, services
+from panel.clusters import attach, roles, services
 from panel.clusters.forms import AttachClusterForm, CreateClusterForm, DeleteClusterForm, NameForm
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster
@@ -33,10 +32,6 @@ CONNECTION_VIEWS = (
     ("flags", gettext_lazy("Flags")),
 )
 SECRET_FORMATS = ("password", "uri", "flags", "params")
-PASSWORD_MASK = "********"
-# Stands in for the password while formatting: neither URL-quoted nor shell-quoted, so the
-# hidden strings read "user:********@host" instead of "user:%2A%2A…@host".
-_MASK_TOKEN = "PGPANELHIDDENPASSWORD"
 
 
 def _get_cluster_for_user(request: HttpRequest, cluster_id: uuid.UUID) -> Cluster:
@@ -85,7 +80,7 @@ def cluster_attach(request: HttpRequest) -> HttpResponse:
     form = AttachClusterForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            cluster = services.attach_cluster(
+            cluster = attach.attach_cluster(
                 request.user, name=form.cleaned_data["name"], server=form.server()
             )
         except ServiceError as exc:
@@ -142,17 +137,10 @@ def _connection_context(cluster: Cluster, params: Any, *, reveal: bool) -> dict[
 def connection_box(
     details: ConnectionDetails, *, view: str, reveal: bool, selection: dict[str, str], urls: dict[str, str]
 ) -> dict[str, Any]:
-    """Context for templates/clusters/_connection_body.html, shared by clusters and pools.
-
-    The password is masked unless revealed, after formatting, so neither percent-encoding nor
-    shell quoting can alter the mask.
-    """
-    shown = details if reveal else dataclasses.replace(details, password=_MASK_TOKEN)
+    """Context for templates/clusters/_connection_body.html, shared by clusters and pools; the
+    password is masked unless revealed."""
     return {
-        "conn": shown,
-        "conn_uri": shown.uri().replace(_MASK_TOKEN, PASSWORD_MASK),
-        "conn_flags": shown.flags().replace(_MASK_TOKEN, PASSWORD_MASK),
-        "conn_params": [(key, value.replace(_MASK_TOKEN, PASSWORD_MASK)) for key, value in shown.params()],
+        "conn": details.shown(reveal=reveal),
         "query": urlencode({**selection, "view": view}),
         "secret_query": urlencode(selection),
         "conn_urls": urls,
@@ -170,6 +158,20 @@ def cluster_detail(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
         delete_form=DeleteClusterForm(),
     )
     return render(request, "clusters/detail.html", context)
+
+
+@require_GET
+def cluster_live(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    """The part of every cluster page a busy cluster polls: header, progress and alerts.
+
+    The poller sends the status it shows; when the status has moved on, the page's tab is told
+    to fetch itself once, since what it shows depends on the status.
+    """
+    cluster = _get_cluster_for_user(request, cluster_id)
+    response = render(request, "clusters/cluster_base.html#live", {"cluster": cluster})
+    if request.GET.get("status") != cluster.status:
+        trigger_client_event(response, "cluster-status-changed")
+    return response
 
 
 def _connection_partial(request: HttpRequest, cluster_id: uuid.UUID, *, reveal: bool) -> HttpResponse:

@@ -8,6 +8,23 @@ from urllib.parse import quote
 
 FORMATS = ("uri", "flags", "params")
 SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+PASSWORD_MASK = "********"
+
+
+@dataclass(frozen=True)
+class ShownDetails:
+    """Connection details as a page or a terminal shows them: the password is the mask unless
+    revealed, and the formatted strings carry it literally."""
+
+    user: str
+    password: str
+    host: str
+    port: int
+    database: str
+    sslmode: str
+    uri: str
+    flags: str
+    params: tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True)
@@ -21,32 +38,14 @@ class ConnectionDetails:
     database: str
     sslmode: str = "require"
 
-    def masked(self) -> ConnectionDetails:
-        return ConnectionDetails(self.user, "*" * 16, self.host, self.port, self.database, self.sslmode)
-
     def uri(self) -> str:
-        user = quote(self.user, safe="")
-        password = quote(self.password, safe="")
-        database = quote(self.database, safe="")
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"postgresql://{user}:{password}@{host}:{self.port}/{database}?sslmode={self.sslmode}"
+        return self._uri(quote(self.password, safe=""))
 
     def flags(self) -> str:
-        q = shlex.quote
-        return (
-            f"PGPASSWORD={q(self.password)} psql -U {q(self.user)} -h {q(self.host)} "
-            f"-p {self.port} -d {q(self.database)} --set=sslmode={self.sslmode}"
-        )
+        return self._flags(shlex.quote(self.password))
 
     def params(self) -> list[tuple[str, str]]:
-        return [
-            ("username", self.user),
-            ("password", self.password),
-            ("host", self.host),
-            ("port", str(self.port)),
-            ("database", self.database),
-            ("sslmode", self.sslmode),
-        ]
+        return self._params(self.password)
 
     def params_text(self) -> str:
         return "\n".join(f"{key} = {value}" for key, value in self.params())
@@ -59,3 +58,45 @@ class ConnectionDetails:
         if fmt == "params":
             return self.params_text()
         raise ValueError(f"Unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+
+    def shown(self, *, reveal: bool) -> ShownDetails:
+        """The details to display, with the password replaced by the mask unless ``reveal``.
+
+        The mask goes in after quoting, so the URI reads ``user:********@host`` rather than
+        ``user:%2A%2A…@host`` and the flags line carries no shell quotes around it.
+        """
+        password = self.password if reveal else PASSWORD_MASK
+        return ShownDetails(
+            user=self.user,
+            password=password,
+            host=self.host,
+            port=self.port,
+            database=self.database,
+            sslmode=self.sslmode,
+            uri=self.uri() if reveal else self._uri(PASSWORD_MASK),
+            flags=self.flags() if reveal else self._flags(PASSWORD_MASK),
+            params=tuple(self._params(password)),
+        )
+
+    def _uri(self, quoted_password: str) -> str:
+        user = quote(self.user, safe="")
+        database = quote(self.database, safe="")
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"postgresql://{user}:{quoted_password}@{host}:{self.port}/{database}?sslmode={self.sslmode}"
+
+    def _flags(self, quoted_password: str) -> str:
+        q = shlex.quote
+        return (
+            f"PGPASSWORD={quoted_password} psql -U {q(self.user)} -h {q(self.host)} "
+            f"-p {self.port} -d {q(self.database)} --set=sslmode={self.sslmode}"
+        )
+
+    def _params(self, password: str) -> list[tuple[str, str]]:
+        return [
+            ("username", self.user),
+            ("password", password),
+            ("host", self.host),
+            ("port", str(self.port)),
+            ("database", self.database),
+            ("sslmode", self.sslmode),
+        ]

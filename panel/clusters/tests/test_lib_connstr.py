@@ -7,7 +7,7 @@ import shlex
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from panel.clusters.lib.connstr import FORMATS, ConnectionDetails
+from panel.clusters.lib.connstr import PASSWORD_MASK, ConnectionDetails
 
 NASTY = "p@ss:w/rd?#%&'\" with spaces"
 
@@ -91,16 +91,37 @@ def test_the_flags_are_shell_quoted_and_round_trip(password):
     ]
 
 
-def test_masked_hides_the_password_in_every_format():
-    d = details(NASTY)
-    masked = d.masked()
-    assert masked.password != NASTY
-    for fmt in FORMATS:
-        text = masked.render(fmt)
+def test_shown_masks_the_password_literally_in_every_format():
+    shown = details(NASTY).shown(reveal=False)
+    assert shown.password == PASSWORD_MASK == "********"
+    assert shown.uri == "postgresql://doadmin:********@db.example.com:25060/defaultdb?sslmode=require"
+    assert shown.flags == (
+        "PGPASSWORD=******** psql -U doadmin -h db.example.com -p 25060 -d defaultdb --set=sslmode=require"
+    )
+    assert ("password", "********") in shown.params
+    texts = [shown.uri, shown.flags, *(value for _key, value in shown.params)]
+    for text in texts:
         assert NASTY not in text
-        assert "p@ss" not in text and "p%40ss" not in text
-        assert "doadmin" in text and "db.example.com" in text
-    assert d.password == NASTY  # the original is left alone
+        assert "p@ss" not in text and "p%40ss" not in text and "%2A" not in text
+    assert NASTY not in repr(shown)
+    assert (shown.user, shown.host, shown.port, shown.database) == (
+        "doadmin",
+        "db.example.com",
+        25060,
+        "defaultdb",
+    )
+
+
+def test_shown_revealed_gives_the_real_password_quoted_as_each_format_needs():
+    d = details(NASTY)
+    shown = d.shown(reveal=True)
+    assert shown.password == NASTY
+    assert shown.uri == d.uri()
+    assert conninfo_to_dict(shown.uri)["password"] == NASTY  # percent-encoding intact
+    assert "%40" in shown.uri and "%25" in shown.uri
+    assert shown.flags == d.flags()
+    assert shlex.split(shown.flags)[0] == f"PGPASSWORD={NASTY}"
+    assert list(shown.params) == d.params()
 
 
 def test_render_refuses_an_unknown_format():

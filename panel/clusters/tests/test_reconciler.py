@@ -10,7 +10,7 @@ import psutil
 import pytest
 from django.utils import timezone
 
-from panel.clusters import services, tasks
+from panel.clusters import reconciler, services, tasks
 from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster, ClusterStatus
 
@@ -36,7 +36,7 @@ def _answers(cluster: Cluster) -> bool:
 def test_reconcile_restarts_a_killed_postmaster(local_cluster):
     old_pid = _sigkill_postmaster(local_cluster)
 
-    notes = services.reconcile()
+    notes = reconciler.reconcile()
 
     assert notes == [f"{local_cluster.name}: restarted"]
     local_cluster.refresh_from_db()
@@ -49,11 +49,11 @@ def test_reconcile_restarts_a_killed_postmaster(local_cluster):
 
     # Healthy and stopped clusters are left alone.
     pid = new_pid
-    assert services.reconcile() == []
+    assert reconciler.reconcile() == []
     assert postgres.postmaster_pid(local_cluster.pgdata) == pid
 
     services.perform_action(local_cluster, "stop")
-    assert services.reconcile() == []
+    assert reconciler.reconcile() == []
     local_cluster.refresh_from_db()
     assert local_cluster.status == ClusterStatus.STOPPED
     assert postgres.postmaster_pid(local_cluster.pgdata) is None
@@ -63,7 +63,7 @@ def test_reconcile_marks_a_stuck_creation_as_error(owner, transactional_db):
     cluster = services.create_cluster(owner, name="db-stuck", plan_slug="db-s-1vcpu-1gb", enqueue=False)
     Cluster.objects.filter(pk=cluster.pk).update(updated_at=timezone.now() - dt.timedelta(hours=1))
 
-    assert services.reconcile() == ["db-stuck: marked error (stuck)"]
+    assert reconciler.reconcile() == ["db-stuck: marked error (stuck)"]
 
     cluster.refresh_from_db()
     assert cluster.status == ClusterStatus.ERROR
@@ -106,7 +106,7 @@ def test_reconcile_does_not_fail_a_retry_that_was_just_queued(owner, transaction
 
     services.retry_cluster(cluster, enqueue=False)
 
-    assert services.reconcile() == []
+    assert reconciler.reconcile() == []
     cluster.refresh_from_db()
     assert cluster.status == ClusterStatus.CREATING
 
@@ -119,6 +119,6 @@ def test_reconcile_does_not_fail_an_action_that_was_just_requested(owner, transa
     cluster.refresh_from_db()
     # The queued task is harmless if a worker ever runs it: the row is gone by then.
     services.request_action(cluster, "stop")
-    assert services.reconcile() == []
+    assert reconciler.reconcile() == []
     cluster.refresh_from_db()
     assert cluster.status != ClusterStatus.ERROR

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import uuid
+import logging
 
 import pytest
 
 from panel.clusters import services, tasks
 from panel.clusters.engine import postgres
-from panel.clusters.models import ClusterStatus
+from panel.clusters.models import Cluster, ClusterEvent, ClusterStatus
+
+from .conftest import make_cluster_row
 
 pytestmark = pytest.mark.integration
 
@@ -19,8 +21,21 @@ def test_the_tasks_have_the_names_the_services_send():
     assert tasks.reconcile.name == "panel.clusters.tasks.reconcile"
 
 
-def test_an_action_on_a_deleted_cluster_is_ignored(transactional_db):
-    assert tasks.cluster_action(str(uuid.uuid4()), "stop") is None
+def test_an_action_on_a_deleted_cluster_is_ignored(owner, monkeypatch, caplog):
+    # The user deleted the cluster while its stop was queued.
+    cluster = make_cluster_row(owner)
+    cluster_id = str(cluster.pk)
+    cluster.delete()
+    performed: list[tuple[object, str]] = []
+    monkeypatch.setattr(services, "perform_action", lambda c, action: performed.append((c, action)))
+
+    with caplog.at_level(logging.INFO, logger="panel.clusters"):
+        assert tasks.cluster_action(cluster_id, "stop") is None
+
+    assert performed == []
+    assert not Cluster.objects.exists()
+    assert not ClusterEvent.objects.exists()
+    assert caplog.records == []
 
 
 def test_provision_task_provisions_and_a_second_delivery_does_nothing(owner, transactional_db):

@@ -11,6 +11,7 @@ from .conftest import make_cluster_row
 
 GET_ENDPOINTS = [
     ("clusters:detail", {}),
+    ("clusters:live", {}),
     ("clusters:users", {}),
     ("clusters:connection", {}),
     ("clusters:connection-reveal", {}),

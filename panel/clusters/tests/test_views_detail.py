@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import reverse
 
-from panel.clusters.models import ClusterStatus
+from panel.clusters.models import Cluster, ClusterStatus
 
 from .conftest import ADMIN_PASSWORD, APP_PASSWORD, CA_PEM, make_cluster_row
 
@@ -115,17 +115,63 @@ def test_an_attached_server_shows_dashes_for_plan_figures(owner_client, owner, m
     assert "Start</button>" not in page  # the panel does not run attached servers
 
 
-def test_a_busy_cluster_polls_its_own_page_every_second(owner_client, owner):
+def test_a_busy_cluster_polls_its_live_fragment_every_second(owner_client, owner):
     cluster = make_cluster_row(
         owner, status=ClusterStatus.CREATING, progress=40, progress_message="Generating TLS certificates"
     )
     url = reverse("clusters:detail", args=[cluster.pk])
     page = owner_client.get(url).content.decode()
-    assert f'hx-get="{url}"' in page
+    live_url = reverse("clusters:live", args=[cluster.pk])
+    assert f'hx-get="{live_url}?status=creating"' in page
     assert "every 1s [document.visibilityState === 'visible']" in page
-    assert 'hx-select="#cluster-live"' in page
     assert "Generating TLS certificates" in page
     assert "width: 40%" in page
+    # The tab refetches itself, once, when a poll finds the status moved on.
+    assert 'hx-trigger="cluster-status-changed from:body"' in page
+    assert f'hx-get="{url}"' in page
+    assert 'hx-select="#cluster-tab-content"' in page
+    assert 'id="cluster-tab-content"' in page
+
+
+def test_the_poll_renders_only_the_live_fragment(owner_client, owner, django_assert_max_num_queries):
+    cluster = make_cluster_row(
+        owner, status=ClusterStatus.CREATING, progress=40, progress_message="Generating TLS certificates"
+    )
+    url = reverse("clusters:live", args=[cluster.pk])
+    with django_assert_max_num_queries(4):  # session, user, cluster, firing alerts
+        response = owner_client.get(url, {"status": "creating"}, headers=HTMX)
+    assert response.status_code == 200
+    text = response.content.decode()
+    assert text.lstrip().startswith('<div id="cluster-live"')
+    assert text.rstrip().endswith("</div>")
+    assert "Generating TLS certificates" in text and "width: 40%" in text
+    assert "every 1s" in text  # still busy: keeps polling
+    assert "<html" not in text and "panel-sidebar" not in text and "cluster-tabs" not in text
+    assert "Recent events" not in text and "connection-details" not in text
+    assert "HX-Trigger" not in response.headers  # same status: the tab stays as it is
+
+
+def test_the_poll_stops_and_refreshes_the_tab_once_the_job_is_over(owner_client, owner):
+    cluster = make_cluster_row(owner, status=ClusterStatus.CREATING, progress=80)
+    url = reverse("clusters:live", args=[cluster.pk])
+    Cluster.objects.filter(pk=cluster.pk).update(status=ClusterStatus.ONLINE, progress=100)
+
+    response = owner_client.get(url, {"status": "creating"}, headers=HTMX)
+
+    text = response.content.decode()
+    assert 'data-status="online"' in text
+    assert "hx-trigger" not in text and "hx-get" not in text  # polling stops
+    assert "cluster-status-changed" in response["HX-Trigger"]
+
+
+def test_a_restart_refreshes_the_tab_at_each_status_it_passes(owner_client, owner):
+    cluster = make_cluster_row(owner, status=ClusterStatus.STOPPING)
+    url = reverse("clusters:live", args=[cluster.pk])
+    assert "HX-Trigger" not in owner_client.get(url, {"status": "stopping"}, headers=HTMX).headers
+    Cluster.objects.filter(pk=cluster.pk).update(status=ClusterStatus.STARTING)
+    response = owner_client.get(url, {"status": "stopping"}, headers=HTMX)
+    assert "cluster-status-changed" in response["HX-Trigger"]
+    assert f'hx-get="{url}?status=starting"' in response.content.decode()
 
 
 def test_a_busy_cluster_page_does_not_walk_the_data_directory(
@@ -139,7 +185,7 @@ def test_a_busy_cluster_page_does_not_walk_the_data_directory(
     busy = make_cluster_row(owner, status=ClusterStatus.CREATING, progress=40)
     busy.pgdata.mkdir(parents=True)
     owner_client.get(reverse("clusters:detail", args=[busy.pk]))
-    assert walks == []  # the page polls itself every second while busy
+    assert walks == []  # a job is rewriting PGDATA; the tab is fetched again when it ends
 
     idle = make_cluster_row(owner, "db-idle", port=26910, pooler_port=26911)
     idle.pgdata.mkdir(parents=True)
@@ -152,6 +198,7 @@ def test_an_idle_cluster_page_does_not_poll(owner_client, cluster_row):
     page = owner_client.get(reverse("clusters:detail", args=[cluster_row.pk])).content.decode()
     assert 'id="cluster-live"' in page
     assert "every 1s" not in page  # online: nothing polls, so the swap that ends the job stops it
+    assert "cluster-status-changed" not in page
 
 
 def test_a_failed_creation_shows_the_reason_with_retry_and_delete(owner_client, owner):

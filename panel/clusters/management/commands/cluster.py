@@ -12,14 +12,13 @@ import getpass
 import os
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import quote
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models.signals import post_save
 
-from panel.clusters import roles, services
+from panel.clusters import attach, reconciler, roles, services
 from panel.clusters.lib.connstr import FORMATS, SSLMODES
 from panel.clusters.models import Cluster, ClusterStatus
 
@@ -175,9 +174,7 @@ class Command(BaseCommand):
             )
         details = services.connection_details(cluster)
         self.stdout.write(self.style.SUCCESS(f"{cluster.name} is online on port {cluster.port}."))
-        # Masked by hand: the URI formatter would percent-encode the asterisks of masked().
-        uri = details.uri().replace(f":{quote(details.password, safe='')}@", ":********@", 1)
-        self.stdout.write(f"Connection: {uri}")
+        self.stdout.write(f"Connection: {details.shown(reveal=False).uri}")
         self.stdout.write(f"Show the password with: manage.py cluster connection {cluster.name}")
 
     def do_list(self, options: dict[str, Any]) -> None:
@@ -282,7 +279,7 @@ class Command(BaseCommand):
         password = os.environ.get("PGPASSWORD")
         if password is None:
             password = getpass.getpass(f"Password for {options['user']}@{options['host']}: ")
-        server = services.ExternalServer(
+        server = attach.ExternalServer(
             host=options["host"],
             port=options["port"],
             user=options["user"],
@@ -290,7 +287,7 @@ class Command(BaseCommand):
             database=options["database"],
             sslmode=options["sslmode"],
         )
-        cluster = services.attach_cluster(owner, name=options["name"], server=server)
+        cluster = attach.attach_cluster(owner, name=options["name"], server=server)
         self.stdout.write(
             self.style.SUCCESS(
                 f"Attached {cluster.name}: PostgreSQL {cluster.version} at {cluster.host}:{cluster.port}."
@@ -335,7 +332,7 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS(f"Database {options['item']} deleted from {cluster.name}."))
 
     def do_reconcile(self, options: dict[str, Any]) -> None:
-        notes = services.reconcile()
+        notes = reconciler.reconcile()
         for note in notes:
             self.stdout.write(note)
         if not notes:

@@ -7,12 +7,13 @@ import socket
 import pytest
 
 from panel.clusters import roles, services
+from panel.clusters.attach import ExternalServer, attach_cluster
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus
 
 pytestmark = pytest.mark.integration
 
 
-def _server(cluster: Cluster, **kwargs: object) -> services.ExternalServer:
+def _server(cluster: Cluster, **kwargs: object) -> ExternalServer:
     values: dict[str, object] = {
         "host": "127.0.0.1",
         "port": cluster.port,
@@ -22,13 +23,13 @@ def _server(cluster: Cluster, **kwargs: object) -> services.ExternalServer:
         "sslmode": "require",
     }
     values.update(kwargs)
-    return services.ExternalServer(**values)  # type: ignore[arg-type]
+    return ExternalServer(**values)  # type: ignore[arg-type]
 
 
 def test_it_attaches_a_running_server(local_cluster, owner):
     roles.add_database(local_cluster, "benchmark")
 
-    attached = services.attach_cluster(owner, name="db-attached", server=_server(local_cluster))
+    attached = attach_cluster(owner, name="db-attached", server=_server(local_cluster))
 
     assert attached.kind == ClusterKind.EXTERNAL
     assert attached.status == ClusterStatus.ONLINE
@@ -62,9 +63,9 @@ def test_a_port_nobody_listens_on_is_refused_clearly(owner, transactional_db):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # closed again: nothing listens there
-    server = services.ExternalServer("127.0.0.1", port, "doadmin", "secret", "defaultdb", "require")
+    server = ExternalServer("127.0.0.1", port, "doadmin", "secret", "defaultdb", "require")
     with pytest.raises(services.ServiceError, match="Could not connect") as refused:
-        services.attach_cluster(owner, name="db-nowhere", server=server)
+        attach_cluster(owner, name="db-nowhere", server=server)
     assert "Connection refused" in refused.value.message
     assert str(port) in refused.value.message
     assert not Cluster.objects.exists()
@@ -72,15 +73,15 @@ def test_a_port_nobody_listens_on_is_refused_clearly(owner, transactional_db):
 
 def test_attach_refusals_save_nothing(local_cluster, owner):
     with pytest.raises(services.ServiceError, match='password authentication failed for user "doadmin"'):
-        services.attach_cluster(owner, name="db-attached", server=_server(local_cluster, password="wrong"))
+        attach_cluster(owner, name="db-attached", server=_server(local_cluster, password="wrong"))
     with pytest.raises(services.ServiceError, match='database "nosuchdb" does not exist'):
-        services.attach_cluster(owner, name="db-attached", server=_server(local_cluster, database="nosuchdb"))
+        attach_cluster(owner, name="db-attached", server=_server(local_cluster, database="nosuchdb"))
     with pytest.raises(services.ServiceError, match="no encryption"):
-        services.attach_cluster(owner, name="db-attached", server=_server(local_cluster, sslmode="disable"))
+        attach_cluster(owner, name="db-attached", server=_server(local_cluster, sslmode="disable"))
     with pytest.raises(services.ServiceError) as bad:
-        services.attach_cluster(owner, name="Bad Name", server=_server(local_cluster))
+        attach_cluster(owner, name="Bad Name", server=_server(local_cluster))
     assert bad.value.field == "name"
     with pytest.raises(services.ServiceError, match="already have a cluster") as duplicate:
-        services.attach_cluster(owner, name=local_cluster.name, server=_server(local_cluster))
+        attach_cluster(owner, name=local_cluster.name, server=_server(local_cluster))
     assert duplicate.value.field == "name"
     assert list(Cluster.objects.values_list("name", flat=True)) == [local_cluster.name]
