@@ -132,7 +132,8 @@ SELECT d.datname, s.xact_commit + s.xact_rollback, s.xact_rollback, s.blks_hit, 
 FROM pg_database d JOIN pg_stat_database s ON s.datid = d.oid
 WHERE NOT d.datistemplate AND d.datallowconn
 """
-# Client backends only: the checkpointer, autovacuum and WAL writer are not connections.
+# Client backends only: the checkpointer, autovacuum and WAL writer are not connections, and
+# neither is this collector's own.
 ACTIVITY = """
 SELECT CASE WHEN wait_event_type = 'Lock' THEN 'waiting_lock'
             WHEN state = 'active' THEN 'active'
@@ -140,7 +141,7 @@ SELECT CASE WHEN wait_event_type = 'Lock' THEN 'waiting_lock'
             WHEN state LIKE 'idle in transaction%' THEN 'idle_in_transaction'
             ELSE 'other' END,
        coalesce(usename, ''), coalesce(datname, ''), count(*)
-FROM pg_stat_activity WHERE backend_type = 'client backend'
+FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
 GROUP BY 1, 2, 3
 """
 SERVER = (

@@ -96,6 +96,24 @@ DATABASE_CHARTS = (
             Line("max_connections", title=gettext_lazy("max_connections"), limit=True),
         ),
     ),
+    Chart(
+        "connections_user",
+        gettext_lazy("Connections by user"),
+        "",
+        (
+            Line("conn_user", "each"),
+            Line("max_connections", title=gettext_lazy("max_connections"), limit=True),
+        ),
+    ),
+    Chart(
+        "connections_db",
+        gettext_lazy("Connections by database"),
+        "",
+        (
+            Line("conn_db", "each"),
+            Line("max_connections", title=gettext_lazy("max_connections"), limit=True),
+        ),
+    ),
     Chart("cache", gettext_lazy("Cache hit ratio (%)"), "%", (Line("cache_hit_percent", "each"),), max=100),
     Chart(
         "tuples",
@@ -176,19 +194,36 @@ RESOLUTION_LABELS = {
 }
 
 
-def pool_chart(pool: str) -> Chart:
+def pool_charts(pool: str) -> list[Chart]:
+    """Per pool: its saturation (clients waiting and servers active against its size), and its
+    traffic (transactions and queries per second, the longest wait)."""
     labels = metric_label("pool", pool)
-    return Chart(
-        f"pool:{pool}",
-        _("Pool %(pool)s: clients waiting and servers active against its size") % {"pool": pool},
-        "",
-        (
-            Line("pool_cl_waiting", title=gettext_lazy("clients waiting"), labels=labels),
-            Line("pool_sv_active", title=gettext_lazy("servers active"), labels=labels),
-            Line("pool_size", title=gettext_lazy("pool size"), labels=labels, limit=True),
+    return [
+        Chart(
+            f"pool:{pool}",
+            _("Pool %(pool)s: clients waiting and servers active against its size") % {"pool": pool},
+            "",
+            (
+                Line("pool_cl_waiting", title=gettext_lazy("clients waiting"), labels=labels),
+                Line("pool_cl_active", title=gettext_lazy("clients active"), labels=labels),
+                Line("pool_sv_active", title=gettext_lazy("servers active"), labels=labels),
+                Line("pool_size", title=gettext_lazy("pool size"), labels=labels, limit=True),
+            ),
+            group="pool",
         ),
-        group="pool",
-    )
+        Chart(
+            f"pool-traffic:{pool}",
+            _("Pool %(pool)s: transactions and queries per second, longest wait") % {"pool": pool},
+            "1/s",
+            (
+                Line("pool_xact_ps", title=gettext_lazy("transactions per second"), labels=labels),
+                Line("pool_query_ps", title=gettext_lazy("queries per second"), labels=labels),
+                Line("pool_maxwait_seconds", title=gettext_lazy("longest wait"), labels=labels, axis="y1"),
+            ),
+            unit2="s",
+            group="pool",
+        ),
+    ]
 
 
 def _pools(cluster: Cluster, window: Window) -> list[str]:
@@ -203,7 +238,7 @@ def charts_for(cluster: Cluster, window: Window) -> list[Chart]:
     charts = list(DATABASE_CHARTS)
     if cluster.is_local:
         charts += HOST_CHARTS
-        charts += [pool_chart(pool) for pool in _pools(cluster, window)]
+        charts += [chart for pool in _pools(cluster, window) for chart in pool_charts(pool)]
     return charts
 
 
@@ -336,6 +371,7 @@ def insights_data(request: HttpRequest, cluster_id: uuid.UUID) -> JsonResponse:
             **chart_data(chart, found),
             "title": str(chart.title),
             "unit": chart.unit,
+            "unit2": chart.unit2,
             "group": chart.group,
         }
         for chart in charts

@@ -40,6 +40,7 @@
     if (unit === "B/s") return function (v) { return bytes(v) + "/s"; };
     if (unit === "%") return function (v) { return compact(v) + " %"; };
     if (unit === "1/s") return function (v) { return compact(v) + "/s"; };
+    if (unit === "s") return function (v) { return compact(v) + " s"; };
     return compact;
   }
 
@@ -188,6 +189,7 @@
     var canvas = document.createElement("canvas");
     canvas.dataset.chart = key;
     canvas.dataset.unit = data.unit || "";
+    canvas.dataset.unit2 = data.unit2 || "";
     canvas.setAttribute("role", "img");
     canvas.setAttribute("aria-label", data.title);
     var empty = document.createElement("div");

@@ -69,6 +69,7 @@ def test_load_between_two_collections_shows_tps_states_and_host_figures(cluster:
     assert set(states) == {"state=active", "state=idle", "state=idle_in_transaction", "state=waiting_lock"}
     assert sum(states.values()) >= 4  # pgbench's clients (some may wait on a row lock)
     assert gauges[("conn_user", "user=doadmin")] >= 4
+    assert ("conn_user", "user=pgpanel") not in gauges  # the collector does not count itself
     assert gauges[("conn_db", "db=defaultdb")] >= 4
     assert gauges[("max_connections", "")] == 25
     assert gauges[("db_size_bytes", "db=defaultdb")] > 10_000_000

@@ -45,6 +45,11 @@ def with_points(cluster_row: Cluster) -> Cluster:
     point(cluster_row, "pool_sv_active", "pool=test-pool", minute, 2.0, now)
     point(cluster_row, "max_connections", "", minute, 25.0, now)
     point(cluster_row, "conn_state", "state=active", minute, 3.0, now)
+    point(cluster_row, "conn_user", "user=doadmin", minute, 2.0, now)
+    point(cluster_row, "conn_user", "user=app", minute, 1.0, now)
+    point(cluster_row, "conn_db", "db=defaultdb", minute, 3.0, now)
+    point(cluster_row, "pool_xact_ps", "pool=test-pool", minute, 150.0, now)
+    point(cluster_row, "pool_maxwait_seconds", "pool=test-pool", minute, 0.25, now)
     return cluster_row
 
 
@@ -63,7 +68,8 @@ def test_the_tab_shows_the_ranges_charts_and_a_pool_saturation_chart(
         assert f'data-range-key="{key}"' in html
     assert 'data-range-key="6h" aria-pressed="true"' in html
     assert 'data-query="range=6h"' in html
-    for chart in ("tps", "connections", "cache", "tuples", "scans", "deadlocks", "db_size", "cpu", "disk"):
+    charts = ("tps", "connections", "connections_user", "connections_db", "cache", "tuples", "scans")
+    for chart in (*charts, "deadlocks", "db_size", "cpu", "disk", "pool-traffic:test-pool"):
         assert f'data-chart="{chart}"' in html
     assert 'data-chart="pool:test-pool"' in html
     assert "js/insights-charts.js" in html
@@ -109,8 +115,15 @@ def test_the_pool_chart_has_waiting_clients_active_servers_and_the_size_line(
     assert by_label["clients waiting"]["values"] == [7.0]
     assert by_label["servers active"]["values"] == [2.0]
     assert by_label["pool size"]["values"] == [2.0] and by_label["pool size"]["limit"] is True
-    connections = owner_client.get(data_url(with_points)).json()["charts"]["connections"]
-    assert {s["label"] for s in connections["series"]} == {"active", "max_connections"}
+    data = owner_client.get(data_url(with_points)).json()["charts"]
+    assert {s["label"] for s in data["connections"]["series"]} == {"active", "max_connections"}
+    by_user = {s["label"]: s["values"] for s in data["connections_user"]["series"]}
+    assert by_user == {"app": [1.0], "doadmin": [2.0], "max_connections": [25.0]}
+    assert {s["label"] for s in data["connections_db"]["series"]} == {"defaultdb", "max_connections"}
+    traffic = {s["label"]: s for s in data["pool-traffic:test-pool"]["series"]}
+    assert traffic["transactions per second"]["values"] == [150.0]
+    assert traffic["longest wait"]["values"] == [0.25] and traffic["longest wait"]["axis"] == "y1"
+    assert data["pool-traffic:test-pool"]["unit2"] == "s"
 
 
 def test_a_pool_has_its_chart_before_its_first_collection(owner_client: Client, cluster_row: Cluster) -> None:
