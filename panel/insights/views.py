@@ -17,6 +17,7 @@ from django.utils.functional import Promise
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.cache import never_cache
+from django.views.decorators.gzip import gzip_page
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -268,31 +269,42 @@ def _summed(parts: list[dict[int, float | None]]) -> dict[int, float | None]:
     return total
 
 
+def _peaks(series: services.Series | None) -> dict[int, float | None] | None:
+    """Each bucket's maximum, for lines read from rollups (None for raw points)."""
+    if series is None or series.resolution == "raw":
+        return None
+    return {p.at: p.max for p in series.points}
+
+
 def chart_data(chart: Chart, found: dict[SeriesKey, services.Series]) -> dict:
     """One chart's times (ms since the epoch, shared by its lines) and values; None breaks a line.
 
+    A line read from rollups also carries each bucket's maximum (``max``), so a tooltip can show
+    the peak an average hides (a burst of waiting clients in an hour); summed lines do not.
     ``found`` holds every line's series, read for all charts at once (``services.read_series``)."""
-    lines: list[tuple[str, Line, dict[int, float | None]]] = []
+    Drawn = tuple[str, Line, dict[int, float | None], dict[int, float | None] | None]
+    lines: list[Drawn] = []
     for line in chart.lines:
         if line.mode == "one":
-            lines.append((str(line.title), line, _points(found.get((line.metric, line.labels)))))
+            one = found.get((line.metric, line.labels))
+            lines.append((str(line.title), line, _points(one), _peaks(one)))
             continue
-        parts = [
-            (labels, _points(s)) for (metric, labels), s in sorted(found.items()) if metric == line.metric
-        ]
+        parts = [(labels, s) for (metric, labels), s in sorted(found.items()) if metric == line.metric]
         if line.mode == "sum":
-            lines.append((str(line.title), line, _summed([points for _labels, points in parts])))
+            lines.append((str(line.title), line, _summed([_points(s) for _labels, s in parts]), None))
         else:
-            for labels, points in parts:
+            for labels, part in parts:
                 name = (split_label(labels) or ("", labels))[1]
-                lines.append((name.replace("_", " "), line, points))
-    times = sorted({at for _name, _line, points in lines for at in points})
+                lines.append((name.replace("_", " "), line, _points(part), _peaks(part)))
+    times = sorted({at for _name, _line, points, _peaks_of in lines for at in points})
     series = []
-    for name, line, points in lines:
+    for name, line, points, peaks in lines:
         values = [points.get(at) for at in times]
         if all(v is None for v in values):
             continue  # a series with nothing in this window: no empty legend entry
         entry: dict[str, object] = {"label": name, "values": [_round(v) for v in values]}
+        if peaks is not None and not line.limit:
+            entry["max"] = [_round(peaks.get(at)) for at in times]
         if line.axis != "y":
             entry["axis"] = line.axis
         if line.limit:
@@ -355,6 +367,7 @@ def insights_tab(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 
 
 @never_cache
+@gzip_page
 @require_GET
 def insights_data(request: HttpRequest, cluster_id: uuid.UUID) -> JsonResponse:
     """Every chart's series over the window, a few hundred points a line (``resolution_for``)."""

@@ -151,7 +151,12 @@
               },
               label: function (item) {
                 var f = item.dataset.yAxisID === "y1" ? format2 : format;
-                return item.dataset.label + ": " + (item.parsed.y === null ? "—" : f(item.parsed.y));
+                var text = item.dataset.label + ": " + (item.parsed.y === null ? "—" : f(item.parsed.y));
+                var peak = item.dataset.peaks ? item.dataset.peaks[item.dataIndex] : null;
+                if (peak !== null && peak !== undefined && peak !== item.parsed.y) {
+                  text += " (" + self.root.dataset.peakLabel + " " + f(peak) + ")";
+                }
+                return text;
               },
             },
           },
@@ -224,6 +229,7 @@
         return {
           label: s.label,
           data: s.values,
+          peaks: s.max || null,
           yAxisID: s.axis || "y",
           borderColor: color,
           backgroundColor: color,

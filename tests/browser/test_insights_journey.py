@@ -60,6 +60,17 @@ def test_insights_tab_draws_tps_and_switches_range(live_server, journey_cluster:
     page.wait_for_function(TPS_HAS_DATA_JS, timeout=5_000)
     # Six hours read 1-minute figures: the raw points not rolled up yet, averaged per minute.
     expect(resolution).to_have_text("Each point is a 1-minute average.")
+    # The tooltip of an average shows the bucket's peak beside it.
+    label = page.evaluate(
+        f"""(() => {{
+          const chart = {TPS};
+          const dataset = chart.data.datasets.find(d => d.peaks && d.data.some(v => v !== null));
+          const i = dataset.data.findIndex(v => v !== null);
+          const item = {{dataset: {{...dataset, peaks: dataset.peaks.map(() => 123456)}}, dataIndex: i, parsed: {{y: dataset.data[i]}}}};
+          return chart.options.plugins.tooltip.callbacks.label(item);
+        }})()"""
+    )
+    assert label.endswith("(peak 123.5k/s)"), label
     snapshot(page, "insights-1-6h")
 
     # A pool created while the tab is open: the next refresh adds its saturation chart in place.

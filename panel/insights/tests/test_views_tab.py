@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import gzip
+import json
 
 import pytest
 from django.test import Client
@@ -153,9 +155,15 @@ def test_a_range_changes_the_window_and_reads_rollups_beyond_a_day(
     week = owner_client.get(data_url(with_points), {"range": "7d"}).json()
     assert week["end"] - week["start"] == 7 * 86400 * 1000
     assert (week["resolution"], week["step"]) == ("15m", 900)
-    assert 5.0 in week["charts"]["tps"]["series"][0]["values"]
-    hour = owner_client.get(data_url(with_points), {"range": "1h"}).json()
-    assert 5.0 not in hour["charts"]["tps"]["series"][0]["values"]
+    tps = week["charts"]["tps"]["series"][0]
+    assert 5.0 in tps["values"]
+    # Each bucket's peak rides along for the tooltip: the average 5 hid a 9.
+    assert tps["max"][tps["values"].index(5.0)] == 9.0
+    assert "max" not in week["charts"]["connections"]["series"][-1]  # the max_connections limit line
+    hour = owner_client.get(data_url(with_points), {"range": "1h"}, headers={"accept-encoding": "gzip"})
+    assert hour["Content-Encoding"] == "gzip"
+    hour_tps = json.loads(gzip.decompress(hour.content))["charts"]["tps"]["series"][0]
+    assert 5.0 not in hour_tps["values"] and "max" not in hour_tps  # raw points: no peaks
 
 
 def test_a_fixed_window_from_a_benchmark_run(owner_client: Client, with_points: Cluster) -> None:
