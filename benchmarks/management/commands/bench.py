@@ -19,7 +19,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from benchmarks import services
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.models import BenchmarkRun, RunStatus
-from panel.clusters.models import Cluster
+from panel.clusters.cli import find_cluster
 from panel.clusters.services import ServiceError
 from panel.pools.models import ConnectionPool
 
@@ -91,17 +91,6 @@ class Command(BaseCommand):
 
     # --- helpers --------------------------------------------------------------------------------
 
-    def _cluster(self, opts: dict[str, Any]) -> Cluster:
-        clusters = Cluster.objects.filter(name=opts["cluster"])
-        if opts.get("owner"):
-            clusters = clusters.filter(owner__username=opts["owner"])
-        found = list(clusters[:2])
-        if not found:
-            raise CommandError(f"No cluster named {opts['cluster']!r}.")
-        if len(found) > 1:
-            raise CommandError(f"Several clusters are named {opts['cluster']!r}; pick one with --owner.")
-        return found[0]
-
     def _run(self, run_id: str) -> BenchmarkRun:
         try:
             return BenchmarkRun.objects.select_related("cluster").get(pk=run_id)
@@ -146,7 +135,7 @@ class Command(BaseCommand):
     # --- subcommands ----------------------------------------------------------------------------
 
     def do_init(self, opts: dict[str, Any]) -> None:
-        cluster = self._cluster(opts)
+        cluster = find_cluster(opts["cluster"], opts.get("owner"))
         dataset = services.init_dataset(
             cluster,
             opts["database"],
@@ -165,7 +154,7 @@ class Command(BaseCommand):
             raise CommandError(dataset.error_message)
 
     def do_run(self, opts: dict[str, Any]) -> None:
-        cluster = self._cluster(opts)
+        cluster = find_cluster(opts["cluster"], opts.get("owner"))
         pool = None
         if opts["pool"]:
             pool = ConnectionPool.objects.filter(cluster=cluster, name=opts["pool"]).first()
@@ -224,7 +213,7 @@ class Command(BaseCommand):
             sys.exit(1)
 
     def do_list(self, opts: dict[str, Any]) -> None:
-        cluster = self._cluster(opts)
+        cluster = find_cluster(opts["cluster"], opts.get("owner"))
         runs = cluster.benchmark_runs.order_by("-created_at")[: opts["limit"]]
         self.stdout.write(f"{'ID':36}  {'STATUS':21}  {'TARGET':20}  {'CLIENTS':>7}  {'TPS':>9}  CREATED")
         for run in runs:

@@ -19,6 +19,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models.signals import post_save
 
 from panel.clusters import attach, reconciler, roles, services
+from panel.clusters.cli import find_cluster, find_user, print_table
 from panel.clusters.lib.connstr import FORMATS, SSLMODES
 from panel.clusters.models import Cluster, ClusterStatus
 
@@ -101,16 +102,10 @@ class Command(BaseCommand):
 
     # --- lookups -------------------------------------------------------------------------------
 
-    def _user(self, username: str) -> AbstractBaseUser:
-        try:
-            return get_user_model().objects.get(username=username)
-        except get_user_model().DoesNotExist:
-            raise CommandError(f"No user named {username!r}.") from None
-
     def _owner(self, options: dict[str, Any]) -> AbstractBaseUser:
         """The --owner user, or else the first superuser (the account `make run` creates)."""
         if options.get("owner"):
-            return self._user(options["owner"])
+            return find_user(options["owner"])
         owner = get_user_model().objects.filter(is_superuser=True).order_by("pk").first()
         if owner is None:
             raise CommandError(
@@ -118,22 +113,6 @@ class Command(BaseCommand):
                 "or create the admin account with: manage.py ensureadmin"
             )
         return owner
-
-    def _cluster(self, options: dict[str, Any]) -> Cluster:
-        name = options["name"]
-        qs = Cluster.objects.filter(name=name).select_related("owner")
-        if options.get("owner"):
-            qs = qs.filter(owner=self._user(options["owner"]))
-        found = list(qs[:10])
-        if not found:
-            whose = f" owned by {options['owner']!r}" if options.get("owner") else ""
-            raise CommandError(f"No cluster named {name!r}{whose}.")
-        if len(found) > 1:
-            owners = ", ".join(sorted(c.owner.get_username() for c in found))
-            raise CommandError(
-                f"Several users have a cluster named {name!r} ({owners}); choose one with --owner USERNAME."
-            )
-        return found[0]
 
     # --- clusters ------------------------------------------------------------------------------
 
@@ -180,7 +159,7 @@ class Command(BaseCommand):
     def do_list(self, options: dict[str, Any]) -> None:
         qs = Cluster.objects.select_related("owner").order_by("name", "created_at")
         if options.get("owner"):
-            qs = qs.filter(owner=self._user(options["owner"]))
+            qs = qs.filter(owner=find_user(options["owner"]))
         rows = [
             (
                 c.name,
@@ -196,10 +175,10 @@ class Command(BaseCommand):
         if not rows:
             self.stdout.write("No clusters.")
             return
-        self._table(("NAME", "OWNER", "STATUS", "PLAN", "VERSION", "PORT", "CREATED"), rows)
+        print_table(self.stdout, ("NAME", "OWNER", "STATUS", "PLAN", "VERSION", "PORT", "CREATED"), rows)
 
     def do_show(self, options: dict[str, Any]) -> None:
-        c = self._cluster(options)
+        c = find_cluster(options["name"], options.get("owner"))
         plan = c.plan
         lines = [
             ("Name", c.name),
@@ -245,7 +224,7 @@ class Command(BaseCommand):
                 self.stdout.write(f"  {event.created_at:%Y-%m-%d %H:%M:%S} {event.level:<7} {event.message}")
 
     def _action(self, options: dict[str, Any], action: str, doing: str, done: str) -> None:
-        cluster = self._cluster(options)
+        cluster = find_cluster(options["name"], options.get("owner"))
         self.stdout.write(f"{doing} {cluster.name}…")
         cluster = services.perform_action(cluster, action)
         self.stdout.write(self.style.SUCCESS(f"{cluster.name} {done}."))
@@ -260,7 +239,7 @@ class Command(BaseCommand):
         self._action(options, "restart", "Restarting", "is online")
 
     def do_delete(self, options: dict[str, Any]) -> None:
-        cluster = self._cluster(options)
+        cluster = find_cluster(options["name"], options.get("owner"))
         if not options["yes"]:
             raise CommandError(
                 f"Deleting {cluster.name} stops it and removes all its data. Confirm with --yes: "
@@ -270,7 +249,7 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS(f"{cluster.name} deleted."))
 
     def do_connection(self, options: dict[str, Any]) -> None:
-        cluster = self._cluster(options)
+        cluster = find_cluster(options["name"], options.get("owner"))
         details = services.connection_details(cluster, user=options["user"], database=options["database"])
         self.stdout.write(details.render(options["fmt"]))
 
@@ -301,7 +280,7 @@ class Command(BaseCommand):
             raise CommandError(f"Deleting {what} cannot be undone. Confirm with --yes.")
 
     def do_user_add(self, options: dict[str, Any]) -> None:
-        cluster = self._cluster(options)
+        cluster = find_cluster(options["name"], options.get("owner"))
         user = roles.add_user(cluster, options["item"])
         self.stdout.write(self.style.SUCCESS(f"User {user.name} added to {cluster.name}."))
         self.stdout.write(
@@ -309,24 +288,24 @@ class Command(BaseCommand):
         )
 
     def do_user_delete(self, options: dict[str, Any]) -> None:
-        cluster = self._cluster(options)
+        cluster = find_cluster(options["name"], options.get("owner"))
         self._confirm(options, f"user {options['item']}")
         roles.delete_user(cluster, options["item"])
         self.stdout.write(self.style.SUCCESS(f"User {options['item']} deleted from {cluster.name}."))
 
     def do_password_reset(self, options: dict[str, Any]) -> None:
-        cluster = self._cluster(options)
+        cluster = find_cluster(options["name"], options.get("owner"))
         user = roles.reset_password(cluster, options["item"])
         self.stdout.write(self.style.SUCCESS(f"New password set for {user.name}."))
         self.stdout.write(f"Show it with: manage.py cluster connection {cluster.name} --user {user.name}")
 
     def do_db_add(self, options: dict[str, Any]) -> None:
-        cluster = self._cluster(options)
+        cluster = find_cluster(options["name"], options.get("owner"))
         database = roles.add_database(cluster, options["item"])
         self.stdout.write(self.style.SUCCESS(f"Database {database.name} added to {cluster.name}."))
 
     def do_db_delete(self, options: dict[str, Any]) -> None:
-        cluster = self._cluster(options)
+        cluster = find_cluster(options["name"], options.get("owner"))
         self._confirm(options, f"database {options['item']} and all its data")
         roles.delete_database(cluster, options["item"])
         self.stdout.write(self.style.SUCCESS(f"Database {options['item']} deleted from {cluster.name}."))
@@ -339,10 +318,3 @@ class Command(BaseCommand):
             self.stdout.write("Every cluster is as it should be.")
 
     # --- output ----------------------------------------------------------------------------------
-
-    def _table(self, header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
-        widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-        for row in [header, *rows]:
-            self.stdout.write(
-                "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-            )

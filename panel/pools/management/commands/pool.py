@@ -10,11 +10,10 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from panel.clusters.cli import find_cluster
 from panel.clusters.lib.connstr import FORMATS
-from panel.clusters.models import Cluster
 from panel.clusters.services import ServiceError
 from panel.pools import services
 from panel.pools.models import ConnectionPool, PoolMode
@@ -68,27 +67,8 @@ class Command(BaseCommand):
 
     # --- lookups -------------------------------------------------------------------------------
 
-    def _cluster(self, options: dict[str, Any]) -> Cluster:
-        name = options["cluster"]
-        qs = Cluster.objects.filter(name=name).select_related("owner")
-        if options.get("owner"):
-            try:
-                owner = get_user_model().objects.get(username=options["owner"])
-            except get_user_model().DoesNotExist:
-                raise CommandError(f"No user named {options['owner']!r}.") from None
-            qs = qs.filter(owner=owner)
-        found = list(qs[:10])
-        if not found:
-            raise CommandError(f"No cluster named {name!r}.")
-        if len(found) > 1:
-            owners = ", ".join(sorted(c.owner.get_username() for c in found))
-            raise CommandError(
-                f"Several users have a cluster named {name!r} ({owners}); choose one with --owner USERNAME."
-            )
-        return found[0]
-
     def _pool(self, options: dict[str, Any]) -> ConnectionPool:
-        cluster = self._cluster(options)
+        cluster = find_cluster(options["cluster"], options.get("owner"))
         try:
             return cluster.pools.select_related("cluster").get(name=options["pool"])
         except ConnectionPool.DoesNotExist:
@@ -97,7 +77,7 @@ class Command(BaseCommand):
     # --- subcommands ---------------------------------------------------------------------------
 
     def do_create(self, options: dict[str, Any]) -> None:
-        cluster = self._cluster(options)
+        cluster = find_cluster(options["cluster"], options.get("owner"))
         pool = services.create_pool(
             cluster, options["pool"], options["database"], options["user"], options["mode"], options["size"]
         )
@@ -107,7 +87,7 @@ class Command(BaseCommand):
         self.stdout.write(f"Connect with: manage.py pool connection {cluster.name} {pool.name}")
 
     def do_list(self, options: dict[str, Any]) -> None:
-        cluster = self._cluster(options)
+        cluster = find_cluster(options["cluster"], options.get("owner"))
         overview = services.pools_overview(cluster)
         self.stdout.write(f"{overview.used} of {overview.total} connections allocated to pools.")
         state = "running" if overview.running else "not running"
