@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any
 
-from django.conf import settings
 from django.utils import timezone
-from django.utils.translation import gettext as _
 
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.models import BenchmarkRun, RunStatus
 from benchmarks.services.config import run_margin
-from panel.clusters.services import ServiceError
+from panel.clusters.services import ServiceError, enqueue_task
 
 log = logging.getLogger(__name__)
 
@@ -23,24 +20,8 @@ QUEUE = "benchmarks"
 
 
 def _send(task_name: str, object_id: str, *, time_limit: float | None = None) -> None:
-    """Send a task now; an unreachable broker becomes a ServiceError at once."""
-    from panel.celery import app
-
-    options: dict[str, Any] = {"queue": QUEUE}
-    if time_limit is not None:
-        options.update(soft_time_limit=int(time_limit), time_limit=int(time_limit) + 30)
-    try:
-        with app.connection_for_write() as conn:
-            conn.ensure_connection(max_retries=0)
-            app.send_task(task_name, args=[object_id], retry=False, connection=conn, **options)
-    except Exception as exc:  # kombu raises several types for an unreachable broker
-        log.warning("could not enqueue %s: %s", task_name, type(exc).__name__)
-        raise ServiceError(
-            _(
-                "The task queue (Redis at %(url)s) is not reachable, so nothing was started. Try again when it is back."
-            )
-            % {"url": settings.REDIS_URL.split("@")[-1]}
-        ) from None
+    """Send a task to the benchmarks queue now; an unreachable broker is a ServiceError at once."""
+    enqueue_task(task_name, object_id, queue=QUEUE, time_limit=time_limit)
 
 
 def run_time_limit(run: BenchmarkRun) -> float:

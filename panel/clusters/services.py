@@ -11,6 +11,7 @@ import secrets
 import socket
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 import psutil
 from django.conf import settings
@@ -107,16 +108,24 @@ def allocate_ports() -> tuple[int, int]:
 # --- create, provision --------------------------------------------------------------------
 
 
-def _enqueue(task_name: str, *args: str) -> None:
-    """Send a task now; a broker that does not answer becomes a ServiceError for the form."""
+def enqueue_task(
+    task_name: str, *args: str, queue: str | None = None, time_limit: float | None = None
+) -> None:
+    """Send a task now (on ``queue``, with a soft ``time_limit`` in seconds and a hard one 30 s
+    later); a broker that does not answer becomes a ServiceError for the form."""
     from panel.celery import app
 
+    options: dict[str, Any] = {}
+    if queue is not None:
+        options["queue"] = queue
+    if time_limit is not None:
+        options.update(soft_time_limit=int(time_limit), time_limit=int(time_limit) + 30)
     try:
         with app.connection_for_write() as conn:
             # send_task(retry=False) still lets kombu retry the connection for ~6 s; give up at
             # the first refusal so the form answers at once.
             conn.ensure_connection(max_retries=0)
-            app.send_task(task_name, args=list(args), retry=False, connection=conn)
+            app.send_task(task_name, args=list(args), retry=False, connection=conn, **options)
     except Exception as exc:  # kombu raises several types for an unreachable broker
         log.warning("could not enqueue %s: %s", task_name, type(exc).__name__)
         raise ServiceError(
@@ -184,7 +193,7 @@ def create_cluster(
     )
     if enqueue:
         try:
-            _enqueue("panel.clusters.tasks.provision", str(cluster.pk))
+            enqueue_task("panel.clusters.tasks.provision", str(cluster.pk))
         except ServiceError:
             cluster.delete()
             raise
@@ -308,7 +317,7 @@ def retry_cluster(cluster: Cluster, *, enqueue: bool = True) -> Cluster:
         raise ServiceError(_("The cluster changed meanwhile; reload the page."))
     if enqueue:
         try:
-            _enqueue("panel.clusters.tasks.provision", str(cluster.pk))
+            enqueue_task("panel.clusters.tasks.provision", str(cluster.pk))
         except ServiceError:
             # Nothing was retried: keep showing why the creation failed.
             Cluster.objects.filter(pk=cluster.pk).update(
@@ -351,7 +360,7 @@ def request_action(cluster: Cluster, action: str) -> Cluster:
             % {"status": cluster.get_status_display().lower(), "action": action}
         )
     try:
-        _enqueue("panel.clusters.tasks.cluster_action", str(cluster.pk), action)
+        enqueue_task("panel.clusters.tasks.cluster_action", str(cluster.pk), action)
     except ServiceError:
         Cluster.objects.filter(pk=cluster.pk).update(status=previous, updated_at=timezone.now())
         raise
