@@ -96,10 +96,7 @@ class PgbenchProcess:
     """A running pgbench: its lines arrive on :meth:`next_line`, in the order they were read."""
 
     def __init__(self, args: Sequence[str], env: dict[str, str], *, cwd: Path | None = None) -> None:
-        user = postgres.os_user()
-        kwargs: dict[str, object] = {}
-        if not user.is_self:
-            kwargs.update(user=user.uid, group=user.gid, extra_groups=[])
+        kwargs = postgres.os_user().spawn_options()
         try:
             self._proc = subprocess.Popen(
                 list(args),

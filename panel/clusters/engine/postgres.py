@@ -48,6 +48,11 @@ class OsUser:
     def is_self(self) -> bool:
         return self.uid == os.geteuid()
 
+    def spawn_options(self) -> dict[str, object]:
+        """subprocess options that start a program as this user (none when it is ourselves): its
+        uid and gid, and none of root's supplementary groups."""
+        return {} if self.is_self else {"user": self.uid, "group": self.gid, "extra_groups": []}
+
 
 def os_user() -> OsUser:
     if os.geteuid() != 0:
@@ -121,9 +126,7 @@ def run_as_runner(
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
     }
-    kwargs: dict[str, object] = {}
-    if not user.is_self:
-        kwargs.update(user=user.uid, group=user.gid, extra_groups=[])
+    kwargs = user.spawn_options()
     log.debug("running %s", args[0])
     try:
         result = subprocess.run(
