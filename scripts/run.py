@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import redis
 
@@ -178,8 +178,10 @@ def redis_child(url: str, data_dir: Path) -> Child:
         f'logfile "{redis_dir / "redis.log"}"',
     ]
     if parts.password:
-        # In a 0600 file, not on the command line where `ps` shows it.
-        lines.append(f'requirepass "{parts.password}"')
+        # In a 0600 file, not on the command line where `ps` shows it; percent-decoded as redis-py
+        # and kombu decode it, and escaped for redis.conf's double quotes.
+        password = unquote(parts.password).replace("\\", "\\\\").replace('"', '\\"')
+        lines.append(f'requirepass "{password}"')
     conf = redis_dir / "redis.conf"
     fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:

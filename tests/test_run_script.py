@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import socket
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import redis
 
 pytestmark = pytest.mark.integration
 
@@ -133,3 +135,26 @@ def test_it_stops_everything_when_a_child_dies(panel: Panel) -> None:
     time.sleep(0.3)
     assert alive(children) == []
     assert "beat exited unexpectedly" in panel.output()
+
+
+def test_the_private_redis_takes_the_password_of_redis_url_as_clients_read_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = importlib.util.spec_from_file_location("run_script", ROOT / "scripts" / "run.py")
+    assert spec is not None and spec.loader is not None
+    run = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, run)  # its dataclasses look themselves up there
+    spec.loader.exec_module(run)
+    # Percent-encoded in the URL; a quote and a backslash in the decoded password.
+    url = f"redis://:p%40ss%22w%5Cord@127.0.0.1:{free_port()}/0"
+    child = run.redis_child(url, tmp_path)
+    child.start(dict(os.environ))
+    try:
+        run.wait_for_redis(url, child)
+        assert redis.Redis.from_url(url, socket_timeout=2).ping()
+        wrong = url.replace("p%40ss", "p%2540ss")
+        with pytest.raises(redis.AuthenticationError):
+            redis.Redis.from_url(wrong, socket_timeout=2).ping()
+    finally:
+        child.ask_to_stop()
+        child.wait_stopped(time.monotonic() + 10)

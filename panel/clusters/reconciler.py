@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime as dt
 
 from django.conf import settings
-from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -42,9 +41,7 @@ def reconcile() -> list[str]:
         notes.append(f"{cluster.name}: restarted")
     stuck_before = timezone.now() - STUCK_AFTER
     for cluster in Cluster.objects.filter(
-        Q(status=ClusterStatus.CREATING) | Q(status__in=[ClusterStatus.STARTING, ClusterStatus.STOPPING]),
-        kind=ClusterKind.LOCAL,
-        updated_at__lt=stuck_before,
+        kind=ClusterKind.LOCAL, status__in=ClusterStatus.BUSY, updated_at__lt=stuck_before
     ):
         reason = _("The job working on this cluster was interrupted.")
         # Only if the job has not moved on since the query ran.

@@ -21,7 +21,7 @@ from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
 from panel.clusters import attach, roles, services
 from panel.clusters.forms import AttachClusterForm, CreateClusterForm, DeleteClusterForm, NameForm
-from panel.clusters.lib.connstr import ConnectionDetails
+from panel.clusters.lib.connstr import FORMATS, ConnectionDetails
 from panel.clusters.models import Cluster
 from panel.clusters.services import ServiceError
 
@@ -31,7 +31,7 @@ CONNECTION_VIEWS = (
     ("uri", gettext_lazy("Connection string")),
     ("flags", gettext_lazy("Flags")),
 )
-SECRET_FORMATS = ("password", "uri", "flags", "params")
+SECRET_FORMATS = ("password", *FORMATS)
 
 
 def _get_cluster_for_user(request: HttpRequest, cluster_id: uuid.UUID) -> Cluster:

@@ -6,6 +6,7 @@ panel runs as root, with a timeout. Passwords go through a 0600 file, never argv
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import pwd
@@ -71,11 +72,32 @@ def os_user() -> OsUser:
     return OsUser(entry.pw_name, entry.pw_uid, entry.pw_gid, entry.pw_dir)
 
 
-def _version_of(bindir: Path) -> str | None:
+def _stamp(program: Path) -> tuple[str, int, int] | None:
+    """What identifies one build of a program: its path, inode and mtime (None if absent)."""
     try:
-        out = subprocess.run(
-            [str(bindir / "postgres"), "--version"], capture_output=True, text=True, timeout=10, check=True
-        ).stdout
+        st = program.stat()
+    except OSError:
+        return None
+    return str(program), st.st_ino, st.st_mtime_ns
+
+
+# The create form, create_cluster() and every pg_ctl call ask which versions are installed; a
+# binary's version only changes with the binary, so each build is asked once (a failure raises,
+# so it is not remembered). pg_config is asked every time: Debian's is a wrapper whose answer
+# changes as server versions come and go.
+@functools.lru_cache(maxsize=64)
+def _version_output(stamp: tuple[str, int, int]) -> str:
+    return subprocess.run(
+        [stamp[0], "--version"], capture_output=True, text=True, timeout=10, check=True
+    ).stdout
+
+
+def _version_of(bindir: Path) -> str | None:
+    stamp = _stamp(bindir / "postgres")
+    if stamp is None:
+        return None
+    try:
+        out = _version_output(stamp)
     except (OSError, subprocess.SubprocessError):
         return None
     match = re.search(r"\)\s+(\d+)(?:\.\d+)?", out) or re.search(r"(\d+)\.\d+", out)

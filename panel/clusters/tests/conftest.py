@@ -1,7 +1,9 @@
-"""Fixtures of the view tests: cluster rows that need no running server."""
+"""Fixtures of the cluster tests: cluster rows that need no running server, and how a client
+reaches a cluster that does run."""
 
 from __future__ import annotations
 
+import psycopg
 import pytest
 from django.contrib.auth.models import User
 
@@ -41,3 +43,35 @@ def make_cluster_row(owner: User, name: str = "db-row", **fields: object) -> Clu
 @pytest.fixture
 def cluster_row(owner: User) -> Cluster:
     return make_cluster_row(owner)
+
+
+def client_params(cluster: Cluster, **overrides: object) -> dict[str, object]:
+    """libpq parameters of a client on the cluster's TCP port (TLS): doadmin on defaultdb unless
+    ``overrides`` say otherwise."""
+    params: dict[str, object] = {
+        "host": "127.0.0.1",
+        "port": cluster.port,
+        "user": "doadmin",
+        "dbname": "defaultdb",
+        "sslmode": "require",
+        "connect_timeout": 5,
+    }
+    params.update(overrides)
+    if "password" not in params:
+        params["password"] = cluster.users.get(name=params["user"]).password
+    return params
+
+
+def connect_as_client(cluster: Cluster, **overrides: object) -> psycopg.Connection:
+    return psycopg.connect(**client_params(cluster, **overrides))  # type: ignore[arg-type]
+
+
+def can_log_in(cluster: Cluster, user: str, password: str, dbname: str = "defaultdb") -> bool:
+    """Whether ``user`` logs in with ``password``. Only PostgreSQL refusing the login counts as
+    False; any other failure (the server not answering) fails the test instead."""
+    try:
+        with connect_as_client(cluster, user=user, password=password, dbname=dbname) as conn:
+            return conn.execute("SELECT current_user").fetchone() == (user,)
+    except psycopg.OperationalError as exc:
+        assert "password authentication failed" in str(exc) or "does not exist" in str(exc), exc
+        return False

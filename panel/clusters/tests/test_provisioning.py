@@ -9,26 +9,13 @@ import pytest
 
 from panel.clusters import dbconn, roles, services
 from panel.clusters.engine import postgres
-from panel.clusters.models import Cluster, ClusterStatus
+from panel.clusters.models import ClusterStatus
+
+from .conftest import connect_as_client
 
 pytestmark = pytest.mark.integration
 
 RESERVED_SLOTS_ERROR = "remaining connection slots are reserved for non-replication superuser connections"
-
-
-def _tcp(cluster: Cluster, **kwargs: object) -> psycopg.Connection:
-    """Connect over TCP to 127.0.0.1 with doadmin's credentials unless told otherwise."""
-    params: dict[str, object] = {
-        "host": "127.0.0.1",
-        "port": cluster.port,
-        "user": "doadmin",
-        "password": cluster.users.get(name="doadmin").password,
-        "dbname": "defaultdb",
-        "sslmode": "require",
-        "connect_timeout": 5,
-    }
-    params.update(kwargs)
-    return psycopg.connect(**params)  # type: ignore[arg-type]
 
 
 def test_it_provisions_a_cluster_reachable_with_verify_full(local_cluster, tmp_path):
@@ -66,7 +53,7 @@ def test_the_reserved_slots_refuse_doadmin_but_not_the_panels_superuser(local_cl
     finally:
         for conn in opened:
             conn.close()
-    with _tcp(local_cluster) as conn:  # the slots come back once closed
+    with connect_as_client(local_cluster) as conn:  # the slots come back once closed
         assert conn.execute("SELECT 1").fetchone() == (1,)
 
 
@@ -86,14 +73,14 @@ def test_it_records_the_provisioning_and_enforces_the_access_rules(local_cluster
 
     # TCP without TLS is refused by pg_hba.conf.
     with pytest.raises(psycopg.OperationalError) as refused:
-        _tcp(cluster, sslmode="disable")
+        connect_as_client(cluster, sslmode="disable")
     assert "pg_hba.conf rejects connection" in str(refused.value)
     assert "no encryption" in str(refused.value)
 
     # The panel's superuser is refused over TCP, with or without TLS...
     for sslmode in ("require", "disable"):
         with pytest.raises(psycopg.OperationalError) as refused:
-            _tcp(
+            connect_as_client(
                 cluster,
                 user="pgpanel",
                 password=cluster.superuser_password,
@@ -109,7 +96,7 @@ def test_it_records_the_provisioning_and_enforces_the_access_rules(local_cluster
 
     # Only the panel's superuser maintains the system database.
     with pytest.raises(psycopg.OperationalError, match="permission denied for database"):
-        _tcp(cluster, dbname="postgres")
+        connect_as_client(cluster, dbname="postgres")
 
 
 def test_passwords_never_reach_the_logs(owner, transactional_db, caplog):
@@ -155,7 +142,7 @@ def test_it_provisions_through_a_real_celery_worker(owner, transactional_db, cel
         wait_until(settled, timeout=60, message="provisioning by the worker")
         assert cluster.status == ClusterStatus.ONLINE, cluster.error_message
         assert cluster.progress == 100
-        with _tcp(cluster) as conn:
+        with connect_as_client(cluster) as conn:
             assert conn.execute("SHOW max_connections").fetchone() == ("50",)
     finally:
         cluster.refresh_from_db()

@@ -71,6 +71,21 @@ def test_reconcile_marks_a_stuck_creation_as_error(owner, transactional_db):
     services.delete_cluster(cluster, confirm_name="db-stuck")
 
 
+@pytest.mark.parametrize("status", [ClusterStatus.STARTING, ClusterStatus.STOPPING])
+def test_reconcile_marks_a_stuck_action_as_error(owner, transactional_db, status):
+    cluster = services.create_cluster(owner, name="db-stuck", plan_slug="db-s-1vcpu-1gb", enqueue=False)
+    # A row only: no server runs behind it, and a busy cluster is not one to restart.
+    Cluster.objects.filter(pk=cluster.pk).update(
+        status=status, updated_at=timezone.now() - dt.timedelta(hours=1)
+    )
+
+    assert reconciler.reconcile() == ["db-stuck: marked error (stuck)"]
+
+    cluster.refresh_from_db()
+    assert cluster.status == ClusterStatus.ERROR
+    assert cluster.events.filter(kind="error", message__contains="interrupted").exists()
+
+
 def test_the_reconcile_task_restarts_a_killed_postmaster_through_a_worker(
     local_cluster, celery_worker, wait_until
 ):

@@ -6,30 +6,10 @@ import psycopg
 import pytest
 
 from panel.clusters import dbconn, roles, services
-from panel.clusters.models import Cluster
+
+from .conftest import can_log_in
 
 pytestmark = pytest.mark.integration
-
-
-def _login(cluster: Cluster, user: str, password: str, database: str = "defaultdb") -> psycopg.Connection:
-    return psycopg.connect(
-        host="127.0.0.1",
-        port=cluster.port,
-        user=user,
-        password=password,
-        dbname=database,
-        sslmode="require",
-        connect_timeout=5,
-    )
-
-
-def _can_login(cluster: Cluster, user: str, password: str, database: str = "defaultdb") -> bool:
-    try:
-        with _login(cluster, user, password, database) as conn:
-            return conn.execute("SELECT current_user").fetchone() == (user,)
-    except psycopg.OperationalError as exc:
-        assert "password authentication failed" in str(exc) or "does not exist" in str(exc), exc
-        return False
 
 
 def test_users_databases_and_passwords_on_a_live_cluster(local_cluster):
@@ -46,7 +26,7 @@ def test_users_databases_and_passwords_on_a_live_cluster(local_cluster):
     user = roles.add_user(cluster, "app")
     first_password = user.password
     assert services.connection_details(cluster, user="app").password == first_password
-    assert _can_login(cluster, "app", first_password)
+    assert can_log_in(cluster, "app", first_password)
     with dbconn.admin_connection(cluster) as conn:
         flags = conn.execute(
             "SELECT rolsuper, rolcreatedb, rolcreaterole FROM pg_roles WHERE rolname = 'app'"
@@ -56,20 +36,20 @@ def test_users_databases_and_passwords_on_a_live_cluster(local_cluster):
     # Reset: the old password stops working, the new one works.
     user = roles.reset_password(cluster, "app")
     assert user.password != first_password
-    assert not _can_login(cluster, "app", first_password)
-    assert _can_login(cluster, "app", user.password)
+    assert not can_log_in(cluster, "app", first_password)
+    assert can_log_in(cluster, "app", user.password)
     assert cluster.users.get(name="app").password == user.password
 
     # doadmin's password can be reset on a cluster the panel runs.
     old_admin = cluster.users.get(name="doadmin").password
     admin = roles.reset_password(cluster, "doadmin")
-    assert not _can_login(cluster, "doadmin", old_admin)
-    assert _can_login(cluster, "doadmin", admin.password)
+    assert not can_log_in(cluster, "doadmin", old_admin)
+    assert can_log_in(cluster, "doadmin", admin.password)
 
     # Deleted: the row goes and the user can no longer log in.
     roles.delete_user(cluster, "app")
     assert not cluster.users.filter(name="app").exists()
-    assert not _can_login(cluster, "app", user.password)
+    assert not can_log_in(cluster, "app", user.password)
 
     roles.delete_database(cluster, "benchmark")
     assert not cluster.databases.filter(name="benchmark").exists()
@@ -113,7 +93,7 @@ def test_duplicates_reserved_names_and_protected_objects_are_refused(local_clust
     assert set(cluster.users.values_list("name", flat=True)) == {"doadmin", "app"}
     assert set(cluster.databases.values_list("name", flat=True)) == {"defaultdb", "benchmark"}
     doadmin = cluster.users.get(name="doadmin")
-    assert _can_login(cluster, "doadmin", doadmin.password)
+    assert can_log_in(cluster, "doadmin", doadmin.password)
 
     # Changes need a running server.
     services.perform_action(cluster, "stop")

@@ -50,6 +50,9 @@ def test_the_connection_partial_switches_user_database_and_view(owner_client, cl
     assert "postgresql://app:********@localhost:26900/appdb?sslmode=require" in text
     assert '<option value="app" selected>' in text
     assert '<option value="appdb" selected>' in text
+    assert '<option value="doadmin">doadmin</option>' in text
+    assert '<label class="form-label small mb-1" for="conn-user">User</label>' in text
+    assert '<select class="form-select form-select-sm" id="conn-database" name="database">' in text
     assert APP_PASSWORD not in text
 
     flags = owner_client.get(url, {"user": "app", "database": "appdb", "view": "flags"}, headers=HTMX)

@@ -6,11 +6,10 @@ Refusals happen before the panel reaches the server, so they run against a clust
 
 from __future__ import annotations
 
-import psycopg
 import pytest
 from django.urls import reverse
 
-from .conftest import APP_PASSWORD
+from .conftest import APP_PASSWORD, can_log_in
 
 HTMX = {"HX-Request": "true"}
 
@@ -22,21 +21,6 @@ def _post(client, url_name, cluster, data=None, **kwargs):
     text = response.content.decode()
     assert text.lstrip().startswith('<div id="users-tab">'), "an HTMX post answers with the tab only"
     return text
-
-
-def _can_connect(cluster, user: str, password: str, database: str = "defaultdb") -> bool:
-    try:
-        with psycopg.connect(
-            host="127.0.0.1",
-            port=cluster.port,
-            user=user,
-            password=password,
-            dbname=database,
-            sslmode="require",
-        ):
-            return True
-    except psycopg.OperationalError:
-        return False
 
 
 def _names(queryset) -> list[str]:
@@ -130,7 +114,7 @@ def test_it_adds_a_user_showing_its_password_once_then_deletes_it(owner_client, 
     password = local_cluster.users.get(name="app").password
     assert password in text
     assert f'data-copy-text="{password}"' in text
-    assert _can_connect(local_cluster, "app", password)
+    assert can_log_in(local_cluster, "app", password)
     assert (
         password not in owner_client.get(reverse("clusters:users", args=[local_cluster.pk])).content.decode()
     )
@@ -140,7 +124,7 @@ def test_it_adds_a_user_showing_its_password_once_then_deletes_it(owner_client, 
     text = _post(owner_client, "clusters:user-delete", local_cluster, name="app")
     assert "User “app” deleted." in text
     assert "<code>app</code>" not in text
-    assert not _can_connect(local_cluster, "app", password)
+    assert not can_log_in(local_cluster, "app", password)
 
 
 @pytest.mark.integration
@@ -150,8 +134,8 @@ def test_it_resets_a_password_and_the_old_one_stops_working(owner_client, local_
     new = local_cluster.users.get(name="doadmin").password
     assert new != old
     assert new in text
-    assert _can_connect(local_cluster, "doadmin", new)
-    assert not _can_connect(local_cluster, "doadmin", old)
+    assert can_log_in(local_cluster, "doadmin", new)
+    assert not can_log_in(local_cluster, "doadmin", old)
 
 
 @pytest.mark.integration
@@ -159,10 +143,10 @@ def test_it_adds_and_deletes_a_database(owner_client, local_cluster):
     admin_password = local_cluster.users.get(name="doadmin").password
     text = _post(owner_client, "clusters:database-add", local_cluster, {"database-name": "benchmark"})
     assert "<code>benchmark</code>" in text
-    assert _can_connect(local_cluster, "doadmin", admin_password, "benchmark")
+    assert can_log_in(local_cluster, "doadmin", admin_password, "benchmark")
     detail = owner_client.get(reverse("clusters:detail", args=[local_cluster.pk])).content.decode()
     assert '<option value="benchmark">benchmark</option>' in detail
 
     text = _post(owner_client, "clusters:database-delete", local_cluster, name="benchmark")
     assert "<code>benchmark</code>" not in text
-    assert not _can_connect(local_cluster, "doadmin", admin_password, "benchmark")
+    assert not can_log_in(local_cluster, "doadmin", admin_password, "benchmark")
