@@ -178,9 +178,8 @@ def render_config(
     return RenderedConfig(ini, auth, specs, gs, target)
 
 
-def _verify(cluster: Cluster, pooler: Pooler, config: RenderedConfig) -> None:
-    with admin_console(cluster, pooler) as conn:
-        problems = diff_databases(config.specs, console.show_databases(conn), target=config.target)
+def _verify(conn: console.Connection, config: RenderedConfig) -> None:
+    problems = diff_databases(config.specs, console.show_databases(conn), target=config.target)
     if problems:
         raise _Mismatch(" ".join(problems))
 
@@ -201,7 +200,8 @@ def _reload(cluster: Cluster, pooler: Pooler, files: supervisor.BouncerFiles, co
             console.reload(conn)
             postgres.write_private_file(files.ini, config.ini)
         console.reload(conn)
-    _verify(cluster, pooler, config)
+        # RELOAD is done when it answers, so the same console connection sees its result.
+        _verify(conn, config)
 
 
 def _roll_back(
@@ -268,7 +268,8 @@ def apply_config(cluster: Cluster) -> None:
                 _reload(cluster, pooler, files, config)
             else:
                 supervisor.start(files, fds_needed=fds_needed(cluster), timeout=START_TIMEOUT)
-                _verify(cluster, pooler, config)
+                with admin_console(cluster, pooler) as conn:
+                    _verify(conn, config)
         except (supervisor.SupervisorError, console.ConsoleError, _Mismatch) as exc:
             said = supervisor.log_problems(files, offset)
             _roll_back(cluster, pooler, files, was_running=was_running)

@@ -99,9 +99,13 @@ def pool_create(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 # --- one pool: connection details, edit, delete ------------------------------------------------------
 
 
+def _requested_user(pool: ConnectionPool, params: Any) -> str | None:
+    """The ``user`` query parameter, which only an inbound-user pool lets the client choose."""
+    return (params.get("user") or None) if pool.is_inbound_user else None
+
+
 def _connection_context(pool: ConnectionPool, params: Any, *, reveal: bool) -> dict[str, Any]:
     view = params.get("view") if params.get("view") in dict(CONNECTION_VIEWS) else "params"
-    user = (params.get("user") or None) if pool.is_inbound_user else None
     context: dict[str, Any] = {
         "pool": pool,
         "view": view,
@@ -112,7 +116,7 @@ def _connection_context(pool: ConnectionPool, params: Any, *, reveal: bool) -> d
         "conn_error": None,
     }
     try:
-        details = services.pool_connection_details(pool, user=user)
+        details = services.pool_connection_details(pool, user=_requested_user(pool, params))
     except ServiceError as exc:
         context["conn_error"] = exc.message
         return context
@@ -190,6 +194,7 @@ def pool_edit(request: HttpRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID) -
 def pool_delete(request: HttpRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID) -> HttpResponse:
     cluster = _get_cluster_for_user(request, cluster_id)
     pool = _get_pool(cluster, pool_id)
+    error = ""
     if request.method == "POST":
         try:
             disconnected = services.delete_pool(pool)
@@ -207,30 +212,31 @@ def pool_delete(request: HttpRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID)
             )
             url = reverse("pools:list", kwargs={"cluster_id": cluster.pk})
             return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
-        clients = 0
-    else:
-        error = ""
-        clients = services.connected_clients(pool)
+    # Counted again after a refused delete too: the pool still serves its clients.
+    clients = services.connected_clients(pool)
     context = {"cluster": cluster, "pool": pool, "clients": clients, "error": error, "active_tab": "pools"}
     template = "pools/delete.html#form" if request.htmx else "pools/delete.html"
     return render(request, template, context)
 
 
-@require_GET
-def connection(request: HttpRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID) -> HttpResponse:
+def _connection_partial(
+    request: HttpRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID, *, reveal: bool
+) -> HttpResponse:
     cluster = _get_cluster_for_user(request, cluster_id)
     pool = _get_pool(cluster, pool_id)
-    context = _connection_context(pool, request.GET, reveal=False)
+    context = _connection_context(pool, request.GET, reveal=reveal)
     return render(request, "pools/detail.html#connection", {**context, "cluster": cluster})
+
+
+@require_GET
+def connection(request: HttpRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID) -> HttpResponse:
+    return _connection_partial(request, cluster_id, pool_id, reveal=False)
 
 
 @never_cache
 @require_GET
 def connection_reveal(request: HttpRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
-    pool = _get_pool(cluster, pool_id)
-    context = _connection_context(pool, request.GET, reveal=True)
-    return render(request, "pools/detail.html#connection", {**context, "cluster": cluster})
+    return _connection_partial(request, cluster_id, pool_id, reveal=True)
 
 
 @never_cache
@@ -242,9 +248,8 @@ def connection_secret(request: HttpRequest, cluster_id: uuid.UUID, pool_id: uuid
     fmt = request.GET.get("format", "uri")
     if fmt not in SECRET_FORMATS:
         return HttpResponse(_("Unknown format."), status=400, content_type=PLAIN_TEXT)
-    user = (request.GET.get("user") or None) if pool.is_inbound_user else None
     try:
-        details = services.pool_connection_details(pool, user=user)
+        details = services.pool_connection_details(pool, user=_requested_user(pool, request.GET))
     except ServiceError as exc:
         return HttpResponse(exc.message, status=400, content_type=PLAIN_TEXT)
     text = details.password if fmt == "password" else details.render(fmt)

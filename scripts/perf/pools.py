@@ -14,6 +14,7 @@ It provisions a throw-away cluster in a private data directory and removes it at
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import shutil
@@ -45,7 +46,7 @@ from django.core.management import call_command  # noqa: E402
 from panel.clusters import services as cluster_services  # noqa: E402
 from panel.clusters.models import Cluster  # noqa: E402
 from panel.pools import apply, services, supervisor  # noqa: E402
-from panel.pools.lib.authfile import render_auth_file  # noqa: E402
+from panel.pools.lib.authfile import parse_auth_file, render_auth_file  # noqa: E402
 from panel.pools.lib.pgbouncer_ini import GlobalSettings, PoolSpec, ServerTarget, render  # noqa: E402
 from panel.pools.models import ConnectionPool  # noqa: E402
 
@@ -135,15 +136,11 @@ def anchor_bouncer(cluster: Cluster) -> supervisor.BouncerFiles:
     panel_files = apply.bouncer_files(cluster)
     for source, target in ((panel_files.tls_cert, files.tls_cert), (panel_files.tls_key, files.tls_key)):
         supervisor.copy_private(source, target)
-    settings = GlobalSettings(
-        listen_port=files.port,
-        unix_socket_dir=str(files.socket_dir),
-        auth_file=str(files.auth),
-        logfile=str(files.logfile),
-        pidfile=str(files.pidfile),
-        client_tls_key_file=str(files.tls_key),
-        client_tls_cert_file=str(files.tls_cert),
-        admin_users=("pgbouncer",),
+    # The panel's file paths, but PgBouncer's plain listen_addr and max_client_conn.
+    settings = dataclasses.replace(
+        apply.global_settings(cluster, files),
+        listen_addr=GlobalSettings.listen_addr,
+        max_client_conn=GlobalSettings.max_client_conn,
     )
     target = ServerTarget("127.0.0.1", int(cluster.port or 0))  # TCP + TLS (server_tls_sslmode=require)
     ini = render(settings, target, [PoolSpec("anchor", "defaultdb", None, "transaction", 10)])
@@ -154,8 +151,6 @@ def anchor_bouncer(cluster: Cluster) -> supervisor.BouncerFiles:
 
 
 def _secrets(cluster: Cluster) -> dict[str, str]:
-    from panel.pools.lib.authfile import parse_auth_file
-
     return parse_auth_file(apply.bouncer_files(cluster).auth.read_text())
 
 

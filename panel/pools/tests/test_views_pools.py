@@ -9,6 +9,7 @@ import pytest
 from django.template.loader import render_to_string
 from django.urls import reverse
 
+from panel import crypto
 from panel.clusters.models import Cluster, ClusterKind
 from panel.clusters.tests.conftest import ADMIN_PASSWORD, APP_PASSWORD, CA_PEM, make_cluster_row
 from panel.pools.models import ConnectionPool
@@ -232,6 +233,21 @@ def test_the_delete_confirmation_warns_that_clients_are_disconnected(owner_clien
     assert "0 clients are connected to this pool now." in text
     full = owner_client.get(url).content.decode()
     assert "Delete pool test-pool" in full
+
+
+def test_a_refused_delete_keeps_the_pool_and_shows_why(owner_client, cluster_row):
+    # Two pools and no PostgreSQL behind the row: the remaining pool's secrets cannot be read.
+    cluster_row.superuser_password_encrypted = crypto.encrypt("not-used")
+    cluster_row.save(update_fields=["superuser_password_encrypted"])
+    pool, _other = _pool(cluster_row), _pool(cluster_row, "other-pool")
+    url = reverse("pools:delete", args=[cluster_row.pk, pool.pk])
+    response = owner_client.post(url, headers=HTMX)
+    assert response.status_code == 200
+    text = response.content.decode()
+    assert text.lstrip().startswith('<form id="delete-pool-form"')
+    assert "Could not read the users&#x27; secrets from PostgreSQL" in text
+    assert "0 clients are connected to this pool now." in text
+    assert ConnectionPool.objects.filter(pk=pool.pk).exists()
 
 
 def test_a_pool_with_waiting_clients_is_marked_saturated(cluster_row):
