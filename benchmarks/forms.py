@@ -41,6 +41,13 @@ def _target_choices(cluster: Cluster) -> list[tuple[str, str]]:
     return choices
 
 
+def _database_choices(field: forms.Field, cluster: Cluster, fallback: str | None) -> None:
+    """The cluster's databases; ``benchmark`` (the tutorial's) preselected when it exists."""
+    names = [database.name for database in cluster.databases.all()]
+    field.choices = [(name, name) for name in names]
+    field.initial = "benchmark" if "benchmark" in names else fallback
+
+
 class InitDataSetForm(PanelForm):
     """``pgbench -i``: database, scale factor, optional steps and foreign keys."""
 
@@ -64,10 +71,7 @@ class InitDataSetForm(PanelForm):
         # The three forms share one page and field names: distinct ids keep each label on its field.
         kwargs.setdefault("auto_id", "init-%s")
         super().__init__(*args, **kwargs)
-        names = [d.name for d in cluster.databases.all()]
-        self.fields["database"].choices = [(name, name) for name in names]
-        if "benchmark" in names:
-            self.fields["database"].initial = "benchmark"
+        _database_choices(self.fields["database"], cluster, None)
         self.fields["foreign_keys"].widget.attrs["class"] = "form-check-input"
         self.fields["init_steps"].widget.attrs.update({"spellcheck": "false", "autocomplete": "off"})
 
@@ -147,9 +151,7 @@ class RunForm(_TargetMixin, PanelForm):
         super().__init__(*args, **kwargs)
         self.cluster = cluster
         self.fields["target"].choices = _target_choices(cluster)
-        names = [d.name for d in cluster.databases.all()]
-        self.fields["database"].choices = [(name, name) for name in names]
-        self.fields["database"].initial = "benchmark" if "benchmark" in names else cluster.default_database
+        _database_choices(self.fields["database"], cluster, cluster.default_database)
         self.fields["user"].choices = [("", _("Default (%(u)s)") % {"u": cluster.admin_user})] + [
             (u.name, u.name) for u in cluster.users.all()
         ]
@@ -258,9 +260,7 @@ class SweepForm(_TargetMixin, PanelForm):
         super().__init__(*args, **kwargs)
         self.cluster = cluster
         self.fields["targets"].choices = _target_choices(cluster)
-        names = [d.name for d in cluster.databases.all()]
-        self.fields["database"].choices = [(name, name) for name in names]
-        self.fields["database"].initial = "benchmark" if "benchmark" in names else cluster.default_database
+        _database_choices(self.fields["database"], cluster, cluster.default_database)
 
     def clean_clients_list(self) -> list[int]:
         return parse_clients_list(self.cleaned_data["clients_list"])

@@ -139,13 +139,11 @@ def _render_tab(
     run_form: RunForm | None = None,
     init_form: InitDataSetForm | None = None,
     sweep_form: SweepForm | None = None,
-    warnings: list[str] | None = None,
 ) -> HttpResponse:
     context: dict[str, Any] = {
         "active_tab": "benchmarks",
         "run_form": run_form or RunForm(cluster=cluster),
         "sweep_form": sweep_form or SweepForm(cluster=cluster),
-        "warnings": warnings,
         "sweep_open": bool(sweep_form is not None and sweep_form.errors),
         **_datasets_context(cluster, init_form),
         **_history_context(cluster),
@@ -331,7 +329,8 @@ def _picked_runs(request: HttpRequest, cluster: Cluster) -> list[BenchmarkRun]:
             ids.append(uuid.UUID(value))
         except ValueError:
             continue
-    found = {run.pk: run for run in _runs_for(request).filter(cluster=cluster, pk__in=ids)}
+    picked = _runs_for(request).filter(cluster=cluster, pk__in=ids).select_related("cluster")
+    found = {run.pk: run for run in picked}
     return [found[pk] for pk in dict.fromkeys(ids) if pk in found]
 
 
@@ -341,11 +340,12 @@ def compare(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     runs = _picked_runs(request, cluster)
     context: dict[str, Any] = {"cluster": cluster, "active_tab": "benchmarks", "runs": runs}
     try:
-        comparison = services.compare_runs(runs)
+        # The table only: the charts' samples come from compare_data.
+        records = services.compare_records(runs)
     except ServiceError as exc:
         context["error"] = exc.message
     else:
-        context["rows"] = list(zip(comparison["runs"], runs, strict=True))
+        context["rows"] = list(zip(records, runs, strict=True))
     context["query"] = request.GET.urlencode()
     return render(request, "benchmarks/compare.html", context)
 
@@ -371,7 +371,8 @@ def sweep_launch(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     form = SweepForm(request.POST, cluster=cluster)
     if form.is_valid():
         data = form.cleaned_data
-        direct_only = all(pool is not None for pool in data["targets"])
+        # The database field is for direct runs; a pool implies its own.
+        pools_only = all(pool is not None for pool in data["targets"])
         try:
             sweep = services.launch_sweep(
                 cluster,
@@ -379,7 +380,7 @@ def sweep_launch(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
                 pools=data["targets"],
                 repeats=data["repeats"],
                 base_options=form.base_options(),
-                database=None if direct_only else data["database"],
+                database=None if pools_only else data["database"],
                 name=data["name"],
             )
         except ServiceError as exc:

@@ -230,6 +230,16 @@ class LatencyPercentiles:
     p99_ms: float
     count: int
 
+    @classmethod
+    def of(cls, sorted_values: list[float]) -> LatencyPercentiles:
+        """The percentiles of an ascending, non-empty list of latencies in ms."""
+        return cls(
+            percentile(sorted_values, 50),
+            percentile(sorted_values, 95),
+            percentile(sorted_values, 99),
+            len(sorted_values),
+        )
+
 
 def percentile(sorted_values: list[float], p: float) -> float:
     """Nearest-rank percentile of an ascending, non-empty list: the smallest value with at least
@@ -237,6 +247,12 @@ def percentile(sorted_values: list[float], p: float) -> float:
     # round() keeps 95 % of 20 at rank 19 despite binary floating point
     rank = max(1, math.ceil(round(p * len(sorted_values) / 100, 9)))
     return sorted_values[min(rank, len(sorted_values)) - 1]
+
+
+def interval_index(end_time: float, start_epoch: float, interval_s: float) -> int:
+    """The progress interval a transaction completed in: ``k`` covers
+    ``[start_epoch + k*interval_s, start_epoch + (k+1)*interval_s)``; before the start counts in 0."""
+    return max(0, math.floor((end_time - start_epoch) / interval_s))
 
 
 def percentiles_by_interval(
@@ -254,12 +270,6 @@ def percentiles_by_interval(
     for record in records:
         if record.latency_us is None:
             continue
-        key = max(0, math.floor((record.end_time - start_epoch) / interval_s))
+        key = interval_index(record.end_time, start_epoch, interval_s)
         buckets.setdefault(key, []).append(record.latency_us / 1000)
-    result: dict[int, LatencyPercentiles] = {}
-    for key in sorted(buckets):
-        values = sorted(buckets[key])
-        result[key] = LatencyPercentiles(
-            percentile(values, 50), percentile(values, 95), percentile(values, 99), len(values)
-        )
-    return result
+    return {key: LatencyPercentiles.of(sorted(buckets[key])) for key in sorted(buckets)}

@@ -39,6 +39,7 @@ from benchmarks.services.launch import (
 )
 from benchmarks.services.read import (
     SAMPLE_FIELDS,
+    compare_records,
     compare_runs,
     export_run,
     run_record,
@@ -64,6 +65,7 @@ __all__ = [
     "cancel_run",
     "choose_sampling_rate",
     "claim_run",
+    "compare_records",
     "compare_runs",
     "execute_init",
     "execute_run",

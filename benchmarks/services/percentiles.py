@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from benchmarks.lib.pgbench_txlog import TxLogTail, percentile
+from benchmarks.lib.pgbench_txlog import LatencyPercentiles, TxLogTail, interval_index
 from benchmarks.models import BenchmarkRun, RunSample
 
 
@@ -27,7 +27,7 @@ class _Percentiles:
         self.buckets: dict[int, list[float]] = {}
         self.pending: list[Any] = []  # records read before the start is known
         self.dirty: set[int] = set()
-        self.stored: dict[int, tuple[float, float, float, int]] = {}
+        self.stored: dict[int, LatencyPercentiles] = {}
 
     def set_start(self, epoch: float) -> None:
         self.start_epoch = epoch
@@ -39,7 +39,7 @@ class _Percentiles:
         for record in records:
             if record.latency_us is None:
                 continue
-            key = max(0, int((record.end_time - self.start_epoch) // self.interval_s))
+            key = interval_index(record.end_time, self.start_epoch, self.interval_s)
             self.buckets.setdefault(key, []).append(record.latency_us / 1000)
             self.dirty.add(key)
 
@@ -56,14 +56,16 @@ class _Percentiles:
             seq = key + 1
             if seq > last_seq:
                 continue
-            values = sorted(self.buckets[key])
-            figures = (percentile(values, 50), percentile(values, 95), percentile(values, 99), len(values))
+            figures = LatencyPercentiles.of(sorted(self.buckets[key]))
             self.dirty.discard(key)
             if self.stored.get(key) == figures:
                 continue
             self.stored[key] = figures
             RunSample.objects.filter(run_id=self.run.pk, seq=seq).update(
-                p50_ms=figures[0], p95_ms=figures[1], p99_ms=figures[2], percentile_count=figures[3]
+                p50_ms=figures.p50_ms,
+                p95_ms=figures.p95_ms,
+                p99_ms=figures.p99_ms,
+                percentile_count=figures.count,
             )
         if self.buckets:
             newest = max(self.buckets)

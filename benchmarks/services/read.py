@@ -71,11 +71,17 @@ def run_record(run: BenchmarkRun) -> dict[str, Any]:
     }
 
 
+def compare_records(runs: Sequence[BenchmarkRun]) -> list[dict[str, Any]]:
+    """The records of the runs to compare (the compare page's table); at least two are needed."""
+    if len(runs) < 2:
+        raise ServiceError(_("Pick at least two runs to compare."), field="runs")
+    return [run_record(run) for run in runs]
+
+
 def compare_runs(runs: Sequence[BenchmarkRun]) -> dict[str, Any]:
     """Series aligned on the interval number (x = seq × progress interval), one column per run,
     ``None`` where a run has no sample, plus each run's summary."""
-    if len(runs) < 2:
-        raise ServiceError(_("Pick at least two runs to compare."), field="runs")
+    records = compare_records(runs)
     columns: dict[str, dict[int, dict[str, Any]]] = {}
     longest = 0
     for run in runs:
@@ -93,7 +99,7 @@ def compare_runs(runs: Sequence[BenchmarkRun]) -> dict[str, Any]:
         "x": seqs,
         "interval_s": interval,
         "series": series,
-        "runs": [run_record(run) for run in runs],
+        "runs": records,
         "tps_bars": [{"id": str(run.pk), "label": str(run), "tps": run.tps} for run in runs],
     }
 

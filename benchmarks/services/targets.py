@@ -9,6 +9,7 @@ from django.utils.translation import gettext as _
 from benchmarks.lib import pgbench_command as cmd
 from panel.clusters.models import Cluster, DatabaseUser
 from panel.clusters.services import ServiceError
+from panel.pools.apply import MAX_CLIENT_CONN
 from panel.pools.models import ConnectionPool
 
 LOOPBACK = "127.0.0.1"
@@ -78,7 +79,8 @@ def resolve_target(
         target = cmd.ConnectionTarget(
             LOOPBACK, int(cluster.pooler_port or 0), user_name, current.name, "require"
         )
-        return ResolvedTarget(target, _password(cluster, user_name), current, 1000)
+        # PgBouncer's max_client_conn as the pools app writes it (lower only under a tight fd limit).
+        return ResolvedTarget(target, _password(cluster, user_name), current, MAX_CLIENT_CONN)
     db_name = database or cluster.default_database
     if not cluster.databases.filter(name=db_name).exists():
         raise ServiceError(

@@ -13,6 +13,7 @@ from benchmarks.models import BenchmarkRun, InvalidTransition, RunSample, RunSta
 from benchmarks.services import enqueue, launch
 from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser
 from panel.clusters.services import ServiceError
+from panel.pools.apply import MAX_CLIENT_CONN
 from panel.pools.models import ConnectionPool
 
 OPTIONS = RunOptions(clients=4, threads=2, duration_s=3)
@@ -77,6 +78,18 @@ def test_it_warns_before_launch_without_blocking(cluster: Cluster) -> None:
     warnings = services.preview_warnings(cluster, options=RunOptions(clients=30, threads=2, duration_s=3))
     assert any("will not start" in warning for warning in warnings)
     assert services.preview_warnings(cluster, options=OPTIONS) == []
+
+
+def test_a_pool_target_allows_as_many_clients_as_pgbouncer_accepts(cluster: Cluster) -> None:
+    pool = ConnectionPool.objects.create(cluster=cluster, name="tx-pool", database="defaultdb", size=5)
+    target = services.resolve_target(cluster, pool=pool, database=None, user=None)
+    assert target.max_connections == MAX_CLIENT_CONN
+    options = RunOptions(clients=1200, threads=2, duration_s=3)
+    warnings = services.preview_warnings(cluster, pool=pool, options=options)
+    assert not any("client connections" in warning for warning in warnings), warnings
+    over = RunOptions(clients=MAX_CLIENT_CONN + 1, threads=1, duration_s=3)
+    warnings = services.preview_warnings(cluster, pool=pool, options=over)
+    assert any(f"at most {MAX_CLIENT_CONN} client connections" in warning for warning in warnings), warnings
 
 
 @pytest.fixture

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
@@ -218,6 +220,17 @@ def test_compare_shows_the_story_at_a_glance(owner_client, story):
     assert "2301.5" in page and "1702.0" in page
     assert "bench-row-failed" in page and "remaining connection slots are reserved" in page
     assert 'data-bench-compare data-url="' in page and "js/bench-compare.js" in page
+
+
+def test_the_compare_page_reads_no_samples_and_one_query_for_all_runs(owner_client, story):
+    url = reverse("benchmarks:compare", args=[story[0].cluster_id])
+    with CaptureQueriesContext(connection) as queries:
+        response = owner_client.get(url, {"run": [str(run.pk) for run in story]})
+    assert response.status_code == 200
+    sql = [query["sql"] for query in queries.captured_queries]
+    assert not [q for q in sql if RunSample._meta.db_table in q], "the charts fetch samples themselves"
+    run_queries = [q for q in sql if f'FROM "{BenchmarkRun._meta.db_table}"' in q]
+    assert len(run_queries) == 1, run_queries
 
 
 def test_compare_data_has_one_series_per_run_and_a_zero_for_the_failed_one(owner_client, story):
