@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import math
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.mail import send_mail
+from django.core.mail import get_connection, send_mail
 from django.core.validators import validate_email
 from django.db import transaction
 from django.utils.translation import gettext as _
@@ -19,6 +20,9 @@ from panel.insights.models import AlertKind, AlertRule, AlertState
 log = logging.getLogger(__name__)
 
 MAX_DURATION = 86400
+# Alerts are sent from the collection cycle: a mail server that accepts but never answers must not
+# hold every cluster's next collection (Django's SMTP backend waits forever without EMAIL_TIMEOUT).
+EMAIL_TIMEOUT_SECONDS = 10.0
 
 
 def _kind_value(kind: str, values: dict[tuple[str, str], float]) -> float | None:
@@ -43,7 +47,7 @@ def _number(value: object, field: str) -> float:
         number = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         raise ServiceError(_("Enter a number."), field) from None
-    if number != number:  # NaN
+    if not math.isfinite(number):  # "nan", "inf", "1e400"
         raise ServiceError(_("Enter a number."), field)
     return number
 
@@ -107,6 +111,14 @@ def firing_alerts(cluster: Cluster) -> list[AlertRule]:
     )
 
 
+def state_of(rule: AlertRule) -> AlertState | None:
+    """The rule's state (prefetch it with ``select_related("state")``); None before its first evaluation."""
+    try:
+        return rule.state
+    except AlertState.DoesNotExist:
+        return None  # never evaluated yet
+
+
 # --- evaluation -------------------------------------------------------------------------------------
 
 
@@ -129,7 +141,14 @@ def _notify(cluster: Cluster, rule: AlertRule, value: float) -> bool:
         "what": AlertKind(rule.kind).label,
     }
     try:
-        send_mail(subject, _describe(rule, value), settings.DEFAULT_FROM_EMAIL, [recipient])
+        timeout = settings.EMAIL_TIMEOUT or EMAIL_TIMEOUT_SECONDS
+        send_mail(
+            subject,
+            _describe(rule, value),
+            settings.DEFAULT_FROM_EMAIL,
+            [recipient],
+            connection=get_connection(timeout=timeout),
+        )
     except Exception as exc:  # an unreachable mail server must not stop the collection
         log.warning("insights: alert email for %s failed: %s", cluster.pk, exc)
         cluster.log_event(
@@ -146,11 +165,12 @@ def evaluate_alerts(cluster: Cluster, values: dict[tuple[str, str], float], now:
     fires nor resolves an alert.
     """
     transitions = []
-    for rule in AlertRule.objects.filter(cluster=cluster, enabled=True):
+    # Every collection of every cluster passes here: the states come with the rules.
+    for rule in AlertRule.objects.filter(cluster=cluster, enabled=True).select_related("state"):
         value = _kind_value(rule.kind, values)
         if value is None:
             continue
-        state, _created = AlertState.objects.get_or_create(rule=rule)
+        state = state_of(rule) or AlertState(rule=rule)
         state.last_value = value
         state.evaluated_at = now
         if value >= rule.threshold:

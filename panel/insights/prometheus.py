@@ -26,8 +26,8 @@ class PanelCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         families: dict[str, GaugeMetricFamily] = {}
-        for cluster in Cluster.objects.exclude(status=ClusterStatus.CREATING).order_by("name"):
-            last = services.latest(cluster)
+        clusters = Cluster.objects.exclude(status=ClusterStatus.CREATING).order_by("name")
+        for cluster, last in services.latest_of(clusters):
             if last.at is None or last.stale:
                 continue  # no invented values: a cluster not collected lately has no samples
             for (metric, labels), value in sorted(last.values.items()):

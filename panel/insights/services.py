@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 from django.conf import settings
 from django.db import connections, transaction
-from django.db.models import Q, QuerySet
+from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from panel.clusters.models import Cluster, ClusterStatus
@@ -322,22 +322,28 @@ def _rollup_raw(seconds: int, now: dt.datetime) -> tuple[int, dt.datetime]:
     for cluster_id, metric, labels, at_ms, value in rows.iterator(chunk_size=5000):
         series.setdefault((cluster_id, metric, labels), []).append((at_ms, value))
     rollups = [
-        MetricRollup(
-            cluster_id=cluster_id,
-            metric=metric,
-            labels=labels,
-            seconds=seconds,
-            bucket=_at(bucket),
-            min=agg.min,
-            max=agg.max,
-            avg=agg.avg,
-            count=agg.count,
-        )
+        _rollup_row((cluster_id, metric, labels, bucket), seconds, agg)
         for (cluster_id, metric, labels), pts in series.items()
         for bucket, agg in metrics.rollup(pts, seconds).items()
     ]
     _upsert_rollups(rollups)
     return len(rollups), start
+
+
+def _rollup_row(key: tuple[object, str, str, int], seconds: int, agg: metrics.Aggregate) -> MetricRollup:
+    """The row of one bucket; ``key`` is (cluster id, metric, labels, bucket start in ms)."""
+    cluster_id, metric, labels, bucket = key
+    return MetricRollup(
+        cluster_id=cluster_id,
+        metric=metric,
+        labels=labels,
+        seconds=seconds,
+        bucket=_at(bucket),
+        min=agg.min,
+        max=agg.max,
+        avg=agg.avg,
+        count=agg.count,
+    )
 
 
 def _upsert_rollups(rollups: list[MetricRollup]) -> None:
@@ -364,22 +370,7 @@ def _rollup_merged(seconds: int, start: dt.datetime, end: dt.datetime) -> int:
         key = (cluster_id, metric, labels, metrics.bucket_ms(at_ms, seconds))
         agg = metrics.Aggregate(lo, hi, avg, count)
         merged[key] = merged[key].merge(agg) if key in merged else agg
-    _upsert_rollups(
-        [
-            MetricRollup(
-                cluster_id=cluster_id,
-                metric=metric,
-                labels=labels,
-                seconds=seconds,
-                bucket=_at(bucket),
-                min=agg.min,
-                max=agg.max,
-                avg=agg.avg,
-                count=agg.count,
-            )
-            for (cluster_id, metric, labels, bucket), agg in merged.items()
-        ]
-    )
+    _upsert_rollups([_rollup_row(key, seconds, agg) for key, agg in merged.items()])
     return len(merged)
 
 
@@ -598,18 +589,42 @@ class Latest:
         return self.values.get((metric, labels))
 
 
-def latest(cluster: Cluster, metric: str | None = None, now: dt.datetime | None = None) -> Latest:
+def latest(cluster: Cluster, now: dt.datetime | None = None) -> Latest:
+    """The values of the cluster's last collection."""
+    return latest_of(Cluster.objects.filter(pk=cluster.pk), now)[0][1]
+
+
+def latest_of(clusters: QuerySet[Cluster], now: dt.datetime | None = None) -> list[tuple[Cluster, Latest]]:
+    """``latest()`` of every cluster of ``clusters``, in two queries whatever their number (a
+    ``/metrics`` scrape reads them all): the clusters with the time of their last collection, then
+    the points of those collections."""
     now = now or timezone.now()
-    at = (
-        MetricPoint.objects.filter(cluster=cluster, metric="up", labels="source=postgres")
+    last_at = (
+        MetricPoint.objects.filter(
+            cluster=OuterRef("pk"), metric="up", labels=metrics.label("source", POSTGRES)
+        )
         .order_by("-ts")
-        .values_list("ts", flat=True)
-        .first()
+        .values("ts")[:1]
     )
-    if at is None:
-        return Latest(None, {}, True)
-    rows = MetricPoint.objects.filter(cluster=cluster, ts=at, value__isnull=False)
-    if metric is not None:
-        rows = rows.filter(metric=metric)
-    values = {(m, labels): v for m, labels, v in rows.values_list("metric", "labels", "value")}
-    return Latest(at, values, now - at > dt.timedelta(seconds=3 * interval()))
+    found = list(clusters.annotate(last_at=Subquery(last_at)))
+    collected = {c.pk: c.last_at for c in found if c.last_at is not None}  # type: ignore[attr-defined]
+    values: dict[object, dict[tuple[str, str], float]] = {pk: {} for pk in collected}
+    if collected:
+        # Along the (cluster, ts) index; a row of another cluster's collection time is dropped here
+        # (an OR of pairs instead would nest past SQLite's expression depth with many clusters).
+        rows = MetricPoint.objects.filter(
+            cluster_id__in=collected, ts__in=set(collected.values()), value__isnull=False
+        ).values_list("cluster_id", "ts", "metric", "labels", "value")
+        for cluster_id, ts, metric, labels, value in rows:
+            if ts == collected[cluster_id]:
+                values[cluster_id][(metric, labels)] = value
+    stale_after = dt.timedelta(seconds=3 * interval())
+    return [
+        (
+            c,
+            Latest(at, values[c.pk], now - at > stale_after)
+            if (at := collected.get(c.pk))
+            else Latest(None, {}, True),
+        )
+        for c in found
+    ]

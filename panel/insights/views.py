@@ -28,7 +28,7 @@ from panel.insights import alerts, services
 from panel.insights.forms import DEFAULT_RANGE, RANGE_CHOICES, AlertRuleForm, Window, WindowForm, range_window
 from panel.insights.metrics import label as metric_label
 from panel.insights.metrics import split_label
-from panel.insights.models import AlertRule, AlertState, MetricPoint, MetricRollup
+from panel.insights.models import AlertRule, MetricPoint, MetricRollup
 from panel.insights.prometheus import exposition
 
 StrOrPromise = str | Promise
@@ -81,6 +81,8 @@ class Chart:
     group: str = "database"  # "database", "host" or "pool": a heading on the tab
 
 
+# The dashed limit line of every connections chart.
+MAX_CONNECTIONS = Line("max_connections", title=gettext_lazy("max_connections"), limit=True)
 DATABASE_CHARTS = (
     Chart(
         "tps",
@@ -94,7 +96,7 @@ DATABASE_CHARTS = (
         "",
         (
             Line("conn_state", "each"),
-            Line("max_connections", title=gettext_lazy("max_connections"), limit=True),
+            MAX_CONNECTIONS,
         ),
     ),
     Chart(
@@ -103,7 +105,7 @@ DATABASE_CHARTS = (
         "",
         (
             Line("conn_user", "each"),
-            Line("max_connections", title=gettext_lazy("max_connections"), limit=True),
+            MAX_CONNECTIONS,
         ),
     ),
     Chart(
@@ -112,7 +114,7 @@ DATABASE_CHARTS = (
         "",
         (
             Line("conn_db", "each"),
-            Line("max_connections", title=gettext_lazy("max_connections"), limit=True),
+            MAX_CONNECTIONS,
         ),
     ),
     Chart("cache", gettext_lazy("Cache hit ratio (%)"), "%", (Line("cache_hit_percent", "each"),), max=100),
@@ -330,18 +332,11 @@ def _has_data(cluster: Cluster) -> bool:
     )
 
 
-def _state_of(rule: AlertRule) -> AlertState | None:
-    try:
-        return rule.state
-    except AlertState.DoesNotExist:
-        return None  # never evaluated yet
-
-
 def _alerts_context(cluster: Cluster, form: AlertRuleForm, notice: str = "") -> dict[str, object]:
     rules = AlertRule.objects.filter(cluster=cluster).select_related("state")
     return {
         "cluster": cluster,
-        "rules": [(rule, _state_of(rule)) for rule in rules],
+        "rules": [(rule, alerts.state_of(rule)) for rule in rules],
         "form": form,
         "notice": notice,
     }

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import datetime as dt
+import signal
+import socket
+import time
 
 import pytest
 from django.core import mail
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from panel.clusters.models import Cluster
 from panel.clusters.services import ServiceError
-from panel.insights import services
+from panel.insights import alerts, services
 from panel.insights.models import AlertState
 from panel.insights.tests.conftest import snapshot
 
@@ -28,6 +33,11 @@ def at(seconds: int) -> dt.datetime:
         ("connections_percent", "lots", 60, "threshold"),
         ("pool_waiting_clients", 0, 60, "threshold"),
         ("pool_waiting_clients", 2.5, 60, "threshold"),
+        ("pool_waiting_clients", "inf", 60, "threshold"),
+        ("connections_percent", "nan", 60, "threshold"),
+        ("cpu_percent", "1e400", 60, "threshold"),
+        ("disk_percent", 90, "inf", "duration_seconds"),
+        ("disk_percent", 90, "30.5", "duration_seconds"),
         ("disk_percent", 90, -1, "duration_seconds"),
         ("disk_percent", 90, 86401, "duration_seconds"),
         ("load", 1, 60, "kind"),
@@ -101,3 +111,44 @@ def test_a_zero_duration_fires_at_once_and_a_disabled_rule_never(
     services.store(cluster_row, snapshot(at(0), cpu_percent=75, disk_percent=99))
     assert [r.kind for r in services.firing_alerts(cluster_row)] == ["cpu_percent"]
     assert len(mailoutbox) == 1
+
+
+def test_evaluating_rules_costs_a_constant_number_of_queries(cluster_row: Cluster) -> None:
+    for kind in ("cpu_percent", "disk_percent", "connections_percent", "pool_waiting_clients"):
+        services.save_rule(cluster_row, kind, 95, 60)
+    values = {("cpu_percent", ""): 1.0, ("disk_percent", ""): 1.0, ("conn_percent", ""): 1.0}
+    alerts.evaluate_alerts(cluster_row, values, at(0))  # creates the states
+    with CaptureQueriesContext(connection) as captured:
+        alerts.evaluate_alerts(cluster_row, values, at(15))
+    # The rules with their states, then one UPDATE per rule that had a figure: no SELECT per rule.
+    assert len(captured) == 1 + 3, [q["sql"] for q in captured]
+    assert AlertState.objects.filter(evaluated_at=at(15)).count() == 3
+
+
+def test_a_mail_server_that_never_answers_is_given_up_and_recorded(
+    cluster_row: Cluster, settings: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with socket.socket() as silent:  # accepts the connection, never sends SMTP's greeting
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"  # type: ignore[attr-defined]
+        settings.EMAIL_HOST, settings.EMAIL_PORT = silent.getsockname()  # type: ignore[attr-defined]
+        monkeypatch.setattr(alerts, "EMAIL_TIMEOUT_SECONDS", 0.5)
+        services.save_rule(cluster_row, "cpu_percent", 50, 0)
+
+        def hung(*_args: object) -> None:
+            raise AssertionError("the email was not given up: storing hangs on a silent mail server")
+
+        previous = signal.signal(signal.SIGALRM, hung)  # fail, not hang, if the timeout regresses
+        signal.alarm(10)
+        try:
+            started = time.monotonic()
+            services.store(cluster_row, snapshot(at(0), cpu_percent=75))
+            took = time.monotonic() - started
+        finally:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, previous)
+    assert took < 3
+    assert [r.kind for r in services.firing_alerts(cluster_row)] == ["cpu_percent"]
+    assert AlertState.objects.get().last_notified_at is None
+    assert cluster_row.events.filter(kind="alert-email", level="error").exists()

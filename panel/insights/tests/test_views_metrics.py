@@ -5,13 +5,18 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from django.contrib.auth.models import User
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from panel.clusters.models import Cluster
+from panel.clusters.tests.conftest import make_cluster_row
 from panel.insights import services
 from panel.insights.collector import Snapshot
+from panel.insights.prometheus import exposition
 
 TOKEN = "metrics-token-for-tests"
 
@@ -81,3 +86,24 @@ def test_the_query_token_works_too_and_stale_clusters_have_no_samples(
     assert b"db-metrics" in client.get(f"/metrics?token={TOKEN}").content
     collected.metric_points.all().update(ts=timezone.now() - dt.timedelta(hours=1))
     assert b"db-metrics" not in client.get(f"/metrics?token={TOKEN}").content
+
+
+def test_a_scrape_costs_the_same_queries_for_one_cluster_or_many(collected: Cluster, owner: User) -> None:
+    with CaptureQueriesContext(connection) as one:
+        exposition()
+    for i in range(3):
+        other = make_cluster_row(owner, name=f"db-other-{i}", port=26910 + 2 * i, pooler_port=26911 + 2 * i)
+        snap = Snapshot(at=timezone.now(), up={"postgres": True})
+        snap.gauge("conn_total", "", i)
+        services.store(other, snap)
+    make_cluster_row(owner, name="db-never-collected", port=26920, pooler_port=26921)
+    with CaptureQueriesContext(connection) as many:
+        text = exposition().decode()
+    assert len(many) == len(one) == 2, [q["sql"] for q in many.captured_queries]
+    totals = {
+        s.labels["cluster"]: s.value
+        for s in next(
+            f for f in text_string_to_metric_families(text) if f.name == "pgpanel_conn_total"
+        ).samples
+    }
+    assert totals == {"db-metrics": 5, "db-other-0": 0, "db-other-1": 1, "db-other-2": 2}

@@ -25,7 +25,7 @@ from panel.clusters.services import ServiceError
 from panel.insights import alerts, services
 from panel.insights.collector import STATES, Snapshot
 from panel.insights.metrics import HOST, SOURCES, label
-from panel.insights.models import AlertKind, AlertRule, AlertState
+from panel.insights.models import AlertKind, AlertRule
 
 # save_rule's field at fault → the option that sets it
 OPTIONS = {"kind": "--kind", "threshold": "--threshold", "duration_seconds": "--duration", "email": "--email"}
@@ -330,9 +330,8 @@ def _rule_state(rule: AlertRule) -> str:
     """Where a rule stands, as the Insights tab's badge says it, with the last figure read."""
     if not rule.enabled:
         return "-"
-    try:
-        state = rule.state
-    except AlertState.DoesNotExist:
+    state = alerts.state_of(rule)
+    if state is None:
         return "no data yet"
     last = "" if state.last_value is None else f" (last {state.last_value:.1f})"
     if state.firing_since is not None:
