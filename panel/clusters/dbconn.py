@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import psycopg
 from django.conf import settings
@@ -38,11 +39,12 @@ def pg_message(exc: BaseException) -> str:
 
 
 @contextmanager
-def connect(**params: str | int | None) -> Iterator[psycopg.Connection]:
-    """An autocommit connection with libpq ``params``; PostgreSQL's refusals become DatabaseError."""
+def connect(*, connect_timeout: int = CONNECT_TIMEOUT, **params: Any) -> Iterator[psycopg.Connection]:
+    """An autocommit connection with libpq ``params`` (and psycopg's, e.g. ``cursor_factory``);
+    PostgreSQL's or PgBouncer's refusals become DatabaseError."""
     try:
         conn = psycopg.connect(
-            **params, autocommit=True, connect_timeout=CONNECT_TIMEOUT, application_name="pgpanel"
+            **params, autocommit=True, connect_timeout=connect_timeout, application_name="pgpanel"
         )
     except psycopg.Error as exc:
         raise DatabaseError(pg_message(exc)) from None

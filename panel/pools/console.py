@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 
-from panel.clusters.dbconn import pg_message
+from panel.clusters import dbconn
 from panel.pools.lib.admin_console import (
     AdminConsoleError,
     ClientRow,
@@ -53,24 +53,18 @@ def connect(
     ``connect_timeout`` (seconds) bounds the connect only: see ``connect_timeout_seconds``.
     """
     try:
-        conn = psycopg.connect(
+        with dbconn.connect(
             host=str(socket_dir),
             port=port,
             dbname=ADMIN_DATABASE,
             user=user,
             password=password,
             connect_timeout=connect_timeout_seconds(connect_timeout),
-            autocommit=True,
             cursor_factory=psycopg.ClientCursor,
-        )
-    except psycopg.Error as exc:
-        raise ConsoleError(pg_message(exc)) from None
-    try:
-        yield conn
-    except psycopg.Error as exc:
-        raise ConsoleError(pg_message(exc)) from None
-    finally:
-        conn.close()
+        ) as conn:
+            yield conn
+    except dbconn.DatabaseError as exc:
+        raise ConsoleError(str(exc)) from None
 
 
 def show(conn: Connection, what: str) -> tuple[list[str], Sequence[tuple[Any, ...]]]:
