@@ -441,13 +441,30 @@ class Overview:
 
 
 def overview(cluster: Cluster) -> Overview:
+    """The overview's size and start time. While the Insights collector's last collection (every
+    15 s) is recent they come from it, so a page load neither walks PGDATA nor connects to an
+    attached server that may not answer; they are measured here only when there is none (a
+    cluster just created, the collector not running)."""
+    from panel.insights import services as insights  # insights builds on clusters
+
+    last = insights.latest(cluster)
     if cluster.is_local:
+        started = postgres.started_at(cluster.pgdata)
+        if not last.stale:
+            size = last.get("disk_used_bytes")
         # While a job rewrites PGDATA, walking its thousands of files costs more than a figure
         # that is stale a moment later; the page fetches its tab again when the job ends.
-        measurable = not cluster.is_busy and cluster.pgdata.exists()
-        size = postgres.directory_size(cluster.pgdata) if measurable else None
-        started = postgres.started_at(cluster.pgdata)
-        return Overview(size, dt.datetime.fromtimestamp(started, dt.UTC) if started else None)
+        elif not cluster.is_busy and cluster.pgdata.exists():
+            size = postgres.directory_size(cluster.pgdata)
+        else:
+            size = None
+        return Overview(
+            None if size is None else int(size),
+            dt.datetime.fromtimestamp(started, dt.UTC) if started else None,
+        )
+    if not last.stale:
+        sizes = [value for (metric, _labels), value in last.values.items() if metric == "db_size_bytes"]
+        return Overview(int(sum(sizes)) if sizes else None, insights.server_started_at(cluster))
     try:
         with dbconn.admin_connection(cluster) as conn:
             # pg_database_size() raises for a database the role may not connect to, which

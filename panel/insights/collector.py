@@ -125,10 +125,12 @@ def watchdog(conn: psycopg.Connection[Any], deadline: Deadline) -> Iterator[None
 
 # --- PostgreSQL -----------------------------------------------------------------------------------
 
+# pg_database_size() raises for a database the role may not CONNECT to (an attached server's
+# admin often may not open "postgres"), which would fail the statement: such a size is NULL.
 DATABASE_STATS = """
 SELECT d.datname, s.xact_commit + s.xact_rollback, s.xact_rollback, s.blks_hit, s.blks_read,
        s.tup_inserted, s.tup_updated, s.tup_deleted, s.tup_fetched, s.deadlocks, s.temp_bytes,
-       pg_database_size(d.oid)
+       CASE WHEN has_database_privilege(d.oid, 'CONNECT') THEN pg_database_size(d.oid) END
 FROM pg_database d JOIN pg_stat_database s ON s.datid = d.oid
 WHERE NOT d.datistemplate AND d.datallowconn
 """

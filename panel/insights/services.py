@@ -577,6 +577,16 @@ def labels_of(cluster: Cluster, metric: str, since: dt.timedelta = RAW_RETENTION
     return sorted(found)
 
 
+def server_started_at(cluster: Cluster) -> dt.datetime | None:
+    """When the cluster's postmaster started, as its last collection read it (None if never)."""
+    value = (
+        CounterState.objects.filter(cluster=cluster, counter=START_COUNTER, labels="")
+        .values_list("value", flat=True)
+        .first()
+    )
+    return None if value is None else dt.datetime.fromtimestamp(value, dt.UTC)
+
+
 @dataclass(frozen=True)
 class Latest:
     """The values of the cluster's last collection; ``stale`` when it is older than three intervals."""
