@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import random
 import shutil
@@ -185,6 +187,40 @@ def redis_down(settings: object) -> Iterator[str]:
     yield url
     app.conf.broker_url = previous
     _reset_celery_pools(app)
+
+
+# A database of the private Redis no worker listens on: tasks sent there stay to be read.
+QUIET_REDIS_DB = 15
+
+
+@pytest.fixture
+def queued_tasks(redis_server: str, settings: object) -> Iterator[Callable[[str], list[tuple[str, list]]]]:
+    """Celery sends to a real Redis that no worker reads; returns ``queued(queue)``: the
+    ``(task name, args)`` of the messages waiting on that queue, in the order they were sent."""
+    from panel.celery import app
+
+    url = redis_server.rsplit("/", 1)[0] + f"/{QUIET_REDIS_DB}"
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    previous = app.conf.broker_url
+    app.conf.broker_url = url
+    settings.REDIS_URL = url  # type: ignore[attr-defined]
+    settings.CELERY_BROKER_URL = url  # type: ignore[attr-defined]
+    _reset_celery_pools(app)
+
+    def queued(queue: str) -> list[tuple[str, list]]:
+        found = []
+        for raw in reversed(client.lrange(queue, 0, -1)):  # kombu LPUSHes; workers pop the right
+            message = json.loads(raw)
+            args, _kwargs, _embed = json.loads(base64.b64decode(message["body"]))
+            found.append((message["headers"]["task"], args))
+        return found
+
+    yield queued
+    app.conf.broker_url = previous
+    _reset_celery_pools(app)
+    client.flushdb()
+    client.close()
 
 
 @pytest.fixture

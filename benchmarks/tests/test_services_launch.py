@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import pytest
 from django.contrib.auth.models import User
@@ -10,7 +11,7 @@ from django.contrib.auth.models import User
 from benchmarks import services
 from benchmarks.lib.pgbench_command import RunOptions
 from benchmarks.models import BenchmarkRun, InvalidTransition, RunSample, RunStatus, Sweep
-from benchmarks.services import enqueue, launch
+from benchmarks.services import enqueue
 from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser
 from panel.clusters.services import ServiceError
 from panel.pools.apply import MAX_CLIENT_CONN
@@ -93,17 +94,17 @@ def test_a_pool_target_allows_as_many_clients_as_pgbouncer_accepts(cluster: Clus
 
 
 @pytest.fixture
-def sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Runs handed to the queue, without a broker."""
-    sent: list[str] = []
-    # Patched where it is looked up: launch_run and launch_sweep (launch), kick_next (enqueue).
-    for module in (launch, enqueue):
-        monkeypatch.setattr(module, "_enqueue_run", lambda run: sent.append(str(run.pk)))
-    return sent
+def sent(queued_tasks: Callable[[str], list[tuple[str, list]]]) -> Callable[[], list[str]]:
+    """The runs handed to the benchmarks queue of a real Redis that no worker reads, in order."""
+
+    def run_ids() -> list[str]:
+        return [args[0] for task, args in queued_tasks(enqueue.QUEUE) if task == enqueue.RUN_TASK]
+
+    return run_ids
 
 
 def test_a_run_records_a_redacted_reproducible_command_and_its_queue_position(
-    cluster: Cluster, sent: list[str]
+    cluster: Cluster, sent: Callable[[], list[str]]
 ) -> None:
     first = services.launch_run(cluster, options=OPTIONS)
     second = services.launch_run(cluster, options=OPTIONS)
@@ -119,11 +120,13 @@ def test_a_run_records_a_redacted_reproducible_command_and_its_queue_position(
         services.cancel_run(first)
 
 
-def test_claims_run_one_at_a_time_per_cluster_in_order(cluster: Cluster, sent: list[str]) -> None:
+def test_claims_run_one_at_a_time_per_cluster_in_order(
+    cluster: Cluster, sent: Callable[[], list[str]]
+) -> None:
     first = services.launch_run(cluster, options=OPTIONS)
     second = services.launch_run(cluster, options=OPTIONS)
     foreground = services.launch_run(cluster, options=OPTIONS, enqueue=False)
-    assert sent == [str(first.pk), str(second.pk)] and foreground.foreground
+    assert sent() == [str(first.pk), str(second.pk)] and foreground.foreground
     assert services.claim_run(second.pk) is None  # not first in line
     assert services.claim_run(first.pk) is not None
     assert services.claim_run(second.pk, in_order=False) is None  # the cluster is busy

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from django.contrib.auth.models import User
 
 from benchmarks import services, tasks
 from benchmarks.lib.pgbench_command import RunOptions
 from benchmarks.models import BenchmarkRun, RunStatus
-from benchmarks.services import enqueue, launch
+from benchmarks.services import enqueue
 from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser
 
 
@@ -34,18 +36,19 @@ def test_tasks_are_routed_to_the_benchmarks_queue_and_never_acked_late() -> None
 
 
 def test_a_run_that_is_not_first_in_line_stays_queued(
-    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+    cluster: Cluster, queued_tasks: Callable[[str], list[tuple[str, list]]]
 ) -> None:
-    sent: list[str] = []
-    for module in (launch, enqueue):  # where launch_run and kick_next look it up
-        monkeypatch.setattr(module, "_enqueue_run", lambda run: sent.append(str(run.pk)))
+    def sent() -> list[str]:  # run ids on the benchmarks queue of a real Redis no worker reads
+        return [args[0] for task, args in queued_tasks(enqueue.QUEUE) if task == enqueue.RUN_TASK]
+
     first = services.launch_run(cluster, options=RunOptions(clients=1, threads=1, duration_s=5))
     second = services.launch_run(cluster, options=RunOptions(clients=1, threads=1, duration_s=5))
-    sent.clear()
+    assert sent() == [str(first.pk), str(second.pk)]
     tasks.run_benchmark(str(second.pk))
     second.refresh_from_db()
     assert second.status == RunStatus.QUEUED
-    assert sent == [str(first.pk)]  # the first in line is sent again in case its message was lost
+    # the first in line is sent again in case its message was lost
+    assert sent()[2:] == [str(first.pk)]
 
 
 def test_a_run_whose_target_vanished_fails_with_the_reason(cluster: Cluster) -> None:
