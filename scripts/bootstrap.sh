@@ -26,14 +26,29 @@ VENV=".venv"
 missing=()
 have() { command -v "$1" >/dev/null 2>&1; }
 
+# The programs the panel runs from a PostgreSQL bin directory (engine/postgres.py's
+# REQUIRED_PROGRAMS, and pgbench for benchmarks), checked the same way wherever they are.
+PG_PROGRAMS=(initdb pg_ctl postgres pgbench)
+
+bindir_complete() {
+    local program
+    for program in "${PG_PROGRAMS[@]}"; do
+        [[ -x "$1/$program" ]] || return 1
+    done
+}
+
 pg_server_installed() {
     if [[ -n "${PANEL_PG_BINDIR:-}" ]]; then
-        [[ -x "$PANEL_PG_BINDIR/initdb" && -x "$PANEL_PG_BINDIR/postgres" ]]
-        return
+        # apt cannot mend a directory of one's own choosing: say what is missing there.
+        if ! bindir_complete "$PANEL_PG_BINDIR"; then
+            echo "PANEL_PG_BINDIR=$PANEL_PG_BINDIR lacks one of: ${PG_PROGRAMS[*]}." >&2
+            exit 1
+        fi
+        return 0
     fi
     local bindir
     for bindir in /usr/lib/postgresql/*/bin; do
-        [[ -x "$bindir/initdb" && -x "$bindir/pg_ctl" && -x "$bindir/pgbench" ]] && return 0
+        bindir_complete "$bindir" && return 0
     done
     return 1
 }
