@@ -36,6 +36,14 @@ PANEL_PORT_RANGE = env_port_range("PANEL_PORT_RANGE", (25060, 25259))
 PANEL_PUBLIC_HOST = env_str("PANEL_PUBLIC_HOST", "localhost")
 PANEL_LISTEN_ADDRESSES = env_str("PANEL_LISTEN_ADDRESSES", "127.0.0.1")
 PANEL_SUPERUSER = "pgpanel"
+# The non-superuser role (member of pg_monitor) that collection and measurement use inside
+# databases a tenant can write to; the superuser never enters those.
+PANEL_MONITOR_ROLE = "pgpanel_monitor"
+# As root: pgbench runs as this system user, which owns nothing of any cluster (created on demand),
+# and each cluster's PostgreSQL and PgBouncer run as a system user of their own named
+# PANEL_CLUSTER_USER_PREFIX + a short id (created on provision, removed on delete).
+PANEL_BENCH_USER = env_str("PANEL_BENCH_USER", "pgpanel-bench")
+PANEL_CLUSTER_USER_PREFIX = env_str("PANEL_CLUSTER_USER_PREFIX", "pgc-")
 PANEL_RECONCILE_SECONDS = env_int("PANEL_RECONCILE_SECONDS", 15, minimum=1)
 PANEL_COMMAND_TIMEOUT = env_int("PANEL_COMMAND_TIMEOUT", 120, minimum=5)
 PANEL_METRICS_INTERVAL = env_int("PANEL_METRICS_INTERVAL", 15, minimum=5)
