@@ -32,6 +32,7 @@ def check_custom_script(pgbench: str, script: str, **kwargs: object) -> CheckRes
 def check_run_options(pgbench: str, options: RunOptions, **kwargs: object) -> CheckResult:
     return pgbench_check.check_run_options(pgbench, options, probe=runner.probe, **kwargs)  # type: ignore[arg-type]
 
+
 GOOD = """\\set aid random(1, 100000 * :scale)
 \\set delta random(-5000, 5000)
 BEGIN;
