@@ -146,6 +146,8 @@ def probe(args_in: Callable[[str], list[str]], files: Mapping[str, str], timeout
     the arguments; pgbench starts in the work directory, so its messages name files relatively."""
     try:
         workdir = make_workdir("pgbench-check-")
+    except RunnerError as exc:
+        return ProbeOutcome(None, "", str(exc))
     except OSError as exc:
         return ProbeOutcome(None, "", f"Could not make a work directory for pgbench: {exc.strerror or exc}.")
     try:
@@ -165,7 +167,9 @@ def probe(args_in: Callable[[str], list[str]], files: Mapping[str, str], timeout
                 proc.stop(grace_s=0.5)
                 return ProbeOutcome(None, "".join(stderr))
             line = proc.next_line(min(remaining, 0.5))
-            if line is not None and line.stream == STDERR:
+            if line is None:
+                proc.wait(min(remaining, 0.1))  # streams closed: wait for the exit, do not spin
+            elif line.stream == STDERR:
                 stderr.append(line.text)
         code = proc.wait(5)
         return ProbeOutcome(code if code is not None else proc.stop(grace_s=0.5), "".join(stderr))
