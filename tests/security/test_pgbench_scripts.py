@@ -16,8 +16,10 @@ import json
 import os
 import re
 import stat
+import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -147,14 +149,21 @@ def bench_uid() -> int:
     return runner.bench_user().uid
 
 
+@pytest.fixture
+def shell_target() -> Iterator[Path]:
+    """A path the bench user could create (in /tmp, mode 1777): it appearing would be the attack."""
+    path = Path(tempfile.gettempdir()) / f"sec-bench-shell-{uuid.uuid4().hex}"
+    yield path
+    path.unlink(missing_ok=True)
+
+
 # --- (b) the web form ---------------------------------------------------------------------------
 
 
 def test_the_form_refuses_a_setshell_script_next_to_the_field_and_records_nothing(
-    cluster: Cluster, owner_client: Client, tmp_path: Path
+    cluster: Cluster, owner_client: Client, shell_target: Path
 ) -> None:
-    target = tmp_path / "from-the-form"
-    script = f"\\set aid random(1, 100)\n\\setshell out touch {target}\nSELECT :aid;\n"
+    script = f"\\set aid random(1, 100)\n\\setshell out touch {shell_target}\nSELECT :aid;\n"
     response = owner_client.post(
         reverse("benchmarks:run-launch", args=[cluster.pk]),
         {
@@ -171,7 +180,7 @@ def test_the_form_refuses_a_setshell_script_next_to_the_field_and_records_nothin
     errors = " ".join(_field_errors(response.content.decode(), "custom_script"))
     assert f"Line 2: \\setshell {SHELL_MESSAGE}" in errors
     assert not BenchmarkRun.objects.exists()
-    assert not target.exists()
+    assert not shell_target.exists()
 
 
 def test_the_form_still_launches_a_script_with_set_and_sleep(
@@ -191,11 +200,10 @@ def test_the_form_still_launches_a_script_with_set_and_sleep(
 
 
 def test_bench_run_file_with_shell_fails_clearly_and_the_file_never_appears(
-    cluster: Cluster, db: None, tmp_path: Path
+    cluster: Cluster, db: None, tmp_path: Path, shell_target: Path
 ) -> None:
-    target = tmp_path / "from-the-cli"
     script = tmp_path / "attack.sql"
-    script.write_text(f"SELECT 1;\n\\shell touch {target}\n")
+    script.write_text(f"SELECT 1;\n\\shell touch {shell_target}\n")
     with pytest.raises(CommandError) as refused:
         bench(
             "run", cluster.name, "--database", "defaultdb", "--clients", "1", "--transactions", "1",
@@ -204,7 +212,7 @@ def test_bench_run_file_with_shell_fails_clearly_and_the_file_never_appears(
     assert str(refused.value) == f"Line 2: \\shell {SHELL_MESSAGE} (custom_script)"
     assert not BenchmarkRun.objects.exists()
     time.sleep(0.5)  # nothing running could still create it
-    assert not target.exists()
+    assert not shell_target.exists()
 
 
 # --- (d) the legitimate neighbour, for real -----------------------------------------------------
@@ -347,10 +355,9 @@ def test_a_shell_command_that_slipped_through_would_run_as_the_bench_user_and_no
 
 
 def test_a_queued_run_holding_shell_is_refused_by_the_executor(
-    cluster: Cluster, db: None, tmp_path: Path
+    cluster: Cluster, db: None, shell_target: Path
 ) -> None:
     """A run recorded before the rule existed (or written around the launch service) never runs."""
-    target = tmp_path / "from-the-queue"
     run = services.launch_run(
         cluster,
         database="defaultdb",
@@ -358,11 +365,11 @@ def test_a_queued_run_holding_shell_is_refused_by_the_executor(
         custom_script=LEGITIMATE,
         enqueue=False,
     )
-    BenchmarkRun.objects.filter(pk=run.pk).update(custom_script=f"\\shell touch {target}\nSELECT 1;\n")
+    BenchmarkRun.objects.filter(pk=run.pk).update(custom_script=f"\\shell touch {shell_target}\nSELECT 1;\n")
     run = services.execute_run(run.pk, wait_turn_s=30)
     assert run.status == RunStatus.FAILED
     assert run.error_message == f"Line 1: \\shell {SHELL_MESSAGE}"
-    assert run.pgbench_pid is None and not target.exists()
+    assert run.pgbench_pid is None and not shell_target.exists()
 
 
 # --- (f) the pre-launch check goes through the runner, as the bench user ------------------------
