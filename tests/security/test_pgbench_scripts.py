@@ -5,8 +5,9 @@ file as ``postgres``, the user that runs every cluster. Now such scripts are ref
 spelling pgbench reads, before anything is queued, and pgbench itself (runs and the pre-launch
 checks) runs as ``PANEL_BENCH_USER``, which owns nothing of any cluster, in a private work directory.
 
-Everything here is real: one PostgreSQL cluster for the module, the real pgbench, the web form
-through Django's test client and ``manage.py bench``.
+Everything here is real: one PostgreSQL cluster for the module, the real pgbench (also given the
+refused spellings directly, to show each one really runs a program), the web form through Django's
+test client and ``manage.py bench``.
 """
 
 from __future__ import annotations
@@ -50,30 +51,33 @@ SHELL_MESSAGE = "runs a program on the server; custom scripts may only talk to t
 
 # --- (a) the rule, on every spelling pgbench reads ----------------------------------------------
 
+# (name, script with {target} where the program's argument goes, lines refused, pgbench runs it)
 REFUSED = [
-    ("plain", "\\shell touch /tmp/x\n", [1]),
-    ("upper case, indented", "SELECT 1;\n  \\SHELL touch /tmp/x\n", [2]),
-    ("tab before", "\t\\shell touch /tmp/x", [1]),
-    ("setshell", "\\set a 1\n\\setshell out echo 1\nSELECT :out;\n", [2]),
-    ("mixed case setshell", "\\SetShell out id -u\n", [1]),
-    ("alone at the end, no newline", "SELECT 1;\n\\shell", [2]),
-    ("after SQL on the same line", "SELECT 1; \\shell touch /tmp/x\n", [1]),
-    ("after \\; (psql's forced semicolon)", "SELECT 1 \\;\\shell touch /tmp/x\n", [1]),
-    ("blanks between backslash and word", "\\  shell touch /tmp/x\n", [1]),
-    ("continuation between backslash and word", "SELECT 1;\n\\\\\nshell touch /tmp/x\n", [2]),
-    ("CRLF continuation before setshell", "\\\\\r\nsetshell out echo 1\r\n", [1]),
-    ("blanks and continuations mixed", "\\ \\\n \\\nSeTsHeLl v echo\n", [1]),
-    ("word then continuation", "\\shell\\\ntouch /tmp/x\n", [1]),
-    ("CRLF line", "SELECT 1;\r\n\\shell touch /tmp/x\r\n", [2]),
-    # pgbench's SQL lexer ends a -- comment at a carriage return: this \shell runs (see below).
-    ("after a comment ended by CR", "SELECT 1; -- note\r\\shell touch /tmp/x\n", [1]),
-    # Decided: refused inside comments and string literals too, where pgbench would not run it. A
+    ("plain", "\\shell touch {target}\n", [1], True),
+    ("upper case, indented", "SELECT 1;\n  \\SHELL touch {target}\n", [2], True),
+    ("tab before, no final newline", "\t\\shell touch {target}", [1], True),
+    ("setshell", "\\set a 1\n\\setshell out touch {target}\nSELECT :out;\n", [2], True),
+    ("mixed case setshell", "\\SetShell out touch {target}\n", [1], True),
+    ("after SQL on the same line", "SELECT 1; \\shell touch {target}\n", [1], True),
+    ("after \\; (psql's forced semicolon)", "SELECT 1 \\;\\shell touch {target}\n", [1], True),
+    ("blanks between backslash and word", "\\  shell touch {target}\n", [1], True),
+    ("continuation between backslash and word", "SELECT 1;\n\\\\\nshell touch {target}\n", [2], True),
+    ("CRLF continuation before setshell", "\\\\\r\nsetshell out touch {target}\r\n", [1], True),
+    ("blanks and continuations mixed", "\\ \\\n \\\nSeTsHeLl v touch {target}\n", [1], True),
+    ("word then continuation", "\\shell\\\ntouch {target}\n", [1], True),
+    ("CRLF lines", "SELECT 1;\r\n\\shell touch {target}\r\n", [2], True),
+    # pgbench's SQL lexer ends a -- comment at a carriage return: this \shell runs.
+    ("after a comment ended by CR", "SELECT 1; -- note\r\\shell touch {target}\n", [1], True),
+    # Decided: refused inside comments and string literals too, where pgbench does not run it. A
     # rule that followed pgbench's SQL lexer would have to agree with it on every corner (the CR
-    # above, E'' escapes, dollar quotes, nested comments) and any disagreement would be a way out.
-    ("in a -- comment", "SELECT 1; -- \\shell touch /tmp/x\n", [1]),
-    ("in a string", "SELECT '\\shell x';\n", [1]),
-    ("two of them", "\\shell a\nSELECT 1;\n\\setshell v b\n", [1, 3]),
+    # above, E'' escapes, dollar quotes, nested comments) and any disagreement would be a way out;
+    # the text has no use in a benchmark script.
+    ("in a -- comment", "SELECT 1; -- \\shell touch {target}\n", [1], False),
+    ("in a string", "SELECT '\\shell touch {target}';\n", [1], False),
+    ("two of them", "\\shell touch {target}\nSELECT 1;\n\\setshell v echo 1\n", [1, 3], True),
+    ("alone at the end", "SELECT 1;\n\\shell", [2], False),
 ]
+REFUSED_IDS = [name for name, *_ in REFUSED]
 
 ALLOWED = [
     ("set and sleep", LEGITIMATE),
@@ -85,11 +89,9 @@ ALLOWED = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("script", "lines"), [(s, lines) for _n, s, lines in REFUSED], ids=[n for n, *_ in REFUSED]
-)
+@pytest.mark.parametrize(("script", "lines"), [(s, lines) for _n, s, lines, _r in REFUSED], ids=REFUSED_IDS)
 def test_the_rule_finds_shell_meta_commands_in_every_spelling(script: str, lines: list[int]) -> None:
-    assert shell_command_lines(script) == lines
+    assert shell_command_lines(script.format(target="/tmp/x")) == lines
 
 
 @pytest.mark.parametrize("script", [s for _n, s in ALLOWED], ids=[n for n, _s in ALLOWED])
@@ -155,6 +157,18 @@ def shell_target() -> Iterator[Path]:
     path = Path(tempfile.gettempdir()) / f"sec-bench-shell-{uuid.uuid4().hex}"
     yield path
     path.unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("script", [s for _n, s in ALLOWED], ids=[n for n, _s in ALLOWED])
+def test_the_allowed_scripts_pass_the_whole_pre_launch_check(cluster: Cluster, db: None, script: str) -> None:
+    services.validate_run(
+        cluster,
+        pool=None,
+        database="defaultdb",
+        user=None,
+        options=cmd.RunOptions(clients=1, threads=1, transactions=1),
+        custom_script=script,
+    )
 
 
 # --- (b) the web form ---------------------------------------------------------------------------
@@ -321,36 +335,62 @@ def test_pgbench_runs_as_the_bench_user_in_a_private_directory_removed_afterward
     assert not workdir.exists()
 
 
-def test_a_shell_command_that_slipped_through_would_run_as_the_bench_user_and_not_touch_a_cluster(
-    cluster: Cluster, db: None
-) -> None:
-    """Below the rule: the runner alone. The script hides \\shell behind a comment ended by a
-    carriage return (proof that pgbench runs it, and that comment-aware rules are treacherous)."""
+def _pgbench_directly(cluster: Cluster, workdir: Path, script_text: str) -> str:
+    """Below the rule: the runner alone runs ``script_text`` once; pgbench's stderr."""
+    script = workdir / f"direct-{uuid.uuid4().hex}.sql"
+    runner.write_private(script, script_text)
+    target = services.resolve_target(cluster, pool=None, database="defaultdb", user=None)
+    options = cmd.RunOptions(clients=1, threads=1, transactions=1, custom_script_path=str(script))
+    args = cmd.build_run_args(runner.pgbench_path(cluster.version), target.connection, options)
+    env = cmd.build_env(target.password, target.connection.sslmode, base=runner.base_env())
+    proc = runner.PgbenchProcess(args, env, cwd=workdir)
+    deadline = time.monotonic() + 30
+    stderr = []
+    while not proc.done and time.monotonic() < deadline:
+        line = proc.next_line(0.5)
+        if line is not None and line.stream == runner.STDERR:
+            stderr.append(line.text)
+    assert proc.wait(5) is not None, "pgbench did not finish"
+    return "".join(stderr)
+
+
+@pytest.fixture
+def bench_workdir() -> Iterator[Path]:
     workdir = runner.make_workdir("pgbench-sec-test-")
+    yield workdir
+    runner.remove_workdir(workdir)
+
+
+@pytest.mark.parametrize(("script", "runs"), [(s, runs) for _n, s, _l, runs in REFUSED], ids=REFUSED_IDS)
+def test_the_spellings_the_rule_refuses_are_ones_pgbench_really_executes(
+    cluster: Cluster, db: None, bench_workdir: Path, script: str, runs: bool
+) -> None:
+    """The rule's cases are not guesses about pgbench's lexer: given to pgbench directly (the runner
+    alone, as the bench user, in a directory it owns), each runs its program, except the ones
+    refused as a precaution."""
+    marker = bench_workdir / "ran"
+    stderr = _pgbench_directly(cluster, bench_workdir, script.format(target=marker))
+    assert marker.exists() is runs, stderr
+    if runs:
+        assert marker.stat().st_uid == bench_uid()
+
+
+def test_a_shell_command_that_slipped_through_would_run_as_the_bench_user_and_not_touch_a_cluster(
+    cluster: Cluster, db: None, bench_workdir: Path
+) -> None:
+    """Below the rule: a \\shell that reached pgbench runs as the bench user, which cannot write a
+    cluster's files. Hidden behind a comment ended by a carriage return, which pgbench executes."""
     intruder = cluster.pgdata / "written-by-pgbench"
     try:
-        script = workdir / "slipped.sql"
-        runner.write_private(
-            script,
-            f"SELECT 1; -- harmless\r\\shell id -u > {workdir}/uid\n\\shell touch {intruder}\n",
+        stderr = _pgbench_directly(
+            cluster,
+            bench_workdir,
+            f"SELECT 1; -- harmless\r\\shell id -u > {bench_workdir}/uid\n\\shell touch {intruder}\n",
         )
-        target = services.resolve_target(cluster, pool=None, database="defaultdb", user=None)
-        options = cmd.RunOptions(clients=1, threads=1, transactions=1, custom_script_path=str(script))
-        args = cmd.build_run_args(runner.pgbench_path(cluster.version), target.connection, options)
-        env = cmd.build_env(target.password, target.connection.sslmode, base=runner.base_env())
-        proc = runner.PgbenchProcess(args, env, cwd=workdir)
-        deadline = time.monotonic() + 30
-        stderr = []
-        while not proc.done and time.monotonic() < deadline:
-            line = proc.next_line(0.5)
-            if line is not None and line.stream == runner.STDERR:
-                stderr.append(line.text)
-        proc.wait(5)
-        assert (workdir / "uid").read_text().strip() == str(bench_uid()), "".join(stderr)
+        assert (bench_workdir / "uid").read_text().strip() == str(bench_uid()), stderr
         assert not intruder.exists()
-        assert re.search(r"shell command|Permission denied", "".join(stderr)), "".join(stderr)
+        assert re.search(r"shell command|Permission denied", stderr), stderr
     finally:
-        runner.remove_workdir(workdir)
         intruder.unlink(missing_ok=True)
 
 
