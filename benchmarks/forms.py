@@ -127,7 +127,10 @@ class RunForm(_TargetMixin, PanelForm):
         label=_("Custom script"),
         required=False,
         widget=forms.Textarea(attrs={"rows": 5, "spellcheck": "false"}),
-        help_text=_("SQL with pgbench meta-commands (\\set, \\sleep …), checked by pgbench's own parser."),
+        help_text=_(
+            "SQL with pgbench meta-commands (\\set, \\sleep …), checked by pgbench's own parser. "
+            "\\shell and \\setshell are not allowed."
+        ),
     )
     query_mode = forms.ChoiceField(label=_("Query mode"), choices=QUERY_MODE_CHOICES, initial="simple")
     rate = forms.FloatField(

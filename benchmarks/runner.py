@@ -2,15 +2,19 @@
 
 pgbench runs from an argument list (never a shell), in its own session and process group (so a
 cancel or the reaper can stop it and any child at once, and a dying worker does not take the
-signal for it), as the unprivileged OS user when the panel runs as root. The password comes
-through the environment (``PGPASSWORD``), never argv. Each stream is read by its own thread, line
-by line as it arrives, with the arrival time: the caller parses stdout and stderr separately
-(pgbench's interleaving of the two is not reliable).
+signal for it). When the panel runs as root it runs as ``settings.PANEL_BENCH_USER``, a system
+user of its own that owns nothing of any cluster (not the user that runs PostgreSQL and PgBouncer):
+whatever pgbench does on this machine, it cannot touch a cluster's files. Each run and each check
+gets a private work directory (0700, owned by that user) for its script and transaction logs,
+removed afterwards. The password comes through the environment (``PGPASSWORD``), never argv. Each
+stream is read by its own thread, line by line as it arrives, with the arrival time: the caller
+parses stdout and stderr separately (pgbench's interleaving of the two is not reliable).
 """
 
 from __future__ import annotations
 
 import os
+import pwd
 import queue
 import shutil
 import signal
@@ -18,18 +22,22 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 import psutil
+from django.conf import settings
 
-from panel.clusters.engine import postgres
+from benchmarks.lib import pgbench_command as cmd
+from benchmarks.lib.pgbench_check import ProbeOutcome
+from panel.clusters.engine import osusers, postgres
 
 STDOUT = "stdout"
 STDERR = "stderr"
 DEFAULT_PGBENCH = "/usr/bin/pgbench"
+PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
 class RunnerError(Exception):
@@ -62,22 +70,62 @@ def pgbench_path(version: str | None = None) -> str:
     return DEFAULT_PGBENCH
 
 
+def bench_user() -> postgres.OsUser:
+    """Who runs pgbench: ``settings.PANEL_BENCH_USER`` (created on first use) when the panel runs
+    as root, else the panel's own user."""
+    if os.geteuid() != 0:
+        entry = pwd.getpwuid(os.geteuid())
+        return postgres.OsUser(entry.pw_name, entry.pw_uid, entry.pw_gid, entry.pw_dir)
+    name = settings.PANEL_BENCH_USER
+    if name == settings.PANEL_RUN_AS_USER or name.startswith(settings.PANEL_CLUSTER_USER_PREFIX):
+        raise RunnerError(
+            f"PANEL_BENCH_USER {name!r} is a user that runs clusters; pgbench needs a user of its own "
+            f"(the default is 'pgpanel-bench')."
+        )
+    try:
+        return osusers.ensure_system_user(name)
+    except postgres.EngineError as exc:
+        raise RunnerError(str(exc)) from None
+
+
 def base_env() -> dict[str, str]:
-    """A minimal environment for pgbench: nothing of the worker's own ``PG*`` variables leaks in."""
-    user = postgres.os_user()
-    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": user.home, "LANG": "C.UTF-8"}
+    """A minimal environment for pgbench: nothing of the worker's own ``PG*`` variables leaks in,
+    and ``HOME`` is the bench user's (no home: libpq finds no ``.pgpass`` or certificates there)."""
+    return {"PATH": PATH, "HOME": bench_user().home, "LANG": "C.UTF-8"}
 
 
 def make_workdir(prefix: str = "pgbench-run-") -> Path:
-    """A private directory for one run (scripts, transaction logs), owned by whoever runs pgbench."""
+    """A private directory for one run (scripts, transaction logs): 0700, owned by the bench user.
+    The worker, as root, still reads the logs pgbench writes there."""
+    user = bench_user()
     path = Path(tempfile.mkdtemp(prefix=prefix))
-    postgres.make_private_dir(path)
+    try:
+        os.chmod(path, 0o700)
+        if not user.is_self:
+            os.chown(path, user.uid, user.gid)
+    except OSError:
+        remove_workdir(path)
+        raise
     return path
 
 
 def write_private(path: Path, content: str) -> None:
-    """A 0600 file the pgbench user can read (a custom script, a passfile)."""
-    postgres.write_private_file(path, content)
+    """A new 0600 file the bench user owns (a custom script), in a work directory from
+    :func:`make_workdir`. Never follows a link or reuses a file someone put there."""
+    user = bench_user()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(content)
+        os.fchmod(handle.fileno(), 0o600)
+        if not user.is_self:
+            os.fchown(handle.fileno(), user.uid, user.gid)
+
+
+def read_private(path: Path) -> bytes:
+    """Read a file pgbench wrote in a work directory, without following a link it may have put there."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read()
 
 
 def remove_workdir(path: Path) -> None:
@@ -92,11 +140,48 @@ def remove_workdirs(prefix: str) -> int:
     return len(found)
 
 
+def probe(args_in: Callable[[str], list[str]], files: Mapping[str, str], timeout_s: float) -> ProbeOutcome:
+    """Run one pgbench check (see :mod:`benchmarks.lib.pgbench_check`) to completion, as the bench
+    user, in a private work directory holding ``files`` (name -> text). ``args_in(workdir)`` gives
+    the arguments; pgbench starts in the work directory, so its messages name files relatively."""
+    try:
+        workdir = make_workdir("pgbench-check-")
+    except RunnerError as exc:
+        return ProbeOutcome(None, "", str(exc))
+    except OSError as exc:
+        return ProbeOutcome(None, "", f"Could not make a work directory for pgbench: {exc.strerror or exc}.")
+    try:
+        for name, text in files.items():
+            write_private(workdir / name, text)
+        args = args_in(str(workdir))
+        env = cmd.build_env(None, None, connect_timeout_s=2, base=base_env())
+        try:
+            proc = PgbenchProcess(args, env, cwd=workdir)
+        except RunnerError as exc:
+            return ProbeOutcome(None, "", str(exc))
+        stderr: list[str] = []
+        deadline = time.monotonic() + timeout_s
+        while not proc.done:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                proc.stop(grace_s=0.5)
+                return ProbeOutcome(None, "".join(stderr))
+            line = proc.next_line(min(remaining, 0.5))
+            if line is None:
+                proc.wait(min(remaining, 0.1))  # streams closed: wait for the exit, do not spin
+            elif line.stream == STDERR:
+                stderr.append(line.text)
+        code = proc.wait(5)
+        return ProbeOutcome(code if code is not None else proc.stop(grace_s=0.5), "".join(stderr))
+    finally:
+        remove_workdir(workdir)
+
+
 class PgbenchProcess:
     """A running pgbench: its lines arrive on :meth:`next_line`, in the order they were read."""
 
     def __init__(self, args: Sequence[str], env: dict[str, str], *, cwd: Path | None = None) -> None:
-        kwargs = postgres.os_user().spawn_options()
+        kwargs = bench_user().spawn_options()
         try:
             self._proc = subprocess.Popen(
                 list(args),

@@ -18,6 +18,7 @@ Aggregate line (v15): always 15 fields, zero when an option is off (see :class:`
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -198,7 +199,9 @@ class TxLogTail:
         for path in self.files():
             state = self._states.setdefault(path, _FileState())
             try:
-                with path.open("rb") as handle:
+                # The directory belongs to pgbench's user: never follow a link it holds.
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+                with os.fdopen(fd, "rb") as handle:
                     size = handle.seek(0, 2)
                     if size < state.offset:  # truncated or replaced: start again
                         state.offset, state.partial = 0, b""

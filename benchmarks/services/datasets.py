@@ -106,7 +106,11 @@ def _execute_init(dataset: DataSet) -> None:
         target.password, target.connection.sslmode, base=runner.base_env(), application_name="pgpanel-init"
     )
     started = time.monotonic()
-    proc = runner.PgbenchProcess(args, env)
+    try:
+        proc = runner.PgbenchProcess(args, env)
+    except runner.RunnerError as exc:
+        dataset.fail(str(exc))
+        return
     DataSet.objects.filter(pk=dataset.pk).update(
         pgbench_pid=proc.pid, command_display=cmd.display_command(args, env, program="pgbench")
     )

@@ -36,6 +36,7 @@ from benchmarks.lib.pgbench_txlog import TxLogTail
 from benchmarks.models import BenchmarkRun, InvalidTransition, RunError, RunSample, RunStatus
 from benchmarks.services.config import HOSTNAME, SCRIPT_FILE, heartbeat_interval
 from benchmarks.services.enqueue import kick_next, next_in_line, run_time_limit
+from benchmarks.services.launch import refuse_shell_commands
 from benchmarks.services.percentiles import _Percentiles
 from benchmarks.services.targets import ResolvedTarget, _require_serving, resolve_target
 from panel.clusters.models import Cluster
@@ -152,7 +153,18 @@ class _Execution:
                 ]
                 run.save(update_fields=["warnings"])
         options = cmd.RunOptions(**run.options)
-        workdir = runner.make_workdir(workdir_prefix(run))
+        if run.custom_script:
+            # Queued before the rule existed, or written around the launch service: never run it.
+            try:
+                refuse_shell_commands(run.custom_script)
+            except ServiceError as exc:
+                run.fail(exc.message)
+                return
+        try:
+            workdir = runner.make_workdir(workdir_prefix(run))
+        except (runner.RunnerError, OSError) as exc:
+            run.fail(_("Could not prepare pgbench's work directory: %(e)s") % {"e": exc})
+            return
         try:
             if run.custom_script:
                 script = workdir / SCRIPT_FILE
@@ -184,7 +196,7 @@ class _Execution:
             if self.txlog_copy_to is not None:
                 self.txlog_copy_to.mkdir(parents=True, exist_ok=True)
                 for path in workdir.glob("txlog.*"):
-                    (self.txlog_copy_to / path.name).write_bytes(path.read_bytes())
+                    (self.txlog_copy_to / path.name).write_bytes(runner.read_private(path))
             runner.remove_workdir(workdir)
 
     def _follow(

@@ -15,6 +15,7 @@ from django.utils.translation import gettext as _
 from benchmarks import runner
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib.pgbench_check import check_custom_script
+from benchmarks.lib.pgbench_script_rules import shell_commands
 from benchmarks.models import BenchmarkRun, InvalidTransition, RunStatus, Sweep
 from benchmarks.services.config import HOSTNAME, SCRIPT_FILE, percentile_budget
 from benchmarks.services.datasets import latest_dataset
@@ -46,6 +47,26 @@ def _with_script(options: cmd.RunOptions, custom_script: str | None) -> cmd.RunO
     return replace(options, builtin=None, custom_script_path=SCRIPT_FILE)
 
 
+def refuse_shell_commands(custom_script: str) -> None:
+    """A custom script only talks to the database: ``\\shell`` and ``\\setshell`` would run a
+    program on this machine. A ServiceError on the script field names each such line."""
+    found: dict[int, str] = {}
+    for command in shell_commands(custom_script):
+        found.setdefault(command.line, command.name)
+    if found:
+        raise ServiceError(
+            " ".join(
+                _(
+                    "Line %(line)s: \\%(command)s runs a program on the server; custom scripts may "
+                    "only talk to the database."
+                )
+                % {"line": line, "command": name}
+                for line, name in found.items()
+            ),
+            field="custom_script",
+        )
+
+
 def validate_run(
     cluster: Cluster,
     *,
@@ -56,6 +77,8 @@ def validate_run(
     custom_script: str | None = None,
 ) -> ResolvedTarget:
     """Every blocking check of a launch; raises ServiceError naming the form field."""
+    if custom_script is not None:
+        refuse_shell_commands(custom_script)
     _require_serving(cluster)
     target = resolve_target(cluster, pool=pool, database=database, user=user)
     options = _with_script(options, custom_script)
@@ -64,7 +87,10 @@ def validate_run(
         raise ServiceError(" ".join(errors), field=_FIELD_WORDS.get(errors[0].split()[0]))
     if custom_script is not None:
         result = check_custom_script(
-            runner.pgbench_path(cluster.version), custom_script, query_mode=options.query_mode
+            runner.pgbench_path(cluster.version),
+            custom_script,
+            probe=runner.probe,
+            query_mode=options.query_mode,
         )
         if not result.ok:
             raise ServiceError(result.message, field="custom_script")

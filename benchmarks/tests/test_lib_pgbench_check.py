@@ -1,4 +1,6 @@
-"""Custom scripts checked by the real pgbench's parser, with no server (pgbench parses before connecting)."""
+"""Custom scripts checked by the real pgbench's parser, with no server (pgbench parses before connecting).
+
+pgbench runs through the runner's probe (as the bench user, in a private work directory)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.lib.pgbench_check import CheckResult, check_custom_script, check_run_options
+from benchmarks import runner
+from benchmarks.lib import pgbench_check
+from benchmarks.lib.pgbench_check import CheckResult, ProbeOutcome
 from benchmarks.lib.pgbench_command import RunOptions
 
 PGBENCH = next(
@@ -19,6 +23,15 @@ PGBENCH = next(
     None,
 )
 needs_pgbench = pytest.mark.skipif(PGBENCH is None, reason="pgbench is not installed")
+
+
+def check_custom_script(pgbench: str, script: str, **kwargs: object) -> CheckResult:
+    return pgbench_check.check_custom_script(pgbench, script, probe=runner.probe, **kwargs)  # type: ignore[arg-type]
+
+
+def check_run_options(pgbench: str, options: RunOptions, **kwargs: object) -> CheckResult:
+    return pgbench_check.check_run_options(pgbench, options, probe=runner.probe, **kwargs)  # type: ignore[arg-type]
+
 
 GOOD = """\\set aid random(1, 100000 * :scale)
 \\set delta random(-5000, 5000)
@@ -68,15 +81,18 @@ def test_blank_script_and_bad_mode_are_refused_without_running_pgbench() -> None
     )
 
 
-def test_missing_pgbench_and_timeouts_are_explained(tmp_path: Path) -> None:
-    assert check_custom_script(str(tmp_path / "pgbench"), GOOD) == CheckResult(
-        False, f"pgbench was not found at {tmp_path / 'pgbench'}."
+def test_missing_pgbench_and_timeouts_are_explained() -> None:
+    assert check_custom_script("/nonexistent/pgbench", GOOD) == CheckResult(
+        False, "Could not run /nonexistent/pgbench: No such file or directory."
     )
-    slow = tmp_path / "slow-pgbench"
-    slow.write_text("#!/bin/sh\nexec sleep 5\n")
-    slow.chmod(0o755)
-    assert check_custom_script(str(slow), GOOD, timeout_s=0.3) == CheckResult(
+    # The runner stops a check at its time limit (here a program that never ends).
+    outcome = runner.probe(lambda _workdir: ["/bin/sleep", "5"], {}, 0.3)
+    assert outcome.returncode is None
+    assert pgbench_check.verdict(outcome, 0.3) == CheckResult(
         False, "pgbench did not finish checking within 0.3 s."
+    )
+    assert pgbench_check.verdict(ProbeOutcome(None, "", "Could not run x."), 1) == CheckResult(
+        False, "Could not run x."
     )
 
 
@@ -118,7 +134,7 @@ def test_pgbench_accepts_the_arguments_the_builder_makes(options: RunOptions) ->
 
 
 @needs_pgbench
-def test_pgbench_refusals_come_back_in_its_own_words(tmp_path: Path) -> None:
+def test_pgbench_refusals_come_back_in_its_own_words() -> None:
     # Options validate() would refuse, sent anyway: pgbench's own checks agree.
     both = RunOptions(
         clients=4, threads=1, duration_s=10, log_transactions=True, sampling_rate=0.5, aggregate_interval_s=5
@@ -128,8 +144,6 @@ def test_pgbench_refusals_come_back_in_its_own_words(tmp_path: Path) -> None:
         False,
         "log sampling (--sampling-rate) and aggregation (--aggregate-interval) cannot be used at the same time",
     )
-    script = tmp_path / "bad.sql"
-    script.write_text("\\set x\n")
-    custom = RunOptions(clients=1, threads=1, duration_s=1, custom_script_path=str(script))
-    refused = check_run_options(str(PGBENCH), custom)
-    assert not refused.ok and "bad.sql:1: " in refused.message
+    custom = RunOptions(clients=1, threads=1, duration_s=1)
+    refused = check_run_options(str(PGBENCH), custom, custom_script="\\set x\n")
+    assert not refused.ok and "script.sql:1: " in refused.message

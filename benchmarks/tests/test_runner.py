@@ -48,7 +48,9 @@ def test_work_directories_and_files_are_private_to_the_pgbench_user() -> None:
         script = workdir / "custom.sql"
         runner.write_private(script, "SELECT 1;\n")
         assert stat.S_IMODE(script.stat().st_mode) == 0o600
-        assert script.stat().st_uid == postgres.os_user().uid
+        assert script.stat().st_uid == workdir.stat().st_uid == runner.bench_user().uid
+        if os.geteuid() == 0:
+            assert runner.bench_user().uid not in (0, postgres.os_user().uid)
     finally:
         runner.remove_workdir(workdir)
     assert not workdir.exists()
