@@ -266,7 +266,8 @@ class Command(BaseCommand):
             database=options["database"],
             sslmode=options["sslmode"],
         )
-        cluster = attach.attach_cluster(owner, name=options["name"], server=server)
+        # The operator at the command line may attach anything, as staff may on the web.
+        cluster = attach.attach_cluster(owner, name=options["name"], server=server, operator=True)
         self.stdout.write(
             self.style.SUCCESS(
                 f"Attached {cluster.name}: PostgreSQL {cluster.version} at {cluster.host}:{cluster.port}."
