@@ -49,7 +49,9 @@ def validate_host(text: str) -> str:
     ascii_labels = []
     for label in labels:
         if not label:
-            raise InvalidHost("A host name cannot contain an empty part (two dots in a row, or a leading dot).")
+            raise InvalidHost(
+                "A host name cannot contain an empty part (two dots in a row, or a leading dot)."
+            )
         try:
             encoded = encodings.idna.ToASCII(label).decode("ascii").lower()
         except UnicodeError:
