@@ -43,7 +43,9 @@ JSON_ONLY = "[...document.querySelectorAll('script:not([src])')].every(s => s.ty
 def watched(page: Page) -> Iterator[tuple[Page, list[str]]]:
     messages: list[str] = []
     page.add_init_script(WATCH)
-    page.on("console", lambda msg: messages.append(msg.text) if "Content Security Policy" in msg.text else None)
+    page.on(
+        "console", lambda msg: messages.append(msg.text) if "Content Security Policy" in msg.text else None
+    )
     page.on("pageerror", lambda exc: messages.append(f"page error: {exc}"))
     yield page, messages
 
@@ -59,7 +61,9 @@ def _clean(page: Page, messages: list[str], where: str) -> None:
 
 
 def test_the_main_pages_work_under_the_policy(
-    live_server, journey_cluster: Cluster, watched: tuple[Page, list[str]]
+    live_server,
+    journey_cluster: Cluster,
+    watched: tuple[Page, list[str]],  # noqa: F811
 ) -> None:
     page, messages = watched
     cluster = journey_cluster
