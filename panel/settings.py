@@ -151,11 +151,8 @@ AXES_COOLOFF_TIME = dt.timedelta(minutes=env_int("PANEL_LOGIN_COOLOFF_MINUTES", 
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "panel.lockout.locked_out"
-# Behind a proxy (PANEL_BEHIND_PROXY) the client's address is the last one the proxy appended.
-AXES_IPWARE_PROXY_COUNT = 1 if env_bool("PANEL_BEHIND_PROXY", False) else None
-AXES_IPWARE_META_PRECEDENCE_ORDER = (
-    ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"] if AXES_IPWARE_PROXY_COUNT else ["REMOTE_ADDR"]
-)
+# The client's address: REMOTE_ADDR, or behind PANEL_BEHIND_PROXY the address the proxy appended.
+AXES_CLIENT_IP_CALLABLE = "panel.lockout.client_address"
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "clusters:list"

@@ -93,3 +93,18 @@ def test_a_success_before_the_limit_starts_the_count_again(owner: User) -> None:
 def test_an_unknown_user_name_is_locked_out_the_same_way(db: None) -> None:
     """No difference between a name that exists and one that does not."""
     assert _fail_until_locked("nobody").status_code == 429
+
+
+def test_behind_a_proxy_the_address_is_the_one_the_proxy_appended(owner: User, settings: object) -> None:
+    """A client cannot escape the lock-out by sending X-Forwarded-For entries of its own."""
+    settings.PANEL_BEHIND_PROXY = True  # type: ignore[attr-defined]
+
+    def through_proxy(password: str, spoofed: str, real: str) -> object:
+        client = Client(REMOTE_ADDR="10.0.0.1", HTTP_X_FORWARDED_FOR=f"{spoofed}, {real}")
+        return client.post("/login/", {"username": "alice", "password": password})
+
+    for attempt in range(settings.AXES_FAILURE_LIMIT):  # type: ignore[attr-defined]
+        response = through_proxy("wrong", spoofed=f"192.0.2.{attempt}", real=ATTACKER)
+    assert response.status_code == 429
+    assert through_proxy("alice-password-1", spoofed="192.0.2.99", real=ATTACKER).status_code == 429
+    assert through_proxy("alice-password-1", spoofed="192.0.2.99", real=ELSEWHERE).status_code == 302
