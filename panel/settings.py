@@ -266,4 +266,7 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("PANEL_LOG_LEVEL", "INFO")},
+    # django-axes announces itself at INFO in every process (each manage.py command); its
+    # lock-outs and failed logins come from other loggers and stay.
+    "loggers": {"axes.apps": {"level": "WARNING"}},
 }
