@@ -75,7 +75,7 @@ def server() -> Iterator[Server]:
     if not bindirs:
         pytest.fail("no PostgreSQL server binaries; run `make test`")
     bindir = Path(bindirs[-1])
-    runner = pwd.getpwnam(settings.PANEL_RUN_AS_USER)
+    runner = pwd.getpwnam(getattr(settings, "PANEL_RUN_AS_USER", "postgres"))
     root = Path(tempfile.mkdtemp(prefix="pgpanel-attach-", dir="/tmp"))
     os.chmod(root, 0o755)
     os.chown(root, runner.pw_uid, runner.pw_gid)

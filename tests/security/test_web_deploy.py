@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     with tempfile.TemporaryDirectory(prefix="pgpanel-deploy-", dir="/tmp") as data_dir:
-        os.chmod(data_dir, 0o755)  # traversable by PostgreSQL's user, as the start checks demand
+        os.chmod(data_dir, 0o711)  # traversable by PostgreSQL's user, not listable by others
         clean = {
             k: v for k, v in os.environ.items() if not k.startswith(("PANEL_", "DJANGO_", "DATABASE_URL"))
         }
