@@ -46,6 +46,15 @@ def _private_port_window() -> None:
     os.environ["PANEL_PORT_RANGE"] = f"{start}-{start + PORT_WINDOW - 1}"  # for the Celery worker
 
 
+@pytest.fixture(autouse=True)
+def _fresh_cache() -> None:
+    """Counters kept in Django's cache (the attach rate limit, per account id) start from zero in
+    every test: ids are reused from one test to the next."""
+    from django.core.cache import cache
+
+    cache.clear()
+
+
 @pytest.fixture
 def owner(db: None) -> User:
     return User.objects.create_user("alice", "alice@example.com", "alice-password-1")

@@ -5,6 +5,7 @@ See README.md ("Configuration") for every variable.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import secrets
 from pathlib import Path
@@ -72,6 +73,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django.contrib.humanize",
+    "axes",
+    "csp",
     "django_htmx",
     "template_partials",
     "panel.clusters",
@@ -82,6 +85,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -91,6 +95,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into the lock-out page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "panel.urls"
@@ -133,6 +139,21 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# django-axes first: it refuses a locked-out user and address before any password is checked.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Failed logins are counted per user name *and* address: one address guessing one account is
+# locked out, while the same account from elsewhere, and other accounts, still log in.
+AXES_FAILURE_LIMIT = env_int("PANEL_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = dt.timedelta(minutes=env_int("PANEL_LOGIN_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "panel.lockout.locked_out"
+# The client's address: REMOTE_ADDR, or behind PANEL_BEHIND_PROXY the address the proxy appended.
+AXES_CLIENT_IP_CALLABLE = "panel.lockout.client_address"
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "clusters:list"
 LOGOUT_REDIRECT_URL = "login"
@@ -153,6 +174,55 @@ SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cookie
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+
+# Served over TLS (directly or behind a proxy that terminates it): cookies only over HTTPS, HSTS,
+# and plain HTTP redirected. Off by default because `make run` serves http://127.0.0.1:8000/.
+PANEL_HTTPS = env_bool("PANEL_HTTPS", False)
+PANEL_BEHIND_PROXY = env_bool("PANEL_BEHIND_PROXY", False)
+SESSION_COOKIE_SECURE = PANEL_HTTPS
+CSRF_COOKIE_SECURE = PANEL_HTTPS
+SECURE_SSL_REDIRECT = PANEL_HTTPS and env_bool("PANEL_SSL_REDIRECT", True)
+SECURE_HSTS_SECONDS = env_int("PANEL_HSTS_SECONDS", 31536000, minimum=0) if PANEL_HTTPS else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("PANEL_HSTS_INCLUDE_SUBDOMAINS", True)
+SECURE_HSTS_PRELOAD = env_bool("PANEL_HSTS_PRELOAD", True)
+if PANEL_BEHIND_PROXY:
+    # Only behind a proxy that sets this header itself (and strips the client's): otherwise a
+    # client could claim HTTPS.
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    USE_X_FORWARDED_HOST = env_bool("PANEL_USE_X_FORWARDED_HOST", False)
+
+# No inline script or style anywhere: every script and stylesheet is a static file of the panel.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "font-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
+
+# Attaching an existing server makes the panel open a connection where the form says: staff
+# only unless opened to every account (see panel/clusters/attach.py for the rules then).
+PANEL_ATTACH_FOR_ALL = env_bool("PANEL_ATTACH_FOR_ALL", False)
+PANEL_ATTACH_RATE = env_int("PANEL_ATTACH_RATE", 5, minimum=1)  # attempts per account…
+PANEL_ATTACH_RATE_SECONDS = env_int("PANEL_ATTACH_RATE_SECONDS", 600, minimum=1)  # …per this window
+# Every failed attempt of such an account takes at least this long, whatever failed.
+PANEL_ATTACH_FAILURE_SECONDS = env_int("PANEL_ATTACH_FAILURE_SECONDS", 5, minimum=0)
+# Counters shared by the web server's processes (the attach rate limit) without another service.
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+        "LOCATION": str(PANEL_DATA_DIR / "cache"),
+    }
+}
 
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
 CELERY_BROKER_URL = REDIS_URL
@@ -196,4 +266,7 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("PANEL_LOG_LEVEL", "INFO")},
+    # django-axes announces itself at INFO in every process (each manage.py command); its
+    # lock-outs and failed logins come from other loggers and stay.
+    "loggers": {"axes.apps": {"level": "WARNING"}},
 }

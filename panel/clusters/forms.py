@@ -10,6 +10,7 @@ from django.utils.translation import gettext_lazy as _
 from panel.clusters import services
 from panel.clusters.attach import ExternalServer
 from panel.clusters.lib.connstr import SSLMODES
+from panel.clusters.lib.hosts import InvalidHost, validate_host
 from panel.clusters.lib.plans import DEFAULT_PLAN_SLUG, PLANS, Plan
 
 
@@ -69,6 +70,13 @@ class AttachClusterForm(PanelForm):
     sslmode = forms.ChoiceField(
         label=_("SSL mode"), choices=[(mode, mode) for mode in SSLMODES], initial="require"
     )
+
+    def clean_host(self) -> str:
+        # Checked here, before anything resolves it: "." or "a..b" once made the resolver raise.
+        try:
+            return validate_host(self.cleaned_data["host"])
+        except InvalidHost as exc:
+            raise forms.ValidationError(str(exc)) from None
 
     def server(self) -> ExternalServer:
         data = self.cleaned_data

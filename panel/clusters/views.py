@@ -53,7 +53,11 @@ def _detail_redirect(cluster: Cluster) -> HttpResponse:
 @require_GET
 def cluster_list(request: HttpRequest) -> HttpResponse:
     clusters = list(services.clusters_for(request.user).select_related("owner"))
-    context = {"clusters": clusters, "any_busy": any(c.is_busy for c in clusters)}
+    context = {
+        "clusters": clusters,
+        "any_busy": any(c.is_busy for c in clusters),
+        "may_attach": attach.may_attach(request.user),
+    }
     template = "clusters/list.html#table" if request.htmx else "clusters/list.html"
     return render(request, template, context)
 
@@ -77,6 +81,8 @@ def cluster_create(request: HttpRequest) -> HttpResponse:
 
 @require_http_methods(["GET", "POST"])
 def cluster_attach(request: HttpRequest) -> HttpResponse:
+    if not attach.may_attach(request.user):
+        return render(request, "clusters/attach_forbidden.html", status=403)
     form = AttachClusterForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:

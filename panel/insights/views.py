@@ -34,23 +34,35 @@ from panel.insights.prometheus import exposition
 StrOrPromise = str | Promise
 
 
-def _token_of(request: HttpRequest) -> str:
+def _bearer_token(request: HttpRequest) -> str:
     header = request.headers.get("Authorization", "")
     scheme, _sep, value = header.partition(" ")
     if scheme.lower() == "bearer" and value.strip():
         return value.strip()
-    return request.GET.get("token", "")
+    return ""
+
+
+def _unauthorized(message: str) -> HttpResponse:
+    response = HttpResponse(message, status=401, content_type="text/plain")
+    response["WWW-Authenticate"] = 'Bearer realm="pgpanel metrics"'
+    return response
 
 
 @login_not_required
 @require_GET
 def metrics(request: HttpRequest) -> HttpResponse:
+    if "token" in request.GET:
+        # A token in the URL lands in access logs and proxies' logs: refused even when right, so
+        # that a scraper configured that way is noticed at once.
+        return _unauthorized(
+            "The metrics token is accepted only in the Authorization header "
+            "(Authorization: Bearer TOKEN), never in the URL. Move it there, and change the "
+            "token (PANEL_METRICS_TOKEN) if it was logged.\n"
+        )
     expected = settings.PANEL_METRICS_TOKEN
-    given = _token_of(request)
+    given = _bearer_token(request)
     if not expected or not given or not hmac.compare_digest(given.encode(), expected.encode()):
-        response = HttpResponse("A valid metrics token is required.\n", status=401, content_type="text/plain")
-        response["WWW-Authenticate"] = 'Bearer realm="pgpanel metrics"'
-        return response
+        return _unauthorized("A valid metrics token is required (Authorization: Bearer TOKEN).\n")
     return HttpResponse(exposition(), content_type=CONTENT_TYPE_LATEST)
 
 

@@ -51,7 +51,9 @@ HTMX_BUSY = ".htmx-request, .htmx-swapping, .htmx-settling, .htmx-added"
 
 def wait_for_htmx(page: Page) -> None:
     """Wait until htmx has settled: content it swapped in only listens to events after that."""
-    page.wait_for_function(f"!document.querySelector({HTMX_BUSY!r})")
+    # A function, not an expression: Playwright polls an expression with eval, which the panel's
+    # Content-Security-Policy refuses.
+    page.wait_for_function(f"() => !document.querySelector({HTMX_BUSY!r})")
 
 
 JOURNEY_USER = "journey"

@@ -54,7 +54,7 @@ def test_init_run_live_charts_and_compare(
     run = BenchmarkRun.objects.get(cluster=cluster)
 
     # While pgbench runs, the chart grows point by point without a reload.
-    page.wait_for_function("window.Chart && Chart.getChart(document.querySelector('#chart-tps'))")
+    page.wait_for_function("() => window.Chart && Chart.getChart(document.querySelector('#chart-tps'))")
     assert page.evaluate(LATENCY_JS) == 4
     seen_while_running: set[int] = set()
     deadline = time.monotonic() + 30

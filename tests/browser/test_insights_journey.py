@@ -41,7 +41,7 @@ def test_insights_tab_draws_tps_and_switches_range(live_server, journey_cluster:
 
     charts = page.locator("[data-insights]")
     expect(charts).to_have_attribute("data-loaded-range", "1h", timeout=10_000)
-    page.wait_for_function(TPS_HAS_DATA_JS, timeout=10_000)
+    page.wait_for_function(f"() => {TPS_HAS_DATA_JS}", timeout=10_000)
     assert page.evaluate(TPS_MAX_JS) > 1  # pgbench's transactions per second, not an idle trickle
     expect(page.locator("canvas[data-chart='tps']").locator("..")).not_to_have_class("is-empty")
     hour_min = page.evaluate(X_MIN_JS)
@@ -57,7 +57,7 @@ def test_insights_tab_draws_tps_and_switches_range(live_server, journey_cluster:
     expect(page.locator("a[data-range-key='6h']")).to_have_attribute("aria-pressed", "true")
     six_hours_min = page.evaluate(X_MIN_JS)
     assert hour_min - six_hours_min > 4.9 * 3600 * 1000
-    page.wait_for_function(TPS_HAS_DATA_JS, timeout=5_000)
+    page.wait_for_function(f"() => {TPS_HAS_DATA_JS}", timeout=5_000)
     # Six hours read 1-minute figures: the raw points not rolled up yet, averaged per minute.
     expect(resolution).to_have_text("Each point is a 1-minute average.")
     # The tooltip of an average shows the bucket's peak beside it.
@@ -88,6 +88,6 @@ def test_insights_tab_draws_tps_and_switches_range(live_server, journey_cluster:
         "Chart.getChart(document.querySelector(\"canvas[data-chart='pool:late-pool']\")).data.datasets"
     )
     page.wait_for_function(
-        f"{size_line}.some(d => d.label === 'pool size' && d.data.includes(3))", timeout=5_000
+        f"() => {size_line}.some(d => d.label === 'pool size' && d.data.includes(3))", timeout=5_000
     )
     snapshot(page, "insights-2-late-pool")

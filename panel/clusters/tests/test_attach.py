@@ -13,6 +13,14 @@ from panel.clusters.models import Cluster, ClusterKind, ClusterStatus
 pytestmark = pytest.mark.integration
 
 
+@pytest.fixture(autouse=True)
+def _owner_is_staff(owner):
+    """Staff attach any server they can reach and see PostgreSQL's own words; the rules for other
+    accounts are replayed in tests/security/test_web_attach.py."""
+    owner.is_staff = True
+    owner.save()
+
+
 def _server(cluster: Cluster, **kwargs: object) -> ExternalServer:
     values: dict[str, object] = {
         "host": "127.0.0.1",

@@ -30,7 +30,7 @@ def test_a_database_the_admin_may_not_open_costs_its_size_only(local_cluster: Cl
         database="defaultdb",
         sslmode="require",
     )
-    attached = attach_cluster(owner, name="db-attached", server=server)
+    attached = attach_cluster(owner, name="db-attached", server=server, operator=True)
 
     # doadmin may not CONNECT to the system database "postgres": pg_database_size() of it would
     # fail the whole statement and leave the server looking down.

@@ -21,6 +21,7 @@ from django.db.models.signals import post_save
 from panel.clusters import attach, reconciler, roles, services
 from panel.clusters.cli import find_cluster, find_user, print_table
 from panel.clusters.lib.connstr import FORMATS, SSLMODES
+from panel.clusters.lib.hosts import InvalidHost, validate_host
 from panel.clusters.models import Cluster, ClusterStatus
 
 RECENT_EVENTS = 10
@@ -255,6 +256,10 @@ class Command(BaseCommand):
 
     def do_attach(self, options: dict[str, Any]) -> None:
         owner = self._owner(options)
+        try:
+            validate_host(options["host"])  # before asking for a password
+        except InvalidHost as exc:
+            raise CommandError(f"--host: {exc}") from None
         password = os.environ.get("PGPASSWORD")
         if password is None:
             password = getpass.getpass(f"Password for {options['user']}@{options['host']}: ")
@@ -266,7 +271,8 @@ class Command(BaseCommand):
             database=options["database"],
             sslmode=options["sslmode"],
         )
-        cluster = attach.attach_cluster(owner, name=options["name"], server=server)
+        # The operator at the command line may attach anything, as staff may on the web.
+        cluster = attach.attach_cluster(owner, name=options["name"], server=server, operator=True)
         self.stdout.write(
             self.style.SUCCESS(
                 f"Attached {cluster.name}: PostgreSQL {cluster.version} at {cluster.host}:{cluster.port}."

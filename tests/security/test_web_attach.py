@@ -1,0 +1,279 @@
+"""Row 7: the attach form made the panel connect anywhere it could reach and answered differently
+for open and closed ports (a network probe for every account), and host ``.`` or ``a..b`` gave a
+500. Replayed against a real PostgreSQL started here for the module: it listens on this machine's
+network address (not loopback), on a port outside PANEL_PORT_RANGE, and on 127.0.0.1; ``app``
+logs in with a password (SCRAM), ``trusted`` without one (``trust`` in pg_hba.conf).
+"""
+
+from __future__ import annotations
+
+import glob
+import ipaddress
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import psycopg
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import CommandError, call_command
+from django.test import Client
+from django.urls import reverse
+
+from panel.clusters.attach import ExternalServer, attach_cluster, password_was_used, uniform_failure
+from panel.clusters.models import Cluster
+from panel.clusters.services import ServiceError
+
+pytestmark = pytest.mark.integration
+
+APP_PASSWORD = "app-password-Lq8z"
+
+
+@dataclass(frozen=True)
+class Server:
+    address: str  # this machine's own network address
+    port: int
+    socket_dir: str
+
+
+def _network_address() -> str | None:
+    for addresses in psutil.net_if_addrs().values():
+        for entry in addresses:
+            if entry.family == socket.AF_INET:
+                address = ipaddress.ip_address(entry.address)
+                if not (address.is_loopback or address.is_link_local):
+                    return str(address)
+    return None
+
+
+def _free_port_outside(first: int, last: int) -> int:
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("0.0.0.0", 0))
+            port = int(sock.getsockname()[1])
+        if not first <= port <= last:
+            return port
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[Server]:
+    """A throwaway PostgreSQL (initdb, pg_ctl) run by PostgreSQL's unprivileged user."""
+    from django.conf import settings
+
+    address = _network_address()
+    if address is None:
+        pytest.skip("this machine has no network address besides loopback")
+    bindirs = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
+    if not bindirs:
+        pytest.fail("no PostgreSQL server binaries; run `make test`")
+    bindir = Path(bindirs[-1])
+    runner = pwd.getpwnam(getattr(settings, "PANEL_RUN_AS_USER", "postgres"))
+    root = Path(tempfile.mkdtemp(prefix="pgpanel-attach-", dir="/tmp"))
+    os.chmod(root, 0o755)
+    os.chown(root, runner.pw_uid, runner.pw_gid)
+    pgdata, sockets = root / "pgdata", root / "sockets"
+    sockets.mkdir(mode=0o700)
+    os.chown(sockets, runner.pw_uid, runner.pw_gid)
+    as_runner = {"user": runner.pw_uid, "group": runner.pw_gid, "extra_groups": [], "cwd": root}
+    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(root)}
+    run = {"check": True, "capture_output": True, "timeout": 120, "env": env, **as_runner}
+    subprocess.run([str(bindir / "initdb"), "-D", str(pgdata), "-U", "owner", "--auth-local=trust",
+                    "--auth-host=reject", "--no-instructions"], **run)  # fmt: skip
+    port = _free_port_outside(*settings.PANEL_PORT_RANGE)
+    with open(pgdata / "postgresql.conf", "a") as conf:
+        conf.write(f"port = {port}\nlisten_addresses = '{address},127.0.0.1'\n")
+        conf.write(f"unix_socket_directories = '{sockets}'\n")
+    (pgdata / "pg_hba.conf").write_text(
+        "local all all trust\n"
+        f"host all trusted {address}/32 trust\nhost all trusted 127.0.0.1/32 trust\n"
+        f"host all all {address}/32 scram-sha-256\nhost all all 127.0.0.1/32 scram-sha-256\n"
+    )
+    subprocess.run([str(bindir / "pg_ctl"), "start", "-D", str(pgdata), "-w", "-l", str(root / "log")], **run)
+    try:
+        with psycopg.connect(
+            host=str(sockets), port=port, user="owner", dbname="postgres", autocommit=True
+        ) as c:
+            c.execute("CREATE ROLE trusted LOGIN")
+            c.execute(f"CREATE ROLE app LOGIN PASSWORD '{APP_PASSWORD}'")
+        yield Server(address=address, port=port, socket_dir=str(sockets))
+    finally:
+        subprocess.run([str(bindir / "pg_ctl"), "stop", "-D", str(pgdata), "-m", "immediate", "-w"],
+                       **{**run, "check": False})  # fmt: skip
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _form(server: Server, **overrides: str) -> dict[str, str]:
+    data = {
+        "name": "db-attached",
+        "host": server.address,
+        "port": str(server.port),
+        "user": "app",
+        "password": APP_PASSWORD,
+        "database": "postgres",
+        "sslmode": "disable",  # the throwaway server has no certificate
+    }
+    data.update(overrides)
+    return data
+
+
+def _external(server: Server, **overrides: object) -> ExternalServer:
+    data: dict[str, object] = dict(_form(server))
+    data.pop("name")
+    data["port"] = server.port
+    data.update(overrides)
+    return ExternalServer(**data)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def open_to_all(settings: object) -> None:
+    settings.PANEL_ATTACH_FOR_ALL = True  # type: ignore[attr-defined]
+    settings.PANEL_ATTACH_FAILURE_SECONDS = 1  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def staff_client(client: Client, staff_user: User) -> Client:
+    client.force_login(staff_user)
+    return client
+
+
+def test_only_staff_may_attach_by_default(server: Server, owner: User, staff_user: User) -> None:
+    with pytest.raises(ServiceError, match="reserved to staff"):
+        attach_cluster(owner, name="db-attached", server=_external(server))
+    assert not Cluster.objects.exists()
+    # The legitimate attach beside it: staff, same server.
+    attached = attach_cluster(staff_user, name="db-attached", server=_external(server))
+    assert (attached.host, attached.port, attached.owner) == (server.address, server.port, staff_user)
+
+
+def test_every_account_attaches_a_server_on_the_network_when_opened_to_all(
+    server: Server, owner_client: Client, owner: User, open_to_all: None
+) -> None:
+    response = owner_client.post(reverse("clusters:attach"), _form(server))
+    attached = Cluster.objects.get(owner=owner, name="db-attached")
+    assert response.status_code == 302 and response.url == reverse("clusters:detail", args=[attached.pk])
+    assert "postgres" in set(attached.databases.values_list("name", flat=True))
+
+
+def _refused(client: Client, data: dict[str, str]) -> float:
+    """Post the attach form; assert the one uniform refusal; return how long it took."""
+    started = time.monotonic()
+    response = client.post(reverse("clusters:attach"), data)
+    took = time.monotonic() - started
+    assert response.status_code == 200, data
+    page = response.content.decode()
+    assert uniform_failure().replace("“", "&ldquo;")[:60] in page or uniform_failure()[:60] in page, data
+    assert "Connection refused" not in page and "password authentication" not in page, data
+    assert not Cluster.objects.filter(name=data["name"]).exists()
+    return took
+
+
+def test_internal_addresses_and_the_panels_ports_are_refused_with_one_message(
+    server: Server, owner_client: Client, staff_client: Client, open_to_all: None, settings: object
+) -> None:
+    settings.PANEL_ATTACH_RATE = 100  # type: ignore[attr-defined]
+    # The same server, reachable and with the right password, behind names other accounts may
+    # not use: loopback (in every spelling), and this machine's address on a panel port.
+    for host in ("127.0.0.1", "localhost", "::ffff:127.0.0.1", "[::ffff:127.0.0.1]"):
+        assert _refused(owner_client, _form(server, host=host)) >= 1
+    # Nothing listens there, but neither may be asked: link-local (cloud metadata), unspecified.
+    for host, port in (
+        ("169.254.169.254", "80"),
+        ("fe80::1", "5432"),
+        ("0.0.0.0", str(server.port)),
+        ("::", "5432"),
+    ):
+        assert _refused(owner_client, _form(server, host=host, port=port)) >= 1
+    first, last = settings.PANEL_PORT_RANGE  # type: ignore[attr-defined]
+    settings.PANEL_PORT_RANGE = (server.port - 1, server.port + 1)  # type: ignore[attr-defined]
+    assert _refused(owner_client, _form(server)) >= 1
+    settings.PANEL_PORT_RANGE = (first, last)  # type: ignore[attr-defined]
+
+    # Staff may: the refusals above are the rule, not the server.
+    response = staff_client.post(reverse("clusters:attach"), _form(server, host="127.0.0.1"))
+    assert response.status_code == 302
+
+
+def test_a_closed_port_an_open_port_a_wrong_password_and_a_bad_name_look_alike(
+    server: Server, owner_client: Client, staff_client: Client, open_to_all: None, settings: object
+) -> None:
+    settings.PANEL_ATTACH_RATE = 100  # type: ignore[attr-defined]
+    closed = _free_port_outside(*settings.PANEL_PORT_RANGE)  # type: ignore[attr-defined]
+    took = [
+        _refused(owner_client, _form(server, port=str(closed))),  # closed: refused at once
+        _refused(owner_client, _form(server, password="wrong")),  # open, wrong password
+        _refused(owner_client, _form(server, database="nosuchdb")),
+        _refused(owner_client, _form(server, sslmode="require")),  # the server has no TLS
+        _refused(owner_client, _form(server, host="no-such-host.invalid")),
+    ]
+    # Every failure takes at least PANEL_ATTACH_FAILURE_SECONDS, so timing tells nothing either.
+    assert min(took) >= 1, took
+    # Staff see PostgreSQL's own words.
+    page = staff_client.post(reverse("clusters:attach"), _form(server, port=str(closed))).content.decode()
+    assert "Connection refused" in page
+    page = staff_client.post(reverse("clusters:attach"), _form(server, password="wrong")).content.decode()
+    assert "password authentication failed" in page
+
+
+def test_a_server_that_lets_the_user_in_without_a_password_is_refused_unless_staff(
+    server: Server, owner_client: Client, staff_client: Client, open_to_all: None
+) -> None:
+    passwordless = _form(server, user="trusted", password="anything")
+    _refused(owner_client, passwordless)
+    assert staff_client.post(reverse("clusters:attach"), passwordless).status_code == 302
+
+
+def test_the_detection_reads_how_the_server_authenticated_the_connection(server: Server) -> None:
+    """PQconnectionUsedPassword on real connections: ``trusted`` gets in without being asked,
+    ``app`` is asked for its password. (The attach also sets require_auth, so libpq itself stops
+    before a passwordless login completes; this checks the second, independent test.)"""
+    common = {"host": server.address, "port": server.port, "dbname": "postgres", "sslmode": "disable"}
+    with psycopg.connect(**common, user="trusted", password="anything") as conn:
+        assert not password_was_used(conn)
+    with psycopg.connect(**common, user="app", password=APP_PASSWORD) as conn:
+        assert password_was_used(conn)
+    with pytest.raises(psycopg.OperationalError, match="server did not complete authentication"):
+        psycopg.connect(**common, user="trusted", password="x", require_auth="password,md5,scram-sha-256")
+
+
+BAD_HOSTS = [".", "a..b", "..", ".a", "a" * 64 + ".example.com", "a b", " bad host ", "/var/run/postgresql",
+             "db1,db2", "127.1", "2130706433", "0x7f.1", "-db.example.com", "x" * 254, "[::1"]  # fmt: skip
+
+
+@pytest.mark.parametrize("host", BAD_HOSTS)
+def test_malformed_hosts_get_a_field_error_never_a_500(
+    host: str, owner_client: Client, staff_client: Client, open_to_all: None
+) -> None:
+    for client in (owner_client, staff_client):
+        data = {"name": "db-x", "host": host, "port": "5432", "user": "u", "password": "p", "database": "d"}
+        response = client.post(reverse("clusters:attach"), {**data, "sslmode": "require"})
+        assert response.status_code == 200
+        form = response.context["form"]
+        assert form.errors.get("host"), (host, form.errors)
+
+
+def test_the_command_line_refuses_a_malformed_host_with_a_message(owner: User) -> None:
+    with pytest.raises(CommandError, match="empty part"):
+        call_command("cluster", "attach", "--name", "db-x", "--host", "a..b", "--port", "5432",
+                     "--user", "u", "--database", "d", "--owner", "alice")  # fmt: skip
+
+
+def test_attempts_are_limited_per_account(
+    server: Server, owner_client: Client, other_client: Client, open_to_all: None, settings: object
+) -> None:
+    settings.PANEL_ATTACH_FAILURE_SECONDS = 0  # type: ignore[attr-defined]
+    for _attempt in range(settings.PANEL_ATTACH_RATE):  # type: ignore[attr-defined]
+        _refused(owner_client, _form(server, password="wrong"))
+    # The next attempt is refused before any connection, even with the right password.
+    response = owner_client.post(reverse("clusters:attach"), _form(server))
+    assert "Too many attach attempts from this account. Try again in 10 minutes." in response.content.decode()
+    assert not Cluster.objects.exists()
+    # Another account is not limited by this one.
+    assert other_client.post(reverse("clusters:attach"), _form(server)).status_code == 302
