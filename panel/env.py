@@ -72,7 +72,7 @@ def secret_from_file(path: Path, generate: Callable[[], str]) -> str:
     """Read a secret kept in ``path``; create it (0600) on first start."""
     if path.exists():
         return path.read_text().strip()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     value = generate()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as fh:

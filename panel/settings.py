@@ -13,6 +13,7 @@ from pathlib import Path
 import dj_database_url
 from cryptography.fernet import Fernet
 
+from panel import files
 from panel.env import (
     env_bool,
     env_int,
@@ -31,6 +32,8 @@ RUNNING_AS_ROOT = os.geteuid() == 0
 # that must traverse every directory on the way, so the default is a system location then.
 _default_data_dir = "/var/lib/pgpanel" if RUNNING_AS_ROOT else str(BASE_DIR / "var")
 PANEL_DATA_DIR = Path(env_str("PANEL_DATA_DIR", _default_data_dir)).resolve()
+# 0711, with keys/ 0700 and clusters/ 0711, before anything is written into it (panel/files.py).
+files.ensure_data_dir(PANEL_DATA_DIR)
 PANEL_RUN_AS_USER = env_str("PANEL_RUN_AS_USER", "postgres")
 PANEL_PG_BINDIR = env_str("PANEL_PG_BINDIR", "")
 PANEL_PORT_RANGE = env_port_range("PANEL_PORT_RANGE", (25060, 25259))
@@ -133,6 +136,19 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory, so Celery workers started by the tests share the test database.
     DATABASES["default"]["TEST"] = {"NAME": str(PANEL_DATA_DIR / "test-panel.sqlite3")}
 
+
+def _sqlite_files() -> list[Path]:
+    db = DATABASES["default"]
+    if db["ENGINE"] != "django.db.backends.sqlite3" or str(db["NAME"]).startswith(":memory:"):
+        return []
+    return [Path(db["NAME"]), Path(db.get("TEST", {}).get("NAME") or db["NAME"])]
+
+
+PANEL_SQLITE_FILES = _sqlite_files()
+# Installs from before umask 077 have a 0644 database and a 0755 data directory: repaired on every
+# start; the system check says what was repaired and refuses what cannot be (panel/files.py).
+files.secure_at_start(PANEL_DATA_DIR, PANEL_SQLITE_FILES)
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -168,6 +184,15 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = PANEL_DATA_DIR / "staticfiles"
+# Public files, served without a login: readable by others on purpose (a web server running as
+# another user), whatever the panel's umask 077 would give them.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage",
+        "OPTIONS": {"file_permissions_mode": 0o644, "directory_permissions_mode": 0o755},
+    },
+}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 SESSION_COOKIE_HTTPONLY = True
@@ -224,7 +249,14 @@ CACHES = {
     }
 }
 
-REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+# The default broker is the private Redis `make run` starts, with a generated password (0600 in
+# keys/): any local user reaches 127.0.0.1, and whoever writes to the broker sends the workers,
+# which run as root, their tasks. An external Redis must have a password in REDIS_URL.
+REDIS_URL = env_str("REDIS_URL", "") or (
+    "redis://:"
+    + secret_from_file(PANEL_DATA_DIR / "keys" / "redis_password", lambda: secrets.token_hex(24))
+    + "@127.0.0.1:6379/0"
+)
 CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True

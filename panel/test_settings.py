@@ -18,9 +18,10 @@ def _free_port() -> int:
 
 
 if "PANEL_TEST_DATA_DIR" not in os.environ:
-    # Not under pytest's tmp_path: that is 0700 and PostgreSQL's user could not enter it.
+    # Not under pytest's tmp_path: that is 0700 and PostgreSQL's user could not enter it. 0711, the
+    # data directory's mode (panel/files.py): traversable, not listable.
     data_dir = tempfile.mkdtemp(prefix="pgpanel-test-", dir="/tmp")
-    os.chmod(data_dir, 0o755)
+    os.chmod(data_dir, 0o711)
     os.environ["PANEL_TEST_DATA_DIR"] = data_dir
 os.environ["PANEL_DATA_DIR"] = os.environ["PANEL_TEST_DATA_DIR"]
 os.environ.setdefault("PANEL_PORT_RANGE", "26000-26999")

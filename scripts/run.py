@@ -137,8 +137,9 @@ def settings_values(env: dict[str, str]) -> dict[str, str]:
         "print(json.dumps({'data': str(s.PANEL_DATA_DIR), 'redis': s.REDIS_URL}))"
     )
     out = subprocess.run([PYTHON, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    for line in out.stderr.splitlines():  # what the settings repaired in the data directory, say
+        say("run", line)
     if out.returncode != 0:
-        sys.stderr.write(out.stderr)
         sys.exit(out.returncode)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -155,6 +156,23 @@ def redis_answers(url: str) -> bool:
     return True
 
 
+def redis_is_open(url: str) -> bool:
+    """Whether the Redis at ``url`` serves a client that gives no password (Redis 6+ accepts any
+    password when it has none, so a URL with a password proves nothing)."""
+    parts = urlsplit(url)
+    try:
+        client = redis.Redis(
+            host=parts.hostname or "127.0.0.1",
+            port=parts.port or 6379,
+            ssl=parts.scheme == "rediss",
+            socket_connect_timeout=2,
+            socket_timeout=2,
+        )
+        return bool(client.ping())
+    except (redis.RedisError, OSError):
+        return False
+
+
 def redis_child(url: str, data_dir: Path) -> Child:
     parts = urlsplit(url)
     host = parts.hostname or "127.0.0.1"
@@ -165,8 +183,17 @@ def redis_child(url: str, data_dir: Path) -> Child:
     if binary is None:
         say("run", "redis-server is not installed (apt-get install -y redis-server).")
         sys.exit(1)
+    if not parts.password:
+        # Every local user reaches 127.0.0.1; a broker without a password takes their tasks.
+        say(
+            "run",
+            "REDIS_URL has no password, and make run starts its private Redis only with one. Unset "
+            "REDIS_URL (the panel then keeps a generated password in <data dir>/keys/redis_password) "
+            "or put one in it: redis://:PASSWORD@127.0.0.1:PORT/0",
+        )
+        sys.exit(1)
     redis_dir = data_dir / "redis"
-    redis_dir.mkdir(parents=True, exist_ok=True)
+    redis_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(redis_dir, 0o700)
     lines = [
         "bind 127.0.0.1",
@@ -177,11 +204,10 @@ def redis_child(url: str, data_dir: Path) -> Child:
         f'dir "{redis_dir}"',
         f'logfile "{redis_dir / "redis.log"}"',
     ]
-    if parts.password:
-        # In a 0600 file, not on the command line where `ps` shows it; percent-decoded as redis-py
-        # and kombu decode it, and escaped for redis.conf's double quotes.
-        password = unquote(parts.password).replace("\\", "\\\\").replace('"', '\\"')
-        lines.append(f'requirepass "{password}"')
+    # In a 0600 file, not on the command line where `ps` shows it; percent-decoded as redis-py
+    # and kombu decode it, and escaped for redis.conf's double quotes.
+    password = unquote(parts.password).replace("\\", "\\\\").replace('"', '\\"')
+    lines.append(f'requirepass "{password}"')
     conf = redis_dir / "redis.conf"
     fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
@@ -201,6 +227,9 @@ def wait_for_redis(url: str, child: Child, timeout: float = 10) -> None:
 
 
 def main() -> int:
+    # As the panel's own processes do (panel/__init__.py): Redis's log and anything else written
+    # from here is private. The children inherit it.
+    os.umask(0o077)
     env = dict(os.environ)
     env.setdefault("DJANGO_SETTINGS_MODULE", "panel.settings")
     env["PYTHONUNBUFFERED"] = "1"
@@ -215,15 +244,23 @@ def main() -> int:
         values = settings_values(env)
         data_dir = Path(values["data"])
         redis_url = values["redis"]
+        # Decided before the slow preparation, so a REDIS_URL it cannot use stops it at once.
+        broker = None if redis_answers(redis_url) else redis_child(redis_url, data_dir)
         manage("migrate", "--no-input", env=env)
         manage("check", env=env)
         manage("collectstatic", "--no-input", "--verbosity", "0", env=env)
         manage("ensureadmin", "--url", f"http://{bind}/", env=env)
 
-        if redis_answers(redis_url):
+        if broker is None:
             say("run", f"Using the Redis that answers at {redis_url.split('@')[-1]}")
+            if redis_is_open(redis_url):
+                say(
+                    "run",
+                    f"WARNING: the Redis at {redis_url.split('@')[-1]} answers without a password: "
+                    "every local user can send the workers tasks. Give it one (requirepass) and put "
+                    "it in REDIS_URL, or stop it so that make run starts a private one with a password.",
+                )
         else:
-            broker = redis_child(redis_url, data_dir)
             say("run", f"Starting a private Redis (data and log in {data_dir / 'redis'})")
             children.append(broker)
             broker.start(env)

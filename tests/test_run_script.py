@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -53,7 +54,8 @@ class Panel:
             "DJANGO_SETTINGS_MODULE": "panel.settings",
             "PANEL_DATA_DIR": str(self.data_dir),
             "PANEL_BIND": self.bind,
-            "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0",
+            # A password, as make run requires for the private Redis it starts.
+            "REDIS_URL": f"redis://:{secrets.token_hex(8)}@127.0.0.1:{free_port()}/0",
             "PANEL_PORT_RANGE": "27900-27999",
         }
         with open(self.log, "wb") as out:

@@ -13,4 +13,15 @@ class ClustersConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from panel.clusters import checks  # noqa: F401  (registers system checks)
+        import logging
+
+        from django.conf import settings
+
+        from panel.clusters import checks  # (registers system checks)
+
+        # Said by every process (web, worker, beat), not only by `manage.py check`.
+        where = checks.redis_url_without_password(settings.REDIS_URL)
+        if where is not None:
+            logging.getLogger("panel").warning(
+                "%s %s", checks.REDIS_WITHOUT_PASSWORD.format(where=where), checks.REDIS_HINT
+            )

@@ -1,4 +1,5 @@
-"""Start-up checks: the data directory must be reachable by the user that runs PostgreSQL."""
+"""Start-up checks: the data directory must be reachable by the user that runs PostgreSQL, the
+panel's own files private to the panel, and the broker protected by a password."""
 
 from __future__ import annotations
 
@@ -6,9 +7,12 @@ import os
 import stat
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.core.checks import Error, register
+from django.core.checks import CheckMessage, Error, Warning, register
+
+from panel import files
 
 
 def untraversable_ancestors(path: Path, uid: int, gid: int) -> list[Path]:
@@ -51,3 +55,54 @@ def check_data_dir(app_configs: Any, **kwargs: Any) -> list[Error]:
             )
         ]
     return []
+
+
+@register()
+def check_private_files(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
+    """Repair the modes of the panel's files (panel/files.py); refuse what only a person can fix."""
+    report = files.secure_data_dir(Path(settings.PANEL_DATA_DIR), getattr(settings, "PANEL_SQLITE_FILES", []))
+    repaired = [*files.repaired_at_start, *report.repaired]
+    files.repaired_at_start.clear()  # said once per process
+    messages: list[CheckMessage] = [
+        Warning(
+            f"Repaired: {line}",
+            hint="Other local users could read it before; nothing more to do.",
+            id="clusters.W010",
+        )
+        for line in repaired
+    ]
+    messages += [
+        Error(problem.message, hint=f"Run: {problem.fix}", id="clusters.E010") for problem in report.problems
+    ]
+    return messages
+
+
+def redis_url_without_password(url: str) -> str | None:
+    """The host:port of a TCP Redis URL that carries no password, else None."""
+    parts = urlsplit(url)
+    if parts.scheme not in {"redis", "rediss"} or parts.password:
+        return None
+    return f"{parts.hostname or '127.0.0.1'}:{parts.port or 6379}"
+
+
+REDIS_WITHOUT_PASSWORD = (
+    "REDIS_URL has no password ({where}): every local user, and for a host other than loopback "
+    "anyone who reaches it over the network, can send the Celery workers tasks (start, stop, delete "
+    "clusters; run benchmarks)."
+)
+REDIS_HINT = (
+    "Set `requirepass` in that Redis and put the password in REDIS_URL "
+    "(redis://:PASSWORD@HOST:PORT/0), or unset REDIS_URL: `make run` then starts a private Redis "
+    "with a generated password kept in <data dir>/keys/redis_password."
+)
+
+
+@register()
+def check_redis_password(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
+    # A warning, not an error: an external broker is the operator's choice (Docker's compose file
+    # runs one in the panel's own network namespace), and loopback alone protects nothing from
+    # local users, so every password-less TCP Redis gets the same warning.
+    where = redis_url_without_password(settings.REDIS_URL)
+    if where is None:
+        return []
+    return [Warning(REDIS_WITHOUT_PASSWORD.format(where=where), hint=REDIS_HINT, id="clusters.W011")]

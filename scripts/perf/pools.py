@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 DATA_DIR = tempfile.mkdtemp(prefix="pgpanel-perf-", dir="/tmp")
-os.chmod(DATA_DIR, 0o755)
+os.chmod(DATA_DIR, 0o711)  # the data directory's mode (panel/files.py)
 os.environ["PANEL_DATA_DIR"] = DATA_DIR
 os.environ.setdefault("PANEL_PORT_RANGE", "27000-27199")
 os.environ.pop("DATABASE_URL", None)

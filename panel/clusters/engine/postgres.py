@@ -183,6 +183,11 @@ def chown_to_runner(path: Path) -> None:
 
 
 def make_private_dir(path: Path) -> None:
+    # Missing parents (clusters/ under the data directory) get 0711, not what the panel's umask
+    # 077 would give them: the cluster's user must pass through them to its own directory.
+    for parent in [p for p in reversed(path.parents) if not p.exists()]:
+        parent.mkdir(exist_ok=True)
+        os.chmod(parent, 0o711)
     path.mkdir(parents=True, exist_ok=True)
     os.chmod(path, 0o700)
     chown_to_runner(path)

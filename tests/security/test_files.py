@@ -1,0 +1,423 @@
+"""Issue 10, item 5 and row 6: the panel's own files are private.
+
+Row 6 was: any local user reads `panel.sqlite3` (0644 in a 0755 data directory) and takes the
+session keys of logged-in staff. Replayed here as `nobody`, before (the modes of an old install:
+the read works, so the probe can fail) and after the settings of a start repaired them; next to
+each refusal, the panel itself still reads its files, logs a user in and serves a page.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+import redis
+from django.contrib.auth.models import User
+from django.db import connection
+from django.test import Client
+
+from panel import files
+from panel.clusters.checks import check_private_files, check_redis_password
+from tests.test_run_script import Panel, free_port, status_of
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="replays another local user: needs root")
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.lstat().st_mode)
+
+
+def as_nobody(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run a program as the local user `nobody`, with none of root's groups: the attacker of row 6."""
+    nobody = pwd.getpwnam("nobody")
+    return subprocess.run(
+        list(args),
+        user=nobody.pw_uid,
+        group=nobody.pw_gid,
+        extra_groups=[],
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=10,
+        cwd="/",
+    )
+
+
+def panel_env(data_dir: Path, **extra: str) -> dict[str, str]:
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("PANEL_", "DJANGO_", "DATABASE_", "REDIS_"))
+    }
+    return env | {"DJANGO_SETTINGS_MODULE": "panel.settings", "PANEL_DATA_DIR": str(data_dir)} | extra
+
+
+def run_panel(data_dir: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    """A panel process as an operator starts it, from a shell whose umask is the usual 022."""
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=ROOT,
+        env=panel_env(data_dir, **extra),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        umask=0o022,
+    )
+
+
+# A staff member's session, as a login stores it.
+LOG_IN = """
+import django
+django.setup()
+from django.contrib.sessions.backends.db import SessionStore
+session = SessionStore()
+session["_auth_user_id"] = "1"
+session.create()
+print(session.session_key)
+"""
+
+
+@pytest.fixture
+def old_install() -> Iterator[Path]:
+    """A data directory with the modes the panel left before umask 077: 0755, files 0644."""
+    data_dir = Path(tempfile.mkdtemp(prefix="pgpanel-files-", dir="/tmp"))
+    os.chmod(data_dir, 0o755)
+    migrated = run_panel(data_dir, "manage.py", "migrate", "--no-input", "-v", "0")
+    assert migrated.returncode == 0, migrated.stderr
+    logged_in = run_panel(data_dir, "-c", LOG_IN)
+    assert logged_in.returncode == 0, logged_in.stderr
+    (data_dir / "session-key-for-the-test").write_text(logged_in.stdout.strip().splitlines()[-1])
+    for path in [data_dir, data_dir / "keys", *(data_dir / "keys").iterdir()]:
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    os.chmod(data_dir / "panel.sqlite3", 0o644)
+    yield data_dir
+    shutil.rmtree(data_dir, ignore_errors=True)
+
+
+# Writes a row and, with the connection still open (so SQLite keeps -wal and -shm), prints modes.
+WRITE_AND_STAT = """
+import django, json, os, stat
+django.setup()
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import connection
+User.objects.create_user("dave", password="dave-password-1")
+db = settings.DATABASES["default"]["NAME"]
+paths = [db, db + "-wal", db + "-shm", str(settings.PANEL_DATA_DIR)]
+paths += [str(p) for p in (settings.PANEL_DATA_DIR / "keys").iterdir()]
+paths += [str(settings.PANEL_DATA_DIR / "keys"), str(settings.PANEL_DATA_DIR / "clusters")]
+print(json.dumps({p: stat.S_IMODE(os.stat(p).st_mode) for p in paths}))
+connection.close()
+"""
+
+
+def modes_after_a_write(data_dir: Path) -> dict[str, int]:
+    out = run_panel(data_dir, "-c", WRITE_AND_STAT)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_every_panel_process_starts_with_umask_077() -> None:
+    # From a shell with 022, as `make run`, gunicorn and celery are started: the package sets it.
+    out = subprocess.run(
+        [sys.executable, "-c", "import os, panel; print(oct(os.umask(0)))"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        umask=0o022,
+        env=panel_env(Path(tempfile.gettempdir()) / "unused"),
+    )
+    assert out.stdout.strip() == "0o77", out.stderr
+
+
+def test_a_new_install_has_private_files_from_the_first_write() -> None:
+    data_dir = Path(tempfile.mkdtemp(prefix="pgpanel-files-new-", dir="/tmp")) / "data"
+    os.chmod(data_dir.parent, 0o755)  # the user that runs PostgreSQL must traverse it (E002)
+    try:
+        migrated = run_panel(data_dir, "manage.py", "migrate", "--no-input", "-v", "0")
+        assert migrated.returncode == 0, migrated.stderr
+        modes = modes_after_a_write(data_dir)
+        assert modes[str(data_dir)] == 0o711
+        assert modes[str(data_dir / "keys")] == 0o700
+        assert modes[str(data_dir / "clusters")] == 0o711
+        for suffix in ("", "-wal", "-shm"):
+            assert modes[f"{data_dir}/panel.sqlite3{suffix}"] == 0o600, suffix
+        keys = [p for p in modes if p.startswith(f"{data_dir}/keys/")]
+        assert {Path(p).name for p in keys} >= {"django_secret_key", "encryption.key", "redis_password"}
+        assert all(modes[p] == 0o600 for p in keys)
+        assert "Repaired" not in migrated.stderr  # nothing was ever loose
+    finally:
+        shutil.rmtree(data_dir.parent, ignore_errors=True)
+
+
+@needs_root
+def test_row_6_nobody_cannot_read_the_database_keys_or_list_the_data_dir_after_a_start(
+    old_install: Path,
+) -> None:
+    db, key = old_install / "panel.sqlite3", old_install / "keys" / "django_secret_key"
+    session_key = (old_install / "session-key-for-the-test").read_text()
+    (old_install / "session-key-for-the-test").unlink()
+    # Before: the attack of row 6 works on the modes of an old install (so this probe can fail).
+    assert session_key in as_nobody("cat", str(db)).stdout
+    assert as_nobody("cat", str(key)).stdout.strip() == key.read_text().strip()
+    assert "panel.sqlite3" in as_nobody("ls", str(old_install)).stdout
+
+    modes = modes_after_a_write(old_install)  # any start of the panel: here a shell command
+
+    assert modes[str(old_install)] == 0o711
+    for suffix in ("", "-wal", "-shm"):
+        assert modes[f"{db}{suffix}"] == 0o600, suffix
+    for target in (db, key, old_install / "keys" / "encryption.key", old_install / "keys" / "redis_password"):
+        refused = as_nobody("cat", str(target))
+        assert refused.returncode != 0 and "Permission denied" in refused.stderr, target
+        assert refused.stdout == ""
+    listing = as_nobody("ls", str(old_install))
+    assert listing.returncode != 0 and "Permission denied" in listing.stderr
+    # The neighbour that must keep working: a cluster's user still traverses to clusters/.
+    assert as_nobody("ls", "-d", str(old_install / "clusters")).returncode == 0
+    # And the panel itself still reads its database: the staff member stays logged in.
+    code = "import django; django.setup(); from django.contrib.sessions.backends.db import SessionStore; "
+    code += f"print(SessionStore({session_key!r}).load().get('_auth_user_id'))"
+    kept = run_panel(old_install, "-c", code)
+    assert kept.returncode == 0 and kept.stdout.strip() == "1", kept.stderr
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_test_database_is_private_and_the_panel_still_logs_in_and_serves() -> None:
+    """The legitimate side of row 6, in this very process (its settings secured the data dir)."""
+    from django.conf import settings
+
+    User.objects.create_user("erin", password="erin-password-1")
+    client = Client()
+    assert client.login(username="erin", password="erin-password-1")
+    assert client.get("/clusters/").status_code == 200
+    db = Path(connection.settings_dict["NAME"])
+    assert db.exists() and Path(f"{db}-wal").exists(), "the session write goes through the WAL"
+    for suffix in ("", "-wal", "-shm"):
+        assert mode(Path(f"{db}{suffix}")) == 0o600, suffix
+    assert mode(Path(settings.PANEL_DATA_DIR)) == 0o711
+    if os.geteuid() == 0:
+        assert "Permission denied" in as_nobody("cat", str(db)).stderr
+
+
+@pytest.fixture
+def loose_tree(settings: object) -> Iterator[Path]:
+    data_dir = Path(tempfile.mkdtemp(prefix="pgpanel-files-check-", dir="/tmp"))
+    for name in ("keys", "clusters"):
+        (data_dir / name).mkdir()
+    db = data_dir / "panel.sqlite3"
+    for path in (
+        db,
+        Path(f"{db}-wal"),
+        data_dir / "keys" / "encryption.key",
+        data_dir / "celerybeat-schedule",
+    ):
+        path.write_text("x")
+        os.chmod(path, 0o644)
+    for path in (data_dir, data_dir / "keys", data_dir / "clusters"):
+        os.chmod(path, 0o755)
+    settings.PANEL_DATA_DIR = data_dir  # type: ignore[attr-defined]
+    settings.PANEL_SQLITE_FILES = [db]  # type: ignore[attr-defined]
+    files.repaired_at_start.clear()
+    yield data_dir
+    shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def test_the_start_check_repairs_what_the_panel_owns_and_says_so(loose_tree: Path) -> None:
+    messages = check_private_files(None)
+    said = "\n".join(m.msg for m in messages)
+    assert {m.id for m in messages} == {"clusters.W010"}
+    assert f"{loose_tree}: mode 0755 changed to 0711" in said
+    assert f"{loose_tree / 'panel.sqlite3'}: mode 0644 changed to 0600" in said
+    assert f"{loose_tree / 'panel.sqlite3-wal'}: mode 0644 changed to 0600" in said
+    assert f"{loose_tree / 'keys'}: mode 0755 changed to 0700" in said
+    assert f"{loose_tree / 'keys' / 'encryption.key'}: mode 0644 changed to 0600" in said
+    assert f"{loose_tree / 'clusters'}: mode 0755 changed to 0711" in said
+    assert mode(loose_tree) == 0o711
+    assert mode(loose_tree / "celerybeat-schedule") == 0o600
+    assert mode(loose_tree / "panel.sqlite3") == 0o600
+    assert check_private_files(None) == []  # said once; nothing left to repair
+
+
+@needs_root
+def test_the_start_check_refuses_what_it_does_not_own_and_names_the_command(loose_tree: Path) -> None:
+    nobody = pwd.getpwnam("nobody")
+    db = loose_tree / "panel.sqlite3"
+    os.chown(db, nobody.pw_uid, nobody.pw_gid)
+    errors = [m for m in check_private_files(None) if m.id == "clusters.E010"]
+    assert len(errors) == 1
+    assert "belongs to 'nobody'" in errors[0].msg
+    assert errors[0].hint == f"Run: chown root {db} && chmod 0600 {db}"
+    assert mode(db) == 0o644  # left as it was: not the panel's to change
+    # The command it names is the fix.
+    subprocess.run(["chown", "root", str(db)], check=True, timeout=10)
+    subprocess.run(["chmod", "0600", str(db)], check=True, timeout=10)
+    assert [m for m in check_private_files(None) if m.id == "clusters.E010"] == []
+
+
+def test_the_start_check_refuses_a_symbolic_link_and_an_open_parent(
+    loose_tree: Path, settings: object
+) -> None:
+    db = loose_tree / "panel.sqlite3"
+    db.unlink()
+    db.symlink_to("/etc/hostname")
+    before = mode(Path("/etc/hostname"))
+    errors = [m for m in check_private_files(None) if m.id == "clusters.E010"]
+    assert any("not a regular file" in e.msg and str(db) in e.hint for e in errors)
+    assert mode(Path("/etc/hostname")) == before
+
+    parent = loose_tree / "open"
+    parent.mkdir()
+    os.chmod(parent, 0o777)  # no sticky bit: anyone may rename the data directory away
+    (parent / "data").mkdir()
+    settings.PANEL_DATA_DIR = parent / "data"  # type: ignore[attr-defined]
+    settings.PANEL_SQLITE_FILES = []  # type: ignore[attr-defined]
+    errors = [m for m in check_private_files(None) if m.id == "clusters.E010"]
+    assert [e.hint for e in errors][0].startswith(f"Run: chmod go-w {parent}")
+    os.chmod(parent, 0o755)
+    assert [m for m in check_private_files(None) if m.id == "clusters.E010"] == []
+
+
+@needs_root
+def test_manage_py_check_refuses_to_start_with_the_fix_in_its_message(old_install: Path) -> None:
+    nobody = pwd.getpwnam("nobody")
+    key = old_install / "keys" / "metrics_token"
+    os.chown(key, nobody.pw_uid, nobody.pw_gid)
+    checked = run_panel(old_install, "manage.py", "check")
+    assert checked.returncode != 0
+    assert "(clusters.E010)" in checked.stderr
+    assert f"chown root {key} && chmod 0600 {key}" in checked.stderr
+    # What it could repair, it did and said.
+    assert f"Repaired: {old_install / 'panel.sqlite3'}: mode 0644 changed to 0600" in checked.stderr
+    assert mode(old_install / "panel.sqlite3") == 0o600
+
+
+def test_the_check_warns_about_a_redis_url_without_password(settings: object) -> None:
+    settings.REDIS_URL = "redis://10.0.0.5:6379/0"  # type: ignore[attr-defined]
+    warnings = check_redis_password(None)
+    assert [w.id for w in warnings] == ["clusters.W011"]
+    assert "10.0.0.5:6379" in warnings[0].msg and "requirepass" in warnings[0].hint
+    settings.REDIS_URL = "redis://127.0.0.1:6379/0"  # type: ignore[attr-defined]
+    assert [w.id for w in check_redis_password(None)] == ["clusters.W011"]  # local users reach it too
+    settings.REDIS_URL = "redis://:s3cret@10.0.0.5:6379/0"  # type: ignore[attr-defined]
+    assert check_redis_password(None) == []
+
+
+def test_the_default_redis_url_carries_a_generated_password_kept_0600(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    code = "import django; django.setup(); from django.conf import settings; print(settings.REDIS_URL)"
+    first = run_panel(data_dir, "-c", code)
+    second = run_panel(data_dir, "-c", code)
+    password = (data_dir / "keys" / "redis_password").read_text().strip()
+    assert len(password) >= 32
+    assert first.stdout.strip() == second.stdout.strip() == f"redis://:{password}@127.0.0.1:6379/0"
+    assert mode(data_dir / "keys" / "redis_password") == 0o600
+
+
+def test_make_run_refuses_to_start_a_redis_without_a_password(tmp_path: Path) -> None:
+    started = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, "scripts/run.py"],
+        cwd=ROOT,
+        env=panel_env(tmp_path / "data", REDIS_URL=f"redis://127.0.0.1:{free_port()}/0"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 1
+    assert "REDIS_URL has no password, and make run starts its private Redis only with one" in out.stdout
+    assert time.monotonic() - started < 20  # before migrations and the rest
+    assert not (tmp_path / "data" / "redis").exists()
+
+
+@pytest.fixture(scope="module")
+def running_panel() -> Iterator[Panel]:
+    """`make run` once for the checks below, with the password in REDIS_URL as an operator sets it."""
+    started = Panel()
+    started.wait_ready()
+    yield started
+    if started.proc.poll() is None:
+        os.killpg(started.proc.pid, signal.SIGINT)
+        try:
+            started.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(started.proc.pid, signal.SIGKILL)
+            started.proc.wait(timeout=10)
+    subprocess.run(["rm", "-rf", str(started.data_dir)], check=False, timeout=60)
+
+
+def redis_url_of(panel: Panel) -> str:
+    redis_child = next(p for p in panel.children() if "redis-server" in p.name())
+    port = next(c.laddr.port for c in redis_child.net_connections("tcp") if c.status == psutil.CONN_LISTEN)
+    conf = (panel.data_dir / "redis" / "redis.conf").read_text()
+    password = conf.split('requirepass "', 1)[1].split('"', 1)[0]
+    return f"redis://:{password}@127.0.0.1:{port}/0"
+
+
+@pytest.mark.integration
+def test_make_run_private_redis_wants_the_password_which_no_command_line_shows(running_panel: Panel) -> None:
+    url = redis_url_of(running_panel)
+    password = url.split(":", 2)[2].split("@", 1)[0]
+    port = int(url.rsplit(":", 1)[1].split("/", 1)[0])
+    # What any local user can do: connect and send a command, no password.
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(b"LPUSH default x\r\n")
+        assert sock.recv(200).startswith(b"-NOAUTH Authentication required")
+    without = url.replace(f":{password}@", "")
+    with pytest.raises(redis.AuthenticationError):
+        redis.Redis.from_url(without, socket_timeout=2, protocol=2).ping()
+    with pytest.raises(redis.AuthenticationError):
+        redis.Redis.from_url(url.replace(password, secrets.token_hex(8)), socket_timeout=2).ping()
+    assert redis.Redis.from_url(url, socket_timeout=2).ping()  # the panel's own clients get in
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        assert password not in " ".join(proc.info["cmdline"] or []), proc.info
+    redis_dir = running_panel.data_dir / "redis"
+    assert (mode(redis_dir), mode(redis_dir / "redis.conf"), mode(redis_dir / "redis.log")) == (
+        0o700,
+        0o600,
+        0o600,
+    )
+
+
+@pytest.mark.integration
+def test_make_run_leaves_private_files_and_public_static_files(running_panel: Panel) -> None:
+    data = running_panel.data_dir
+    assert f"Repaired: {data}: mode 0755 changed to 0711" in running_panel.output()  # Panel() made it 0755
+    assert mode(data) == 0o711
+    schedule = list(data.glob("celerybeat-schedule*"))  # shelve adds .db, or .dat/.dir/.bak
+    assert schedule
+    for path in [data / "panel.sqlite3", *schedule, *(data / "keys").iterdir()]:
+        assert mode(path) == 0o600, path
+    for suffix in ("-wal", "-shm"):  # the web server and the workers keep them open
+        if Path(f"{data}/panel.sqlite3{suffix}").exists():
+            assert mode(Path(f"{data}/panel.sqlite3{suffix}")) == 0o600
+    # Static files are public (served without login) and readable by a web server of another user.
+    static = data / "staticfiles"
+    assert mode(static) == 0o755
+    assert mode(static / "vendor" / "htmx" / "htmx.min.js") == 0o644
+    assert status_of(f"http://{running_panel.bind}/static/vendor/htmx/htmx.min.js") == 200
+    # Every process make run started works with umask 077 (their children inherit it).
+    for proc in running_panel.children():
+        umask_line = next(
+            line
+            for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines()
+            if line.startswith("Umask:")
+        )
+        assert umask_line.split()[1] == "0077", (proc.cmdline(), umask_line)
+    if os.geteuid() == 0:
+        assert "Permission denied" in as_nobody("cat", str(data / "panel.sqlite3")).stderr
+        assert "Permission denied" in as_nobody("ls", str(data)).stderr
