@@ -218,6 +218,10 @@ def provision_cluster(cluster_id: uuid.UUID | str) -> Cluster:
         postgres.kill(cluster.pgdata)
         postgres.remove_data(cluster.data_root)
 
+        # First, so that missing build tools fail the creation before anything else is done.
+        cluster.set_progress(5, _("Building the privilege guard"))
+        guard.ensure_built(cluster.version)
+
         cluster.set_progress(10, _("Initialising the data directory (initdb)"))
         postgres.initdb(
             cluster.version, cluster.pgdata, settings.PANEL_SUPERUSER, superuser_password, timeout=timeout
@@ -231,9 +235,6 @@ def provision_cluster(cluster_id: uuid.UUID | str) -> Cluster:
         postgres.write_private_file(cluster.pgdata / "ca.crt", certs.ca_cert_pem)
         cluster.ca_certificate = certs.ca_cert_pem
         cluster.save(update_fields=["ca_certificate"])
-
-        cluster.set_progress(45, _("Building the privilege guard"))
-        guard.ensure_built(cluster.version)
 
         cluster.set_progress(50, _("Writing the configuration"))
         write_server_config(cluster)
