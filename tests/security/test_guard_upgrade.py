@@ -8,6 +8,7 @@ and a clear error when the build tools are missing.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import threading
@@ -226,3 +227,18 @@ def test_provisioning_without_build_tools_fails_saying_what_to_install(
     assert "apt-get install postgresql-server-dev-15 make gcc" in cluster.error_message
     assert postgres.postmaster_pid(cluster.pgdata) is None
     services.delete_cluster(cluster, confirm_name="db-nobuild")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can hand a directory to another user")
+def test_a_library_directory_taken_over_by_another_user_is_taken_back(fresh_lib):
+    runner = postgres.os_user()
+    (fresh_lib / "pg15").mkdir(parents=True)
+    for path in (fresh_lib, fresh_lib / "pg15"):
+        os.chown(path, runner.uid, runner.gid)
+        path.chmod(0o777)
+
+    library = guard.ensure_built("15")
+
+    for path in (fresh_lib, library.parent, library):
+        st = path.stat()
+        assert (st.st_uid, st.st_mode & 0o022) == (0, 0), path

@@ -133,8 +133,11 @@ def _missing_tools(version: str, pg_config: Path) -> list[str]:
 
 
 def _make_public_dir(path: Path) -> None:
-    """Readable and traversable by the users that run PostgreSQL, writable only by the panel."""
+    """Readable and traversable by the users that run PostgreSQL, writable only by the panel:
+    whoever could write here could put code into every cluster."""
     path.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() == 0 and path.stat().st_uid != 0:
+        os.chown(path, 0, 0)
     os.chmod(path, 0o755)
 
 
