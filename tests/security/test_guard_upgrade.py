@@ -242,3 +242,13 @@ def test_a_library_directory_taken_over_by_another_user_is_taken_back(fresh_lib)
     for path in (fresh_lib, library.parent, library):
         st = path.stat()
         assert (st.st_uid, st.st_mode & 0o022) == (0, 0), path
+
+
+def test_a_build_that_hangs_is_stopped_with_its_compilers(fresh_lib, monkeypatch):
+    monkeypatch.setattr(guard, "BUILD_TIMEOUT", 0.01)
+
+    with pytest.raises(guard.GuardBuildError, match="did not finish within"):
+        guard.ensure_built("15")
+
+    assert not (fresh_lib / "pg15" / "pgpanel_guard.so").exists()
+    assert [p.name for p in fresh_lib.iterdir() if p.name.startswith(".build-")] == []

@@ -14,6 +14,7 @@ import hashlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -121,7 +122,10 @@ def _is_current(target: Path, digest: str) -> bool:
 
 def _missing_tools(version: str, pg_config: Path) -> list[str]:
     missing = []
-    includedir, pgxs = _pg_config(pg_config, "--includedir-server", "--pgxs")
+    answer = _pg_config(pg_config, "--includedir-server", "--pgxs")
+    if len(answer) != 2:
+        raise GuardBuildError(f"{pg_config} --includedir-server --pgxs answered {answer!r}.")
+    includedir, pgxs = answer
     if not (Path(includedir) / "postgres.h").is_file() or not Path(pgxs).is_file():
         missing.append(f"postgresql-server-dev-{version} (no {Path(includedir) / 'postgres.h'})")
     if shutil.which("make", path=BUILD_PATH) is None:
@@ -163,29 +167,33 @@ def _publish(source: Path, target: Path, mode: int) -> None:
 def _compile(version: str, pg_config: Path, workdir: Path) -> Path:
     for name in SOURCES:
         shutil.copyfile(SOURCE_DIR / name, workdir / name)
+    # with_llvm=no: the JIT bitcode is only for installing into PostgreSQL's tree, which we do not.
     args = ["make", "-C", str(workdir), f"PG_CONFIG={pg_config}", "with_llvm=no"]
     try:
-        result = subprocess.run(
+        proc = subprocess.Popen(
             args,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             text=True,
-            timeout=BUILD_TIMEOUT,
             env=_build_env(),
             cwd=workdir,
             start_new_session=True,
         )
+    except OSError as exc:
+        raise GuardBuildError(f"Could not run make: {exc.strerror}. {_install_hint(version)}") from None
+    try:
+        output, _ = proc.communicate(timeout=BUILD_TIMEOUT)
     except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # make and the compilers it started
+        proc.communicate()
         raise GuardBuildError(
             f"Building the privilege guard for PostgreSQL {version} did not finish within {BUILD_TIMEOUT} s."
         ) from None
-    except OSError as exc:
-        raise GuardBuildError(f"Could not run make: {exc.strerror}. {_install_hint(version)}") from None
     built = workdir / LIBRARY
-    if result.returncode != 0 or not built.is_file():
-        output = (result.stdout + result.stderr).strip().splitlines()
+    if proc.returncode != 0 or not built.is_file():
         raise GuardBuildError(
             f"Building the privilege guard for PostgreSQL {version} failed (make exited with "
-            f"{result.returncode}):\n" + "\n".join(output[-25:])
+            f"{proc.returncode}):\n" + "\n".join(output.strip().splitlines()[-25:])
         )
     return built
 

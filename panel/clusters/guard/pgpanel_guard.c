@@ -35,6 +35,9 @@
 #if PG_VERSION_NUM < 140000
 #error "pgpanel_guard needs PostgreSQL 14 or later"
 #endif
+#if PG_VERSION_NUM < 150000
+#define MarkGUCPrefixReserved(prefix) EmitWarningsOnPlaceholders(prefix)
+#endif
 
 PG_MODULE_MAGIC;
 
