@@ -53,7 +53,24 @@ pg_server_installed() {
     return 1
 }
 
-pg_server_installed || missing+=(postgresql)
+# The privilege guard (panel/clusters/guard) is compiled with PGXS for every server major the
+# panel may run: it needs that major's server headers, make and a C compiler. With no server yet,
+# postgresql-server-dev-all brings the headers of the major `postgresql` installs.
+pg_server_installed || missing+=(postgresql postgresql-server-dev-all)
+for bindir in /usr/lib/postgresql/*/bin; do
+    bindir_complete "$bindir" || continue
+    major="$(basename "$(dirname "$bindir")")"
+    [[ -f "/usr/include/postgresql/$major/server/postgres.h" ]] || missing+=("postgresql-server-dev-$major")
+done
+if [[ -n "${PANEL_PG_BINDIR:-}" ]] && ! {
+    [[ -x "$PANEL_PG_BINDIR/pg_config" ]] &&
+        [[ -f "$("$PANEL_PG_BINDIR/pg_config" --includedir-server)/postgres.h" ]]
+}; then
+    echo "PANEL_PG_BINDIR=$PANEL_PG_BINDIR has no pg_config with server headers (needed to build the privilege guard)." >&2
+    exit 1
+fi
+have make || missing+=(make)
+have gcc || missing+=(gcc)
 have pgbouncer || missing+=(pgbouncer)
 have redis-server || missing+=(redis-server)
 if [[ "$mode" == test ]]; then

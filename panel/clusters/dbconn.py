@@ -7,7 +7,7 @@ the credentials the user typed.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -125,3 +125,38 @@ def list_databases(conn: psycopg.Connection) -> list[tuple[str, str]]:
         "AND has_database_privilege(d.oid, 'CONNECT') ORDER BY d.datname"
     ).fetchall()
     return [(name, owner) for name, owner in rows]
+
+
+def revoke_memberships(conn: psycopg.Connection, roles: Sequence[str]) -> list[tuple[str, str]]:
+    """Revoke every membership in ``roles`` held by a role that is not superuser; returns the
+    (role, member) pairs revoked."""
+    pairs = conn.execute(
+        "SELECT r.rolname, m.rolname FROM pg_catalog.pg_auth_members a "
+        "JOIN pg_catalog.pg_roles r ON r.oid = a.roleid "
+        "JOIN pg_catalog.pg_roles m ON m.oid = a.member "
+        "WHERE r.rolname = ANY(%s::pg_catalog.name[]) AND NOT m.rolsuper "
+        "ORDER BY 1, 2",
+        [list(roles)],
+    ).fetchall()
+    for role, member in pairs:
+        conn.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(role), sql.Identifier(member)))
+    return [(role, member) for role, member in pairs]
+
+
+def demote_privileged_roles(conn: psycopg.Connection, *, keep: str) -> list[str]:
+    """Remove SUPERUSER, REPLICATION and BYPASSRLS from every role but ``keep`` and the bootstrap
+    superuser; returns the roles changed."""
+    names = [
+        name
+        for (name,) in conn.execute(
+            "SELECT rolname FROM pg_catalog.pg_roles "
+            "WHERE (rolsuper OR rolreplication OR rolbypassrls) "
+            "AND rolname <> %s AND oid <> 10 ORDER BY 1",
+            [keep],
+        ).fetchall()
+    ]
+    for name in names:
+        conn.execute(
+            sql.SQL("ALTER ROLE {} NOSUPERUSER NOREPLICATION NOBYPASSRLS").format(sql.Identifier(name))
+        )
+    return names

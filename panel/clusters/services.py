@@ -23,11 +23,11 @@ from django.utils.translation import gettext as _
 
 from panel import crypto
 from panel.clusters import dbconn
-from panel.clusters.engine import postgres
+from panel.clusters.engine import guard, postgres
 from panel.clusters.lib import tls
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.lib.names import InvalidName, validate_cluster_name
-from panel.clusters.lib.pgconf import ServerSettings, render_hba
+from panel.clusters.lib.pgconf import ServerSettings, loads_guard, render_hba
 from panel.clusters.lib.plans import SUPERUSER_RESERVED_CONNECTIONS, get_plan
 from panel.clusters.models import (
     Cluster,
@@ -218,6 +218,10 @@ def provision_cluster(cluster_id: uuid.UUID | str) -> Cluster:
         postgres.kill(cluster.pgdata)
         postgres.remove_data(cluster.data_root)
 
+        # First, so that missing build tools fail the creation before anything else is done.
+        cluster.set_progress(5, _("Building the privilege guard"))
+        guard.ensure_built(cluster.version)
+
         cluster.set_progress(10, _("Initialising the data directory (initdb)"))
         postgres.initdb(
             cluster.version, cluster.pgdata, settings.PANEL_SUPERUSER, superuser_password, timeout=timeout
@@ -278,9 +282,24 @@ def provision_cluster(cluster_id: uuid.UUID | str) -> Cluster:
     return cluster
 
 
-def write_server_config(cluster: Cluster) -> None:
+def guard_configured(cluster: Cluster) -> bool:
+    """Whether the cluster's panel.conf loads the privilege guard as this panel renders it."""
+    try:
+        text = (cluster.pgdata / "panel.conf").read_text()
+    except OSError:
+        return False
+    return loads_guard(text, (str(guard.library_path(cluster.version)),), guard.reserved_roles())
+
+
+def write_server_config(cluster: Cluster) -> bool:
+    """Write panel.conf (with the privilege guard, built first if needed) and pg_hba.conf.
+
+    Returns True when panel.conf did not load the guard before: a new cluster, or one created
+    before the guard existed, whose roles the caller then clears (``clear_reserved``)."""
     plan = cluster.plan
     assert plan is not None
+    library = guard.ensure_built(cluster.version)
+    had_guard = guard_configured(cluster)
     conf = ServerSettings(
         port=int(cluster.port or 0),
         listen_addresses=settings.PANEL_LISTEN_ADDRESSES,
@@ -289,6 +308,8 @@ def write_server_config(cluster: Cluster) -> None:
         superuser_reserved_connections=SUPERUSER_RESERVED_CONNECTIONS,
         shared_buffers_bytes=plan.shared_buffers_bytes(psutil.virtual_memory().total),
         log_dir=str(cluster.log_file.parent),
+        preload_libraries=(str(library),),
+        reserved_roles=guard.reserved_roles(),
     )
     postgres.make_private_dir(cluster.log_file.parent)
     postgres.write_private_file(cluster.pgdata / "panel.conf", conf.render())
@@ -297,6 +318,38 @@ def write_server_config(cluster: Cluster) -> None:
     text = main_conf.read_text()
     if INCLUDE_LINE not in text:
         postgres.write_private_file(main_conf, text.rstrip("\n") + "\n\n" + INCLUDE_LINE + "\n")
+    return not had_guard
+
+
+def clear_reserved(cluster: Cluster) -> list[str]:
+    """Take away from a running cluster's roles what the guard now refuses to give: membership
+    in the reserved roles, and SUPERUSER/REPLICATION/BYPASSRLS on any role but the panel's own
+    superuser (granted before the guard was loaded). Each change is a cluster event."""
+    notes: list[str] = []
+    with dbconn.admin_connection(cluster) as conn:
+        for role in dbconn.demote_privileged_roles(conn, keep=settings.PANEL_SUPERUSER):
+            cluster.log_event(
+                "guard-demoted",
+                _(
+                    "Role “%(role)s” lost SUPERUSER, REPLICATION and BYPASSRLS: only the panel's own "
+                    "superuser may hold them."
+                )
+                % {"role": role},
+                EventLevel.WARNING,
+            )
+            notes.append(f"demoted {role}")
+        for role, member in dbconn.revoke_memberships(conn, guard.reserved_roles()):
+            cluster.log_event(
+                "guard-revoked",
+                _(
+                    "Membership of “%(member)s” in the reserved role “%(role)s” was revoked: only the "
+                    "panel's own superuser may grant it."
+                )
+                % {"member": member, "role": role},
+                EventLevel.WARNING,
+            )
+            notes.append(f"revoked {role} from {member}")
+    return notes
 
 
 def retry_cluster(cluster: Cluster, *, enqueue: bool = True) -> Cluster:
@@ -374,7 +427,11 @@ def perform_action(cluster: Cluster, action: str) -> Cluster:
 
     _require_local(cluster)
     timeout = settings.PANEL_COMMAND_TIMEOUT
+    guard_added = False
     try:
+        if action in {"start", "restart"}:
+            # Before stopping: a guard that cannot be built leaves a running cluster running.
+            guard_added = write_server_config(cluster)
         if action in {"stop", "restart"}:
             cluster.mark(ClusterStatus.STOPPING)
             if action == "stop":
@@ -386,16 +443,18 @@ def perform_action(cluster: Cluster, action: str) -> Cluster:
                 cluster.log_event("stopped", _("Cluster stopped."))
         if action in {"start", "restart"}:
             cluster.mark(ClusterStatus.STARTING)
-            write_server_config(cluster)
             postgres.make_private_dir(cluster.socket_dir)
             postgres.start(cluster.version, cluster.pgdata, cluster.log_file, timeout=timeout)
+            if guard_added:
+                clear_reserved(cluster)
+                cluster.log_event("guard-installed", _("The privilege guard is now loaded."))
             cluster.mark_online()
             pools_services.refresh_auth(cluster)  # starts PgBouncer again if the cluster has pools
             cluster.log_event(
                 "restarted" if action == "restart" else "started",
                 _("Cluster restarted.") if action == "restart" else _("Cluster started."),
             )
-    except (postgres.EngineError, OSError) as exc:
+    except (postgres.EngineError, dbconn.DatabaseError, OSError) as exc:
         running = postgres.postmaster_pid(cluster.pgdata) is not None
         cluster.status = ClusterStatus.DEGRADED if running else ClusterStatus.STOPPED
         cluster.error_message = str(exc)

@@ -2,7 +2,37 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+GUARD_LIBRARY_NAME = "pgpanel_guard"
+
+
+def _conf_string(value: str) -> str:
+    """A single-quoted postgresql.conf string (the parser reads backslash escapes in it)."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def _quoted_list(items: Sequence[str]) -> str:
+    """A list setting whose items are each double-quoted, so case and commas survive."""
+    for item in items:
+        if '"' in item or "\n" in item:
+            raise ValueError(f"cannot be written in a list setting: {item!r}")
+    return _conf_string(", ".join(f'"{item}"' for item in items))
+
+
+def guard_lines(preload_libraries: Sequence[str], reserved_roles: Sequence[str]) -> list[str]:
+    """The settings that load the privilege guard and tell it which roles to protect."""
+    return [
+        f"shared_preload_libraries = {_quoted_list(preload_libraries)}",
+        f"{GUARD_LIBRARY_NAME}.reserved_roles = {_quoted_list(reserved_roles)}",
+    ]
+
+
+def loads_guard(conf_text: str, preload_libraries: Sequence[str], reserved_roles: Sequence[str]) -> bool:
+    """Whether a rendered configuration carries exactly these guard settings."""
+    lines = {line.strip() for line in conf_text.splitlines()}
+    return all(line in lines for line in guard_lines(preload_libraries, reserved_roles))
 
 
 @dataclass(frozen=True)
@@ -16,6 +46,9 @@ class ServerSettings:
     superuser_reserved_connections: int
     shared_buffers_bytes: int
     log_dir: str
+    # Absolute paths of the libraries to preload (the privilege guard) and the roles it reserves.
+    preload_libraries: tuple[str, ...] = ()
+    reserved_roles: tuple[str, ...] = ()
 
     def render(self) -> str:
         shared_buffers_kb = self.shared_buffers_bytes // 1024
@@ -44,6 +77,8 @@ class ServerSettings:
             "timezone = 'UTC'",
             "dynamic_shared_memory_type = posix",
         ]
+        if self.preload_libraries:
+            lines += guard_lines(self.preload_libraries, self.reserved_roles)
         return "\n".join(lines) + "\n"
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from panel.clusters.lib.pgconf import ServerSettings, render_hba
+import pytest
+
+from panel.clusters.lib.pgconf import ServerSettings, loads_guard, render_hba
 
 
 def _settings(**kwargs: object) -> ServerSettings:
@@ -100,3 +102,36 @@ def test_hba_lets_the_superuser_in_over_the_socket_with_a_password():
 def test_hba_never_trusts_anybody():
     text = render_hba("pgpanel")
     assert "trust" not in text and " md5" not in text and "password" not in text
+
+
+GUARD = "/var/lib/pgpanel/lib/pg15/pgpanel_guard.so"
+RESERVED = ("pg_execute_server_program", "pg_read_server_files", "pgpanel", "pgpanel_monitor")
+
+
+def test_it_loads_the_privilege_guard_by_absolute_path_with_its_reserved_roles():
+    conf = _conf(_settings(preload_libraries=(GUARD,), reserved_roles=RESERVED).render())
+    assert conf["shared_preload_libraries"] == f"'\"{GUARD}\"'"
+    assert conf["pgpanel_guard.reserved_roles"] == (
+        '\'"pg_execute_server_program", "pg_read_server_files", "pgpanel", "pgpanel_monitor"\''
+    )
+
+
+def test_it_renders_no_guard_when_given_none():
+    text = _settings().render()
+    assert "shared_preload_libraries" not in text and "pgpanel_guard" not in text
+
+
+def test_it_tells_a_configuration_with_the_guard_from_one_without():
+    with_guard = _settings(preload_libraries=(GUARD,), reserved_roles=RESERVED).render()
+    assert loads_guard(with_guard, (GUARD,), RESERVED)
+    assert not loads_guard(_settings().render(), (GUARD,), RESERVED)
+    assert not loads_guard(with_guard, ("/elsewhere/pgpanel_guard.so",), RESERVED)
+    assert not loads_guard(with_guard, (GUARD,), RESERVED[:2])
+
+
+def test_it_escapes_quotes_and_backslashes_in_paths():
+    odd = "/srv/it's\\here/pgpanel_guard.so"
+    conf = _conf(_settings(preload_libraries=(odd,), reserved_roles=RESERVED).render())
+    assert conf["shared_preload_libraries"] == "'\"/srv/it''s\\\\here/pgpanel_guard.so\"'"
+    with pytest.raises(ValueError):
+        _settings(preload_libraries=('/a"b.so',), reserved_roles=RESERVED).render()
