@@ -4,20 +4,25 @@ task, a worker's start and ``manage.py cluster reconcile`` all run it)."""
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import os
 
 from django.conf import settings
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from panel.clusters.engine import postgres
+from panel.clusters import dbconn, services
+from panel.clusters.engine import osusers, postgres
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, EventLevel
+
+log = logging.getLogger(__name__)
 
 STUCK_AFTER = dt.timedelta(minutes=10)
 
 
 def reconcile() -> list[str]:
     """Bring back every online local cluster whose postmaster died; fail stuck creations."""
-    notes: list[str] = []
+    notes: list[str] = move_legacy_clusters()
     for cluster in Cluster.objects.filter(kind=ClusterKind.LOCAL, status__in=ClusterStatus.SERVING):
         if postgres.postmaster_pid(cluster.pgdata) is not None:
             continue
@@ -30,7 +35,11 @@ def reconcile() -> list[str]:
         cluster.log_event("degraded", _("PostgreSQL was not running; starting it again."), EventLevel.WARNING)
         try:
             postgres.start(
-                cluster.version, cluster.pgdata, cluster.log_file, timeout=settings.PANEL_COMMAND_TIMEOUT
+                cluster.version,
+                cluster.pgdata,
+                cluster.log_file,
+                user=cluster.os_user(),
+                timeout=settings.PANEL_COMMAND_TIMEOUT,
             )
         except postgres.EngineError as exc:
             cluster.log_event("error", _("Restart failed: %(reason)s") % {"reason": exc}, EventLevel.ERROR)
@@ -57,3 +66,73 @@ def reconcile() -> list[str]:
 
     notes += pools_services.reconcile_all()
     return notes
+
+
+# --- upgrade: clusters created when one OS user ran them all ------------------------------------
+
+MOVABLE = frozenset({ClusterStatus.ONLINE, ClusterStatus.DEGRADED, ClusterStatus.STOPPED})
+
+
+def move_legacy_clusters() -> list[str]:
+    """Give every local cluster that still runs as the global runner a system user of its own
+    (as root only; otherwise everything runs as ourselves anyway)."""
+    if os.geteuid() != 0:
+        return []
+    notes = []
+    for cluster in Cluster.objects.filter(kind=ClusterKind.LOCAL, os_user_name="", status__in=MOVABLE):
+        note = move_to_own_os_user(cluster)
+        if note:
+            notes.append(note)
+    return notes
+
+
+def move_to_own_os_user(cluster: Cluster) -> str | None:
+    """Stop PgBouncer and PostgreSQL, give the data root to a new system user of the cluster's own,
+    record it, and start both again if they were serving. A note when it acted."""
+    from panel.pools import services as pools_services  # pools build on clusters
+
+    was = cluster.status
+    # Claimed like a user's stop, so no action or reconciler pass works on it meanwhile.
+    if not Cluster.objects.filter(pk=cluster.pk, status=was, os_user_name="").update(
+        status=ClusterStatus.STOPPING, updated_at=timezone.now()
+    ):
+        return None
+    cluster.refresh_from_db()
+    timeout = settings.PANEL_COMMAND_TIMEOUT
+    try:
+        pools_services.stop_pgbouncer(cluster)
+        postgres.stop(cluster.version, cluster.pgdata, user=cluster.os_user(), timeout=timeout)
+        user = osusers.ensure_system_user(cluster.own_os_user_name)
+        postgres.chown_tree(cluster.data_root, user)
+        # Recorded once it owns everything: until then the next pass starts over.
+        cluster.os_user_name = user.name
+        cluster.save(update_fields=["os_user_name", "updated_at"])
+        # Files from before may hold a pool's role password; the next apply writes them anew.
+        for stale in ("pgbouncer.ini", "pgbouncer.ini.prev"):
+            (cluster.data_root / "pgbouncer" / stale).unlink(missing_ok=True)
+        services.write_server_config(cluster)
+        if was == ClusterStatus.STOPPED:
+            cluster.mark(ClusterStatus.STOPPED)
+        else:
+            postgres.make_private_dir(cluster.socket_dir, user)
+            postgres.start(cluster.version, cluster.pgdata, cluster.log_file, user=user, timeout=timeout)
+            cluster.mark_online()
+            pools_services.refresh_auth(cluster)  # starts PgBouncer again if the cluster has pools
+    except (postgres.EngineError, dbconn.DatabaseError, OSError) as exc:
+        log.warning("moving %s to its own OS user failed: %s", cluster.pk, exc)
+        # A serving cluster stays degraded, so the next pass tries again (and starts it).
+        cluster.status = ClusterStatus.STOPPED if was == ClusterStatus.STOPPED else ClusterStatus.DEGRADED
+        cluster.error_message = str(exc)
+        cluster.save(update_fields=["status", "error_message", "updated_at"])
+        cluster.log_event(
+            "error",
+            _("Could not move the cluster to a system user of its own: %(reason)s") % {"reason": exc},
+            EventLevel.ERROR,
+        )
+        return f"{cluster.name}: moving to its own OS user failed: {exc}"
+    cluster.log_event(
+        "os-user",
+        _("The cluster now runs as a system user of its own, %(user)s, which alone can read its files.")
+        % {"user": cluster.os_user_name},
+    )
+    return f"{cluster.name}: now runs as {cluster.os_user_name}"
