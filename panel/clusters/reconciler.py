@@ -78,6 +78,7 @@ def move_legacy_clusters() -> list[str]:
     (as root only; otherwise everything runs as ourselves anyway)."""
     if os.geteuid() != 0:
         return []
+    postgres.make_clusters_dir()  # 0711 also where it was made before the clusters had users
     notes = []
     for cluster in Cluster.objects.filter(kind=ClusterKind.LOCAL, os_user_name="", status__in=MOVABLE):
         note = move_to_own_os_user(cluster)

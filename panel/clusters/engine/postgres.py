@@ -186,6 +186,8 @@ def run_as(
             env=env,
             cwd=str(cwd) if cwd else "/",
             start_new_session=True,
+            # What the program creates (PgBouncer's pidfile and log, pg_ctl's log) is its user's only.
+            umask=0o077,
             **kwargs,  # type: ignore[arg-type]
         )
     except subprocess.TimeoutExpired:
@@ -204,7 +206,8 @@ def _failure(program: str, result: subprocess.CompletedProcess[str], extra: str 
 
 
 def chown_to(path: Path, user: OsUser) -> None:
-    if not user.is_self:
+    # Only root gives files away; anyone else owns what it writes.
+    if os.geteuid() == 0 and not user.is_self:
         os.chown(path, user.uid, user.gid, follow_symlinks=False)
 
 
@@ -234,8 +237,11 @@ def make_data_root(data_root: Path, owner: OsUser) -> None:
 
 
 def write_private_file(path: Path, content: str, mode: int = 0o600, *, owner: OsUser | None = None) -> None:
-    """Write atomically (temp file + rename) with ``mode``, owned by ``owner`` (None: the global
-    runner, see ``os_user``)."""
+    """Write atomically (temp file + rename) with ``mode``, owned by ``owner`` (None: whoever owns
+    the directory it goes in, e.g. the cluster's user in its PGDATA)."""
+    if owner is None:
+        st = path.parent.stat()
+        owner = OsUser("", st.st_uid, st.st_gid, "")
     tmp = path.with_name(f".{path.name}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     with os.fdopen(fd, "w") as fh:
@@ -243,7 +249,7 @@ def write_private_file(path: Path, content: str, mode: int = 0o600, *, owner: Os
         fh.flush()
         os.fsync(fh.fileno())
     os.chmod(tmp, mode)
-    chown_to(tmp, owner or os_user())
+    chown_to(tmp, owner)
     os.replace(tmp, path)
 
 
