@@ -400,3 +400,27 @@ def test_a_cluster_from_before_moves_to_a_user_of_its_own(account: User) -> None
     finally:
         cluster.refresh_from_db()
         cluster_services.delete_cluster(cluster, confirm_name=cluster.name)
+
+
+def test_a_stopped_cluster_from_before_moves_and_starts_later_as_its_user(account: User) -> None:
+    cluster = make_local_cluster(account, name="db-legacy-stopped")
+    try:
+        roles.add_user(cluster, "app")
+        pool = pool_services.create_pool(cluster, "app-pool", "defaultdb", "app", "transaction", 2)
+        _make_legacy(cluster, cluster.users.get(name="app").password)
+        cluster.refresh_from_db()
+        cluster_services.perform_action(cluster, "stop")
+
+        reconciler.reconcile()
+
+        cluster.refresh_from_db()
+        assert (cluster.os_user_name, cluster.status) == (cluster.own_os_user_name, ClusterStatus.STOPPED)
+        assert postgres.postmaster_pid(cluster.pgdata) is None  # moved, not started
+        uid = pwd.getpwnam(cluster.os_user_name).pw_uid
+        assert cluster.data_root.stat().st_uid == (cluster.pgdata / "PG_VERSION").stat().st_uid == uid
+        cluster_services.perform_action(cluster, "start")
+        assert psutil.Process(postgres.postmaster_pid(cluster.pgdata)).uids().real == uid
+        assert query(pool_services.pool_connection_details(pool).uri()) == ("app", "defaultdb", True)
+    finally:
+        cluster.refresh_from_db()
+        cluster_services.delete_cluster(cluster, confirm_name=cluster.name)
