@@ -93,6 +93,8 @@ def move_to_own_os_user(cluster: Cluster) -> str | None:
     from panel.pools import services as pools_services  # pools build on clusters
 
     was = cluster.status
+    if not cluster.pgdata.is_dir():
+        return None  # nothing on disk to move: the cluster's files are gone
     # Claimed like a user's stop, so no action or reconciler pass works on it meanwhile.
     if not Cluster.objects.filter(pk=cluster.pk, status=was, os_user_name="").update(
         status=ClusterStatus.STOPPING, updated_at=timezone.now()
