@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import random
@@ -278,5 +279,28 @@ def _remove_test_data_dir() -> Iterator[None]:
     if clusters_dir.exists():
         for root in clusters_dir.iterdir():
             postgres.kill(root / "pgdata")
+            _remove_cluster_user(root)
     if Path(settings.PANEL_DATA_DIR).name.startswith("pgpanel-test-"):
         shutil.rmtree(settings.PANEL_DATA_DIR, ignore_errors=True)
+
+
+def _remove_cluster_user(data_root: Path) -> None:
+    """The system user of a cluster the run left behind: its processes stopped, then the user."""
+    import psutil
+    from django.conf import settings
+
+    from panel.clusters.engine import osusers
+
+    try:
+        name = data_root.owner()
+    except (KeyError, OSError):
+        return
+    if os.geteuid() != 0 or not name.startswith(settings.PANEL_CLUSTER_USER_PREFIX):
+        return
+    uid = data_root.stat().st_uid
+    procs = [p for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == uid]
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(procs, timeout=10)
+    osusers.remove_system_user(name)

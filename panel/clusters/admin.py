@@ -13,7 +13,16 @@ class ClusterAdmin(admin.ModelAdmin):
     list_filter = ("kind", "status", "version")
     search_fields = ("name", "owner__username")
     exclude = ("superuser_password_encrypted",)
-    readonly_fields = ("status", "progress", "progress_message", "error_message", "port", "pooler_port")
+    # The OS user is the panel's to set: pointing a cluster at another's user would share its files.
+    readonly_fields = (
+        "status",
+        "progress",
+        "progress_message",
+        "error_message",
+        "port",
+        "pooler_port",
+        "os_user_name",
+    )
 
 
 @admin.register(DatabaseUser)

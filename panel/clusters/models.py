@@ -13,6 +13,8 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from panel import crypto
+from panel.clusters.engine import postgres
+from panel.clusters.engine.postgres import OsUser
 from panel.clusters.lib.plans import Plan, get_plan
 
 
@@ -60,6 +62,10 @@ class Cluster(models.Model):
     admin_user = models.CharField(max_length=63, default="doadmin")
     default_database = models.CharField(max_length=63, default="defaultdb")
     superuser_password_encrypted = models.TextField(blank=True)
+    # The system user that runs this cluster's PostgreSQL and PgBouncer and owns its data root,
+    # when the panel runs as root. Blank: created before clusters had a user of their own (they
+    # run as PANEL_RUN_AS_USER until the reconciler moves them), or the panel does not run as root.
+    os_user_name = models.CharField(max_length=32, blank=True)
     ca_certificate = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
@@ -111,6 +117,15 @@ class Cluster(models.Model):
     @property
     def log_file(self) -> Path:
         return self.data_root / "log" / "postgresql.log"
+
+    @property
+    def own_os_user_name(self) -> str:
+        """The name of the system user this cluster gets: PANEL_CLUSTER_USER_PREFIX + a short id."""
+        return f"{settings.PANEL_CLUSTER_USER_PREFIX}{self.id.hex[:8]}"
+
+    def os_user(self) -> OsUser:
+        """Who runs this cluster's processes and owns its files (EngineError if that user is gone)."""
+        return postgres.os_user_named(self.os_user_name)
 
     @property
     def is_busy(self) -> bool:

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 
 from django.conf import settings
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from panel.clusters import dbconn, services
-from panel.clusters.engine import guard, postgres
+from panel.clusters.engine import guard, osusers, postgres
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, EventLevel
 
 log = logging.getLogger(__name__)
@@ -22,7 +23,7 @@ STUCK_AFTER = dt.timedelta(minutes=10)
 
 def reconcile() -> list[str]:
     """Bring back every online local cluster whose postmaster died; fail stuck creations."""
-    notes: list[str] = []
+    notes: list[str] = move_legacy_clusters()
     for cluster in Cluster.objects.filter(kind=ClusterKind.LOCAL, status__in=ClusterStatus.SERVING):
         if postgres.postmaster_pid(cluster.pgdata) is not None:
             continue
@@ -35,7 +36,11 @@ def reconcile() -> list[str]:
         cluster.log_event("degraded", _("PostgreSQL was not running; starting it again."), EventLevel.WARNING)
         try:
             postgres.start(
-                cluster.version, cluster.pgdata, cluster.log_file, timeout=settings.PANEL_COMMAND_TIMEOUT
+                cluster.version,
+                cluster.pgdata,
+                cluster.log_file,
+                user=cluster.os_user(),
+                timeout=settings.PANEL_COMMAND_TIMEOUT,
             )
         except postgres.EngineError as exc:
             cluster.log_event("error", _("Restart failed: %(reason)s") % {"reason": exc}, EventLevel.ERROR)
@@ -101,3 +106,81 @@ def _install_guard(cluster: Cluster, *, configured: bool) -> list[str]:
         message = exc.message if isinstance(exc, services.ServiceError) else str(exc)
         return [f"{cluster.name}: loading the privilege guard failed: {message}"]
     return [f"{cluster.name}: privilege guard loaded"]
+
+
+# --- upgrade: clusters created when one OS user ran them all ------------------------------------
+
+MOVABLE = frozenset({ClusterStatus.ONLINE, ClusterStatus.DEGRADED, ClusterStatus.STOPPED})
+
+
+def move_legacy_clusters() -> list[str]:
+    """Give every local cluster that still runs as the global runner a system user of its own
+    (as root only; otherwise everything runs as ourselves anyway)."""
+    if os.geteuid() != 0:
+        return []
+    postgres.make_clusters_dir()  # 0711 also where it was made before the clusters had users
+    notes = []
+    for cluster in Cluster.objects.filter(kind=ClusterKind.LOCAL, os_user_name="", status__in=MOVABLE):
+        note = move_to_own_os_user(cluster)
+        if note:
+            notes.append(note)
+    return notes
+
+
+def move_to_own_os_user(cluster: Cluster) -> str | None:
+    """Stop PgBouncer and PostgreSQL, give the data root to a new system user of the cluster's own,
+    record it, and start both again if they were serving. A note when it acted."""
+    from panel.pools import services as pools_services  # pools build on clusters
+
+    was = cluster.status
+    if not cluster.pgdata.is_dir():
+        return None  # nothing on disk to move: the cluster's files are gone
+    # Claimed like a user's stop, so no action or reconciler pass works on it meanwhile.
+    if not Cluster.objects.filter(pk=cluster.pk, status=was, os_user_name="").update(
+        status=ClusterStatus.STOPPING, updated_at=timezone.now()
+    ):
+        return None
+    cluster.refresh_from_db()
+    timeout = settings.PANEL_COMMAND_TIMEOUT
+    try:
+        pools_services.stop_pgbouncer(cluster)
+        postgres.stop(cluster.version, cluster.pgdata, user=cluster.os_user(), timeout=timeout)
+        user = osusers.ensure_system_user(cluster.own_os_user_name)
+        postgres.chown_tree(cluster.data_root, user)
+        # Recorded once it owns everything: until then the next pass starts over.
+        cluster.os_user_name = user.name
+        cluster.save(update_fields=["os_user_name", "updated_at"])
+        # Files from before may hold a pool's role password; the next apply writes them anew.
+        for stale in ("pgbouncer.ini", "pgbouncer.ini.prev"):
+            (cluster.data_root / "pgbouncer" / stale).unlink(missing_ok=True)
+        if was == ClusterStatus.STOPPED:
+            # The start writes the configuration (peer map, privilege guard) and clears what the
+            # guard refuses; writing it here would hide from that start that the guard is new.
+            cluster.mark(ClusterStatus.STOPPED)
+        else:
+            guard_added = services.write_server_config(cluster)
+            postgres.make_private_dir(cluster.socket_dir, user)
+            postgres.start(cluster.version, cluster.pgdata, cluster.log_file, user=user, timeout=timeout)
+            if guard_added:
+                services.clear_reserved(cluster)
+                cluster.log_event("guard-installed", _("The privilege guard is now loaded."))
+            cluster.mark_online()
+            pools_services.refresh_auth(cluster)  # starts PgBouncer again if the cluster has pools
+    except (postgres.EngineError, dbconn.DatabaseError, OSError) as exc:
+        log.warning("moving %s to its own OS user failed: %s", cluster.pk, exc)
+        # A serving cluster stays degraded, so the next pass tries again (and starts it).
+        cluster.status = ClusterStatus.STOPPED if was == ClusterStatus.STOPPED else ClusterStatus.DEGRADED
+        cluster.error_message = str(exc)
+        cluster.save(update_fields=["status", "error_message", "updated_at"])
+        cluster.log_event(
+            "error",
+            _("Could not move the cluster to a system user of its own: %(reason)s") % {"reason": exc},
+            EventLevel.ERROR,
+        )
+        return f"{cluster.name}: moving to its own OS user failed: {exc}"
+    cluster.log_event(
+        "os-user",
+        _("The cluster now runs as a system user of its own, %(user)s, which alone can read its files.")
+        % {"user": cluster.os_user_name},
+    )
+    return f"{cluster.name}: now runs as {cluster.os_user_name}"

@@ -5,9 +5,10 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils.translation import gettext as _
 
-from panel.clusters import dbconn
+from panel.clusters import dbconn, isolation
+from panel.clusters.engine import postgres
 from panel.clusters.lib.names import InvalidName, validate_database_name, validate_role_name
-from panel.clusters.models import Cluster, Database, DatabaseUser
+from panel.clusters.models import Cluster, Database, DatabaseUser, EventLevel
 from panel.clusters.services import ServiceError, new_password
 from panel.pools import services as pools_services
 
@@ -69,7 +70,7 @@ def add_user(cluster: Cluster, name: str) -> DatabaseUser:
     user = DatabaseUser(cluster=cluster, name=name)
     user.password = password
     user.save()
-    pools_services.refresh_auth(cluster)
+    _roles_changed(cluster)
     cluster.log_event("user-added", _("User “%(name)s” added.") % {"name": name})
     return user
 
@@ -86,7 +87,7 @@ def delete_user(cluster: Cluster, name: str) -> None:
     except dbconn.DatabaseError as exc:
         raise ServiceError(str(exc)) from None
     user.delete()
-    pools_services.refresh_auth(cluster)
+    _roles_changed(cluster)
     cluster.log_event("user-deleted", _("User “%(name)s” deleted.") % {"name": name})
 
 
@@ -107,6 +108,20 @@ def reset_password(cluster: Cluster, name: str) -> DatabaseUser:
     pools_services.refresh_auth(cluster)  # PgBouncer's auth file holds the role's SCRAM secret
     cluster.log_event("password-reset", _("Password of “%(name)s” reset.") % {"name": name})
     return user
+
+
+def _roles_changed(cluster: Cluster) -> None:
+    """After a role was added or removed: the server's peer map for PgBouncer, then PgBouncer's
+    auth file. Never raises: the role change already happened in PostgreSQL."""
+    try:
+        isolation.refresh_server_auth(cluster)
+    except (postgres.EngineError, dbconn.DatabaseError, OSError) as exc:
+        cluster.log_event(
+            "auth-error",
+            _("Could not update how the server authenticates PgBouncer: %(reason)s") % {"reason": exc},
+            EventLevel.ERROR,
+        )
+    pools_services.refresh_auth(cluster)
 
 
 def _get_user(cluster: Cluster, name: str) -> DatabaseUser:

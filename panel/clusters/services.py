@@ -22,12 +22,12 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from panel import crypto
-from panel.clusters import dbconn
+from panel.clusters import dbconn, isolation
 from panel.clusters.engine import guard, postgres
 from panel.clusters.lib import tls
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.lib.names import InvalidName, validate_cluster_name
-from panel.clusters.lib.pgconf import ServerSettings, loads_guard, render_hba
+from panel.clusters.lib.pgconf import ServerSettings, loads_guard
 from panel.clusters.lib.plans import SUPERUSER_RESERVED_CONNECTIONS, get_plan
 from panel.clusters.models import (
     Cluster,
@@ -217,6 +217,8 @@ def provision_cluster(cluster_id: uuid.UUID | str) -> Cluster:
         cluster.save(update_fields=["superuser_password_encrypted"])
         postgres.kill(cluster.pgdata)
         postgres.remove_data(cluster.data_root)
+        # Its processes run as a system user of its own, which owns its files (root only).
+        user = isolation.ensure_cluster_user(cluster)
 
         # First, so that missing build tools fail the creation before anything else is done.
         cluster.set_progress(5, _("Building the privilege guard"))
@@ -224,15 +226,20 @@ def provision_cluster(cluster_id: uuid.UUID | str) -> Cluster:
 
         cluster.set_progress(10, _("Initialising the data directory (initdb)"))
         postgres.initdb(
-            cluster.version, cluster.pgdata, settings.PANEL_SUPERUSER, superuser_password, timeout=timeout
+            cluster.version,
+            cluster.pgdata,
+            settings.PANEL_SUPERUSER,
+            superuser_password,
+            user=user,
+            timeout=timeout,
         )
 
         cluster.set_progress(40, _("Generating TLS certificates"))
         hosts = [settings.PANEL_PUBLIC_HOST, "localhost", "127.0.0.1", "::1"]
         certs = tls.generate(cluster.name, hosts)
-        postgres.write_private_file(cluster.pgdata / "server.crt", certs.server_cert_pem)
-        postgres.write_private_file(cluster.pgdata / "server.key", certs.server_key_pem)
-        postgres.write_private_file(cluster.pgdata / "ca.crt", certs.ca_cert_pem)
+        postgres.write_private_file(cluster.pgdata / "server.crt", certs.server_cert_pem, owner=user)
+        postgres.write_private_file(cluster.pgdata / "server.key", certs.server_key_pem, owner=user)
+        postgres.write_private_file(cluster.pgdata / "ca.crt", certs.ca_cert_pem, owner=user)
         cluster.ca_certificate = certs.ca_cert_pem
         cluster.save(update_fields=["ca_certificate"])
 
@@ -240,8 +247,8 @@ def provision_cluster(cluster_id: uuid.UUID | str) -> Cluster:
         write_server_config(cluster)
 
         cluster.set_progress(60, _("Starting PostgreSQL"))
-        postgres.make_private_dir(cluster.socket_dir)
-        postgres.start(cluster.version, cluster.pgdata, cluster.log_file, timeout=timeout)
+        postgres.make_private_dir(cluster.socket_dir, user)
+        postgres.start(cluster.version, cluster.pgdata, cluster.log_file, user=user, timeout=timeout)
 
         cluster.set_progress(80, _("Creating the admin user and the default database"))
         admin_password = new_password()
@@ -260,6 +267,7 @@ def provision_cluster(cluster_id: uuid.UUID | str) -> Cluster:
                 owner_name=cluster.admin_user,
                 is_protected=True,
             )
+        isolation.refresh_server_auth(cluster)  # PgBouncer may log in as the admin user
         cluster.mark_online()
         cluster.log_event("online", _("Cluster is online on port %(port)s.") % {"port": cluster.port})
     except Exception as exc:
@@ -295,7 +303,9 @@ def write_server_config(cluster: Cluster) -> bool:
     """Write panel.conf (with the privilege guard, built first if needed) and pg_hba.conf.
 
     Returns True when panel.conf did not load the guard before: a new cluster, or one created
-    before the guard existed, whose roles the caller then clears (``clear_reserved``)."""
+    before the guard existed, whose roles the caller then clears (``clear_reserved``).
+    pg_hba.conf and pg_ident.conf are written too; every file belongs to the cluster's user."""
+    user = cluster.os_user()
     plan = cluster.plan
     assert plan is not None
     library = guard.ensure_built(cluster.version)
@@ -311,13 +321,13 @@ def write_server_config(cluster: Cluster) -> bool:
         preload_libraries=(str(library),),
         reserved_roles=guard.reserved_roles(),
     )
-    postgres.make_private_dir(cluster.log_file.parent)
-    postgres.write_private_file(cluster.pgdata / "panel.conf", conf.render())
-    postgres.write_private_file(cluster.pgdata / "pg_hba.conf", render_hba(settings.PANEL_SUPERUSER))
+    postgres.make_private_dir(cluster.log_file.parent, user)
+    postgres.write_private_file(cluster.pgdata / "panel.conf", conf.render(), owner=user)
+    isolation.write_auth_config(cluster, user)
     main_conf = cluster.pgdata / "postgresql.conf"
     text = main_conf.read_text()
     if INCLUDE_LINE not in text:
-        postgres.write_private_file(main_conf, text.rstrip("\n") + "\n\n" + INCLUDE_LINE + "\n")
+        postgres.write_private_file(main_conf, text.rstrip("\n") + "\n\n" + INCLUDE_LINE + "\n", owner=user)
     return not had_guard
 
 
@@ -429,6 +439,7 @@ def perform_action(cluster: Cluster, action: str) -> Cluster:
     timeout = settings.PANEL_COMMAND_TIMEOUT
     guard_added = False
     try:
+        user = cluster.os_user()
         if action in {"start", "restart"}:
             # Before stopping: a guard that cannot be built leaves a running cluster running.
             guard_added = write_server_config(cluster)
@@ -437,14 +448,14 @@ def perform_action(cluster: Cluster, action: str) -> Cluster:
             if action == "stop":
                 # On restart PgBouncer stays up: its clients reconnect once the server is back.
                 pools_services.stop_pgbouncer(cluster)
-            postgres.stop(cluster.version, cluster.pgdata, timeout=timeout)
+            postgres.stop(cluster.version, cluster.pgdata, user=user, timeout=timeout)
             cluster.mark(ClusterStatus.STOPPED)
             if action == "stop":
                 cluster.log_event("stopped", _("Cluster stopped."))
         if action in {"start", "restart"}:
             cluster.mark(ClusterStatus.STARTING)
-            postgres.make_private_dir(cluster.socket_dir)
-            postgres.start(cluster.version, cluster.pgdata, cluster.log_file, timeout=timeout)
+            postgres.make_private_dir(cluster.socket_dir, user)
+            postgres.start(cluster.version, cluster.pgdata, cluster.log_file, user=user, timeout=timeout)
             if guard_added:
                 clear_reserved(cluster)
                 cluster.log_event("guard-installed", _("The privilege guard is now loaded."))
@@ -480,11 +491,18 @@ def delete_cluster(cluster: Cluster, *, confirm_name: str) -> None:
         Cluster.objects.filter(pk=cluster.pk).update(status=ClusterStatus.STOPPING, updated_at=timezone.now())
         pools_services.stop_pgbouncer(cluster)
         try:
-            postgres.stop(cluster.version, cluster.pgdata, timeout=30, mode="immediate")
+            postgres.stop(
+                cluster.version, cluster.pgdata, user=cluster.os_user(), timeout=30, mode="immediate"
+            )
         except postgres.EngineError:
             postgres.kill(cluster.pgdata)
         postgres.kill(cluster.pgdata)
         postgres.remove_data(cluster.data_root)
+        try:
+            isolation.remove_cluster_user(cluster)
+        except postgres.EngineError as exc:
+            # The cluster is gone; a leftover system user owns nothing and runs nothing.
+            log.warning("deleting cluster %s: %s", cluster.pk, exc)
     cluster.delete()
 
 

@@ -19,7 +19,7 @@ from django.db import transaction
 from django.utils.translation import gettext as _
 
 from panel import crypto
-from panel.clusters import dbconn
+from panel.clusters import dbconn, isolation
 from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster
 from panel.clusters.services import ServiceError
@@ -50,7 +50,10 @@ def bouncer_files(cluster: Cluster) -> supervisor.BouncerFiles:
     # The cluster's own socket directory keeps the socket path short (< 100 bytes); PostgreSQL's
     # socket there uses another port number.
     return supervisor.BouncerFiles(
-        cluster.data_root / "pgbouncer", cluster.socket_dir, int(cluster.pooler_port or 0)
+        cluster.data_root / "pgbouncer",
+        cluster.socket_dir,
+        int(cluster.pooler_port or 0),
+        cluster.os_user_name,
     )
 
 
@@ -126,7 +129,8 @@ def global_settings(cluster: Cluster, files: supervisor.BouncerFiles) -> GlobalS
 
 
 def server_target(cluster: Cluster) -> ServerTarget:
-    # The Unix socket spares PgBouncer a TCP and TLS round trip per server connection.
+    # The Unix socket spares PgBouncer a TCP and TLS round trip per server connection, and there
+    # the server knows PgBouncer by its OS user (peer authentication): no password in any file.
     return ServerTarget(str(cluster.socket_dir), int(cluster.port or 0))
 
 
@@ -151,22 +155,12 @@ def render_config(
     users = {u.name: u for u in cluster.users.all() if u.name != ADMIN_ROLE}
     specs = []
     for pool in pools:
-        fixed = users.get(pool.user) if pool.user else None
-        if pool.user and fixed is None:
+        if pool.user and pool.user not in users:
             raise ServiceError(
                 _("Pool “%(pool)s” uses the user “%(user)s”, which no longer exists.")
                 % {"pool": pool.name, "user": pool.user}
             )
-        specs.append(
-            PoolSpec(
-                pool.name,
-                pool.database,
-                pool.user or None,
-                pool.mode,
-                pool.size,
-                fixed.password if fixed else None,
-            )
-        )
+        specs.append(PoolSpec(pool.name, pool.database, pool.user or None, pool.mode, pool.size))
     role_secrets = _role_secrets(cluster, sorted(users))
     role_secrets[ADMIN_ROLE] = _admin_secret(cluster, pooler)
     gs, target = global_settings(cluster, files), server_target(cluster)
@@ -176,6 +170,15 @@ def render_config(
     except (ConfigError, AuthFileError) as exc:
         raise ServiceError(str(exc)) from None
     return RenderedConfig(ini, auth, specs, gs, target)
+
+
+def _refresh_server_auth(cluster: Cluster) -> None:
+    try:
+        isolation.refresh_server_auth(cluster)
+    except (postgres.EngineError, dbconn.DatabaseError, OSError) as exc:
+        raise ServiceError(
+            _("Could not update how the server authenticates PgBouncer: %(reason)s") % {"reason": exc}
+        ) from None
 
 
 def _verify(conn: console.Connection, config: RenderedConfig) -> None:
@@ -196,9 +199,9 @@ def _reload(cluster: Cluster, pooler: Pooler, files: supervisor.BouncerFiles, co
             s.name for s in config.specs if s.name in loaded and (loaded[s.name].force_user or None) != s.user
         }
         if regained:
-            postgres.write_private_file(files.ini, config.ini_without(regained))
+            supervisor.write_file(files, files.ini, config.ini_without(regained))
             console.reload(conn)
-            postgres.write_private_file(files.ini, config.ini)
+            supervisor.write_file(files, files.ini, config.ini)
         console.reload(conn)
         # RELOAD is done when it answers, so the same console connection sees its result.
         _verify(conn, config)
@@ -246,13 +249,15 @@ def apply_config(cluster: Cluster) -> None:
         except supervisor.SupervisorError as exc:
             raise ServiceError(str(exc)) from None
         config = render_config(cluster, pools, pooler, files)
+        # PgBouncer logs in by peer authentication: the server must know every pool's role first.
+        _refresh_server_auth(cluster)
 
         was_running = supervisor.running_pid(files) is not None
         try:
             supervisor.prepare_directory(files)
             # Clients see the cluster's own certificate, so the cluster's CA verifies both.
-            supervisor.copy_private(cluster.pgdata / "server.crt", files.tls_cert)
-            supervisor.copy_private(cluster.pgdata / "server.key", files.tls_key)
+            supervisor.copy_private(files, cluster.pgdata / "server.crt", files.tls_cert)
+            supervisor.copy_private(files, cluster.pgdata / "server.key", files.tls_key)
             old_ini = supervisor.read_text(files.ini)
             restart = was_running and supervisor.needs_restart(old_ini, config.ini)
             offset = supervisor.log_size(files)
@@ -261,6 +266,8 @@ def apply_config(cluster: Cluster) -> None:
             raise ServiceError(
                 _("Could not write PgBouncer's files: %(reason)s") % {"reason": exc.strerror or exc}
             ) from None
+        except postgres.EngineError as exc:
+            raise ServiceError(str(exc)) from None
         try:
             if restart:
                 supervisor.stop(files)

@@ -1,7 +1,8 @@
 """The PgBouncer supervisor: the only module that spawns or signals PgBouncer processes.
 
 One PgBouncer per cluster, daemonised (``pgbouncer -d``) so it outlives the web or worker process
-that started it, running as the unprivileged OS user, with its files in one private directory.
+that started it, running as the cluster's own OS user, with its files in one private directory of
+that user.
 Programs run from argument lists with a timeout; no password ever reaches argv.
 
 PgBouncer 1.18 keeps running when it cannot bind its TCP port (it logs a WARNING and serves the
@@ -51,6 +52,13 @@ class BouncerFiles:
     directory: Path
     socket_dir: Path
     port: int
+    # The cluster's OS user (Cluster.os_user_name); blank: the global runner (postgres.os_user).
+    os_user_name: str = ""
+
+    @property
+    def owner(self) -> postgres.OsUser:
+        """Who runs this PgBouncer and owns its files (EngineError if that user is gone)."""
+        return postgres.os_user_named(self.os_user_name)
 
     @property
     def ini(self) -> Path:
@@ -108,18 +116,23 @@ def check_socket_path(files: BouncerFiles) -> None:
 
 
 def prepare_directory(files: BouncerFiles) -> None:
-    postgres.make_private_dir(files.directory)
+    postgres.make_private_dir(files.directory, files.owner)
 
 
-def copy_private(source: Path, target: Path) -> None:
-    """Copy a file (the cluster's TLS certificate and key) as a 0600 file of the runner."""
+def write_file(files: BouncerFiles, path: Path, content: str) -> None:
+    """A 0600 file of PgBouncer's user, written atomically."""
+    postgres.write_private_file(path, content, owner=files.owner)
+
+
+def copy_private(files: BouncerFiles, source: Path, target: Path) -> None:
+    """Copy a file (the cluster's TLS certificate and key) as a 0600 file of PgBouncer's user."""
     content = source.read_text()
     try:
         if target.read_text() == content:
             return
     except OSError:
         pass
-    postgres.write_private_file(target, content)
+    write_file(files, target, content)
 
 
 def read_text(path: Path) -> str | None:
@@ -141,8 +154,8 @@ def install(files: BouncerFiles, ini: str, auth: str) -> None:
         if current is None:
             previous.unlink(missing_ok=True)
         else:
-            postgres.write_private_file(previous, current)
-        postgres.write_private_file(path, content)
+            write_file(files, previous, current)
+        write_file(files, path, content)
 
 
 def restore_previous(files: BouncerFiles) -> bool:
@@ -154,7 +167,7 @@ def restore_previous(files: BouncerFiles) -> bool:
         if content is None:
             path.unlink(missing_ok=True)
         else:
-            postgres.write_private_file(path, content)
+            write_file(files, path, content)
             restored = True
     return restored
 
@@ -253,10 +266,10 @@ def _command(files: BouncerFiles, fds_needed: int) -> list[str]:
     return args
 
 
-def _run(args: list[str], *, timeout: float, cwd: Path) -> subprocess.CompletedProcess[str]:
-    # The engine's runner already drops to the cluster's OS user, with a clean environment and a timeout.
+def _run(files: BouncerFiles, args: list[str], *, timeout: float) -> subprocess.CompletedProcess[str]:
+    # The engine's runner drops to the cluster's OS user, with a clean environment and a timeout.
     try:
-        return postgres.run_as_runner(args, timeout=timeout, cwd=cwd)
+        return postgres.run_as(files.owner, args, timeout=timeout, cwd=files.directory)
     except EngineError as exc:
         raise SupervisorError(f"PgBouncer did not start: {exc}") from None
 
@@ -274,7 +287,7 @@ def start(files: BouncerFiles, *, fds_needed: int, timeout: float = 10) -> int:
     check_socket_path(files)
     _remove_stale(files)
     offset = log_size(files)
-    result = _run(_command(files, fds_needed), timeout=timeout, cwd=files.directory)
+    result = _run(files, _command(files, fds_needed), timeout=timeout)
     if result.returncode != 0:
         said = log_problems(files, offset) or (result.stderr or result.stdout).strip().splitlines()[-2:]
         raise SupervisorError("PgBouncer did not start: " + " ".join(said or [f"exit {result.returncode}"]))

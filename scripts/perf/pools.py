@@ -135,7 +135,7 @@ def anchor_bouncer(cluster: Cluster) -> supervisor.BouncerFiles:
     supervisor.prepare_directory(files)
     panel_files = apply.bouncer_files(cluster)
     for source, target in ((panel_files.tls_cert, files.tls_cert), (panel_files.tls_key, files.tls_key)):
-        supervisor.copy_private(source, target)
+        supervisor.copy_private(files, source, target)
     # The panel's file paths, but PgBouncer's plain listen_addr and max_client_conn.
     settings = dataclasses.replace(
         apply.global_settings(cluster, files),

@@ -37,8 +37,8 @@ def _strip_guard(cluster: Cluster) -> None:
     kept = [line for line in text.splitlines() if line not in lines]
     postgres.write_private_file(conf, "\n".join(kept) + "\n")
     timeout = settings.PANEL_COMMAND_TIMEOUT
-    postgres.stop(cluster.version, cluster.pgdata, timeout=timeout)
-    postgres.start(cluster.version, cluster.pgdata, cluster.log_file, timeout=timeout)
+    postgres.stop(cluster.version, cluster.pgdata, user=cluster.os_user(), timeout=timeout)
+    postgres.start(cluster.version, cluster.pgdata, cluster.log_file, user=cluster.os_user(), timeout=timeout)
     pid = postgres.postmaster_pid(cluster.pgdata)
     assert pid is not None and guard.is_loaded(pid) is False
     assert not services.guard_configured(cluster)

@@ -1,7 +1,8 @@
 """The PostgreSQL supervisor: the only module that spawns or signals PostgreSQL processes.
 
-Every program runs from an argument list (never a shell), as the unprivileged OS user when the
-panel runs as root, with a timeout. Passwords go through a 0600 file, never argv.
+Every program runs from an argument list (never a shell), with a timeout, as the cluster's own
+OS user when the panel runs as root (``OsUser``, passed explicitly), else as ourselves. Passwords
+go through a 0600 file, never argv.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import pwd
 import re
 import shutil
 import signal
+import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +58,8 @@ class OsUser:
 
 
 def os_user() -> OsUser:
+    """The global runner: PANEL_RUN_AS_USER as root (clusters created before each cluster had a
+    user of its own still run as it), else ourselves."""
     if os.geteuid() != 0:
         entry = pwd.getpwuid(os.geteuid())
     else:
@@ -69,6 +73,23 @@ def os_user() -> OsUser:
             ) from None
         if entry.pw_uid == 0:
             raise EngineError("PANEL_RUN_AS_USER must not be root: PostgreSQL refuses to run as root.")
+    return OsUser(entry.pw_name, entry.pw_uid, entry.pw_gid, entry.pw_dir)
+
+
+def os_user_named(name: str) -> OsUser:
+    """The OS user a cluster runs as: ``name`` when the panel runs as root, ourselves otherwise;
+    a blank name (a cluster from before per-cluster users) is the global runner."""
+    if os.geteuid() != 0 or not name:
+        return os_user()
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        raise EngineError(
+            f"The cluster's system user {name!r} does not exist; it is created when the cluster is "
+            f"provisioned. Delete the cluster, or create the user again with useradd --system {name}."
+        ) from None
+    if entry.pw_uid == 0:
+        raise EngineError(f"The cluster's system user {name!r} is root; PostgreSQL refuses to run as root.")
     return OsUser(entry.pw_name, entry.pw_uid, entry.pw_gid, entry.pw_dir)
 
 
@@ -139,9 +160,15 @@ def bindir_for(version: str) -> Path:
 def run_as_runner(
     args: list[str], *, timeout: float, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run a program to completion as the runner user, from an argument list, in its own session,
-    with a minimal environment and a timeout (PgBouncer's supervisor uses it too)."""
-    user = os_user()
+    """``run_as`` the global runner user (see ``os_user``)."""
+    return run_as(os_user(), args, timeout=timeout, cwd=cwd)
+
+
+def run_as(
+    user: OsUser, args: list[str], *, timeout: float, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run a program to completion as ``user``, from an argument list, in its own session, with a
+    minimal environment and a timeout (PgBouncer's supervisor uses it too)."""
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": user.home,
@@ -159,6 +186,8 @@ def run_as_runner(
             env=env,
             cwd=str(cwd) if cwd else "/",
             start_new_session=True,
+            # What the program creates (PgBouncer's pidfile and log, pg_ctl's log) is its user's only.
+            umask=0o077,
             **kwargs,  # type: ignore[arg-type]
         )
     except subprocess.TimeoutExpired:
@@ -176,13 +205,18 @@ def _failure(program: str, result: subprocess.CompletedProcess[str], extra: str 
     return EngineError(f"{program} failed: {tail}")
 
 
+def chown_to(path: Path, user: OsUser) -> None:
+    # Only root gives files away; anyone else owns what it writes.
+    if os.geteuid() == 0 and not user.is_self:
+        os.chown(path, user.uid, user.gid, follow_symlinks=False)
+
+
 def chown_to_runner(path: Path) -> None:
-    user = os_user()
-    if not user.is_self:
-        os.chown(path, user.uid, user.gid)
+    chown_to(path, os_user())
 
 
-def make_private_dir(path: Path) -> None:
+def make_private_dir(path: Path, owner: OsUser | None = None) -> None:
+    """A 0700 directory of ``owner`` (None: the global runner, see ``os_user``)."""
     # Missing parents (clusters/ under the data directory) get 0711, not what the panel's umask
     # 077 would give them: the cluster's user must pass through them to its own directory.
     for parent in [p for p in reversed(path.parents) if not p.exists()]:
@@ -190,11 +224,29 @@ def make_private_dir(path: Path) -> None:
         os.chmod(parent, 0o711)
     path.mkdir(parents=True, exist_ok=True)
     os.chmod(path, 0o700)
-    chown_to_runner(path)
+    chown_to(path, owner or os_user())
 
 
-def write_private_file(path: Path, content: str, mode: int = 0o600) -> None:
-    """Write atomically (temp file + rename) with ``mode``, owned by the runner."""
+def make_clusters_dir() -> Path:
+    """``PANEL_DATA_DIR/clusters``: 0711, so each cluster's user can reach its own data root
+    (whose name it is told) but nobody but root can list the others."""
+    path = Path(settings.PANEL_DATA_DIR) / "clusters"
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o711)
+    return path
+
+
+def make_data_root(data_root: Path, owner: OsUser) -> None:
+    make_clusters_dir()
+    make_private_dir(data_root, owner)
+
+
+def write_private_file(path: Path, content: str, mode: int = 0o600, *, owner: OsUser | None = None) -> None:
+    """Write atomically (temp file + rename) with ``mode``, owned by ``owner`` (None: whoever owns
+    the directory it goes in, e.g. the cluster's user in its PGDATA)."""
+    if owner is None:
+        st = path.parent.stat()
+        owner = OsUser("", st.st_uid, st.st_gid, "")
     tmp = path.with_name(f".{path.name}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     with os.fdopen(fd, "w") as fh:
@@ -202,17 +254,36 @@ def write_private_file(path: Path, content: str, mode: int = 0o600) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.chmod(tmp, mode)
-    chown_to_runner(tmp)
+    chown_to(tmp, owner)
     os.replace(tmp, path)
 
 
-def initdb(version: str, pgdata: Path, superuser: str, password: str, *, timeout: float) -> None:
+def chown_tree(root: Path, owner: OsUser) -> None:
+    """Give everything under ``root`` to ``owner`` and take every right of group and others
+    away (directories 0700, files 0600 at most): a cluster moving to a user of its own."""
+    if not root.exists():
+        return
+    for directory, dirs, files in os.walk(root):
+        for name in [*dirs, *files]:
+            path = os.path.join(directory, name)
+            st = os.lstat(path)
+            chown_to(Path(path), owner)
+            if not stat.S_ISLNK(st.st_mode):
+                os.chmod(path, stat.S_IMODE(st.st_mode) & 0o700)
+    chown_to(root, owner)
+    os.chmod(root, 0o700)
+
+
+def initdb(
+    version: str, pgdata: Path, superuser: str, password: str, *, user: OsUser, timeout: float
+) -> None:
     bindir = bindir_for(version)
-    make_private_dir(pgdata.parent)
+    make_data_root(pgdata.parent, user)
     pwfile = pgdata.parent / ".initdb-pw"
-    write_private_file(pwfile, password + "\n")
+    write_private_file(pwfile, password + "\n", owner=user)
     try:
-        result = run_as_runner(
+        result = run_as(
+            user,
             [
                 str(bindir / "initdb"),
                 "--pgdata",
@@ -276,13 +347,14 @@ def _log_tail(log_file: Path, lines: int = 3) -> str:
     return " ".join((important or text)[-lines:])
 
 
-def start(version: str, pgdata: Path, log_file: Path, *, timeout: float) -> None:
+def start(version: str, pgdata: Path, log_file: Path, *, user: OsUser, timeout: float) -> None:
     if postmaster_pid(pgdata) is not None:
         return
     bindir = bindir_for(version)
-    make_private_dir(log_file.parent)
+    make_private_dir(log_file.parent, user)
     startup_log = log_file.parent / "startup.log"
-    result = run_as_runner(
+    result = run_as(
+        user,
         [
             str(bindir / "pg_ctl"),
             "start",
@@ -303,11 +375,12 @@ def start(version: str, pgdata: Path, log_file: Path, *, timeout: float) -> None
         raise _failure("PostgreSQL start", result, reason)
 
 
-def stop(version: str, pgdata: Path, *, timeout: float, mode: str = "fast") -> None:
+def stop(version: str, pgdata: Path, *, user: OsUser, timeout: float, mode: str = "fast") -> None:
     if postmaster_pid(pgdata) is None:
         return
     bindir = bindir_for(version)
-    result = run_as_runner(
+    result = run_as(
+        user,
         [
             str(bindir / "pg_ctl"),
             "stop",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -82,14 +83,42 @@ class ServerSettings:
         return "\n".join(lines) + "\n"
 
 
-def render_hba(superuser: str) -> str:
-    """Clients must use TLS and SCRAM over TCP; the panel's superuser only over the socket."""
+# The pg_ident.conf map PgBouncer's server logins go through (see render_hba).
+POOLER_MAP = "pgbouncer"
+_IDENT_TOKEN_RE = re.compile(r"[A-Za-z0-9_$.-]+")
+
+
+def render_hba(superuser: str, monitor_role: str) -> str:
+    """Clients must use TLS and SCRAM over TCP; the panel's own roles come over the socket with a
+    password. Any other role over the socket is PgBouncer logging in: ``peer`` authentication
+    through the ``pgbouncer`` map, which lets only the cluster's own OS user in, as the roles the
+    map lists, so PgBouncer holds no role's password (the socket directory is 0700 too)."""
     return (
         "# Written by the control panel; edits here are overwritten.\n"
         "# TYPE  DATABASE  USER  ADDRESS  METHOD\n"
         f"local   all       {superuser}  scram-sha-256\n"
-        "local   all       all           scram-sha-256\n"
+        f"local   all       {monitor_role}  scram-sha-256\n"
+        f"local   all       all           peer map={POOLER_MAP}\n"
         f"host    all       {superuser}  all  reject\n"
         "hostssl all       all           all  scram-sha-256\n"
         "host    all       all           all  reject\n"
     )
+
+
+def _ident_token(value: str, what: str) -> str:
+    if not _IDENT_TOKEN_RE.fullmatch(value):
+        raise ValueError(f"{what} {value!r} cannot be written to pg_ident.conf.")
+    # Quoted, so that no role name can be read as a keyword or a regular expression.
+    return f'"{value}"'
+
+
+def render_ident(os_user: str, roles: list[str]) -> str:
+    """pg_ident.conf: the cluster's OS user may log in as each of ``roles`` (PostgreSQL 15 has no
+    ``all`` keyword here, so one line per role; rewritten whenever the roles change)."""
+    lines = [
+        "# Written by the control panel; edits here are overwritten.",
+        "# MAPNAME  SYSTEM-USERNAME  PG-USERNAME",
+    ]
+    system_user = _ident_token(os_user, "The OS user")
+    lines += [f"{POOLER_MAP}  {system_user}  {_ident_token(role, 'The role')}" for role in sorted(set(roles))]
+    return "\n".join(lines) + "\n"

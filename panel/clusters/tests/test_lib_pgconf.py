@@ -1,10 +1,10 @@
-"""Rendering of the panel's postgresql.conf part and pg_hba.conf (pure unit tests)."""
+"""Rendering of the panel's postgresql.conf part, pg_hba.conf and pg_ident.conf (pure unit tests)."""
 
 from __future__ import annotations
 
 import pytest
 
-from panel.clusters.lib.pgconf import ServerSettings, loads_guard, render_hba
+from panel.clusters.lib.pgconf import ServerSettings, loads_guard, render_hba, render_ident
 
 
 def _settings(**kwargs: object) -> ServerSettings:
@@ -78,29 +78,29 @@ def _first_match(rules: list[list[str]], *, conn_type: str, user: str, ssl: bool
 
 
 def test_hba_rejects_tcp_without_tls():
-    rules = _hba_rules(render_hba("pgpanel"))
+    rules = _hba_rules(render_hba("pgpanel", "pgpanel_monitor"))
     assert _first_match(rules, conn_type="tcp", user="doadmin", ssl=False)[-1] == "reject"
 
 
 def test_hba_requires_scram_over_tls():
-    rules = _hba_rules(render_hba("pgpanel"))
+    rules = _hba_rules(render_hba("pgpanel", "pgpanel_monitor"))
     rule = _first_match(rules, conn_type="tcp", user="doadmin", ssl=True)
     assert rule[0] == "hostssl" and rule[-1] == "scram-sha-256"
 
 
 def test_hba_rejects_the_superuser_over_tcp_even_with_tls():
-    rules = _hba_rules(render_hba("pgpanel"))
+    rules = _hba_rules(render_hba("pgpanel", "pgpanel_monitor"))
     assert _first_match(rules, conn_type="tcp", user="pgpanel", ssl=True)[-1] == "reject"
     assert _first_match(rules, conn_type="tcp", user="pgpanel", ssl=False)[-1] == "reject"
 
 
 def test_hba_lets_the_superuser_in_over_the_socket_with_a_password():
-    rules = _hba_rules(render_hba("pgpanel"))
+    rules = _hba_rules(render_hba("pgpanel", "pgpanel_monitor"))
     assert _first_match(rules, conn_type="local", user="pgpanel", ssl=False)[-1] == "scram-sha-256"
 
 
 def test_hba_never_trusts_anybody():
-    text = render_hba("pgpanel")
+    text = render_hba("pgpanel", "pgpanel_monitor")
     assert "trust" not in text and " md5" not in text and "password" not in text
 
 
@@ -135,3 +135,36 @@ def test_it_escapes_quotes_and_backslashes_in_paths():
     assert conf["shared_preload_libraries"] == "'\"/srv/it''s\\\\here/pgpanel_guard.so\"'"
     with pytest.raises(ValueError):
         _settings(preload_libraries=('/a"b.so',), reserved_roles=RESERVED).render()
+
+
+def test_hba_lets_the_monitor_role_in_over_the_socket_with_a_password():
+    rules = _hba_rules(render_hba("pgpanel", "pgpanel_monitor"))
+    assert _first_match(rules, conn_type="local", user="pgpanel_monitor", ssl=False)[-1] == "scram-sha-256"
+
+
+def test_hba_knows_every_other_role_on_the_socket_only_through_the_pooler_map():
+    """PgBouncer logs in over the socket as the cluster's OS user, which the map lets in; no
+    password sits in any of its files."""
+    rules = _hba_rules(render_hba("pgpanel", "pgpanel_monitor"))
+    assert _first_match(rules, conn_type="local", user="doadmin", ssl=False)[-2:] == ["peer", "map=pgbouncer"]
+    assert _first_match(rules, conn_type="tcp", user="doadmin", ssl=True)[-1] == "scram-sha-256"
+
+
+def test_ident_maps_the_cluster_user_to_each_role_once():
+    text = render_ident("pgc-1a2b3c4d", ["doadmin", "app", "Mixed$Case-1", "app"])
+    lines = [line.split() for line in text.splitlines() if line and not line.startswith("#")]
+    assert lines == [
+        ["pgbouncer", '"pgc-1a2b3c4d"', '"Mixed$Case-1"'],
+        ["pgbouncer", '"pgc-1a2b3c4d"', '"app"'],
+        ["pgbouncer", '"pgc-1a2b3c4d"', '"doadmin"'],
+    ]
+
+
+def test_ident_without_roles_lets_nobody_in():
+    assert [line for line in render_ident("pgc-1a2b3c4d", []).splitlines() if not line.startswith("#")] == []
+
+
+@pytest.mark.parametrize(("os_user", "role"), [("pgc-1", 'a"b'), ("pgc-1", "a b"), ("/^.*$", "x"), ("u", "")])
+def test_ident_refuses_what_it_cannot_write_safely(os_user, role):
+    with pytest.raises(ValueError, match="pg_ident.conf"):
+        render_ident(os_user, [role])

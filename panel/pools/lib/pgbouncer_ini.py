@@ -61,8 +61,9 @@ class PoolSpec:
     """One ``[databases]`` entry: what the user asked for in the pool form.
 
     ``user=None`` makes an inbound-user pool (whoever connects is logged in to the server).
-    A pool with a fixed ``user`` needs that role's ``password``: PgBouncer cannot log in to the
-    server with a SCRAM secret from ``auth_file`` when the pool definition names a user.
+    There is no password: PgBouncer reaches the server over its Unix socket, where the server
+    authenticates PgBouncer's OS user (``peer``, through a ``pg_ident.conf`` map), so the file holds
+    no role's password for fixed-user and inbound-user pools alike.
     """
 
     name: str
@@ -70,7 +71,6 @@ class PoolSpec:
     user: str | None
     mode: str
     size: int
-    password: str | None = None
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,8 @@ class GlobalSettings:
     admin_users: tuple[str, ...]
     # Same interface as the clusters' PostgreSQL (PANEL_LISTEN_ADDRESSES); the panel passes it on.
     listen_addr: str = "127.0.0.1"
-    # The auth file holds each role's secret exactly as pg_authid has it: SCRAM end to end.
+    # Clients log in with SCRAM against the auth file, which holds each role's verifier exactly as
+    # pg_authid has it (never a password); the server side is peer authentication over the socket.
     auth_type: str = "scram-sha-256"
     # Connection details promise sslmode=require, as on the managed service.
     client_tls_sslmode: str = "require"
@@ -168,7 +169,7 @@ def validate_pool_name(name: str) -> str:
 # --- values ------------------------------------------------------------------------------------
 
 
-def _check_text(value: str, what: str, *, allow_comment_chars: bool = False) -> None:
+def _check_text(value: str, what: str) -> None:
     """Refuse what would cut or shift an ini line: control characters, blanks at either end."""
     if not isinstance(value, str):
         raise ConfigError(f"{what} must be text, not {type(value).__name__}.")
@@ -177,7 +178,7 @@ def _check_text(value: str, what: str, *, allow_comment_chars: bool = False) -> 
     for char in value:
         if not char.isprintable() and char != " ":
             raise ConfigError(f"{what} must not contain {describe_char(char)}.")
-        if not allow_comment_chars and char in ";#":
+        if char in ";#":
             raise ConfigError(f"{what} must not contain {describe_char(char)}: {value!r}.")
     if value != value.strip():
         raise ConfigError(f"{what} must not start or end with blanks: {value!r}.")
@@ -246,15 +247,6 @@ def validate_pool(pool: PoolSpec) -> None:
     _check_identifier(pool.dbname, f"Pool {pool.name!r}: the database name")
     if pool.user is not None:
         _check_identifier(pool.user, f"Pool {pool.name!r}: the user name")
-        if pool.password is None:
-            raise ConfigError(
-                f"Pool {pool.name!r} logs in as {pool.user!r} and needs that role's password: "
-                "PgBouncer cannot log in to the server with a SCRAM secret when the pool names a user."
-            )
-    if pool.password is not None:
-        if pool.user is None:
-            raise ConfigError(f"Pool {pool.name!r}: a password is only used with a fixed user.")
-        _check_text(pool.password, f"Pool {pool.name!r}: the password", allow_comment_chars=True)
     _check_choice(pool.mode, f"Pool {pool.name!r}: the mode", POOL_MODES)
     _check_int(pool.size, f"Pool {pool.name!r}: the size", 1)
 
@@ -313,8 +305,6 @@ def database_line(pool: PoolSpec, target: ServerTarget) -> str:
     ]
     if pool.user is not None:
         params.append(("user", pool.user))
-        if pool.password is not None:
-            params.append(("password", pool.password))
     params.append(("pool_size", str(pool.size)))
     if pool.user is None:
         # An inbound-user pool has one pool per connecting role; this caps their sum at the size
@@ -328,6 +318,12 @@ def render(settings: GlobalSettings, target: ServerTarget, pools: list[PoolSpec]
     """The whole ``pgbouncer.ini``; raises ``ConfigError`` rather than return a file that misloads."""
     validate_globals(settings)
     validate_target(target)
+    if not target.is_unix_socket and any(pool.user is not None for pool in pools):
+        # Over TCP the server would ask PgBouncer for the fixed user's password, which it never holds.
+        raise ConfigError(
+            "A pool with a fixed user needs the server's Unix socket: PgBouncer logs in there by "
+            "peer authentication and holds no password."
+        )
     seen: set[str] = set()
     for pool in pools:
         validate_pool(pool)

@@ -225,7 +225,7 @@ def reference_pools() -> list[PoolSpec]:
     for row in reference_rows():
         if row.name != "pgbouncer":
             assert row.database is not None and row.pool_size is not None and row.pool_mode is not None
-            pools.append(PoolSpec(row.name, row.database, "app", row.pool_mode, row.pool_size, "pw"))
+            pools.append(PoolSpec(row.name, row.database, "app", row.pool_mode, row.pool_size))
     return pools
 
 
@@ -280,8 +280,8 @@ def test_diff_reads_an_empty_mode_as_the_default() -> None:
 def test_diff_after_the_partial_reload_of_the_reference() -> None:
     """The reference's broken file: pool8 got size 9, then loading stopped before poolC."""
     meant = [p for p in reference_pools() if p.name != "pool8"]
-    meant += [PoolSpec("pool8", "bench150", "app", "transaction", 9, "pw")]
-    meant += [PoolSpec("poolC", "bench150", "app", "transaction", 2, "pw")]
+    meant += [PoolSpec("pool8", "bench150", "app", "transaction", 9)]
+    meant += [PoolSpec("poolC", "bench150", "app", "transaction", 2)]
     rows = [
         dataclasses.replace(r, force_user="app") if r.name != "pgbouncer" else r for r in reference_rows()
     ]

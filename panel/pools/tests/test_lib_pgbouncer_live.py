@@ -132,7 +132,7 @@ def make_tls_pair(directory: Path) -> tuple[Path, Path]:
 
 
 POOLS = [
-    PoolSpec("test-pool", "benchmark", "doadmin", "transaction", 97, "do pw'x;#"),
+    PoolSpec("test-pool", "benchmark", "doadmin", "transaction", 97),
     PoolSpec("inbound.reports", "defaultdb", None, "session", 10),
     PoolSpec("UPPER_stmt", "my db", None, "statement", 3),
     PoolSpec("1-doomed", "benchmark", None, "transaction", 2),

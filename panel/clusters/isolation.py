@@ -1,0 +1,134 @@
+"""What keeps a local cluster apart from the others on this machine.
+
+When the panel runs as root, each cluster's PostgreSQL and PgBouncer run as a system user of the
+cluster's own (``Cluster.os_user_name``), which owns its data root (0700 directories, 0600 files),
+so code running in one cluster cannot read another's data, keys or pooler files.
+
+PgBouncer holds no role's password: it reaches the server over the cluster's Unix socket (0700,
+the cluster's user), where ``pg_hba.conf`` authenticates it by ``peer`` through the ``pg_ident.conf``
+map that lets the cluster's user log in as the cluster's roles. The map is rewritten, and the
+server reloaded, whenever the roles change.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+import psutil
+from django.conf import settings
+
+from panel.clusters import dbconn
+from panel.clusters.engine import osusers, postgres
+from panel.clusters.engine.postgres import OsUser
+from panel.clusters.lib.pgconf import render_hba, render_ident
+from panel.clusters.models import Cluster
+
+log = logging.getLogger(__name__)
+
+RELOAD_TIMEOUT = 10.0
+# Roles that never log in through PgBouncer: the panel's own, and PgBouncer's admin console role.
+NOT_MAPPED = frozenset({"pgbouncer"})
+
+
+def ensure_cluster_user(cluster: Cluster) -> OsUser:
+    """The cluster's own system user, created (and recorded on the cluster) when we are root;
+    ourselves otherwise."""
+    if os.geteuid() != 0:
+        return postgres.os_user()
+    user = osusers.ensure_system_user(cluster.own_os_user_name)
+    if cluster.os_user_name != user.name:
+        cluster.os_user_name = user.name
+        cluster.save(update_fields=["os_user_name", "updated_at"])
+    return user
+
+
+def remove_cluster_user(cluster: Cluster) -> None:
+    """Remove the cluster's system user once its processes stopped and its files are gone.
+
+    Only a user the panel made for this cluster is removed, never the global runner."""
+    name = cluster.os_user_name
+    if not name or name != cluster.own_os_user_name or os.geteuid() != 0:
+        return
+    try:
+        osusers.remove_system_user(name)
+        return
+    except postgres.EngineError as exc:
+        log.warning("removing %s: %s; stopping what still runs as it", name, exc)
+    # userdel refuses while a process runs as the user: a backend or PgBouncer that outlived its
+    # stop. Everything of this user belongs to this cluster, which is being deleted.
+    uid = _uid(name)
+    procs = [p for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == uid]
+    for proc in procs:
+        try:
+            proc.kill()
+        except psutil.Error:
+            continue
+    psutil.wait_procs(procs, timeout=10)
+    osusers.remove_system_user(name)
+
+
+def _uid(name: str) -> int | None:
+    try:
+        return postgres.os_user_named(name).uid
+    except postgres.EngineError:
+        return None
+
+
+def mapped_roles(cluster: Cluster) -> list[str]:
+    """The roles PgBouncer may log in as: the cluster's users the panel knows."""
+    panel_roles = {settings.PANEL_SUPERUSER, settings.PANEL_MONITOR_ROLE, *NOT_MAPPED}
+    return sorted(name for name in cluster.users.values_list("name", flat=True) if name not in panel_roles)
+
+
+def write_auth_config(cluster: Cluster, user: OsUser | None = None) -> bool:
+    """Write pg_hba.conf and pg_ident.conf (atomically, 0600, the cluster's user) where they differ
+    from what they should be; True if one changed."""
+    user = user or cluster.os_user()
+    wanted = {
+        cluster.pgdata / "pg_hba.conf": render_hba(settings.PANEL_SUPERUSER, settings.PANEL_MONITOR_ROLE),
+        cluster.pgdata / "pg_ident.conf": render_ident(user.name, mapped_roles(cluster)),
+    }
+    changed = False
+    for path, content in wanted.items():
+        try:
+            if path.read_text() == content:
+                continue
+        except FileNotFoundError:
+            pass
+        postgres.write_private_file(path, content, owner=user)
+        changed = True
+    return changed
+
+
+def reload_server_config(cluster: Cluster, *, timeout: float = RELOAD_TIMEOUT) -> None:
+    """``pg_reload_conf()`` and wait until the postmaster has loaded the files.
+
+    The reload is a signal; a session started after the postmaster reloaded sees a newer
+    ``pg_conf_load_time()``, so new sessions are polled until one does."""
+    with dbconn.admin_connection(cluster) as conn:
+        row = conn.execute("SELECT pg_catalog.pg_conf_load_time()").fetchone()
+        conn.execute("SELECT pg_catalog.pg_reload_conf()")
+    before = row[0] if row else None
+    deadline = time.monotonic() + timeout
+    while True:
+        with dbconn.admin_connection(cluster) as conn:
+            row = conn.execute("SELECT pg_catalog.pg_conf_load_time()").fetchone()
+        if row and before is not None and row[0] > before:
+            return
+        if time.monotonic() > deadline:
+            raise postgres.EngineError(f"PostgreSQL did not reload its configuration within {timeout:.0f} s.")
+        time.sleep(0.02)
+
+
+def refresh_server_auth(cluster: Cluster) -> bool:
+    """Bring pg_hba.conf and pg_ident.conf up to date with the cluster's roles and make a running
+    server load them; True if something changed. Raises EngineError, DatabaseError or OSError."""
+    if not cluster.is_local or not cluster.pgdata.is_dir():
+        return False
+    if not write_auth_config(cluster):
+        return False
+    if postgres.postmaster_pid(cluster.pgdata) is not None:
+        reload_server_config(cluster)
+    return True

@@ -1,0 +1,426 @@
+"""Issue 10, items 2 and 3 (exploit row 4): one OS user per cluster, no role password in pooler files.
+
+Replayed for real, as root (how the panel runs): two clusters A and B from initdb, each with a
+real PgBouncer serving a fixed-user and an inbound-user pool. Code running as A's OS user (a
+shell as that user, or ``COPY … FROM PROGRAM`` inside A's server, which is how a tenant who
+escaped the database would run) cannot read B's pooler files, keys or data, nor reach B's
+socket; it can read A's own. No pooler file of any cluster holds a role's password.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import stat
+import subprocess
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import psycopg
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import User
+
+from conftest import make_local_cluster
+from panel.clusters import dbconn, reconciler, roles
+from panel.clusters import services as cluster_services
+from panel.clusters.engine import postgres
+from panel.clusters.engine.postgres import OsUser
+from panel.clusters.models import Cluster, ClusterStatus
+from panel.pools import apply, supervisor
+from panel.pools import services as pool_services
+from panel.pools.models import ConnectionPool
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.django_db,
+    pytest.mark.skipif(
+        os.geteuid() != 0, reason="per-cluster OS users exist only when the panel runs as root"
+    ),
+]
+
+PERMISSION_DENIED = "Permission denied"
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """A running cluster with a fixed-user pool (as ``app``) and an inbound-user pool."""
+
+    cluster: Cluster
+    fixed: ConnectionPool
+    inbound: ConnectionPool
+
+    @property
+    def user(self) -> OsUser:
+        return self.cluster.os_user()
+
+    @property
+    def bouncer(self) -> supervisor.BouncerFiles:
+        return apply.bouncer_files(self.cluster)
+
+
+def _tenant(owner: User, name: str) -> Tenant:
+    cluster = make_local_cluster(owner, name=name)
+    roles.add_user(cluster, "app")
+    roles.add_database(cluster, "appdb")
+    fixed = pool_services.create_pool(cluster, "app-pool", "appdb", "app", "transaction", 3)
+    inbound = pool_services.create_pool(cluster, "inbound", "defaultdb", "", "session", 3)
+    return Tenant(cluster, fixed, inbound)
+
+
+@pytest.fixture(scope="module")
+def tenants(django_db_setup: None, django_db_blocker) -> Iterator[tuple[Tenant, Tenant]]:  # type: ignore[no-untyped-def]
+    """Clusters A and B of two accounts, each with its pools; the tests only read them."""
+    with django_db_blocker.unblock():
+        suffix = uuid.uuid4().hex[:6]
+        owners = [
+            User.objects.create_user(f"{who}-{suffix}", password="x-password-1") for who in ("ann", "ben")
+        ]
+        made: list[Tenant] = []
+        try:
+            made = [_tenant(owners[0], "db-tenant-a"), _tenant(owners[1], "db-tenant-b")]
+            yield made[0], made[1]
+        finally:
+            for tenant in made:
+                cluster_services.delete_cluster(tenant.cluster, confirm_name=tenant.cluster.name)
+            for owner in owners:
+                owner.delete()
+
+
+def as_user(user: OsUser, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run a program as ``user`` with none of root's groups, as code escaping a cluster would."""
+    return subprocess.run(
+        list(args),
+        user=user.uid,
+        group=user.gid,
+        extra_groups=[],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd="/",
+        env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PGCONNECT_TIMEOUT": "5"},
+    )
+
+
+def psql() -> str:
+    found = shutil.which("psql")
+    assert found, "psql (postgresql-client) is not installed"
+    return found
+
+
+def secret_files(tenant: Tenant) -> dict[str, Path]:
+    cluster = tenant.cluster
+    return {
+        "pgbouncer.ini": tenant.bouncer.ini,
+        "PgBouncer's auth file": tenant.bouncer.auth,
+        "PgBouncer's TLS key": tenant.bouncer.tls_key,
+        "server.key": cluster.pgdata / "server.key",
+        "PG_VERSION": cluster.pgdata / "PG_VERSION",
+        "pg_hba.conf": cluster.pgdata / "pg_hba.conf",
+        "the server log": cluster.log_file,
+    }
+
+
+def copy_from_program(cluster: Cluster, command: str) -> list[str]:
+    """``COPY … FROM PROGRAM`` inside ``cluster``: the command runs as the cluster's OS user."""
+    with dbconn.admin_connection(cluster) as conn:
+        conn.execute("CREATE TEMP TABLE out (line text)")
+        conn.execute(f"COPY out FROM PROGRAM '{command}'")
+        return [row[0] for row in conn.execute("SELECT line FROM out").fetchall()]
+
+
+def query(uri: str) -> tuple[str, str, bool]:
+    with psycopg.connect(uri, connect_timeout=5) as conn:
+        row = conn.execute("SELECT current_user, current_database()").fetchone()
+        assert row is not None
+        return row[0], row[1], conn.pgconn.ssl_in_use
+
+
+# --- who runs what ------------------------------------------------------------------------------
+
+
+def test_each_cluster_runs_as_a_system_user_of_its_own(tenants: tuple[Tenant, Tenant]) -> None:
+    uids = set()
+    for tenant in tenants:
+        cluster = tenant.cluster
+        assert cluster.os_user_name == settings.PANEL_CLUSTER_USER_PREFIX + cluster.pk.hex[:8]
+        user = pwd.getpwnam(cluster.os_user_name)
+        assert user.pw_uid not in {0, pwd.getpwnam(settings.PANEL_RUN_AS_USER).pw_uid}
+        assert user.pw_shell == "/usr/sbin/nologin"
+        postmaster = psutil.Process(postgres.postmaster_pid(cluster.pgdata))
+        bouncer_pid = supervisor.running_pid(tenant.bouncer)
+        assert bouncer_pid is not None
+        for proc in [postmaster, *postmaster.children(recursive=True), psutil.Process(bouncer_pid)]:
+            assert proc.uids().real == proc.uids().effective == user.pw_uid, proc
+        uids.add(user.pw_uid)
+    assert len(uids) == 2
+
+
+def test_a_cluster_owns_its_files_and_nobody_else_may_read_them(tenants: tuple[Tenant, Tenant]) -> None:
+    clusters_dir = Path(settings.PANEL_DATA_DIR) / "clusters"
+    assert stat.S_IMODE(clusters_dir.stat().st_mode) == 0o711  # traversable, not listable
+    for tenant in tenants:
+        root = tenant.cluster.data_root
+        uid = tenant.user.uid
+        for directory, dirs, files in os.walk(root):
+            for path in [Path(directory), *(Path(directory) / name for name in [*dirs, *files])]:
+                st = path.lstat()
+                assert st.st_uid == uid, path
+                if not stat.S_ISSOCK(st.st_mode):
+                    assert stat.S_IMODE(st.st_mode) & 0o077 == 0, f"{path} is {oct(st.st_mode)}"
+
+
+# --- row 4: from cluster A, the other cluster's files -------------------------------------------
+
+
+def test_as_a_clusters_user_the_other_clusters_files_are_out_of_reach(tenants: tuple[Tenant, Tenant]) -> None:
+    a, b = tenants
+    for what, path in secret_files(b).items():
+        refused = as_user(a.user, "cat", str(path))
+        assert refused.returncode != 0 and PERMISSION_DENIED in refused.stderr, what
+        assert refused.stdout == "", what
+    listing = as_user(a.user, "ls", str(b.cluster.data_root))
+    assert listing.returncode != 0 and PERMISSION_DENIED in listing.stderr
+    # Nor can it find the others by listing the clusters' directory.
+    listing = as_user(a.user, "ls", str(b.cluster.data_root.parent))
+    assert listing.returncode != 0 and PERMISSION_DENIED in listing.stderr
+
+
+def test_as_a_clusters_user_its_own_files_stay_readable(tenants: tuple[Tenant, Tenant]) -> None:
+    a, _b = tenants
+    for what, path in secret_files(a).items():
+        allowed = as_user(a.user, "cat", str(path))
+        assert allowed.returncode == 0, (what, allowed.stderr)
+    assert as_user(a.user, "cat", str(a.cluster.pgdata / "PG_VERSION")).stdout.strip() == a.cluster.version
+    assert as_user(a.user, "ls", str(a.cluster.data_root)).returncode == 0
+
+
+def test_code_run_inside_a_cluster_cannot_read_the_other_clusters_pooler_file(
+    tenants: tuple[Tenant, Tenant],
+) -> None:
+    """The row as a tenant met it: ``COPY … FROM PROGRAM 'cat …'`` in cluster A (here by the
+    panel's superuser, the one role the guard still lets run programs)."""
+    a, b = tenants
+    with pytest.raises(dbconn.DatabaseError, match="program"):
+        copy_from_program(a.cluster, f"cat {b.bouncer.ini}")
+    with pytest.raises(dbconn.DatabaseError, match="program"):
+        copy_from_program(a.cluster, f"cat {b.cluster.pgdata / 'server.key'}")
+    # The same command on the cluster's own file works, as that cluster's user.
+    assert copy_from_program(a.cluster, f"cat {a.bouncer.ini}")[:2] == [
+        ";; Written by the control panel; edits here are overwritten.",
+        "[databases]",
+    ]
+    assert copy_from_program(a.cluster, "id -un") == [a.cluster.os_user_name]
+
+
+def test_the_other_clusters_socket_is_out_of_reach(tenants: tuple[Tenant, Tenant]) -> None:
+    a, b = tenants
+    for port in (b.cluster.port, b.cluster.pooler_port):
+        refused = as_user(
+            a.user, psql(), "-w", "-h", str(b.cluster.socket_dir), "-p", str(port), "-U", "doadmin",
+            "-d", "defaultdb", "-c", "SELECT 1",
+        )  # fmt: skip
+        assert refused.returncode != 0 and PERMISSION_DENIED in refused.stderr, refused.stderr
+    # Its own cluster's socket lets it in as the cluster's roles (that is how PgBouncer logs in).
+    allowed = as_user(
+        a.user, psql(), "-w", "-h", str(a.cluster.socket_dir), "-p", str(a.cluster.port), "-U", "app",
+        "-d", "appdb", "-Atc", "SELECT current_user",
+    )  # fmt: skip
+    assert (allowed.returncode, allowed.stdout.strip()) == (0, "app"), allowed.stderr
+
+
+def test_on_the_socket_only_the_clusters_user_logs_in_without_a_password(
+    tenants: tuple[Tenant, Tenant],
+) -> None:
+    """Root (the panel) reaches every socket, but peer authentication maps only the cluster's
+    own user to its roles, and the panel's own roles still need their passwords."""
+    a, _b = tenants
+    params = {"host": str(a.cluster.socket_dir), "port": a.cluster.port, "dbname": "defaultdb"}
+    with pytest.raises(psycopg.OperationalError, match="Peer authentication failed"):
+        psycopg.connect(**params, user="doadmin", connect_timeout=5)
+    with pytest.raises(psycopg.OperationalError, match="password"):
+        psycopg.connect(**params, user=settings.PANEL_SUPERUSER, password="wrong", connect_timeout=5)
+    nobody = as_user(
+        a.user, psql(), "-w", "-h", str(a.cluster.socket_dir), "-p", str(a.cluster.port),
+        "-U", settings.PANEL_SUPERUSER, "-d", "postgres", "-c", "SELECT 1",
+    )  # fmt: skip
+    assert nobody.returncode != 0 and "password" in nobody.stderr
+
+
+# --- item 3: no password in pooler files ----------------------------------------------------------
+
+
+def test_no_pooler_file_of_any_cluster_holds_a_role_password(tenants: tuple[Tenant, Tenant]) -> None:
+    passwords = {(t.cluster.name, u.name): u.password for t in tenants for u in t.cluster.users.all()} | {
+        (t.cluster.name, settings.PANEL_SUPERUSER): t.cluster.superuser_password for t in tenants
+    }
+    assert len(passwords) == 6
+    for tenant in tenants:
+        ini = tenant.bouncer.ini.read_text()
+        assert "user=app " in ini  # the fixed-user pool is there
+        assert "password" not in ini
+        for path in tenant.bouncer.directory.iterdir():
+            if path.is_file():
+                text = path.read_text(errors="replace")
+                for who, password in passwords.items():
+                    assert password not in text, f"{path} holds the password of {who}"
+
+
+def test_pools_of_both_kinds_serve_clients_with_tls_and_scram(tenants: tuple[Tenant, Tenant]) -> None:
+    for tenant in tenants:
+        fixed = pool_services.pool_connection_details(tenant.fixed)
+        assert query(fixed.uri()) == ("app", "appdb", True)
+        assert query(pool_services.pool_connection_details(tenant.inbound).uri()) == (
+            "doadmin",
+            "defaultdb",
+            True,
+        )
+        assert query(pool_services.pool_connection_details(tenant.inbound, "app").uri()) == (
+            "app",
+            "defaultdb",
+            True,
+        )
+        with pytest.raises(psycopg.OperationalError, match="SSL required"):
+            psycopg.connect(fixed.uri().replace("sslmode=require", "sslmode=disable"), connect_timeout=5)
+        with pytest.raises(
+            psycopg.OperationalError, match="SASL authentication failed|password authentication"
+        ):
+            psycopg.connect(fixed.uri().replace(fixed.password, "wrong-password"), connect_timeout=5)
+
+
+# --- the life of a cluster's user -------------------------------------------------------------------
+
+
+@pytest.fixture
+def account() -> User:
+    return User.objects.create_user(f"dora-{uuid.uuid4().hex[:6]}", password="x-password-1")
+
+
+def test_the_peer_map_follows_the_roles(account: User) -> None:
+    cluster = make_local_cluster(account, name="db-map")
+    try:
+        ident = cluster.pgdata / "pg_ident.conf"
+        assert '"doadmin"' in ident.read_text()
+        pool = pool_services.create_pool(cluster, "inbound", "defaultdb", "", "session", 2)
+        roles.add_user(cluster, "late")
+        assert f'"{cluster.os_user_name}"  "late"' in ident.read_text()
+        assert query(pool_services.pool_connection_details(pool, "late").uri())[0] == "late"
+        # A role the map does not list is refused over the socket even as the cluster's user.
+        roles.delete_user(cluster, "late")
+        assert '"late"' not in ident.read_text()
+        with dbconn.admin_connection(cluster) as conn:
+            conn.execute('CREATE ROLE "late" LOGIN')
+        refused = as_user(
+            cluster.os_user(), psql(), "-w", "-h", str(cluster.socket_dir), "-p", str(cluster.port),
+            "-U", "late", "-d", "defaultdb", "-c", "SELECT 1",
+        )  # fmt: skip
+        assert refused.returncode != 0 and "Peer authentication failed" in refused.stderr
+    finally:
+        cluster_services.delete_cluster(cluster, confirm_name=cluster.name)
+
+
+def test_deleting_a_cluster_removes_its_os_user(account: User) -> None:
+    cluster = make_local_cluster(account, name="db-doomed")
+    pool_services.create_pool(cluster, "app-pool", "defaultdb", "doadmin", "transaction", 2)
+    name, data_root = cluster.os_user_name, cluster.data_root
+    uid = pwd.getpwnam(name).pw_uid
+    cluster_services.delete_cluster(cluster, confirm_name=cluster.name)
+    with pytest.raises(KeyError):
+        pwd.getpwnam(name)
+    assert not data_root.exists()
+    left = [
+        p for p in psutil.process_iter(["uids", "status"]) if p.info["uids"] and p.info["uids"].real == uid
+    ]
+    assert not [p for p in left if p.info["status"] != psutil.STATUS_ZOMBIE]
+
+
+def _make_legacy(cluster: Cluster, password: str) -> None:
+    """Turn ``cluster`` into one from before: run by PANEL_RUN_AS_USER, which owns its files, the
+    old pg_hba.conf (SCRAM on the socket) and the fixed-user pool's password in pgbouncer.ini."""
+    runner = postgres.os_user()
+    files = apply.bouncer_files(cluster)
+    pool_services.stop_pgbouncer(cluster)
+    postgres.stop(cluster.version, cluster.pgdata, user=cluster.os_user(), timeout=60)
+    own_user = cluster.os_user_name
+    postgres.chown_tree(cluster.data_root, runner)
+    cluster.os_user_name = ""
+    cluster.save(update_fields=["os_user_name"])
+    from panel.clusters.engine import osusers
+
+    osusers.remove_system_user(own_user)
+    old_hba = (
+        "local all pgpanel scram-sha-256\nlocal all all scram-sha-256\n"
+        "host all pgpanel all reject\nhostssl all all all scram-sha-256\nhost all all all reject\n"
+    )
+    postgres.write_private_file(cluster.pgdata / "pg_hba.conf", old_hba, owner=runner)
+    ini = files.ini.read_text().replace(" user=app ", f" user=app password={password} ")
+    assert password in ini
+    postgres.write_private_file(files.ini, ini, owner=runner)
+    postgres.write_private_file(files.previous(files.ini), ini, owner=runner)
+    postgres.start(cluster.version, cluster.pgdata, cluster.log_file, user=runner, timeout=60)
+    supervisor.start(apply.bouncer_files(cluster), fds_needed=apply.fds_needed(cluster))
+
+
+def test_a_cluster_from_before_moves_to_a_user_of_its_own(account: User) -> None:
+    cluster = make_local_cluster(account, name="db-legacy")
+    try:
+        roles.add_user(cluster, "app")
+        pool = pool_services.create_pool(cluster, "app-pool", "defaultdb", "app", "transaction", 2)
+        app_password = cluster.users.get(name="app").password
+        _make_legacy(cluster, app_password)
+        runner_uid = postgres.os_user().uid
+        cluster.refresh_from_db()
+        assert cluster.os_user_name == ""
+        assert psutil.Process(postgres.postmaster_pid(cluster.pgdata)).uids().real == runner_uid
+        assert query(pool_services.pool_connection_details(pool).uri())[0] == "app"  # the old way works
+
+        notes = reconciler.reconcile()
+
+        cluster.refresh_from_db()
+        assert f"{cluster.name}: now runs as {cluster.own_os_user_name}" in notes
+        assert cluster.os_user_name == cluster.own_os_user_name
+        assert cluster.status == ClusterStatus.ONLINE
+        assert cluster.events.filter(kind="os-user").exists()
+        uid = pwd.getpwnam(cluster.os_user_name).pw_uid
+        assert psutil.Process(postgres.postmaster_pid(cluster.pgdata)).uids().real == uid
+        files = apply.bouncer_files(cluster)
+        assert psutil.Process(supervisor.running_pid(files)).uids().real == uid
+        for directory, dirs, names in os.walk(cluster.data_root):
+            for path in [Path(directory), *(Path(directory) / n for n in [*dirs, *names])]:
+                assert path.lstat().st_uid == uid, path
+        for path in files.directory.iterdir():
+            assert app_password not in path.read_text(errors="replace"), path
+        assert query(pool_services.pool_connection_details(pool).uri()) == ("app", "defaultdb", True)
+        assert query(cluster_services.connection_details(cluster).uri())[0] == "doadmin"
+        assert reconciler.reconcile() == []  # once is enough
+    finally:
+        cluster.refresh_from_db()
+        cluster_services.delete_cluster(cluster, confirm_name=cluster.name)
+
+
+def test_a_stopped_cluster_from_before_moves_and_starts_later_as_its_user(account: User) -> None:
+    cluster = make_local_cluster(account, name="db-legacy-stopped")
+    try:
+        roles.add_user(cluster, "app")
+        pool = pool_services.create_pool(cluster, "app-pool", "defaultdb", "app", "transaction", 2)
+        _make_legacy(cluster, cluster.users.get(name="app").password)
+        cluster.refresh_from_db()
+        cluster_services.perform_action(cluster, "stop")
+
+        reconciler.reconcile()
+
+        cluster.refresh_from_db()
+        assert (cluster.os_user_name, cluster.status) == (cluster.own_os_user_name, ClusterStatus.STOPPED)
+        assert postgres.postmaster_pid(cluster.pgdata) is None  # moved, not started
+        uid = pwd.getpwnam(cluster.os_user_name).pw_uid
+        assert cluster.data_root.stat().st_uid == (cluster.pgdata / "PG_VERSION").stat().st_uid == uid
+        cluster_services.perform_action(cluster, "start")
+        assert psutil.Process(postgres.postmaster_pid(cluster.pgdata)).uids().real == uid
+        assert query(pool_services.pool_connection_details(pool).uri()) == ("app", "defaultdb", True)
+    finally:
+        cluster.refresh_from_db()
+        cluster_services.delete_cluster(cluster, confirm_name=cluster.name)
