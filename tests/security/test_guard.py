@@ -423,7 +423,7 @@ def test_load_is_refused(tenant, library):
 # --- the panel's own superuser is exempt ------------------------------------------------------------
 
 
-def test_the_panels_superuser_still_does_the_reserved_things(superuser):
+def test_the_panels_superuser_still_does_the_reserved_things(superuser, guarded):
     helper = name("guard_helper")
     superuser.execute(sql.SQL("GRANT pg_monitor TO {}").format(sql.Identifier(settings.PANEL_MONITOR_ROLE)))
     superuser.execute(f"CREATE ROLE {helper} IN ROLE pg_execute_server_program")
@@ -433,7 +433,7 @@ def test_the_panels_superuser_still_does_the_reserved_things(superuser):
     superuser.execute(f"DROP ROLE {helper}")
     superuser.execute("CREATE TEMP TABLE who (name text)")
     superuser.execute("COPY who FROM PROGRAM 'id -un'")
-    assert superuser.execute("SELECT name FROM who").fetchone() == (postgres.os_user().name,)
+    assert superuser.execute("SELECT name FROM who").fetchone() == (guarded.cluster.os_user().name,)
     superuser.execute("LOAD 'plpgsql'")
     superuser.execute(
         sql.SQL("ALTER ROLE {} CONNECTION LIMIT -1").format(sql.Identifier(settings.PANEL_MONITOR_ROLE))
