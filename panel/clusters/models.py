@@ -60,6 +60,8 @@ class Cluster(models.Model):
     admin_user = models.CharField(max_length=63, default="doadmin")
     default_database = models.CharField(max_length=63, default="defaultdb")
     superuser_password_encrypted = models.TextField(blank=True)
+    # The monitor role's (settings.PANEL_MONITOR_ROLE); empty until it is created on the server.
+    monitor_password_encrypted = models.TextField(blank=True)
     ca_certificate = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
@@ -123,6 +125,10 @@ class Cluster(models.Model):
     @property
     def superuser_password(self) -> str:
         return crypto.decrypt(self.superuser_password_encrypted)
+
+    @property
+    def monitor_password(self) -> str:
+        return crypto.decrypt(self.monitor_password_encrypted)
 
     def set_progress(self, percent: int, message: str) -> None:
         self.progress = percent

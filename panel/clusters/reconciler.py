@@ -9,14 +9,18 @@ from django.conf import settings
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from panel import crypto
+from panel.clusters import dbconn
 from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, EventLevel
+from panel.clusters.services import new_password
 
 STUCK_AFTER = dt.timedelta(minutes=10)
 
 
 def reconcile() -> list[str]:
-    """Bring back every online local cluster whose postmaster died; fail stuck creations."""
+    """Bring back every online local cluster whose postmaster died; fail stuck creations; give
+    clusters from before the monitor role theirs."""
     notes: list[str] = []
     for cluster in Cluster.objects.filter(kind=ClusterKind.LOCAL, status__in=ClusterStatus.SERVING):
         if postgres.postmaster_pid(cluster.pgdata) is not None:
@@ -53,7 +57,44 @@ def reconcile() -> list[str]:
             continue
         cluster.log_event("error", reason, EventLevel.ERROR)
         notes.append(f"{cluster.name}: marked error (stuck)")
+    notes += create_missing_monitor_roles()
     from panel.pools import services as pools_services  # pools build on clusters
 
     notes += pools_services.reconcile_all()
+    return notes
+
+
+def create_missing_monitor_roles() -> list[str]:
+    """Clusters provisioned before the monitor role existed are collected by the superuser no
+    more: create the role on each running one (the upgrade path), once."""
+    notes: list[str] = []
+    for cluster in Cluster.objects.filter(
+        kind=ClusterKind.LOCAL, status__in=ClusterStatus.SERVING, monitor_password_encrypted=""
+    ):
+        if postgres.postmaster_pid(cluster.pgdata) is None:
+            continue
+        password = new_password()
+        encrypted = crypto.encrypt(password)
+        # Claim it: two reconcilers at once must not each set a different password.
+        if not Cluster.objects.filter(pk=cluster.pk, monitor_password_encrypted="").update(
+            monitor_password_encrypted=encrypted
+        ):
+            continue
+        cluster.monitor_password_encrypted = encrypted
+        try:
+            with dbconn.admin_connection(cluster) as conn:
+                dbconn.ensure_monitor_role(conn, settings.PANEL_MONITOR_ROLE, password)
+        except (dbconn.DatabaseError, ValueError) as exc:
+            # Released for the next pass (the server may be restarting).
+            Cluster.objects.filter(pk=cluster.pk, monitor_password_encrypted=encrypted).update(
+                monitor_password_encrypted=""
+            )
+            notes.append(f"{cluster.name}: monitoring role not created: {exc}")
+            continue
+        cluster.log_event(
+            "monitor-role",
+            _("Created the monitoring role %(role)s: statistics are now read without superuser rights.")
+            % {"role": settings.PANEL_MONITOR_ROLE},
+        )
+        notes.append(f"{cluster.name}: monitoring role created")
     return notes
