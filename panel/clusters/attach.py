@@ -38,7 +38,7 @@ def attach_cluster(owner: AbstractBaseUser, *, name: str, server: ExternalServer
         raise ServiceError(_("You already have a cluster named “%(name)s”.") % {"name": name}, field="name")
     try:
         with dbconn.connect(
-            pin_search_path=True,
+            unpinned_behind_pooler=True,
             host=server.host,
             port=server.port,
             user=server.user,

@@ -36,6 +36,18 @@ MAINTENANCE_DATABASE = "postgres"
 class DatabaseError(Exception):
     """PostgreSQL refused what the panel asked; the message is PostgreSQL's own."""
 
+    def __init__(self, message: str, sqlstate: str | None = None) -> None:
+        super().__init__(message)
+        self.sqlstate = sqlstate
+
+    @property
+    def out_of_connection_slots(self) -> bool:
+        """Every connection slot but the superuser's reserved ones is taken."""
+        # libpq keeps no SQLSTATE for a refusal during the connection: the text tells.
+        return self.sqlstate == "53300" or any(
+            text in str(self) for text in ("too many clients already", "remaining connection slots")
+        )
+
 
 def pg_message(exc: BaseException) -> str:
     """PostgreSQL's primary message (and detail) without libpq's connection preamble."""
@@ -51,30 +63,47 @@ def pg_message(exc: BaseException) -> str:
     return " ".join(text.split())
 
 
+def _open(params: dict[str, Any], connect_timeout: int) -> psycopg.Connection:
+    try:
+        return psycopg.connect(
+            **params, autocommit=True, connect_timeout=connect_timeout, application_name="pgpanel"
+        )
+    except psycopg.Error as exc:
+        raise DatabaseError(pg_message(exc), exc.sqlstate) from None
+
+
 @contextmanager
 def connect(
-    *, pin_search_path: bool, connect_timeout: int = CONNECT_TIMEOUT, **params: Any
+    *,
+    pin_search_path: bool = True,
+    unpinned_behind_pooler: bool = False,
+    connect_timeout: int = CONNECT_TIMEOUT,
+    **params: Any,
 ) -> Iterator[psycopg.Connection]:
     """An autocommit connection with libpq ``params`` (and psycopg's, e.g. ``cursor_factory``);
     PostgreSQL's or PgBouncer's refusals become DatabaseError.
 
-    ``pin_search_path`` must be true for every PostgreSQL server; only PgBouncer's admin console,
-    which refuses unknown startup parameters, goes without.
+    ``search_path`` is pinned unless ``pin_search_path`` is false, which only PgBouncer's admin
+    console needs: it refuses startup parameters it does not know. A server the user attached
+    may sit behind such a pooler too; with ``unpinned_behind_pooler`` the connection is retried
+    without the pin then (the credentials are the user's own, so the user's objects would gain
+    nothing from running with them).
     """
+    if "options" in params:
+        raise ValueError("the panel sends no libpq options but the pinned search_path")
     if pin_search_path:
-        if "options" in params:
-            raise ValueError("options would replace the pinned search_path")
-        params["options"] = PINNED_OPTIONS
-    try:
-        conn = psycopg.connect(
-            **params, autocommit=True, connect_timeout=connect_timeout, application_name="pgpanel"
-        )
-    except psycopg.Error as exc:
-        raise DatabaseError(pg_message(exc)) from None
+        try:
+            conn = _open({**params, "options": PINNED_OPTIONS}, connect_timeout)
+        except DatabaseError as exc:
+            if not (unpinned_behind_pooler and "unsupported startup parameter" in str(exc)):
+                raise
+            conn = _open(params, connect_timeout)
+    else:
+        conn = _open(params, connect_timeout)
     try:
         yield conn
     except psycopg.Error as exc:
-        raise DatabaseError(pg_message(exc)) from None
+        raise DatabaseError(pg_message(exc), exc.sqlstate) from None
     finally:
         conn.close()
 
@@ -104,10 +133,11 @@ def admin_connection(cluster: Cluster, dbname: str | None = None) -> Iterator[ps
             "password": cluster.superuser_password,
             "dbname": MAINTENANCE_DATABASE,
         }
+        with connect(**params) as conn:
+            yield conn
     else:
-        params = _attached_params(cluster, dbname)
-    with connect(pin_search_path=True, **params) as conn:
-        yield conn
+        with connect(unpinned_behind_pooler=True, **_attached_params(cluster, dbname)) as conn:
+            yield conn
 
 
 @contextmanager
@@ -131,10 +161,11 @@ def monitor_connection(cluster: Cluster, dbname: str | None = None) -> Iterator[
             "password": cluster.monitor_password,
             "dbname": dbname or MAINTENANCE_DATABASE,
         }
+        with connect(**params) as conn:
+            yield conn
     else:
-        params = _attached_params(cluster, dbname)
-    with connect(pin_search_path=True, **params) as conn:
-        yield conn
+        with connect(unpinned_behind_pooler=True, **_attached_params(cluster, dbname)) as conn:
+            yield conn
 
 
 def _attached_params(cluster: Cluster, dbname: str | None) -> dict[str, Any]:

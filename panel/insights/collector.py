@@ -23,7 +23,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -179,9 +179,24 @@ DATABASE_COUNTERS = (
 STATES = ("active", "idle", "idle_in_transaction", "waiting_lock")
 
 
+@contextmanager
+def stats_connection(cluster: Cluster) -> Iterator[psycopg.Connection[Any]]:
+    """The monitor role's connection to the maintenance database. When tenants hold every slot
+    but the superuser's reserved ones (when the figures matter most), a local cluster is read
+    by the superuser instead, in that database only, which no tenant can enter or write to."""
+    with ExitStack() as stack:
+        try:
+            conn = stack.enter_context(dbconn.monitor_connection(cluster))
+        except dbconn.DatabaseError as exc:
+            if not (cluster.is_local and exc.out_of_connection_slots):
+                raise
+            conn = stack.enter_context(dbconn.admin_connection(cluster))
+        yield conn
+
+
 def collect_postgres(snap: Snapshot, cluster: Cluster, deadline: Deadline) -> list[str]:
     """Statistics over the maintenance connection; returns the databases worth a scan read."""
-    with dbconn.monitor_connection(cluster) as conn, watchdog(conn, deadline):
+    with stats_connection(cluster) as conn, watchdog(conn, deadline):
         started = time.perf_counter()
         conn.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
         databases = conn.execute(DATABASE_STATS).fetchall()

@@ -14,6 +14,7 @@ fire as one of the panel's roles, doadmin stays an ordinary role, and every figu
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import ExitStack
 
 import psycopg
 import pytest
@@ -24,9 +25,11 @@ from benchmarks.models import JobStatus
 from benchmarks.services import datasets
 from conftest import make_local_cluster
 from panel.clusters import dbconn, roles, services
+from panel.clusters.attach import ExternalServer, attach_cluster
 from panel.clusters.models import Cluster
 from panel.insights import collector
 from panel.insights import services as insights
+from panel.pools import services as pool_services
 
 pytestmark = pytest.mark.integration
 
@@ -279,6 +282,34 @@ def test_the_collector_sees_other_users_sessions_and_sizes_of_closed_databases(t
     assert_untouched(trojans)
 
 
+def test_a_server_whose_every_slot_tenants_hold_is_still_collected(trojans: Cluster) -> None:
+    """The monitor role has no reserved slot (PostgreSQL 15): then the superuser reads the
+    figures, in the maintenance database only, and still runs nothing of the tenant's."""
+    with ExitStack() as stack:
+        held = 0
+        while True:
+            try:
+                stack.enter_context(as_doadmin(trojans, "defaultdb"))
+            except psycopg.OperationalError as exc:
+                assert "remaining connection slots" in str(exc), exc
+                break
+            held += 1
+            assert held <= 25, "the server never ran out of slots"
+        with pytest.raises(dbconn.DatabaseError) as refused, dbconn.monitor_connection(trojans):
+            pass
+        assert refused.value.out_of_connection_slots, refused.value
+
+        snap = collector.collect(insights.target_for(trojans), budget=15)
+
+    assert held == 22  # 25 connections on the 1 GB plan, 3 reserved for the superuser
+    assert snap.up.get("postgres") is True, snap.errors
+    gauges = {(metric, labels): value for metric, labels, value in snap.gauges}
+    assert gauges[("conn_user", "user=doadmin")] == held
+    assert gauges[("conn_percent", "")] == pytest.approx(100 * held / 25)
+    assert gauges[("db_size_bytes", "db=defaultdb")] > 1_000_000
+    assert_untouched(trojans)
+
+
 @pytest.mark.parametrize("dbname", ["defaultdb", BENCH_DB])
 def test_bench_init_measures_the_data_set_without_running_tenant_code(trojans: Cluster, dbname: str) -> None:
     dataset = datasets.init_dataset(trojans, dbname, 1, enqueue=False)
@@ -360,3 +391,28 @@ def test_a_tenant_cannot_hijack_a_cast_between_catalog_types(trojans: Cluster) -
         finally:
             conn.execute("DROP FUNCTION public.trojan_cast(numeric)")
             conn.execute("DROP TYPE IF EXISTS public.mood CASCADE")
+
+
+def test_a_server_attached_through_a_pooler_is_still_collected(trojans: Cluster) -> None:
+    """PgBouncer refuses the ``options`` that pin search_path; a server the user attached may sit
+    behind one. Its connections are the user's own credentials, so they go unpinned then."""
+    staff = User.objects.create_user("trent", "trent@example.com", "trent-password-1", is_staff=True)
+    pool = pool_services.create_pool(trojans, "trojan-pool", "defaultdb", None, "transaction", 2)
+    try:
+        details = pool_services.pool_connection_details(pool)
+        server = ExternalServer(
+            host=details.host,
+            port=details.port,
+            user=details.user,
+            password=details.password,
+            database=details.database,
+            sslmode="require",
+        )
+        attached = attach_cluster(staff, name="db-behind-pooler", server=server)
+        snap = collector.collect(insights.target_for(attached), budget=15)
+    finally:
+        pool_services.stop_pgbouncer(trojans)
+    assert snap.up.get("postgres") is True, snap.errors
+    gauges = {(metric, labels): value for metric, labels, value in snap.gauges}
+    assert gauges[("db_size_bytes", "db=defaultdb")] > 1_000_000
+    assert_untouched(trojans)
