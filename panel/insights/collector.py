@@ -9,7 +9,8 @@ never enforces its own statement timeout and libpq would wait forever.
 Index vs sequential scans live in ``pg_stat_user_tables``, which only shows the connected
 database. They are read over one extra short connection per database (at most
 ``SCAN_DATABASES``), only while the budget allows; the other figures come from the single
-maintenance connection. Every connection is the monitor role's (``dbconn.monitor_connection``):
+maintenance connection. Every connection is the monitor role's (``dbconn.monitor_connection``)
+but on a saturated server, whose maintenance database the superuser reads (``stats_connection``):
 the superuser never enters a tenant's database.
 """
 
