@@ -12,7 +12,7 @@ class ClusterAdmin(admin.ModelAdmin):
     list_display = ("name", "owner", "kind", "status", "version", "plan_slug", "port", "created_at")
     list_filter = ("kind", "status", "version")
     search_fields = ("name", "owner__username")
-    exclude = ("superuser_password_encrypted",)
+    exclude = ("superuser_password_encrypted", "monitor_password_encrypted")
     readonly_fields = ("status", "progress", "progress_message", "error_message", "port", "pooler_port")
 
 
