@@ -149,11 +149,14 @@ def _execute_init(dataset: DataSet) -> None:
 
 def _dataset_size(cluster: Cluster, database: str) -> int | None:
     try:
-        with dbconn.admin_connection(cluster, dbname=database) as conn:
+        # The tenant's database: the monitor role, not the superuser (issue 10, row 9), and every
+        # function and operator named with its schema.
+        with dbconn.monitor_connection(cluster, dbname=database) as conn:
             row = conn.execute(
-                "SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class c "
-                "JOIN pg_namespace n ON n.oid = c.relnamespace "
-                "WHERE c.relkind IN ('r', 'p') AND c.relname LIKE 'pgbench\\_%'"
+                "SELECT pg_catalog.sum(pg_catalog.pg_total_relation_size(c.oid))::bigint "
+                "FROM pg_catalog.pg_class c "
+                "WHERE c.relkind OPERATOR(pg_catalog.=) ANY ('{r,p}') "
+                "AND pg_catalog.starts_with(c.relname, 'pgbench_')"
             ).fetchone()
     except dbconn.DatabaseError:
         return None

@@ -12,7 +12,7 @@ class ClusterAdmin(admin.ModelAdmin):
     list_display = ("name", "owner", "kind", "status", "version", "plan_slug", "port", "created_at")
     list_filter = ("kind", "status", "version")
     search_fields = ("name", "owner__username")
-    exclude = ("superuser_password_encrypted",)
+    exclude = ("superuser_password_encrypted", "monitor_password_encrypted")
     # The OS user is the panel's to set: pointing a cluster at another's user would share its files.
     readonly_fields = (
         "status",

@@ -233,7 +233,10 @@ def _probe_restricted(*, host: str, server: ExternalServer) -> tuple[int, list[t
 
 @contextmanager
 def _connect(host: str, server: ExternalServer, **extra: Any) -> Iterator[Any]:
+    # Behind a PgBouncer the search_path pin is refused; these are the user's own credentials,
+    # so nothing is gained by pinning them there.
     with dbconn.connect(
+        unpinned_behind_pooler=True,
         host=host,
         port=server.port,
         user=server.user,

@@ -1,8 +1,18 @@
 """Connections the panel itself opens to a cluster, and SQL run through them.
 
-Local clusters are reached as the panel's superuser over the Unix socket only; attached servers
-with the admin credentials given when they were attached, and a server about to be attached with
-the credentials the user typed.
+Local clusters are reached over the Unix socket only: as the panel's superuser for what only a
+superuser can do (roles, databases, secrets), and only in the maintenance database, which no
+tenant can enter; as the monitor role (``PANEL_MONITOR_ROLE``, a member of ``pg_monitor`` and
+nothing more) for collection and measurement, also inside tenants' databases. Attached servers are
+reached with the admin credentials given when they were attached, a server about to be attached
+with the credentials the user typed.
+
+A tenant owns objects in its databases and may set their ``search_path``: an exact-match overload
+of a function or operator, or a relation of the same name, in a schema searched before
+``pg_catalog`` would run with the panel's rights (the CVE-2018-1058 pattern). So every connection
+to PostgreSQL pins ``search_path`` to ``pg_catalog, pg_temp`` in the startup packet, which wins
+over any per-database or per-role setting, and the panel's SQL names catalog functions and
+relations with their schema as a second line of defence.
 """
 
 from __future__ import annotations
@@ -18,10 +28,25 @@ from psycopg import sql
 from panel.clusters.models import Cluster
 
 CONNECT_TIMEOUT = 5
+# Sent as libpq ``options``: a client setting outranks ALTER DATABASE/ROLE … SET search_path.
+PINNED_OPTIONS = "-c search_path=pg_catalog,pg_temp"
+MAINTENANCE_DATABASE = "postgres"
 
 
 class DatabaseError(Exception):
     """PostgreSQL refused what the panel asked; the message is PostgreSQL's own."""
+
+    def __init__(self, message: str, sqlstate: str | None = None) -> None:
+        super().__init__(message)
+        self.sqlstate = sqlstate
+
+    @property
+    def out_of_connection_slots(self) -> bool:
+        """Every connection slot but the superuser's reserved ones is taken."""
+        # libpq keeps no SQLSTATE for a refusal during the connection: the text tells.
+        return self.sqlstate == "53300" or any(
+            text in str(self) for text in ("too many clients already", "remaining connection slots")
+        )
 
 
 def pg_message(exc: BaseException) -> str:
@@ -38,47 +63,121 @@ def pg_message(exc: BaseException) -> str:
     return " ".join(text.split())
 
 
-@contextmanager
-def connect(*, connect_timeout: int = CONNECT_TIMEOUT, **params: Any) -> Iterator[psycopg.Connection]:
-    """An autocommit connection with libpq ``params`` (and psycopg's, e.g. ``cursor_factory``);
-    PostgreSQL's or PgBouncer's refusals become DatabaseError."""
+def _open(params: dict[str, Any], connect_timeout: int) -> psycopg.Connection:
     try:
-        conn = psycopg.connect(
+        return psycopg.connect(
             **params, autocommit=True, connect_timeout=connect_timeout, application_name="pgpanel"
         )
     except psycopg.Error as exc:
-        raise DatabaseError(pg_message(exc)) from None
+        raise DatabaseError(pg_message(exc), exc.sqlstate) from None
+
+
+@contextmanager
+def connect(
+    *,
+    pin_search_path: bool = True,
+    unpinned_behind_pooler: bool = False,
+    connect_timeout: int = CONNECT_TIMEOUT,
+    **params: Any,
+) -> Iterator[psycopg.Connection]:
+    """An autocommit connection with libpq ``params`` (and psycopg's, e.g. ``cursor_factory``);
+    PostgreSQL's or PgBouncer's refusals become DatabaseError.
+
+    ``search_path`` is pinned unless ``pin_search_path`` is false, which only PgBouncer's admin
+    console needs: it refuses startup parameters it does not know. A server the user attached
+    may sit behind such a pooler too; with ``unpinned_behind_pooler`` the connection is retried
+    without the pin then (the credentials are the user's own, so the user's objects would gain
+    nothing from running with them).
+    """
+    if "options" in params:
+        raise ValueError("the panel sends no libpq options but the pinned search_path")
+    if pin_search_path:
+        try:
+            conn = _open({**params, "options": PINNED_OPTIONS}, connect_timeout)
+        except DatabaseError as exc:
+            if not (unpinned_behind_pooler and "unsupported startup parameter" in str(exc)):
+                raise
+            conn = _open(params, connect_timeout)
+    else:
+        conn = _open(params, connect_timeout)
     try:
         yield conn
     except psycopg.Error as exc:
-        raise DatabaseError(pg_message(exc)) from None
+        raise DatabaseError(pg_message(exc), exc.sqlstate) from None
     finally:
         conn.close()
 
 
+class TenantDatabaseRefused(ValueError):
+    """A superuser connection was asked for inside a database a tenant can write to."""
+
+
 @contextmanager
 def admin_connection(cluster: Cluster, dbname: str | None = None) -> Iterator[psycopg.Connection]:
-    """An autocommit connection with the panel's maintenance rights on ``cluster``."""
+    """An autocommit connection with the panel's maintenance rights on ``cluster``.
+
+    On a local cluster that is the superuser, so only into the maintenance database: the
+    superuser never enters a tenant's database, where the tenant's objects could run with its
+    rights. Reading inside a tenant's database is ``monitor_connection``'s job.
+    """
     if cluster.is_local:
+        if dbname not in (None, MAINTENANCE_DATABASE):
+            raise TenantDatabaseRefused(
+                f"The panel's superuser does not connect to the tenant database {dbname!r}; "
+                "use monitor_connection() to read there."
+            )
         params = {
             "host": str(cluster.socket_dir),
             "port": cluster.port,
             "user": settings.PANEL_SUPERUSER,
             "password": cluster.superuser_password,
-            "dbname": dbname or "postgres",
+            "dbname": MAINTENANCE_DATABASE,
         }
+        with connect(**params) as conn:
+            yield conn
     else:
-        admin = cluster.users.get(name=cluster.admin_user)
+        with connect(unpinned_behind_pooler=True, **_attached_params(cluster, dbname)) as conn:
+            yield conn
+
+
+@contextmanager
+def monitor_connection(cluster: Cluster, dbname: str | None = None) -> Iterator[psycopg.Connection]:
+    """An autocommit connection for collection and measurement, in ``dbname`` (by default the
+    maintenance database of a local cluster, the default database of an attached one).
+
+    Local clusters: the monitor role, which can read every statistic and size but owns nothing
+    and may change nothing. Attached servers: the admin credentials given (not our superuser).
+    """
+    if cluster.is_local:
+        if not cluster.monitor_password_encrypted:
+            # Clusters from before the monitor role get it from the next reconciler pass.
+            raise DatabaseError(
+                f"the monitoring role {settings.PANEL_MONITOR_ROLE} is not set up yet on this cluster"
+            )
         params = {
-            "host": cluster.host,
+            "host": str(cluster.socket_dir),
             "port": cluster.port,
-            "user": cluster.admin_user,
-            "password": admin.password,
-            "dbname": dbname or cluster.default_database,
-            "sslmode": cluster.sslmode,
+            "user": settings.PANEL_MONITOR_ROLE,
+            "password": cluster.monitor_password,
+            "dbname": dbname or MAINTENANCE_DATABASE,
         }
-    with connect(**params) as conn:
-        yield conn
+        with connect(**params) as conn:
+            yield conn
+    else:
+        with connect(unpinned_behind_pooler=True, **_attached_params(cluster, dbname)) as conn:
+            yield conn
+
+
+def _attached_params(cluster: Cluster, dbname: str | None) -> dict[str, Any]:
+    admin = cluster.users.get(name=cluster.admin_user)
+    return {
+        "host": cluster.host,
+        "port": cluster.port,
+        "user": cluster.admin_user,
+        "password": admin.password,
+        "dbname": dbname or cluster.default_database,
+        "sslmode": cluster.sslmode,
+    }
 
 
 def scram_verifier(conn: psycopg.Connection, role: str, password: str) -> str:
@@ -103,6 +202,42 @@ def set_password(conn: psycopg.Connection, role: str, password: str) -> None:
     )
 
 
+def ensure_monitor_role(conn: psycopg.Connection, role: str, password: str) -> None:
+    """Create or repair the monitor role, as the superuser in the maintenance database: LOGIN,
+    member of pg_monitor and nothing else, no other attribute, no member, no role setting,
+    CONNECT to the maintenance database; ``password`` becomes its password."""
+    ident = sql.Identifier(role)
+    # INHERIT: pg_monitor's rights (pg_read_all_stats, pg_read_all_settings…) only work inherited.
+    attributes = sql.SQL(
+        "LOGIN INHERIT NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS PASSWORD {}"
+    ).format(sql.Literal(scram_verifier(conn, role, password)))
+    with conn.transaction():
+        exists = conn.execute("SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = %s", [role]).fetchone()
+        verb = sql.SQL("ALTER" if exists else "CREATE")
+        conn.execute(sql.SQL("{} ROLE {} WITH {}").format(verb, ident, attributes))
+        conn.execute(sql.SQL("ALTER ROLE {} RESET ALL").format(ident))
+        # Memberships granted by somebody else (a CREATEROLE tenant on PostgreSQL 15) would
+        # widen what a collection may do, or let that somebody act as the monitor.
+        granted = conn.execute(
+            "SELECT pg_catalog.pg_get_userbyid(roleid) FROM pg_catalog.pg_auth_members "
+            "WHERE member = %s::pg_catalog.regrole AND roleid <> 'pg_monitor'::pg_catalog.regrole",
+            [role],
+        ).fetchall()
+        for (other,) in granted:
+            conn.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(other), ident))
+        members = conn.execute(
+            "SELECT pg_catalog.pg_get_userbyid(member) FROM pg_catalog.pg_auth_members "
+            "WHERE roleid = %s::pg_catalog.regrole",
+            [role],
+        ).fetchall()
+        for (member,) in members:
+            conn.execute(sql.SQL("REVOKE {} FROM {}").format(ident, sql.Identifier(member)))
+        conn.execute(sql.SQL("GRANT pg_monitor TO {}").format(ident))
+        conn.execute(
+            sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(sql.Identifier(MAINTENANCE_DATABASE), ident)
+        )
+
+
 def drop_role(conn: psycopg.Connection, role: str) -> None:
     conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
 
@@ -120,9 +255,9 @@ def list_databases(conn: psycopg.Connection) -> list[tuple[str, str]]:
     # A database the role cannot enter (the system database here, rdsadmin on RDS…) would only
     # give connection details that fail.
     rows = conn.execute(
-        "SELECT d.datname, pg_get_userbyid(d.datdba) FROM pg_database d "
+        "SELECT d.datname, pg_catalog.pg_get_userbyid(d.datdba) FROM pg_catalog.pg_database d "
         "WHERE NOT d.datistemplate AND d.datallowconn "
-        "AND has_database_privilege(d.oid, 'CONNECT') ORDER BY d.datname"
+        "AND pg_catalog.has_database_privilege(d.oid, 'CONNECT') ORDER BY d.datname"
     ).fetchall()
     return [(name, owner) for name, owner in rows]
 

@@ -66,6 +66,8 @@ class Cluster(models.Model):
     # when the panel runs as root. Blank: created before clusters had a user of their own (they
     # run as PANEL_RUN_AS_USER until the reconciler moves them), or the panel does not run as root.
     os_user_name = models.CharField(max_length=32, blank=True)
+    # The monitor role's (settings.PANEL_MONITOR_ROLE); empty until it is created on the server.
+    monitor_password_encrypted = models.TextField(blank=True)
     ca_certificate = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
@@ -138,6 +140,10 @@ class Cluster(models.Model):
     @property
     def superuser_password(self) -> str:
         return crypto.decrypt(self.superuser_password_encrypted)
+
+    @property
+    def monitor_password(self) -> str:
+        return crypto.decrypt(self.monitor_password_encrypted)
 
     def set_progress(self, percent: int, message: str) -> None:
         self.progress = percent

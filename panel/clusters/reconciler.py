@@ -12,9 +12,11 @@ from django.conf import settings
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from panel import crypto
 from panel.clusters import dbconn, services
 from panel.clusters.engine import guard, osusers, postgres
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, EventLevel
+from panel.clusters.services import new_password
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +24,8 @@ STUCK_AFTER = dt.timedelta(minutes=10)
 
 
 def reconcile() -> list[str]:
-    """Bring back every online local cluster whose postmaster died; fail stuck creations."""
+    """Bring back every online local cluster whose postmaster died; fail stuck creations; bring
+    clusters from before up to date (own OS user, privilege guard, monitor role)."""
     notes: list[str] = move_legacy_clusters()
     for cluster in Cluster.objects.filter(kind=ClusterKind.LOCAL, status__in=ClusterStatus.SERVING):
         if postgres.postmaster_pid(cluster.pgdata) is not None:
@@ -71,6 +74,7 @@ def reconcile() -> list[str]:
             continue
         cluster.log_event("error", reason, EventLevel.ERROR)
         notes.append(f"{cluster.name}: marked error (stuck)")
+    notes += create_missing_monitor_roles()
     from panel.pools import services as pools_services  # pools build on clusters
 
     notes += pools_services.reconcile_all()
@@ -184,3 +188,39 @@ def move_to_own_os_user(cluster: Cluster) -> str | None:
         % {"user": cluster.os_user_name},
     )
     return f"{cluster.name}: now runs as {cluster.os_user_name}"
+
+
+def create_missing_monitor_roles() -> list[str]:
+    """Clusters provisioned before the monitor role existed are collected by the superuser no
+    more: create the role on each running one (the upgrade path), once."""
+    notes: list[str] = []
+    for cluster in Cluster.objects.filter(
+        kind=ClusterKind.LOCAL, status__in=ClusterStatus.SERVING, monitor_password_encrypted=""
+    ):
+        if postgres.postmaster_pid(cluster.pgdata) is None:
+            continue
+        password = new_password()
+        encrypted = crypto.encrypt(password)
+        # Claim it: two reconcilers at once must not each set a different password.
+        if not Cluster.objects.filter(pk=cluster.pk, monitor_password_encrypted="").update(
+            monitor_password_encrypted=encrypted
+        ):
+            continue
+        cluster.monitor_password_encrypted = encrypted
+        try:
+            with dbconn.admin_connection(cluster) as conn:
+                dbconn.ensure_monitor_role(conn, settings.PANEL_MONITOR_ROLE, password)
+        except (dbconn.DatabaseError, ValueError) as exc:
+            # Released for the next pass (the server may be restarting).
+            Cluster.objects.filter(pk=cluster.pk, monitor_password_encrypted=encrypted).update(
+                monitor_password_encrypted=""
+            )
+            notes.append(f"{cluster.name}: monitoring role not created: {exc}")
+            continue
+        cluster.log_event(
+            "monitor-role",
+            _("Created the monitoring role %(role)s: statistics are now read without superuser rights.")
+            % {"role": settings.PANEL_MONITOR_ROLE},
+        )
+        notes.append(f"{cluster.name}: monitoring role created")
+    return notes

@@ -252,11 +252,15 @@ def provision_cluster(cluster_id: uuid.UUID | str) -> Cluster:
 
         cluster.set_progress(80, _("Creating the admin user and the default database"))
         admin_password = new_password()
+        monitor_password = new_password()
+        cluster.monitor_password_encrypted = crypto.encrypt(monitor_password)
+        cluster.save(update_fields=["monitor_password_encrypted"])
         with dbconn.admin_connection(cluster) as conn:
             dbconn.create_role(conn, cluster.admin_user, admin_password, admin=True)
             dbconn.create_database(conn, cluster.default_database, cluster.admin_user)
-            # Only the panel's superuser maintains the system database.
+            # Only the panel's superuser maintains the system database (and the monitor reads there).
             conn.execute("REVOKE CONNECT ON DATABASE postgres FROM PUBLIC")
+            dbconn.ensure_monitor_role(conn, settings.PANEL_MONITOR_ROLE, monitor_password)
         admin = DatabaseUser(cluster=cluster, name=cluster.admin_user, is_protected=True)
         admin.password = admin_password
         with transaction.atomic():
@@ -543,12 +547,13 @@ def overview(cluster: Cluster) -> Overview:
         sizes = [value for (metric, _labels), value in last.values.items() if metric == "db_size_bytes"]
         return Overview(int(sum(sizes)) if sizes else None, insights.server_started_at(cluster))
     try:
-        with dbconn.admin_connection(cluster) as conn:
+        with dbconn.monitor_connection(cluster) as conn:
             # pg_database_size() raises for a database the role may not connect to, which
             # would lose the whole figure: count the ones it can see.
             row = conn.execute(
-                "SELECT sum(pg_database_size(oid))::bigint, pg_postmaster_start_time() FROM pg_database "
-                "WHERE has_database_privilege(oid, 'CONNECT')"
+                "SELECT pg_catalog.sum(pg_catalog.pg_database_size(oid))::bigint, "
+                "pg_catalog.pg_postmaster_start_time() FROM pg_catalog.pg_database "
+                "WHERE pg_catalog.has_database_privilege(oid, 'CONNECT')"
             ).fetchone()
     except (dbconn.DatabaseError, DatabaseUser.DoesNotExist):
         return Overview(None, None)

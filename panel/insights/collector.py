@@ -9,7 +9,9 @@ never enforces its own statement timeout and libpq would wait forever.
 Index vs sequential scans live in ``pg_stat_user_tables``, which only shows the connected
 database. They are read over one extra short connection per database (at most
 ``SCAN_DATABASES``), only while the budget allows; the other figures come from the single
-maintenance connection.
+maintenance connection. Every connection is the monitor role's (``dbconn.monitor_connection``)
+but on a saturated server, whose maintenance database the superuser reads (``stats_connection``):
+the superuser never enters a tenant's database.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -125,13 +127,20 @@ def watchdog(conn: psycopg.Connection[Any], deadline: Deadline) -> Iterator[None
 
 # --- PostgreSQL -----------------------------------------------------------------------------------
 
-# pg_database_size() raises for a database the role may not CONNECT to (an attached server's
-# admin often may not open "postgres"), which would fail the statement: such a size is NULL.
+# Read as the monitor role (pg_monitor) on local clusters, as the given admin on attached ones;
+# the connection pins search_path and the queries name catalog objects with their schema, as
+# the per-database connections run inside databases a tenant writes to.
+#
+# pg_database_size() raises for a database the role may neither CONNECT to nor read every
+# statistic of (an attached server's admin often may not open "postgres"), which would fail the
+# statement: such a size is NULL.
 DATABASE_STATS = """
 SELECT d.datname, s.xact_commit + s.xact_rollback, s.xact_rollback, s.blks_hit, s.blks_read,
        s.tup_inserted, s.tup_updated, s.tup_deleted, s.tup_fetched, s.deadlocks, s.temp_bytes,
-       CASE WHEN has_database_privilege(d.oid, 'CONNECT') THEN pg_database_size(d.oid) END
-FROM pg_database d JOIN pg_stat_database s ON s.datid = d.oid
+       CASE WHEN pg_catalog.has_database_privilege(d.oid, 'CONNECT')
+                 OR pg_catalog.pg_has_role('pg_read_all_stats', 'USAGE')
+            THEN pg_catalog.pg_database_size(d.oid) END
+FROM pg_catalog.pg_database d JOIN pg_catalog.pg_stat_database s ON s.datid = d.oid
 WHERE NOT d.datistemplate AND d.datallowconn
 """
 # Client backends only: the checkpointer, autovacuum and WAL writer are not connections, and
@@ -142,15 +151,19 @@ SELECT CASE WHEN wait_event_type = 'Lock' THEN 'waiting_lock'
             WHEN state = 'idle' THEN 'idle'
             WHEN state LIKE 'idle in transaction%' THEN 'idle_in_transaction'
             ELSE 'other' END,
-       coalesce(usename, ''), coalesce(datname, ''), count(*)
-FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
+       coalesce(usename, ''), coalesce(datname, ''), pg_catalog.count(*)
+FROM pg_catalog.pg_stat_activity
+WHERE backend_type = 'client backend' AND pid <> pg_catalog.pg_backend_pid()
 GROUP BY 1, 2, 3
 """
 SERVER = (
-    "SELECT current_setting('max_connections')::int, extract(epoch from pg_postmaster_start_time())::float8"
+    "SELECT pg_catalog.current_setting('max_connections')::int, "
+    "extract(epoch from pg_catalog.pg_postmaster_start_time())::double precision"
 )
 SCANS = (
-    "SELECT coalesce(sum(seq_scan), 0)::float8, coalesce(sum(idx_scan), 0)::float8 FROM pg_stat_user_tables"
+    "SELECT coalesce(pg_catalog.sum(seq_scan), 0)::double precision, "
+    "coalesce(pg_catalog.sum(idx_scan), 0)::double precision "
+    "FROM pg_catalog.pg_stat_user_tables"
 )
 DATABASE_COUNTERS = (
     "xact_total",
@@ -167,9 +180,24 @@ DATABASE_COUNTERS = (
 STATES = ("active", "idle", "idle_in_transaction", "waiting_lock")
 
 
+@contextmanager
+def stats_connection(cluster: Cluster) -> Iterator[psycopg.Connection[Any]]:
+    """The monitor role's connection to the maintenance database. When tenants hold every slot
+    but the superuser's reserved ones (when the figures matter most), a local cluster is read
+    by the superuser instead, in that database only, which no tenant can enter or write to."""
+    with ExitStack() as stack:
+        try:
+            conn = stack.enter_context(dbconn.monitor_connection(cluster))
+        except dbconn.DatabaseError as exc:
+            if not (cluster.is_local and exc.out_of_connection_slots):
+                raise
+            conn = stack.enter_context(dbconn.admin_connection(cluster))
+        yield conn
+
+
 def collect_postgres(snap: Snapshot, cluster: Cluster, deadline: Deadline) -> list[str]:
     """Statistics over the maintenance connection; returns the databases worth a scan read."""
-    with dbconn.admin_connection(cluster) as conn, watchdog(conn, deadline):
+    with stats_connection(cluster) as conn, watchdog(conn, deadline):
         started = time.perf_counter()
         conn.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
         databases = conn.execute(DATABASE_STATS).fetchall()
@@ -215,7 +243,7 @@ def collect_scans(snap: Snapshot, cluster: Cluster, databases: list[str], deadli
             log.info("insights: no time left for scan counts of %s on %s", name, cluster.pk)
             return
         try:
-            with dbconn.admin_connection(cluster, name) as conn, watchdog(conn, deadline):
+            with dbconn.monitor_connection(cluster, name) as conn, watchdog(conn, deadline):
                 started = time.perf_counter()
                 conn.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
                 seq, idx = conn.execute(SCANS).fetchone()  # type: ignore[misc]

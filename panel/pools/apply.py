@@ -95,7 +95,7 @@ def _role_secrets(cluster: Cluster, names: list[str]) -> dict[str, str]:
     try:
         with dbconn.admin_connection(cluster) as conn:
             rows = conn.execute(
-                "SELECT rolname, rolpassword FROM pg_authid WHERE rolcanlogin AND rolname = ANY(%s)",
+                "SELECT rolname, rolpassword FROM pg_catalog.pg_authid WHERE rolcanlogin AND rolname = ANY(%s)",
                 [names],
             ).fetchall()
     except dbconn.DatabaseError as exc:

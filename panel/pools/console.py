@@ -53,7 +53,9 @@ def connect(
     ``connect_timeout`` (seconds) bounds the connect only: see ``connect_timeout_seconds``.
     """
     try:
+        # PgBouncer refuses startup parameters it does not know, ``options`` among them.
         with dbconn.connect(
+            pin_search_path=False,
             host=str(socket_dir),
             port=port,
             dbname=ADMIN_DATABASE,

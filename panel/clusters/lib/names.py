@@ -19,6 +19,7 @@ RESERVED_ROLES = frozenset(
         "current_role",
         "postgres",
         "pgpanel",
+        "pgpanel_monitor",
         "pgbouncer",
         "doadmin",
     }

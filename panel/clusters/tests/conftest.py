@@ -75,3 +75,20 @@ def can_log_in(cluster: Cluster, user: str, password: str, dbname: str = "defaul
     except psycopg.OperationalError as exc:
         assert "password authentication failed" in str(exc) or "does not exist" in str(exc), exc
         return False
+
+
+def superuser_in(cluster: Cluster, dbname: str) -> psycopg.Connection:
+    """The panel's superuser inside a tenant's database: the panel itself never goes there
+    (``dbconn.admin_connection`` refuses), tests do, to reset statistics there."""
+    from django.conf import settings
+
+    return psycopg.connect(
+        host=str(cluster.socket_dir),
+        port=cluster.port,
+        user=settings.PANEL_SUPERUSER,
+        password=cluster.superuser_password,
+        dbname=dbname,
+        options="-c search_path=pg_catalog,pg_temp",
+        autocommit=True,
+        connect_timeout=5,
+    )

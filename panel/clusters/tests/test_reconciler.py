@@ -137,3 +137,69 @@ def test_reconcile_does_not_fail_an_action_that_was_just_requested(owner, transa
     assert reconciler.reconcile() == []
     cluster.refresh_from_db()
     assert cluster.status != ClusterStatus.ERROR
+
+
+def test_reconcile_gives_a_cluster_from_before_the_monitor_role_a_clean_one(local_cluster):
+    from django.conf import settings
+
+    from panel.clusters import dbconn
+    from panel.clusters.tests.conftest import can_log_in
+    from panel.insights import collector
+    from panel.insights import services as insights
+
+    cluster = local_cluster
+    role = settings.PANEL_MONITOR_ROLE
+    # A cluster from before: no stored password, and a role of that name in a state nobody
+    # should trust (made by whoever could, a member, a setting, a known password).
+    with dbconn.admin_connection(cluster) as conn:
+        conn.execute(f"ALTER ROLE {role} CREATEDB PASSWORD 'known-password-1'")
+        conn.execute(f"ALTER ROLE {role} SET search_path = public")
+        conn.execute(f"GRANT {role} TO doadmin")
+        conn.execute(f"GRANT pg_read_server_files TO {role}")
+    Cluster.objects.filter(pk=cluster.pk).update(monitor_password_encrypted="")
+    cluster.refresh_from_db()
+    before = collector.collect(insights.target_for(cluster))
+    assert before.up["postgres"] is False and "not set up" in before.errors["postgres"]
+
+    assert reconciler.reconcile() == [f"{cluster.name}: monitoring role created"]
+
+    cluster.refresh_from_db()
+    assert cluster.monitor_password_encrypted
+    assert cluster.events.filter(kind="monitor-role").count() == 1
+    with dbconn.admin_connection(cluster) as conn:
+        row = conn.execute(
+            "SELECT rolcreatedb, rolconfig FROM pg_catalog.pg_roles WHERE rolname = %s", [role]
+        ).fetchone()
+        memberships = conn.execute(
+            "SELECT pg_get_userbyid(roleid), pg_get_userbyid(member) FROM pg_auth_members "
+            "WHERE member = %s::regrole OR roleid = %s::regrole",
+            [role, role],
+        ).fetchall()
+    assert row == (False, None)
+    assert memberships == [("pg_monitor", role)]
+    assert not can_log_in(cluster, role, "known-password-1")
+    after = collector.collect(insights.target_for(cluster))
+    assert after.up["postgres"] is True, after.errors
+    assert reconciler.reconcile() == []  # once
+
+
+def test_reconcile_creates_a_missing_monitor_role(local_cluster):
+    from django.conf import settings
+
+    from panel.clusters import dbconn
+    from panel.insights import collector
+    from panel.insights import services as insights
+
+    cluster = local_cluster
+    role = settings.PANEL_MONITOR_ROLE
+    with dbconn.admin_connection(cluster) as conn:
+        conn.execute(f"REVOKE CONNECT ON DATABASE postgres FROM {role}")
+        conn.execute(f"DROP ROLE {role}")
+    Cluster.objects.filter(pk=cluster.pk).update(monitor_password_encrypted="")
+
+    assert reconciler.reconcile() == [f"{cluster.name}: monitoring role created"]
+
+    cluster.refresh_from_db()
+    snap = collector.collect(insights.target_for(cluster))
+    assert snap.up["postgres"] is True, snap.errors
+    assert ("seq_scan", "db=defaultdb") in {(name, labels) for _s, name, labels, _v in snap.counters}

@@ -8,9 +8,9 @@ from typing import NamedTuple
 import psutil
 import pytest
 
-from panel.clusters import dbconn
 from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster
+from panel.clusters.tests.conftest import connect_as_client
 from panel.insights import collector, services
 
 MB = 1024 * 1024
@@ -62,14 +62,14 @@ def test_it_accepts_psutil_memory_info() -> None:
 @pytest.mark.integration
 def test_ten_connections_are_counted_without_their_shared_buffers_each_time(local_cluster: Cluster) -> None:
     cluster = local_cluster
-    with dbconn.admin_connection(cluster, "defaultdb") as conn:
+    with connect_as_client(cluster, autocommit=True) as conn:
         # About 8 MB: small enough to be read into shared_buffers rather than a scan ring.
         conn.execute(
             "CREATE TABLE filler AS SELECT g, repeat('x', 100) AS pad FROM generate_series(1, 50000) g"
         )
     with ExitStack() as stack:
         for _ in range(10):
-            conn = stack.enter_context(dbconn.admin_connection(cluster, "defaultdb"))
+            conn = stack.enter_context(connect_as_client(cluster))
             conn.execute("SELECT count(*) FROM filler").fetchone()
 
         snap = collector.collect(services.target_for(cluster))

