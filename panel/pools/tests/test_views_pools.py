@@ -191,7 +191,7 @@ def test_the_copy_endpoint_gives_each_format_and_a_fixed_pool_keeps_its_user(own
     url = reverse("pools:connection-secret", args=[cluster_row.pk, pool.pk])
     flags = owner_client.get(url, {"format": "flags", "user": "doadmin"}).content.decode()
     assert flags == (
-        f"PGPASSWORD={APP_PASSWORD} psql -U app -h localhost -p 26901 -d test-pool --set=sslmode=require"
+        f"PGPASSWORD={APP_PASSWORD} PGSSLMODE=require psql -U app -h localhost -p 26901 -d test-pool"
     )
     assert owner_client.get(url, {"format": "password"}).content.decode() == APP_PASSWORD
     assert owner_client.get(url, {"format": "bogus"}).status_code == 400
