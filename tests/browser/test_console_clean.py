@@ -13,7 +13,7 @@ import re
 
 import pytest
 from django.contrib.auth.models import User
-from playwright.sync_api import ConsoleMessage, Page, Request, Response, expect
+from playwright.sync_api import ConsoleMessage, Frame, Page, Request, Response, expect
 
 from benchmarks.models import BenchmarkRun
 from benchmarks.tests.test_views_pages import make_run
@@ -33,8 +33,13 @@ class ConsoleWatch:
         self.page = page
         self.step = "start"
         self.problems: list[str] = []
+        self.navigations = 0
+        self._started: dict[Request, int] = {}
+        self._aborted: list[tuple[Request, str]] = []
         page.on("console", self._console)
         page.on("pageerror", lambda error: self._add(f"uncaught exception: {error}"))
+        page.on("request", lambda request: self._started.setdefault(request, self.navigations))
+        page.on("framenavigated", self._navigated)
         page.on("requestfailed", self._failed)
         page.on("response", self._response)
 
@@ -45,8 +50,24 @@ class ConsoleWatch:
         if message.type == "error":
             self._add(f"console error: {message.text} ({message.location.get('url')})")
 
+    def _navigated(self, frame: Frame) -> None:
+        if frame == self.page.main_frame:
+            self.navigations += 1
+
     def _failed(self, request: Request) -> None:
-        self._add(f"request failed: {request.method} {request.url}: {request.failure}")
+        what = f"request failed: {request.method} {request.url}: {request.failure}"
+        if request.failure == "net::ERR_ABORTED":
+            # Leaving a page cancels its polling request in flight: nothing a user sees. Judged once
+            # the navigation that may have caused it is known.
+            self._aborted.append((request, f"[{self.step}] {what}"))
+        else:
+            self._add(what)
+
+    def _judge_aborted(self) -> None:
+        for request, what in self._aborted:
+            if self._started.get(request, self.navigations) == self.navigations:
+                self.problems.append(f"{what} (no navigation away from its page)")
+        self._aborted.clear()
 
     def _response(self, response: Response) -> None:
         if response.status >= 400:
@@ -55,6 +76,7 @@ class ConsoleWatch:
     def at(self, step: str) -> None:
         """Let the page finish what it does on load (htmx load triggers, icons), then name the next step."""
         settle(self.page)
+        self._judge_aborted()
         self.step = step
 
 
