@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -184,6 +185,13 @@ class RunForm(_TargetMixin, PanelForm):
     @property
     def pool(self) -> ConnectionPool | None:
         return self.cleaned_data.get("target")
+
+    @property
+    def fixed_pool_users(self) -> str:
+        """``{pool id: user}`` as JSON for the pools that always log in as one user: the page
+        disables the User select for them and shows that user (the services refuse another)."""
+        pools = self.cluster.pools.order_by("name")
+        return json.dumps({str(pool.pk): pool.user for pool in pools if not pool.is_inbound_user})
 
     @property
     def custom_script_text(self) -> str | None:

@@ -6,9 +6,17 @@ from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
+from django.http import HttpRequest, HttpResponsePermanentRedirect
+from django.templatetags.static import static
 from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 from django.views.static import serve
+
+
+def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
+    """The icon base.html links, for the pages that link none."""
+    return HttpResponsePermanentRedirect(static("favicon.svg"))
+
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="clusters:list", permanent=False)),
@@ -16,6 +24,8 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("i18n/", include("django.conf.urls.i18n")),
+    # Browsers ask for /favicon.ico on pages that link no icon (the admin, error pages).
+    path("favicon.ico", login_not_required(favicon)),
     path("clusters/", include("panel.clusters.urls")),
     path("clusters/<uuid:cluster_id>/pools/", include("panel.pools.urls")),
     path("", include("panel.insights.urls")),  # /metrics (token auth, no login)

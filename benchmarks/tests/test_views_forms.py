@@ -135,6 +135,32 @@ def test_an_htmx_launch_through_a_pool_redirects_with_hx_redirect(owner_client, 
     assert run.percentile_sampling_rate is None
 
 
+def test_a_fixed_user_pool_decides_the_user_and_refuses_another(owner_client, cluster_row, redis_server):
+    pool = ConnectionPool.objects.create(
+        cluster=cluster_row, name="fixed-pool", database="appdb", user="app", size=20
+    )
+    tab = owner_client.get(reverse("benchmarks:tab", args=[cluster_row.pk])).content.decode()
+    assert (
+        f'data-pool-users="{{&quot;{pool.pk}&quot;: &quot;app&quot;}}"' in tab
+    )  # the page disables the select
+
+    response = _launch(owner_client, cluster_row, target=str(pool.pk), database="", user="doadmin")
+    assert response.status_code == 200 and "HX-Redirect" not in response
+    assert _field_errors(response.content.decode(), "user") == [
+        "The pool “fixed-pool” always logs in as “app”."
+    ]
+    assert not BenchmarkRun.objects.exists()
+
+    # The disabled select posts no user: the pool's own.
+    data = {key: value for key, value in RUN.items() if key != "user"}
+    owner_client.post(
+        reverse("benchmarks:run-launch", args=[cluster_row.pk]),
+        {**data, "target": str(pool.pk), "database": ""},
+        headers=HTMX,
+    )
+    assert BenchmarkRun.objects.get().user == "app"
+
+
 def test_warnings_show_clients_above_the_scale_and_above_the_direct_limit(owner_client, cluster_row):
     DataSet.objects.create(cluster=cluster_row, database="defaultdb", scale=10, status=JobStatus.SUCCEEDED)
     url = reverse("benchmarks:run-check", args=[cluster_row.pk])

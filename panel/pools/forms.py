@@ -24,7 +24,10 @@ class PoolForm(PanelForm):
     user = forms.ChoiceField(
         label=_("User"),
         required=False,
-        help_text=_("The inbound user: clients log in to the server as whoever they connect as."),
+        help_text=_(
+            "Leave it empty to log in to the server as whichever user connects (the inbound user), "
+            "or pick a user to make every client of this pool log in as that user."
+        ),
     )
     mode = forms.ChoiceField(
         label=_("Pool mode"), choices=PoolMode.choices, initial=PoolMode.TRANSACTION, widget=forms.RadioSelect

@@ -1,4 +1,5 @@
-/* The run form: a pool implies its database (the select is disabled), the custom script box shows
+/* The run form: a pool implies its database (the select is disabled), a pool with a fixed user its
+ * user (likewise, and the user is shown), the custom script box shows
  * only for "Custom script"; and the Compare button of the runs table needs two ticked runs.
  * Reads data- attributes, no inline scripts.
  */
@@ -11,10 +12,44 @@
     if (target && database) {
       database.disabled = target.value !== "direct";
     }
+    if (target) {
+      syncUser(form, target.value);
+    }
     var script = form.querySelector("select[name='script']");
     var custom = form.querySelector("[data-bench-custom]");
     if (script && custom) {
       custom.classList.toggle("d-none", script.value !== "custom");
+    }
+  }
+
+  // A pool with a fixed user decides who logs in: the User select shows that user, disabled (a
+  // disabled select is not posted, so the server uses the pool's user). Another target gives back
+  // the user chosen before.
+  function syncUser(form, targetValue) {
+    var user = form.querySelector("[data-bench-user] select");
+    var note = form.querySelector("[data-bench-pool-user]");
+    if (!user) {
+      return;
+    }
+    var fixed = null;
+    try {
+      fixed = JSON.parse(form.dataset.poolUsers || "{}")[targetValue] || null;
+    } catch (error) {
+      fixed = null;
+    }
+    if (fixed) {
+      if (!user.disabled) {
+        user.dataset.chosen = user.value;
+      }
+      user.value = fixed;
+      user.disabled = true;
+    } else if (user.disabled) {
+      user.disabled = false;
+      user.value = user.dataset.chosen || "";
+    }
+    if (note) {
+      note.textContent = fixed ? note.dataset.template.replace("%(user)s", fixed) : "";
+      note.classList.toggle("d-none", !fixed);
     }
   }
 

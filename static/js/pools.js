@@ -1,4 +1,5 @@
-/* Connection pools: the budget shown as you type the pool size, and the delete dialog's reset.
+/* Connection pools: the budget shown as you type the pool size, the button that opens the create
+ * form, and the delete dialog's reset.
  *
  * A form marked data-pool-budget carries data-used (connections already allocated, this pool
  * included), data-total (the plan's budget) and data-own (this pool's current size, 0 for a new
@@ -49,6 +50,41 @@
   });
   document.addEventListener("DOMContentLoaded", function () { updateAll(); });
   document.addEventListener("htmx:afterSettle", function () { updateAll(); });
+
+  // "Create a connection pool" opens the form and puts the cursor in it; when the form is open
+  // already (an empty tab opens it), it only brings it into view: a toggle would hide it.
+  function focusCreateForm(panel) {
+    var field = panel.querySelector("input:not([type='hidden']), select");
+    panel.scrollIntoView({ block: "nearest", behavior: "smooth" });
+    if (field) {
+      field.focus({ preventScroll: true });
+    }
+  }
+
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest && event.target.closest("[data-pool-create-open]");
+    if (!button) {
+      return;
+    }
+    var panel = document.getElementById(button.getAttribute("aria-controls"));
+    if (!panel) {
+      return;
+    }
+    button.setAttribute("aria-expanded", "true");
+    if (panel.classList.contains("show")) {
+      focusCreateForm(panel);
+      return;
+    }
+    panel.addEventListener("shown.bs.collapse", function () { focusCreateForm(panel); }, { once: true });
+    window.bootstrap.Collapse.getOrCreateInstance(panel, { toggle: false }).show();
+  });
+  document.addEventListener("hidden.bs.collapse", function (event) {
+    document.querySelectorAll("[data-pool-create-open]").forEach(function (button) {
+      if (button.getAttribute("aria-controls") === event.target.id) {
+        button.setAttribute("aria-expanded", "false");
+      }
+    });
+  });
 
   // A reopened delete dialog must not show the previous pool's count while the new one loads.
   document.addEventListener("hidden.bs.modal", function (event) {

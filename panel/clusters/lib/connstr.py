@@ -85,10 +85,12 @@ class ConnectionDetails:
         return f"postgresql://{user}:{quoted_password}@{host}:{self.port}/{database}?sslmode={self.sslmode}"
 
     def _flags(self, quoted_password: str) -> str:
+        # The SSL mode goes in libpq's PGSSLMODE: psql's --set=sslmode=… only sets a psql variable
+        # and leaves the connection at libpq's default ("prefer"), which falls back to plain text.
         q = shlex.quote
         return (
-            f"PGPASSWORD={quoted_password} psql -U {q(self.user)} -h {q(self.host)} "
-            f"-p {self.port} -d {q(self.database)} --set=sslmode={self.sslmode}"
+            f"PGPASSWORD={quoted_password} PGSSLMODE={q(self.sslmode)} psql -U {q(self.user)} "
+            f"-h {q(self.host)} -p {self.port} -d {q(self.database)}"
         )
 
     def _params(self, password: str) -> list[tuple[str, str]]:

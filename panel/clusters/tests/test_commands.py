@@ -13,6 +13,7 @@ from django.core.management import CommandError, call_command
 from panel.clusters import services
 from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus
+from panel.clusters.tests.test_flags_shell import SSL_QUERY, run_pasted
 
 pytestmark = pytest.mark.integration
 
@@ -132,8 +133,10 @@ def test_connection_formats(local_cluster: Cluster) -> None:
     assert uri == f"postgresql://doadmin:{details.password}@localhost:{port}/defaultdb?sslmode=require"
     flags = run("cluster", "connection", "db-test", "--format", "flags").strip()
     assert flags == (
-        f"PGPASSWORD={details.password} psql -U doadmin -h localhost -p {port} -d defaultdb --set=sslmode=require"
+        f"PGPASSWORD={details.password} PGSSLMODE=require psql -U doadmin -h localhost -p {port} -d defaultdb"
     )
+    pasted = run_pasted(flags, SSL_QUERY)
+    assert (pasted.returncode, pasted.stdout.strip()) == (0, "t"), pasted.stderr
     params = run("cluster", "connection", "db-test", "--format", "params")
     assert f"password = {details.password}\n" in params
     assert f"port = {port}\n" in params

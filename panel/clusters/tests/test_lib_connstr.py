@@ -28,9 +28,9 @@ def test_it_formats_the_uri_exactly_as_the_managed_service():
     assert details().uri() == "postgresql://doadmin:s3cret@db.example.com:25060/defaultdb?sslmode=require"
 
 
-def test_it_formats_the_flags_exactly_as_the_managed_service():
+def test_the_flags_set_the_ssl_mode_in_libpqs_environment_not_a_psql_variable():
     assert details().flags() == (
-        "PGPASSWORD=s3cret psql -U doadmin -h db.example.com -p 25060 -d defaultdb --set=sslmode=require"
+        "PGPASSWORD=s3cret PGSSLMODE=require psql -U doadmin -h db.example.com -p 25060 -d defaultdb"
     )
 
 
@@ -77,7 +77,8 @@ def test_the_flags_are_shell_quoted_and_round_trip(password):
     line = details(password, user="o'neil").flags()
     words = shlex.split(line)
     assert words[0] == f"PGPASSWORD={password}"
-    assert words[1:] == [
+    assert words[1] == "PGSSLMODE=require"
+    assert words[2:] == [
         "psql",
         "-U",
         "o'neil",
@@ -87,7 +88,6 @@ def test_the_flags_are_shell_quoted_and_round_trip(password):
         "25060",
         "-d",
         "defaultdb",
-        "--set=sslmode=require",
     ]
 
 
@@ -96,7 +96,7 @@ def test_shown_masks_the_password_literally_in_every_format():
     assert shown.password == PASSWORD_MASK == "********"
     assert shown.uri == "postgresql://doadmin:********@db.example.com:25060/defaultdb?sslmode=require"
     assert shown.flags == (
-        "PGPASSWORD=******** psql -U doadmin -h db.example.com -p 25060 -d defaultdb --set=sslmode=require"
+        "PGPASSWORD=******** PGSSLMODE=require psql -U doadmin -h db.example.com -p 25060 -d defaultdb"
     )
     assert ("password", "********") in shown.params
     texts = [shown.uri, shown.flags, *(value for _key, value in shown.params)]

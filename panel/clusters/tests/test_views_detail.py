@@ -56,7 +56,7 @@ def test_the_connection_partial_switches_user_database_and_view(owner_client, cl
     assert APP_PASSWORD not in text
 
     flags = owner_client.get(url, {"user": "app", "database": "appdb", "view": "flags"}, headers=HTMX)
-    assert "psql -U app -h localhost -p 26900 -d appdb --set=sslmode=require" in flags.content.decode()
+    assert "PGSSLMODE=require psql -U app -h localhost -p 26900 -d appdb" in flags.content.decode()
 
     params = owner_client.get(url, {"view": "params"}, headers=HTMX).content.decode()
     for key in ("username", "password", "host", "port", "database", "sslmode"):
@@ -89,7 +89,7 @@ def test_copy_buttons_fetch_secrets_from_an_owner_checked_no_store_endpoint(owne
     password = owner_client.get(url, {"format": "password"})
     assert password.content.decode() == ADMIN_PASSWORD
     flags = owner_client.get(url, {"format": "flags"}).content.decode()
-    assert flags.startswith(f"PGPASSWORD={ADMIN_PASSWORD} psql -U doadmin")
+    assert flags.startswith(f"PGPASSWORD={ADMIN_PASSWORD} PGSSLMODE=require psql -U doadmin")
     assert owner_client.get(url, {"format": "html"}).status_code == 400
 
 

@@ -10,6 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from panel.clusters.models import Cluster
+from panel.clusters.tests.test_flags_shell import run_pasted
 from panel.pools import services
 
 pytestmark = pytest.mark.integration
@@ -41,7 +42,10 @@ def test_the_pool_lifecycle_from_the_command_line(cluster: Cluster) -> None:
     assert uri.endswith(f":{cluster.pooler_port}/cli-pool?sslmode=require")
     with psycopg.connect(uri, connect_timeout=5) as conn:
         assert conn.execute("SELECT current_user").fetchone() == ("doadmin",)
-    assert "--set=sslmode=require" in pool("connection", name, "cli-pool", "--format", "flags")
+    flags = pool("connection", name, "cli-pool", "--format", "flags").strip()
+    assert "PGSSLMODE=require psql" in flags
+    pasted = run_pasted(flags, "SELECT current_user")
+    assert (pasted.returncode, pasted.stdout.strip()) == (0, "doadmin"), pasted.stderr
     assert "database = cli-pool" in pool("connection", name, "cli-pool", "--format", "params")
 
     out = pool("update", name, "cli-pool", "--size", "7", "--user", "doadmin", "--mode", "session")

@@ -67,6 +67,11 @@ def test_the_empty_tab_shows_the_budget_and_says_what_to_do(owner_client, cluste
     assert "Create a connection pool to" in page
     assert 'id="create-pool-form"' in page
     assert "Inbound user (whoever connects)" in page
+    # One sentence for both choices (it used to say the user is always the inbound one).
+    assert (
+        "Leave it empty to log in to the server as whichever user connects (the inbound user), "
+        "or pick a user to make every client of this pool log in as that user."
+    ) in page
     assert 'value="transaction" checked' in page  # the default mode
     assert "multi-statement transactions are refused" in page  # each mode explained
     assert 'data-used="0" data-total="97"' in page  # the budget for the as-you-type figure
@@ -191,7 +196,7 @@ def test_the_copy_endpoint_gives_each_format_and_a_fixed_pool_keeps_its_user(own
     url = reverse("pools:connection-secret", args=[cluster_row.pk, pool.pk])
     flags = owner_client.get(url, {"format": "flags", "user": "doadmin"}).content.decode()
     assert flags == (
-        f"PGPASSWORD={APP_PASSWORD} psql -U app -h localhost -p 26901 -d test-pool --set=sslmode=require"
+        f"PGPASSWORD={APP_PASSWORD} PGSSLMODE=require psql -U app -h localhost -p 26901 -d test-pool"
     )
     assert owner_client.get(url, {"format": "password"}).content.decode() == APP_PASSWORD
     assert owner_client.get(url, {"format": "bogus"}).status_code == 400
