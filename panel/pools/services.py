@@ -528,6 +528,15 @@ def stop_pgbouncer(cluster: Cluster) -> bool:
     return stopped
 
 
+def _idle_timeout_current(files: supervisor.BouncerFiles) -> bool:
+    """Whether the running ``pgbouncer.ini`` has today's ``server_idle_timeout`` (True if unreadable)."""
+    try:
+        ini = files.ini.read_text()
+    except OSError:
+        return True
+    return f"\nserver_idle_timeout = {settings.PANEL_POOL_SERVER_IDLE_TIMEOUT}\n" in ini
+
+
 def reconcile_pgbouncer(cluster: Cluster) -> str | None:
     """Keep PgBouncer running while the cluster serves and has pools; a note when it acted."""
     if not cluster.is_local or not cluster.pooler_port:
@@ -543,7 +552,15 @@ def reconcile_pgbouncer(cluster: Cluster) -> str | None:
         return None
     pooler = Pooler.objects.filter(cluster=cluster).first()
     if running and (pooler is None or pooler.status != PoolerStatus.ERROR):
-        return None
+        if _idle_timeout_current(files):
+            return None
+        # A file written before the idle timeout changed (PgBouncer's 600 s before issue 11):
+        # rewrite it, so held slots come back as the panel says they do.
+        try:
+            apply_config(cluster)
+        except ServiceError as exc:
+            return f"{cluster.name}: PgBouncer idle timeout not updated: {exc.message}"
+        return f"{cluster.name}: PgBouncer server_idle_timeout set to {settings.PANEL_POOL_SERVER_IDLE_TIMEOUT} s"
     if not running:
         cluster.log_event(
             "pooler-down", _("PgBouncer was not running; starting it again."), EventLevel.WARNING

@@ -20,6 +20,7 @@ from django.urls import reverse
 from panel.clusters import services as cluster_services
 from panel.clusters.models import Cluster
 from panel.pools import services
+from panel.pools.apply import bouncer_files
 from panel.pools.models import ConnectionPool
 from panel.pools.tests.test_integration_pgbench import pgbench
 
@@ -164,3 +165,17 @@ def test_the_idle_timeout_gives_held_slots_back_by_itself(settings, cluster: Clu
     stopped = time.monotonic()
     seconds_until_released(cluster, limit=10 * settings.PANEL_POOL_SERVER_IDLE_TIMEOUT)
     assert time.monotonic() - stopped > after_stop
+
+
+def test_the_reconciler_gives_running_pgbouncers_the_current_idle_timeout(settings, cluster: Cluster) -> None:
+    services.create_pool(cluster, "old-pool", "defaultdb", "", "transaction", 2)
+    ini = bouncer_files(cluster).ini
+    assert "\nserver_idle_timeout = 60\n" in ini.read_text()
+    assert services.reconcile_pgbouncer(cluster) is None
+
+    # As a PgBouncer started before the setting changed (PgBouncer's 600 s before issue 11).
+    settings.PANEL_POOL_SERVER_IDLE_TIMEOUT = 45
+    note = services.reconcile_pgbouncer(cluster)
+    assert note == f"{cluster.name}: PgBouncer server_idle_timeout set to 45 s"
+    assert "\nserver_idle_timeout = 45\n" in ini.read_text()
+    assert services.reconcile_pgbouncer(cluster) is None
