@@ -198,11 +198,15 @@ def _server_slots(cluster: Cluster) -> tuple[int | None, int | None]:
     return int(row[0]), int(row[1])
 
 
-def _slot_usage(cluster: Cluster, rows: list[PoolRow]) -> SlotUsage:
-    limit, backends = _server_slots(cluster) if cluster.is_serving else (None, None)
+def _slot_usage(cluster: Cluster, rows: list[PoolRow], *, always_count: bool = True) -> SlotUsage:
+    active = sum(_active_servers(row) for row in rows)
+    idle = sum(_idle_servers(row) for row in rows)
+    # Without held servers the pools lock nobody out: the Overview's poll then skips the server.
+    count = cluster.is_serving and (always_count or active + idle > 0)
+    limit, backends = _server_slots(cluster) if count else (None, None)
     return SlotUsage(
-        active=sum(_active_servers(row) for row in rows),
-        idle=sum(_idle_servers(row) for row in rows),
+        active=active,
+        idle=idle,
         limit=limit,
         backends=backends,
         idle_timeout=settings.PANEL_POOL_SERVER_IDLE_TIMEOUT,
@@ -217,7 +221,7 @@ def slot_usage(cluster: Cluster) -> SlotUsage | None:
     if not poolable(cluster) or not cluster.pools.exists():
         return None
     rows = _show_pools(cluster)
-    return None if rows is None else _slot_usage(cluster, rows)
+    return None if rows is None else _slot_usage(cluster, rows, always_count=False)
 
 
 def release_idle_servers(cluster: Cluster, *, timeout: float = 3.0) -> int:

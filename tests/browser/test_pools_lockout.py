@@ -75,7 +75,9 @@ def test_the_lockout_warning_appears_and_goes_away_without_a_reload(
     expect(page.locator(".pool-slots-direct")).to_have_text("0 direct connections left")
     expect(page.locator("#pools-live .pools-lockout")).to_contain_text(WARNING)
     snapshot(page, "lockout-1-pools-tab")
-    page.locator("tr[data-pool='full-pool']").get_by_role("button", name="Release idle").click()
+    page.locator("tr[data-pool='full-pool']").get_by_role(
+        "button", name="Release idle server connections of full-pool"
+    ).click()
     expect(page.locator("#pools-live .pools-released")).to_contain_text(
         "Pool “full-pool”: 22 idle server connections closed"
     )
