@@ -122,8 +122,16 @@ def test_held_slots_are_shown_warned_about_and_released_on_request(owner_client,
     assert direct_works(cluster)
 
 
-def test_release_is_owner_only(other_client, cluster: Cluster) -> None:
+def test_release_is_owner_only(owner_client, other_client, cluster: Cluster) -> None:
     pool = services.create_pool(cluster, "mine.pool", "defaultdb", "", "transaction", 2)
+    # The pool page's button: a plain form POST that comes back to the pool page, saying so.
+    detail = reverse("pools:detail", args=[cluster.pk, pool.pk])
+    page = owner_client.get(detail).content.decode()
+    assert "after 60 s (server_idle_timeout)" in page
+    assert "PgBouncer 1.18 has no per-pool idle timeout" in page
+    response = owner_client.post(reverse("pools:release", args=[cluster.pk, pool.pk]), {"next": "detail"})
+    assert response.status_code == 302 and response["Location"] == detail
+    assert "Pool “mine.pool”: 0 idle server connections closed" in owner_client.get(detail).content.decode()
     assert other_client.post(reverse("pools:release", args=[cluster.pk, pool.pk])).status_code == 404
     assert other_client.post(reverse("pools:release-all", args=[cluster.pk])).status_code == 404
     assert other_client.get(reverse("pools:slots", args=[cluster.pk])).status_code == 404
