@@ -43,6 +43,11 @@ PANEL_SUPERUSER = "pgpanel"
 # The non-superuser role (member of pg_monitor) that collection and measurement use inside
 # databases a tenant can write to; the superuser never enters those.
 PANEL_MONITOR_ROLE = "pgpanel_monitor"
+# PgBouncer's server_idle_timeout for every cluster (seconds). PgBouncer's own 600 s kept a busy
+# pool's idle server connections, and so the direct clients' slots, for ten minutes after a run;
+# 60 s gives them back within about a minute (measured: issue 11). PgBouncer 1.18 has no per-pool
+# idle timeout, so this is one value for all pools of a cluster.
+PANEL_POOL_SERVER_IDLE_TIMEOUT = env_int("PANEL_POOL_SERVER_IDLE_TIMEOUT", 60)
 # As root: pgbench runs as this system user, which owns nothing of any cluster (created on demand),
 # and each cluster's PostgreSQL and PgBouncer run as a system user of their own named
 # PANEL_CLUSTER_USER_PREFIX + a short id (created on provision, removed on delete).

@@ -125,6 +125,7 @@ def global_settings(cluster: Cluster, files: supervisor.BouncerFiles) -> GlobalS
         admin_users=(ADMIN_ROLE,),
         listen_addr=settings.PANEL_LISTEN_ADDRESSES,
         max_client_conn=max_client_conn,
+        server_idle_timeout=settings.PANEL_POOL_SERVER_IDLE_TIMEOUT,
     )
 
 

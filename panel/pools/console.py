@@ -104,6 +104,22 @@ def reconnect(conn: Connection) -> None:
     conn.execute("RECONNECT")
 
 
+def quote_name(name: str) -> str:
+    """A database name as the console's command parser takes it: double-quoted, so that ``-`` and
+    ``.`` in a pool name are part of the name (pool names never contain a double quote)."""
+    if '"' in name:
+        raise ConsoleError(f"A database name with a double quote cannot be named on the console: {name!r}")
+    return f'"{name}"'
+
+
+def reconnect_database(conn: Connection, name: str) -> None:
+    """RECONNECT of one pool: its idle servers close at once, its active ones when released.
+
+    Its clients stay connected; the pool opens new servers on demand.
+    """
+    conn.execute(f"RECONNECT {quote_name(name)}")
+
+
 def reload(conn: Connection) -> None:
     """RELOAD re-reads both files; it answers success even for a broken file (verify after)."""
     conn.execute("RELOAD")

@@ -21,7 +21,9 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
+from panel.clusters import dbconn
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, DatabaseUser, EventLevel
 from panel.clusters.services import ServiceError
@@ -32,7 +34,7 @@ from panel.pools.apply import (
     bouncer_files,
     lock_cluster,
 )
-from panel.pools.lib.admin_console import clients_by_state
+from panel.pools.lib.admin_console import PoolRow, clients_by_state
 from panel.pools.lib.pgbouncer_ini import (
     InvalidPoolName,
     validate_pool_name,
@@ -60,6 +62,41 @@ class PoolStats:
 
 
 @dataclass(frozen=True)
+class SlotUsage:
+    """The server's connection slots now: what the pools hold, and what is left for direct clients.
+
+    PgBouncer keeps a pool's server connections open after its load stops (until
+    ``server_idle_timeout``), each holding one of the server's slots: after a busy run the pools
+    may hold every slot a non-superuser may use, and direct clients are refused with "remaining
+    connection slots are reserved".
+    """
+
+    # Server connections the pools use now (logging in included) and keep idle.
+    active: int
+    idle: int
+    # max_connections − superuser_reserved_connections: the slots a direct client may take.
+    limit: int | None
+    # Client backends on the server now, the pools' servers included; None when unknown.
+    backends: int | None
+    idle_timeout: int
+
+    @property
+    def held(self) -> int:
+        return self.active + self.idle
+
+    @property
+    def direct_left(self) -> int | None:
+        if self.limit is None or self.backends is None:
+            return None
+        return max(self.limit - self.backends, 0)
+
+    @property
+    def locked_out(self) -> bool:
+        """Direct clients are refused now and the pools are (at least partly) why."""
+        return self.direct_left == 0 and self.held > 0
+
+
+@dataclass(frozen=True)
 class PoolsOverview:
     """Everything the Connection Pools tab draws: budget, pools with live figures, PgBouncer state."""
 
@@ -68,6 +105,7 @@ class PoolsOverview:
     pools: list[tuple[ConnectionPool, PoolStats | None]]
     running: bool
     error_message: str
+    slots: SlotUsage | None = None
 
     @property
     def remaining(self) -> int:
@@ -90,25 +128,44 @@ def pool_budget(cluster: Cluster) -> tuple[int, int]:
 _NO_TRAFFIC = PoolStats(0, 0, 0, 0, 0.0)
 
 
-def _live_stats(cluster: Cluster, pooler: Pooler | None = None) -> dict[str, PoolStats] | None:
-    """``SHOW POOLS`` summed per pool name; None when PgBouncer is down or does not answer."""
+def _idle_servers(row: PoolRow) -> int:
+    # sv_used: idle longer than server_check_delay; sv_tested: being checked before reuse. Both
+    # hold a slot on the server like sv_idle.
+    return (row.sv_idle or 0) + (row.sv_used or 0) + (row.sv_tested or 0)
+
+
+def _active_servers(row: PoolRow) -> int:
+    return (row.sv_active or 0) + (row.sv_login or 0)
+
+
+def _show_pools(cluster: Cluster, pooler: Pooler | None = None) -> list[PoolRow] | None:
+    """``SHOW POOLS``; None when PgBouncer is down or does not answer."""
     if not pooler_running(cluster):
         return None
     try:
         with admin_console(cluster, pooler) as conn:
-            rows = console.show_pools(conn)
+            return console.show_pools(conn)
     except (console.ConsoleError, ValueError) as exc:
         log.info("SHOW POOLS on %s failed: %s", cluster.pk, exc)
         return None
+
+
+def _stats_by_pool(rows: list[PoolRow]) -> dict[str, PoolStats]:
+    """``SHOW POOLS`` summed per pool name (an inbound pool has one row per role)."""
     sums: dict[str, dict[str, Any]] = {}
     for row in rows:
         s = sums.setdefault(row.database, {"ca": 0, "cw": 0, "sa": 0, "si": 0, "mw": 0.0})
         s["ca"] += row.cl_active or 0
         s["cw"] += row.cl_waiting or 0
-        s["sa"] += row.sv_active or 0
-        s["si"] += (row.sv_idle or 0) + (row.sv_used or 0)
+        s["sa"] += _active_servers(row)
+        s["si"] += _idle_servers(row)
         s["mw"] = max(s["mw"], row.maxwait or 0.0)
     return {name: PoolStats(s["ca"], s["cw"], s["sa"], s["si"], s["mw"]) for name, s in sums.items()}
+
+
+def _live_stats(cluster: Cluster, pooler: Pooler | None = None) -> dict[str, PoolStats] | None:
+    rows = _show_pools(cluster, pooler)
+    return None if rows is None else _stats_by_pool(rows)
 
 
 def pool_stats(cluster: Cluster) -> dict[str, PoolStats] | None:
@@ -119,43 +176,146 @@ def pool_stats(cluster: Cluster) -> dict[str, PoolStats] | None:
     return {name: live.get(name, _NO_TRAFFIC) for name in cluster.pools.values_list("name", flat=True)}
 
 
-def release_idle_servers(cluster: Cluster, *, timeout: float = 3.0) -> int:
-    """Close the server connections PgBouncer keeps idle, giving their slots back to the server.
+def _server_slots(cluster: Cluster) -> tuple[int | None, int | None]:
+    """``(limit, backends)`` from the server itself, or ``(None, None)`` when it does not answer.
 
-    PgBouncer keeps idle server connections for server_idle_timeout (600 s), so after a busy run
-    the pools may hold the whole connection budget and direct clients are refused. Clients of the
-    pools are not disturbed: servers reopen on demand. Returns how many were idle; never raises.
+    The superuser's connection in the maintenance database (never a tenant's): it uses a reserved
+    slot, so it still answers when a non-superuser would be refused, which is when this matters.
     """
+    try:
+        with dbconn.admin_connection(cluster) as conn:
+            row = conn.execute(
+                "SELECT current_setting('max_connections')::int"
+                " - current_setting('superuser_reserved_connections')::int,"
+                " (SELECT count(*) FROM pg_catalog.pg_stat_activity"
+                "  WHERE backend_type = 'client backend' AND pid <> pg_catalog.pg_backend_pid())"
+            ).fetchone()
+    except (dbconn.DatabaseError, OSError) as exc:
+        log.info("counting backends on %s failed: %s", cluster.pk, exc)
+        return None, None
+    if row is None:
+        return None, None
+    return int(row[0]), int(row[1])
+
+
+def _slot_usage(cluster: Cluster, rows: list[PoolRow], *, always_count: bool = True) -> SlotUsage:
+    active = sum(_active_servers(row) for row in rows)
+    idle = sum(_idle_servers(row) for row in rows)
+    # Without held servers the pools lock nobody out: the Overview's poll then skips the server.
+    count = cluster.is_serving and (always_count or active + idle > 0)
+    limit, backends = _server_slots(cluster) if count else (None, None)
+    return SlotUsage(
+        active=active,
+        idle=idle,
+        limit=limit,
+        backends=backends,
+        idle_timeout=settings.PANEL_POOL_SERVER_IDLE_TIMEOUT,
+    )
+
+
+def slot_usage(cluster: Cluster) -> SlotUsage | None:
+    """The slots the pools hold and the direct headroom; None without pools or a running PgBouncer.
+
+    Polled by the Overview's warning: one ``SHOW POOLS`` and one count of the server's backends.
+    """
+    if not poolable(cluster) or not cluster.pools.exists():
+        return None
+    rows = _show_pools(cluster)
+    return None if rows is None else _slot_usage(cluster, rows, always_count=False)
+
+
+def release_idle_servers(cluster: Cluster, *, timeout: float = 3.0) -> int:
+    """Close the server connections PgBouncer keeps idle in every pool, giving their slots back.
+
+    After a busy run the pools may hold the whole connection budget, so direct clients are
+    refused until ``server_idle_timeout``. Clients of the pools are not disturbed: servers reopen
+    on demand. Returns how many were idle; never raises.
+    """
+    return _release(cluster, None, timeout=timeout)
+
+
+def release_all(cluster: Cluster, *, timeout: float = 3.0) -> int:
+    """ "Release now" of the lock-out warning: a RECONNECT of every pool; see ``release_pool``."""
+    if not pooler_running(cluster):
+        raise ServiceError(_("PgBouncer is not running; the pools hold no server connections."))
+    released = _release(cluster, None, timeout=timeout, quiet=False)
+    cluster.log_event(
+        "pools-released",
+        ngettext(
+            "%(n)s idle server connection of the pools closed.",
+            "%(n)s idle server connections of the pools closed.",
+            released,
+        )
+        % {"n": released},
+    )
+    return released
+
+
+def release_pool(pool: ConnectionPool, *, timeout: float = 3.0) -> int:
+    """ "Release idle server connections" of one pool: a RECONNECT of that pool on the console.
+
+    Its idle servers close at once, its active ones as soon as their transaction (or session)
+    releases them; its clients stay connected. Returns how many were idle.
+    """
+    cluster = pool.cluster
+    if not pooler_running(cluster):
+        raise ServiceError(_("PgBouncer is not running; the pool holds no server connections."))
+    released = _release(cluster, pool.name, timeout=timeout, quiet=False)
+    cluster.log_event(
+        "pool-released",
+        ngettext(
+            "Pool “%(name)s”: %(n)s idle server connection closed.",
+            "Pool “%(name)s”: %(n)s idle server connections closed.",
+            released,
+        )
+        % {"name": pool.name, "n": released},
+    )
+    return released
+
+
+def _release(cluster: Cluster, name: str | None, *, timeout: float, quiet: bool = True) -> int:
+    """RECONNECT one pool (``name``) or all, then wait up to ``timeout`` for the idle ones to go."""
     if not pooler_running(cluster):
         return 0
+
+    def idle(rows: list[PoolRow]) -> int:
+        return sum(_idle_servers(row) for row in rows if name is None or row.database == name)
+
     try:
         with admin_console(cluster) as conn:
-            # sv_used: idle longer than server_check_delay, still holding its slot.
-            idle = sum((row.sv_idle or 0) + (row.sv_used or 0) for row in console.show_pools(conn))
-            if idle:
-                console.reconnect(conn)
+            count = idle(console.show_pools(conn))
+            if count:
+                if name is None:
+                    console.reconnect(conn)
+                else:
+                    console.reconnect_database(conn, name)
                 deadline = time.monotonic() + timeout
-                while time.monotonic() < deadline and any(
-                    row.sv_idle or row.sv_used for row in console.show_pools(conn)
-                ):
+                while time.monotonic() < deadline and idle(console.show_pools(conn)):
                     time.sleep(0.05)
     except (console.ConsoleError, ValueError) as exc:
         log.info("releasing idle servers of %s failed: %s", cluster.pk, exc)
-        return 0
-    return idle
+        if quiet:
+            return 0
+        raise ServiceError(
+            _("PgBouncer did not release the server connections: %(reason)s") % {"reason": exc}
+        ) from None
+    return count
 
 
 def pools_overview(cluster: Cluster) -> PoolsOverview:
-    # Polled every 3 s: one query for the pools, one for the pooler, one SHOW POOLS.
+    # Polled every 3 s: one query for the pools, one for the pooler, one SHOW POOLS, and (with a
+    # running PgBouncer) one count of the server's backends for the direct headroom.
     pools = list(cluster.pools.all())
     pooler = Pooler.objects.filter(cluster=cluster).first()
-    live = _live_stats(cluster, pooler) if pools else None
+    rows = _show_pools(cluster, pooler) if pools else None
+    live = _stats_by_pool(rows) if rows is not None else None
     return PoolsOverview(
         used=sum(pool.size for pool in pools),
         total=cluster.pool_connections or 0,
         pools=[(pool, live.get(pool.name, _NO_TRAFFIC) if live is not None else None) for pool in pools],
         running=live is not None,
         error_message=pooler.error_message if pooler and pooler.status == PoolerStatus.ERROR else "",
+        slots=_slot_usage(cluster, rows) if rows is not None else None,
     )
 
 
@@ -372,6 +532,15 @@ def stop_pgbouncer(cluster: Cluster) -> bool:
     return stopped
 
 
+def _idle_timeout_current(files: supervisor.BouncerFiles) -> bool:
+    """Whether the running ``pgbouncer.ini`` has today's ``server_idle_timeout`` (True if unreadable)."""
+    try:
+        ini = files.ini.read_text()
+    except OSError:
+        return True
+    return f"\nserver_idle_timeout = {settings.PANEL_POOL_SERVER_IDLE_TIMEOUT}\n" in ini
+
+
 def reconcile_pgbouncer(cluster: Cluster) -> str | None:
     """Keep PgBouncer running while the cluster serves and has pools; a note when it acted."""
     if not cluster.is_local or not cluster.pooler_port:
@@ -387,7 +556,15 @@ def reconcile_pgbouncer(cluster: Cluster) -> str | None:
         return None
     pooler = Pooler.objects.filter(cluster=cluster).first()
     if running and (pooler is None or pooler.status != PoolerStatus.ERROR):
-        return None
+        if _idle_timeout_current(files):
+            return None
+        # A file written before the idle timeout changed (PgBouncer's 600 s before issue 11):
+        # rewrite it, so held slots come back as the panel says they do.
+        try:
+            apply_config(cluster)
+        except ServiceError as exc:
+            return f"{cluster.name}: PgBouncer idle timeout not updated: {exc.message}"
+        return f"{cluster.name}: PgBouncer server_idle_timeout set to {settings.PANEL_POOL_SERVER_IDLE_TIMEOUT} s"
     if not running:
         cluster.log_event(
             "pooler-down", _("PgBouncer was not running; starting it again."), EventLevel.WARNING

@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -14,7 +15,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from panel.clusters.models import Cluster
@@ -70,6 +71,81 @@ def pool_stats(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = _get_cluster_for_user(request, cluster_id)
     context = {"cluster": cluster, "overview": services.pools_overview(cluster)}
     return render(request, "pools/list.html#live", context)
+
+
+# --- server connections the pools hold: the Overview's warning, release -------------------------------
+
+
+@never_cache
+@require_GET
+def pool_slots(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    """The Overview's lock-out warning; it polls itself only while the cluster has pools."""
+    cluster = _get_cluster_for_user(request, cluster_id)
+    return render(request, "pools/_slots.html", {"cluster": cluster, "slots": services.slot_usage(cluster)})
+
+
+def _released_notice(released: int, name: str | None) -> str:
+    if name is None:
+        return ngettext(
+            "%(n)s idle server connection closed; its slot is free for direct connections.",
+            "%(n)s idle server connections closed; their slots are free for direct connections.",
+            released,
+        ) % {"n": released}
+    return ngettext(
+        "Pool “%(name)s”: %(n)s idle server connection closed; its clients stay connected.",
+        "Pool “%(name)s”: %(n)s idle server connections closed; its clients stay connected.",
+        released,
+    ) % {"n": released, "name": name}
+
+
+def _after_release(
+    request: HttpRequest,
+    cluster: Cluster,
+    notice: str,
+    *,
+    error: bool = False,
+    pool: ConnectionPool | None = None,
+) -> HttpResponse:
+    """The part of the page that asked: the Overview's warning or the Pools tab's live figures."""
+    if request.htmx and request.htmx.target == "pools-slots":
+        context = {"cluster": cluster, "slots": services.slot_usage(cluster), "release_notice": notice}
+        return render(request, "pools/_slots.html", context)
+    if request.htmx:
+        context = {
+            "cluster": cluster,
+            "overview": services.pools_overview(cluster),
+            "release_notice": notice,
+            "release_error": error,
+        }
+        return render(request, "pools/list.html#live", context)
+    (messages.error if error else messages.success)(request, notice)
+    following = request.POST.get("next")
+    if following == "detail" and pool is not None:
+        return redirect("pools:detail", cluster_id=cluster.pk, pool_id=pool.pk)
+    return redirect("clusters:detail" if following == "overview" else "pools:list", cluster_id=cluster.pk)
+
+
+@require_POST
+def pool_release(request: HttpRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID) -> HttpResponse:
+    """Release idle server connections of one pool (a RECONNECT of it on PgBouncer's console)."""
+    cluster = _get_cluster_for_user(request, cluster_id)
+    pool = _get_pool(cluster, pool_id)
+    try:
+        released = services.release_pool(pool)
+    except ServiceError as exc:
+        return _after_release(request, cluster, exc.message, error=True, pool=pool)
+    return _after_release(request, cluster, _released_notice(released, pool.name), pool=pool)
+
+
+@require_POST
+def pools_release(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    """Release the idle server connections of every pool of the cluster (the warning's button)."""
+    cluster = _get_cluster_for_user(request, cluster_id)
+    try:
+        released = services.release_all(cluster)
+    except ServiceError as exc:
+        return _after_release(request, cluster, exc.message, error=True)
+    return _after_release(request, cluster, _released_notice(released, None))
 
 
 @require_http_methods(["GET", "POST"])
@@ -152,6 +228,7 @@ def _render_pool_page(
         budget_used=used,
         budget_total=total,
         budget_left=max(total - used, 0),
+        idle_timeout=settings.PANEL_POOL_SERVER_IDLE_TIMEOUT,
         form=form or PoolForm(cluster=cluster, pool=pool),
         **extra,
     )

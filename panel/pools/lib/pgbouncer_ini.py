@@ -116,8 +116,10 @@ class GlobalSettings:
     max_client_conn: int = 1000
     # Every panel pool sets its own pool_size; 1 keeps a hand-added line from eating the budget.
     default_pool_size: int = 1
-    # PgBouncer's default; the budget rule, not this timeout, keeps direct connections possible.
-    server_idle_timeout: int = 600
+    # Idle server connections hold the server's slots: with PgBouncer's 600 s a busy pool locked
+    # direct clients out for ten minutes after its load stopped; 60 s gives them back in about a
+    # minute. PgBouncer 1.18 has no per-database idle timeout, so it is one value for all pools.
+    server_idle_timeout: int = 60
     # PgBouncer's default; runs only when a session-mode client leaves, so state never leaks.
     server_reset_query: str = "DISCARD ALL"
     # pgbench and JDBC send extra_float_digits at startup; PgBouncer refuses unknown parameters.

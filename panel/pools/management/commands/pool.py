@@ -53,6 +53,11 @@ class Command(BaseCommand):
         p = add("delete", "Delete a pool; its connected clients are disconnected.")
         p.add_argument("--yes", action="store_true", help="confirm the deletion")
 
+        add(
+            "release",
+            "Close the server connections the pool keeps idle (RECONNECT); its clients stay connected.",
+        )
+
         p = add("connection", "Print the pool's connection details, password included.")
         p.add_argument("--user", help="user for an inbound-user pool (default: the admin user)")
         p.add_argument("--format", dest="fmt", choices=FORMATS, default="uri")
@@ -182,6 +187,13 @@ class Command(BaseCommand):
             )
         clients = services.delete_pool(pool)
         self.stdout.write(self.style.SUCCESS(f"Pool {pool.name} deleted; {clients} client(s) disconnected."))
+
+    def do_release(self, options: dict[str, Any]) -> None:
+        pool = self._pool(options)
+        released = services.release_pool(pool)
+        self.stdout.write(
+            self.style.SUCCESS(f"Pool {pool.name}: {released} idle server connection(s) closed.")
+        )
 
     def do_connection(self, options: dict[str, Any]) -> None:
         pool = self._pool(options)
