@@ -22,7 +22,6 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from benchmarks import services
 from benchmarks.forms import InitDataSetForm, RunForm, SweepForm
-from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib.pgbench_failure import explain_failure, kind_label
 from benchmarks.models import BenchmarkRun, DataSet, JobStatus, RunStatus, Sweep
 from panel.clusters.models import Cluster
@@ -269,14 +268,6 @@ def _summary_rows(summary: dict[str, Any] | None) -> list[tuple[str, Any]]:
     return rows
 
 
-def run_command(run: BenchmarkRun) -> tuple[str, bool]:
-    """The command shown on the run page and whether it is the exact one that ran (stored at
-    spawn); before pgbench starts (or for runs older than the stored argv) it is the planned one."""
-    if run.argv:
-        return cmd.exact_command(run.argv, run.argv_env, run.workdir, run.custom_script), True
-    return run.command_display, False
-
-
 def _run_context(run: BenchmarkRun) -> dict[str, Any]:
     latest = run.samples.order_by("-seq").first()
     progress = None
@@ -286,7 +277,7 @@ def _run_context(run: BenchmarkRun) -> dict[str, Any]:
         done = run.status == RunStatus.SUCCEEDED
         progress = 100 if done else min(100, round(100 * elapsed / run.duration_s))
     explanation = explain_failure(run.status, run.error_message, run.first_error)
-    command, exact = run_command(run)
+    command, exact = services.shown_command(run)
     return {
         "cluster": run.cluster,
         "active_tab": "benchmarks",

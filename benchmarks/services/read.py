@@ -10,6 +10,7 @@ from typing import Any
 
 from django.utils.translation import gettext as _
 
+from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib.pgbench_failure import explain_failure
 from benchmarks.models import BenchmarkRun, RunStatus, Sweep
 from panel.clusters.services import ServiceError
@@ -37,6 +38,14 @@ def samples_after(run: BenchmarkRun, after: int = 0, limit: int = 5000) -> list[
     return list(run.samples.filter(seq__gt=after).order_by("seq").values(*SAMPLE_FIELDS)[:limit])
 
 
+def shown_command(run: BenchmarkRun) -> tuple[str, bool]:
+    """The command shown for a run and whether it is the exact one that ran (its argv, stored when
+    pgbench started); before pgbench starts, or for runs older than the stored argv, the planned one."""
+    if run.argv:
+        return cmd.exact_command(run.argv, run.argv_env, run.workdir, run.custom_script), True
+    return run.command_display, False
+
+
 def run_record(run: BenchmarkRun) -> dict[str, Any]:
     """What a run is, in JSON-friendly types (export, compare, the CLI)."""
     return {
@@ -56,7 +65,8 @@ def run_record(run: BenchmarkRun) -> dict[str, Any]:
         "script": run.script,
         "query_mode": run.query_mode,
         "options": run.options,
-        "command": run.command_display,
+        "command": shown_command(run)[0],
+        "argv": run.argv or None,
         "exit_code": run.exit_code,
         "error_message": run.error_message,
         "first_error": run.first_error,
