@@ -13,6 +13,8 @@ from playwright.sync_api import Page, expect
 from benchmarks import services
 from benchmarks.models import BenchmarkRun, JobStatus, RunStatus
 from benchmarks.tests.test_integration_runs import run_now
+from benchmarks.tests.test_views_pages import RESERVED as RESERVED_MESSAGE
+from benchmarks.tests.test_views_pages import make_run
 from panel.clusters.models import Cluster
 from tests.browser.conftest import log_in, snapshot
 
@@ -71,3 +73,20 @@ def test_a_refused_run_and_its_comparison(live_server, journey_cluster: Cluster,
     bars = page.evaluate(DATASETS_JS, "bars")
     assert bars["labels"] == ["two clients"] and len(bars["datasets"][0]["data"]) == 1
     snapshot(page, "bench-compare-failed")
+
+
+def test_a_watched_run_that_stops_without_a_sample_leaves_a_sentence_not_empty_charts(
+    live_server, journey_cluster: Cluster, page: Page
+) -> None:
+    # The row as a worker leaves it while pgbench is starting; then it fails before any report.
+    run = make_run(journey_cluster, status=RunStatus.RUNNING, summary=None, exit_code=None, duration_s=20)
+    log_in(page, live_server.url, f"/clusters/{journey_cluster.pk}/benchmarks/runs/{run.pk}/")
+    page.wait_for_function("() => window.Chart && Chart.getChart(document.querySelector('#chart-tps'))")
+    BenchmarkRun.objects.filter(pk=run.pk).update(
+        status=RunStatus.FAILED, error_message="could not start: x", first_error=RESERVED_MESSAGE
+    )
+    charts = page.locator("[data-bench-run-charts]")
+    expect(charts).to_have_attribute("data-done", "true", timeout=15_000)
+    expect(charts.locator("canvas")).to_have_count(0)
+    expect(charts).to_have_text("No samples: the run stopped before its first progress report.")
+    expect(page.locator(".bench-run-why")).to_contain_text("More clients than the plan allows", timeout=5_000)
