@@ -102,13 +102,17 @@ class RunForm(_TargetMixin, PanelForm):
     )
     user = forms.ChoiceField(label=_("User"), required=False)
     clients = forms.IntegerField(
-        label=_("Clients"), min_value=1, max_value=cmd.MAX_CLIENTS, initial=10, help_text="-c"
+        label=_("Clients"),
+        min_value=1,
+        max_value=cmd.MAX_CLIENTS,
+        initial=10,
+        help_text=_("How many database sessions pgbench opens at once (pgbench's -c)."),
     )
     threads = forms.IntegerField(
         label=_("Threads"),
         min_value=1,
         required=False,
-        help_text=_("-j; empty: one per CPU, at most the clients."),
+        help_text=_("How many threads drive the clients (-j); empty: one per CPU, at most the clients."),
     )
     duration = forms.IntegerField(
         label=_("Duration (s)"), min_value=1, max_value=cmd.MAX_DURATION_S, required=False, initial=30

@@ -209,6 +209,12 @@ class BenchmarkRun(models.Model):
     command_display = models.TextField(
         blank=True, help_text=_("The equivalent shell command, password redacted.")
     )
+    # What was spawned, stored when pgbench started: the exact argument list, the ``PG*``/``LC_*``
+    # variables of its environment (secret values stored as None, never the password), and the
+    # private work directory its arguments name. The run page renders the command from these.
+    argv = models.JSONField(default=list, blank=True)
+    argv_env = models.JSONField(default=dict, blank=True)
+    workdir = models.CharField(max_length=255, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     summary = models.JSONField(null=True, blank=True)
     error_message = models.TextField(blank=True)

@@ -22,6 +22,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from benchmarks import services
 from benchmarks.forms import InitDataSetForm, RunForm, SweepForm
+from benchmarks.lib.pgbench_failure import explain_failure, kind_label
 from benchmarks.models import BenchmarkRun, DataSet, JobStatus, RunStatus, Sweep
 from panel.clusters.models import Cluster
 from panel.clusters.services import ServiceError, clusters_for
@@ -234,14 +235,35 @@ def run_launch(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 # --- one run: live page, samples, cancel, export ---------------------------------------------------
 
 
+# Summary values that only say a feature was not used: such a row does not apply to the run.
+NOT_APPLICABLE = {
+    "max_tries": 1,
+    "latency_includes_failures": False,
+    "tps_includes_connections": False,
+    "aborted": False,
+}
+
+
+def _applies(key: str, value: Any) -> bool:
+    """Whether a summary row says something about this run: pgbench leaves the figures of options
+    it did not use (rate, latency limit, retries, partitions…) empty, and those rows are left out."""
+    if value is None or value == "" or value == []:
+        return False
+    return key not in NOT_APPLICABLE or value != NOT_APPLICABLE[key]
+
+
 def _summary_rows(summary: dict[str, Any] | None) -> list[tuple[str, Any]]:
     if not summary:
         return []
-    rows = [(_(label), summary[key]) for key, label in SUMMARY_LABELS.items() if key in summary]
+    rows = [
+        (_(label), summary[key])
+        for key, label in SUMMARY_LABELS.items()
+        if key in summary and _applies(key, summary[key])
+    ]
     rows += [
         (key.replace("_", " ").capitalize(), value)
         for key, value in summary.items()
-        if key not in SUMMARY_LABELS and key != "statement_latencies"
+        if key not in SUMMARY_LABELS and key != "statement_latencies" and _applies(key, value)
     ]
     return rows
 
@@ -249,20 +271,31 @@ def _summary_rows(summary: dict[str, Any] | None) -> list[tuple[str, Any]]:
 def _run_context(run: BenchmarkRun) -> dict[str, Any]:
     latest = run.samples.order_by("-seq").first()
     progress = None
+    elapsed = latest.elapsed_s if latest else 0.0
     if run.duration_s:
-        elapsed = latest.elapsed_s if latest else 0.0
-        progress = 100 if run.is_terminal else min(100, round(100 * elapsed / run.duration_s))
+        # Full only when pgbench ran to its end; otherwise the bar stops where the run stopped.
+        done = run.status == RunStatus.SUCCEEDED
+        progress = 100 if done else min(100, round(100 * elapsed / run.duration_s))
+    explanation = explain_failure(run.status, run.error_message, run.first_error)
+    command, exact = services.shown_command(run)
     return {
         "cluster": run.cluster,
         "active_tab": "benchmarks",
         "run": run,
         "latest": latest,
+        "elapsed": elapsed,
         "progress": progress,
+        "stopped": run.is_terminal and run.status != RunStatus.SUCCEEDED,
+        "has_samples": latest is not None,
         "queue_position": run.queue_position,
-        "errors": list(run.errors.order_by("id")[:20]),
+        "errors": [(error, kind_label(error.kind)) for error in run.errors.order_by("id")[:20]],
         "summary_rows": _summary_rows(run.summary),
         "statement_latencies": (run.summary or {}).get("statement_latencies") or [],
         "reason": run.error_message.strip().splitlines()[-1] if run.error_message.strip() else "",
+        "explanation": explanation,
+        "command": command,
+        "command_exact": exact,
+        "command_workdir": exact and bool(run.workdir) and "$WORKDIR" in command,
     }
 
 
@@ -313,6 +346,10 @@ def run_export(request: HttpRequest, cluster_id: uuid.UUID, run_id: uuid.UUID, f
     run = _get_run(request, cluster_id, run_id)
     if fmt not in EXPORT_TYPES:
         return HttpResponse(_("Unknown format."), status=404, content_type="text/plain; charset=utf-8")
+    if not run.samples.exists():
+        # Nothing to export: say so rather than hand over a file with a header and no rows.
+        message = _("This run has no samples to export: it stopped before its first progress report.")
+        return HttpResponse(message, status=404, content_type="text/plain; charset=utf-8")
     body = services.export_run(run, fmt)
     response = HttpResponse(body, content_type=EXPORT_TYPES[fmt])
     response["Content-Disposition"] = content_disposition_header(True, f"pgbench-run-{run.pk}.{fmt}")
@@ -330,8 +367,9 @@ def _picked_runs(request: HttpRequest, cluster: Cluster) -> list[BenchmarkRun]:
         except ValueError:
             continue
     picked = _runs_for(request).filter(cluster=cluster, pk__in=ids).select_related("cluster")
-    found = {run.pk: run for run in picked}
-    return [found[pk] for pk in dict.fromkeys(ids) if pk in found]
+    # Oldest first: the order the runs were made in, whatever order the form sent them in (the
+    # history lists them newest first; a comparison reads as a story from the first run on).
+    return sorted(picked, key=lambda run: (run.created_at, run.sweep_index))
 
 
 @require_GET

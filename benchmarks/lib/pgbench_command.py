@@ -258,6 +258,63 @@ def display_command(
     return " ".join(words)
 
 
+WORKDIR_VARIABLE = "WORKDIR"
+# Variables of pgbench's environment that decide what it does: shown in the command.
+SHOWN_ENV_PREFIXES = ("PG", "LC_ALL")
+
+
+def spawned_env(env: Mapping[str, str]) -> dict[str, str | None]:
+    """The variables of a spawned pgbench's environment the exact command needs, secret values
+    replaced by None (what :class:`BenchmarkRun.argv_env` stores: never a password)."""
+    return {
+        key: None if key in SECRET_ENV_KEYS else value
+        for key, value in env.items()
+        if key.startswith(SHOWN_ENV_PREFIXES)
+    }
+
+
+def _word(arg: str, workdir: str) -> str:
+    """One argument, shell-quoted (shlex's quoting), with the run's private work directory shown
+    as ``"$WORKDIR"``: that directory is removed after the run, so a pasted command needs a new one."""
+    if workdir and workdir in arg:
+        head, _sep, tail = arg.partition(workdir)
+        return (
+            (shlex.quote(head) if head else "")
+            + f'"${WORKDIR_VARIABLE}"'
+            + (shlex.quote(tail) if tail else "")
+        )
+    return shlex.quote(arg)
+
+
+def exact_command(
+    argv: Sequence[str], env: Mapping[str, str | None], workdir: str = "", custom_script: str = ""
+) -> str:
+    """The argument list a run executed, as a bash snippet that repeats it when pasted.
+
+    Secrets are variables the reader sets (``PGPASSWORD="$PGPASSWORD"``); the private work
+    directory (transaction logs, the custom script) is ``"$WORKDIR"``, made fresh by the first line,
+    and a custom script is written there by a here-document before pgbench starts.
+    """
+    lines: list[str] = []
+    if workdir and any(workdir in arg for arg in argv):
+        lines.append(f"{WORKDIR_VARIABLE}=$(mktemp -d)")
+        script_arg = next(
+            (arg for arg in argv if arg.startswith(workdir) and not arg.startswith(workdir + "/txlog")), ""
+        )
+        if custom_script and script_arg:
+            marker = "PGBENCH_SCRIPT"
+            while marker in custom_script:
+                marker += "_END"
+            body = custom_script if custom_script.endswith("\n") else custom_script + "\n"
+            lines.append(f"cat > {_word(script_arg, workdir)} <<'{marker}'\n{body}{marker}")
+    words = [
+        f'{key}="${key}"' if value is None else f"{key}={shlex.quote(value)}" for key, value in env.items()
+    ]
+    words += [_word(arg, workdir) for arg in argv]
+    lines.append(" ".join(words))
+    return "\n".join(lines)
+
+
 def default_threads(clients: int, cpu_count: int | None) -> int:
     """One thread per CPU, never more than clients; prefer a count that divides the clients evenly."""
     cap = max(1, min(clients, cpu_count or 1))

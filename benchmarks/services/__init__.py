@@ -44,6 +44,7 @@ from benchmarks.services.read import (
     export_run,
     run_record,
     samples_after,
+    shown_command,
     sweep_results,
 )
 from benchmarks.services.reaper import reap
@@ -86,6 +87,7 @@ __all__ = [
     "run_record",
     "run_time_limit",
     "samples_after",
+    "shown_command",
     "sweep_results",
     "validate_run",
     "workdir_prefix",

@@ -208,8 +208,14 @@ class _Execution:
         workdir: Path,
     ) -> None:
         run = self.run
+        # The exact argument list and environment that ran (no password: see spawned_env), for
+        # the run page's command; command_display stays the short summary of older runs.
         BenchmarkRun.objects.filter(pk=run.pk).update(
-            pgbench_pid=proc.pid, command_display=cmd.display_command(args, env, program="pgbench")
+            pgbench_pid=proc.pid,
+            command_display=cmd.display_command(args, env, program="pgbench"),
+            argv=list(args),
+            argv_env=cmd.spawned_env(env),
+            workdir=str(workdir),
         )
         parser = StderrParser(options.progress_shape)
         tail = TxLogTail(workdir / "txlog", pid=proc.pid, fmt=options.txlog_format)

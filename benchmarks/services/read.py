@@ -10,6 +10,8 @@ from typing import Any
 
 from django.utils.translation import gettext as _
 
+from benchmarks.lib import pgbench_command as cmd
+from benchmarks.lib.pgbench_failure import explain_failure
 from benchmarks.models import BenchmarkRun, RunStatus, Sweep
 from panel.clusters.services import ServiceError
 
@@ -36,6 +38,14 @@ def samples_after(run: BenchmarkRun, after: int = 0, limit: int = 5000) -> list[
     return list(run.samples.filter(seq__gt=after).order_by("seq").values(*SAMPLE_FIELDS)[:limit])
 
 
+def shown_command(run: BenchmarkRun) -> tuple[str, bool]:
+    """The command shown for a run and whether it is the exact one that ran (its argv, stored when
+    pgbench started); before pgbench starts, or for runs older than the stored argv, the planned one."""
+    if run.argv:
+        return cmd.exact_command(run.argv, run.argv_env, run.workdir, run.custom_script), True
+    return run.command_display, False
+
+
 def run_record(run: BenchmarkRun) -> dict[str, Any]:
     """What a run is, in JSON-friendly types (export, compare, the CLI)."""
     return {
@@ -55,7 +65,8 @@ def run_record(run: BenchmarkRun) -> dict[str, Any]:
         "script": run.script,
         "query_mode": run.query_mode,
         "options": run.options,
-        "command": run.command_display,
+        "command": shown_command(run)[0],
+        "argv": run.argv or None,
         "exit_code": run.exit_code,
         "error_message": run.error_message,
         "first_error": run.first_error,
@@ -71,11 +82,32 @@ def run_record(run: BenchmarkRun) -> dict[str, Any]:
     }
 
 
+def has_result(run: BenchmarkRun) -> bool:
+    """Whether the run has a TPS of its own to compare: pgbench ran to the end (all or some clients)."""
+    return run.status in (RunStatus.SUCCEEDED, RunStatus.COMPLETED_WITH_ERRORS) and run.tps is not None
+
+
 def compare_records(runs: Sequence[BenchmarkRun]) -> list[dict[str, Any]]:
-    """The records of the runs to compare (the compare page's table); at least two are needed."""
+    """The records of the runs to compare (the compare page's table), in the given order; at least
+    two are needed. Each says whether it has a result, why not (in words) and whether it is the
+    best: the highest TPS among the runs with a result, never a run that failed."""
     if len(runs) < 2:
         raise ServiceError(_("Pick at least two runs to compare."), field="runs")
-    return [run_record(run) for run in runs]
+    with_result = [run for run in runs if has_result(run)]
+    best = max(with_result, key=lambda run: run.tps or 0.0) if len(with_result) > 1 else None
+    records = []
+    for run in runs:
+        explanation = explain_failure(run.status, run.error_message, run.first_error)
+        records.append(
+            {
+                **run_record(run),
+                "has_result": has_result(run),
+                "best": best is not None and run.pk == best.pk,
+                "reason": explanation.title if explanation else "",
+                "reason_advice": explanation.advice if explanation else "",
+            }
+        )
+    return records
 
 
 def compare_runs(runs: Sequence[BenchmarkRun]) -> dict[str, Any]:
@@ -86,6 +118,8 @@ def compare_runs(runs: Sequence[BenchmarkRun]) -> dict[str, Any]:
     longest = 0
     for run in runs:
         rows = {row["seq"]: row for row in run.samples.order_by("seq").values(*SAMPLE_FIELDS)}
+        if not rows:
+            continue  # no line (and no legend entry) for a run that has no sample
         columns[str(run.pk)] = rows
         longest = max(longest, max(rows, default=0))
     seqs = list(range(1, longest + 1))
@@ -100,7 +134,11 @@ def compare_runs(runs: Sequence[BenchmarkRun]) -> dict[str, Any]:
         "interval_s": interval,
         "series": series,
         "runs": records,
-        "tps_bars": [{"id": str(run.pk), "label": str(run), "tps": run.tps} for run in runs],
+        # Lines for the runs with samples, bars for the runs with a result, in the runs' order.
+        "lines": [record["id"] for record in records if record["id"] in columns],
+        "tps_bars": [
+            {"id": str(run.pk), "label": str(run), "tps": run.tps} for run in runs if has_result(run)
+        ],
     }
 
 

@@ -6,6 +6,7 @@ import shlex
 
 import pytest
 
+from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib.pgbench_command import (
     ConnectionTarget,
     InitOptions,
@@ -344,3 +345,30 @@ def test_it_warns_about_uneven_threads_and_silent_progress() -> None:
         "10 clients do not divide evenly among 3 threads: some threads will drive more clients than others.",
         "The progress interval is longer than the run: no progress will be reported.",
     ]
+
+
+def test_exact_command_renders_the_argv_with_secrets_and_the_workdir_as_variables() -> None:
+    workdir = "/tmp/pgbench-run-abc-x1"
+    argv = [
+        "/usr/lib/postgresql/15/bin/pgbench", "-h", "127.0.0.1", "-p", "26900", "-U", "app user",
+        "-c", "4", "-j", "2", "-T", "5", "-P", "1", "-f", f"{workdir}/script.sql", "-M", "simple",
+        "-l", f"--log-prefix={workdir}/txlog", "--", "defaultdb",
+    ]  # fmt: skip
+    env = cmd.spawned_env(
+        {"PATH": "/usr/bin", "PGPASSWORD": "s3cret", "PGSSLMODE": "require", "LC_ALL": "C", "HOME": "/x"}
+    )
+    assert env == {"PGPASSWORD": None, "PGSSLMODE": "require", "LC_ALL": "C"}
+    shown = cmd.exact_command(argv, env, workdir, "SELECT 1;")
+    assert "s3cret" not in shown and workdir not in shown
+    lines = shown.splitlines()
+    assert lines[0] == "WORKDIR=$(mktemp -d)"
+    assert lines[1] == "cat > \"$WORKDIR\"/script.sql <<'PGBENCH_SCRIPT'"
+    assert lines[2:4] == ["SELECT 1;", "PGBENCH_SCRIPT"]
+    assert lines[4] == (
+        'PGPASSWORD="$PGPASSWORD" PGSSLMODE=require LC_ALL=C /usr/lib/postgresql/15/bin/pgbench '
+        "-h 127.0.0.1 -p 26900 -U 'app user' -c 4 -j 2 -T 5 -P 1 -f \"$WORKDIR\"/script.sql -M simple "
+        '-l --log-prefix="$WORKDIR"/txlog -- defaultdb'
+    )
+    # Without a work directory in the arguments it is shlex.join of the argv behind the variables.
+    plain = cmd.exact_command(argv[:5], {"PGPASSWORD": None}, workdir)
+    assert plain == 'PGPASSWORD="$PGPASSWORD" ' + shlex.join(argv[:5])

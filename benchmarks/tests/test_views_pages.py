@@ -201,12 +201,25 @@ def test_export_csv_is_an_attachment_with_one_row_per_sample(owner_client, story
 
 
 def test_export_json_holds_the_record_samples_and_errors(owner_client, story):
-    response = owner_client.get(run_url("benchmarks:run-export", story[1], fmt="json"))
+    run = story[0]
+    RunError.objects.create(run=run, kind="client_aborted", message="client 3 aborted", client_id=3)
+    response = owner_client.get(run_url("benchmarks:run-export", run, fmt="json"))
     assert response["Content-Disposition"].startswith("attachment;")
     record = json.loads(response.content)
-    assert record["status"] == "failed" and record["first_error"] == RESERVED
-    assert record["errors"][0]["message"] == RESERVED
-    assert owner_client.get(run_url("benchmarks:run-export", story[1], fmt="xml")).status_code == 404
+    assert record["status"] == "succeeded" and len(record["samples"]) == 5
+    assert record["errors"][0]["message"] == "client 3 aborted"
+    assert owner_client.get(run_url("benchmarks:run-export", run, fmt="xml")).status_code == 404
+
+
+def test_a_run_without_samples_offers_no_export_and_its_urls_say_why(owner_client, story):
+    """Issue 11 item 2: the old page linked CSV/JSON files of nothing, and the URLs served them."""
+    refused = story[1]
+    page = owner_client.get(run_url("benchmarks:run-detail", refused)).content.decode()
+    assert "bench-export" not in page and "export.csv" not in page
+    for fmt in ("csv", "json"):
+        response = owner_client.get(run_url("benchmarks:run-export", refused, fmt=fmt))
+        assert response.status_code == 404 and "Content-Disposition" not in response
+        assert "no samples to export" in response.content.decode()
 
 
 # --- compare ---------------------------------------------------------------------------------------
@@ -233,12 +246,29 @@ def test_the_compare_page_reads_no_samples_and_one_query_for_all_runs(owner_clie
     assert len(run_queries) == 1, run_queries
 
 
-def test_compare_data_has_one_series_per_run_and_a_zero_for_the_failed_one(owner_client, story):
+def test_compare_data_draws_only_the_runs_with_data(owner_client, story):
+    """Issue 11 item 3: the failed run used to get a legend entry of nothing and a zero bar."""
     url = reverse("benchmarks:compare-data", args=[story[0].cluster_id])
     body = owner_client.get(url, {"run": [str(story[0].pk), str(story[1].pk)]}).json()
-    assert set(body["series"]["tps"]) == {str(story[0].pk), str(story[1].pk)}
+    assert set(body["series"]["tps"]) == {str(story[0].pk)}
+    assert body["lines"] == [str(story[0].pk)]
     assert body["series"]["tps"][str(story[0].pk)][:2] == [2001.0, 2002.0]
-    assert [bar["tps"] for bar in body["tps_bars"]] == [2301.5, None]
+    assert [bar["id"] for bar in body["tps_bars"]] == [str(story[0].pk)]
+
+
+def test_compare_lists_runs_oldest_first_marks_the_failed_one_and_never_calls_it_best(owner_client, story):
+    """Issue 11 item 3: the history sends the newest first; the table read that order, and the
+    failed run showed a bold TPS of 0."""
+    url = reverse("benchmarks:compare", args=[story[0].cluster_id])
+    newest_first = [str(run.pk) for run in reversed(story)]
+    page = owner_client.get(url, {"run": newest_first}).content.decode()
+    positions = [page.index(f'data-run="{run.pk}"') for run in story]
+    assert positions == sorted(positions), "runs must read oldest first"
+    refused_row = page[positions[1] : positions[2]]
+    assert "bench-failed-badge" in refused_row and "More clients than the plan allows" in refused_row
+    assert 'data-best="false"' in refused_row and ">0<" not in refused_row
+    assert page.count('data-best="true"') == 1
+    assert 'data-best="true"' in page[positions[0] : positions[1]]  # 2301.5 beats 1702.0
 
 
 def test_compare_needs_two_runs(owner_client, story):

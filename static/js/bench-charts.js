@@ -162,6 +162,15 @@
           var waiting = self.percentiles && Object.keys(self.pending).length && self.terminalSeen < 3;
           if (!waiting && self.terminalSeen >= 2) {
             self.root.dataset.done = "true";
+            if (!self.seqs.length && self.root.dataset.labelNoSamples) {
+              // Watched until it stopped without a sample: a sentence, not two empty charts.
+              self.tps.destroy();
+              self.latency.destroy();
+              var note = document.createElement("p");
+              note.className = "text-body-secondary mb-0 bench-no-samples";
+              note.textContent = self.root.dataset.labelNoSamples;
+              self.root.replaceChildren(note);
+            }
             return; // over: nothing more will come
           }
         }

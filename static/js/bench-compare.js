@@ -2,14 +2,14 @@
  *
  * The element marked data-bench-compare carries data-url (the comparison's JSON) and translated
  * labels (data-label-*); it holds <canvas data-chart="bars|tps|latency">. Finished runs do not
- * change, so the data is fetched once. A run without a result (it could not start) gets no line
- * and a zero bar, drawn in red.
+ * change, so the data is fetched once. Only runs with samples get a line (body.lines) and only
+ * runs with a result get a bar (body.tps_bars): a run that failed has no legend entry, no zero bar;
+ * the table above says why it has none. Colours follow the run's place in the table.
  */
 (function () {
   "use strict";
 
   var PALETTE = ["#0069ff", "#2e9e5b", "#f0a202", "#7b4fd6", "#17a2b8", "#1c2b41", "#e05fa6", "#8a6d3b"];
-  var BAD = { failed: true, errored: true, cancelled: true };
 
   function lineOptions(xLabel, yLabel) {
     return {
@@ -48,30 +48,29 @@
 
   function draw(root, body) {
     var labels = root.dataset;
-    var runs = body.runs;
+    var index = {};
+    body.runs.forEach(function (run, i) { index[run.id] = i; });
+    var runs = body.runs.filter(function (run) { return body.lines.indexOf(run.id) !== -1; });
+    var bars = body.tps_bars;
     var canvas = function (name) { return root.querySelector("canvas[data-chart='" + name + "']"); };
     new window.Chart(canvas("tps"), {
       type: "line",
-      data: { datasets: runs.map(function (run, i) { return series(body, "tps", run, i); }) },
+      data: { datasets: runs.map(function (run) { return series(body, "tps", run, index[run.id]); }) },
       options: lineOptions(labels.labelSeconds, labels.labelTps),
     });
     new window.Chart(canvas("latency"), {
       type: "line",
-      data: { datasets: runs.map(function (run, i) { return series(body, "latency_avg_ms", run, i); }) },
+      data: { datasets: runs.map(function (run) { return series(body, "latency_avg_ms", run, index[run.id]); }) },
       options: lineOptions(labels.labelSeconds, labels.labelMs),
     });
     new window.Chart(canvas("bars"), {
       type: "bar",
       data: {
-        labels: runs.map(function (run) {
-          return BAD[run.status] || run.tps === null ? run.label + " (" + labels.labelNoResult + ")" : run.label;
-        }),
+        labels: bars.map(function (bar) { return bar.label; }),
         datasets: [{
           label: labels.labelTps,
-          data: runs.map(function (run) { return run.tps || 0; }),
-          backgroundColor: runs.map(function (run, i) {
-            return BAD[run.status] || run.tps === null ? "#d63b3b" : PALETTE[i % PALETTE.length];
-          }),
+          data: bars.map(function (bar) { return bar.tps; }),
+          backgroundColor: bars.map(function (bar) { return PALETTE[index[bar.id] % PALETTE.length]; }),
         }],
       },
       options: {

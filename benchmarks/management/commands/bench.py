@@ -109,7 +109,7 @@ class Command(BaseCommand):
             f"status     {run.status}: {run.status_meaning}",
             f"target     {run.cluster.name} {run.target_display}, database {run.database}, user {run.user}",
             f"clients    {run.clients} ({run.threads} threads), script {run.script}, mode {run.query_mode}",
-            f"command    {run.command_display}",
+            "command    " + services.shown_command(run)[0].replace("\n", "\n" + " " * 11),
         ]
         if run.queue_position is not None:
             lines.append(f"queue      {run.queue_position} ahead")
