@@ -16,7 +16,9 @@ def _manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     with tempfile.TemporaryDirectory(prefix="pgpanel-deploy-", dir="/tmp") as data_dir:
         os.chmod(data_dir, 0o711)  # traversable by PostgreSQL's user, not listable by others
         clean = {
-            k: v for k, v in os.environ.items() if not k.startswith(("PANEL_", "DJANGO_", "DATABASE_URL", "REDIS_URL"))
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("PANEL_", "DJANGO_", "DATABASE_URL", "REDIS_URL"))
         }
         clean |= {"DJANGO_SETTINGS_MODULE": "panel.settings", "PANEL_DATA_DIR": data_dir, **env}
         return subprocess.run(
