@@ -3,9 +3,11 @@
 Run with the virtualenv's Python. Preparation: migrate, check, collectstatic, ensureadmin.
 Then every child runs in its own session (so a Ctrl-C in the terminal reaches only this
 supervisor, which stops the children in order), with its output prefixed by its name.
+A child that dies on its own (a crash, an out-of-memory kill) is started again after a back-off
+of 1 s, 2 s, 4 s … up to 30 s (back to 1 s once it stayed up 30 s), and the output says so.
 Ctrl-C or SIGTERM stops everything started here within a few seconds; PostgreSQL clusters and
-PgBouncer are not children of this script and keep running. Exits non-zero when a child dies
-on its own.
+PgBouncer are not children of this script and keep running. A child that keeps dying (5 deaths
+within 60 s) stops everything, with its last lines, and this script exits non-zero.
 
 Environment: PANEL_BIND (default 127.0.0.1:8000), REDIS_URL, PANEL_DATA_DIR, and every variable
 panel/settings.py reads.
@@ -13,6 +15,7 @@ panel/settings.py reads.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
 import json
@@ -34,6 +37,16 @@ ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 STOP_TIMEOUT = 8.0  # per child, after which it is killed with its process group
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", ""}
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# Restarting a dead child: the first delay, doubled each death up to the cap; a child that stayed
+# up STABLE_AFTER seconds starts over at the first delay. GIVE_UP_DEATHS deaths within
+# GIVE_UP_WINDOW seconds mean it cannot run (a broken setting, a full disk): stop everything.
+FIRST_DELAY = 1.0
+MAX_DELAY = 30.0
+STABLE_AFTER = 30.0
+GIVE_UP_DEATHS = 5
+GIVE_UP_WINDOW = 60.0
+TAIL_LINES = 15
 
 _print_lock = threading.Lock()
 
@@ -45,12 +58,38 @@ def say(name: str, line: str) -> None:
 
 
 def _die_with_parent() -> None:
-    """In the child: get SIGTERM if this supervisor dies without stopping it (SIGKILL, crash)."""
+    """In the child: get SIGTERM if this supervisor dies without stopping it (SIGKILL, crash);
+    and take the stop signals again, which the supervisor blocks while it starts a child."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except OSError:
         pass
+
+
+@dataclass
+class Backoff:
+    """When to start a dead child again, and when to give up on it."""
+
+    delay: float = 0.0  # the last delay given; 0 before the first death
+    deaths: collections.deque[float] = field(default_factory=collections.deque)
+
+    def died(self, now: float, up_for: float) -> float | None:
+        """The delay before the next start, or None when the child keeps dying."""
+        self.deaths.append(now)
+        while now - self.deaths[0] > GIVE_UP_WINDOW:
+            self.deaths.popleft()
+        if len(self.deaths) >= GIVE_UP_DEATHS:
+            return None
+        if up_for >= STABLE_AFTER:
+            self.delay = 0.0
+        self.delay = FIRST_DELAY if self.delay == 0.0 else min(MAX_DELAY, self.delay * 2)
+        return self.delay
+
+
+def how_it_ended(code: int) -> str:
+    return f"signal {-code}" if code < 0 else f"exit {code}"
 
 
 @dataclass
@@ -61,26 +100,49 @@ class Child:
     args: list[str]
     proc: subprocess.Popen[bytes] | None = None
     reader: threading.Thread | None = field(default=None, repr=False)
+    started_at: float = 0.0
+    restart_at: float | None = None  # set while it waits out its back-off
+    backoff: Backoff = field(default_factory=Backoff)
+    tail: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=TAIL_LINES))
 
     def start(self, env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen(
-            self.args,
-            cwd=ROOT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            # Safe here: the only other threads are output readers that never touch locks of ours.
-            preexec_fn=_die_with_parent,
-        )
-        self.reader = threading.Thread(target=self._pump, daemon=True)
+        # A Ctrl-C between the fork and the assignment would leave a child nobody stops.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            self.proc = subprocess.Popen(
+                self.args,
+                cwd=ROOT,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                # Safe here: the only other threads are output readers that never touch locks of ours.
+                preexec_fn=_die_with_parent,
+            )
+            self.started_at = time.monotonic()
+            self.restart_at = None
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        self.reader = threading.Thread(target=self._pump, args=(self.proc,), daemon=True)
         self.reader.start()
 
-    def _pump(self) -> None:
-        assert self.proc is not None and self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            say(self.name, raw.decode("utf-8", "replace").rstrip("\n"))
+    def _pump(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            self.tail.append(line)
+            say(self.name, line)
+
+    def reap(self) -> None:
+        """After its main process died: kill what it left in its process group (a worker's pool
+        processes), so the new one starts alone, and finish reading its output."""
+        if self.proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        if self.reader is not None:
+            self.reader.join(timeout=2)
 
     def ask_to_stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -226,6 +288,35 @@ def wait_for_redis(url: str, child: Child, timeout: float = 10) -> None:
         time.sleep(0.1)
 
 
+def supervise(child: Child, env: dict[str, str]) -> bool:
+    """One look at a child: start it again when its back-off is over, notice when it died.
+    True when it keeps dying and everything must stop."""
+    now = time.monotonic()
+    if child.restart_at is not None:
+        if now >= child.restart_at:
+            child.start(env)
+            say("run", f"{child.name} restarted (pid {child.proc.pid if child.proc else '?'})")
+        return False
+    assert child.proc is not None
+    code = child.proc.poll()
+    if code is None:
+        return False
+    child.reap()
+    delay = child.backoff.died(now, up_for=now - child.started_at)
+    if delay is None:
+        say(
+            "run",
+            f"{child.name} exited ({how_it_ended(code)}) and died {GIVE_UP_DEATHS} times within "
+            f"{GIVE_UP_WINDOW:.0f} s: it cannot run, so the panel stops. Its last lines:",
+        )
+        for line in child.tail:
+            say("run", f"  {line}")
+        return True
+    say("run", f"{child.name} exited ({how_it_ended(code)}); restarting in {delay:g} s")
+    child.restart_at = now + delay
+    return False
+
+
 def main() -> int:
     # As the panel's own processes do (panel/__init__.py): Redis's log and anything else written
     # from here is private. The children inherit it.
@@ -235,7 +326,7 @@ def main() -> int:
     env["PYTHONUNBUFFERED"] = "1"
     bind = env.get("PANEL_BIND") or "127.0.0.1:8000"
 
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    for sig in STOP_SIGNALS:
         signal.signal(sig, _on_signal)
 
     children: list[Child] = []
@@ -286,13 +377,10 @@ def main() -> int:
 
         while True:
             for child in children:
-                assert child.proc is not None
-                code = child.proc.poll()
-                if code is not None:
-                    say("run", f"{child.name} exited unexpectedly (exit {code}); stopping the others")
+                if supervise(child, env):
                     status = 1
                     raise Stop(child.name)
-            time.sleep(0.5)
+            time.sleep(0.2)
     except Stop as reason:
         if status == 0:
             say("run", f"{reason}: stopping")
@@ -300,7 +388,7 @@ def main() -> int:
         say("run", str(exc))
         status = 1
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        for sig in STOP_SIGNALS:
             signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C must not leave orphans
         stop_all(children)
         if children:

@@ -1,4 +1,5 @@
-"""Integration: scripts/run.py (what `make run` runs) starts the panel and stops what it started."""
+"""Integration: scripts/run.py (what `make run` runs) starts the panel, keeps it up, and stops what
+it started. One run.py start serves the module's panel tests (in file order; the last one stops it)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,12 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import psutil
 import pytest
 import redis
+from celery import Celery
 
 pytestmark = pytest.mark.integration
 
@@ -49,13 +52,14 @@ class Panel:
         os.chmod(self.data_dir, 0o755)  # PostgreSQL's user must traverse it when we are root
         self.bind = f"127.0.0.1:{free_port()}"
         self.log = self.data_dir / "run.log"
+        self.redis_url = f"redis://:{secrets.token_hex(8)}@127.0.0.1:{free_port()}/0"
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PANEL_", "DJANGO_", "DATABASE_"))}
         env |= {
             "DJANGO_SETTINGS_MODULE": "panel.settings",
             "PANEL_DATA_DIR": str(self.data_dir),
             "PANEL_BIND": self.bind,
             # A password, as make run requires for the private Redis it starts.
-            "REDIS_URL": f"redis://:{secrets.token_hex(8)}@127.0.0.1:{free_port()}/0",
+            "REDIS_URL": self.redis_url,
             "PANEL_PORT_RANGE": "27900-27999",
         }
         with open(self.log, "wb") as out:
@@ -73,9 +77,12 @@ class Panel:
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 
+    def worker_ready_count(self) -> int:
+        return sum(1 for line in self.output().splitlines() if "celery@" in line and line.endswith(" ready."))
+
     def wait_ready(self, timeout: float = 90) -> None:
         deadline = time.monotonic() + timeout
-        while not ("celery@" in self.output() and " ready." in self.output()):
+        while not self.worker_ready_count():
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"the panel did not start:\n{self.output()[-4000:]}")
             time.sleep(0.2)
@@ -88,7 +95,7 @@ class Panel:
         return psutil.Process(self.proc.pid).children(recursive=True)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def panel() -> Iterator[Panel]:
     started = Panel()
     yield started
@@ -102,7 +109,16 @@ def alive(processes: list[psutil.Process]) -> list[psutil.Process]:
     return [p for p in processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
 
-def test_it_runs_everything_and_ctrl_c_stops_what_it_started(panel: Panel) -> None:
+def load_run_script(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    spec = importlib.util.spec_from_file_location("run_script", ROOT / "scripts" / "run.py")
+    assert spec is not None and spec.loader is not None
+    run = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, run)  # its dataclasses look themselves up there
+    spec.loader.exec_module(run)
+    return run
+
+
+def test_it_runs_everything(panel: Panel) -> None:
     panel.wait_ready()
     out = panel.output()
     assert "Log in at http://" + panel.bind + "/ as admin with password " in out
@@ -118,6 +134,45 @@ def test_it_runs_everything_and_ctrl_c_stops_what_it_started(panel: Panel) -> No
     assert status_of(f"http://{panel.bind}/static/vendor/htmx/htmx.min.js") == 200
     assert status_of(f"http://{panel.bind}/clusters/") == 200  # after the redirect to the login page
 
+
+def worker_main(panel: Panel) -> psutil.Process:
+    return next(p for p in psutil.Process(panel.proc.pid).children() if "worker" in p.cmdline())
+
+
+def test_a_killed_worker_is_restarted_and_serves_tasks_again(panel: Panel) -> None:
+    panel.wait_ready()
+    old = worker_main(panel)
+    pool = old.children()
+    assert pool  # the prefork pool processes, which must go with it
+    readies = panel.worker_ready_count()
+    killed_at = time.monotonic()
+    old.kill()
+
+    deadline = killed_at + 30
+    while panel.worker_ready_count() == readies:
+        assert panel.proc.poll() is None, panel.output()[-4000:]
+        assert time.monotonic() < deadline, panel.output()[-4000:]
+        time.sleep(0.2)
+    assert "run    | worker exited (signal 9); restarting in 1 s" in panel.output()
+    assert "run    | worker restarted (pid " in panel.output()
+    new = worker_main(panel)
+    assert new.pid != old.pid
+    assert alive(pool) == []  # the old pool did not linger beside the new worker
+
+    # A task round trip through the real broker, served by the new worker.
+    app = Celery(broker=panel.redis_url)
+    result = app.send_task("panel.insights.tasks.rollup", queue="default")
+    needle = f"Task panel.insights.tasks.rollup[{result.id}] succeeded"
+    while needle not in panel.output():
+        assert time.monotonic() < deadline, panel.output()[-4000:]
+        time.sleep(0.2)
+    app.close()
+    assert panel.proc.poll() is None  # the rest of the panel stayed up
+    assert status_of(f"http://{panel.bind}/login/") == 200
+
+
+def test_ctrl_c_stops_what_it_started(panel: Panel) -> None:
+    panel.wait_ready()
     children = panel.children()
     started = time.monotonic()
     os.killpg(panel.proc.pid, signal.SIGINT)
@@ -128,25 +183,41 @@ def test_it_runs_everything_and_ctrl_c_stops_what_it_started(panel: Panel) -> No
     assert "stopped; PostgreSQL clusters keep running" in panel.output()
 
 
-def test_it_stops_everything_when_a_child_dies(panel: Panel) -> None:
-    panel.wait_ready()
-    children = panel.children()
-    beat = next(p for p in children if "beat" in p.cmdline())
-    beat.kill()
-    assert panel.proc.wait(timeout=20) == 1
-    time.sleep(0.3)
-    assert alive(children) == []
-    assert "beat exited unexpectedly" in panel.output()
+def test_backoff_doubles_up_to_the_cap_and_starts_over_after_a_stable_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    run = load_run_script(monkeypatch)
+    backoff = run.Backoff()
+    delays = [backoff.died(now=100.0 * i, up_for=0.5) for i in range(8)]  # deaths far apart
+    assert delays == [1, 2, 4, 8, 16, 30, 30, 30]
+    assert backoff.died(now=900.0, up_for=run.STABLE_AFTER) == 1  # it had stayed up: start over
+    quick = run.Backoff()
+    assert [quick.died(now=float(i), up_for=1) for i in range(5)] == [1, 2, 4, 8, None]
+
+
+def test_a_child_that_keeps_dying_stops_the_panel_with_its_last_lines(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = load_run_script(monkeypatch)
+    monkeypatch.setattr(run, "FIRST_DELAY", 0.05)  # the real child, the real loop, shorter waits
+    child = run.Child("beat", ["sh", "-c", "echo 'ImproperlyConfigured: bad schedule'; exit 3"])
+    child.start(dict(os.environ))
+    deadline = time.monotonic() + 20
+    while not run.supervise(child, dict(os.environ)):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    out = capsys.readouterr().out
+    assert out.count("run    | beat exited (exit 3); restarting in") == run.GIVE_UP_DEATHS - 1
+    assert (
+        "run    | beat exited (exit 3) and died 5 times within 60 s: it cannot run, so the panel stops" in out
+    )
+    assert "run    |   ImproperlyConfigured: bad schedule" in out
 
 
 def test_the_private_redis_takes_the_password_of_redis_url_as_clients_read_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    spec = importlib.util.spec_from_file_location("run_script", ROOT / "scripts" / "run.py")
-    assert spec is not None and spec.loader is not None
-    run = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, run)  # its dataclasses look themselves up there
-    spec.loader.exec_module(run)
+    run = load_run_script(monkeypatch)
     # Percent-encoded in the URL; a quote and a backslash in the decoded password.
     url = f"redis://:p%40ss%22w%5Cord@127.0.0.1:{free_port()}/0"
     child = run.redis_child(url, tmp_path)

@@ -1,12 +1,47 @@
-"""What the `manage.py` commands of every app share: finding a cluster by name, printing a table."""
+"""What the `manage.py` commands of every app share: a base command that refuses to run on a
+database that is not set up, finding a cluster by name, printing a table."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.core.management.base import CommandError, OutputWrapper
+from django.core.management.base import BaseCommand, CommandError, OutputWrapper
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
+from django.db.migrations.executor import MigrationExecutor
 
 from panel.clusters.models import Cluster
+
+
+class PanelCommand(BaseCommand):
+    """A panel command (cluster, pool, insights): on a fresh checkout, or after an upgrade
+    that brought migrations, it says to set the database up first instead of failing with a
+    "no such table" traceback half-way through."""
+
+    def needs_database(self, options: dict[str, Any]) -> bool:
+        """Whether this invocation reads the panel's database (a subcommand may not)."""
+        return True
+
+    def execute(self, *args: Any, **options: Any) -> str | None:
+        if self.needs_database(options):
+            ensure_database_ready()
+        return super().execute(*args, **options)
+
+
+def ensure_database_ready(alias: str = DEFAULT_DB_ALIAS) -> None:
+    """Raise CommandError (a message and exit 1, no traceback) unless every migration is applied."""
+    connection = connections[alias]
+    try:
+        executor = MigrationExecutor(connection)
+        pending = executor.migration_plan(executor.loader.graph.leaf_nodes())
+    except DatabaseError as exc:
+        raise CommandError(f"Cannot read the panel's database ({connection.vendor}): {exc}") from None
+    if pending:
+        raise CommandError(
+            f"The panel's database is not set up ({len(pending)} migrations not applied). Run `make run` "
+            "(which prepares it and starts the panel) or `.venv/bin/python manage.py migrate` first."
+        )
 
 
 def find_user(username: str) -> AbstractBaseUser:

@@ -179,6 +179,22 @@ class Cluster(models.Model):
             self.online_since = None
         self.save(update_fields=["status", "online_since", "updated_at"])
 
+    def mark_postmaster_gone(self) -> bool:
+        """An online cluster whose postmaster is gone is degraded until the reconciler restarts it;
+        the update is conditional, so a user's stop or a restart in flight is never overwritten.
+        True when this call changed it (and logged the event)."""
+        if not Cluster.objects.filter(pk=self.pk, status=ClusterStatus.ONLINE).update(
+            status=ClusterStatus.DEGRADED, updated_at=timezone.now()
+        ):
+            return False
+        self.refresh_from_db(fields=["status", "updated_at"])
+        self.log_event(
+            "postmaster-gone",
+            _("PostgreSQL is not running; the reconciler will start it again."),
+            EventLevel.WARNING,
+        )
+        return True
+
     def log_event(self, kind: str, message: str, level: str = "info") -> ClusterEvent:
         return ClusterEvent.objects.create(cluster=self, kind=kind, message=message, level=level)
 

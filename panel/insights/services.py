@@ -25,6 +25,7 @@ from django.db import connections, transaction
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
+from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster, ClusterStatus
 from panel.insights import collector, metrics
 from panel.insights.alerts import evaluate_alerts, firing_alerts, save_rule  # noqa: F401  (service API)
@@ -91,12 +92,22 @@ def _absent(cluster: Cluster, reason: str) -> collector.Snapshot:
     return snap
 
 
+def note_postmaster_gone(cluster: Cluster, snap: collector.Snapshot) -> None:
+    """A local cluster shown online whose PostgreSQL did not answer and has no postmaster is
+    degraded from this collection on, not online until the next reconciler pass."""
+    if not (cluster.is_local and cluster.status == ClusterStatus.ONLINE and snap.up.get(POSTGRES) is False):
+        return
+    if postgres.postmaster_pid(cluster.pgdata) is None and cluster.mark_postmaster_gone():
+        log.warning("insights: %s has no postmaster; marked degraded", cluster.pk)
+
+
 def collect_cluster(cluster: Cluster) -> collector.Snapshot:
     """Collect and store one cluster in the foreground (command line, tests)."""
     if not cluster.is_serving:
         snap = _absent(cluster, f"the cluster is {cluster.status}")
     else:
         snap = collector.collect(target_for(cluster))
+    note_postmaster_gone(cluster, snap)
     store(cluster, snap)
     return snap
 
@@ -147,6 +158,7 @@ def collect_all() -> dict[str, collector.Snapshot]:
         snap = results.get(str(cluster.pk))
         if snap is not None:
             try:
+                note_postmaster_gone(cluster, snap)
                 store(cluster, snap)
             except Exception:
                 log.exception("insights: storing metrics of %s failed", cluster.pk)

@@ -203,3 +203,28 @@ def test_reconcile_creates_a_missing_monitor_role(local_cluster):
     snap = collector.collect(insights.target_for(cluster))
     assert snap.up["postgres"] is True, snap.errors
     assert ("seq_scan", "db=defaultdb") in {(name, labels) for _s, name, labels, _v in snap.counters}
+
+
+def test_one_collection_marks_a_killed_postmaster_degraded_and_the_reconciler_brings_it_back(local_cluster):
+    from panel.insights import services as insights
+
+    local_cluster.refresh_from_db()
+    assert local_cluster.status == ClusterStatus.ONLINE
+    _sigkill_postmaster(local_cluster)
+
+    insights.collect_all()  # what the beat runs every PANEL_METRICS_INTERVAL
+
+    local_cluster.refresh_from_db()
+    assert local_cluster.status == ClusterStatus.DEGRADED
+    event = local_cluster.events.order_by("-created_at", "-id").first()
+    assert event is not None and event.kind == "postmaster-gone"
+    assert postgres.postmaster_pid(local_cluster.pgdata) is None  # the collector only records it
+
+    assert reconciler.reconcile() == [f"{local_cluster.name}: restarted"]
+    local_cluster.refresh_from_db()
+    assert local_cluster.status == ClusterStatus.ONLINE
+    assert _answers(local_cluster)
+    # Healthy again: the next collection leaves it online.
+    insights.collect_all()
+    local_cluster.refresh_from_db()
+    assert local_cluster.status == ClusterStatus.ONLINE

@@ -15,11 +15,11 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.db.models.signals import post_save
 
 from panel.clusters import attach, reconciler, roles, services
-from panel.clusters.cli import find_cluster, find_user, print_table
+from panel.clusters.cli import PanelCommand, find_cluster, find_user, print_table
 from panel.clusters.lib.connstr import FORMATS, SSLMODES
 from panel.clusters.lib.hosts import InvalidHost, validate_host
 from panel.clusters.models import Cluster, ClusterStatus
@@ -27,7 +27,7 @@ from panel.clusters.models import Cluster, ClusterStatus
 RECENT_EVENTS = 10
 
 
-class Command(BaseCommand):
+class Command(PanelCommand):
     help = "Create, inspect and manage PostgreSQL clusters in the foreground (no worker needed)."
 
     def add_arguments(self, parser: CommandParser) -> None:

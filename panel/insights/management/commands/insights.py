@@ -15,11 +15,11 @@ from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 
-from panel.clusters.cli import find_cluster, print_table
+from panel.clusters.cli import PanelCommand, find_cluster, print_table
 from panel.clusters.models import Cluster
 from panel.clusters.services import ServiceError
 from panel.insights import alerts, services
@@ -41,7 +41,7 @@ POOL_FIGURES = {
 COUNTS = {"clients_active", "clients_waiting", "servers_active", "size"}
 
 
-class Command(BaseCommand):
+class Command(PanelCommand):
     help = "Collect and prune metrics, show a cluster's last figures, manage its alert rules."
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -78,6 +78,9 @@ class Command(BaseCommand):
         p.add_argument("--email", default="", help="recipient (default: the cluster owner's address)")
         p.add_argument("--disable", action="store_true", help="keep the rule but do not evaluate it")
         p.add_argument("--delete", action="store_true", help="delete the rule of this kind")
+
+    def needs_database(self, options: dict[str, Any]) -> bool:
+        return options.get("subcommand") != "token"  # a setting, readable before any migration
 
     def handle(self, *args: Any, **options: Any) -> None:
         handler: Callable[[dict[str, Any]], None] = getattr(self, "do_" + options["subcommand"])

@@ -10,16 +10,16 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
-from panel.clusters.cli import find_cluster
+from panel.clusters.cli import PanelCommand, find_cluster
 from panel.clusters.lib.connstr import FORMATS
 from panel.clusters.services import ServiceError
 from panel.pools import services
 from panel.pools.models import ConnectionPool, PoolMode
 
 
-class Command(BaseCommand):
+class Command(PanelCommand):
     help = "Create, inspect, change and delete PgBouncer connection pools of a cluster."
 
     def add_arguments(self, parser: CommandParser) -> None:
