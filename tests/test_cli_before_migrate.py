@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize(
-    "args", [["cluster", "list"], ["pool", "list", "db-x"], ["insights", "show", "db-x"]]
+    "args",
+    [["cluster", "list"], ["pool", "list", "db-x"], ["bench", "list", "db-x"], ["insights", "show", "db-x"]],
 )
 def test_a_panel_command_says_to_set_the_database_up_first(tmp_path: Path, args: list[str]) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PANEL_", "DJANGO_", "DATABASE_"))}

@@ -15,7 +15,7 @@ from panel.clusters.models import Cluster
 
 
 class PanelCommand(BaseCommand):
-    """A panel command (cluster, pool, insights): on a fresh checkout, or after an upgrade
+    """A panel command (cluster, pool, bench, insights): on a fresh checkout, or after an upgrade
     that brought migrations, it says to set the database up first instead of failing with a
     "no such table" traceback half-way through."""
 

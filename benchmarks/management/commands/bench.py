@@ -14,19 +14,19 @@ from pathlib import Path
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from benchmarks import services
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.models import BenchmarkRun, RunStatus
-from panel.clusters.cli import find_cluster
+from panel.clusters.cli import PanelCommand, find_cluster
 from panel.clusters.services import ServiceError
 from panel.pools.models import ConnectionPool
 
 WAIT_TURN_S = 24 * 3600
 
 
-class Command(BaseCommand):
+class Command(PanelCommand):
     help = "Initialise pgbench data sets and run, list, show, cancel and export benchmark runs."
 
     def add_arguments(self, parser: CommandParser) -> None:
