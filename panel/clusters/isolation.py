@@ -56,9 +56,21 @@ def remove_cluster_user(cluster: Cluster) -> None:
         return
     except postgres.EngineError as exc:
         log.warning("removing %s: %s; stopping what still runs as it", name, exc)
-    # userdel refuses while a process runs as the user: a backend or PgBouncer that outlived its
-    # stop. Everything of this user belongs to this cluster, which is being deleted.
+    kill_leftover_processes(cluster)
+    osusers.remove_system_user(name)
+
+
+def kill_leftover_processes(cluster: Cluster) -> None:
+    """SIGKILL whatever still runs as the cluster's own system user (a logger or PgBouncer that
+    outlived its stop and may still write into the data root, or make userdel refuse). Everything
+    of that user belongs to this cluster, which is being deleted; nothing is done for a cluster
+    without a user of its own (it shares the global runner with others)."""
+    name = cluster.os_user_name
+    if not name or name != cluster.own_os_user_name or os.geteuid() != 0:
+        return
     uid = _uid(name)
+    if uid is None:
+        return
     procs = [p for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == uid]
     for proc in procs:
         try:
@@ -66,7 +78,6 @@ def remove_cluster_user(cluster: Cluster) -> None:
         except psutil.Error:
             continue
     psutil.wait_procs(procs, timeout=10)
-    osusers.remove_system_user(name)
 
 
 def _uid(name: str) -> int | None:

@@ -501,6 +501,7 @@ def delete_cluster(cluster: Cluster, *, confirm_name: str) -> None:
         except postgres.EngineError:
             postgres.kill(cluster.pgdata)
         postgres.kill(cluster.pgdata)
+        isolation.kill_leftover_processes(cluster)
         postgres.remove_data(cluster.data_root)
         try:
             isolation.remove_cluster_user(cluster)

@@ -7,6 +7,7 @@ go through a 0600 file, never argv.
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 import os
@@ -16,6 +17,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -414,9 +416,19 @@ def kill(pgdata: Path, *, timeout: float = 10) -> None:
         return
 
 
-def remove_data(data_root: Path) -> None:
-    if data_root.exists():
-        shutil.rmtree(data_root)
+def remove_data(data_root: Path, *, attempts: int = 5) -> None:
+    # A process of the cluster that is still exiting (the logging collector of a server stopped in
+    # immediate mode) can add a file while the tree is removed: try again a few times.
+    for attempt in range(attempts):
+        if not data_root.exists():
+            return
+        try:
+            shutil.rmtree(data_root)
+            return
+        except OSError as exc:
+            if exc.errno != errno.ENOTEMPTY or attempt == attempts - 1:
+                raise
+            time.sleep(0.2)
 
 
 def directory_size(path: Path) -> int:
