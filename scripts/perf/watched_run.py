@@ -20,6 +20,7 @@ The machine may be shared: the load (``uptime``) is printed before and after.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import socket
@@ -66,10 +67,8 @@ def descendants(pid: int) -> list[int]:
 def tree_cpu_seconds(pids: list[int]) -> float:
     total = 0.0
     for pid in pids:
-        try:
+        with contextlib.suppress(OSError):  # gone meanwhile
             total += cpu_seconds(pid)
-        except OSError:
-            pass  # gone
     return total
 
 
