@@ -288,6 +288,7 @@ def _run_context(run: BenchmarkRun) -> dict[str, Any]:
         "stopped": run.is_terminal and run.status != RunStatus.SUCCEEDED,
         "has_samples": latest is not None,
         "queue_position": run.queue_position,
+        "live_state": services.live_state(run),
         "errors": [(error, kind_label(error.kind)) for error in run.errors.order_by("id")[:20]],
         "summary_rows": _summary_rows(run.summary),
         "statement_latencies": (run.summary or {}).get("statement_latencies") or [],
@@ -311,21 +312,30 @@ def run_detail(request: HttpRequest, cluster_id: uuid.UUID, run_id: uuid.UUID) -
 
 @never_cache
 @require_GET
-def run_samples(request: HttpRequest, cluster_id: uuid.UUID, run_id: uuid.UUID) -> JsonResponse:
-    """Samples with ``seq > after`` for the charts, and whether more can come."""
+def run_samples(request: HttpRequest, cluster_id: uuid.UUID, run_id: uuid.UUID) -> HttpResponse:
+    """The run page's one poll: samples with ``seq > after`` for the charts, the status card's
+    figures after the newest of them and the ``state`` token of the page's HTML part (re-fetched by
+    the page only when it changes). While the run is live, ``?state=`` equal to the current token
+    and no new sample answer 204, nothing new: watching a run must not cost the run its throughput."""
     run = _get_run(request, cluster_id, run_id)
     samples = services.samples_after(run, _int_param(request, "after"), limit=SAMPLES_PAGE)
-    return JsonResponse(
-        {
-            "status": run.status,
-            "terminal": run.is_terminal,
-            "duration_s": run.duration_s,
-            "interval_s": run.options.get("progress_interval_s", 1),
-            "percentiles": run.percentile_sampling_rate is not None,
-            "samples": samples,
-            "more": len(samples) == SAMPLES_PAGE,
-        }
-    )
+    state = services.live_state(run)
+    if not samples and not run.is_terminal and request.GET.get("state") == state:
+        return HttpResponse(status=204)
+    more = len(samples) == SAMPLES_PAGE
+    body: dict[str, Any] = {
+        "status": run.status,
+        "terminal": run.is_terminal,
+        "state": state,
+        "duration_s": run.duration_s,
+        "interval_s": run.options.get("progress_interval_s", 1),
+        "percentiles": run.percentile_sampling_rate is not None,
+        "samples": samples,
+        "more": more,
+    }
+    if samples and not more and not run.is_terminal:
+        body["figures"] = services.live_figures(run, samples[-1])
+    return JsonResponse(body)
 
 
 @require_POST

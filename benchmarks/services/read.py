@@ -8,6 +8,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from django.template.defaultfilters import floatformat
 from django.utils.translation import gettext as _
 
 from benchmarks.lib import pgbench_command as cmd
@@ -36,6 +37,38 @@ SAMPLE_FIELDS = (
 def samples_after(run: BenchmarkRun, after: int = 0, limit: int = 5000) -> list[dict[str, Any]]:
     """Samples with ``seq > after``, for a chart fed incrementally."""
     return list(run.samples.filter(seq__gt=after).order_by("seq").values(*SAMPLE_FIELDS)[:limit])
+
+
+def live_state(run: BenchmarkRun) -> str:
+    """A short token of what the run page's HTML part shows apart from the per-second figures
+    (status, queue position, warnings, errors): the page re-fetches that part only when it changes,
+    and the data endpoint answers "nothing new" while it stays the same and no sample came."""
+    parts = [
+        run.status,
+        run.queue_position if run.status == RunStatus.QUEUED else "",
+        len(run.warnings or []),
+        run.error_count,
+        run.aborted_clients,
+        int(bool(run.first_error)),
+    ]
+    return ".".join(str(part) for part in parts)
+
+
+def live_figures(run: BenchmarkRun, latest: dict[str, Any]) -> dict[str, Any]:
+    """The figures of a running run's status card after its ``latest`` sample, formatted as the
+    template formats them, for the page's script to put in place without re-rendering the card."""
+    dash = "—"
+    figures: dict[str, Any] = {
+        "tps": floatformat(latest["tps"], 1),
+        "latency": f"{floatformat(latest['latency_avg_ms'], 2)} ms",
+        "p95": f"{floatformat(latest['p95_ms'], 2)} ms" if latest["p95_ms"] is not None else dash,
+        "failed": str(latest["failed"]) if latest["failed"] is not None else dash,
+    }
+    if run.duration_s:
+        elapsed = latest["elapsed_s"] or 0.0
+        figures["progress"] = min(100, round(100 * elapsed / run.duration_s))
+        figures["elapsed"] = _("%(e)s s of %(d)s s") % {"e": floatformat(elapsed, 0), "d": run.duration_s}
+    return figures
 
 
 def shown_command(run: BenchmarkRun) -> tuple[str, bool]:

@@ -6,6 +6,12 @@
  * run is queued or running, appends them, and stops once the run is over. Percentiles reach the
  * database a little after their sample, so recent samples without them are asked for again.
  * The charts are Chart.js instances: Chart.getChart(canvas) returns them.
+ *
+ * This is the run page's only poll (watching a run must not cost the run its throughput): the
+ * answer also carries the status card's figures, which are put in place here, and the state token
+ * of the page's live part (#bench-run-live, data-state); only when the token differs from the one
+ * shown is that part re-fetched (an event its hx-trigger listens for). The request sends the token
+ * shown, and the server answers 204 when nothing changed. Nothing is asked while the tab is hidden.
  */
 (function () {
   "use strict";
@@ -121,6 +127,49 @@
     }
   };
 
+  // The status card's figures from the poll's answer; the live part itself when its state changed.
+  RunCharts.prototype.showLive = function (body) {
+    var live = document.getElementById("bench-run-live");
+    if (!live) {
+      return;
+    }
+    if (body.state !== undefined && body.state !== live.dataset.state) {
+      if (live.hasAttribute("hx-get")) {
+        live.dispatchEvent(new CustomEvent("bench-run-changed"));
+      }
+      return; // the re-fetched part brings its own figures
+    }
+    var figures = body.figures;
+    if (!figures) {
+      return;
+    }
+    ["tps", "latency", "p95", "failed"].forEach(function (name) {
+      var cell = live.querySelector("[data-figure='" + name + "']");
+      if (cell && figures[name] !== undefined) {
+        cell.textContent = figures[name];
+      }
+    });
+    if (figures.progress !== undefined) {
+      var elapsed = live.querySelector(".bench-run-elapsed");
+      var percent = live.querySelector(".bench-run-progress");
+      var bar = live.querySelector(".bench-run-bar");
+      var fill = bar ? bar.querySelector("[data-progress]") : null;
+      if (elapsed) {
+        elapsed.textContent = figures.elapsed;
+      }
+      if (percent) {
+        percent.textContent = String(figures.progress);
+      }
+      if (bar) {
+        bar.setAttribute("aria-valuenow", String(figures.progress));
+      }
+      if (fill) {
+        fill.dataset.progress = String(figures.progress);
+        fill.style.width = figures.progress + "%";
+      }
+    }
+  };
+
   RunCharts.prototype.schedule = function () {
     var self = this;
     window.setTimeout(function () { self.poll(); }, POLL_MS);
@@ -140,16 +189,24 @@
       });
       return;
     }
-    var url = this.url + (this.url.indexOf("?") < 0 ? "?" : "&") + "after=" + this.after();
+    var live = document.getElementById("bench-run-live");
+    var shown = live ? live.dataset.state || "" : "";
+    var url = this.url + (this.url.indexOf("?") < 0 ? "?" : "&") + "after=" + this.after() +
+      "&state=" + encodeURIComponent(shown);
     fetch(url, { credentials: "same-origin", cache: "no-store", headers: { Accept: "application/json" } })
       .then(function (response) {
         if (!response.ok) {
           throw new Error("HTTP " + response.status);
         }
-        return response.json();
+        return response.status === 204 ? null : response.json();
       })
       .then(function (body) {
+        if (body === null) {
+          self.schedule(); // nothing new
+          return;
+        }
         self.percentiles = body.percentiles;
+        self.showLive(body);
         self.add(body.samples);
         self.root.dataset.status = body.status;
         self.root.dataset.points = String(self.seqs.length);

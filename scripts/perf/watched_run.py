@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+"""What watching a run costs the run (issue 11, item 12), measured side by side (not a timed test).
+
+Provisions a throw-away cluster (test settings: private data directory and ports), initialises
+pgbench's tables, starts the panel's web server (``manage.py runserver``, a process of its own as
+in production) and a headless Chromium (Debian's /usr/bin/chromium via Playwright, never a
+downloaded browser), then alternates N pairs of:
+
+  (a) the same pgbench run by hand (subprocess, as the runner builds it), and
+  (b) a run launched through the panel's service (``services.execute_run``) while the browser has
+      its run page open, polling, for the whole run.
+
+Prints each pair's TPS, the median ratio watched/hand, and what the page cost while it watched:
+requests per second, bytes per second, and the web server's CPU seconds per second of run.
+The machine may be shared: the load (``uptime``) is printed before and after.
+
+    .venv/bin/python scripts/perf/watched_run.py [--clients 10] [--duration 15] [--scale 10] [--pairs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+os.environ["DJANGO_SETTINGS_MODULE"] = "panel.test_settings"
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux /proc), children it waited for included."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = sum(int(value) for value in fields[11:15])  # utime stime cutime cstime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process under ``pid`` (the browser: Playwright's driver and Chromium's processes)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def tree_cpu_seconds(pids: list[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(OSError):  # gone meanwhile
+            total += cpu_seconds(pid)
+    return total
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True, timeout=5).stdout.strip()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--clients", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--duration", type=int, default=15)
+    parser.add_argument("--scale", type=int, default=10)
+    parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument(
+        "--reduced-motion", action="store_true", help="the browser prefers reduced motion (no animated bar)"
+    )
+    parser.add_argument(
+        "--unwatched", action="store_true", help="the browser shows a blank page instead: the floor"
+    )
+    args = parser.parse_args()
+
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+    from django.test import Client
+    from django.urls import reverse
+    from playwright.sync_api import sync_playwright
+
+    from benchmarks import runner, services
+    from benchmarks.lib.pgbench_command import RunOptions, build_env, build_run_args
+    from benchmarks.lib.pgbench_output import parse_summary
+    from panel.clusters import services as cluster_services
+
+    print("load before:", uptime())
+    call_command("migrate", verbosity=0)
+    owner = User.objects.create_user("perf", "perf@example.com", "perf-password-1")
+    cluster = cluster_services.create_cluster(
+        owner, name="db-watch", plan_slug="db-s-1vcpu-1gb", enqueue=False
+    )
+    cluster = cluster_services.provision_cluster(cluster.pk)
+    if cluster.status != "online":
+        sys.exit(f"provisioning failed: {cluster.error_message}")
+    port = free_port()
+    # The web server as in production: a process of its own, reading the same database.
+    server = subprocess.Popen(
+        [sys.executable, "manage.py", "runserver", "--noreload", "--insecure", f"127.0.0.1:{port}"],
+        cwd=ROOT,
+        env={**os.environ, "PANEL_TEST_WORKER": "1"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        client = Client()
+        client.force_login(owner)
+        session = client.cookies[settings.SESSION_COOKIE_NAME].value
+
+        dataset = services.execute_init(
+            services.init_dataset(cluster, "defaultdb", args.scale, enqueue=False).pk
+        )
+        print(f"cluster {cluster.name} on port {cluster.port}; data set scale {args.scale}: {dataset.status}")
+        options = RunOptions(clients=args.clients, threads=args.threads, duration_s=args.duration)
+        target = services.resolve_target(cluster, pool=None, database="defaultdb", user=None)
+
+        def by_hand() -> float:
+            command = build_run_args(runner.pgbench_path(cluster.version), target.connection, options)
+            env = build_env(target.password, "require", base=runner.base_env())
+            done = subprocess.run(
+                command, env=env, capture_output=True, text=True, timeout=args.duration + 60
+            )
+            summary = parse_summary(done.stdout)
+            if done.returncode != 0 or summary is None or summary.tps is None:
+                sys.exit(f"pgbench by hand failed: {done.stderr[-1000:]}")
+            return summary.tps
+
+        costs: list[dict[str, float]] = []
+
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(
+                executable_path=CHROMIUM,
+                args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"],
+            )
+            context = browser.new_context(
+                viewport={"width": 1400, "height": 900},
+                reduced_motion="reduce" if args.reduced_motion else "no-preference",
+            )
+            context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": session, "url": base}])
+
+            def watched() -> float:
+                run = services.launch_run(cluster, options=options, percentiles=False, enqueue=False)
+                page = context.new_page()
+                polls: list[int] = []
+
+                def on_response(response) -> None:  # noqa: ANN001
+                    if "/benchmarks/runs/" in response.url:
+                        polls.append(int(response.headers.get("content-length") or 0))
+
+                page.on("response", on_response)
+                url = reverse("benchmarks:run-detail", kwargs={"cluster_id": cluster.pk, "run_id": run.pk})
+                if args.unwatched:
+                    page.goto("about:blank")
+                else:
+                    page.goto(base + url)
+                    page.wait_for_selector("#bench-run-live")
+                polls.clear()  # the page itself is not the polling
+                cpu_before = cpu_seconds(server.pid)
+                browser_pids = [pid for pid in descendants(os.getpid()) if pid != server.pid]
+                browser_before = tree_cpu_seconds(browser_pids)
+                outcome: dict[str, object] = {}
+
+                def execute() -> None:
+                    try:
+                        outcome["run"] = services.execute_run(run.pk, wait_turn_s=30)
+                    finally:
+                        from django.db import connection
+
+                        connection.close()
+
+                worker = threading.Thread(target=execute)
+                started = time.monotonic()
+                worker.start()
+                # The page polls by itself; Python only waits (a Playwright call here would add the
+                # driver's round trips to what the browser costs). Its events are read afterwards.
+                worker.join()
+                seconds = time.monotonic() - started
+                server_cpu = cpu_seconds(server.pid) - cpu_before
+                browser_cpu = tree_cpu_seconds(browser_pids) - browser_before
+                page.wait_for_timeout(10)  # delivers the response events queued meanwhile
+                costs.append(
+                    {
+                        "requests_per_s": len(polls) / seconds,
+                        "bytes_per_s": sum(polls) / seconds,
+                        "server_cpu_per_s": server_cpu / seconds,
+                        "browser_cpu_per_s": browser_cpu / seconds,
+                    }
+                )
+                page.close()
+                done = outcome.get("run")
+                if done is None or done.status != "succeeded" or done.tps is None:
+                    sys.exit(f"panel run failed: {getattr(done, 'error_message', '?')}")
+                return float(done.tps)
+
+            ratios: list[float] = []
+            for pair in range(args.pairs):
+                # Alternate which goes first so a warming cache or a drifting machine favours neither.
+                if pair % 2 == 0:
+                    hand = by_hand()
+                    panel = watched()
+                else:
+                    panel = watched()
+                    hand = by_hand()
+                ratios.append(panel / hand)
+                cost = costs[-1]
+                print(
+                    f"  pair {pair + 1}: by hand {hand:8.1f} tps   watched {panel:8.1f} tps   ratio {panel / hand:.3f}"
+                    f"   page: {cost['requests_per_s']:.2f} req/s, {cost['bytes_per_s']:.0f} B/s,"
+                    f" server CPU {cost['server_cpu_per_s'] * 1000:.1f} ms/s,"
+                    f" browser CPU {cost['browser_cpu_per_s'] * 1000:.0f} ms/s"
+                )
+            browser.close()
+
+        print()
+        print(
+            f"watched/hand TPS, median of {len(ratios)} pairs: {statistics.median(ratios):.3f} (target ≥ 0.95)"
+        )
+        print(
+            "page cost while watching (median): "
+            f"{statistics.median(c['requests_per_s'] for c in costs):.2f} requests/s, "
+            f"{statistics.median(c['bytes_per_s'] for c in costs):.0f} bytes/s, "
+            f"server CPU {statistics.median(c['server_cpu_per_s'] for c in costs) * 1000:.1f} ms per s, "
+            f"browser CPU {statistics.median(c['browser_cpu_per_s'] for c in costs) * 1000:.0f} ms per s"
+        )
+        print("load after:", uptime())
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        cluster.refresh_from_db()
+        cluster_services.delete_cluster(cluster, confirm_name=cluster.name)
+        data_dir = Path(settings.PANEL_DATA_DIR)
+        if data_dir.name.startswith("pgpanel-test-"):
+            shutil.rmtree(data_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
