@@ -14,18 +14,13 @@ the run page's data endpoint) seeing it.
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import statistics
-import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-os.environ["DJANGO_SETTINGS_MODULE"] = "panel.test_settings"
+from _bench_setup import bench_cluster
+from _bench_setup import by_hand as hand_run
 
 
 def main() -> None:
@@ -39,46 +34,18 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=3)
     args = parser.parse_args()
 
-    import django
+    with bench_cluster("db-perf", args.scale) as bench:
+        from django.db import connection
 
-    django.setup()
-    from django.conf import settings
-    from django.contrib.auth.models import User
-    from django.core.management import call_command
-    from django.db import connection
+        from benchmarks import services
+        from benchmarks.lib.pgbench_command import RunOptions
+        from benchmarks.models import RunSample
 
-    from benchmarks import runner, services
-    from benchmarks.lib.pgbench_command import RunOptions, build_env, build_run_args
-    from benchmarks.lib.pgbench_output import parse_summary
-    from benchmarks.models import RunSample
-    from panel.clusters import services as cluster_services
-
-    call_command("migrate", verbosity=0)
-    owner = User.objects.create_user("perf", "perf@example.com", "perf-password-1")
-    cluster = cluster_services.create_cluster(
-        owner, name="db-perf", plan_slug="db-s-1vcpu-1gb", enqueue=False
-    )
-    cluster = cluster_services.provision_cluster(cluster.pk)
-    if cluster.status != "online":
-        sys.exit(f"provisioning failed: {cluster.error_message}")
-    try:
-        dataset = services.execute_init(
-            services.init_dataset(cluster, "defaultdb", args.scale, enqueue=False).pk
-        )
-        print(f"cluster {cluster.name} on port {cluster.port}; data set scale {args.scale}: {dataset.status}")
+        cluster = bench.cluster
         options = RunOptions(clients=args.clients, threads=args.threads, duration_s=args.duration)
-        target = services.resolve_target(cluster, pool=None, database="defaultdb", user=None)
 
         def by_hand() -> float:
-            command = build_run_args(runner.pgbench_path(cluster.version), target.connection, options)
-            env = build_env(target.password, "require", base=runner.base_env())
-            done = subprocess.run(
-                command, env=env, capture_output=True, text=True, timeout=args.duration + 60
-            )
-            summary = parse_summary(done.stdout)
-            if done.returncode != 0 or summary is None or summary.tps is None:
-                sys.exit(f"pgbench by hand failed: {done.stderr[-1000:]}")
-            return summary.tps
+            return hand_run(bench, options)
 
         lags_db: list[float] = []
         lags_seen: list[float] = []
@@ -154,12 +121,6 @@ def main() -> None:
                 f"live lag, line read → seen by a 100 ms poller: median {statistics.median(lags_seen) * 1000:.1f} ms, "
                 f"max {max(lags_seen) * 1000:.1f} ms (target median ≤ 1000 ms)"
             )
-    finally:
-        cluster.refresh_from_db()
-        cluster_services.delete_cluster(cluster, confirm_name=cluster.name)
-        data_dir = Path(settings.PANEL_DATA_DIR)
-        if data_dir.name.startswith("pgpanel-test-"):
-            shutil.rmtree(data_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -10,11 +10,16 @@ downloaded browser), then alternates N pairs of:
   (b) a run launched through the panel's service (``services.execute_run``) while the browser has
       its run page open, polling, for the whole run.
 
+The browser keeps one tab open throughout, as a user keeps the panel open: during (a) it shows
+the previous run's finished page (no polling), and (b) navigates it to the new run's page.
+``--unwatched`` leaves the tab where it is during (b) too: the floor, what the panel's runner
+alone costs.
+
 Prints each pair's TPS, the median ratio watched/hand, and what the page cost while it watched:
 requests per second, bytes per second, and the web server's CPU seconds per second of run.
 The machine may be shared: the load (``uptime``) is printed before and after.
 
-    .venv/bin/python scripts/perf/watched_run.py [--clients 10] [--duration 15] [--scale 10] [--pairs 3]
+    .venv/bin/python scripts/perf/watched_run.py [--clients 10] [--duration 20] [--scale 10] [--pairs 5]
 """
 
 from __future__ import annotations
@@ -22,7 +27,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import shutil
 import socket
 import statistics
 import subprocess
@@ -31,9 +35,8 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-os.environ["DJANGO_SETTINGS_MODULE"] = "panel.test_settings"
+from _bench_setup import ROOT, BenchCluster, bench_cluster
+from _bench_setup import by_hand as hand_run
 
 CHROMIUM = "/usr/bin/chromium"
 
@@ -88,41 +91,32 @@ def main() -> None:
     )
     parser.add_argument("--clients", type=int, default=10)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--duration", type=int, default=15)
+    parser.add_argument("--duration", type=int, default=20)
     parser.add_argument("--scale", type=int, default=10)
-    parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument(
         "--reduced-motion", action="store_true", help="the browser prefers reduced motion (no animated bar)"
     )
     parser.add_argument(
-        "--unwatched", action="store_true", help="the browser shows a blank page instead: the floor"
+        "--unwatched", action="store_true", help="the tab stays where it was (no run page): the floor"
     )
     args = parser.parse_args()
 
-    import django
+    print("load before:", uptime())
+    with bench_cluster("db-watch", args.scale) as bench:
+        measure(args, bench)
 
-    django.setup()
+
+def measure(args: argparse.Namespace, bench: BenchCluster) -> None:
     from django.conf import settings
-    from django.contrib.auth.models import User
-    from django.core.management import call_command
     from django.test import Client
     from django.urls import reverse
     from playwright.sync_api import sync_playwright
 
-    from benchmarks import runner, services
-    from benchmarks.lib.pgbench_command import RunOptions, build_env, build_run_args
-    from benchmarks.lib.pgbench_output import parse_summary
-    from panel.clusters import services as cluster_services
+    from benchmarks import services
+    from benchmarks.lib.pgbench_command import RunOptions
 
-    print("load before:", uptime())
-    call_command("migrate", verbosity=0)
-    owner = User.objects.create_user("perf", "perf@example.com", "perf-password-1")
-    cluster = cluster_services.create_cluster(
-        owner, name="db-watch", plan_slug="db-s-1vcpu-1gb", enqueue=False
-    )
-    cluster = cluster_services.provision_cluster(cluster.pk)
-    if cluster.status != "online":
-        sys.exit(f"provisioning failed: {cluster.error_message}")
+    cluster, owner = bench.cluster, bench.owner
     port = free_port()
     # The web server as in production: a process of its own, reading the same database.
     server = subprocess.Popen(
@@ -144,23 +138,10 @@ def main() -> None:
         client.force_login(owner)
         session = client.cookies[settings.SESSION_COOKIE_NAME].value
 
-        dataset = services.execute_init(
-            services.init_dataset(cluster, "defaultdb", args.scale, enqueue=False).pk
-        )
-        print(f"cluster {cluster.name} on port {cluster.port}; data set scale {args.scale}: {dataset.status}")
         options = RunOptions(clients=args.clients, threads=args.threads, duration_s=args.duration)
-        target = services.resolve_target(cluster, pool=None, database="defaultdb", user=None)
 
         def by_hand() -> float:
-            command = build_run_args(runner.pgbench_path(cluster.version), target.connection, options)
-            env = build_env(target.password, "require", base=runner.base_env())
-            done = subprocess.run(
-                command, env=env, capture_output=True, text=True, timeout=args.duration + 60
-            )
-            summary = parse_summary(done.stdout)
-            if done.returncode != 0 or summary is None or summary.tps is None:
-                sys.exit(f"pgbench by hand failed: {done.stderr[-1000:]}")
-            return summary.tps
+            return hand_run(bench, options)
 
         costs: list[dict[str, float]] = []
 
@@ -175,20 +156,24 @@ def main() -> None:
             )
             context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": session, "url": base}])
 
+            # One tab for the whole measurement, as a user keeps the panel open: it shows the
+            # Benchmarks tab, then each watched run's page (a same-site navigation, as the form's
+            # redirect is), which stays open and idle, its run over, while the next hand run goes.
+            # A tab opened per run would charge the run a browser renderer's start-up.
+            page = context.new_page()
+            page.goto(base + reverse("benchmarks:tab", kwargs={"cluster_id": cluster.pk}))
+            polls: list[int] = []
+
+            def on_response(response) -> None:  # noqa: ANN001
+                if "/benchmarks/runs/" in response.url:
+                    polls.append(int(response.headers.get("content-length") or 0))
+
+            page.on("response", on_response)
+
             def watched() -> float:
                 run = services.launch_run(cluster, options=options, percentiles=False, enqueue=False)
-                page = context.new_page()
-                polls: list[int] = []
-
-                def on_response(response) -> None:  # noqa: ANN001
-                    if "/benchmarks/runs/" in response.url:
-                        polls.append(int(response.headers.get("content-length") or 0))
-
-                page.on("response", on_response)
                 url = reverse("benchmarks:run-detail", kwargs={"cluster_id": cluster.pk, "run_id": run.pk})
-                if args.unwatched:
-                    page.goto("about:blank")
-                else:
+                if not args.unwatched:
                     page.goto(base + url)
                     page.wait_for_selector("#bench-run-live")
                 polls.clear()  # the page itself is not the polling
@@ -223,7 +208,6 @@ def main() -> None:
                         "browser_cpu_per_s": browser_cpu / seconds,
                     }
                 )
-                page.close()
                 done = outcome.get("run")
                 if done is None or done.status != "succeeded" or done.tps is None:
                     sys.exit(f"panel run failed: {getattr(done, 'error_message', '?')}")
@@ -263,11 +247,6 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait(timeout=10)
-        cluster.refresh_from_db()
-        cluster_services.delete_cluster(cluster, confirm_name=cluster.name)
-        data_dir = Path(settings.PANEL_DATA_DIR)
-        if data_dir.name.startswith("pgpanel-test-"):
-            shutil.rmtree(data_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,77 @@
+"""What the benchmark perf scripts share: a throw-away cluster with pgbench's tables, and pgbench by hand.
+
+Imported by ``benchmarks.py`` and ``watched_run.py`` (run as scripts, so this directory is on
+``sys.path``). Django is set up on the test settings (a private data directory and ports) by
+``bench_cluster``; model imports happen inside the functions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+os.environ["DJANGO_SETTINGS_MODULE"] = "panel.test_settings"
+
+
+@dataclass
+class BenchCluster:
+    owner: Any  # django.contrib.auth.models.User
+    cluster: Any  # panel.clusters.models.Cluster
+    target: Any  # benchmarks.services.ResolvedTarget: defaultdb, directly
+
+
+@contextlib.contextmanager
+def bench_cluster(name: str, scale: int) -> Iterator[BenchCluster]:
+    """Migrate the test database, provision cluster ``name`` and initialise pgbench at ``scale``;
+    delete the cluster and the test data directory afterwards."""
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+
+    from benchmarks import services
+    from panel.clusters import services as cluster_services
+
+    call_command("migrate", verbosity=0)
+    owner = User.objects.create_user("perf", "perf@example.com", "perf-password-1")
+    cluster = cluster_services.create_cluster(owner, name=name, plan_slug="db-s-1vcpu-1gb", enqueue=False)
+    cluster = cluster_services.provision_cluster(cluster.pk)
+    try:
+        if cluster.status != "online":
+            sys.exit(f"provisioning failed: {cluster.error_message}")
+        dataset = services.execute_init(services.init_dataset(cluster, "defaultdb", scale, enqueue=False).pk)
+        print(f"cluster {cluster.name} on port {cluster.port}; data set scale {scale}: {dataset.status}")
+        target = services.resolve_target(cluster, pool=None, database="defaultdb", user=None)
+        yield BenchCluster(owner=owner, cluster=cluster, target=target)
+    finally:
+        cluster.refresh_from_db()
+        cluster_services.delete_cluster(cluster, confirm_name=cluster.name)
+        data_dir = Path(settings.PANEL_DATA_DIR)
+        if data_dir.name.startswith("pgpanel-test-"):
+            shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def by_hand(bench: BenchCluster, options: Any) -> float:
+    """The same pgbench run as the runner builds it, as a plain subprocess: its TPS."""
+    from benchmarks import runner
+    from benchmarks.lib.pgbench_command import build_env, build_run_args
+    from benchmarks.lib.pgbench_output import parse_summary
+
+    command = build_run_args(runner.pgbench_path(bench.cluster.version), bench.target.connection, options)
+    env = build_env(bench.target.password, "require", base=runner.base_env())
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=options.duration_s + 60)
+    summary = parse_summary(done.stdout)
+    if done.returncode != 0 or summary is None or summary.tps is None:
+        sys.exit(f"pgbench by hand failed: {done.stderr[-1000:]}")
+    return summary.tps
