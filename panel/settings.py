@@ -93,6 +93,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files before sessions, login and CSP: public, and answered without touching the database.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
@@ -189,12 +191,14 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = PANEL_DATA_DIR / "staticfiles"
-# Public files, served without a login: readable by others on purpose (a web server running as
-# another user), whatever the panel's umask 077 would give them.
+# Public files, served without a login by WhiteNoise from what `collectstatic` gathered (make run,
+# the image): names carry a hash of the content, so browsers keep them a year, and a gzip copy sits
+# beside each. Readable by others on purpose (a web server running as another user), whatever the
+# panel's umask 077 would give them.
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
-        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage",
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage",
         "OPTIONS": {"file_permissions_mode": 0o644, "directory_permissions_mode": 0o755},
     },
 }

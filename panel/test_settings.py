@@ -35,3 +35,11 @@ os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 from panel.settings import *  # noqa: E402,F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast logins in tests
+# Tests do not run `collectstatic`: plain names from the app folders (WhiteNoise finds them there),
+# not the manifest of hashed names that make run and the image build.
+STORAGES = {
+    **STORAGES,  # noqa: F405
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = True

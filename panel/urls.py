@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponsePermanentRedirect
 from django.templatetags.static import static
-from django.urls import include, path, re_path
+from django.urls import include, path
 from django.views.generic import RedirectView
-from django.views.static import serve
 
 
 def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
@@ -30,7 +28,4 @@ urlpatterns = [
     path("clusters/<uuid:cluster_id>/pools/", include("panel.pools.urls")),
     path("", include("panel.insights.urls")),  # /metrics (token auth, no login)
     path("clusters/<uuid:cluster_id>/benchmarks/", include("benchmarks.urls")),
-    # Files gathered by `collectstatic` (make run, the Docker image), served by Django itself:
-    # enough for a self-hosted panel, without another dependency or a front proxy.
-    re_path(r"^static/(?P<path>.*)$", login_not_required(serve), {"document_root": settings.STATIC_ROOT}),
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import secrets
 import signal
 import socket
@@ -133,6 +134,14 @@ def test_it_runs_everything(panel: Panel) -> None:
     assert status_of(f"http://{panel.bind}/static/vendor/bootstrap/bootstrap.min.css") == 200
     assert status_of(f"http://{panel.bind}/static/vendor/htmx/htmx.min.js") == 200
     assert status_of(f"http://{panel.bind}/clusters/") == 200  # after the redirect to the login page
+    # WhiteNoise serves them: the pages link names with a content hash, which browsers keep a year.
+    with urllib.request.urlopen(f"http://{panel.bind}/login/", timeout=5) as response:
+        login_page = response.read().decode()
+    hashed = re.search(r'href="(/static/css/panel\.[0-9a-f]{12}\.css)"', login_page)
+    assert hashed, "the login page links the stylesheet without a content hash"
+    with urllib.request.urlopen(f"http://{panel.bind}{hashed.group(1)}", timeout=5) as response:
+        assert response.status == 200
+        assert "immutable" in response.headers["Cache-Control"]
 
 
 def worker_main(panel: Panel) -> psutil.Process:
