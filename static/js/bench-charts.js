@@ -34,14 +34,16 @@
     };
   }
 
-  function options(xLabel, yLabel) {
+  // x: seconds since the run started, regular ticks from 0; a timed run's axis spans its duration
+  // from the start, so the line fills the chart as the run goes (chart-axes.js).
+  function options(xLabel, yLabel, duration) {
     return {
       animation: false,
       responsive: true,
       maintainAspectRatio: false,
       interaction: { mode: "index", intersect: false },
       scales: {
-        x: { type: "linear", title: { display: true, text: xLabel }, ticks: { precision: 0 } },
+        x: window.PanelAxes.seconds({ title: { display: true, text: xLabel }, max: duration }),
         y: { beginAtZero: true, title: { display: true, text: yLabel } },
       },
       plugins: { legend: { display: true, position: "bottom" } },
@@ -52,12 +54,24 @@
     var labels = root.dataset;
     var tpsCanvas = root.querySelector("canvas[data-chart='tps']");
     var latencyCanvas = root.querySelector("canvas[data-chart='latency']");
+    var duration = Number(labels.duration) || undefined;
     this.root = root;
     this.url = root.dataset.url;
+    this.tps = null;
+    this.latency = null;
+    this.index = {}; // seq -> position in every dataset
+    this.seqs = [];
+    this.pending = {}; // seqs whose percentiles have not arrived yet
+    this.percentiles = false;
+    this.terminalSeen = 0;
+    root.benchCharts = this;
+    if (!window.Chart || !window.PanelAxes) {
+      return; // no charts (the script did not load): the figures and the status still follow the run
+    }
     this.tps = new window.Chart(tpsCanvas, {
       type: "line",
       data: { datasets: [lineDataset(labels.labelTps, COLORS.tps)] },
-      options: options(labels.labelSeconds, labels.labelTps),
+      options: options(labels.labelSeconds, labels.labelTps, duration),
     });
     this.latency = new window.Chart(latencyCanvas, {
       type: "line",
@@ -69,14 +83,8 @@
           lineDataset(labels.labelP99, COLORS.p99),
         ],
       },
-      options: options(labels.labelSeconds, labels.labelMs),
+      options: options(labels.labelSeconds, labels.labelMs, duration),
     });
-    this.index = {}; // seq -> position in every dataset
-    this.seqs = [];
-    this.pending = {}; // seqs whose percentiles have not arrived yet
-    this.percentiles = false;
-    this.terminalSeen = 0;
-    root.benchCharts = this;
   }
 
   RunCharts.prototype.after = function () {
@@ -95,6 +103,15 @@
   };
 
   RunCharts.prototype.add = function (samples) {
+    if (!this.tps) {
+      for (var k = 0; k < samples.length; k++) {
+        if (this.index[samples[k].seq] === undefined) {
+          this.index[samples[k].seq] = this.seqs.length;
+          this.seqs.push(samples[k].seq);
+        }
+      }
+      return;
+    }
     var tps = this.tps.data.datasets[0].data;
     var lat = this.latency.data.datasets;
     for (var i = 0; i < samples.length; i++) {
@@ -221,8 +238,10 @@
             self.root.dataset.done = "true";
             if (!self.seqs.length && self.root.dataset.labelNoSamples) {
               // Watched until it stopped without a sample: a sentence, not two empty charts.
-              self.tps.destroy();
-              self.latency.destroy();
+              if (self.tps) {
+                self.tps.destroy();
+                self.latency.destroy();
+              }
               var note = document.createElement("p");
               note.className = "text-body-secondary mb-0 bench-no-samples";
               note.textContent = self.root.dataset.labelNoSamples;
@@ -239,9 +258,6 @@
   };
 
   function start(scope) {
-    if (!window.Chart) {
-      return;
-    }
     (scope || document).querySelectorAll("[data-bench-run-charts]").forEach(function (root) {
       if (!root.benchCharts) {
         new RunCharts(root).poll();

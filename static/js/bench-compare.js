@@ -18,7 +18,7 @@
       maintainAspectRatio: false,
       interaction: { mode: "nearest", intersect: false },
       scales: {
-        x: { type: "linear", title: { display: true, text: xLabel }, ticks: { precision: 0 } },
+        x: window.PanelAxes.seconds({ title: { display: true, text: xLabel } }),
         y: { beginAtZero: true, title: { display: true, text: yLabel } },
       },
       plugins: { legend: { position: "bottom" } },

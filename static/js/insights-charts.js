@@ -7,13 +7,14 @@
  * is a gap and breaks the line. The range buttons (a[data-range-key]) switch the window without a
  * reload. Polling pauses while the tab is hidden. Chart.getChart(canvas) returns each chart. A
  * chart the JSON has and the page does not (a pool created since it was rendered) gets a card.
+ * The x axis is a time scale with regular UTC ticks (chart-axes.js); it starts where the data
+ * starts when that is later than the window's start (a young cluster), and ends with the window.
  */
 (function () {
   "use strict";
 
   var COLORS = ["#0069ff", "#2e9e5b", "#f0a202", "#d63b3b", "#7b4fd6", "#14a3b8", "#e0628a", "#5b6b82"];
   var LIMIT_COLOR = "#8a94a6";
-  var DAY_MS = 86400000;
 
   function compact(value) {
     var abs = Math.abs(value);
@@ -42,16 +43,6 @@
     if (unit === "1/s") return function (v) { return compact(v) + "/s"; };
     if (unit === "s") return function (v) { return compact(v) + " s"; };
     return compact;
-  }
-
-  function pad(n) {
-    return n < 10 ? "0" + n : String(n);
-  }
-
-  function timeLabel(ms, long) {
-    var d = new Date(ms);
-    var hm = pad(d.getHours()) + ":" + pad(d.getMinutes());
-    return long ? pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " + hm : hm;
   }
 
   // A point with no neighbour (one collection between gaps, or a window a few seconds old) would
@@ -126,13 +117,7 @@
         normalized: true,
         interaction: { mode: "index", intersect: false },
         scales: {
-          x: {
-            type: "linear",
-            ticks: {
-              maxTicksLimit: 7,
-              callback: function (value) { return timeLabel(value, self.span > DAY_MS); },
-            },
-          },
+          x: window.PanelAxes.time(),
           y: { beginAtZero: true, max: max, ticks: { callback: function (v) { return format(v); } } },
           y1: {
             display: "auto",
@@ -147,7 +132,7 @@
           tooltip: {
             callbacks: {
               title: function (items) {
-                return items.length ? new Date(items[0].parsed.x).toLocaleString() : "";
+                return items.length ? window.PanelAxes.utcLabel(items[0].parsed.x) : "";
               },
               label: function (item) {
                 var f = item.dataset.yAxisID === "y1" ? format2 : format;
@@ -210,8 +195,14 @@
 
   InsightsCharts.prototype.draw = function (body) {
     var self = this;
-    this.span = body.end - body.start;
     var points = 0;
+    // A cluster younger than the window: its data fills the chart instead of a sliver at the end.
+    var start = body.end;
+    Object.keys(body.charts).forEach(function (key) {
+      var t = body.charts[key].t;
+      if (t.length && t[0] < start) start = t[0];
+    });
+    start = Math.max(body.start, start === body.end ? body.start : start);
     var drawn = {};
     this.root.querySelectorAll("canvas[data-chart]").forEach(function (canvas) {
       drawn[canvas.dataset.chart] = true;
@@ -242,7 +233,7 @@
           spanGaps: false,
         };
       });
-      chart.options.scales.x.min = body.start;
+      chart.options.scales.x.min = start;
       chart.options.scales.x.max = body.end;
       chart.update("none");
       var present = data.series.some(function (s) {
