@@ -3,7 +3,8 @@
 #
 #   make run    migrate, create the first admin once, then run Redis (if none answers),
 #               the Celery worker and beat, and gunicorn on PANEL_BIND (Ctrl-C stops them)
-#   make test   ruff check, ruff format --check, then the whole pytest suite
+#   make test   ruff check, ruff format --check, lint-imports (pyproject.toml's import
+#               contracts), then the whole pytest suite
 
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -21,6 +22,7 @@ test: bootstrap-test lint
 lint:
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 bootstrap-run:
 	bash scripts/bootstrap.sh run

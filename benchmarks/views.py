@@ -22,7 +22,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from benchmarks import services
 from benchmarks.forms import InitDataSetForm, RunForm, SweepForm
-from benchmarks.lib.pgbench_failure import explain_failure, kind_label
+from benchmarks.failure import explain_failure, kind_label
 from benchmarks.models import BenchmarkRun, DataSet, JobStatus, RunStatus, Sweep
 from panel.clusters.models import Cluster
 from panel.clusters.services import ServiceError, clusters_for

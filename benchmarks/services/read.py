@@ -12,7 +12,7 @@ from django.template.defaultfilters import floatformat
 from django.utils.translation import gettext as _
 
 from benchmarks.lib import pgbench_command as cmd
-from benchmarks.lib.pgbench_failure import explain_failure
+from benchmarks.failure import explain_failure
 from benchmarks.models import BenchmarkRun, RunStatus, Sweep
 from panel.clusters.services import ServiceError
 

@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from panel import crypto
-from panel.clusters import dbconn, services
+from panel.clusters import dbconn, hooks, services
 from panel.clusters.engine import guard, osusers, postgres
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, EventLevel
 from panel.clusters.services import new_password
@@ -75,9 +75,7 @@ def reconcile() -> list[str]:
         cluster.log_event("error", reason, EventLevel.ERROR)
         notes.append(f"{cluster.name}: marked error (stuck)")
     notes += create_missing_monitor_roles()
-    from panel.pools import services as pools_services  # pools build on clusters
-
-    notes += pools_services.reconcile_all()
+    notes += hooks.pooler.reconcile_all()
     return notes
 
 
@@ -134,8 +132,6 @@ def move_legacy_clusters() -> list[str]:
 def move_to_own_os_user(cluster: Cluster) -> str | None:
     """Stop PgBouncer and PostgreSQL, give the data root to a new system user of the cluster's own,
     record it, and start both again if they were serving. A note when it acted."""
-    from panel.pools import services as pools_services  # pools build on clusters
-
     was = cluster.status
     if not cluster.pgdata.is_dir():
         return None  # nothing on disk to move: the cluster's files are gone
@@ -147,7 +143,7 @@ def move_to_own_os_user(cluster: Cluster) -> str | None:
     cluster.refresh_from_db()
     timeout = settings.PANEL_COMMAND_TIMEOUT
     try:
-        pools_services.stop_pgbouncer(cluster)
+        hooks.pooler.stop_pgbouncer(cluster)
         postgres.stop(cluster.version, cluster.pgdata, user=cluster.os_user(), timeout=timeout)
         user = osusers.ensure_system_user(cluster.own_os_user_name)
         postgres.chown_tree(cluster.data_root, user)
@@ -169,7 +165,7 @@ def move_to_own_os_user(cluster: Cluster) -> str | None:
                 services.clear_reserved(cluster)
                 cluster.log_event("guard-installed", _("The privilege guard is now loaded."))
             cluster.mark_online()
-            pools_services.refresh_auth(cluster)  # starts PgBouncer again if the cluster has pools
+            hooks.pooler.refresh_auth(cluster)  # starts PgBouncer again if the cluster has pools
     except (postgres.EngineError, dbconn.DatabaseError, OSError) as exc:
         log.warning("moving %s to its own OS user failed: %s", cluster.pk, exc)
         # A serving cluster stays degraded, so the next pass tries again (and starts it).

@@ -5,12 +5,11 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils.translation import gettext as _
 
-from panel.clusters import dbconn, isolation
+from panel.clusters import dbconn, hooks, isolation
 from panel.clusters.engine import postgres
 from panel.clusters.lib.names import InvalidName, validate_database_name, validate_role_name
 from panel.clusters.models import Cluster, Database, DatabaseUser, EventLevel
 from panel.clusters.services import ServiceError, new_password
-from panel.pools import services as pools_services
 
 
 def _require_serving(cluster: Cluster) -> None:
@@ -42,7 +41,7 @@ def delete_database(cluster: Cluster, name: str) -> None:
     database = _get_database(cluster, name)
     if database.is_protected:
         raise ServiceError(_("“%(name)s” is the default database and cannot be deleted.") % {"name": name})
-    pools_services.ensure_not_used(cluster, database=name)
+    hooks.pooler.ensure_not_used(cluster, database=name)
     _require_serving(cluster)
     try:
         with dbconn.admin_connection(cluster) as conn:
@@ -79,7 +78,7 @@ def delete_user(cluster: Cluster, name: str) -> None:
     user = _get_user(cluster, name)
     if user.is_protected:
         raise ServiceError(_("“%(name)s” is the admin user and cannot be deleted.") % {"name": name})
-    pools_services.ensure_not_used(cluster, user=name)
+    hooks.pooler.ensure_not_used(cluster, user=name)
     _require_serving(cluster)
     try:
         with dbconn.admin_connection(cluster) as conn:
@@ -105,7 +104,7 @@ def reset_password(cluster: Cluster, name: str) -> DatabaseUser:
             raise ServiceError(str(exc)) from None
         user.password = password
         user.save(update_fields=["password_encrypted"])
-    pools_services.refresh_auth(cluster)  # PgBouncer's auth file holds the role's SCRAM secret
+    hooks.pooler.refresh_auth(cluster)  # PgBouncer's auth file holds the role's SCRAM secret
     cluster.log_event("password-reset", _("Password of “%(name)s” reset.") % {"name": name})
     return user
 
@@ -121,7 +120,7 @@ def _roles_changed(cluster: Cluster) -> None:
             _("Could not update how the server authenticates PgBouncer: %(reason)s") % {"reason": exc},
             EventLevel.ERROR,
         )
-    pools_services.refresh_auth(cluster)
+    hooks.pooler.refresh_auth(cluster)
 
 
 def _get_user(cluster: Cluster, name: str) -> DatabaseUser:

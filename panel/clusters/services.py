@@ -22,7 +22,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from panel import crypto
-from panel.clusters import dbconn, isolation
+from panel.clusters import dbconn, hooks, isolation
 from panel.clusters.engine import guard, postgres
 from panel.clusters.lib import tls
 from panel.clusters.lib.connstr import ConnectionDetails
@@ -437,8 +437,6 @@ def request_action(cluster: Cluster, action: str) -> Cluster:
 
 def perform_action(cluster: Cluster, action: str) -> Cluster:
     """Start, stop or restart in the foreground (tasks and the command line)."""
-    from panel.pools import services as pools_services  # pools build on clusters
-
     _require_local(cluster)
     timeout = settings.PANEL_COMMAND_TIMEOUT
     guard_added = False
@@ -451,7 +449,7 @@ def perform_action(cluster: Cluster, action: str) -> Cluster:
             cluster.mark(ClusterStatus.STOPPING)
             if action == "stop":
                 # On restart PgBouncer stays up: its clients reconnect once the server is back.
-                pools_services.stop_pgbouncer(cluster)
+                hooks.pooler.stop_pgbouncer(cluster)
             postgres.stop(cluster.version, cluster.pgdata, user=user, timeout=timeout)
             cluster.mark(ClusterStatus.STOPPED)
             if action == "stop":
@@ -464,7 +462,7 @@ def perform_action(cluster: Cluster, action: str) -> Cluster:
                 clear_reserved(cluster)
                 cluster.log_event("guard-installed", _("The privilege guard is now loaded."))
             cluster.mark_online()
-            pools_services.refresh_auth(cluster)  # starts PgBouncer again if the cluster has pools
+            hooks.pooler.refresh_auth(cluster)  # starts PgBouncer again if the cluster has pools
             cluster.log_event(
                 "restarted" if action == "restart" else "started",
                 _("Cluster restarted.") if action == "restart" else _("Cluster started."),
@@ -490,10 +488,8 @@ def delete_cluster(cluster: Cluster, *, confirm_name: str) -> None:
             _("Type the cluster name “%(name)s” to confirm.") % {"name": cluster.name}, field="confirm_name"
         )
     if cluster.is_local:
-        from panel.pools import services as pools_services  # pools build on clusters
-
         Cluster.objects.filter(pk=cluster.pk).update(status=ClusterStatus.STOPPING, updated_at=timezone.now())
-        pools_services.stop_pgbouncer(cluster)
+        hooks.pooler.stop_pgbouncer(cluster)
         try:
             postgres.stop(
                 cluster.version, cluster.pgdata, user=cluster.os_user(), timeout=30, mode="immediate"
@@ -527,9 +523,7 @@ def overview(cluster: Cluster) -> Overview:
     15 s) is recent they come from it, so a page load neither walks PGDATA nor connects to an
     attached server that may not answer; they are measured here only when there is none (a
     cluster just created, the collector not running)."""
-    from panel.insights import services as insights  # insights builds on clusters
-
-    last = insights.latest(cluster)
+    last = hooks.metrics.latest(cluster)
     if cluster.is_local:
         started = postgres.started_at(cluster.pgdata)
         if not last.stale:
@@ -546,7 +540,7 @@ def overview(cluster: Cluster) -> Overview:
         )
     if not last.stale:
         sizes = [value for (metric, _labels), value in last.values.items() if metric == "db_size_bytes"]
-        return Overview(int(sum(sizes)) if sizes else None, insights.server_started_at(cluster))
+        return Overview(int(sum(sizes)) if sizes else None, hooks.metrics.server_started_at(cluster))
     try:
         with dbconn.monitor_connection(cluster) as conn:
             # pg_database_size() raises for a database the role may not connect to, which

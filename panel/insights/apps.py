@@ -11,3 +11,10 @@ class InsightsConfig(AppConfig):
     label = "insights"
     verbose_name = _("Insights")
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # clusters calls back through its hooks: it may not import the apps built on it.
+        from panel.clusters import hooks
+        from panel.insights import services
+
+        hooks.register_metrics(services)

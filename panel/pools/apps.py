@@ -11,3 +11,10 @@ class PoolsConfig(AppConfig):
     label = "pools"
     verbose_name = _("Connection pools")
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # clusters calls back through its hooks: it may not import the apps built on it.
+        from panel.clusters import hooks
+        from panel.pools import services
+
+        hooks.register_pooler(services)

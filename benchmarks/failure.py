@@ -1,7 +1,8 @@
 """Why a run failed, in plain words: pgbench's (or the panel's) message mapped to what to do.
 
-Pure: it reads the texts a run stored (its reason, pgbench's first fatal error, its status) and
-returns sentences. The run page shows them first, above the figures, so a person reads the cause
+It reads the texts a run stored (its reason, pgbench's first fatal error, its status) and returns
+translated sentences (Django's gettext: that is why it is not in ``lib/``, whose modules import no
+Django). The run page shows them first, above the figures, so a person reads the cause
 before any number. The original message is always kept next to them (``detail``): a mapping can
 be wrong, pgbench's own words are not.
 """

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.lib.pgbench_failure import explain_failure, kind_label
+from benchmarks.failure import explain_failure, kind_label
 from benchmarks.lib.pgbench_output import FATAL_KINDS, StderrParser, classify_exit, parse_summary
 
 REFERENCE = Path("/work/shared/reference/pgbench")
