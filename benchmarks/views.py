@@ -21,8 +21,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect
 
 from benchmarks import services
-from benchmarks.forms import InitDataSetForm, RunForm, SweepForm
 from benchmarks.failure import explain_failure, kind_label
+from benchmarks.forms import InitDataSetForm, RunForm, SweepForm
 from benchmarks.models import BenchmarkRun, DataSet, JobStatus, RunStatus, Sweep
 from panel.clusters.models import Cluster
 from panel.clusters.services import ServiceError, clusters_for

@@ -11,8 +11,8 @@ from typing import Any
 from django.template.defaultfilters import floatformat
 from django.utils.translation import gettext as _
 
-from benchmarks.lib import pgbench_command as cmd
 from benchmarks.failure import explain_failure
+from benchmarks.lib import pgbench_command as cmd
 from benchmarks.models import BenchmarkRun, RunStatus, Sweep
 from panel.clusters.services import ServiceError
 
