@@ -88,6 +88,18 @@ class Backoff:
         return self.delay
 
 
+def beat_child(celery: list[str], data_dir: Path) -> Child:
+    """Celery beat. Its schedule file (a shelve: .dat, .dir, .bak) only remembers when each task
+    last ran, and every task here runs every few seconds or minutes: it starts afresh each time, as a
+    kill mid-write leaves it unreadable and beat would die at every start ("Ran out of input")."""
+    schedule = data_dir / "celerybeat-schedule"
+    return Child(
+        "beat",
+        [*celery, "beat", "--loglevel", "INFO", "--schedule", str(schedule)],
+        scratch=[schedule],
+    )
+
+
 def how_it_ended(code: int) -> str:
     return f"signal {-code}" if code < 0 else f"exit {code}"
 
@@ -104,8 +116,13 @@ class Child:
     restart_at: float | None = None  # set while it waits out its back-off
     backoff: Backoff = field(default_factory=Backoff)
     tail: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=TAIL_LINES))
+    # Files the program rebuilds from scratch, removed before each start (see beat_child).
+    scratch: list[Path] = field(default_factory=list)
 
     def start(self, env: dict[str, str]) -> None:
+        for path in self.scratch:
+            for stale in path.parent.glob(path.name + "*"):
+                stale.unlink(missing_ok=True)
         # A Ctrl-C between the fork and the assignment would leave a child nobody stops.
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         try:
@@ -360,10 +377,7 @@ def main() -> int:
         celery = [PYTHON, "-m", "celery", "-A", "panel"]
         children += [
             Child("worker", [*celery, "worker", "-Q", "default,benchmarks", "--loglevel", "INFO"]),
-            Child(
-                "beat",
-                [*celery, "beat", "--loglevel", "INFO", "--schedule", str(data_dir / "celerybeat-schedule")],
-            ),
+            beat_child(celery, data_dir),
             Child(
                 "web",
                 [PYTHON, "-m", "gunicorn", "panel.wsgi", "-b", bind, "--workers", "2", "--threads", "4"]

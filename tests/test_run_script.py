@@ -240,3 +240,33 @@ def test_the_private_redis_takes_the_password_of_redis_url_as_clients_read_it(
     finally:
         child.ask_to_stop()
         child.wait_stopped(time.monotonic() + 10)
+
+
+def test_beat_starts_over_a_schedule_a_kill_left_unreadable(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A kill while beat wrote its schedule leaves a shelve that makes every later start die at once
+    ("Ran out of input"); the supervisor would give up and stop the panel. Beat starts afresh."""
+    run = load_run_script(monkeypatch)
+    for suffix in (".dat", ".dir", ".bak"):
+        (tmp_path / f"celerybeat-schedule{suffix}").write_bytes(
+            b"\x80\x04" if suffix == ".dat" else b"'entries', (0, 9)\n"
+        )
+    beat = run.beat_child([sys.executable, "-m", "celery", "-A", "panel"], tmp_path)
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "panel.test_settings",
+        "REDIS_URL": "redis://127.0.0.1:9/0",
+    }
+    beat.start(env)
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not any("beat: Starting" in line for line in beat.tail):
+            assert beat.proc.poll() is None, "\n".join(beat.tail)
+            time.sleep(0.2)
+        time.sleep(2)  # past the schedule's opening, where it died
+        assert beat.proc.poll() is None, "\n".join(beat.tail)
+        assert not any("Ran out of input" in line for line in beat.tail)
+    finally:
+        beat.proc.terminate()
+        beat.proc.wait(timeout=10)
