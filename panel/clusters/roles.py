@@ -6,13 +6,14 @@ from django.db import transaction
 from django.utils.translation import gettext as _
 
 from panel.clusters import dbconn, hooks, isolation
-from panel.clusters.engine import postgres
 from panel.clusters.lib.names import InvalidName, validate_database_name, validate_role_name
 from panel.clusters.models import Cluster, Database, DatabaseUser, EventLevel
-from panel.clusters.services import ServiceError, new_password
+from panel.clusters.services import new_password
+from panel.core.errors import ServiceError
+from panel.core.runas import EngineError
 
 
-def _require_serving(cluster: Cluster) -> None:
+def require_serving(cluster: Cluster) -> None:
     if not cluster.is_serving:
         raise ServiceError(
             _("The cluster is %(status)s; start it first.") % {"status": cluster.get_status_display().lower()}
@@ -26,7 +27,7 @@ def add_database(cluster: Cluster, name: str) -> Database:
         raise ServiceError(str(exc), field="name") from None
     if cluster.databases.filter(name=name).exists():
         raise ServiceError(_("A database named “%(name)s” already exists.") % {"name": name}, field="name")
-    _require_serving(cluster)
+    require_serving(cluster)
     try:
         with dbconn.admin_connection(cluster) as conn:
             dbconn.create_database(conn, name, cluster.admin_user)
@@ -42,7 +43,7 @@ def delete_database(cluster: Cluster, name: str) -> None:
     if database.is_protected:
         raise ServiceError(_("“%(name)s” is the default database and cannot be deleted.") % {"name": name})
     hooks.pooler.ensure_not_used(cluster, database=name)
-    _require_serving(cluster)
+    require_serving(cluster)
     try:
         with dbconn.admin_connection(cluster) as conn:
             dbconn.drop_database(conn, name)
@@ -59,7 +60,7 @@ def add_user(cluster: Cluster, name: str) -> DatabaseUser:
         raise ServiceError(str(exc), field="name") from None
     if cluster.users.filter(name=name).exists():
         raise ServiceError(_("A user named “%(name)s” already exists.") % {"name": name}, field="name")
-    _require_serving(cluster)
+    require_serving(cluster)
     password = new_password()
     try:
         with dbconn.admin_connection(cluster) as conn:
@@ -79,7 +80,7 @@ def delete_user(cluster: Cluster, name: str) -> None:
     if user.is_protected:
         raise ServiceError(_("“%(name)s” is the admin user and cannot be deleted.") % {"name": name})
     hooks.pooler.ensure_not_used(cluster, user=name)
-    _require_serving(cluster)
+    require_serving(cluster)
     try:
         with dbconn.admin_connection(cluster) as conn:
             dbconn.drop_role(conn, name)
@@ -94,7 +95,7 @@ def reset_password(cluster: Cluster, name: str) -> DatabaseUser:
     user = _get_user(cluster, name)
     if not cluster.is_local and user.is_protected:
         raise ServiceError(_("The admin password of an attached server is changed where the server runs."))
-    _require_serving(cluster)
+    require_serving(cluster)
     password = new_password()
     with transaction.atomic():
         try:
@@ -114,7 +115,7 @@ def _roles_changed(cluster: Cluster) -> None:
     auth file. Never raises: the role change already happened in PostgreSQL."""
     try:
         isolation.refresh_server_auth(cluster)
-    except (postgres.EngineError, dbconn.DatabaseError, OSError) as exc:
+    except (EngineError, dbconn.DatabaseError, OSError) as exc:
         cluster.log_event(
             "auth-error",
             _("Could not update how the server authenticates PgBouncer: %(reason)s") % {"reason": exc},

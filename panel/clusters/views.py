@@ -5,42 +5,25 @@ from __future__ import annotations
 
 import uuid
 from typing import Any
-from urllib.parse import urlencode
 
-from django import forms
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import content_disposition_header
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
-from panel.clusters import attach, roles, services
+from panel.clusters import attach, ownership, roles, services
+from panel.clusters.connection import CONNECTION_VIEWS, SECRET_FORMATS, connection_box
 from panel.clusters.forms import AttachClusterForm, CreateClusterForm, DeleteClusterForm, NameForm
-from panel.clusters.lib.connstr import FORMATS, ConnectionDetails
+from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster
-from panel.clusters.services import ServiceError
-
-# The three views of the connection details box, in the managed service's order.
-CONNECTION_VIEWS = (
-    ("params", gettext_lazy("Connection parameters")),
-    ("uri", gettext_lazy("Connection string")),
-    ("flags", gettext_lazy("Flags")),
-)
-SECRET_FORMATS = ("password", *FORMATS)
-
-
-def _get_cluster_for_user(request: HttpRequest, cluster_id: uuid.UUID) -> Cluster:
-    """The cluster if the user may see it (owner or staff); a 404 for everyone else."""
-    return get_object_or_404(services.clusters_for(request.user), pk=cluster_id)
-
-
-def _add_service_error(form: forms.Form, exc: ServiceError) -> None:
-    form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+from panel.clusters.ownership import get_cluster_for_user
+from panel.core.errors import ServiceError
+from panel.core.web import add_service_error
 
 
 def _detail_redirect(cluster: Cluster) -> HttpResponse:
@@ -52,7 +35,7 @@ def _detail_redirect(cluster: Cluster) -> HttpResponse:
 
 @require_GET
 def cluster_list(request: HttpRequest) -> HttpResponse:
-    clusters = list(services.clusters_for(request.user).select_related("owner"))
+    clusters = list(ownership.clusters_for(request.user).select_related("owner"))
     context = {
         "clusters": clusters,
         "any_busy": any(c.is_busy for c in clusters),
@@ -72,7 +55,7 @@ def cluster_create(request: HttpRequest) -> HttpResponse:
                 request.user, name=data["name"], plan_slug=data["plan"], version=data["version"]
             )
         except ServiceError as exc:
-            _add_service_error(form, exc)
+            add_service_error(form, exc)
         else:
             messages.success(request, _("Cluster “%(name)s” is being created.") % {"name": cluster.name})
             return _detail_redirect(cluster)
@@ -90,7 +73,7 @@ def cluster_attach(request: HttpRequest) -> HttpResponse:
                 request.user, name=form.cleaned_data["name"], server=form.server()
             )
         except ServiceError as exc:
-            _add_service_error(form, exc)
+            add_service_error(form, exc)
         else:
             messages.success(request, _("Server “%(name)s” attached.") % {"name": cluster.name})
             return _detail_redirect(cluster)
@@ -140,22 +123,9 @@ def _connection_context(cluster: Cluster, params: Any, *, reveal: bool) -> dict[
     return context
 
 
-def connection_box(
-    details: ConnectionDetails, *, view: str, reveal: bool, selection: dict[str, str], urls: dict[str, str]
-) -> dict[str, Any]:
-    """Context for templates/clusters/_connection_body.html, shared by clusters and pools; the
-    password is masked unless revealed."""
-    return {
-        "conn": details.shown(reveal=reveal),
-        "query": urlencode({**selection, "view": view}),
-        "secret_query": urlencode(selection),
-        "conn_urls": urls,
-    }
-
-
 @require_GET
 def cluster_detail(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     context = _connection_context(cluster, request.GET, reveal=False)
     context.update(
         active_tab="overview",
@@ -173,7 +143,7 @@ def cluster_live(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     The poller sends the status it shows; when the status has moved on, the page's tab is told
     to fetch itself once, since what it shows depends on the status.
     """
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     response = render(request, "clusters/cluster_base.html#live", {"cluster": cluster})
     if request.GET.get("status") != cluster.status:
         trigger_client_event(response, "cluster-status-changed")
@@ -181,7 +151,7 @@ def cluster_live(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 
 
 def _connection_partial(request: HttpRequest, cluster_id: uuid.UUID, *, reveal: bool) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     context = _connection_context(cluster, request.GET, reveal=reveal)
     return render(request, "clusters/detail.html#connection", context)
 
@@ -201,7 +171,7 @@ def connection_reveal(request: HttpRequest, cluster_id: uuid.UUID) -> HttpRespon
 @require_GET
 def connection_secret(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     """One secret-bearing value as plain text, for the copy buttons of the hidden password."""
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     fmt = request.GET.get("format", "uri")
     if fmt not in SECRET_FORMATS:
         return HttpResponse(_("Unknown format."), status=400, content_type="text/plain; charset=utf-8")
@@ -215,7 +185,7 @@ def connection_secret(request: HttpRequest, cluster_id: uuid.UUID) -> HttpRespon
 
 @require_GET
 def ca_certificate(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     if not cluster.ca_certificate:
         raise Http404(_("This cluster has no CA certificate."))
     response = HttpResponse(cluster.ca_certificate, content_type="application/x-pem-file")
@@ -230,7 +200,7 @@ def ca_certificate(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 
 @require_POST
 def cluster_action(request: HttpRequest, cluster_id: uuid.UUID, action: str) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     if action not in services.ACTIONS:
         raise Http404
     try:
@@ -242,7 +212,7 @@ def cluster_action(request: HttpRequest, cluster_id: uuid.UUID, action: str) -> 
 
 @require_POST
 def cluster_retry(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     try:
         services.retry_cluster(cluster)
     except ServiceError as exc:
@@ -252,13 +222,13 @@ def cluster_retry(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 
 @require_http_methods(["GET", "POST"])
 def cluster_delete(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     form = DeleteClusterForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
             services.delete_cluster(cluster, confirm_name=form.cleaned_data["confirm_name"])
         except ServiceError as exc:
-            _add_service_error(form, exc)
+            add_service_error(form, exc)
         else:
             messages.success(request, _("Cluster “%(name)s” deleted.") % {"name": cluster.name})
             url = reverse("clusters:list")
@@ -298,19 +268,19 @@ def _render_users_tab(
 
 @require_GET
 def cluster_users(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     return _render_users_tab(request, cluster)
 
 
 @require_POST
 def user_add(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     form = NameForm(request.POST, prefix="user")
     if form.is_valid():
         try:
             db_user = roles.add_user(cluster, form.cleaned_data["name"])
         except ServiceError as exc:
-            _add_service_error(form, exc)
+            add_service_error(form, exc)
         else:
             return _render_users_tab(
                 request,
@@ -323,7 +293,7 @@ def user_add(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 
 @require_POST
 def user_delete(request: HttpRequest, cluster_id: uuid.UUID, name: str) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     try:
         roles.delete_user(cluster, name)
     except ServiceError as exc:
@@ -333,7 +303,7 @@ def user_delete(request: HttpRequest, cluster_id: uuid.UUID, name: str) -> HttpR
 
 @require_POST
 def user_reset_password(request: HttpRequest, cluster_id: uuid.UUID, name: str) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     try:
         db_user = roles.reset_password(cluster, name)
     except ServiceError as exc:
@@ -348,13 +318,13 @@ def user_reset_password(request: HttpRequest, cluster_id: uuid.UUID, name: str) 
 
 @require_POST
 def database_add(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     form = NameForm(request.POST, prefix="database")
     if form.is_valid():
         try:
             database = roles.add_database(cluster, form.cleaned_data["name"])
         except ServiceError as exc:
-            _add_service_error(form, exc)
+            add_service_error(form, exc)
         else:
             return _render_users_tab(
                 request, cluster, notice=_("Database “%(name)s” added.") % {"name": database.name}
@@ -364,7 +334,7 @@ def database_add(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 
 @require_POST
 def database_delete(request: HttpRequest, cluster_id: uuid.UUID, name: str) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     try:
         roles.delete_database(cluster, name)
     except ServiceError as exc:

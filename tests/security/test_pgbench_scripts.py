@@ -36,12 +36,12 @@ from benchmarks import runner, services
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib.pgbench_script_rules import ShellCommand, shell_command_lines, shell_commands
 from benchmarks.models import BenchmarkRun, RunStatus
-from benchmarks.tests.test_views_forms import RUN, _field_errors
+from benchmarks.tests.test_views_forms import RUN, field_errors
 from conftest import make_local_cluster
 from panel.clusters import services as cluster_services
-from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster
-from panel.clusters.services import ServiceError
+from panel.core import runas
+from panel.core.errors import ServiceError
 
 pytestmark = pytest.mark.integration
 
@@ -191,7 +191,7 @@ def test_the_form_refuses_a_setshell_script_next_to_the_field_and_records_nothin
         headers={"HX-Request": "true"},
     )
     assert response.status_code == 200
-    errors = " ".join(_field_errors(response.content.decode(), "custom_script"))
+    errors = " ".join(field_errors(response.content.decode(), "custom_script"))
     assert f"Line 2: \\setshell {SHELL_MESSAGE}" in errors
     assert not BenchmarkRun.objects.exists()
     assert not shell_target.exists()
@@ -316,7 +316,7 @@ def test_pgbench_runs_as_the_bench_user_in_a_private_directory_removed_afterward
     assert found, "pgbench was never seen running"
     seen = found[0]
     uid = bench_uid()
-    assert uid not in (0, postgres.os_user().uid)
+    assert uid not in (0, runas.os_user().uid)
     assert seen["uids"] == (uid, uid, uid)
     assert seen["gids"] == {runner.bench_user().gid}
     workdir = Path(str(seen["cwd"]))
