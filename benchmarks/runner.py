@@ -14,7 +14,6 @@ parses stdout and stderr separately (pgbench's interleaving of the two is not re
 from __future__ import annotations
 
 import os
-import pwd
 import queue
 import shutil
 import signal
@@ -34,7 +33,7 @@ from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib.pgbench_check import ProbeOutcome
 from panel.clusters.engine import postgres
 from panel.core import osusers
-from panel.core.runas import EngineError, OsUser
+from panel.core.runas import EngineError, OsUser, current_user
 
 STDOUT = "stdout"
 STDERR = "stderr"
@@ -76,8 +75,7 @@ def bench_user() -> OsUser:
     """Who runs pgbench: ``settings.PANEL_BENCH_USER`` (created on first use) when the panel runs
     as root, else the panel's own user."""
     if os.geteuid() != 0:
-        entry = pwd.getpwuid(os.geteuid())
-        return OsUser(entry.pw_name, entry.pw_uid, entry.pw_gid, entry.pw_dir)
+        return current_user()
     name = settings.PANEL_BENCH_USER
     if name == settings.PANEL_RUN_AS_USER or name.startswith(settings.PANEL_CLUSTER_USER_PREFIX):
         raise RunnerError(
