@@ -26,7 +26,7 @@ from benchmarks.forms import InitDataSetForm, RunForm, SweepForm
 from benchmarks.models import BenchmarkRun, DataSet, JobStatus, RunStatus, Sweep
 from panel.clusters.models import Cluster
 from panel.clusters.services import ServiceError, clusters_for
-from panel.clusters.views import _add_service_error, _get_cluster_for_user
+from panel.clusters.views import add_service_error, get_cluster_for_user
 
 HISTORY_LIMIT = 50
 MAX_COMPARED = 8
@@ -154,7 +154,7 @@ def _render_tab(
 
 @require_GET
 def tab(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     return _render_tab(request, cluster)
 
 
@@ -162,14 +162,14 @@ def tab(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 @require_GET
 def datasets(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     """The data sets card, polled every second while one is being initialised."""
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     # Polled every second: no init form (and its database query) for a fragment that does not show it.
     return render(request, "benchmarks/tab.html#datasets-live", _datasets_live_context(cluster))
 
 
 @require_http_methods(["GET", "POST"])
 def dataset_init(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     if request.method == "GET":
         return redirect("benchmarks:tab", cluster_id=cluster.pk)
     form = InitDataSetForm(request.POST, cluster=cluster)
@@ -180,7 +180,7 @@ def dataset_init(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
                 cluster, data["database"], data["scale"], data["init_steps"], data["foreign_keys"]
             )
         except ServiceError as exc:
-            _add_service_error(form, exc)
+            add_service_error(form, exc)
         else:
             if not request.htmx:
                 return redirect("benchmarks:tab", cluster_id=cluster.pk)
@@ -194,14 +194,14 @@ def dataset_init(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 @require_GET
 def history(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     """The runs table, polled every 2 s while a run is queued or running."""
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     return render(request, "benchmarks/tab.html#history", _history_context(cluster))
 
 
 @require_POST
 def run_check(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     """The warnings of the run form as filled so far: shown before launch, never blocking."""
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     form = RunForm(request.POST, cluster=cluster)
     warnings = services.preview_warnings(cluster, **form.service_kwargs()) if form.is_valid() else []
     return render(request, "benchmarks/tab.html#warnings", {"warnings": warnings, "checked": True})
@@ -209,7 +209,7 @@ def run_check(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 
 @require_http_methods(["GET", "POST"])
 def run_launch(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     if request.method == "GET":
         return redirect("benchmarks:tab", cluster_id=cluster.pk)
     form = RunForm(request.POST, cluster=cluster)
@@ -222,7 +222,7 @@ def run_launch(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
                 **form.service_kwargs(),
             )
         except ServiceError as exc:
-            _add_service_error(form, exc)
+            add_service_error(form, exc)
         else:
             url = reverse("benchmarks:run-detail", kwargs={"cluster_id": cluster.pk, "run_id": run.pk})
             return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
@@ -384,7 +384,7 @@ def _picked_runs(request: HttpRequest, cluster: Cluster) -> list[BenchmarkRun]:
 
 @require_GET
 def compare(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     runs = _picked_runs(request, cluster)
     context: dict[str, Any] = {"cluster": cluster, "active_tab": "benchmarks", "runs": runs}
     try:
@@ -400,7 +400,7 @@ def compare(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 
 @require_GET
 def compare_data(request: HttpRequest, cluster_id: uuid.UUID) -> JsonResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     try:
         comparison = services.compare_runs(_picked_runs(request, cluster))
     except ServiceError as exc:
@@ -413,7 +413,7 @@ def compare_data(request: HttpRequest, cluster_id: uuid.UUID) -> JsonResponse:
 
 @require_http_methods(["GET", "POST"])
 def sweep_launch(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     if request.method == "GET":
         return redirect("benchmarks:tab", cluster_id=cluster.pk)
     form = SweepForm(request.POST, cluster=cluster)
@@ -432,7 +432,7 @@ def sweep_launch(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
                 name=data["name"],
             )
         except ServiceError as exc:
-            _add_service_error(form, exc)
+            add_service_error(form, exc)
         else:
             url = reverse("benchmarks:sweep-detail", kwargs={"cluster_id": cluster.pk, "sweep_id": sweep.pk})
             return HttpResponseClientRedirect(url) if request.htmx else redirect(url)

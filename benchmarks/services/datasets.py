@@ -15,8 +15,8 @@ from benchmarks import runner
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib.pgbench_output import FATAL_KINDS, InitDone, InitPhase, InitProgress, StderrParser
 from benchmarks.models import BenchmarkRun, DataSet, InvalidTransition, JobStatus, RunStatus
-from benchmarks.services.enqueue import INIT_TASK, _send
-from benchmarks.services.targets import _require_serving, resolve_target
+from benchmarks.services.enqueue import INIT_TASK, send_job
+from benchmarks.services.targets import require_serving, resolve_target
 from panel.clusters import dbconn
 from panel.clusters.models import Cluster
 from panel.clusters.services import ServiceError
@@ -42,7 +42,7 @@ def init_dataset(
     enqueue: bool = True,
 ) -> DataSet:
     """Queue ``pgbench -i`` of ``database`` at ``scale``."""
-    _require_serving(cluster)
+    require_serving(cluster)
     if not cluster.databases.filter(name=database).exists():
         raise ServiceError(
             _("No database named “%(name)s” on this cluster.") % {"name": database}, field="database"
@@ -69,7 +69,7 @@ def init_dataset(
     )
     if enqueue:
         try:
-            _send(INIT_TASK, str(dataset.pk), time_limit=6 * 3600)
+            send_job(INIT_TASK, str(dataset.pk), time_limit=6 * 3600)
         except ServiceError:
             dataset.delete()
             raise

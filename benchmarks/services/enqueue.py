@@ -19,7 +19,7 @@ INIT_TASK = "benchmarks.tasks.init_dataset"
 QUEUE = "benchmarks"
 
 
-def _send(task_name: str, object_id: str, *, time_limit: float | None = None) -> None:
+def send_job(task_name: str, object_id: str, *, time_limit: float | None = None) -> None:
     """Send a task to the benchmarks queue now; an unreachable broker is a ServiceError at once."""
     enqueue_task(task_name, object_id, queue=QUEUE, time_limit=time_limit)
 
@@ -30,8 +30,8 @@ def run_time_limit(run: BenchmarkRun) -> float:
     return duration + run_margin()
 
 
-def _enqueue_run(run: BenchmarkRun) -> None:
-    _send(RUN_TASK, str(run.pk), time_limit=run_time_limit(run))
+def enqueue_run(run: BenchmarkRun) -> None:
+    send_job(RUN_TASK, str(run.pk), time_limit=run_time_limit(run))
     BenchmarkRun.objects.filter(pk=run.pk).update(enqueued_at=timezone.now())
 
 
@@ -54,7 +54,7 @@ def kick_next(cluster_id: uuid.UUID | str) -> BenchmarkRun | None:
     if run is None:
         return None
     try:
-        _enqueue_run(run)
+        enqueue_run(run)
     except ServiceError as exc:
         log.warning("could not enqueue the next run %s: %s", run.pk, exc.message)
         return None

@@ -37,8 +37,8 @@ from benchmarks.models import BenchmarkRun, InvalidTransition, RunError, RunSamp
 from benchmarks.services.config import HOSTNAME, SCRIPT_FILE, heartbeat_interval
 from benchmarks.services.enqueue import kick_next, next_in_line, run_time_limit
 from benchmarks.services.launch import refuse_shell_commands
-from benchmarks.services.percentiles import _Percentiles
-from benchmarks.services.targets import ResolvedTarget, _require_serving, resolve_target
+from benchmarks.services.percentiles import Percentiles
+from benchmarks.services.targets import ResolvedTarget, require_serving, resolve_target
 from panel.clusters.models import Cluster
 from panel.clusters.services import ServiceError
 from panel.pools import services as pools_services
@@ -130,7 +130,7 @@ class _Execution:
     def _target(self) -> ResolvedTarget:
         run = self.run
         cluster = run.cluster
-        _require_serving(cluster)
+        require_serving(cluster)
         return resolve_target(
             cluster, pool=None, pool_name=run.pool_name, database=run.database, user=run.user or None
         )
@@ -219,7 +219,7 @@ class _Execution:
         )
         parser = StderrParser(options.progress_shape)
         tail = TxLogTail(workdir / "txlog", pid=proc.pid, fmt=options.txlog_format)
-        percentiles = _Percentiles(run, tail, options.progress_interval_s)
+        percentiles = Percentiles(run, tail, options.progress_interval_s)
         limit = run_time_limit(run)
         deadline = time.monotonic() + limit
         next_tick = next_beat = 0.0
@@ -258,7 +258,7 @@ class _Execution:
         self._flush_errors()
         self._finish(returncode, parser)
 
-    def _handle(self, line: runner.Line, parser: StderrParser, percentiles: _Percentiles) -> None:
+    def _handle(self, line: runner.Line, parser: StderrParser, percentiles: Percentiles) -> None:
         if line.stream == runner.STDOUT:
             self.stdout.append(line.text)
             return

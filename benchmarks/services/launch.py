@@ -19,8 +19,8 @@ from benchmarks.lib.pgbench_script_rules import shell_commands
 from benchmarks.models import BenchmarkRun, InvalidTransition, RunStatus, Sweep
 from benchmarks.services.config import HOSTNAME, SCRIPT_FILE, percentile_budget
 from benchmarks.services.datasets import latest_dataset
-from benchmarks.services.enqueue import _enqueue_run, kick_next, next_in_line
-from benchmarks.services.targets import ResolvedTarget, _require_serving, resolve_target
+from benchmarks.services.enqueue import enqueue_run, kick_next, next_in_line
+from benchmarks.services.targets import ResolvedTarget, require_serving, resolve_target
 from panel.clusters.models import Cluster
 from panel.clusters.services import ServiceError
 from panel.pools.models import ConnectionPool
@@ -79,7 +79,7 @@ def validate_run(
     """Every blocking check of a launch; raises ServiceError naming the form field."""
     if custom_script is not None:
         refuse_shell_commands(custom_script)
-    _require_serving(cluster)
+    require_serving(cluster)
     target = resolve_target(cluster, pool=pool, database=database, user=user)
     options = _with_script(options, custom_script)
     errors = cmd.validate(options)
@@ -222,7 +222,7 @@ def launch_run(
     )
     if enqueue:
         try:
-            _enqueue_run(run)
+            enqueue_run(run)
         except ServiceError:
             run.delete()
             raise
@@ -292,7 +292,7 @@ def launch_sweep(
             if not BenchmarkRun.objects.filter(cluster=cluster, status=RunStatus.RUNNING).exists():
                 first = next_in_line(cluster.pk)
                 if first is not None:
-                    _enqueue_run(first)
+                    enqueue_run(first)
         except ServiceError:
             sweep.runs.all().delete()
             sweep.delete()

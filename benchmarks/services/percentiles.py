@@ -9,7 +9,7 @@ from benchmarks.lib.pgbench_txlog import LatencyPercentiles, TxLogTail, interval
 from benchmarks.models import BenchmarkRun, RunSample
 
 
-class _Percentiles:
+class Percentiles:
     """Per-interval latency percentiles from the transaction log, read while the run goes on.
 
     Bucket ``k`` (transactions completed in ``[start + k*interval, start + (k+1)*interval)``)

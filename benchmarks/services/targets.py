@@ -25,7 +25,7 @@ class ResolvedTarget:
     max_connections: int | None
 
 
-def _require_serving(cluster: Cluster) -> None:
+def require_serving(cluster: Cluster) -> None:
     cluster.refresh_from_db(fields=["status"])
     if not cluster.is_serving:
         raise ServiceError(

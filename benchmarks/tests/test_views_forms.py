@@ -48,7 +48,7 @@ def _launch(client, cluster: Cluster, htmx: bool = True, **changes: str):
     )
 
 
-def _field_errors(page: str, field: str) -> list[str]:
+def field_errors(page: str, field: str) -> list[str]:
     """The inline errors printed right after the field's input."""
     match = re.search(
         rf'id="run-{field}".*?</div>\s*(?=<div class="col|</div>\s*</div>|<details)', page, re.S
@@ -75,7 +75,7 @@ def test_invalid_run_input_is_shown_next_to_its_field_and_queues_nothing(
     assert response.status_code == 200
     page = response.content.decode()
     assert page.lstrip().startswith('<section id="bench-run-form"'), "HTMX gets the form only"
-    assert any(message in error for error in _field_errors(page, field)), page
+    assert any(message in error for error in field_errors(page, field)), page
     assert not BenchmarkRun.objects.exists()
 
 
@@ -84,7 +84,7 @@ def test_a_custom_script_pgbench_rejects_shows_pgbench_own_message(owner_client,
         owner_client, cluster_row, script="custom", custom_script="\\set aid random(1, \nSELECT 1;\n"
     )
     assert response.status_code == 200
-    errors = " ".join(_field_errors(response.content.decode(), "custom_script"))
+    errors = " ".join(field_errors(response.content.decode(), "custom_script"))
     # pgbench's own words, naming the line of the script (not one of the form's messages).
     assert "script.sql:1: syntax error" in errors, errors
     assert not BenchmarkRun.objects.exists()
@@ -146,7 +146,7 @@ def test_a_fixed_user_pool_decides_the_user_and_refuses_another(owner_client, cl
 
     response = _launch(owner_client, cluster_row, target=str(pool.pk), database="", user="doadmin")
     assert response.status_code == 200 and "HX-Redirect" not in response
-    assert _field_errors(response.content.decode(), "user") == [
+    assert field_errors(response.content.decode(), "user") == [
         "The pool “fixed-pool” always logs in as “app”."
     ]
     assert not BenchmarkRun.objects.exists()

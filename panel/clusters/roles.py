@@ -12,7 +12,7 @@ from panel.clusters.models import Cluster, Database, DatabaseUser, EventLevel
 from panel.clusters.services import ServiceError, new_password
 
 
-def _require_serving(cluster: Cluster) -> None:
+def require_serving(cluster: Cluster) -> None:
     if not cluster.is_serving:
         raise ServiceError(
             _("The cluster is %(status)s; start it first.") % {"status": cluster.get_status_display().lower()}
@@ -26,7 +26,7 @@ def add_database(cluster: Cluster, name: str) -> Database:
         raise ServiceError(str(exc), field="name") from None
     if cluster.databases.filter(name=name).exists():
         raise ServiceError(_("A database named “%(name)s” already exists.") % {"name": name}, field="name")
-    _require_serving(cluster)
+    require_serving(cluster)
     try:
         with dbconn.admin_connection(cluster) as conn:
             dbconn.create_database(conn, name, cluster.admin_user)
@@ -42,7 +42,7 @@ def delete_database(cluster: Cluster, name: str) -> None:
     if database.is_protected:
         raise ServiceError(_("“%(name)s” is the default database and cannot be deleted.") % {"name": name})
     hooks.pooler.ensure_not_used(cluster, database=name)
-    _require_serving(cluster)
+    require_serving(cluster)
     try:
         with dbconn.admin_connection(cluster) as conn:
             dbconn.drop_database(conn, name)
@@ -59,7 +59,7 @@ def add_user(cluster: Cluster, name: str) -> DatabaseUser:
         raise ServiceError(str(exc), field="name") from None
     if cluster.users.filter(name=name).exists():
         raise ServiceError(_("A user named “%(name)s” already exists.") % {"name": name}, field="name")
-    _require_serving(cluster)
+    require_serving(cluster)
     password = new_password()
     try:
         with dbconn.admin_connection(cluster) as conn:
@@ -79,7 +79,7 @@ def delete_user(cluster: Cluster, name: str) -> None:
     if user.is_protected:
         raise ServiceError(_("“%(name)s” is the admin user and cannot be deleted.") % {"name": name})
     hooks.pooler.ensure_not_used(cluster, user=name)
-    _require_serving(cluster)
+    require_serving(cluster)
     try:
         with dbconn.admin_connection(cluster) as conn:
             dbconn.drop_role(conn, name)
@@ -94,7 +94,7 @@ def reset_password(cluster: Cluster, name: str) -> DatabaseUser:
     user = _get_user(cluster, name)
     if not cluster.is_local and user.is_protected:
         raise ServiceError(_("The admin password of an attached server is changed where the server runs."))
-    _require_serving(cluster)
+    require_serving(cluster)
     password = new_password()
     with transaction.atomic():
         try:

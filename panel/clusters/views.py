@@ -34,12 +34,12 @@ CONNECTION_VIEWS = (
 SECRET_FORMATS = ("password", *FORMATS)
 
 
-def _get_cluster_for_user(request: HttpRequest, cluster_id: uuid.UUID) -> Cluster:
+def get_cluster_for_user(request: HttpRequest, cluster_id: uuid.UUID) -> Cluster:
     """The cluster if the user may see it (owner or staff); a 404 for everyone else."""
     return get_object_or_404(services.clusters_for(request.user), pk=cluster_id)
 
 
-def _add_service_error(form: forms.Form, exc: ServiceError) -> None:
+def add_service_error(form: forms.Form, exc: ServiceError) -> None:
     form.add_error(exc.field if exc.field in form.fields else None, exc.message)
 
 
@@ -72,7 +72,7 @@ def cluster_create(request: HttpRequest) -> HttpResponse:
                 request.user, name=data["name"], plan_slug=data["plan"], version=data["version"]
             )
         except ServiceError as exc:
-            _add_service_error(form, exc)
+            add_service_error(form, exc)
         else:
             messages.success(request, _("Cluster “%(name)s” is being created.") % {"name": cluster.name})
             return _detail_redirect(cluster)
@@ -90,7 +90,7 @@ def cluster_attach(request: HttpRequest) -> HttpResponse:
                 request.user, name=form.cleaned_data["name"], server=form.server()
             )
         except ServiceError as exc:
-            _add_service_error(form, exc)
+            add_service_error(form, exc)
         else:
             messages.success(request, _("Server “%(name)s” attached.") % {"name": cluster.name})
             return _detail_redirect(cluster)
@@ -155,7 +155,7 @@ def connection_box(
 
 @require_GET
 def cluster_detail(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     context = _connection_context(cluster, request.GET, reveal=False)
     context.update(
         active_tab="overview",
@@ -173,7 +173,7 @@ def cluster_live(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     The poller sends the status it shows; when the status has moved on, the page's tab is told
     to fetch itself once, since what it shows depends on the status.
     """
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     response = render(request, "clusters/cluster_base.html#live", {"cluster": cluster})
     if request.GET.get("status") != cluster.status:
         trigger_client_event(response, "cluster-status-changed")
@@ -181,7 +181,7 @@ def cluster_live(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 
 
 def _connection_partial(request: HttpRequest, cluster_id: uuid.UUID, *, reveal: bool) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     context = _connection_context(cluster, request.GET, reveal=reveal)
     return render(request, "clusters/detail.html#connection", context)
 
@@ -201,7 +201,7 @@ def connection_reveal(request: HttpRequest, cluster_id: uuid.UUID) -> HttpRespon
 @require_GET
 def connection_secret(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     """One secret-bearing value as plain text, for the copy buttons of the hidden password."""
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     fmt = request.GET.get("format", "uri")
     if fmt not in SECRET_FORMATS:
         return HttpResponse(_("Unknown format."), status=400, content_type="text/plain; charset=utf-8")
@@ -215,7 +215,7 @@ def connection_secret(request: HttpRequest, cluster_id: uuid.UUID) -> HttpRespon
 
 @require_GET
 def ca_certificate(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     if not cluster.ca_certificate:
         raise Http404(_("This cluster has no CA certificate."))
     response = HttpResponse(cluster.ca_certificate, content_type="application/x-pem-file")
@@ -230,7 +230,7 @@ def ca_certificate(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 
 @require_POST
 def cluster_action(request: HttpRequest, cluster_id: uuid.UUID, action: str) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     if action not in services.ACTIONS:
         raise Http404
     try:
@@ -242,7 +242,7 @@ def cluster_action(request: HttpRequest, cluster_id: uuid.UUID, action: str) -> 
 
 @require_POST
 def cluster_retry(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     try:
         services.retry_cluster(cluster)
     except ServiceError as exc:
@@ -252,13 +252,13 @@ def cluster_retry(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 
 @require_http_methods(["GET", "POST"])
 def cluster_delete(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     form = DeleteClusterForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
             services.delete_cluster(cluster, confirm_name=form.cleaned_data["confirm_name"])
         except ServiceError as exc:
-            _add_service_error(form, exc)
+            add_service_error(form, exc)
         else:
             messages.success(request, _("Cluster “%(name)s” deleted.") % {"name": cluster.name})
             url = reverse("clusters:list")
@@ -298,19 +298,19 @@ def _render_users_tab(
 
 @require_GET
 def cluster_users(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     return _render_users_tab(request, cluster)
 
 
 @require_POST
 def user_add(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     form = NameForm(request.POST, prefix="user")
     if form.is_valid():
         try:
             db_user = roles.add_user(cluster, form.cleaned_data["name"])
         except ServiceError as exc:
-            _add_service_error(form, exc)
+            add_service_error(form, exc)
         else:
             return _render_users_tab(
                 request,
@@ -323,7 +323,7 @@ def user_add(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 
 @require_POST
 def user_delete(request: HttpRequest, cluster_id: uuid.UUID, name: str) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     try:
         roles.delete_user(cluster, name)
     except ServiceError as exc:
@@ -333,7 +333,7 @@ def user_delete(request: HttpRequest, cluster_id: uuid.UUID, name: str) -> HttpR
 
 @require_POST
 def user_reset_password(request: HttpRequest, cluster_id: uuid.UUID, name: str) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     try:
         db_user = roles.reset_password(cluster, name)
     except ServiceError as exc:
@@ -348,13 +348,13 @@ def user_reset_password(request: HttpRequest, cluster_id: uuid.UUID, name: str) 
 
 @require_POST
 def database_add(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     form = NameForm(request.POST, prefix="database")
     if form.is_valid():
         try:
             database = roles.add_database(cluster, form.cleaned_data["name"])
         except ServiceError as exc:
-            _add_service_error(form, exc)
+            add_service_error(form, exc)
         else:
             return _render_users_tab(
                 request, cluster, notice=_("Database “%(name)s” added.") % {"name": database.name}
@@ -364,7 +364,7 @@ def database_add(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 
 @require_POST
 def database_delete(request: HttpRequest, cluster_id: uuid.UUID, name: str) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     try:
         roles.delete_database(cluster, name)
     except ServiceError as exc:

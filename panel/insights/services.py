@@ -308,15 +308,15 @@ def rollup(now: dt.datetime | None = None) -> int:
     now = now or timezone.now()
     built = 0
     for seconds in RAW_TIERS:
-        count, start = _rollup_raw(seconds, now)
+        count, start = rollup_raw(seconds, now)
         built += count
     # ``start`` is where the 5-minute pass began: every 5-minute bucket since has been (re)built.
     for seconds in MERGED_TIERS:
-        built += _rollup_merged(seconds, metrics.bucket_start(start, seconds), metrics.bucket_start(now))
+        built += rollup_merged(seconds, metrics.bucket_start(start, seconds), metrics.bucket_start(now))
     return built
 
 
-def _rollup_raw(seconds: int, now: dt.datetime) -> tuple[int, dt.datetime]:
+def rollup_raw(seconds: int, now: dt.datetime) -> tuple[int, dt.datetime]:
     """Roll the raw points into ``seconds`` buckets since the last such bucket; returns how many
     buckets were written and where the pass started."""
     end = metrics.bucket_start(now, seconds)
@@ -368,7 +368,7 @@ def _upsert_rollups(rollups: list[MetricRollup]) -> None:
     )
 
 
-def _rollup_merged(seconds: int, start: dt.datetime, end: dt.datetime) -> int:
+def rollup_merged(seconds: int, start: dt.datetime, end: dt.datetime) -> int:
     """Merge the 5-minute rollups of ``[start, end)`` into ``seconds`` buckets (the one in progress
     too)."""
     rows = (

@@ -23,7 +23,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from panel.clusters.models import Cluster
 from panel.clusters.services import ServiceError
-from panel.clusters.views import _add_service_error, _get_cluster_for_user
+from panel.clusters.views import add_service_error, get_cluster_for_user
 from panel.insights import alerts, services
 from panel.insights.forms import DEFAULT_RANGE, RANGE_CHOICES, AlertRuleForm, Window, WindowForm, range_window
 from panel.insights.metrics import label as metric_label
@@ -356,7 +356,7 @@ def _alerts_context(cluster: Cluster, form: AlertRuleForm, notice: str = "") -> 
 
 @require_GET
 def insights_tab(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     window, form = _window_of(request)
     context = {
         "cluster": cluster,
@@ -378,7 +378,7 @@ def insights_tab(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 @require_GET
 def insights_data(request: HttpRequest, cluster_id: uuid.UUID) -> JsonResponse:
     """Every chart's series over the window, a few hundred points a line (``resolution_for``)."""
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     form = WindowForm(request.GET)
     if not form.is_valid():
         return JsonResponse({"errors": form.errors}, status=400)
@@ -430,7 +430,7 @@ def _alerts_response(request: HttpRequest, context: dict[str, object]) -> HttpRe
 @require_http_methods(["GET", "POST"])
 def alert_rules(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     """GET: the alerts card (``?kind=`` fills the form with that rule); POST: add or replace a rule."""
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     if request.method == "GET":
         form = AlertRuleForm(cluster=cluster, initial=_edit_initial(request, cluster))
         return _alerts_response(request, _alerts_context(cluster, form))
@@ -447,7 +447,7 @@ def alert_rules(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
                 email=data["email"],
             )
         except ServiceError as exc:
-            _add_service_error(form, exc)
+            add_service_error(form, exc)
         else:
             notice = _("Alert “%(rule)s” saved.") % {"rule": rule.get_kind_display()}
             if not request.htmx:
@@ -459,7 +459,7 @@ def alert_rules(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 
 @require_POST
 def alert_rule_delete(request: HttpRequest, cluster_id: uuid.UUID, rule_id: int) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     rule = get_object_or_404(AlertRule, cluster=cluster, pk=rule_id)
     label = rule.get_kind_display()
     alerts.delete_rule(rule)

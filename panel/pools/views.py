@@ -23,9 +23,9 @@ from panel.clusters.services import ServiceError
 from panel.clusters.views import (
     CONNECTION_VIEWS,
     SECRET_FORMATS,
-    _add_service_error,
-    _get_cluster_for_user,
+    add_service_error,
     connection_box,
+    get_cluster_for_user,
 )
 from panel.pools import services
 from panel.pools.forms import CreatePoolForm, PoolForm
@@ -60,7 +60,7 @@ def _render_tab(
 
 @require_GET
 def pool_list(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     return _render_tab(request, cluster)
 
 
@@ -68,7 +68,7 @@ def pool_list(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 @require_GET
 def pool_stats(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     """The budget bar and the table with PgBouncer's live figures, polled every 3 s."""
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     context = {"cluster": cluster, "overview": services.pools_overview(cluster)}
     return render(request, "pools/list.html#live", context)
 
@@ -80,7 +80,7 @@ def pool_stats(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 @require_GET
 def pool_slots(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     """The Overview's lock-out warning; it polls itself only while the cluster has pools."""
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     return render(request, "pools/_slots.html", {"cluster": cluster, "slots": services.slot_usage(cluster)})
 
 
@@ -128,7 +128,7 @@ def _after_release(
 @require_POST
 def pool_release(request: HttpRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID) -> HttpResponse:
     """Release idle server connections of one pool (a RECONNECT of it on PgBouncer's console)."""
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     pool = _get_pool(cluster, pool_id)
     try:
         released = services.release_pool(pool)
@@ -140,7 +140,7 @@ def pool_release(request: HttpRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID
 @require_POST
 def pools_release(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     """Release the idle server connections of every pool of the cluster (the warning's button)."""
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     try:
         released = services.release_all(cluster)
     except ServiceError as exc:
@@ -150,7 +150,7 @@ def pools_release(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 
 @require_http_methods(["GET", "POST"])
 def pool_create(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     if request.method == "GET":
         return redirect("pools:list", cluster_id=cluster.pk)
     form = CreatePoolForm(request.POST, cluster=cluster)
@@ -162,7 +162,7 @@ def pool_create(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
                 cluster, data["name"], data["database"], data["user"] or None, data["mode"], data["size"]
             )
         except ServiceError as exc:
-            _add_service_error(form, exc)
+            add_service_error(form, exc)
         else:
             notice = _("Pool “%(name)s” created; it accepts connections now.") % {"name": pool.name}
             if not request.htmx:
@@ -238,14 +238,14 @@ def _render_pool_page(
 
 @require_GET
 def pool_detail(request: HttpRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     pool = _get_pool(cluster, pool_id)
     return _render_pool_page(request, cluster, pool)
 
 
 @require_http_methods(["GET", "POST"])
 def pool_edit(request: HttpRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     pool = _get_pool(cluster, pool_id)
     if request.method == "GET":
         return redirect("pools:detail", cluster_id=cluster.pk, pool_id=pool.pk)
@@ -257,7 +257,7 @@ def pool_edit(request: HttpRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID) -
                 pool, data["database"], data["user"] or None, data["mode"], data["size"]
             )
         except ServiceError as exc:
-            _add_service_error(form, exc)
+            add_service_error(form, exc)
         else:
             notice = _("Pool “%(name)s” updated; PgBouncer applied the change online.") % {"name": pool.name}
             if not request.htmx:
@@ -269,7 +269,7 @@ def pool_edit(request: HttpRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID) -
 
 @require_http_methods(["GET", "POST"])
 def pool_delete(request: HttpRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     pool = _get_pool(cluster, pool_id)
     error = ""
     if request.method == "POST":
@@ -299,7 +299,7 @@ def pool_delete(request: HttpRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID)
 def _connection_partial(
     request: HttpRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID, *, reveal: bool
 ) -> HttpResponse:
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     pool = _get_pool(cluster, pool_id)
     context = _connection_context(pool, request.GET, reveal=reveal)
     return render(request, "pools/detail.html#connection", {**context, "cluster": cluster})
@@ -320,7 +320,7 @@ def connection_reveal(request: HttpRequest, cluster_id: uuid.UUID, pool_id: uuid
 @require_GET
 def connection_secret(request: HttpRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID) -> HttpResponse:
     """One secret-bearing value as plain text, for the copy buttons of the hidden password."""
-    cluster = _get_cluster_for_user(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     pool = _get_pool(cluster, pool_id)
     fmt = request.GET.get("format", "uri")
     if fmt not in SECRET_FORMATS:

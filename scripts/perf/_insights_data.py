@@ -77,9 +77,9 @@ def store_history(cluster: Cluster, series: list[tuple[str, str]], now: dt.datet
     MetricRollup.objects.bulk_create(rollups, batch_size=2000)
     MetricPoint.objects.bulk_create(points, batch_size=2000)
     since, until = now - dt.timedelta(days=DAYS + 1), now + dt.timedelta(hours=1)
-    quarters = services._rollup_merged(services.QUARTER, since, until)
-    hourly = services._rollup_merged(services.HOUR, since, until)
-    minutes, _start = services._rollup_raw(services.MINUTE, now)
+    quarters = services.rollup_merged(services.QUARTER, since, until)
+    hourly = services.rollup_merged(services.HOUR, since, until)
+    minutes, _start = services.rollup_raw(services.MINUTE, now)
     return (
         f"{len(series)} series: {minutes} 1-minute rollups, {len(rollups)} 5-minute, {quarters} "
         f"15-minute and {hourly} hourly ones, {len(points)} raw "

@@ -36,7 +36,7 @@ from benchmarks import runner, services
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib.pgbench_script_rules import ShellCommand, shell_command_lines, shell_commands
 from benchmarks.models import BenchmarkRun, RunStatus
-from benchmarks.tests.test_views_forms import RUN, _field_errors
+from benchmarks.tests.test_views_forms import RUN, field_errors
 from conftest import make_local_cluster
 from panel.clusters import services as cluster_services
 from panel.clusters.engine import postgres
@@ -191,7 +191,7 @@ def test_the_form_refuses_a_setshell_script_next_to_the_field_and_records_nothin
         headers={"HX-Request": "true"},
     )
     assert response.status_code == 200
-    errors = " ".join(_field_errors(response.content.decode(), "custom_script"))
+    errors = " ".join(field_errors(response.content.decode(), "custom_script"))
     assert f"Line 2: \\setshell {SHELL_MESSAGE}" in errors
     assert not BenchmarkRun.objects.exists()
     assert not shell_target.exists()
