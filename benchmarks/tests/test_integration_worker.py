@@ -75,7 +75,7 @@ def test_a_killed_worker_is_detected_its_pgbench_stopped_and_the_next_run_procee
     wait_until: Callable[..., object],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(enqueue, "QUEUE", DOOMED_QUEUE)  # read by enqueue._send
+    monkeypatch.setattr(enqueue, "QUEUE", DOOMED_QUEUE)  # read by enqueue.send_job
     lost = services.launch_run(cluster, options=RunOptions(clients=2, threads=1, duration_s=60))
     wait_until(lambda: lost.samples.count() >= 2, timeout=30, message="the doomed run is running")
     nxt = services.launch_run(cluster, options=RunOptions(clients=2, threads=1, duration_s=3))
