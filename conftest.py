@@ -289,7 +289,7 @@ def _remove_cluster_user(data_root: Path) -> None:
     import psutil
     from django.conf import settings
 
-    from panel.clusters.engine import osusers
+    from panel.core import osusers
 
     try:
         name = data_root.owner()

@@ -12,8 +12,8 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from benchmarks.lib import pgbench_command as cmd
-from panel.clusters.forms import PanelForm
 from panel.clusters.models import Cluster
+from panel.core.forms import PanelForm
 from panel.pools.models import ConnectionPool
 
 DIRECT = "direct"

@@ -14,7 +14,6 @@ parses stdout and stderr separately (pgbench's interleaving of the two is not re
 from __future__ import annotations
 
 import os
-import pwd
 import queue
 import shutil
 import signal
@@ -32,7 +31,9 @@ from django.conf import settings
 
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib.pgbench_check import ProbeOutcome
-from panel.clusters.engine import osusers, postgres
+from panel.clusters.engine import postgres
+from panel.core import osusers
+from panel.core.runas import EngineError, OsUser, current_user
 
 STDOUT = "stdout"
 STDERR = "stderr"
@@ -58,7 +59,7 @@ def pgbench_path(version: str | None = None) -> str:
     if version:
         try:
             candidate = postgres.bindir_for(version) / "pgbench"
-        except postgres.EngineError:
+        except EngineError:
             candidate = None
         if candidate is not None and candidate.is_file():
             return str(candidate)
@@ -70,12 +71,11 @@ def pgbench_path(version: str | None = None) -> str:
     return DEFAULT_PGBENCH
 
 
-def bench_user() -> postgres.OsUser:
+def bench_user() -> OsUser:
     """Who runs pgbench: ``settings.PANEL_BENCH_USER`` (created on first use) when the panel runs
     as root, else the panel's own user."""
     if os.geteuid() != 0:
-        entry = pwd.getpwuid(os.geteuid())
-        return postgres.OsUser(entry.pw_name, entry.pw_uid, entry.pw_gid, entry.pw_dir)
+        return current_user()
     name = settings.PANEL_BENCH_USER
     if name == settings.PANEL_RUN_AS_USER or name.startswith(settings.PANEL_CLUSTER_USER_PREFIX):
         raise RunnerError(
@@ -84,7 +84,7 @@ def bench_user() -> postgres.OsUser:
         )
     try:
         return osusers.ensure_system_user(name)
-    except postgres.EngineError as exc:
+    except EngineError as exc:
         raise RunnerError(str(exc)) from None
 
 

@@ -25,8 +25,9 @@ from benchmarks.failure import explain_failure, kind_label
 from benchmarks.forms import InitDataSetForm, RunForm, SweepForm
 from benchmarks.models import BenchmarkRun, DataSet, JobStatus, RunStatus, Sweep
 from panel.clusters.models import Cluster
-from panel.clusters.services import ServiceError, clusters_for
-from panel.clusters.views import add_service_error, get_cluster_for_user
+from panel.clusters.ownership import clusters_for, get_cluster_for_user
+from panel.core.errors import ServiceError
+from panel.core.web import add_service_error
 
 HISTORY_LIMIT = 50
 MAX_COMPARED = 8

@@ -51,7 +51,7 @@ from benchmarks.services.read import (
 )
 from benchmarks.services.reaper import reap
 from benchmarks.services.targets import LOOPBACK, ResolvedTarget, resolve_target
-from panel.clusters.services import ServiceError
+from panel.core.errors import ServiceError
 
 __all__ = [
     "HOSTNAME",

@@ -19,7 +19,7 @@ from benchmarks.services.enqueue import INIT_TASK, send_job
 from benchmarks.services.targets import require_serving, resolve_target
 from panel.clusters import dbconn
 from panel.clusters.models import Cluster
-from panel.clusters.services import ServiceError
+from panel.core.errors import ServiceError
 
 log = logging.getLogger(__name__)
 

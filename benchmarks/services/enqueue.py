@@ -10,7 +10,8 @@ from django.utils import timezone
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.models import BenchmarkRun, RunStatus
 from benchmarks.services.config import run_margin
-from panel.clusters.services import ServiceError, enqueue_task
+from panel.core.errors import ServiceError
+from panel.core.taskqueue import enqueue_task
 
 log = logging.getLogger(__name__)
 

@@ -40,7 +40,7 @@ from benchmarks.services.launch import refuse_shell_commands
 from benchmarks.services.percentiles import Percentiles
 from benchmarks.services.targets import ResolvedTarget, require_serving, resolve_target
 from panel.clusters.models import Cluster
-from panel.clusters.services import ServiceError
+from panel.core.errors import ServiceError
 from panel.pools import services as pools_services
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ from benchmarks.services.datasets import latest_dataset
 from benchmarks.services.enqueue import enqueue_run, kick_next, next_in_line
 from benchmarks.services.targets import ResolvedTarget, require_serving, resolve_target
 from panel.clusters.models import Cluster
-from panel.clusters.services import ServiceError
+from panel.core.errors import ServiceError
 from panel.pools.models import ConnectionPool
 
 _FIELD_WORDS = {

@@ -14,7 +14,7 @@ from django.utils.translation import gettext as _
 from benchmarks.failure import explain_failure
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.models import BenchmarkRun, RunStatus, Sweep
-from panel.clusters.services import ServiceError
+from panel.core.errors import ServiceError
 
 SAMPLE_FIELDS = (
     "seq",

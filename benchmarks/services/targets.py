@@ -8,7 +8,7 @@ from django.utils.translation import gettext as _
 
 from benchmarks.lib import pgbench_command as cmd
 from panel.clusters.models import Cluster, DatabaseUser
-from panel.clusters.services import ServiceError
+from panel.core.errors import ServiceError
 from panel.pools.apply import MAX_CLIENT_CONN
 from panel.pools.models import ConnectionPool
 

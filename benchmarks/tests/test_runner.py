@@ -11,7 +11,7 @@ import time
 import pytest
 
 from benchmarks import runner
-from panel.clusters.engine import postgres
+from panel.core import runas
 
 
 def test_it_reads_both_streams_line_by_line_and_reports_the_exit_code(tmp_path: object) -> None:
@@ -50,7 +50,7 @@ def test_work_directories_and_files_are_private_to_the_pgbench_user() -> None:
         assert stat.S_IMODE(script.stat().st_mode) == 0o600
         assert script.stat().st_uid == workdir.stat().st_uid == runner.bench_user().uid
         if os.geteuid() == 0:
-            assert runner.bench_user().uid not in (0, postgres.os_user().uid)
+            assert runner.bench_user().uid not in (0, runas.os_user().uid)
     finally:
         runner.remove_workdir(workdir)
     assert not workdir.exists()

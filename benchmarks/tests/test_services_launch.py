@@ -13,7 +13,7 @@ from benchmarks.lib.pgbench_command import RunOptions
 from benchmarks.models import BenchmarkRun, InvalidTransition, RunSample, RunStatus, Sweep
 from benchmarks.services import enqueue
 from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser
-from panel.clusters.services import ServiceError
+from panel.core.errors import ServiceError
 from panel.pools.apply import MAX_CLIENT_CONN
 from panel.pools.models import ConnectionPool
 

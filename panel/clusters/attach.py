@@ -44,7 +44,7 @@ from panel.clusters import dbconn
 from panel.clusters.lib.hosts import InvalidHost, IPAddress, forbidden_reason, validate_host
 from panel.clusters.lib.names import InvalidName, validate_cluster_name
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, Database, DatabaseUser
-from panel.clusters.services import ServiceError
+from panel.core.errors import ServiceError
 
 log = logging.getLogger(__name__)
 

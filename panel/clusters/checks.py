@@ -38,7 +38,7 @@ def untraversable_ancestors(path: Path, uid: int, gid: int) -> list[Path]:
 def check_data_dir(app_configs: Any, **kwargs: Any) -> list[Error]:
     if os.geteuid() != 0:
         return []
-    from panel.clusters.engine.postgres import EngineError, os_user
+    from panel.core.runas import EngineError, os_user
 
     try:
         user = os_user()

@@ -12,19 +12,7 @@ from panel.clusters.attach import ExternalServer
 from panel.clusters.lib.connstr import SSLMODES
 from panel.clusters.lib.hosts import InvalidHost, validate_host
 from panel.clusters.lib.plans import DEFAULT_PLAN_SLUG, PLANS, Plan
-
-
-class PanelForm(forms.Form):
-    """A form whose inputs carry Bootstrap's classes."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        for field in self.fields.values():
-            widget = field.widget
-            if isinstance(widget, forms.RadioSelect):
-                continue
-            css = "form-select" if isinstance(widget, forms.Select) else "form-control"
-            widget.attrs.setdefault("class", css)
+from panel.core.forms import PanelForm
 
 
 class CreateClusterForm(PanelForm):

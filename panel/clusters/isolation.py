@@ -20,10 +20,11 @@ import psutil
 from django.conf import settings
 
 from panel.clusters import dbconn
-from panel.clusters.engine import osusers, postgres
-from panel.clusters.engine.postgres import OsUser
+from panel.clusters.engine import postgres
 from panel.clusters.lib.pgconf import render_hba, render_ident
 from panel.clusters.models import Cluster
+from panel.core import osusers, runas
+from panel.core.runas import EngineError, OsUser
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ def ensure_cluster_user(cluster: Cluster) -> OsUser:
     """The cluster's own system user, created (and recorded on the cluster) when we are root;
     ourselves otherwise."""
     if os.geteuid() != 0:
-        return postgres.os_user()
+        return runas.os_user()
     user = osusers.ensure_system_user(cluster.own_os_user_name)
     if cluster.os_user_name != user.name:
         cluster.os_user_name = user.name
@@ -54,7 +55,7 @@ def remove_cluster_user(cluster: Cluster) -> None:
     try:
         osusers.remove_system_user(name)
         return
-    except postgres.EngineError as exc:
+    except EngineError as exc:
         log.warning("removing %s: %s; stopping what still runs as it", name, exc)
     kill_leftover_processes(cluster)
     osusers.remove_system_user(name)
@@ -82,8 +83,8 @@ def kill_leftover_processes(cluster: Cluster) -> None:
 
 def _uid(name: str) -> int | None:
     try:
-        return postgres.os_user_named(name).uid
-    except postgres.EngineError:
+        return runas.os_user_named(name).uid
+    except EngineError:
         return None
 
 
@@ -108,7 +109,7 @@ def write_auth_config(cluster: Cluster, user: OsUser | None = None) -> bool:
                 continue
         except FileNotFoundError:
             pass
-        postgres.write_private_file(path, content, owner=user)
+        runas.write_private_file(path, content, owner=user)
         changed = True
     return changed
 
@@ -129,7 +130,7 @@ def reload_server_config(cluster: Cluster, *, timeout: float = RELOAD_TIMEOUT) -
         if row and before is not None and row[0] > before:
             return
         if time.monotonic() > deadline:
-            raise postgres.EngineError(f"PostgreSQL did not reload its configuration within {timeout:.0f} s.")
+            raise EngineError(f"PostgreSQL did not reload its configuration within {timeout:.0f} s.")
         time.sleep(0.02)
 
 

@@ -13,9 +13,9 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from panel import crypto
-from panel.clusters.engine import postgres
-from panel.clusters.engine.postgres import OsUser
 from panel.clusters.lib.plans import Plan, get_plan
+from panel.core import runas
+from panel.core.runas import OsUser
 
 
 class ClusterKind(models.TextChoices):
@@ -127,7 +127,7 @@ class Cluster(models.Model):
 
     def os_user(self) -> OsUser:
         """Who runs this cluster's processes and owns its files (EngineError if that user is gone)."""
-        return postgres.os_user_named(self.os_user_name)
+        return runas.os_user_named(self.os_user_name)
 
     @property
     def is_busy(self) -> bool:

@@ -14,9 +14,12 @@ from django.utils.translation import gettext as _
 
 from panel import crypto
 from panel.clusters import dbconn, hooks, services
-from panel.clusters.engine import guard, osusers, postgres
+from panel.clusters.engine import guard, postgres
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, EventLevel
 from panel.clusters.services import new_password
+from panel.core import osusers, runas
+from panel.core.errors import ServiceError
+from panel.core.runas import EngineError
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +48,7 @@ def reconcile() -> list[str]:
                 user=cluster.os_user(),
                 timeout=settings.PANEL_COMMAND_TIMEOUT,
             )
-        except postgres.EngineError as exc:
+        except EngineError as exc:
             cluster.log_event("error", _("Restart failed: %(reason)s") % {"reason": exc}, EventLevel.ERROR)
             notes.append(f"{cluster.name}: restart failed: {exc}")
             continue
@@ -104,8 +107,8 @@ def _install_guard(cluster: Cluster, *, configured: bool) -> list[str]:
         if configured:
             services.clear_reserved(cluster)
             cluster.log_event("guard-installed", _("The privilege guard is now loaded."))
-    except (services.ServiceError, dbconn.DatabaseError) as exc:
-        message = exc.message if isinstance(exc, services.ServiceError) else str(exc)
+    except (ServiceError, dbconn.DatabaseError) as exc:
+        message = exc.message if isinstance(exc, ServiceError) else str(exc)
         return [f"{cluster.name}: loading the privilege guard failed: {message}"]
     return [f"{cluster.name}: privilege guard loaded"]
 
@@ -159,14 +162,14 @@ def move_to_own_os_user(cluster: Cluster) -> str | None:
             cluster.mark(ClusterStatus.STOPPED)
         else:
             guard_added = services.write_server_config(cluster)
-            postgres.make_private_dir(cluster.socket_dir, user)
+            runas.make_private_dir(cluster.socket_dir, user)
             postgres.start(cluster.version, cluster.pgdata, cluster.log_file, user=user, timeout=timeout)
             if guard_added:
                 services.clear_reserved(cluster)
                 cluster.log_event("guard-installed", _("The privilege guard is now loaded."))
             cluster.mark_online()
             hooks.pooler.refresh_auth(cluster)  # starts PgBouncer again if the cluster has pools
-    except (postgres.EngineError, dbconn.DatabaseError, OSError) as exc:
+    except (EngineError, dbconn.DatabaseError, OSError) as exc:
         log.warning("moving %s to its own OS user failed: %s", cluster.pk, exc)
         # A serving cluster stays degraded, so the next pass tries again (and starts it).
         cluster.status = ClusterStatus.STOPPED if was == ClusterStatus.STOPPED else ClusterStatus.DEGRADED

@@ -6,10 +6,11 @@ from django.db import transaction
 from django.utils.translation import gettext as _
 
 from panel.clusters import dbconn, hooks, isolation
-from panel.clusters.engine import postgres
 from panel.clusters.lib.names import InvalidName, validate_database_name, validate_role_name
 from panel.clusters.models import Cluster, Database, DatabaseUser, EventLevel
-from panel.clusters.services import ServiceError, new_password
+from panel.clusters.services import new_password
+from panel.core.errors import ServiceError
+from panel.core.runas import EngineError
 
 
 def require_serving(cluster: Cluster) -> None:
@@ -114,7 +115,7 @@ def _roles_changed(cluster: Cluster) -> None:
     auth file. Never raises: the role change already happened in PostgreSQL."""
     try:
         isolation.refresh_server_auth(cluster)
-    except (postgres.EngineError, dbconn.DatabaseError, OSError) as exc:
+    except (EngineError, dbconn.DatabaseError, OSError) as exc:
         cluster.log_event(
             "auth-error",
             _("Could not update how the server authenticates PgBouncer: %(reason)s") % {"reason": exc},

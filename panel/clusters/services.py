@@ -11,13 +11,11 @@ import secrets
 import socket
 import uuid
 from dataclasses import dataclass
-from typing import Any
 
 import psutil
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
-from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -37,31 +35,18 @@ from panel.clusters.models import (
     DatabaseUser,
     EventLevel,
 )
+from panel.core import runas
+from panel.core.errors import ServiceError
+from panel.core.runas import EngineError
+from panel.core.taskqueue import enqueue_task
 
 log = logging.getLogger(__name__)
 
 INCLUDE_LINE = "include_if_exists = 'panel.conf'"
 
 
-class ServiceError(Exception):
-    """A refusal or failure to show where the user acted; ``field`` names the form field."""
-
-    def __init__(self, message: str, field: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.field = field
-
-
 def new_password() -> str:
     return secrets.token_urlsafe(18)
-
-
-def clusters_for(user: AbstractBaseUser) -> QuerySet[Cluster]:
-    """Clusters a user may see and act on: their own, or all for staff."""
-    qs = Cluster.objects.all()
-    if not getattr(user, "is_staff", False):
-        qs = qs.filter(owner=user)
-    return qs
 
 
 def default_cluster_name() -> str:
@@ -106,34 +91,6 @@ def allocate_ports() -> tuple[int, int]:
 
 
 # --- create, provision --------------------------------------------------------------------
-
-
-def enqueue_task(
-    task_name: str, *args: str, queue: str | None = None, time_limit: float | None = None
-) -> None:
-    """Send a task now (on ``queue``, with a soft ``time_limit`` in seconds and a hard one 30 s
-    later); a broker that does not answer becomes a ServiceError for the form."""
-    from panel.celery import app
-
-    options: dict[str, Any] = {}
-    if queue is not None:
-        options["queue"] = queue
-    if time_limit is not None:
-        options.update(soft_time_limit=int(time_limit), time_limit=int(time_limit) + 30)
-    try:
-        with app.connection_for_write() as conn:
-            # send_task(retry=False) still lets kombu retry the connection for ~6 s; give up at
-            # the first refusal so the form answers at once.
-            conn.ensure_connection(max_retries=0)
-            app.send_task(task_name, args=list(args), retry=False, connection=conn, **options)
-    except Exception as exc:  # kombu raises several types for an unreachable broker
-        log.warning("could not enqueue %s: %s", task_name, type(exc).__name__)
-        raise ServiceError(
-            _(
-                "The task queue (Redis at %(url)s) is not reachable, so nothing was started. Try again when it is back."
-            )
-            % {"url": settings.REDIS_URL.split("@")[-1]}
-        ) from None
 
 
 def create_cluster(
@@ -237,9 +194,9 @@ def provision_cluster(cluster_id: uuid.UUID | str) -> Cluster:
         cluster.set_progress(40, _("Generating TLS certificates"))
         hosts = [settings.PANEL_PUBLIC_HOST, "localhost", "127.0.0.1", "::1"]
         certs = tls.generate(cluster.name, hosts)
-        postgres.write_private_file(cluster.pgdata / "server.crt", certs.server_cert_pem, owner=user)
-        postgres.write_private_file(cluster.pgdata / "server.key", certs.server_key_pem, owner=user)
-        postgres.write_private_file(cluster.pgdata / "ca.crt", certs.ca_cert_pem, owner=user)
+        runas.write_private_file(cluster.pgdata / "server.crt", certs.server_cert_pem, owner=user)
+        runas.write_private_file(cluster.pgdata / "server.key", certs.server_key_pem, owner=user)
+        runas.write_private_file(cluster.pgdata / "ca.crt", certs.ca_cert_pem, owner=user)
         cluster.ca_certificate = certs.ca_cert_pem
         cluster.save(update_fields=["ca_certificate"])
 
@@ -247,7 +204,7 @@ def provision_cluster(cluster_id: uuid.UUID | str) -> Cluster:
         write_server_config(cluster)
 
         cluster.set_progress(60, _("Starting PostgreSQL"))
-        postgres.make_private_dir(cluster.socket_dir, user)
+        runas.make_private_dir(cluster.socket_dir, user)
         postgres.start(cluster.version, cluster.pgdata, cluster.log_file, user=user, timeout=timeout)
 
         cluster.set_progress(80, _("Creating the admin user and the default database"))
@@ -277,7 +234,7 @@ def provision_cluster(cluster_id: uuid.UUID | str) -> Cluster:
     except Exception as exc:
         # Expected failures (a program's or PostgreSQL's own words) are shown as they are;
         # anything else is a bug, logged with its traceback, and still ends in a visible error.
-        expected = isinstance(exc, postgres.EngineError | dbconn.DatabaseError | OSError)
+        expected = isinstance(exc, EngineError | dbconn.DatabaseError | OSError)
         reason = str(exc) or type(exc).__name__
         if not expected:
             log.exception("provisioning %s crashed", cluster.pk)
@@ -325,13 +282,13 @@ def write_server_config(cluster: Cluster) -> bool:
         preload_libraries=(str(library),),
         reserved_roles=guard.reserved_roles(),
     )
-    postgres.make_private_dir(cluster.log_file.parent, user)
-    postgres.write_private_file(cluster.pgdata / "panel.conf", conf.render(), owner=user)
+    runas.make_private_dir(cluster.log_file.parent, user)
+    runas.write_private_file(cluster.pgdata / "panel.conf", conf.render(), owner=user)
     isolation.write_auth_config(cluster, user)
     main_conf = cluster.pgdata / "postgresql.conf"
     text = main_conf.read_text()
     if INCLUDE_LINE not in text:
-        postgres.write_private_file(main_conf, text.rstrip("\n") + "\n\n" + INCLUDE_LINE + "\n", owner=user)
+        runas.write_private_file(main_conf, text.rstrip("\n") + "\n\n" + INCLUDE_LINE + "\n", owner=user)
     return not had_guard
 
 
@@ -456,7 +413,7 @@ def perform_action(cluster: Cluster, action: str) -> Cluster:
                 cluster.log_event("stopped", _("Cluster stopped."))
         if action in {"start", "restart"}:
             cluster.mark(ClusterStatus.STARTING)
-            postgres.make_private_dir(cluster.socket_dir, user)
+            runas.make_private_dir(cluster.socket_dir, user)
             postgres.start(cluster.version, cluster.pgdata, cluster.log_file, user=user, timeout=timeout)
             if guard_added:
                 clear_reserved(cluster)
@@ -467,7 +424,7 @@ def perform_action(cluster: Cluster, action: str) -> Cluster:
                 "restarted" if action == "restart" else "started",
                 _("Cluster restarted.") if action == "restart" else _("Cluster started."),
             )
-    except (postgres.EngineError, dbconn.DatabaseError, OSError) as exc:
+    except (EngineError, dbconn.DatabaseError, OSError) as exc:
         running = postgres.postmaster_pid(cluster.pgdata) is not None
         cluster.status = ClusterStatus.DEGRADED if running else ClusterStatus.STOPPED
         cluster.error_message = str(exc)
@@ -494,14 +451,14 @@ def delete_cluster(cluster: Cluster, *, confirm_name: str) -> None:
             postgres.stop(
                 cluster.version, cluster.pgdata, user=cluster.os_user(), timeout=30, mode="immediate"
             )
-        except postgres.EngineError:
+        except EngineError:
             postgres.kill(cluster.pgdata)
         postgres.kill(cluster.pgdata)
         isolation.kill_leftover_processes(cluster)
         postgres.remove_data(cluster.data_root)
         try:
             isolation.remove_cluster_user(cluster)
-        except postgres.EngineError as exc:
+        except EngineError as exc:
             # The cluster is gone; a leftover system user owns nothing and runs nothing.
             log.warning("deleting cluster %s: %s", cluster.pk, exc)
     cluster.delete()

@@ -10,6 +10,7 @@ from celery.signals import worker_ready
 
 from panel.clusters import reconciler, services
 from panel.clusters.models import Cluster
+from panel.core.errors import ServiceError
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,7 @@ def cluster_action(cluster_id: str, action: str) -> None:
         return
     try:
         services.perform_action(cluster, action)
-    except services.ServiceError as exc:
+    except ServiceError as exc:
         log.warning("%s of %s failed: %s", action, cluster_id, exc.message)
 
 

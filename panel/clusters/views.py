@@ -5,42 +5,25 @@ from __future__ import annotations
 
 import uuid
 from typing import Any
-from urllib.parse import urlencode
 
-from django import forms
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import content_disposition_header
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
-from panel.clusters import attach, roles, services
+from panel.clusters import attach, ownership, roles, services
+from panel.clusters.connection import CONNECTION_VIEWS, SECRET_FORMATS, connection_box
 from panel.clusters.forms import AttachClusterForm, CreateClusterForm, DeleteClusterForm, NameForm
-from panel.clusters.lib.connstr import FORMATS, ConnectionDetails
+from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster
-from panel.clusters.services import ServiceError
-
-# The three views of the connection details box, in the managed service's order.
-CONNECTION_VIEWS = (
-    ("params", gettext_lazy("Connection parameters")),
-    ("uri", gettext_lazy("Connection string")),
-    ("flags", gettext_lazy("Flags")),
-)
-SECRET_FORMATS = ("password", *FORMATS)
-
-
-def get_cluster_for_user(request: HttpRequest, cluster_id: uuid.UUID) -> Cluster:
-    """The cluster if the user may see it (owner or staff); a 404 for everyone else."""
-    return get_object_or_404(services.clusters_for(request.user), pk=cluster_id)
-
-
-def add_service_error(form: forms.Form, exc: ServiceError) -> None:
-    form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+from panel.clusters.ownership import get_cluster_for_user
+from panel.core.errors import ServiceError
+from panel.core.web import add_service_error
 
 
 def _detail_redirect(cluster: Cluster) -> HttpResponse:
@@ -52,7 +35,7 @@ def _detail_redirect(cluster: Cluster) -> HttpResponse:
 
 @require_GET
 def cluster_list(request: HttpRequest) -> HttpResponse:
-    clusters = list(services.clusters_for(request.user).select_related("owner"))
+    clusters = list(ownership.clusters_for(request.user).select_related("owner"))
     context = {
         "clusters": clusters,
         "any_busy": any(c.is_busy for c in clusters),
@@ -138,19 +121,6 @@ def _connection_context(cluster: Cluster, params: Any, *, reveal: bool) -> dict[
         )
     )
     return context
-
-
-def connection_box(
-    details: ConnectionDetails, *, view: str, reveal: bool, selection: dict[str, str], urls: dict[str, str]
-) -> dict[str, Any]:
-    """Context for templates/clusters/_connection_body.html, shared by clusters and pools; the
-    password is masked unless revealed."""
-    return {
-        "conn": details.shown(reveal=reveal),
-        "query": urlencode({**selection, "view": view}),
-        "secret_query": urlencode(selection),
-        "conn_urls": urls,
-    }
 
 
 @require_GET

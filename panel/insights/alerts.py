@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils.translation import gettext as _
 
 from panel.clusters.models import Cluster, EventLevel
-from panel.clusters.services import ServiceError
+from panel.core.errors import ServiceError
 from panel.insights.models import AlertKind, AlertRule, AlertState
 
 log = logging.getLogger(__name__)

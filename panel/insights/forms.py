@@ -11,8 +11,8 @@ from django import forms
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from panel.clusters.forms import PanelForm
 from panel.clusters.models import Cluster
+from panel.core.forms import PanelForm
 from panel.insights.models import AlertKind
 from panel.insights.services import RANGES, ROLLUP_RETENTION
 

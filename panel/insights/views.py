@@ -22,8 +22,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from panel.clusters.models import Cluster
-from panel.clusters.services import ServiceError
-from panel.clusters.views import add_service_error, get_cluster_for_user
+from panel.clusters.ownership import get_cluster_for_user
+from panel.core.errors import ServiceError
+from panel.core.web import add_service_error
 from panel.insights import alerts, services
 from panel.insights.forms import DEFAULT_RANGE, RANGE_CHOICES, AlertRuleForm, Window, WindowForm, range_window
 from panel.insights.metrics import label as metric_label

@@ -20,9 +20,9 @@ from django.utils.translation import gettext as _
 
 from panel import crypto
 from panel.clusters import dbconn, isolation
-from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster
-from panel.clusters.services import ServiceError
+from panel.core.errors import ServiceError
+from panel.core.runas import EngineError
 from panel.pools import console, supervisor
 from panel.pools.lib.admin_console import diff_databases
 from panel.pools.lib.authfile import AuthFileError, render_auth_file, scram_sha256_verifier
@@ -176,7 +176,7 @@ def render_config(
 def _refresh_server_auth(cluster: Cluster) -> None:
     try:
         isolation.refresh_server_auth(cluster)
-    except (postgres.EngineError, dbconn.DatabaseError, OSError) as exc:
+    except (EngineError, dbconn.DatabaseError, OSError) as exc:
         raise ServiceError(
             _("Could not update how the server authenticates PgBouncer: %(reason)s") % {"reason": exc}
         ) from None
@@ -267,7 +267,7 @@ def apply_config(cluster: Cluster) -> None:
             raise ServiceError(
                 _("Could not write PgBouncer's files: %(reason)s") % {"reason": exc.strerror or exc}
             ) from None
-        except postgres.EngineError as exc:
+        except EngineError as exc:
             raise ServiceError(str(exc)) from None
         try:
             if restart:

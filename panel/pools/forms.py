@@ -8,8 +8,8 @@ from typing import Any
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from panel.clusters.forms import PanelForm
 from panel.clusters.models import Cluster
+from panel.core.forms import PanelForm
 from panel.pools.lib.pgbouncer_ini import POOL_NAME_MAX, InvalidPoolName, validate_pool_name
 from panel.pools.models import ConnectionPool, PoolMode
 

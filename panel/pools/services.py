@@ -26,7 +26,7 @@ from django.utils.translation import ngettext
 from panel.clusters import dbconn
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, DatabaseUser, EventLevel
-from panel.clusters.services import ServiceError
+from panel.core.errors import ServiceError
 from panel.pools import console, supervisor
 from panel.pools.apply import (
     admin_console,

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import psutil
 
-from panel.clusters.engine import postgres
-from panel.clusters.engine.postgres import EngineError
+from panel.core import runas
+from panel.core.runas import EngineError, OsUser
 from panel.pools.lib.admin_console import parse_log_errors
 
 log = logging.getLogger(__name__)
@@ -56,9 +56,9 @@ class BouncerFiles:
     os_user_name: str = ""
 
     @property
-    def owner(self) -> postgres.OsUser:
+    def owner(self) -> OsUser:
         """Who runs this PgBouncer and owns its files (EngineError if that user is gone)."""
-        return postgres.os_user_named(self.os_user_name)
+        return runas.os_user_named(self.os_user_name)
 
     @property
     def ini(self) -> Path:
@@ -116,12 +116,12 @@ def check_socket_path(files: BouncerFiles) -> None:
 
 
 def prepare_directory(files: BouncerFiles) -> None:
-    postgres.make_private_dir(files.directory, files.owner)
+    runas.make_private_dir(files.directory, files.owner)
 
 
 def write_file(files: BouncerFiles, path: Path, content: str) -> None:
     """A 0600 file of PgBouncer's user, written atomically."""
-    postgres.write_private_file(path, content, owner=files.owner)
+    runas.write_private_file(path, content, owner=files.owner)
 
 
 def copy_private(files: BouncerFiles, source: Path, target: Path) -> None:
@@ -269,7 +269,7 @@ def _command(files: BouncerFiles, fds_needed: int) -> list[str]:
 def _run(files: BouncerFiles, args: list[str], *, timeout: float) -> subprocess.CompletedProcess[str]:
     # The engine's runner drops to the cluster's OS user, with a clean environment and a timeout.
     try:
-        return postgres.run_as(files.owner, args, timeout=timeout, cwd=files.directory)
+        return runas.run_as(files.owner, args, timeout=timeout, cwd=files.directory)
     except EngineError as exc:
         raise SupervisorError(f"PgBouncer did not start: {exc}") from None
 

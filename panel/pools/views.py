@@ -18,15 +18,11 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from panel.clusters.connection import CONNECTION_VIEWS, SECRET_FORMATS, connection_box
 from panel.clusters.models import Cluster
-from panel.clusters.services import ServiceError
-from panel.clusters.views import (
-    CONNECTION_VIEWS,
-    SECRET_FORMATS,
-    add_service_error,
-    connection_box,
-    get_cluster_for_user,
-)
+from panel.clusters.ownership import get_cluster_for_user
+from panel.core.errors import ServiceError
+from panel.core.web import add_service_error
 from panel.pools import services
 from panel.pools.forms import CreatePoolForm, PoolForm
 from panel.pools.models import ConnectionPool

@@ -24,6 +24,7 @@ from panel.clusters import dbconn, reconciler, services
 from panel.clusters.engine import guard, postgres
 from panel.clusters.lib.pgconf import guard_lines
 from panel.clusters.models import Cluster, ClusterStatus
+from panel.core import runas
 
 pytestmark = pytest.mark.integration
 
@@ -35,7 +36,7 @@ def _strip_guard(cluster: Cluster) -> None:
     text = conf.read_text()
     assert all(line in text for line in lines)
     kept = [line for line in text.splitlines() if line not in lines]
-    postgres.write_private_file(conf, "\n".join(kept) + "\n")
+    runas.write_private_file(conf, "\n".join(kept) + "\n")
     timeout = settings.PANEL_COMMAND_TIMEOUT
     postgres.stop(cluster.version, cluster.pgdata, user=cluster.os_user(), timeout=timeout)
     postgres.start(cluster.version, cluster.pgdata, cluster.log_file, user=cluster.os_user(), timeout=timeout)
@@ -231,7 +232,7 @@ def test_provisioning_without_build_tools_fails_saying_what_to_install(
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root can hand a directory to another user")
 def test_a_library_directory_taken_over_by_another_user_is_taken_back(fresh_lib):
-    runner = postgres.os_user()
+    runner = runas.os_user()
     (fresh_lib / "pg15").mkdir(parents=True)
     for path in (fresh_lib, fresh_lib / "pg15"):
         os.chown(path, runner.uid, runner.gid)

@@ -29,8 +29,9 @@ from conftest import make_local_cluster
 from panel.clusters import dbconn, reconciler, roles
 from panel.clusters import services as cluster_services
 from panel.clusters.engine import postgres
-from panel.clusters.engine.postgres import OsUser
 from panel.clusters.models import Cluster, ClusterStatus
+from panel.core import runas
+from panel.core.runas import OsUser
 from panel.pools import apply, supervisor
 from panel.pools import services as pool_services
 from panel.pools.models import ConnectionPool
@@ -341,7 +342,7 @@ def test_deleting_a_cluster_removes_its_os_user(account: User) -> None:
 def _make_legacy(cluster: Cluster, password: str) -> None:
     """Turn ``cluster`` into one from before: run by PANEL_RUN_AS_USER, which owns its files, the
     old pg_hba.conf (SCRAM on the socket) and the fixed-user pool's password in pgbouncer.ini."""
-    runner = postgres.os_user()
+    runner = runas.os_user()
     files = apply.bouncer_files(cluster)
     pool_services.stop_pgbouncer(cluster)
     postgres.stop(cluster.version, cluster.pgdata, user=cluster.os_user(), timeout=60)
@@ -349,18 +350,18 @@ def _make_legacy(cluster: Cluster, password: str) -> None:
     postgres.chown_tree(cluster.data_root, runner)
     cluster.os_user_name = ""
     cluster.save(update_fields=["os_user_name"])
-    from panel.clusters.engine import osusers
+    from panel.core import osusers
 
     osusers.remove_system_user(own_user)
     old_hba = (
         "local all pgpanel scram-sha-256\nlocal all all scram-sha-256\n"
         "host all pgpanel all reject\nhostssl all all all scram-sha-256\nhost all all all reject\n"
     )
-    postgres.write_private_file(cluster.pgdata / "pg_hba.conf", old_hba, owner=runner)
+    runas.write_private_file(cluster.pgdata / "pg_hba.conf", old_hba, owner=runner)
     ini = files.ini.read_text().replace(" user=app ", f" user=app password={password} ")
     assert password in ini
-    postgres.write_private_file(files.ini, ini, owner=runner)
-    postgres.write_private_file(files.previous(files.ini), ini, owner=runner)
+    runas.write_private_file(files.ini, ini, owner=runner)
+    runas.write_private_file(files.previous(files.ini), ini, owner=runner)
     postgres.start(cluster.version, cluster.pgdata, cluster.log_file, user=runner, timeout=60)
     supervisor.start(apply.bouncer_files(cluster), fds_needed=apply.fds_needed(cluster))
 
@@ -372,7 +373,7 @@ def test_a_cluster_from_before_moves_to_a_user_of_its_own(account: User) -> None
         pool = pool_services.create_pool(cluster, "app-pool", "defaultdb", "app", "transaction", 2)
         app_password = cluster.users.get(name="app").password
         _make_legacy(cluster, app_password)
-        runner_uid = postgres.os_user().uid
+        runner_uid = runas.os_user().uid
         cluster.refresh_from_db()
         assert cluster.os_user_name == ""
         assert psutil.Process(postgres.postmaster_pid(cluster.pgdata)).uids().real == runner_uid

@@ -39,9 +39,9 @@ from benchmarks.models import BenchmarkRun, RunStatus
 from benchmarks.tests.test_views_forms import RUN, field_errors
 from conftest import make_local_cluster
 from panel.clusters import services as cluster_services
-from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster
-from panel.clusters.services import ServiceError
+from panel.core import runas
+from panel.core.errors import ServiceError
 
 pytestmark = pytest.mark.integration
 
@@ -316,7 +316,7 @@ def test_pgbench_runs_as_the_bench_user_in_a_private_directory_removed_afterward
     assert found, "pgbench was never seen running"
     seen = found[0]
     uid = bench_uid()
-    assert uid not in (0, postgres.os_user().uid)
+    assert uid not in (0, runas.os_user().uid)
     assert seen["uids"] == (uid, uid, uid)
     assert seen["gids"] == {runner.bench_user().gid}
     workdir = Path(str(seen["cwd"]))

@@ -30,7 +30,7 @@ from django.urls import reverse
 
 from panel.clusters.attach import ExternalServer, attach_cluster, password_was_used, uniform_failure
 from panel.clusters.models import Cluster
-from panel.clusters.services import ServiceError
+from panel.core.errors import ServiceError
 
 pytestmark = pytest.mark.integration
 

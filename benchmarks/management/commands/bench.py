@@ -20,7 +20,7 @@ from benchmarks import services
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.models import BenchmarkRun, RunStatus
 from panel.clusters.cli import PanelCommand, find_cluster
-from panel.clusters.services import ServiceError
+from panel.core.errors import ServiceError
 from panel.pools.models import ConnectionPool
 
 WAIT_TURN_S = 24 * 3600

@@ -24,7 +24,7 @@ from pathlib import Path
 from django.conf import settings
 
 from panel.clusters.engine import postgres
-from panel.clusters.engine.postgres import EngineError
+from panel.core.runas import EngineError
 
 SOURCE_DIR = Path(__file__).resolve().parent.parent / "guard"
 SOURCES = ("Makefile", "pgpanel_guard.c")

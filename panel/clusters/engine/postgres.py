@@ -1,8 +1,8 @@
 """The PostgreSQL supervisor: the only module that spawns or signals PostgreSQL processes.
 
-Every program runs from an argument list (never a shell), with a timeout, as the cluster's own
-OS user when the panel runs as root (``OsUser``, passed explicitly), else as ourselves. Passwords
-go through a 0600 file, never argv.
+Every program runs through ``panel.core.runas``: from an argument list (never a shell), with a
+timeout, as the cluster's own OS user when the panel runs as root (``OsUser``, passed explicitly),
+else as ourselves. Passwords go through a 0600 file, never argv.
 """
 
 from __future__ import annotations
@@ -11,18 +11,18 @@ import errno
 import functools
 import logging
 import os
-import pwd
 import re
 import shutil
 import signal
 import stat
 import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 from django.conf import settings
+
+from panel.core.runas import EngineError, OsUser, chown_to, make_private_dir, run_as, write_private_file
 
 log = logging.getLogger(__name__)
 
@@ -34,65 +34,6 @@ MISSING_BINARIES = (
     "No PostgreSQL server binaries were found (looked for initdb, pg_ctl and postgres in "
     f"{SEARCH_GLOB} and pg_config --bindir). Install the 'postgresql' package or set PANEL_PG_BINDIR."
 )
-
-
-class EngineError(Exception):
-    """A PostgreSQL program failed; the message carries its own words for the user."""
-
-
-@dataclass(frozen=True)
-class OsUser:
-    """Who runs PostgreSQL: the unprivileged user when we are root, else ourselves."""
-
-    name: str
-    uid: int
-    gid: int
-    home: str
-
-    @property
-    def is_self(self) -> bool:
-        return self.uid == os.geteuid()
-
-    def spawn_options(self) -> dict[str, object]:
-        """subprocess options that start a program as this user (none when it is ourselves): its
-        uid and gid, and none of root's supplementary groups."""
-        return {} if self.is_self else {"user": self.uid, "group": self.gid, "extra_groups": []}
-
-
-def os_user() -> OsUser:
-    """The global runner: PANEL_RUN_AS_USER as root (clusters created before each cluster had a
-    user of its own still run as it), else ourselves."""
-    if os.geteuid() != 0:
-        entry = pwd.getpwuid(os.geteuid())
-    else:
-        try:
-            entry = pwd.getpwnam(settings.PANEL_RUN_AS_USER)
-        except KeyError:
-            raise EngineError(
-                f"The panel runs as root, so PostgreSQL must run as an unprivileged user, but the "
-                f"user {settings.PANEL_RUN_AS_USER!r} does not exist. Install PostgreSQL from apt "
-                f"(it creates 'postgres') or set PANEL_RUN_AS_USER."
-            ) from None
-        if entry.pw_uid == 0:
-            raise EngineError("PANEL_RUN_AS_USER must not be root: PostgreSQL refuses to run as root.")
-    return OsUser(entry.pw_name, entry.pw_uid, entry.pw_gid, entry.pw_dir)
-
-
-def os_user_named(name: str) -> OsUser:
-    """The OS user a cluster runs as: ``name`` when the panel runs as root, ourselves otherwise;
-    a blank name (a cluster from before per-cluster users) is the global runner."""
-    if os.geteuid() != 0 or not name:
-        return os_user()
-    try:
-        entry = pwd.getpwnam(name)
-    except KeyError:
-        raise EngineError(
-            f"The cluster's system user {name!r} does not exist; it is created when the cluster is "
-            f"provisioned. Delete the cluster, or create the user again with useradd --system {name}."
-        ) from None
-    if entry.pw_uid == 0:
-        raise EngineError(f"The cluster's system user {name!r} is root; PostgreSQL refuses to run as root.")
-    return OsUser(entry.pw_name, entry.pw_uid, entry.pw_gid, entry.pw_dir)
 
 
 def _stamp(program: Path) -> tuple[str, int, int] | None:
@@ -159,74 +100,12 @@ def bindir_for(version: str) -> Path:
     return versions[version]
 
 
-def run_as_runner(
-    args: list[str], *, timeout: float, cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    """``run_as`` the global runner user (see ``os_user``)."""
-    return run_as(os_user(), args, timeout=timeout, cwd=cwd)
-
-
-def run_as(
-    user: OsUser, args: list[str], *, timeout: float, cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    """Run a program to completion as ``user``, from an argument list, in its own session, with a
-    minimal environment and a timeout (PgBouncer's supervisor uses it too)."""
-    env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": user.home,
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
-    }
-    kwargs = user.spawn_options()
-    log.debug("running %s", args[0])
-    try:
-        result = subprocess.run(
-            args,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=env,
-            cwd=str(cwd) if cwd else "/",
-            start_new_session=True,
-            # What the program creates (PgBouncer's pidfile and log, pg_ctl's log) is its user's only.
-            umask=0o077,
-            **kwargs,  # type: ignore[arg-type]
-        )
-    except subprocess.TimeoutExpired:
-        raise EngineError(f"{Path(args[0]).name} did not finish within {timeout:.0f} s.") from None
-    except OSError as exc:
-        raise EngineError(f"Could not run {args[0]}: {exc.strerror}.") from None
-    return result
-
-
 def _failure(program: str, result: subprocess.CompletedProcess[str], extra: str = "") -> EngineError:
     words = (result.stderr or result.stdout or "").strip().splitlines()
     tail = " ".join(words[-3:]) if words else f"exit code {result.returncode}"
     if extra:
         tail = f"{tail} {extra}".strip()
     return EngineError(f"{program} failed: {tail}")
-
-
-def chown_to(path: Path, user: OsUser) -> None:
-    # Only root gives files away; anyone else owns what it writes.
-    if os.geteuid() == 0 and not user.is_self:
-        os.chown(path, user.uid, user.gid, follow_symlinks=False)
-
-
-def chown_to_runner(path: Path) -> None:
-    chown_to(path, os_user())
-
-
-def make_private_dir(path: Path, owner: OsUser | None = None) -> None:
-    """A 0700 directory of ``owner`` (None: the global runner, see ``os_user``)."""
-    # Missing parents (clusters/ under the data directory) get 0711, not what the panel's umask
-    # 077 would give them: the cluster's user must pass through them to its own directory.
-    for parent in [p for p in reversed(path.parents) if not p.exists()]:
-        parent.mkdir(exist_ok=True)
-        os.chmod(parent, 0o711)
-    path.mkdir(parents=True, exist_ok=True)
-    os.chmod(path, 0o700)
-    chown_to(path, owner or os_user())
 
 
 def make_clusters_dir() -> Path:
@@ -241,23 +120,6 @@ def make_clusters_dir() -> Path:
 def make_data_root(data_root: Path, owner: OsUser) -> None:
     make_clusters_dir()
     make_private_dir(data_root, owner)
-
-
-def write_private_file(path: Path, content: str, mode: int = 0o600, *, owner: OsUser | None = None) -> None:
-    """Write atomically (temp file + rename) with ``mode``, owned by ``owner`` (None: whoever owns
-    the directory it goes in, e.g. the cluster's user in its PGDATA)."""
-    if owner is None:
-        st = path.parent.stat()
-        owner = OsUser("", st.st_uid, st.st_gid, "")
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(content)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.chmod(tmp, mode)
-    chown_to(tmp, owner)
-    os.replace(tmp, path)
 
 
 def chown_tree(root: Path, owner: OsUser) -> None:

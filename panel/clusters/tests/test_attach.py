@@ -9,6 +9,7 @@ import pytest
 from panel.clusters import roles, services
 from panel.clusters.attach import ExternalServer, attach_cluster
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus
+from panel.core.errors import ServiceError
 
 pytestmark = pytest.mark.integration
 
@@ -56,9 +57,9 @@ def test_it_attaches_a_running_server(local_cluster, owner):
     # The panel manages users on an attached server through its admin credentials.
     user = roles.add_user(attached, "app")
     assert user.password
-    with pytest.raises(services.ServiceError, match="does not run this attached server"):
+    with pytest.raises(ServiceError, match="does not run this attached server"):
         services.perform_action(attached, "stop")
-    with pytest.raises(services.ServiceError, match="changed where the server runs"):
+    with pytest.raises(ServiceError, match="changed where the server runs"):
         roles.reset_password(attached, "doadmin")
 
     # Deleting the attachment forgets it and leaves the server running.
@@ -72,7 +73,7 @@ def test_a_port_nobody_listens_on_is_refused_clearly(owner, transactional_db):
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # closed again: nothing listens there
     server = ExternalServer("127.0.0.1", port, "doadmin", "secret", "defaultdb", "require")
-    with pytest.raises(services.ServiceError, match="Could not connect") as refused:
+    with pytest.raises(ServiceError, match="Could not connect") as refused:
         attach_cluster(owner, name="db-nowhere", server=server)
     assert "Connection refused" in refused.value.message
     assert str(port) in refused.value.message
@@ -80,16 +81,16 @@ def test_a_port_nobody_listens_on_is_refused_clearly(owner, transactional_db):
 
 
 def test_attach_refusals_save_nothing(local_cluster, owner):
-    with pytest.raises(services.ServiceError, match='password authentication failed for user "doadmin"'):
+    with pytest.raises(ServiceError, match='password authentication failed for user "doadmin"'):
         attach_cluster(owner, name="db-attached", server=_server(local_cluster, password="wrong"))
-    with pytest.raises(services.ServiceError, match='database "nosuchdb" does not exist'):
+    with pytest.raises(ServiceError, match='database "nosuchdb" does not exist'):
         attach_cluster(owner, name="db-attached", server=_server(local_cluster, database="nosuchdb"))
-    with pytest.raises(services.ServiceError, match="no encryption"):
+    with pytest.raises(ServiceError, match="no encryption"):
         attach_cluster(owner, name="db-attached", server=_server(local_cluster, sslmode="disable"))
-    with pytest.raises(services.ServiceError) as bad:
+    with pytest.raises(ServiceError) as bad:
         attach_cluster(owner, name="Bad Name", server=_server(local_cluster))
     assert bad.value.field == "name"
-    with pytest.raises(services.ServiceError, match="already have a cluster") as duplicate:
+    with pytest.raises(ServiceError, match="already have a cluster") as duplicate:
         attach_cluster(owner, name=local_cluster.name, server=_server(local_cluster))
     assert duplicate.value.field == "name"
     assert list(Cluster.objects.values_list("name", flat=True)) == [local_cluster.name]

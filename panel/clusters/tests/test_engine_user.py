@@ -11,15 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from panel.clusters.engine.postgres import (
-    EngineError,
-    OsUser,
-    chown_tree,
-    make_private_dir,
-    os_user,
-    os_user_named,
-    run_as,
-)
+from panel.clusters.engine.postgres import chown_tree
+from panel.core.runas import EngineError, OsUser, make_private_dir, os_user, os_user_named, run_as
 
 
 def test_ourselves_needs_no_switch() -> None:

@@ -6,6 +6,7 @@ import psycopg
 import pytest
 
 from panel.clusters import dbconn, roles, services
+from panel.core.errors import ServiceError
 
 from .conftest import can_log_in
 
@@ -78,17 +79,17 @@ def test_duplicates_reserved_names_and_protected_objects_are_refused(local_clust
         (roles.add_user, "bad name", "letters"),
         (roles.add_database, "x" * 64, "63 bytes"),
     ]:
-        with pytest.raises(services.ServiceError, match=message) as refused:
+        with pytest.raises(ServiceError, match=message) as refused:
             add(cluster, name)
         assert refused.value.field == "name", name
 
-    with pytest.raises(services.ServiceError, match="admin user and cannot be deleted"):
+    with pytest.raises(ServiceError, match="admin user and cannot be deleted"):
         roles.delete_user(cluster, "doadmin")
-    with pytest.raises(services.ServiceError, match="default database and cannot be deleted"):
+    with pytest.raises(ServiceError, match="default database and cannot be deleted"):
         roles.delete_database(cluster, "defaultdb")
-    with pytest.raises(services.ServiceError, match="No user named"):
+    with pytest.raises(ServiceError, match="No user named"):
         roles.delete_user(cluster, "ghost")
-    with pytest.raises(services.ServiceError, match="No database named"):
+    with pytest.raises(ServiceError, match="No database named"):
         roles.delete_database(cluster, "ghost")
     assert set(cluster.users.values_list("name", flat=True)) == {"doadmin", "app"}
     assert set(cluster.databases.values_list("name", flat=True)) == {"defaultdb", "benchmark"}
@@ -98,12 +99,12 @@ def test_duplicates_reserved_names_and_protected_objects_are_refused(local_clust
     # Changes need a running server.
     services.perform_action(cluster, "stop")
     cluster.refresh_from_db()
-    with pytest.raises(services.ServiceError, match="start it first"):
+    with pytest.raises(ServiceError, match="start it first"):
         roles.add_user(cluster, "app2")
-    with pytest.raises(services.ServiceError, match="start it first"):
+    with pytest.raises(ServiceError, match="start it first"):
         roles.add_database(cluster, "benchmark2")
-    with pytest.raises(services.ServiceError, match="start it first"):
+    with pytest.raises(ServiceError, match="start it first"):
         roles.reset_password(cluster, "doadmin")
-    with pytest.raises(services.ServiceError, match="start it first"):
+    with pytest.raises(ServiceError, match="start it first"):
         roles.delete_user(cluster, "app")
     assert set(cluster.users.values_list("name", flat=True)) == {"doadmin", "app"}

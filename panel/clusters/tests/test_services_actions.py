@@ -12,6 +12,7 @@ import pytest
 from panel.clusters import services
 from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster, ClusterStatus
+from panel.core.errors import ServiceError
 
 pytestmark = pytest.mark.integration
 
@@ -55,7 +56,7 @@ def test_stop_start_and_restart_in_the_foreground(local_cluster):
         squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         squatter.bind(("127.0.0.1", local_cluster.port))
         squatter.listen()
-        with pytest.raises(services.ServiceError, match="could not create any TCP/IP sockets"):
+        with pytest.raises(ServiceError, match="could not create any TCP/IP sockets"):
             services.perform_action(local_cluster, "start")
     local_cluster.refresh_from_db()
     assert local_cluster.status == ClusterStatus.STOPPED
@@ -77,13 +78,13 @@ def test_stop_start_and_restart_in_the_foreground(local_cluster):
 
 
 def test_request_action_refuses_and_with_redis_down_restores_the_status(local_cluster, redis_down):
-    with pytest.raises(services.ServiceError, match="cannot start now"):
+    with pytest.raises(ServiceError, match="cannot start now"):
         services.request_action(local_cluster, "start")
-    with pytest.raises(services.ServiceError, match="Unknown action"):
+    with pytest.raises(ServiceError, match="Unknown action"):
         services.request_action(local_cluster, "explode")
 
     started = time.monotonic()
-    with pytest.raises(services.ServiceError, match="not reachable"):
+    with pytest.raises(ServiceError, match="not reachable"):
         services.request_action(local_cluster, "stop")
     assert time.monotonic() - started < 5, "a form waits for the broker to answer"
     local_cluster.refresh_from_db()
@@ -106,7 +107,7 @@ def test_request_action_is_carried_out_by_a_worker(local_cluster, celery_worker,
 def test_delete_refuses_a_wrong_name_then_removes_everything(local_cluster):
     pid = postgres.postmaster_pid(local_cluster.pgdata)
     assert pid is not None
-    with pytest.raises(services.ServiceError, match="to confirm") as refused:
+    with pytest.raises(ServiceError, match="to confirm") as refused:
         services.delete_cluster(local_cluster, confirm_name="db-tes")
     assert refused.value.field == "confirm_name"
     local_cluster.refresh_from_db()

@@ -15,24 +15,25 @@ import pytest
 from panel.clusters import services
 from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster, ClusterStatus
+from panel.core.errors import ServiceError
 
 pytestmark = pytest.mark.integration
 
 
 def test_it_refuses_bad_names_plans_and_duplicates(owner, transactional_db):
-    with pytest.raises(services.ServiceError) as bad_name:
+    with pytest.raises(ServiceError) as bad_name:
         services.create_cluster(owner, name="Bad_Name", plan_slug="db-s-1vcpu-1gb", enqueue=False)
     assert bad_name.value.field == "name"
-    with pytest.raises(services.ServiceError) as bad_plan:
+    with pytest.raises(ServiceError) as bad_plan:
         services.create_cluster(owner, name="db-a", plan_slug="db-s-huge", enqueue=False)
     assert bad_plan.value.field == "plan"
-    with pytest.raises(services.ServiceError) as bad_version:
+    with pytest.raises(ServiceError) as bad_version:
         services.create_cluster(owner, name="db-a", plan_slug="db-s-1vcpu-1gb", version="9", enqueue=False)
     assert bad_version.value.field == "version"
     assert not Cluster.objects.exists()
 
     first = services.create_cluster(owner, name="db-a", plan_slug="db-s-1vcpu-1gb", enqueue=False)
-    with pytest.raises(services.ServiceError, match="already have a cluster") as duplicate:
+    with pytest.raises(ServiceError, match="already have a cluster") as duplicate:
         services.create_cluster(owner, name="db-a", plan_slug="db-s-1vcpu-1gb", enqueue=False)
     assert duplicate.value.field == "name"
     second = services.create_cluster(owner, name="db-b", plan_slug="db-s-1vcpu-1gb", enqueue=False)
@@ -44,7 +45,7 @@ def test_it_refuses_bad_names_plans_and_duplicates(owner, transactional_db):
 
 def test_create_with_redis_down_leaves_no_cluster(owner, transactional_db, redis_down):
     started = time.monotonic()
-    with pytest.raises(services.ServiceError, match="not reachable"):
+    with pytest.raises(ServiceError, match="not reachable"):
         services.create_cluster(owner, name="db-noqueue", plan_slug="db-s-1vcpu-1gb", enqueue=True)
     assert time.monotonic() - started < 5, "a form waits for the broker to answer"
     assert not Cluster.objects.exists()
@@ -81,7 +82,7 @@ def occupied_port_pair() -> Iterator[tuple[int, int]]:
 def test_an_exhausted_port_range_is_refused_clearly(owner, transactional_db, settings, occupied_port_pair):
     first, last = occupied_port_pair
     settings.PANEL_PORT_RANGE = (first, last)
-    with pytest.raises(services.ServiceError, match=f"No free ports are left in the range {first}–{last}"):
+    with pytest.raises(ServiceError, match=f"No free ports are left in the range {first}–{last}"):
         services.create_cluster(owner, name="db-noports", plan_slug="db-s-1vcpu-1gb", enqueue=False)
     assert not Cluster.objects.exists()
 
@@ -89,14 +90,14 @@ def test_an_exhausted_port_range_is_refused_clearly(owner, transactional_db, set
 def test_ports_held_by_other_clusters_count_as_taken(owner, transactional_db, settings):
     first = services.create_cluster(owner, name="db-one", plan_slug="db-s-1vcpu-1gb", enqueue=False)
     settings.PANEL_PORT_RANGE = (first.port, first.port + 1)
-    with pytest.raises(services.ServiceError, match="No free ports"):
+    with pytest.raises(ServiceError, match="No free ports"):
         services.create_cluster(owner, name="db-two", plan_slug="db-s-1vcpu-1gb", enqueue=False)
     assert list(Cluster.objects.values_list("name", flat=True)) == ["db-one"]
 
 
 def test_missing_binaries_are_refused_on_create(owner, transactional_db, settings, tmp_path):
     settings.PANEL_PG_BINDIR = str(tmp_path)
-    with pytest.raises(services.ServiceError, match="No PostgreSQL server binaries were found") as refused:
+    with pytest.raises(ServiceError, match="No PostgreSQL server binaries were found") as refused:
         services.create_cluster(owner, name="db-nobin", plan_slug="db-s-1vcpu-1gb", enqueue=False)
     assert refused.value.field == "version"
     assert not Cluster.objects.exists()
@@ -141,7 +142,7 @@ def test_a_failing_initdb_is_stored_and_the_cluster_can_be_retried(
     assert "Permission denied" in cluster.error_message
     assert postgres.postmaster_pid(cluster.pgdata) is None
     assert cluster.events.filter(kind="error", message__contains="initdb failed").exists()
-    with pytest.raises(services.ServiceError, match="Only a cluster whose creation failed"):
+    with pytest.raises(ServiceError, match="Only a cluster whose creation failed"):
         services.retry_cluster(Cluster(status=ClusterStatus.ONLINE))
 
     os.chmod(unreachable_data_dir, 0o755)  # the cause is removed
@@ -165,7 +166,7 @@ def test_retry_with_redis_down_keeps_the_error_state(owner, transactional_db, se
     cluster = services.provision_cluster(cluster.pk)
     assert cluster.status == ClusterStatus.ERROR
     reason = cluster.error_message
-    with pytest.raises(services.ServiceError, match="not reachable"):
+    with pytest.raises(ServiceError, match="not reachable"):
         services.retry_cluster(cluster, enqueue=True)
     cluster.refresh_from_db()
     assert cluster.status == ClusterStatus.ERROR

@@ -13,7 +13,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from panel.clusters.models import Cluster
-from panel.clusters.services import ServiceError
+from panel.core.errors import ServiceError
 from panel.insights import alerts, services
 from panel.insights.models import AlertState
 from panel.insights.tests.conftest import snapshot

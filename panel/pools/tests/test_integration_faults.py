@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 
 from panel.clusters.models import Cluster
-from panel.clusters.services import ServiceError
+from panel.core.errors import ServiceError
 from panel.pools import apply, services, supervisor
 from panel.pools.lib import pgbouncer_ini
 from panel.pools.models import ConnectionPool, Pooler, PoolerStatus

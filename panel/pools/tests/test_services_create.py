@@ -6,8 +6,8 @@ import pytest
 from django.contrib.auth.models import User
 
 from panel.clusters.models import Cluster, ClusterKind
-from panel.clusters.services import ServiceError
 from panel.clusters.tests.conftest import make_cluster_row
+from panel.core.errors import ServiceError
 from panel.pools import services
 from panel.pools.models import ConnectionPool
 from panel.pools.tests.test_lib_pgbouncer_ini import NAME_VERDICTS

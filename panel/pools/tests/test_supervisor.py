@@ -40,9 +40,9 @@ def free_port() -> int:
 
 
 def config(files: supervisor.BouncerFiles, **changes: object) -> str:
-    from panel.clusters.engine import postgres
+    from panel.core import runas
 
-    postgres.make_private_dir(files.socket_dir)
+    runas.make_private_dir(files.socket_dir)
     values: dict[str, object] = {
         "listen_port": files.port,
         "unix_socket_dir": str(files.socket_dir),

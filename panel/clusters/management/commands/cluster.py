@@ -23,6 +23,7 @@ from panel.clusters.cli import PanelCommand, find_cluster, find_user, print_tabl
 from panel.clusters.lib.connstr import FORMATS, SSLMODES
 from panel.clusters.lib.hosts import InvalidHost, validate_host
 from panel.clusters.models import Cluster, ClusterStatus
+from panel.core.errors import ServiceError
 
 RECENT_EVENTS = 10
 
@@ -98,7 +99,7 @@ class Command(PanelCommand):
         )
         try:
             handler(options)
-        except services.ServiceError as exc:
+        except ServiceError as exc:
             raise CommandError(exc.message) from None
 
     # --- lookups -------------------------------------------------------------------------------

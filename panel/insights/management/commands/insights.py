@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from panel.clusters.cli import PanelCommand, find_cluster, print_table
 from panel.clusters.models import Cluster
-from panel.clusters.services import ServiceError
+from panel.core.errors import ServiceError
 from panel.insights import alerts, services
 from panel.insights.collector import STATES, Snapshot
 from panel.insights.metrics import HOST, SOURCES, label

@@ -14,7 +14,7 @@ from django.core.management.base import CommandError, CommandParser
 
 from panel.clusters.cli import PanelCommand, find_cluster
 from panel.clusters.lib.connstr import FORMATS
-from panel.clusters.services import ServiceError
+from panel.core.errors import ServiceError
 from panel.pools import services
 from panel.pools.models import ConnectionPool, PoolMode
 

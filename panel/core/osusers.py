@@ -1,6 +1,6 @@
 """System users the panel creates when it runs as root: one per cluster, one for pgbench.
 
-Only this module runs useradd/userdel (argument lists, never a shell, with a timeout). Users are
+Only this module runs useradd/userdel (the cluster services and the pgbench runner call it) (argument lists, never a shell, with a timeout). Users are
 system users with no home directory and no login shell; each gets a group of its own.
 """
 
@@ -12,7 +12,7 @@ import re
 import subprocess
 import time
 
-from panel.clusters.engine.postgres import EngineError, OsUser
+from panel.core.runas import EngineError, OsUser
 
 # useradd's own rule on Debian (NAME_REGEX for system users), kept short enough for `ps`.
 _NAME_RE = re.compile(r"[a-z_][a-z0-9_-]{0,30}")

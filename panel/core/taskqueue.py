@@ -1,0 +1,41 @@
+"""The one way the panel sends a Celery task: at once, or a ServiceError the form can show."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.utils.translation import gettext as _
+
+from panel.core.errors import ServiceError
+
+log = logging.getLogger(__name__)
+
+
+def enqueue_task(
+    task_name: str, *args: str, queue: str | None = None, time_limit: float | None = None
+) -> None:
+    """Send a task now (on ``queue``, with a soft ``time_limit`` in seconds and a hard one 30 s
+    later); a broker that does not answer becomes a ServiceError for the form."""
+    from panel.celery import app
+
+    options: dict[str, Any] = {}
+    if queue is not None:
+        options["queue"] = queue
+    if time_limit is not None:
+        options.update(soft_time_limit=int(time_limit), time_limit=int(time_limit) + 30)
+    try:
+        with app.connection_for_write() as conn:
+            # send_task(retry=False) still lets kombu retry the connection for ~6 s; give up at
+            # the first refusal so the form answers at once.
+            conn.ensure_connection(max_retries=0)
+            app.send_task(task_name, args=list(args), retry=False, connection=conn, **options)
+    except Exception as exc:  # kombu raises several types for an unreachable broker
+        log.warning("could not enqueue %s: %s", task_name, type(exc).__name__)
+        raise ServiceError(
+            _(
+                "The task queue (Redis at %(url)s) is not reachable, so nothing was started. Try again when it is back."
+            )
+            % {"url": settings.REDIS_URL.split("@")[-1]}
+        ) from None
