@@ -3,6 +3,7 @@ database that is not set up, finding a cluster by name, printing a table."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -12,12 +13,17 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.db.migrations.executor import MigrationExecutor
 
 from panel.clusters.models import Cluster
+from panel.core.errors import ServiceError
 
 
 class PanelCommand(BaseCommand):
     """A panel command (cluster, pool, bench, insights): on a fresh checkout, or after an upgrade
     that brought migrations, it says to set the database up first instead of failing with a
     "no such table" traceback half-way through."""
+
+    #: How a service error's field is named on the command line (``{"size": "--size"}``);
+    #: a field not listed is shown as it is.
+    field_labels: dict[str, str] = {}
 
     def needs_database(self, options: dict[str, Any]) -> bool:
         """Whether this invocation reads the panel's database (a subcommand may not)."""
@@ -27,6 +33,18 @@ class PanelCommand(BaseCommand):
         if self.needs_database(options):
             ensure_database_ready()
         return super().execute(*args, **options)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        """Run ``do_<subcommand>`` (dashes as underscores); a service's refusal becomes a message
+        and exit status 1, naming the option it is about, never a traceback."""
+        handler: Callable[[dict[str, Any]], None] = getattr(
+            self, "do_" + options["subcommand"].replace("-", "_")
+        )
+        try:
+            handler(options)
+        except ServiceError as exc:
+            where = f" ({self.field_labels.get(exc.field, exc.field)})" if exc.field else ""
+            raise CommandError(f"{exc.message}{where}") from None
 
 
 def ensure_database_ready(alias: str = DEFAULT_DB_ALIAS) -> None:

@@ -20,7 +20,6 @@ from benchmarks import services
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.models import BenchmarkRun, RunStatus
 from panel.clusters.cli import PanelCommand, find_cluster
-from panel.core.errors import ServiceError
 from panel.pools.models import ConnectionPool
 
 WAIT_TURN_S = 24 * 3600
@@ -80,14 +79,6 @@ class Command(PanelCommand):
         p = sub.add_parser("export", help="Export a run's samples (csv) or whole record (json).")
         p.add_argument("run_id", metavar="RUN_ID")
         p.add_argument("--format", choices=("csv", "json"), default="csv")
-
-    def handle(self, *args: Any, **opts: Any) -> None:
-        handler = getattr(self, f"do_{opts['subcommand']}")
-        try:
-            handler(opts)
-        except ServiceError as exc:
-            field = f" ({exc.field})" if exc.field else ""
-            raise CommandError(f"{exc.message}{field}") from None
 
     # --- helpers --------------------------------------------------------------------------------
 

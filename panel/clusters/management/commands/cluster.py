@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import getpass
 import os
-from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -23,7 +22,6 @@ from panel.clusters.cli import PanelCommand, find_cluster, find_user, print_tabl
 from panel.clusters.lib.connstr import FORMATS, SSLMODES
 from panel.clusters.lib.hosts import InvalidHost, validate_host
 from panel.clusters.models import Cluster, ClusterStatus
-from panel.core.errors import ServiceError
 
 RECENT_EVENTS = 10
 
@@ -92,15 +90,6 @@ class Command(PanelCommand):
             named=False,
             owner=False,
         )
-
-    def handle(self, *args: Any, **options: Any) -> None:
-        handler: Callable[[dict[str, Any]], None] = getattr(
-            self, "do_" + options["subcommand"].replace("-", "_")
-        )
-        try:
-            handler(options)
-        except ServiceError as exc:
-            raise CommandError(exc.message) from None
 
     # --- lookups -------------------------------------------------------------------------------
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -21,7 +20,6 @@ from django.utils import timezone
 
 from panel.clusters.cli import PanelCommand, find_cluster, print_table
 from panel.clusters.models import Cluster
-from panel.core.errors import ServiceError
 from panel.insights import alerts, services
 from panel.insights.collector import STATES, Snapshot
 from panel.insights.metrics import HOST, SOURCES, label
@@ -82,13 +80,7 @@ class Command(PanelCommand):
     def needs_database(self, options: dict[str, Any]) -> bool:
         return options.get("subcommand") != "token"  # a setting, readable before any migration
 
-    def handle(self, *args: Any, **options: Any) -> None:
-        handler: Callable[[dict[str, Any]], None] = getattr(self, "do_" + options["subcommand"])
-        try:
-            handler(options)
-        except ServiceError as exc:
-            where = f" ({OPTIONS.get(exc.field, exc.field)})" if exc.field else ""
-            raise CommandError(f"{exc.message}{where}") from None
+    field_labels = OPTIONS
 
     # --- collecting ----------------------------------------------------------------------------
 

@@ -7,14 +7,12 @@ that name, ``--owner`` picks one.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
 from panel.clusters.cli import PanelCommand, find_cluster
 from panel.clusters.lib.connstr import FORMATS
-from panel.core.errors import ServiceError
 from panel.pools import services
 from panel.pools.models import ConnectionPool, PoolMode
 
@@ -61,14 +59,6 @@ class Command(PanelCommand):
         p = add("connection", "Print the pool's connection details, password included.")
         p.add_argument("--user", help="user for an inbound-user pool (default: the admin user)")
         p.add_argument("--format", dest="fmt", choices=FORMATS, default="uri")
-
-    def handle(self, *args: Any, **options: Any) -> None:
-        handler: Callable[[dict[str, Any]], None] = getattr(self, "do_" + options["subcommand"])
-        try:
-            handler(options)
-        except ServiceError as exc:
-            where = f" ({exc.field})" if exc.field else ""
-            raise CommandError(f"{exc.message}{where}") from None
 
     # --- lookups -------------------------------------------------------------------------------
 
