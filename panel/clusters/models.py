@@ -31,6 +31,7 @@ class ClusterStatus(models.TextChoices):
     STARTING = "starting", _("Starting")
     STOPPING = "stopping", _("Stopping")
     ERROR = "error", _("Error")
+    DELETING = "deleting", _("Deleting")
 
     # States in which a background job is working on the cluster.
     BUSY: ClassVar[frozenset[str]]
@@ -38,7 +39,9 @@ class ClusterStatus(models.TextChoices):
     SERVING: ClassVar[frozenset[str]]
 
 
-ClusterStatus.BUSY = frozenset({ClusterStatus.CREATING, ClusterStatus.STARTING, ClusterStatus.STOPPING})
+ClusterStatus.BUSY = frozenset(
+    {ClusterStatus.CREATING, ClusterStatus.STARTING, ClusterStatus.STOPPING, ClusterStatus.DELETING}
+)
 ClusterStatus.SERVING = frozenset({ClusterStatus.ONLINE, ClusterStatus.DEGRADED})
 
 

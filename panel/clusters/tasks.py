@@ -32,6 +32,11 @@ def cluster_action(cluster_id: str, action: str) -> None:
         log.warning("%s of %s failed: %s", action, cluster_id, exc.message)
 
 
+@shared_task(name="panel.clusters.tasks.delete")
+def delete(cluster_id: str) -> None:
+    services.delete_queued(cluster_id)
+
+
 @shared_task(name="panel.clusters.tasks.reconcile")
 def reconcile() -> list[str]:
     notes = reconciler.reconcile()

@@ -7,7 +7,7 @@ import uuid
 from typing import Any
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotFound
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import content_disposition_header
@@ -143,7 +143,14 @@ def cluster_live(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     The poller sends the status it shows; when the status has moved on, the page's tab is told
     to fetch itself once, since what it shows depends on the status.
     """
-    cluster = get_cluster_for_user(request, cluster_id)
+    try:
+        cluster = get_cluster_for_user(request, cluster_id)
+    except Http404:
+        # Deleted while the page followed it (or never the user's: the same 404 either way);
+        # htmx follows HX-Redirect whatever the status, so the open page goes to the list.
+        gone = HttpResponseNotFound()
+        gone["HX-Redirect"] = reverse("clusters:list")
+        return gone
     response = render(request, "clusters/cluster_base.html#live", {"cluster": cluster})
     if request.GET.get("status") != cluster.status:
         trigger_client_event(response, "cluster-status-changed")
@@ -226,11 +233,18 @@ def cluster_delete(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     form = DeleteClusterForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            services.delete_cluster(cluster, confirm_name=form.cleaned_data["confirm_name"])
+            gone = services.request_delete(cluster, confirm_name=form.cleaned_data["confirm_name"])
         except ServiceError as exc:
             add_service_error(form, exc)
         else:
-            messages.success(request, _("Cluster “%(name)s” deleted.") % {"name": cluster.name})
+            if gone:
+                messages.success(request, _("Server “%(name)s” detached.") % {"name": cluster.name})
+            else:
+                messages.info(
+                    request,
+                    _("Deleting cluster “%(name)s”; it leaves this list when its files are gone.")
+                    % {"name": cluster.name},
+                )
             url = reverse("clusters:list")
             return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
     template = "clusters/delete.html#form" if request.htmx else "clusters/delete.html"

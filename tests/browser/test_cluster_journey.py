@@ -66,4 +66,18 @@ def test_create_cluster_show_password_copy_uri_and_add_database(
         assert conn.execute("SELECT current_database()").fetchone() == ("benchmark",)
     snapshot(page, "4-users-and-databases")
 
-    services.delete_cluster(cluster, confirm_name=cluster.name)
+    # Delete from the page: the list shows the cluster deleting, then drops it, without a reload.
+    data_root = cluster.data_root
+    wait_for_htmx(page)
+    page.get_by_role("button", name="Actions").click()
+    page.get_by_role("link", name="Delete cluster").click()
+    dialog = page.locator("#delete-cluster-modal")
+    dialog.get_by_label("to confirm").fill("db-journey")
+    dialog.get_by_role("button", name="Delete cluster").click()
+    expect(page.get_by_text("Deleting cluster “db-journey”")).to_be_visible(timeout=15_000)
+    page.evaluate("window.__sameDocument = true")
+    expect(page.get_by_role("link", name="db-journey")).to_have_count(0, timeout=60_000)
+    assert page.evaluate("window.__sameDocument === true"), "the list was reloaded"
+    assert not Cluster.objects.filter(name="db-journey").exists()
+    assert not data_root.exists()
+    snapshot(page, "5-deleted")

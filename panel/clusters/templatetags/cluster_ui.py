@@ -18,6 +18,7 @@ STATUS_COLORS = {
     ClusterStatus.STARTING: "info",
     ClusterStatus.STOPPING: "info",
     ClusterStatus.ERROR: "danger",
+    ClusterStatus.DELETING: "danger",
 }
 
 

@@ -71,7 +71,7 @@ def test_reconcile_marks_a_stuck_creation_as_error(owner, transactional_db):
     services.delete_cluster(cluster, confirm_name="db-stuck")
 
 
-@pytest.mark.parametrize("status", [ClusterStatus.STARTING, ClusterStatus.STOPPING])
+@pytest.mark.parametrize("status", [ClusterStatus.STARTING, ClusterStatus.STOPPING, ClusterStatus.DELETING])
 def test_reconcile_marks_a_stuck_action_as_error(owner, transactional_db, status):
     cluster = services.create_cluster(owner, name="db-stuck", plan_slug="db-s-1vcpu-1gb", enqueue=False)
     # A row only: no server runs behind it, and a busy cluster is not one to restart.

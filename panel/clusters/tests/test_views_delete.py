@@ -6,7 +6,8 @@ import pytest
 from django.urls import reverse
 
 from panel.clusters.engine import postgres
-from panel.clusters.models import Cluster
+from panel.clusters.models import Cluster, ClusterStatus
+from panel.clusters.services import lifecycle as services
 
 HTMX = {"HX-Request": "true"}
 
@@ -38,22 +39,91 @@ def test_a_wrong_name_without_htmx_shows_the_confirmation_page(owner_client, clu
 
 
 @pytest.mark.integration
-def test_the_right_name_stops_and_removes_the_cluster(owner_client, local_cluster):
+def test_the_right_name_queues_the_teardown_and_the_page_follows_it_until_it_is_gone(
+    owner_client, local_cluster, celery_worker, wait_until
+):
     url = reverse("clusters:delete", args=[local_cluster.pk])
     response = owner_client.post(url, {"confirm_name": local_cluster.name}, headers=HTMX)
     assert response.status_code == 200
     assert response["HX-Redirect"] == reverse("clusters:list")
-    assert not Cluster.objects.filter(pk=local_cluster.pk).exists()
+    # The request only marked it: the list shows it deleting (and polls) until a worker is done.
+    page = owner_client.get(reverse("clusters:list")).content.decode()
+    assert f"Deleting cluster “{local_cluster.name}”" in page
+    live = reverse("clusters:live", args=[local_cluster.pk])
+    wait_until(
+        lambda: not Cluster.objects.filter(pk=local_cluster.pk).exists(),
+        timeout=60,
+        message="the worker deleting the cluster",
+    )
     assert postgres.postmaster_pid(local_cluster.pgdata) is None
     assert not local_cluster.data_root.exists()
-    page = owner_client.get(reverse("clusters:list")).content.decode()
-    assert f"Cluster “{local_cluster.name}” deleted." in page
+    # A cluster page still open follows the deletion to the list.
+    gone = owner_client.get(live, headers=HTMX)
+    assert gone.status_code == 404
+    assert gone["HX-Redirect"] == reverse("clusters:list")
 
 
-def test_the_right_name_without_htmx_redirects_to_the_list(owner_client, cluster_row):
+def test_a_deleting_cluster_shows_its_progress_and_no_actions(owner_client, cluster_row):
+    cluster_row.status = ClusterStatus.DELETING
+    cluster_row.progress, cluster_row.progress_message = 30, "Stopping PostgreSQL"
+    cluster_row.save()
+    page = owner_client.get(reverse("clusters:detail", args=[cluster_row.pk])).content.decode()
+    assert 'data-status="deleting"' in page
+    assert "Stopping PostgreSQL" in page
+    assert reverse("clusters:live", args=[cluster_row.pk]) in page  # it polls
+    assert reverse("clusters:action", args=[cluster_row.pk, "stop"]) not in page
+    listing = owner_client.get(reverse("clusters:list")).content.decode()
+    assert "Deleting" in listing and 'hx-trigger="every 2s"' in listing
+
+
+def test_the_queue_down_deletes_nothing_and_says_why(owner_client, cluster_row, redis_down):
+    cluster_row.status = ClusterStatus.ONLINE
+    cluster_row.save()
+    url = reverse("clusters:delete", args=[cluster_row.pk])
+    response = owner_client.post(url, {"confirm_name": "db-row"}, headers=HTMX)
+    assert "is not reachable, so nothing was started" in response.content.decode()
+    cluster_row.refresh_from_db()
+    assert cluster_row.status == ClusterStatus.ONLINE
+
+
+def test_the_live_view_of_someone_elses_cluster_is_a_404_that_sends_to_the_list(other_client, cluster_row):
+    response = other_client.get(reverse("clusters:live", args=[cluster_row.pk]), headers=HTMX)
+    assert response.status_code == 404
+    assert response["HX-Redirect"] == reverse("clusters:list")
+    assert cluster_row.name not in response.content.decode()
+
+
+def test_the_right_name_without_htmx_redirects_to_the_list(owner_client, cluster_row, monkeypatch):
+    queued = []
+    monkeypatch.setattr(services, "enqueue_task", lambda *args, **kw: queued.append(args))
     response = owner_client.post(
         reverse("clusters:delete", args=[cluster_row.pk]), {"confirm_name": "db-row"}
     )
     assert response.status_code == 302
     assert response.url == reverse("clusters:list")
-    assert not Cluster.objects.filter(pk=cluster_row.pk).exists()
+    assert queued == [("panel.clusters.tasks.delete", str(cluster_row.pk))]
+    cluster_row.refresh_from_db()
+    assert cluster_row.status == ClusterStatus.DELETING
+
+
+def test_deleting_twice_is_refused(owner_client, cluster_row):
+    cluster_row.status = ClusterStatus.DELETING
+    cluster_row.save()
+    url = reverse("clusters:delete", args=[cluster_row.pk])
+    response = owner_client.post(url, {"confirm_name": "db-row"}, headers=HTMX)
+    assert "already being deleted" in response.content.decode()
+
+
+@pytest.mark.integration
+def test_a_failed_teardown_leaves_the_cluster_in_error_with_the_reason(local_cluster, monkeypatch):
+    def refuse(path):
+        raise OSError("Device or resource busy")
+
+    Cluster.objects.filter(pk=local_cluster.pk).update(status=ClusterStatus.DELETING)
+    with monkeypatch.context() as patched:  # undone before the fixture deletes the cluster
+        patched.setattr(postgres, "remove_data", refuse)
+        services.delete_queued(local_cluster.pk)
+    local_cluster.refresh_from_db()
+    assert local_cluster.status == ClusterStatus.ERROR
+    assert "Could not delete the cluster: Device or resource busy" in local_cluster.error_message
+    assert local_cluster.events.filter(kind="error").exists()

@@ -1,0 +1,163 @@
+"""Creating a local cluster (a row in ``creating``, its ports, the provisioning queued) and
+retrying one whose provisioning failed. The provisioning itself is ``provision``."""
+
+from __future__ import annotations
+
+import secrets
+import socket
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from panel.clusters.engine import postgres
+from panel.clusters.lib.names import InvalidName, validate_cluster_name
+from panel.clusters.lib.plans import get_plan
+from panel.clusters.models import Cluster, ClusterKind, ClusterStatus
+from panel.core.errors import ServiceError
+from panel.core.taskqueue import enqueue_task
+
+
+def new_password() -> str:
+    return secrets.token_urlsafe(18)
+
+
+def default_cluster_name() -> str:
+    return f"db-postgresql-local-{secrets.randbelow(90000) + 10000}"
+
+
+def available_versions() -> list[str]:
+    return list(postgres.installed_versions())
+
+
+# --- ports -------------------------------------------------------------------------------
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def allocate_ports() -> tuple[int, int]:
+    """The lowest free (server, pooler) pair of the configured range."""
+    first, last = settings.PANEL_PORT_RANGE
+    taken: set[int] = set()
+    for port, pooler in Cluster.objects.filter(kind=ClusterKind.LOCAL).values_list("port", "pooler_port"):
+        taken.update(p for p in (port, pooler) if p)
+    for port in range(first, last, 2):
+        pooler = port + 1
+        if port in taken or pooler in taken:
+            continue
+        if _port_free(port) and _port_free(pooler):
+            return port, pooler
+    raise ServiceError(
+        _(
+            "No free ports are left in the range %(first)s–%(last)s; delete a cluster or widen PANEL_PORT_RANGE."
+        )
+        % {"first": first, "last": last}
+    )
+
+
+# --- create, retry ------------------------------------------------------------------------
+
+
+def create_cluster(
+    owner: AbstractBaseUser, *, name: str, plan_slug: str, version: str | None = None, enqueue: bool = True
+) -> Cluster:
+    """Record a new local cluster and queue its provisioning (or leave it for the caller)."""
+    try:
+        validate_cluster_name(name)
+    except InvalidName as exc:
+        raise ServiceError(str(exc), field="name") from None
+    try:
+        get_plan(plan_slug)
+    except ValueError as exc:
+        raise ServiceError(str(exc), field="plan") from None
+    versions = available_versions()
+    if not versions:
+        raise ServiceError(postgres.MISSING_BINARIES, field="version")
+    version = version or versions[0]
+    if version not in versions:
+        raise ServiceError(
+            _("PostgreSQL %(v)s is not installed here; choose one of %(all)s.")
+            % {"v": version, "all": ", ".join(versions)},
+            field="version",
+        )
+    if Cluster.objects.filter(owner=owner, name=name).exists():
+        raise ServiceError(_("You already have a cluster named “%(name)s”.") % {"name": name}, field="name")
+    for _attempt in range(5):
+        port, pooler_port = allocate_ports()
+        try:
+            with transaction.atomic():
+                cluster = Cluster.objects.create(
+                    owner=owner,
+                    name=name,
+                    kind=ClusterKind.LOCAL,
+                    version=version,
+                    plan_slug=plan_slug,
+                    status=ClusterStatus.CREATING,
+                    progress=0,
+                    progress_message=_("Queued"),
+                    host="127.0.0.1",
+                    port=port,
+                    pooler_port=pooler_port,
+                )
+            break
+        except IntegrityError:
+            if Cluster.objects.filter(owner=owner, name=name).exists():
+                raise ServiceError(
+                    _("You already have a cluster named “%(name)s”.") % {"name": name}, field="name"
+                ) from None
+            continue  # another request took the same ports: allocate again
+    else:
+        raise ServiceError(_("Could not allocate ports for the cluster; try again."))
+    cluster.log_event(
+        "created",
+        _("Cluster requested: plan %(plan)s, PostgreSQL %(v)s, port %(port)s.")
+        % {"plan": plan_slug, "v": version, "port": port},
+    )
+    if enqueue:
+        try:
+            enqueue_task("panel.clusters.tasks.provision", str(cluster.pk))
+        except ServiceError:
+            cluster.delete()
+            raise
+    return cluster
+
+
+def retry_cluster(cluster: Cluster, *, enqueue: bool = True) -> Cluster:
+    """Provision again a cluster whose creation failed."""
+    if cluster.status != ClusterStatus.ERROR or not cluster.is_local or cluster.online_since is not None:
+        raise ServiceError(_("Only a cluster whose creation failed can be retried."))
+    previous = {"error_message": cluster.error_message, "progress": cluster.progress}
+    # QuerySet.update() skips auto_now: without updated_at the reconciler would take the job,
+    # queued a moment ago, for one stuck since the row last changed.
+    updated = Cluster.objects.filter(pk=cluster.pk, status=ClusterStatus.ERROR).update(
+        status=ClusterStatus.CREATING,
+        progress=0,
+        progress_message=_("Queued"),
+        error_message="",
+        updated_at=timezone.now(),
+    )
+    if not updated:
+        raise ServiceError(_("The cluster changed meanwhile; reload the page."))
+    if enqueue:
+        try:
+            enqueue_task("panel.clusters.tasks.provision", str(cluster.pk))
+        except ServiceError:
+            # Nothing was retried: keep showing why the creation failed.
+            Cluster.objects.filter(pk=cluster.pk).update(
+                status=ClusterStatus.ERROR, progress_message="", updated_at=timezone.now(), **previous
+            )
+            cluster.refresh_from_db()
+            raise
+    cluster.refresh_from_db()
+    cluster.log_event("retry", _("Provisioning retried."))
+    return cluster

@@ -1,0 +1,200 @@
+"""Start, stop, restart and delete: the web's way marks the cluster busy and queues a worker's
+task (``request_action``, ``request_delete``), which the page follows like a provisioning; the
+command line and the tasks do the work in the foreground (``perform_action``, ``delete_cluster``)."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from django.conf import settings
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from panel.clusters import dbconn, hooks, isolation
+from panel.clusters.engine import postgres
+from panel.clusters.models import Cluster, ClusterStatus, EventLevel
+from panel.clusters.services.provision import clear_reserved, write_server_config
+from panel.core import runas
+from panel.core.errors import ServiceError
+from panel.core.runas import EngineError
+from panel.core.taskqueue import enqueue_task
+
+log = logging.getLogger(__name__)
+
+
+ACTIONS = ("start", "stop", "restart")
+
+
+def require_local(cluster: Cluster) -> None:
+    if not cluster.is_local:
+        raise ServiceError(_("The panel does not run this attached server; manage it where it runs."))
+
+
+def request_action(cluster: Cluster, action: str) -> Cluster:
+    """Mark the cluster busy and queue ``action`` for a worker (the web's way)."""
+    require_local(cluster)
+    if action not in ACTIONS:
+        raise ServiceError(_("Unknown action %(a)s.") % {"a": action})
+    allowed = {
+        "start": {ClusterStatus.STOPPED, ClusterStatus.DEGRADED},
+        "stop": {ClusterStatus.ONLINE, ClusterStatus.DEGRADED},
+        "restart": {ClusterStatus.ONLINE, ClusterStatus.DEGRADED},
+    }[action]
+    busy = ClusterStatus.STOPPING if action == "stop" else ClusterStatus.STARTING
+    previous = cluster.status
+    if not Cluster.objects.filter(pk=cluster.pk, status__in=allowed).update(
+        status=busy, updated_at=timezone.now()
+    ):
+        raise ServiceError(
+            _("The cluster is %(status)s; it cannot %(action)s now.")
+            % {"status": cluster.get_status_display().lower(), "action": action}
+        )
+    try:
+        enqueue_task("panel.clusters.tasks.cluster_action", str(cluster.pk), action)
+    except ServiceError:
+        Cluster.objects.filter(pk=cluster.pk).update(status=previous, updated_at=timezone.now())
+        raise
+    cluster.refresh_from_db()
+    return cluster
+
+
+def perform_action(cluster: Cluster, action: str) -> Cluster:
+    """Start, stop or restart in the foreground (tasks and the command line)."""
+    require_local(cluster)
+    timeout = settings.PANEL_COMMAND_TIMEOUT
+    guard_added = False
+    try:
+        user = cluster.os_user()
+        if action in {"start", "restart"}:
+            # Before stopping: a guard that cannot be built leaves a running cluster running.
+            guard_added = write_server_config(cluster)
+        if action in {"stop", "restart"}:
+            cluster.mark(ClusterStatus.STOPPING)
+            if action == "stop":
+                # On restart PgBouncer stays up: its clients reconnect once the server is back.
+                hooks.pooler.stop_pgbouncer(cluster)
+            postgres.stop(cluster.version, cluster.pgdata, user=user, timeout=timeout)
+            cluster.mark(ClusterStatus.STOPPED)
+            if action == "stop":
+                cluster.log_event("stopped", _("Cluster stopped."))
+        if action in {"start", "restart"}:
+            cluster.mark(ClusterStatus.STARTING)
+            runas.make_private_dir(cluster.socket_dir, user)
+            postgres.start(cluster.version, cluster.pgdata, cluster.log_file, user=user, timeout=timeout)
+            if guard_added:
+                clear_reserved(cluster)
+                cluster.log_event("guard-installed", _("The privilege guard is now loaded."))
+            cluster.mark_online()
+            hooks.pooler.refresh_auth(cluster)  # starts PgBouncer again if the cluster has pools
+            cluster.log_event(
+                "restarted" if action == "restart" else "started",
+                _("Cluster restarted.") if action == "restart" else _("Cluster started."),
+            )
+    except (EngineError, dbconn.DatabaseError, OSError) as exc:
+        running = postgres.postmaster_pid(cluster.pgdata) is not None
+        cluster.status = ClusterStatus.DEGRADED if running else ClusterStatus.STOPPED
+        cluster.error_message = str(exc)
+        cluster.save(update_fields=["status", "error_message", "updated_at"])
+        cluster.log_event(
+            "error",
+            _("Could not %(action)s: %(reason)s") % {"action": action, "reason": exc},
+            EventLevel.ERROR,
+        )
+        raise ServiceError(str(exc)) from None
+    return cluster
+
+
+# --- delete ----------------------------------------------------------------------------------
+
+
+def check_confirm_name(cluster: Cluster, confirm_name: str) -> None:
+    if confirm_name != cluster.name:
+        raise ServiceError(
+            _("Type the cluster name “%(name)s” to confirm.") % {"name": cluster.name}, field="confirm_name"
+        )
+
+
+def request_delete(cluster: Cluster, *, confirm_name: str) -> bool:
+    """The web's way. An attached server is forgotten at once (nothing of it runs here) and this
+    returns True; a local cluster is marked ``deleting`` and a worker tears it down while the page
+    follows its progress (False: it still exists, for now)."""
+    check_confirm_name(cluster, confirm_name)
+    if not cluster.is_local:
+        cluster.delete()
+        return True
+    previous = {
+        "status": cluster.status,
+        "progress": cluster.progress,
+        "error_message": cluster.error_message,
+    }
+    if (
+        not Cluster.objects.filter(pk=cluster.pk)
+        .exclude(status=ClusterStatus.DELETING)
+        .update(
+            status=ClusterStatus.DELETING,
+            progress=0,
+            progress_message=_("Queued"),
+            error_message="",
+            updated_at=timezone.now(),
+        )
+    ):
+        raise ServiceError(_("The cluster is already being deleted."))
+    try:
+        enqueue_task("panel.clusters.tasks.delete", str(cluster.pk))
+    except ServiceError:
+        Cluster.objects.filter(pk=cluster.pk).update(
+            progress_message="", updated_at=timezone.now(), **previous
+        )
+        raise
+    cluster.refresh_from_db()
+    cluster.log_event("deleting", _("Deletion requested."))
+    return False
+
+
+def delete_queued(cluster_id: uuid.UUID | str) -> None:
+    """The worker's half of ``request_delete``: tear down a cluster marked ``deleting``. If that
+    fails, the cluster stays, in ``error`` with the reason, and can be deleted again."""
+    cluster = Cluster.objects.filter(pk=cluster_id, status=ClusterStatus.DELETING).first()
+    if cluster is None:
+        return  # deleted meanwhile (the command line), or the request was taken back
+    try:
+        tear_down(cluster)
+    except (EngineError, OSError) as exc:
+        log.warning("deleting cluster %s failed: %s", cluster.pk, exc)
+        cluster.mark_error(_("Could not delete the cluster: %(reason)s") % {"reason": exc})
+        cluster.log_event("error", cluster.error_message, EventLevel.ERROR)
+        return
+    cluster.delete()
+
+
+def delete_cluster(cluster: Cluster, *, confirm_name: str) -> None:
+    """Delete in the foreground (the command line, tests): stop the server, remove its files and
+    its system user, and forget it. The typed name must match."""
+    check_confirm_name(cluster, confirm_name)
+    if cluster.is_local:
+        Cluster.objects.filter(pk=cluster.pk).update(status=ClusterStatus.DELETING, updated_at=timezone.now())
+        tear_down(cluster)
+    cluster.delete()
+
+
+def tear_down(cluster: Cluster) -> None:
+    """Stop PgBouncer and PostgreSQL, kill what still runs as the cluster's user, remove the data
+    root and the user. Each step reports its progress; the rows are the caller's to delete."""
+    cluster.set_progress(10, _("Stopping PgBouncer"))
+    hooks.pooler.stop_pgbouncer(cluster)
+    cluster.set_progress(30, _("Stopping PostgreSQL"))
+    try:
+        postgres.stop(cluster.version, cluster.pgdata, user=cluster.os_user(), timeout=30, mode="immediate")
+    except EngineError:
+        postgres.kill(cluster.pgdata)
+    postgres.kill(cluster.pgdata)
+    isolation.kill_leftover_processes(cluster)
+    cluster.set_progress(60, _("Removing the data directory"))
+    postgres.remove_data(cluster.data_root)
+    cluster.set_progress(90, _("Removing the system user"))
+    try:
+        isolation.remove_cluster_user(cluster)
+    except EngineError as exc:
+        # The cluster is gone; a leftover system user owns nothing and runs nothing.
+        log.warning("deleting cluster %s: %s", cluster.pk, exc)

@@ -1,0 +1,81 @@
+"""What the cluster page shows: live figures for the overview, and connection details."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.utils.translation import gettext as _
+
+from panel.clusters import dbconn, hooks
+from panel.clusters.engine import postgres
+from panel.clusters.lib.connstr import ConnectionDetails
+from panel.clusters.models import Cluster, DatabaseUser
+from panel.core.errors import ServiceError
+
+
+@dataclass(frozen=True)
+class Overview:
+    """Live figures for the overview tab; None where unknown (stopped, unreachable)."""
+
+    data_size_bytes: int | None
+    started_at: dt.datetime | None
+
+
+def overview(cluster: Cluster) -> Overview:
+    """The overview's size and start time. While the Insights collector's last collection (every
+    15 s) is recent they come from it, so a page load neither walks PGDATA nor connects to an
+    attached server that may not answer; they are measured here only when there is none (a
+    cluster just created, the collector not running)."""
+    last = hooks.metrics.latest(cluster)
+    if cluster.is_local:
+        started = postgres.started_at(cluster.pgdata)
+        if not last.stale:
+            size = last.get("disk_used_bytes")
+        # While a job rewrites PGDATA, walking its thousands of files costs more than a figure
+        # that is stale a moment later; the page fetches its tab again when the job ends.
+        elif not cluster.is_busy and cluster.pgdata.exists():
+            size = postgres.directory_size(cluster.pgdata)
+        else:
+            size = None
+        return Overview(
+            None if size is None else int(size),
+            dt.datetime.fromtimestamp(started, dt.UTC) if started else None,
+        )
+    if not last.stale:
+        sizes = [value for (metric, _labels), value in last.values.items() if metric == "db_size_bytes"]
+        return Overview(int(sum(sizes)) if sizes else None, hooks.metrics.server_started_at(cluster))
+    try:
+        with dbconn.monitor_connection(cluster) as conn:
+            # pg_database_size() raises for a database the role may not connect to, which
+            # would lose the whole figure: count the ones it can see.
+            row = conn.execute(
+                "SELECT pg_catalog.sum(pg_catalog.pg_database_size(oid))::bigint, "
+                "pg_catalog.pg_postmaster_start_time() FROM pg_catalog.pg_database "
+                "WHERE pg_catalog.has_database_privilege(oid, 'CONNECT')"
+            ).fetchone()
+    except (dbconn.DatabaseError, DatabaseUser.DoesNotExist):
+        return Overview(None, None)
+    return Overview(int(row[0]) if row and row[0] is not None else None, row[1] if row else None)
+
+
+def connection_details(
+    cluster: Cluster, *, user: str | None = None, database: str | None = None
+) -> ConnectionDetails:
+    """The details a client uses; unknown user or database names are a ServiceError."""
+    user_name = user or cluster.admin_user
+    db_name = database or cluster.default_database
+    try:
+        db_user = cluster.users.get(name=user_name)
+    except DatabaseUser.DoesNotExist:
+        raise ServiceError(
+            _("No user named “%(name)s” on this cluster.") % {"name": user_name}, field="user"
+        ) from None
+    if not cluster.databases.filter(name=db_name).exists():
+        raise ServiceError(
+            _("No database named “%(name)s” on this cluster.") % {"name": db_name}, field="database"
+        )
+    host = settings.PANEL_PUBLIC_HOST if cluster.is_local else cluster.host
+    sslmode = "require" if cluster.is_local else cluster.sslmode
+    return ConnectionDetails(db_user.name, db_user.password, host, int(cluster.port or 0), db_name, sslmode)

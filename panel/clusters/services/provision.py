@@ -1,0 +1,263 @@
+"""Provisioning a local cluster, as one pipeline that reads top to bottom:
+
+    claim → prepare → build the guard → initdb → certificates → configure → start
+          → roles and default database → record
+
+``provision_cluster`` (the worker's task) claims a cluster in ``creating`` and runs ``STEPS`` in
+order; each step is a function of this module that does one thing and reports its progress
+first. A step that fails ends the pipeline: the server is stopped, the cluster marked ``error``
+with the step's reason and an event, and ``create.retry_cluster`` queues it again from the top
+(``prepare`` clears what a failed attempt left).
+
+The server's own configuration (``write_server_config``) is also what start and restart write
+again, and ``clear_reserved`` what the reconciler runs on clusters older than the guard.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import psutil
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+
+from panel import crypto
+from panel.clusters import dbconn, isolation
+from panel.clusters.engine import guard, postgres
+from panel.clusters.lib import tls
+from panel.clusters.lib.pgconf import ServerSettings, loads_guard
+from panel.clusters.lib.plans import SUPERUSER_RESERVED_CONNECTIONS
+from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser, EventLevel
+from panel.clusters.services.create import new_password
+from panel.core import runas
+from panel.core.runas import EngineError
+
+log = logging.getLogger(__name__)
+
+INCLUDE_LINE = "include_if_exists = 'panel.conf'"
+
+
+@dataclass
+class Provisioning:
+    """What the steps hand on to each other."""
+
+    cluster: Cluster
+    user: str = ""
+    superuser_password: str = ""
+    admin_password: str = ""
+
+    @property
+    def timeout(self) -> float:
+        return settings.PANEL_COMMAND_TIMEOUT
+
+
+def provision_cluster(cluster_id: uuid.UUID | str) -> Cluster:
+    """Run the pipeline on a cluster waiting in ``creating``; on failure mark it ``error``."""
+    claimed = Cluster.objects.filter(pk=cluster_id, status=ClusterStatus.CREATING, progress=0).update(
+        progress=1, progress_message=_("Starting"), updated_at=timezone.now()
+    )
+    cluster = Cluster.objects.get(pk=cluster_id)
+    if not claimed:
+        return cluster  # another worker has it, or it is not waiting to be created
+    job = Provisioning(cluster)
+    try:
+        for percent, label, step in STEPS:
+            if label:
+                cluster.set_progress(percent, str(label))
+            step(job)
+    except Exception as exc:
+        fail(cluster, exc)
+    return cluster
+
+
+def prepare(job: Provisioning) -> None:
+    """A clean slate (what a failed attempt left is removed) and the cluster's own system user,
+    which runs its processes and owns its files."""
+    cluster = job.cluster
+    assert cluster.plan is not None
+    job.superuser_password = new_password()
+    cluster.superuser_password_encrypted = crypto.encrypt(job.superuser_password)
+    cluster.save(update_fields=["superuser_password_encrypted"])
+    postgres.kill(cluster.pgdata)
+    postgres.remove_data(cluster.data_root)
+    job.user = isolation.ensure_cluster_user(cluster)
+
+
+def build_guard(job: Provisioning) -> None:
+    """First of the real work, so that missing build tools fail the creation before the rest."""
+    guard.ensure_built(job.cluster.version)
+
+
+def init_data_directory(job: Provisioning) -> None:
+    cluster = job.cluster
+    postgres.initdb(
+        cluster.version,
+        cluster.pgdata,
+        settings.PANEL_SUPERUSER,
+        job.superuser_password,
+        user=job.user,
+        timeout=job.timeout,
+    )
+
+
+def write_certificates(job: Provisioning) -> None:
+    cluster = job.cluster
+    hosts = [settings.PANEL_PUBLIC_HOST, "localhost", "127.0.0.1", "::1"]
+    certs = tls.generate(cluster.name, hosts)
+    runas.write_private_file(cluster.pgdata / "server.crt", certs.server_cert_pem, owner=job.user)
+    runas.write_private_file(cluster.pgdata / "server.key", certs.server_key_pem, owner=job.user)
+    runas.write_private_file(cluster.pgdata / "ca.crt", certs.ca_cert_pem, owner=job.user)
+    cluster.ca_certificate = certs.ca_cert_pem
+    cluster.save(update_fields=["ca_certificate"])
+
+
+def configure(job: Provisioning) -> None:
+    write_server_config(job.cluster)
+
+
+def start_server(job: Provisioning) -> None:
+    cluster = job.cluster
+    runas.make_private_dir(cluster.socket_dir, job.user)
+    postgres.start(cluster.version, cluster.pgdata, cluster.log_file, user=job.user, timeout=job.timeout)
+
+
+def create_roles(job: Provisioning) -> None:
+    """The tenant's admin user and default database; the monitor role the collector logs in as.
+    Only the panel's superuser maintains the system database (and the monitor reads there)."""
+    cluster = job.cluster
+    job.admin_password = new_password()
+    monitor_password = new_password()
+    cluster.monitor_password_encrypted = crypto.encrypt(monitor_password)
+    cluster.save(update_fields=["monitor_password_encrypted"])
+    with dbconn.admin_connection(cluster) as conn:
+        dbconn.create_role(conn, cluster.admin_user, job.admin_password, admin=True)
+        dbconn.create_database(conn, cluster.default_database, cluster.admin_user)
+        conn.execute("REVOKE CONNECT ON DATABASE postgres FROM PUBLIC")
+        dbconn.ensure_monitor_role(conn, settings.PANEL_MONITOR_ROLE, monitor_password)
+
+
+def record(job: Provisioning) -> None:
+    """The panel's rows for what ``create_roles`` made, then online."""
+    cluster = job.cluster
+    admin = DatabaseUser(cluster=cluster, name=cluster.admin_user, is_protected=True)
+    admin.password = job.admin_password
+    with transaction.atomic():
+        admin.save()
+        Database.objects.create(
+            cluster=cluster, name=cluster.default_database, owner_name=cluster.admin_user, is_protected=True
+        )
+    isolation.refresh_server_auth(cluster)  # PgBouncer may log in as the admin user
+    cluster.mark_online()
+    cluster.log_event("online", _("Cluster is online on port %(port)s.") % {"port": cluster.port})
+
+
+# (progress in %, what the page shows while the step runs, the step); no label: progress unchanged.
+STEPS: tuple[tuple[int, str, Callable[[Provisioning], None]], ...] = (
+    (1, "", prepare),
+    (5, gettext_lazy("Building the privilege guard"), build_guard),
+    (10, gettext_lazy("Initialising the data directory (initdb)"), init_data_directory),
+    (40, gettext_lazy("Generating TLS certificates"), write_certificates),
+    (50, gettext_lazy("Writing the configuration"), configure),
+    (60, gettext_lazy("Starting PostgreSQL"), start_server),
+    (80, gettext_lazy("Creating the admin user and the default database"), create_roles),
+    (100, "", record),
+)
+
+
+def fail(cluster: Cluster, exc: Exception) -> None:
+    """End a failed pipeline: nothing left running, the reason on the page and in the events.
+    Expected failures (a program's or PostgreSQL's own words) are shown as they are; anything
+    else is a bug, logged with its traceback, and still ends in a visible error."""
+    expected = isinstance(exc, EngineError | dbconn.DatabaseError | OSError)
+    reason = str(exc) or type(exc).__name__
+    if not expected:
+        log.exception("provisioning %s crashed", cluster.pk)
+        reason = _("Internal error while provisioning (%(type)s): %(reason)s") % {
+            "type": type(exc).__name__,
+            "reason": reason,
+        }
+    log.warning("provisioning %s failed: %s", cluster.pk, reason)
+    postgres.kill(cluster.pgdata)
+    cluster.mark_error(reason)
+    cluster.log_event("error", _("Provisioning failed: %(reason)s") % {"reason": reason}, EventLevel.ERROR)
+
+
+# --- the server's configuration ------------------------------------------------------------
+
+
+def guard_configured(cluster: Cluster) -> bool:
+    """Whether the cluster's panel.conf loads the privilege guard as this panel renders it."""
+    try:
+        text = (cluster.pgdata / "panel.conf").read_text()
+    except OSError:
+        return False
+    return loads_guard(text, (str(guard.library_path(cluster.version)),), guard.reserved_roles())
+
+
+def write_server_config(cluster: Cluster) -> bool:
+    """Write panel.conf (with the privilege guard, built first if needed) and pg_hba.conf.
+
+    Returns True when panel.conf did not load the guard before: a new cluster, or one created
+    before the guard existed, whose roles the caller then clears (``clear_reserved``).
+    pg_hba.conf and pg_ident.conf are written too; every file belongs to the cluster's user."""
+    user = cluster.os_user()
+    plan = cluster.plan
+    assert plan is not None
+    library = guard.ensure_built(cluster.version)
+    had_guard = guard_configured(cluster)
+    conf = ServerSettings(
+        port=int(cluster.port or 0),
+        listen_addresses=settings.PANEL_LISTEN_ADDRESSES,
+        socket_dir=str(cluster.socket_dir),
+        max_connections=plan.max_connections,
+        superuser_reserved_connections=SUPERUSER_RESERVED_CONNECTIONS,
+        shared_buffers_bytes=plan.shared_buffers_bytes(psutil.virtual_memory().total),
+        log_dir=str(cluster.log_file.parent),
+        preload_libraries=(str(library),),
+        reserved_roles=guard.reserved_roles(),
+    )
+    runas.make_private_dir(cluster.log_file.parent, user)
+    runas.write_private_file(cluster.pgdata / "panel.conf", conf.render(), owner=user)
+    isolation.write_auth_config(cluster, user)
+    main_conf = cluster.pgdata / "postgresql.conf"
+    text = main_conf.read_text()
+    if INCLUDE_LINE not in text:
+        runas.write_private_file(main_conf, text.rstrip("\n") + "\n\n" + INCLUDE_LINE + "\n", owner=user)
+    return not had_guard
+
+
+def clear_reserved(cluster: Cluster) -> list[str]:
+    """Take away from a running cluster's roles what the guard now refuses to give: membership
+    in the reserved roles, and SUPERUSER/REPLICATION/BYPASSRLS on any role but the panel's own
+    superuser (granted before the guard was loaded). Each change is a cluster event."""
+    notes: list[str] = []
+    with dbconn.admin_connection(cluster) as conn:
+        for role in dbconn.demote_privileged_roles(conn, keep=settings.PANEL_SUPERUSER):
+            cluster.log_event(
+                "guard-demoted",
+                _(
+                    "Role “%(role)s” lost SUPERUSER, REPLICATION and BYPASSRLS: only the panel's own "
+                    "superuser may hold them."
+                )
+                % {"role": role},
+                EventLevel.WARNING,
+            )
+            notes.append(f"demoted {role}")
+        for role, member in dbconn.revoke_memberships(conn, guard.reserved_roles()):
+            cluster.log_event(
+                "guard-revoked",
+                _(
+                    "Membership of “%(member)s” in the reserved role “%(role)s” was revoked: only the "
+                    "panel's own superuser may grant it."
+                )
+                % {"member": member, "role": role},
+                EventLevel.WARNING,
+            )
+            notes.append(f"revoked {role} from {member}")
+    return notes
