@@ -194,29 +194,16 @@
 
   RunCharts.prototype.poll = function () {
     var self = this;
-    if (!document.body.contains(this.root)) {
-      return; // the page part was replaced: a new instance took over
-    }
-    if (document.visibilityState !== "visible") {
-      document.addEventListener("visibilitychange", function resume() {
-        if (document.visibilityState === "visible") {
-          document.removeEventListener("visibilitychange", resume);
-          self.poll();
-        }
-      });
-      return;
-    }
+    window.PanelPoll.whenVisible(this.root, function () { self.fetch(); });
+  };
+
+  RunCharts.prototype.fetch = function () {
+    var self = this;
     var live = document.getElementById("bench-run-live");
     var shown = live ? live.dataset.state || "" : "";
     var url = this.url + (this.url.indexOf("?") < 0 ? "?" : "&") + "after=" + this.after() +
       "&state=" + encodeURIComponent(shown);
-    fetch(url, { credentials: "same-origin", cache: "no-store", headers: { Accept: "application/json" } })
-      .then(function (response) {
-        if (!response.ok) {
-          throw new Error("HTTP " + response.status);
-        }
-        return response.status === 204 ? null : response.json();
-      })
+    window.PanelPoll.getJSON(url)
       .then(function (body) {
         if (body === null) {
           self.schedule(); // nothing new

@@ -49,20 +49,11 @@
     var latency = chart(root.querySelector("canvas[data-chart='latency']"), labels.labelClients, labels.labelMs);
 
     function poll() {
-      if (!document.body.contains(root)) {
-        return;
-      }
-      if (document.visibilityState !== "visible") {
-        document.addEventListener("visibilitychange", function resume() {
-          if (document.visibilityState === "visible") {
-            document.removeEventListener("visibilitychange", resume);
-            poll();
-          }
-        });
-        return;
-      }
-      fetch(root.dataset.url, { credentials: "same-origin", cache: "no-store", headers: { Accept: "application/json" } })
-        .then(function (response) { return response.json(); })
+      window.PanelPoll.whenVisible(root, fetchResults);
+    }
+
+    function fetchResults() {
+      window.PanelPoll.getJSON(root.dataset.url)
         .then(function (body) {
           tps.data.datasets = datasets(body.targets, "tps");
           latency.data.datasets = datasets(body.targets, "latency_avg_ms");

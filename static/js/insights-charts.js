@@ -262,17 +262,7 @@
 
   InsightsCharts.prototype.poll = function () {
     var self = this;
-    if (!document.body.contains(this.root)) return;
-    if (document.visibilityState !== "visible") {
-      document.addEventListener("visibilitychange", function resume() {
-        if (document.visibilityState === "visible") {
-          document.removeEventListener("visibilitychange", resume);
-          self.poll();
-        }
-      });
-      return;
-    }
-    this.fetch();
+    window.PanelPoll.whenVisible(this.root, function () { self.fetch(); });
   };
 
   InsightsCharts.prototype.fetch = function () {
@@ -281,12 +271,7 @@
     window.clearTimeout(this.timer);
     var url = this.root.dataset.url + "?" + this.root.dataset.query;
     this.root.dataset.loading = "true";
-    window
-      .fetch(url, { credentials: "same-origin", cache: "no-store", headers: { Accept: "application/json" } })
-      .then(function (response) {
-        if (!response.ok) throw new Error("HTTP " + response.status);
-        return response.json();
-      })
+    window.PanelPoll.getJSON(url)
       .then(function (body) {
         if (generation !== self.generation) return;
         self.draw(body);

@@ -10,9 +10,44 @@
  *
  * Polling (hx-trigger="every …") pauses while the tab is hidden: htmx's own trigger filter
  * ("[document.visibilityState === …]") would need eval.
+ *
+ * PanelPoll is the one way the pages' own scripts (run charts, sweeps, Insights) poll:
+ *   PanelPoll.whenVisible(root, fn)  run fn now if root is still on the page and the tab is
+ *                                    visible, or once the tab is shown again; nothing if root left
+ *   PanelPoll.getJSON(url)           a promise of the JSON body (null for 204 No Content),
+ *                                    rejected for an error status; the session's cookies, no cache
  */
 (function () {
   "use strict";
+
+  window.PanelPoll = {
+    whenVisible: function (root, run) {
+      if (!document.body.contains(root)) {
+        return; // the page part was replaced: whatever replaced it polls for itself
+      }
+      if (document.visibilityState === "visible") {
+        run();
+        return;
+      }
+      document.addEventListener("visibilitychange", function resume() {
+        if (document.visibilityState === "visible") {
+          document.removeEventListener("visibilitychange", resume);
+          if (document.body.contains(root)) {
+            run();
+          }
+        }
+      });
+    },
+    getJSON: function (url) {
+      var headers = { Accept: "application/json" };
+      return fetch(url, { credentials: "same-origin", cache: "no-store", headers: headers }).then(function (response) {
+        if (!response.ok) {
+          throw new Error("HTTP " + response.status);
+        }
+        return response.status === 204 ? null : response.json();
+      });
+    },
+  };
 
   function copyWithTextarea(text) {
     var area = document.createElement("textarea");
