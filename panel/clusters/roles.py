@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import psycopg
 from django.db import transaction
 from django.utils.translation import gettext as _
 
@@ -20,6 +23,19 @@ def require_serving(cluster: Cluster) -> None:
         )
 
 
+def on_server(
+    cluster: Cluster, change: Callable[[psycopg.Connection], object], *, field: str | None = None
+) -> None:
+    """Make ``change`` on the serving cluster as the panel's superuser; PostgreSQL's refusal
+    becomes a ServiceError (about ``field`` when given), its own words shown as they are."""
+    require_serving(cluster)
+    try:
+        with dbconn.admin_connection(cluster) as conn:
+            change(conn)
+    except dbconn.DatabaseError as exc:
+        raise ServiceError(str(exc), field=field) from None
+
+
 def add_database(cluster: Cluster, name: str) -> Database:
     try:
         validate_database_name(name)
@@ -27,12 +43,7 @@ def add_database(cluster: Cluster, name: str) -> Database:
         raise ServiceError(str(exc), field="name") from None
     if cluster.databases.filter(name=name).exists():
         raise ServiceError(_("A database named “%(name)s” already exists.") % {"name": name}, field="name")
-    require_serving(cluster)
-    try:
-        with dbconn.admin_connection(cluster) as conn:
-            dbconn.create_database(conn, name, cluster.admin_user)
-    except dbconn.DatabaseError as exc:
-        raise ServiceError(str(exc), field="name") from None
+    on_server(cluster, lambda conn: dbconn.create_database(conn, name, cluster.admin_user), field="name")
     database = Database.objects.create(cluster=cluster, name=name, owner_name=cluster.admin_user)
     cluster.log_event("database-added", _("Database “%(name)s” added.") % {"name": name})
     return database
@@ -43,12 +54,7 @@ def delete_database(cluster: Cluster, name: str) -> None:
     if database.is_protected:
         raise ServiceError(_("“%(name)s” is the default database and cannot be deleted.") % {"name": name})
     hooks.pooler.ensure_not_used(cluster, database=name)
-    require_serving(cluster)
-    try:
-        with dbconn.admin_connection(cluster) as conn:
-            dbconn.drop_database(conn, name)
-    except dbconn.DatabaseError as exc:
-        raise ServiceError(str(exc)) from None
+    on_server(cluster, lambda conn: dbconn.drop_database(conn, name))
     database.delete()
     cluster.log_event("database-deleted", _("Database “%(name)s” deleted.") % {"name": name})
 
@@ -60,13 +66,8 @@ def add_user(cluster: Cluster, name: str) -> DatabaseUser:
         raise ServiceError(str(exc), field="name") from None
     if cluster.users.filter(name=name).exists():
         raise ServiceError(_("A user named “%(name)s” already exists.") % {"name": name}, field="name")
-    require_serving(cluster)
     password = new_password()
-    try:
-        with dbconn.admin_connection(cluster) as conn:
-            dbconn.create_role(conn, name, password)
-    except dbconn.DatabaseError as exc:
-        raise ServiceError(str(exc), field="name") from None
+    on_server(cluster, lambda conn: dbconn.create_role(conn, name, password), field="name")
     user = DatabaseUser(cluster=cluster, name=name)
     user.password = password
     user.save()
@@ -80,12 +81,7 @@ def delete_user(cluster: Cluster, name: str) -> None:
     if user.is_protected:
         raise ServiceError(_("“%(name)s” is the admin user and cannot be deleted.") % {"name": name})
     hooks.pooler.ensure_not_used(cluster, user=name)
-    require_serving(cluster)
-    try:
-        with dbconn.admin_connection(cluster) as conn:
-            dbconn.drop_role(conn, name)
-    except dbconn.DatabaseError as exc:
-        raise ServiceError(str(exc)) from None
+    on_server(cluster, lambda conn: dbconn.drop_role(conn, name))
     user.delete()
     _roles_changed(cluster)
     cluster.log_event("user-deleted", _("User “%(name)s” deleted.") % {"name": name})
@@ -95,14 +91,9 @@ def reset_password(cluster: Cluster, name: str) -> DatabaseUser:
     user = _get_user(cluster, name)
     if not cluster.is_local and user.is_protected:
         raise ServiceError(_("The admin password of an attached server is changed where the server runs."))
-    require_serving(cluster)
     password = new_password()
     with transaction.atomic():
-        try:
-            with dbconn.admin_connection(cluster) as conn:
-                dbconn.set_password(conn, name, password)
-        except dbconn.DatabaseError as exc:
-            raise ServiceError(str(exc)) from None
+        on_server(cluster, lambda conn: dbconn.set_password(conn, name, password))
         user.password = password
         user.save(update_fields=["password_encrypted"])
     hooks.pooler.refresh_auth(cluster)  # PgBouncer's auth file holds the role's SCRAM secret

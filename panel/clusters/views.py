@@ -305,28 +305,40 @@ def user_add(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     return _render_users_tab(request, cluster, user_form=form)
 
 
-@require_POST
-def user_delete(request: HttpRequest, cluster_id: uuid.UUID, name: str) -> HttpResponse:
+def _on_users_tab(
+    request: HttpRequest, cluster_id: uuid.UUID, action: Any, *, error_key: str, **done: Any
+) -> HttpResponse:
+    """Run ``action(cluster)`` (a roles service) and show the tab again: with the service's
+    refusal next to the list it is about (``error_key``), or with ``done`` (a notice, a secret)
+    built from what the action returned."""
     cluster = get_cluster_for_user(request, cluster_id)
     try:
-        roles.delete_user(cluster, name)
+        result = action(cluster)
     except ServiceError as exc:
-        return _render_users_tab(request, cluster, user_error=exc.message)
-    return _render_users_tab(request, cluster, notice=_("User “%(name)s” deleted.") % {"name": name})
+        return _render_users_tab(request, cluster, **{error_key: exc.message})
+    return _render_users_tab(request, cluster, **{key: make(result) for key, make in done.items()})
+
+
+@require_POST
+def user_delete(request: HttpRequest, cluster_id: uuid.UUID, name: str) -> HttpResponse:
+    return _on_users_tab(
+        request,
+        cluster_id,
+        lambda cluster: roles.delete_user(cluster, name),
+        error_key="user_error",
+        notice=lambda _result: _("User “%(name)s” deleted.") % {"name": name},
+    )
 
 
 @require_POST
 def user_reset_password(request: HttpRequest, cluster_id: uuid.UUID, name: str) -> HttpResponse:
-    cluster = get_cluster_for_user(request, cluster_id)
-    try:
-        db_user = roles.reset_password(cluster, name)
-    except ServiceError as exc:
-        return _render_users_tab(request, cluster, user_error=exc.message)
-    return _render_users_tab(
+    return _on_users_tab(
         request,
-        cluster,
-        notice=_("Password of “%(name)s” reset.") % {"name": db_user.name},
-        new_secret=(db_user.name, db_user.password),
+        cluster_id,
+        lambda cluster: roles.reset_password(cluster, name),
+        error_key="user_error",
+        notice=lambda db_user: _("Password of “%(name)s” reset.") % {"name": db_user.name},
+        new_secret=lambda db_user: (db_user.name, db_user.password),
     )
 
 
@@ -348,9 +360,10 @@ def database_add(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 
 @require_POST
 def database_delete(request: HttpRequest, cluster_id: uuid.UUID, name: str) -> HttpResponse:
-    cluster = get_cluster_for_user(request, cluster_id)
-    try:
-        roles.delete_database(cluster, name)
-    except ServiceError as exc:
-        return _render_users_tab(request, cluster, database_error=exc.message)
-    return _render_users_tab(request, cluster, notice=_("Database “%(name)s” deleted.") % {"name": name})
+    return _on_users_tab(
+        request,
+        cluster_id,
+        lambda cluster: roles.delete_database(cluster, name),
+        error_key="database_error",
+        notice=lambda _result: _("Database “%(name)s” deleted.") % {"name": name},
+    )

@@ -211,29 +211,21 @@ def _log_tail(log_file: Path, lines: int = 3) -> str:
     return " ".join((important or text)[-lines:])
 
 
+def _pg_ctl(
+    version: str, pgdata: Path, command: str, *options: str, user: OsUser, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """``pg_ctl <command>`` on ``pgdata`` as the cluster's user, waiting up to ``timeout``."""
+    argv = [str(bindir_for(version) / "pg_ctl"), command, "--pgdata", str(pgdata), *options]
+    argv += ["--wait", "--timeout", str(int(timeout)), "--silent"]
+    return run_as(user, argv, timeout=timeout + 10, cwd=pgdata.parent)
+
+
 def start(version: str, pgdata: Path, log_file: Path, *, user: OsUser, timeout: float) -> None:
     if postmaster_pid(pgdata) is not None:
         return
-    bindir = bindir_for(version)
     make_private_dir(log_file.parent, user)
     startup_log = log_file.parent / "startup.log"
-    result = run_as(
-        user,
-        [
-            str(bindir / "pg_ctl"),
-            "start",
-            "--pgdata",
-            str(pgdata),
-            "--log",
-            str(startup_log),
-            "--wait",
-            "--timeout",
-            str(int(timeout)),
-            "--silent",
-        ],
-        timeout=timeout + 10,
-        cwd=pgdata.parent,
-    )
+    result = _pg_ctl(version, pgdata, "start", "--log", str(startup_log), user=user, timeout=timeout)
     if result.returncode != 0:
         reason = _log_tail(log_file) or _log_tail(startup_log)
         raise _failure("PostgreSQL start", result, reason)
@@ -242,24 +234,7 @@ def start(version: str, pgdata: Path, log_file: Path, *, user: OsUser, timeout: 
 def stop(version: str, pgdata: Path, *, user: OsUser, timeout: float, mode: str = "fast") -> None:
     if postmaster_pid(pgdata) is None:
         return
-    bindir = bindir_for(version)
-    result = run_as(
-        user,
-        [
-            str(bindir / "pg_ctl"),
-            "stop",
-            "--pgdata",
-            str(pgdata),
-            "--mode",
-            mode,
-            "--wait",
-            "--timeout",
-            str(int(timeout)),
-            "--silent",
-        ],
-        timeout=timeout + 10,
-        cwd=pgdata.parent,
-    )
+    result = _pg_ctl(version, pgdata, "stop", "--mode", mode, user=user, timeout=timeout)
     if result.returncode != 0 and postmaster_pid(pgdata) is not None:
         raise _failure("PostgreSQL stop", result)
 
