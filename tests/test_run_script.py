@@ -208,7 +208,8 @@ def test_a_child_that_keeps_dying_stops_the_panel_with_its_last_lines(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run = load_run_script(monkeypatch)
-    monkeypatch.setattr(run, "FIRST_DELAY", 0.05)  # the real child, the real loop, shorter waits
+    # The real child, the real loop (scripts/children.py, which run.py loads), shorter waits.
+    monkeypatch.setattr(sys.modules["children"], "FIRST_DELAY", 0.05)
     child = run.Child("beat", ["sh", "-c", "echo 'ImproperlyConfigured: bad schedule'; exit 3"])
     child.start(dict(os.environ))
     deadline = time.monotonic() + 20
