@@ -5,11 +5,18 @@ contract in pyproject.toml keeps it so). Where a cluster's own action must reach
 cluster stops its PgBouncer, a role's new password rewrites PgBouncer's auth file, a database a
 pool serves cannot be dropped, the overview reads the last collection — it calls what the app
 registered in its ``AppConfig.ready()``. Nothing registered (an app not installed): nothing to do.
+
+This is the one place where actions that span apps meet: deleting a cluster first runs every
+``before_teardown`` step the apps registered (benchmarks cancel the cluster's runs, so no pgbench
+outlives its server), then stops the pooler, then removes the server; the rows of every app go
+with the cluster's row (foreign keys with ``on_delete=CASCADE``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -72,6 +79,29 @@ class _NoMetrics:
 
 pooler: Pooler = _NoPooler()
 metrics: Metrics = _NoMetrics()
+
+
+log = logging.getLogger(__name__)
+
+_before_teardown: list[Callable[[Cluster], object]] = []
+
+
+def register_before_teardown(step: Callable[[Cluster], object]) -> None:
+    """``step(cluster)`` runs before a cluster's server is stopped for good (once per step)."""
+    if step not in _before_teardown:
+        _before_teardown.append(step)
+
+
+def before_teardown(cluster: Cluster) -> None:
+    """Every registered step, in the order of registration. A step that fails is logged and does
+    not stop the deletion: what it was to stop goes down with the server anyway."""
+    for step in list(_before_teardown):
+        try:
+            step(cluster)
+        except Exception:
+            log.exception(
+                "before deleting cluster %s: %s failed", cluster.pk, getattr(step, "__name__", step)
+            )
 
 
 def register_pooler(implementation: Pooler) -> None:

@@ -181,6 +181,8 @@ def delete_cluster(cluster: Cluster, *, confirm_name: str) -> None:
 def tear_down(cluster: Cluster) -> None:
     """Stop PgBouncer and PostgreSQL, kill what still runs as the cluster's user, remove the data
     root and the user. Each step reports its progress; the rows are the caller's to delete."""
+    cluster.set_progress(5, _("Stopping what runs on the cluster"))
+    hooks.before_teardown(cluster)
     cluster.set_progress(10, _("Stopping PgBouncer"))
     hooks.pooler.stop_pgbouncer(cluster)
     cluster.set_progress(30, _("Stopping PostgreSQL"))
