@@ -205,8 +205,8 @@ RESOLUTION_LABELS = {
     "raw": gettext_lazy("Each point is one collection."),
     "1m": gettext_lazy("Each point is a 1-minute average."),
     "5m": gettext_lazy("Each point is a 5-minute average."),
-    "15m": gettext_lazy("Each point is a 15-minute average."),
     "1h": gettext_lazy("Each point is an hourly average."),
+    "4h": gettext_lazy("Each point is a 4-hour average."),
 }
 
 

@@ -42,9 +42,10 @@ def setup_django() -> Path:
 
 
 def store_history(cluster: Cluster, series: list[tuple[str, str]], now: dt.datetime) -> str:
-    """Store, for each ``(metric, labels)``, 30 days of 5-minute rollups, their 15-minute and hourly
-    merges, 24 hours of raw points every 15 s (a NULL now and then) and their 1-minute rollups, as
-    a cluster collected for a month holds. Returns a line saying what was generated."""
+    """Store, for each ``(metric, labels)``, 30 days of 5-minute rollups, their merges into the
+    coarser tiers (``services.MERGED_TIERS``), 24 hours of raw points every 15 s (a NULL now and
+    then) and their 1-minute rollups, as a cluster collected for a month holds. Returns a line
+    saying what was generated."""
     from panel.insights import metrics, services
     from panel.insights.models import MetricPoint, MetricRollup
 
@@ -77,11 +78,10 @@ def store_history(cluster: Cluster, series: list[tuple[str, str]], now: dt.datet
     MetricRollup.objects.bulk_create(rollups, batch_size=2000)
     MetricPoint.objects.bulk_create(points, batch_size=2000)
     since, until = now - dt.timedelta(days=DAYS + 1), now + dt.timedelta(hours=1)
-    quarters = services.rollup_merged(services.QUARTER, since, until)
-    hourly = services.rollup_merged(services.HOUR, since, until)
+    merged = {seconds: services.rollup_merged(seconds, since, until) for seconds in services.MERGED_TIERS}
     minutes, _start = services.rollup_raw(services.MINUTE, now)
+    tiers = ", ".join(f"{count} {seconds // 60}-minute" for seconds, count in merged.items())
     return (
-        f"{len(series)} series: {minutes} 1-minute rollups, {len(rollups)} 5-minute, {quarters} "
-        f"15-minute and {hourly} hourly ones, {len(points)} raw "
+        f"{len(series)} series: {minutes} 1-minute rollups, {len(rollups)} 5-minute, {tiers} ones, {len(points)} raw "
         f"points, generated in {time.perf_counter() - t0:.1f} s"
     )

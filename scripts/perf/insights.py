@@ -7,7 +7,7 @@
    with ``time.perf_counter`` around the collector's statements; target < 50 ms. Wall time too.
 2. ``collect_all()`` over N clusters on the 1 GB plan (target: 20 within one 15 s cycle).
 3. ``series()`` and ``read_series()`` over each chart range (raw points, then 1-minute,
-   5-minute, 15-minute and hourly rollups) for a cluster holding 30 days of rollups and 24 hours
+   5-minute, hourly and 4-hour rollups) for a cluster holding 30 days of rollups and 24 hours
    of raw points for several series; target < 300 ms.
 
 It provisions throw-away clusters in a private data directory and removes them at the end.

@@ -5,10 +5,11 @@ figures; not a timed test).
     .venv/bin/python scripts/perf/insights_page.py [--dbs 3] [--pools 2] [--rounds 10]
 
 Stores, for every series the tab charts (per database, per state, per pool, host figures), 30 days
-of 5-minute rollups with their 15-minute and hourly merges, and 24 hours of raw points every 15 s
+of 5-minute rollups with their hourly and 4-hour merges, and 24 hours of raw points every 15 s
 with their 1-minute rollups, as a cluster that has been collected for a month holds; then asks for
 the page and for the data of each range through Django's test Client in-process, accepting gzip
-as a browser does (sizes are as sent). Target: the page and its data under 300 ms (median).
+as a browser does (sizes are as sent). Targets (medians): the page and the 30- and 7-day data under 100 ms (issue 12), the shorter
+windows under 300 ms.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import statistics
 import time
 
 from _insights_data import ms, setup_django, store_history
+
+TARGETS = {"page": 100, "data 30d": 100, "data 7d": 100}  # ms, median; 300 for the others
 
 
 def main() -> None:
@@ -77,7 +80,7 @@ def main() -> None:
                 size = len(response.content)
             print(
                 f"{name:>9}: median {ms(statistics.median(times))}, max {ms(max(times))}, "
-                f"{size / 1024:.0f} KiB (target < 300 ms)"
+                f"{size / 1024:.0f} KiB (target < {TARGETS.get(name, 300)} ms)"
             )
     finally:
         if data_dir.name.startswith("pgpanel-test-"):

@@ -45,6 +45,7 @@ from panel.insights.services.rollups import (
 from panel.insights.services.tiers import (
     ABANDON_AFTER,
     FIVE_MINUTES,
+    FOUR_HOURS,
     HOUR,
     MAX_WORKERS,
     MERGED_TIERS,
@@ -61,6 +62,7 @@ from panel.insights.services.tiers import (
 __all__ = [
     "ABANDON_AFTER",
     "FIVE_MINUTES",
+    "FOUR_HOURS",
     "HOUR",
     "MAX_WORKERS",
     "MERGED_TIERS",

@@ -19,9 +19,9 @@ from panel.insights.models import CounterState, EpochMs, MetricPoint, MetricRoll
 from panel.insights.services.rollups import last_bucket
 from panel.insights.services.tiers import (
     FIVE_MINUTES,
+    FOUR_HOURS,
     HOUR,
     MINUTE,
-    QUARTER,
     RANGES,
     RAW_RETENTION,
     START_COUNTER,
@@ -56,26 +56,28 @@ class Resolution:
     tail_after: int | None  # the tier whose last bucket says where raw points take over
 
 
-# (name, longest window, step and tier read, tier whose last bucket says where raw points take over)
+# (name, step, tier read, tier whose last bucket says where raw points take over): each window
+# reads the tier that keeps a line at a few hundred points, more than a chart's width shows.
 RESOLUTIONS = (
     Resolution("raw", 0, None, None),  # step: the collector's interval
     Resolution("1m", MINUTE, MINUTE, MINUTE),
     Resolution("5m", FIVE_MINUTES, FIVE_MINUTES, FIVE_MINUTES),
-    Resolution("15m", QUARTER, QUARTER, FIVE_MINUTES),
     Resolution("1h", HOUR, HOUR, FIVE_MINUTES),
+    Resolution("4h", FOUR_HOURS, FOUR_HOURS, FIVE_MINUTES),
 )
-SPANS = {
+SPANS = {  # the longest window each resolution serves; the last serves any
     "raw": dt.timedelta(hours=1),
     "1m": dt.timedelta(hours=6),
     "5m": dt.timedelta(hours=24),
-    "15m": dt.timedelta(days=7),
+    "1h": dt.timedelta(days=7),
 }
 
 
 def resolution_for(start: dt.datetime, end: dt.datetime, now: dt.datetime | None = None) -> Resolution:
-    """At most ~700 points a line whatever the window: raw points up to an hour, 1-minute rollups up
-    to 6 hours, 5-minute ones up to a day, 15-minute ones up to 7 days, hourly ones beyond. Raw
-    points and 1-minute rollups are kept 24 hours, so an older window skips them even when short."""
+    """At most a few hundred points a line whatever the window: raw points up to an hour (240),
+    1-minute rollups up to 6 hours (360), 5-minute ones up to a day (288), hourly ones up to 7
+    days (168), 4-hour merges of the hourly ones beyond (180 for 30 days). Raw points and
+    1-minute rollups are kept 24 hours, so an older window skips them even when short."""
     now = now or timezone.now()
     span, recent = end - start, start >= now - RAW_RETENTION
     for res in RESOLUTIONS:

@@ -57,8 +57,10 @@ def rollup(now: dt.datetime | None = None) -> int:
         count, start = rollup_raw(seconds, now)
         built += count
     # ``start`` is where the 5-minute pass began: every 5-minute bucket since has been (re)built.
+    # A tier with no row yet (new in this version) is built from every 5-minute rollup kept.
     for seconds in MERGED_TIERS:
-        built += rollup_merged(seconds, metrics.bucket_start(start, seconds), metrics.bucket_start(now))
+        since = start if last_bucket(seconds) is not None else now - ROLLUP_RETENTION
+        built += rollup_merged(seconds, metrics.bucket_start(since, seconds), metrics.bucket_start(now))
     return built
 
 

@@ -13,12 +13,14 @@ RAW_RETENTION = dt.timedelta(hours=24)
 ROLLUP_RETENTION = dt.timedelta(days=30)
 MINUTE = 60
 FIVE_MINUTES = metrics.ROLLUP_SECONDS
-QUARTER = 900
+QUARTER = 900  # a tier of earlier versions: still pruned, no longer written or read
 HOUR = 3600
-# Rollup tiers (MetricRollup.seconds): 1 and 5 minutes from the raw points, 15 minutes and hours
+FOUR_HOURS = 4 * HOUR
+# Rollup tiers (MetricRollup.seconds): 1 and 5 minutes from the raw points, hours and 4 hours
 # merged from the 5-minute ones. 1-minute rollups are kept as long as raw points, the others 30 days.
+# Each chart range reads one tier, a few hundred points a line (reading.RESOLUTIONS).
 RAW_TIERS = (MINUTE, FIVE_MINUTES)
-MERGED_TIERS = (QUARTER, HOUR)
+MERGED_TIERS = (HOUR, FOUR_HOURS)
 MAX_WORKERS = 4
 # Grace over the collector's own budget before the cycle stops waiting for a cluster.
 ABANDON_AFTER = collector.BUDGET_SECONDS + 1.0

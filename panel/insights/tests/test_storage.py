@@ -95,28 +95,30 @@ def test_rollup_and_prune_produce_the_expected_aggregates(cluster_row: Cluster) 
     )
 
     result = services.prune_and_rollup(NOW)
-    # 30 one-minute buckets, six 5-minute ones, two quarters and the hour holding them
-    assert result == {"rollups_built": 39, "points_pruned": 1, "rollups_pruned": 2}
+    # 30 one-minute buckets, six 5-minute ones, the hour holding them and its 4-hour bucket; and,
+    # the coarser tiers being empty, the hour and 4 hours of the 5-minute rollup of 2 days ago
+    assert result == {"rollups_built": 40, "points_pruned": 1, "rollups_pruned": 2}
     minute = MetricRollup.objects.get(cluster=cluster_row, seconds=60, bucket=start + dt.timedelta(minutes=2))
     # 11:32:00 … 11:32:45 are i = 8…11, and i = 9 is a gap
     assert (minute.min, minute.max, minute.avg, minute.count) == (32.0, 32.0, 32.0, 3)
-    quarter = MetricRollup.objects.get(cluster=cluster_row, seconds=900, bucket=start)
-    assert (quarter.min, quarter.max, quarter.count) == (30.0, 44.0, 54)
     first = MetricRollup.objects.get(cluster=cluster_row, seconds=300, bucket=start)
     # 11:30:00 … 11:34:45: minutes 30–34, four points each, minus the gaps at i=9 and i=19
     assert (first.min, first.max, first.count) == (30.0, 34.0, 18)
     assert first.avg == pytest.approx((4 * (30 + 31 + 32 + 33 + 34) - 32 - 34) / 18)
-    hour = MetricRollup.objects.get(cluster=cluster_row, seconds=3600)
+    hour = MetricRollup.objects.get(cluster=cluster_row, seconds=3600, bucket=NOW - dt.timedelta(hours=1))
     assert (hour.bucket, hour.min, hour.max, hour.count) == (NOW - dt.timedelta(hours=1), 30.0, 59.0, 108)
     minutes = [(NOW - dt.timedelta(minutes=30) + dt.timedelta(seconds=15 * i)).minute for i in range(120)]
     assert hour.avg == pytest.approx(sum(m for i, m in enumerate(minutes) if i % 10 != 9) / 108)
+    four_start = services.metrics.bucket_start(start, 4 * 3600)
+    four = MetricRollup.objects.get(cluster=cluster_row, seconds=4 * 3600, bucket=four_start)
+    assert (four.min, four.max, four.count) == (30.0, 59.0, 108) and four.avg == pytest.approx(hour.avg)
     # Idempotent: rebuilding gives the same rows.
     services.prune_and_rollup(NOW)
     assert MetricRollup.objects.filter(cluster=cluster_row, seconds=60).count() == 30
     assert MetricRollup.objects.filter(cluster=cluster_row, seconds=300).count() == 7
-    # The older 5-minute rollup is kept but not merged again: a pass merges what it rolled.
-    assert MetricRollup.objects.filter(cluster=cluster_row, seconds=900).count() == 2
-    assert MetricRollup.objects.filter(cluster=cluster_row, seconds=3600).count() == 1
+    # The older 5-minute rollup is kept; a pass merges again only what it rolled.
+    assert MetricRollup.objects.filter(cluster=cluster_row, seconds=3600).count() == 2
+    assert MetricRollup.objects.filter(cluster=cluster_row, seconds=4 * 3600).count() == 2
 
 
 def ms(at: dt.datetime) -> int:
@@ -129,8 +131,8 @@ def ms(at: dt.datetime) -> int:
         (dt.timedelta(hours=1), dt.timedelta(0), "raw", 15),
         (dt.timedelta(hours=6), dt.timedelta(0), "1m", 60),
         (dt.timedelta(hours=24), dt.timedelta(0), "5m", 300),
-        (dt.timedelta(days=7), dt.timedelta(0), "15m", 900),
-        (dt.timedelta(days=30), dt.timedelta(0), "1h", 3600),
+        (dt.timedelta(days=7), dt.timedelta(0), "1h", 3600),
+        (dt.timedelta(days=30), dt.timedelta(0), "4h", 4 * 3600),
         # raw points and 1-minute rollups are kept a day: an older short window reads 5 minutes
         (dt.timedelta(minutes=20), dt.timedelta(days=2), "5m", 300),
         (dt.timedelta(hours=3), dt.timedelta(hours=30), "5m", 300),
@@ -142,7 +144,7 @@ def test_each_window_reads_a_few_hundred_points_a_line(
     end = NOW - age
     res = services.resolution_for(end - span, end, NOW)
     assert (res.name, res.seconds) == (resolution, step)
-    assert span.total_seconds() / step <= 720
+    assert span.total_seconds() / step <= 360  # a few hundred points: more than a chart shows
 
 
 def test_an_hour_reads_raw_points_with_gaps(cluster_row: Cluster) -> None:
@@ -162,18 +164,18 @@ def test_an_hour_reads_raw_points_with_gaps(cluster_row: Cluster) -> None:
     assert raw.points[3].at == ms(now - dt.timedelta(seconds=555))  # the break: one step on
 
 
-def test_a_week_reads_quarter_rollups_then_the_raw_points_not_rolled_yet(cluster_row: Cluster) -> None:
+def test_a_week_reads_hourly_rollups_then_the_raw_points_not_rolled_yet(cluster_row: Cluster) -> None:
     now = timezone.now()
-    quarter = dt.timedelta(minutes=15)
-    rolled_to = services.metrics.bucket_start(now - quarter, 900)  # the last quarter rolled
+    hour = dt.timedelta(hours=1)
+    rolled_to = services.metrics.bucket_start(now - hour, 3600)  # the last hour rolled
     for days in (6, 5):
-        at = services.metrics.bucket_start(now - dt.timedelta(days=days), 900)
+        at = services.metrics.bucket_start(now - dt.timedelta(days=days), 3600)
         MetricRollup.objects.create(
-            cluster=cluster_row, metric="tps", labels="db=app", seconds=900, bucket=at,
+            cluster=cluster_row, metric="tps", labels="db=app", seconds=3600, bucket=at,
             min=days, max=days + 2, avg=days + 1, count=60,
         )  # fmt: skip
     MetricRollup.objects.create(
-        cluster=cluster_row, metric="tps", labels="db=app", seconds=900, bucket=rolled_to,
+        cluster=cluster_row, metric="tps", labels="db=app", seconds=3600, bucket=rolled_to,
         min=1, max=3, avg=2, count=3,
     )  # fmt: skip
     # The rollup pass got as far as this 5-minute bucket; raw points after it are the live edge.
@@ -195,11 +197,11 @@ def test_a_week_reads_quarter_rollups_then_the_raw_points_not_rolled_yet(cluster
         ]
     )
     week = services.series_for_range(cluster_row, "tps", "db=app", "7d", now)
-    assert (week.resolution, week.step_seconds) == ("15m", 900)
+    assert (week.resolution, week.step_seconds) == ("1h", 3600)
     gap = (None, None, None)  # days apart: the line breaks between them
     values = [(p.value, p.min, p.max) for p in week.points]
     assert values[:4] == [(7, 6, 8), gap, (6, 5, 7), gap]
-    # The raw edge falls in the quarter in progress: merged with what the rollups hold of it.
+    # The raw edge falls in the hour in progress: merged with what the rollups hold of it.
     assert values[4:] == [(pytest.approx((2 * 3 + 10 + 20) / 5), 1, 20)]
     assert week.points[-1].at == ms(rolled_to)
 
@@ -213,7 +215,7 @@ def test_latest_gives_the_last_collection_and_says_when_it_is_stale(cluster_row:
     assert services.latest(cluster_row, now=now + dt.timedelta(minutes=5)).stale
 
 
-def test_thirty_days_read_hourly_rollups_merged_weighted_by_count(cluster_row: Cluster) -> None:
+def test_thirty_days_read_four_hour_rollups_merged_weighted_by_count(cluster_row: Cluster) -> None:
     now = timezone.now().replace(minute=30, second=0, microsecond=0)
     hour = now.replace(minute=0) - dt.timedelta(hours=3)
     for minutes, avg, lo, hi, count in [(0, 1.0, 0.0, 2.0, 10), (5, 5.0, 4.0, 9.0, 30)]:
@@ -229,8 +231,30 @@ def test_thirty_days_read_hourly_rollups_merged_weighted_by_count(cluster_row: C
         )
     services.rollup(now)
     month = services.series_for_range(cluster_row, "tps", "", "30d", now)
-    assert month.resolution == "1h" and month.step_seconds == 3600
-    assert [(p.at, p.value, p.min, p.max) for p in month.points] == [(ms(hour), 4.0, 0.0, 9.0)]
+    assert month.resolution == "4h" and month.step_seconds == 4 * 3600
+    four = services.metrics.bucket_start(hour, 4 * 3600)
+    assert [(p.at, p.value, p.min, p.max) for p in month.points] == [(ms(four), 4.0, 0.0, 9.0)]
+
+
+def test_a_tier_new_in_this_version_is_built_from_every_five_minute_rollup_kept(cluster_row: Cluster) -> None:
+    now = timezone.now()
+    old = services.metrics.bucket_start(now - dt.timedelta(days=10))
+    for at in (old, now - dt.timedelta(minutes=10)):
+        MetricRollup.objects.create(
+            cluster=cluster_row, metric="tps", labels="", seconds=300, bucket=services.metrics.bucket_start(at),
+            min=1, max=3, avg=2, count=20,
+        )  # fmt: skip
+    # An upgrade: hourly rows exist (the tier is older), the 4-hour tier has none yet.
+    MetricRollup.objects.create(
+        cluster=cluster_row, metric="tps", labels="", seconds=3600, bucket=services.metrics.bucket_start(now, 3600),
+        min=1, max=3, avg=2, count=20,
+    )  # fmt: skip
+    services.rollup(now)
+    four = MetricRollup.objects.filter(cluster=cluster_row, seconds=4 * 3600).values_list("bucket", flat=True)
+    assert services.metrics.bucket_start(old, 4 * 3600) in set(four)
+    # The hourly tier, which had rows, is merged from where the pass began only.
+    hours = MetricRollup.objects.filter(cluster=cluster_row, seconds=3600).values_list("bucket", flat=True)
+    assert services.metrics.bucket_start(old, 3600) not in set(hours)
 
 
 def test_read_series_reads_asked_lines_and_every_labels_value_in_few_queries(

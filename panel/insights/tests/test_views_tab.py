@@ -145,7 +145,7 @@ def test_a_range_changes_the_window_and_reads_rollups_beyond_a_day(
         cluster=with_points,
         metric="tps",
         labels="db=defaultdb",
-        seconds=900,
+        seconds=3600,
         bucket=timezone.now() - dt.timedelta(days=3),
         min=1,
         max=9,
@@ -154,7 +154,7 @@ def test_a_range_changes_the_window_and_reads_rollups_beyond_a_day(
     )
     week = owner_client.get(data_url(with_points), {"range": "7d"}).json()
     assert week["end"] - week["start"] == 7 * 86400 * 1000
-    assert (week["resolution"], week["step"]) == ("15m", 900)
+    assert (week["resolution"], week["step"]) == ("1h", 3600)
     tps = week["charts"]["tps"]["series"][0]
     assert 5.0 in tps["values"]
     # Each bucket's peak rides along for the tooltip: the average 5 hid a 9.
