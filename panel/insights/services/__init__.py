@@ -2,7 +2,7 @@
 
 - ``tiers``: retention, rollup tiers, chart ranges, the collection interval.
 - ``collection``: read every cluster concurrently, store gauges, rates and gaps, then alerts.
-- ``rollups``: 1- and 5-minute rollups of the raw points, 15-minute and hourly merges, pruning;
+- ``rollups``: 1- and 5-minute rollups of the raw points, hourly and 4-hour merges, pruning;
   the buckets are aggregated by the database.
 - ``reading``: a chart page's series at a resolution that keeps a few hundred points a line,
   and the last collection's values.

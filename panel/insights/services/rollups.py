@@ -1,5 +1,5 @@
-"""Retention and rollups: raw points rolled into 1- and 5-minute buckets, those merged into 15-minute
-and hourly ones, each bucket's min, max, average and count computed by the database (GROUP BY),
+"""Retention and rollups: raw points rolled into 1- and 5-minute buckets, those merged into hourly and
+4-hour ones, each bucket's min, max, average and count computed by the database (GROUP BY),
 then written with one upsert; old rows pruned."""
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def last_bucket(seconds: int, cluster: Cluster | None = None) -> dt.datetime | N
 
 def rollup(now: dt.datetime | None = None) -> int:
     """Build (or rebuild) the 1- and 5-minute rollups of every complete bucket since the last one,
-    then the 15-minute and hourly ones (the bucket in progress too) from the 5-minute ones."""
+    then the hourly and 4-hour ones (the bucket in progress too) from the 5-minute ones."""
     now = now or timezone.now()
     built = 0
     for seconds in RAW_TIERS:

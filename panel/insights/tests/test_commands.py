@@ -48,7 +48,7 @@ def test_collect_of_an_unknown_cluster_fails(db: None) -> None:
 def test_prune_help_names_every_rollup_tier(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         call_command("insights", "prune", "--help")
-    assert "1-minute, 5-minute, 15-minute and hourly rollups" in " ".join(capsys.readouterr().out.split())
+    assert "1-minute, 5-minute, hourly and 4-hour rollups" in " ".join(capsys.readouterr().out.split())
 
 
 # --- alert rules ---------------------------------------------------------------------------------

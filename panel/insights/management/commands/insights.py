@@ -21,9 +21,10 @@ from django.utils import timezone
 from panel.clusters.cli import PanelCommand, find_cluster, print_table
 from panel.clusters.models import Cluster
 from panel.insights import alerts, services
-from panel.insights.collector import STATES, Snapshot
+from panel.insights.collector import Snapshot
 from panel.insights.metrics import HOST, SOURCES, label
 from panel.insights.models import AlertKind, AlertRule
+from panel.insights.sources.postgres import STATES
 
 # save_rule's field at fault → the option that sets it
 OPTIONS = {"kind": "--kind", "threshold": "--threshold", "duration_seconds": "--duration", "email": "--email"}
@@ -57,7 +58,7 @@ class Command(PanelCommand):
         p.add_argument("--owner", metavar="USERNAME", help="the cluster owner's username")
         add(
             "prune",
-            "Build 1-minute, 5-minute, 15-minute and hourly rollups; delete expired points.",
+            "Build 1-minute, 5-minute, hourly and 4-hour rollups; delete expired points.",
             named=False,
         )
         add("token", "Print the bearer token /metrics expects.", named=False)

@@ -1,0 +1,1 @@
+"""The readers of one collection, one module per source: PostgreSQL, the host, PgBouncer."""

@@ -1,0 +1,72 @@
+"""PgBouncer's figures for a cluster with pools: SHOW POOLS and SHOW STATS over its admin console."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+from panel.insights.metrics import PGBOUNCER, label
+from panel.insights.snapshot import (
+    BUDGET_SECONDS,
+    CollectTimeout,
+    Deadline,
+    Snapshot,
+    Target,
+    watchdog,
+)
+from panel.pools import console
+from panel.pools.apply import ADMIN_ROLE, bouncer_files
+
+log = logging.getLogger(__name__)
+
+
+def collect_pgbouncer(snap: Snapshot, target: Target, deadline: Deadline) -> None:
+    """SHOW POOLS gauges and SHOW STATS counters of the cluster's pools, summed over users."""
+    assert target.pooler is not None
+    if deadline.remaining() <= 0:
+        raise CollectTimeout(f"no time left of the {BUDGET_SECONDS:g} s budget")
+    files = bouncer_files(target.cluster)
+    with (
+        console.connect(
+            files.socket_dir,
+            files.port,
+            ADMIN_ROLE,
+            target.pooler.admin_password,
+            # The watchdog needs a socket, so libpq's timeout guards the connect: the whole
+            # seconds left of the budget (console.connect waits at least libpq's 2 s).
+            connect_timeout=math.floor(deadline.remaining()),
+        ) as conn,
+        watchdog(conn, deadline),
+    ):
+        started = time.perf_counter()
+        pools = console.show_pools(conn)
+        stats = console.show_stats(conn)
+        snap.query_seconds += time.perf_counter() - started
+    sums = {
+        name: {"cl_active": 0, "cl_waiting": 0, "sv_active": 0, "sv_idle": 0, "sv_used": 0, "maxwait": 0.0}
+        for name in target.pools
+    }
+    for row in pools:
+        s = sums.get(row.database)
+        if s is None:
+            continue  # the admin console, or a pool removed meanwhile
+        s["cl_active"] += row.cl_active or 0
+        s["cl_waiting"] += row.cl_waiting or 0
+        s["sv_active"] += row.sv_active or 0
+        s["sv_idle"] += row.sv_idle or 0
+        s["sv_used"] += row.sv_used or 0
+        s["maxwait"] = max(s["maxwait"], row.maxwait or 0.0)
+    for name, s in sums.items():
+        pool = label("pool", name)
+        for key in ("cl_active", "cl_waiting", "sv_active", "sv_idle", "sv_used"):
+            snap.gauge(f"pool_{key}", pool, s[key])
+        snap.gauge("pool_maxwait_seconds", pool, s["maxwait"])
+        snap.gauge("pool_size", pool, target.pools[name])
+    for row in stats:
+        if row.database not in target.pools:
+            continue
+        pool = label("pool", row.database)
+        snap.counter(PGBOUNCER, "pool_xact", pool, row.total_xact_count)
+        snap.counter(PGBOUNCER, "pool_query", pool, row.total_query_count)
+        snap.counter(PGBOUNCER, "pool_wait_us", pool, row.total_wait_time)
