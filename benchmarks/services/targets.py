@@ -9,7 +9,7 @@ from django.utils.translation import gettext as _
 from benchmarks.lib import pgbench_command as cmd
 from panel.clusters.models import Cluster, DatabaseUser
 from panel.core.errors import ServiceError
-from panel.pools.apply import MAX_CLIENT_CONN
+from panel.pools.config import MAX_CLIENT_CONN
 from panel.pools.models import ConnectionPool
 
 LOOPBACK = "127.0.0.1"

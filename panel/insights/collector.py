@@ -36,7 +36,7 @@ from panel.insights.sources.host import collect_host, tree_memory
 from panel.insights.sources.pgbouncer import collect_pgbouncer
 from panel.insights.sources.postgres import collect_postgres, collect_scans
 from panel.pools import console, supervisor
-from panel.pools.apply import bouncer_files
+from panel.pools.disk import bouncer_files
 
 __all__ = [
     "BUDGET_SECONDS",

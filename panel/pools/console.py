@@ -15,6 +15,9 @@ from typing import Any
 import psycopg
 
 from panel.clusters import dbconn
+from panel.clusters.models import Cluster
+from panel.pools.config import ADMIN_ROLE, get_pooler
+from panel.pools.disk import bouncer_files
 from panel.pools.lib.admin_console import (
     AdminConsoleError,
     ClientRow,
@@ -27,6 +30,7 @@ from panel.pools.lib.admin_console import (
     parse_show_stats,
 )
 from panel.pools.lib.pgbouncer_ini import ADMIN_DATABASE
+from panel.pools.models import Pooler
 
 CONNECT_TIMEOUT = 5
 # libpq takes whole seconds and waits at least 2 (0 would mean forever).
@@ -123,3 +127,12 @@ def reconnect_database(conn: Connection, name: str) -> None:
 def reload(conn: Connection) -> None:
     """RELOAD re-reads both files; it answers success even for a broken file (verify after)."""
     conn.execute("RELOAD")
+
+
+@contextmanager
+def admin_console(cluster: Cluster, pooler: Pooler | None = None) -> Iterator[Connection]:
+    """The console of the cluster's own PgBouncer, as its admin role, over the cluster's socket."""
+    files = bouncer_files(cluster)
+    password = (pooler or get_pooler(cluster)).admin_password
+    with connect(files.socket_dir, files.port, ADMIN_ROLE, password) as conn:
+        yield conn

@@ -19,14 +19,13 @@ import shutil
 import signal
 import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
 from panel.core import runas
-from panel.core.runas import EngineError, OsUser
-from panel.pools.lib.admin_console import parse_log_errors
+from panel.core.runas import EngineError
+from panel.pools.disk import BouncerFiles, log_problems, log_size
 
 log = logging.getLogger(__name__)
 
@@ -36,61 +35,11 @@ MAX_SOCKET_PATH = 100
 # Descriptors PgBouncer needs beyond one per client and one per server connection: listeners,
 # log file, admin console, DNS.
 FD_MARGIN = 64
-# Settings PgBouncer reads only at start: a change to one of them needs a restart, not a RELOAD.
-RESTART_KEYS = frozenset({"listen_addr", "listen_port", "unix_socket_dir", "unix_socket_mode", "pidfile"})
 _CANNOT_LISTEN = re.compile(r"cannot listen on")
 
 
 class SupervisorError(Exception):
     """PgBouncer could not be started or stopped; the message carries PgBouncer's own words."""
-
-
-@dataclass(frozen=True)
-class BouncerFiles:
-    """Where one cluster's PgBouncer keeps its files, and where it listens."""
-
-    directory: Path
-    socket_dir: Path
-    port: int
-    # The cluster's OS user (Cluster.os_user_name); blank: the global runner (postgres.os_user).
-    os_user_name: str = ""
-
-    @property
-    def owner(self) -> OsUser:
-        """Who runs this PgBouncer and owns its files (EngineError if that user is gone)."""
-        return runas.os_user_named(self.os_user_name)
-
-    @property
-    def ini(self) -> Path:
-        return self.directory / "pgbouncer.ini"
-
-    @property
-    def auth(self) -> Path:
-        return self.directory / "userlist.txt"
-
-    @property
-    def pidfile(self) -> Path:
-        return self.directory / "pgbouncer.pid"
-
-    @property
-    def logfile(self) -> Path:
-        return self.directory / "pgbouncer.log"
-
-    @property
-    def tls_cert(self) -> Path:
-        return self.directory / "server.crt"
-
-    @property
-    def tls_key(self) -> Path:
-        return self.directory / "server.key"
-
-    @property
-    def socket_path(self) -> Path:
-        return self.socket_dir / f".s.PGSQL.{self.port}"
-
-    @staticmethod
-    def previous(path: Path) -> Path:
-        return path.with_name(path.name + ".prev")
 
 
 def binary() -> str:
@@ -110,117 +59,6 @@ def check_socket_path(files: BouncerFiles) -> None:
             f"PgBouncer's socket path {files.socket_path} is {length} bytes long; Unix sockets allow "
             f"fewer than {MAX_SOCKET_PATH}. Choose a shorter PANEL_DATA_DIR."
         )
-
-
-# --- files -------------------------------------------------------------------------------------
-
-
-def prepare_directory(files: BouncerFiles) -> None:
-    runas.make_private_dir(files.directory, files.owner)
-
-
-def write_file(files: BouncerFiles, path: Path, content: str) -> None:
-    """A 0600 file of PgBouncer's user, written atomically."""
-    runas.write_private_file(path, content, owner=files.owner)
-
-
-def copy_private(files: BouncerFiles, source: Path, target: Path) -> None:
-    """Copy a file (the cluster's TLS certificate and key) as a 0600 file of PgBouncer's user."""
-    content = source.read_text()
-    try:
-        if target.read_text() == content:
-            return
-    except OSError:
-        pass
-    write_file(files, target, content)
-
-
-def read_text(path: Path) -> str | None:
-    try:
-        return path.read_text()
-    except FileNotFoundError:
-        return None
-
-
-def install(files: BouncerFiles, ini: str, auth: str) -> None:
-    """Write both files atomically, keeping the current ones as ``.prev`` for a rollback.
-
-    The auth file goes first: a new pool's user must be known when the new ``pgbouncer.ini``
-    is loaded.
-    """
-    for path, content in ((files.auth, auth), (files.ini, ini)):
-        current = read_text(path)
-        previous = files.previous(path)
-        if current is None:
-            previous.unlink(missing_ok=True)
-        else:
-            write_file(files, previous, current)
-        write_file(files, path, content)
-
-
-def restore_previous(files: BouncerFiles) -> bool:
-    """Put the ``.prev`` files back; False when there were none (the first configuration)."""
-    restored = False
-    for path in (files.ini, files.auth):
-        previous = files.previous(path)
-        content = read_text(previous)
-        if content is None:
-            path.unlink(missing_ok=True)
-        else:
-            write_file(files, path, content)
-            restored = True
-    return restored
-
-
-def restart_settings(ini_text: str | None) -> dict[str, str]:
-    """The values of ``RESTART_KEYS`` in an ini file's ``[pgbouncer]`` section."""
-    values: dict[str, str] = {}
-    section = None
-    for raw in (ini_text or "").splitlines():
-        line = raw.strip()
-        if not line or line[0] in ";#":
-            continue
-        if line.startswith("[") and line.endswith("]"):
-            section = line[1:-1]
-            continue
-        if section == "pgbouncer" and "=" in line:
-            key, value = (part.strip() for part in line.split("=", 1))
-            if key in RESTART_KEYS:
-                values[key] = value
-    return values
-
-
-def needs_restart(old_ini: str | None, new_ini: str) -> bool:
-    return old_ini is not None and restart_settings(old_ini) != restart_settings(new_ini)
-
-
-# --- the log -----------------------------------------------------------------------------------
-
-
-def log_size(files: BouncerFiles) -> int:
-    try:
-        return files.logfile.stat().st_size
-    except FileNotFoundError:
-        return 0
-
-
-def log_problems(files: BouncerFiles, since: int) -> list[str]:
-    """WARNING/ERROR/FATAL lines PgBouncer logged since byte ``since``, the worst first."""
-    try:
-        with open(files.logfile, "rb") as fh:
-            fh.seek(since)
-            text = fh.read().decode(errors="replace")
-    except FileNotFoundError:
-        return []
-    problems = parse_log_errors(text)
-    # Client-side warnings (a client gone, a bad password) say nothing about the configuration.
-    problems = [line for line in problems if " C-0x" not in line and " S-0x" not in line]
-    rank = {"FATAL": 0, "ERROR": 1, "WARNING": 2}
-
-    def level(line: str) -> int:
-        return min((rank[word] for word in rank if f"] {word} " in line), default=3)
-
-    return sorted(problems, key=level)
 
 
 # --- processes ---------------------------------------------------------------------------------

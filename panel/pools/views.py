@@ -144,11 +144,9 @@ def pools_release(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     return _after_release(request, cluster, _released_notice(released, None))
 
 
-@require_http_methods(["GET", "POST"])
+@require_POST
 def pool_create(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
-    if request.method == "GET":
-        return redirect("pools:list", cluster_id=cluster.pk)
     form = CreatePoolForm(request.POST, cluster=cluster)
     if form.is_valid():
         data = form.cleaned_data
@@ -239,12 +237,10 @@ def pool_detail(request: HttpRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID)
     return _render_pool_page(request, cluster, pool)
 
 
-@require_http_methods(["GET", "POST"])
+@require_POST
 def pool_edit(request: HttpRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     pool = _get_pool(cluster, pool_id)
-    if request.method == "GET":
-        return redirect("pools:detail", cluster_id=cluster.pk, pool_id=pool.pk)
     form = PoolForm(request.POST, cluster=cluster, pool=pool)
     if form.is_valid():
         data = form.cleaned_data

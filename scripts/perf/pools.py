@@ -45,7 +45,7 @@ from django.core.management import call_command  # noqa: E402
 
 from panel.clusters import services as cluster_services  # noqa: E402
 from panel.clusters.models import Cluster  # noqa: E402
-from panel.pools import apply, services, supervisor  # noqa: E402
+from panel.pools import apply, config, disk, services, supervisor  # noqa: E402
 from panel.pools.lib.authfile import parse_auth_file, render_auth_file  # noqa: E402
 from panel.pools.lib.pgbouncer_ini import GlobalSettings, PoolSpec, ServerTarget, render  # noqa: E402
 from panel.pools.models import ConnectionPool  # noqa: E402
@@ -101,9 +101,9 @@ def five_hundred_pools(cluster: Cluster) -> None:
         apply.apply_config(cluster)
         timings.append(time.perf_counter() - started)
         specs = [PoolSpec(p.name, p.database, None, p.mode, p.size) for p in cluster.pools.all()]
-        files = apply.bouncer_files(cluster)
+        files = disk.bouncer_files(cluster)
         started = time.perf_counter()
-        render(apply.global_settings(cluster, files), apply.server_target(cluster), specs)
+        render(config.global_settings(cluster, files), config.server_target(cluster), specs)
         render_only.append(time.perf_counter() - started)
     print(
         f"2. 500 pools: render+validate+write+RELOAD+verify {statistics.median(timings) * 1000:.0f} ms "
@@ -125,33 +125,33 @@ def pgbench(cluster: Cluster, port: int, dbname: str, seconds: int) -> float:
     return float(match.group(1))
 
 
-def anchor_bouncer(cluster: Cluster) -> supervisor.BouncerFiles:
+def anchor_bouncer(cluster: Cluster) -> disk.BouncerFiles:
     """A hand-written configuration: server over TCP with TLS, PgBouncer's default buffers."""
     directory = Path(DATA_DIR) / "anchor"
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = int(sock.getsockname()[1])
-    files = supervisor.BouncerFiles(directory, directory, port)
-    supervisor.prepare_directory(files)
-    panel_files = apply.bouncer_files(cluster)
+    files = disk.BouncerFiles(directory, directory, port)
+    disk.prepare_directory(files)
+    panel_files = disk.bouncer_files(cluster)
     for source, target in ((panel_files.tls_cert, files.tls_cert), (panel_files.tls_key, files.tls_key)):
-        supervisor.copy_private(files, source, target)
+        disk.copy_private(files, source, target)
     # The panel's file paths, but PgBouncer's plain listen_addr and max_client_conn.
     settings = dataclasses.replace(
-        apply.global_settings(cluster, files),
+        config.global_settings(cluster, files),
         listen_addr=GlobalSettings.listen_addr,
         max_client_conn=GlobalSettings.max_client_conn,
     )
     target = ServerTarget("127.0.0.1", int(cluster.port or 0))  # TCP + TLS (server_tls_sslmode=require)
     ini = render(settings, target, [PoolSpec("anchor", "defaultdb", None, "transaction", 10)])
     auth = render_auth_file(_secrets(cluster))  # the same secrets as the panel's
-    supervisor.install(files, ini, auth)
+    disk.install(files, ini, auth)
     supervisor.start(files, fds_needed=1200)
     return files
 
 
 def _secrets(cluster: Cluster) -> dict[str, str]:
-    return parse_auth_file(apply.bouncer_files(cluster).auth.read_text())
+    return parse_auth_file(disk.bouncer_files(cluster).auth.read_text())
 
 
 def pgbouncer_cost(cluster: Cluster, seconds: int, rounds: int) -> None:

@@ -32,7 +32,7 @@ from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster, ClusterStatus
 from panel.core import runas
 from panel.core.runas import OsUser
-from panel.pools import apply, supervisor
+from panel.pools import config, disk, supervisor
 from panel.pools import services as pool_services
 from panel.pools.models import ConnectionPool
 
@@ -60,8 +60,8 @@ class Tenant:
         return self.cluster.os_user()
 
     @property
-    def bouncer(self) -> supervisor.BouncerFiles:
-        return apply.bouncer_files(self.cluster)
+    def bouncer(self) -> disk.BouncerFiles:
+        return disk.bouncer_files(self.cluster)
 
 
 def _tenant(owner: User, name: str) -> Tenant:
@@ -343,7 +343,7 @@ def _make_legacy(cluster: Cluster, password: str) -> None:
     """Turn ``cluster`` into one from before: run by PANEL_RUN_AS_USER, which owns its files, the
     old pg_hba.conf (SCRAM on the socket) and the fixed-user pool's password in pgbouncer.ini."""
     runner = runas.os_user()
-    files = apply.bouncer_files(cluster)
+    files = disk.bouncer_files(cluster)
     pool_services.stop_pgbouncer(cluster)
     postgres.stop(cluster.version, cluster.pgdata, user=cluster.os_user(), timeout=60)
     own_user = cluster.os_user_name
@@ -363,7 +363,7 @@ def _make_legacy(cluster: Cluster, password: str) -> None:
     runas.write_private_file(files.ini, ini, owner=runner)
     runas.write_private_file(files.previous(files.ini), ini, owner=runner)
     postgres.start(cluster.version, cluster.pgdata, cluster.log_file, user=runner, timeout=60)
-    supervisor.start(apply.bouncer_files(cluster), fds_needed=apply.fds_needed(cluster))
+    supervisor.start(disk.bouncer_files(cluster), fds_needed=config.fds_needed(cluster))
 
 
 def test_a_cluster_from_before_moves_to_a_user_of_its_own(account: User) -> None:
@@ -388,7 +388,7 @@ def test_a_cluster_from_before_moves_to_a_user_of_its_own(account: User) -> None
         assert cluster.events.filter(kind="os-user").exists()
         uid = pwd.getpwnam(cluster.os_user_name).pw_uid
         assert psutil.Process(postgres.postmaster_pid(cluster.pgdata)).uids().real == uid
-        files = apply.bouncer_files(cluster)
+        files = disk.bouncer_files(cluster)
         assert psutil.Process(supervisor.running_pid(files)).uids().real == uid
         for directory, dirs, names in os.walk(cluster.data_root):
             for path in [Path(directory), *(Path(directory) / n for n in [*dirs, *names])]:

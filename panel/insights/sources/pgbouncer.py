@@ -16,7 +16,8 @@ from panel.insights.snapshot import (
     watchdog,
 )
 from panel.pools import console
-from panel.pools.apply import ADMIN_ROLE, bouncer_files
+from panel.pools.config import ADMIN_ROLE
+from panel.pools.disk import bouncer_files
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import pytest
 
 from panel.clusters.models import Cluster
 from panel.insights import collector, services
-from panel.pools import apply, console, supervisor
+from panel.pools import console, disk, supervisor
 from panel.pools import services as pool_services
 from panel.pools.lib.admin_console import PoolRow
 
@@ -44,7 +44,7 @@ def test_a_pgbouncer_that_does_not_answer_is_a_gap_within_the_budget(cluster: Cl
     assert answered.up == {"postgres": True, "host": True, "pgbouncer": True}, answered.errors
     assert gauges(answered)[("pool_size", "pool=test-pool")] == 2
 
-    pid = supervisor.running_pid(apply.bouncer_files(cluster))
+    pid = supervisor.running_pid(disk.bouncer_files(cluster))
     assert pid is not None
     os.kill(pid, signal.SIGSTOP)
     try:
@@ -79,7 +79,7 @@ def test_a_pgbouncer_refusing_the_console_is_a_gap_with_its_message(cluster: Clu
 def test_a_pgbouncer_that_stops_answering_after_the_connect_is_given_up_at_the_deadline(
     cluster: Cluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pid = supervisor.running_pid(apply.bouncer_files(cluster))
+    pid = supervisor.running_pid(disk.bouncer_files(cluster))
     assert pid is not None
     show_pools = console.show_pools
 

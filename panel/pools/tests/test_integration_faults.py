@@ -13,7 +13,7 @@ from django.db import connection
 
 from panel.clusters.models import Cluster
 from panel.core.errors import ServiceError
-from panel.pools import apply, services, supervisor
+from panel.pools import config, disk, services, supervisor
 from panel.pools.lib import pgbouncer_ini
 from panel.pools.models import ConnectionPool, Pooler, PoolerStatus
 from panel.pools.tests.test_services_create import INVALID_NAMES
@@ -77,7 +77,7 @@ def test_a_configuration_pgbouncer_misloads_is_rolled_back_with_its_log_line(
         text = real_render(*args)  # type: ignore[arg-type]
         return text.replace("late-pool = ", "this line is broken\nlate-pool = ")
 
-    monkeypatch.setattr(apply, "render", render_with_a_bad_line)
+    monkeypatch.setattr(config, "render", render_with_a_bad_line)
     with pytest.raises(ServiceError) as exc_info:
         services.create_pool(cluster, "late-pool", "defaultdb", "", "transaction", 5)
     message = exc_info.value.message
@@ -120,7 +120,7 @@ def test_a_taken_port_is_reported_and_the_previous_configuration_stays(cluster: 
 def test_a_killed_pgbouncer_is_restarted_by_the_reconciler(cluster: Cluster) -> None:
     services.create_pool(cluster, "test-pool", "defaultdb", "", "transaction", 5)
     assert services.reconcile_all() == []  # running: nothing to do
-    supervisor.kill(apply.bouncer_files(cluster))
+    supervisor.kill(disk.bouncer_files(cluster))
     assert not services.pooler_running(cluster)
     assert services.pool_stats(cluster) is None
 

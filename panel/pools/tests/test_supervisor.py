@@ -13,7 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from panel.pools import supervisor
+from panel.pools import disk, supervisor
+from panel.pools.lib import pgbouncer_ini
 from panel.pools.lib.authfile import render_auth_file, scram_sha256_verifier
 from panel.pools.lib.pgbouncer_ini import GlobalSettings, PoolSpec, ServerTarget, render
 
@@ -21,13 +22,13 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 
 @pytest.fixture
-def files() -> Iterator[supervisor.BouncerFiles]:
+def files() -> Iterator[disk.BouncerFiles]:
     # Not pytest's tmp_path: the unprivileged user PgBouncer runs as must enter the directory.
     root = Path(tempfile.mkdtemp(prefix="pgb-sup-", dir="/tmp"))
     root.chmod(0o755)
     port = free_port()
-    bouncer = supervisor.BouncerFiles(root / "pgbouncer", root / "run", port)
-    supervisor.prepare_directory(bouncer)
+    bouncer = disk.BouncerFiles(root / "pgbouncer", root / "run", port)
+    disk.prepare_directory(bouncer)
     yield bouncer
     supervisor.stop(bouncer)
     shutil.rmtree(root, ignore_errors=True)
@@ -39,7 +40,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def config(files: supervisor.BouncerFiles, **changes: object) -> str:
+def config(files: disk.BouncerFiles, **changes: object) -> str:
     from panel.core import runas
 
     runas.make_private_dir(files.socket_dir)
@@ -62,35 +63,35 @@ def config(files: supervisor.BouncerFiles, **changes: object) -> str:
 AUTH = render_auth_file({"pgbouncer": scram_sha256_verifier("secret")})
 
 
-def test_install_keeps_the_previous_files_and_restore_puts_them_back(files: supervisor.BouncerFiles) -> None:
-    supervisor.install(files, "first ini\n", "first auth\n")
+def test_install_keeps_the_previous_files_and_restore_puts_them_back(files: disk.BouncerFiles) -> None:
+    disk.install(files, "first ini\n", "first auth\n")
     assert not files.previous(files.ini).exists()
-    supervisor.install(files, "second ini\n", "second auth\n")
+    disk.install(files, "second ini\n", "second auth\n")
     assert files.previous(files.ini).read_text() == "first ini\n"
     assert oct(files.ini.stat().st_mode & 0o777) == "0o600"
     assert oct(files.auth.stat().st_mode & 0o777) == "0o600"
     if os.geteuid() == 0:
         assert files.ini.owner() == "postgres"
-    assert supervisor.restore_previous(files)
+    assert disk.restore_previous(files)
     assert (files.ini.read_text(), files.auth.read_text()) == ("first ini\n", "first auth\n")
 
 
-def test_restoring_the_first_configuration_removes_it(files: supervisor.BouncerFiles) -> None:
-    supervisor.install(files, "first ini\n", "first auth\n")
-    assert not supervisor.restore_previous(files)
+def test_restoring_the_first_configuration_removes_it(files: disk.BouncerFiles) -> None:
+    disk.install(files, "first ini\n", "first auth\n")
+    assert not disk.restore_previous(files)
     assert not files.ini.exists() and not files.auth.exists()
 
 
-def test_only_settings_pgbouncer_reads_at_start_need_a_restart(files: supervisor.BouncerFiles) -> None:
+def test_only_settings_pgbouncer_reads_at_start_need_a_restart(files: disk.BouncerFiles) -> None:
     base = config(files)
-    assert not supervisor.needs_restart(None, base)
-    assert not supervisor.needs_restart(base, base.replace("pool_size=2", "pool_size=3"))
-    assert not supervisor.needs_restart(base, config(files, max_client_conn=10))
-    assert supervisor.needs_restart(base, config(files, listen_port=files.port + 1))
-    assert supervisor.needs_restart(base, config(files, unix_socket_dir="/tmp"))
+    assert not pgbouncer_ini.needs_restart(None, base)
+    assert not pgbouncer_ini.needs_restart(base, base.replace("pool_size=2", "pool_size=3"))
+    assert not pgbouncer_ini.needs_restart(base, config(files, max_client_conn=10))
+    assert pgbouncer_ini.needs_restart(base, config(files, listen_port=files.port + 1))
+    assert pgbouncer_ini.needs_restart(base, config(files, unix_socket_dir="/tmp"))
 
 
-def test_log_problems_keep_configuration_errors_first(files: supervisor.BouncerFiles) -> None:
+def test_log_problems_keep_configuration_errors_first(files: disk.BouncerFiles) -> None:
     files.logfile.write_text(
         "2026-11-22 09:51:34.100 UTC [1] LOG old line\n"
         "2026-11-22 09:51:34.200 UTC [1] WARNING C-0x55: db/user@1.2.3.4:5 pooler error: no such database\n"
@@ -99,20 +100,20 @@ def test_log_problems_keep_configuration_errors_first(files: supervisor.BouncerF
         "2026-11-22 09:51:34.332 UTC [1] ERROR syntax error in configuration (x.ini:3), stopping loading\n"
     )
     since = len("2026-11-22 09:51:34.100 UTC [1] LOG old line\n")
-    assert supervisor.log_problems(files, since) == [
+    assert disk.log_problems(files, since) == [
         "2026-11-22 09:51:34.332 UTC [1] ERROR syntax error in configuration (x.ini:3), stopping loading",
         "2026-11-22 09:51:34.332 UTC [1] WARNING config file loading failed",
     ]
 
 
 def test_a_socket_path_too_long_is_refused() -> None:
-    files = supervisor.BouncerFiles(Path("/tmp"), Path("/tmp/" + "d" * 90), 25061)
+    files = disk.BouncerFiles(Path("/tmp"), Path("/tmp/" + "d" * 90), 25061)
     with pytest.raises(supervisor.SupervisorError, match="Choose a shorter PANEL_DATA_DIR"):
         supervisor.check_socket_path(files)
 
 
-def test_it_starts_and_stops_pgbouncer(files: supervisor.BouncerFiles) -> None:
-    supervisor.install(files, config(files), AUTH)
+def test_it_starts_and_stops_pgbouncer(files: disk.BouncerFiles) -> None:
+    disk.install(files, config(files), AUTH)
     pid = supervisor.start(files, fds_needed=100)
     assert supervisor.running_pid(files) == pid
     assert supervisor.start(files, fds_needed=100) == pid  # already running
@@ -124,17 +125,17 @@ def test_it_starts_and_stops_pgbouncer(files: supervisor.BouncerFiles) -> None:
     assert not supervisor.stop(files)
 
 
-def test_a_broken_file_fails_to_start_with_pgbouncers_words(files: supervisor.BouncerFiles) -> None:
-    supervisor.install(files, config(files) + "this line is broken\n", AUTH)
+def test_a_broken_file_fails_to_start_with_pgbouncers_words(files: disk.BouncerFiles) -> None:
+    disk.install(files, config(files) + "this line is broken\n", AUTH)
     with pytest.raises(supervisor.SupervisorError, match="syntax error in configuration"):
         supervisor.start(files, fds_needed=100)
     assert supervisor.running_pid(files) is None
 
 
 def test_a_taken_port_fails_to_start_instead_of_serving_the_socket_only(
-    files: supervisor.BouncerFiles,
+    files: disk.BouncerFiles,
 ) -> None:
-    supervisor.install(files, config(files), AUTH)
+    disk.install(files, config(files), AUTH)
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", files.port))
         squatter.listen()
@@ -145,8 +146,8 @@ def test_a_taken_port_fails_to_start_instead_of_serving_the_socket_only(
     assert supervisor.running_pid(files) is None
 
 
-def test_a_stale_pidfile_after_sigkill_does_not_block_a_start(files: supervisor.BouncerFiles) -> None:
-    supervisor.install(files, config(files), AUTH)
+def test_a_stale_pidfile_after_sigkill_does_not_block_a_start(files: disk.BouncerFiles) -> None:
+    disk.install(files, config(files), AUTH)
     supervisor.start(files, fds_needed=100)
     supervisor.kill(files)
     assert files.pidfile.exists() and supervisor.running_pid(files) is None
@@ -154,12 +155,12 @@ def test_a_stale_pidfile_after_sigkill_does_not_block_a_start(files: supervisor.
 
 
 def test_pgbouncer_gets_the_descriptors_it_needs_above_a_low_soft_limit(
-    files: supervisor.BouncerFiles,
+    files: disk.BouncerFiles,
 ) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard != resource.RLIM_INFINITY and hard < 4000:
         pytest.skip(f"the hard descriptor limit ({hard}) is below what the test asks for")
-    supervisor.install(files, config(files), AUTH)
+    disk.install(files, config(files), AUTH)
     resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard))
     try:
         pid = supervisor.start(files, fds_needed=4000)

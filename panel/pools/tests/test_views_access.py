@@ -9,10 +9,9 @@ from panel.clusters.models import Cluster
 from panel.clusters.tests.conftest import ADMIN_PASSWORD, make_cluster_row
 from panel.pools.models import ConnectionPool
 
-CLUSTER_GETS = ["pools:list", "pools:stats", "pools:create"]
+CLUSTER_GETS = ["pools:list", "pools:stats"]
 POOL_GETS = [
     "pools:detail",
-    "pools:edit",
     "pools:delete",
     "pools:connection",
     "pools:connection-reveal",
@@ -86,3 +85,13 @@ def test_anonymous_visitors_are_sent_to_login(client, pool):
     response = client.get(reverse("pools:list", args=[pool.cluster_id]))
     assert response.status_code == 302
     assert response.url.startswith("/login/")
+
+
+@pytest.mark.parametrize("client_name", ["owner_client", "other_client"])
+def test_the_create_and_edit_actions_answer_only_post(request, pool, client_name):
+    client = request.getfixturevalue(client_name)
+    for url in (reverse("pools:create", args=[pool.cluster_id]), _pool_url("pools:edit", pool)):
+        response = client.get(url)
+        assert response.status_code == 405, url
+        assert response["Allow"] == "POST"
+    _unchanged(pool)

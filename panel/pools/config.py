@@ -1,0 +1,135 @@
+"""The render step of applying pools: both of PgBouncer's files as one state of the database means them.
+
+Reads the pools, the users and their SCRAM secrets, turns them into the pure specs of
+``lib.pgbouncer_spec`` and renders ``pgbouncer.ini`` and the auth file with ``lib``; writes nothing.
+A pool whose fixed user is gone, or anything PgBouncer would misparse, is a ServiceError here,
+before a byte is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.utils.translation import gettext as _
+
+from panel import crypto
+from panel.clusters import dbconn
+from panel.clusters.models import Cluster
+from panel.core.errors import ServiceError
+from panel.pools import supervisor
+from panel.pools.disk import BouncerFiles
+from panel.pools.lib.authfile import AuthFileError, render_auth_file, scram_sha256_verifier
+from panel.pools.lib.pgbouncer_ini import (
+    ConfigError,
+    GlobalSettings,
+    PoolSpec,
+    ServerTarget,
+    render,
+)
+from panel.pools.models import ConnectionPool, Pooler
+
+# PgBouncer's admin role exists only in its auth file. "pgbouncer" is a reserved role name on
+# the clusters (lib.names), so no database user can collide with it.
+ADMIN_ROLE = "pgbouncer"
+# Clients beyond the pool sizes wait in PgBouncer's queue instead of being refused: ten times the
+# 150-client story. One file descriptor each (see supervisor.fd_limits).
+MAX_CLIENT_CONN = 1500
+
+
+def get_pooler(cluster: Cluster) -> Pooler:
+    pooler, _created = Pooler.objects.get_or_create(
+        cluster=cluster, defaults={"admin_password_encrypted": crypto.encrypt(secrets.token_urlsafe(24))}
+    )
+    return pooler
+
+
+def _admin_secret(cluster: Cluster, pooler: Pooler) -> str:
+    # A salt fixed per cluster keeps the auth file byte-stable between applies.
+    salt = hashlib.sha256(b"pgpanel-pgbouncer-admin" + cluster.pk.bytes).digest()[:16]
+    return scram_sha256_verifier(pooler.admin_password, salt)
+
+
+def _role_secrets(cluster: Cluster, names: list[str]) -> dict[str, str]:
+    """Each role's secret exactly as ``pg_authid`` stores it: SCRAM pass-through needs the same salt."""
+    try:
+        with dbconn.admin_connection(cluster) as conn:
+            rows = conn.execute(
+                "SELECT rolname, rolpassword FROM pg_catalog.pg_authid WHERE rolcanlogin AND rolname = ANY(%s)",
+                [names],
+            ).fetchall()
+    except dbconn.DatabaseError as exc:
+        raise ServiceError(
+            _("Could not read the users' secrets from PostgreSQL: %(reason)s") % {"reason": exc}
+        ) from None
+    return {name: secret for name, secret in rows if secret and secret.startswith("SCRAM-SHA-256$")}
+
+
+def fds_needed(cluster: Cluster) -> int:
+    return MAX_CLIENT_CONN + (cluster.pool_connections or 0) + supervisor.FD_MARGIN
+
+
+def global_settings(cluster: Cluster, files: BouncerFiles) -> GlobalSettings:
+    budget = cluster.pool_connections or 0
+    _soft, hard, _granted = supervisor.fd_limits(fds_needed(cluster))
+    # Never promise more clients than descriptors PgBouncer can open.
+    max_client_conn = max(min(MAX_CLIENT_CONN, hard - budget - supervisor.FD_MARGIN), 1)
+    return GlobalSettings(
+        listen_port=files.port,
+        unix_socket_dir=str(files.socket_dir),
+        auth_file=str(files.auth),
+        logfile=str(files.logfile),
+        pidfile=str(files.pidfile),
+        client_tls_key_file=str(files.tls_key),
+        client_tls_cert_file=str(files.tls_cert),
+        admin_users=(ADMIN_ROLE,),
+        listen_addr=settings.PANEL_LISTEN_ADDRESSES,
+        max_client_conn=max_client_conn,
+        server_idle_timeout=settings.PANEL_POOL_SERVER_IDLE_TIMEOUT,
+    )
+
+
+def server_target(cluster: Cluster) -> ServerTarget:
+    # The Unix socket spares PgBouncer a TCP and TLS round trip per server connection, and there
+    # the server knows PgBouncer by its OS user (peer authentication): no password in any file.
+    return ServerTarget(str(cluster.socket_dir), int(cluster.port or 0))
+
+
+@dataclass(frozen=True)
+class RenderedConfig:
+    """Both files for one state of the database, and what they were rendered from."""
+
+    ini: str
+    auth: str
+    specs: list[PoolSpec]
+    settings: GlobalSettings
+    target: ServerTarget
+
+    def ini_without(self, names: set[str]) -> str:
+        return render(self.settings, self.target, [s for s in self.specs if s.name not in names])
+
+
+def render_config(
+    cluster: Cluster, pools: list[ConnectionPool], pooler: Pooler, files: BouncerFiles
+) -> RenderedConfig:
+    """Both files for ``pools``; ServiceError if they cannot be rendered as meant."""
+    users = {u.name: u for u in cluster.users.all() if u.name != ADMIN_ROLE}
+    specs = []
+    for pool in pools:
+        if pool.user and pool.user not in users:
+            raise ServiceError(
+                _("Pool “%(pool)s” uses the user “%(user)s”, which no longer exists.")
+                % {"pool": pool.name, "user": pool.user}
+            )
+        specs.append(PoolSpec(pool.name, pool.database, pool.user or None, pool.mode, pool.size))
+    role_secrets = _role_secrets(cluster, sorted(users))
+    role_secrets[ADMIN_ROLE] = _admin_secret(cluster, pooler)
+    gs, target = global_settings(cluster, files), server_target(cluster)
+    try:
+        ini = render(gs, target, specs)
+        auth = render_auth_file(role_secrets)
+    except (ConfigError, AuthFileError) as exc:
+        raise ServiceError(str(exc)) from None
+    return RenderedConfig(ini, auth, specs, gs, target)

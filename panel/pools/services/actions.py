@@ -1,0 +1,146 @@
+"""The user's actions on pools: create, change, delete, each checked and applied under the cluster's lock.
+
+Every change goes through ``panel.pools.apply.apply_config`` inside a transaction that locks the
+cluster row (on SQLite, IMMEDIATE transactions serialise every writer), so two concurrent changes
+can never exceed the connection budget, and the files on disk always match a committed state or
+the one being committed.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+from django.utils.translation import gettext as _
+
+from panel.clusters.models import Cluster
+from panel.core.errors import ServiceError
+from panel.pools.apply import apply_config, lock_cluster
+from panel.pools.lib.pgbouncer_ini import (
+    InvalidPoolName,
+    validate_pool_name,
+)
+from panel.pools.models import ConnectionPool, PoolMode
+from panel.pools.services.figures import connected_clients, poolable
+
+log = logging.getLogger(__name__)
+
+# --- validation ----------------------------------------------------------------------------------
+
+
+def _require_poolable(cluster: Cluster) -> None:
+    if not poolable(cluster):
+        raise ServiceError(_("Connection pools are available for clusters provisioned by this panel."))
+    if not cluster.is_serving:
+        raise ServiceError(
+            _("The cluster is %(status)s; start it first.") % {"status": cluster.get_status_display().lower()}
+        )
+
+
+def _check_fields(cluster: Cluster, *, database: str, user: str, mode: str, size: object) -> None:
+    if not database or not cluster.databases.filter(name=database).exists():
+        raise ServiceError(
+            _("No database named “%(name)s” on this cluster.") % {"name": database}, field="database"
+        )
+    if user and not cluster.users.filter(name=user).exists():
+        raise ServiceError(_("No user named “%(name)s” on this cluster.") % {"name": user}, field="user")
+    if mode not in PoolMode.values:
+        raise ServiceError(
+            _("The mode must be one of %(modes)s.") % {"modes": ", ".join(PoolMode.values)}, field="mode"
+        )
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ServiceError(_("The size must be a whole number of at least 1."), field="size")
+
+
+def _check_budget(cluster: Cluster, size: int, *, replacing: ConnectionPool | None = None) -> None:
+    others = cluster.pools.exclude(pk=replacing.pk) if replacing else cluster.pools.all()
+    used = sum(others.values_list("size", flat=True))
+    total = cluster.pool_connections or 0
+    if used + size > total:
+        raise ServiceError(
+            _(
+                "Only %(left)s of the cluster's %(total)s connections are left for pools; "
+                "a pool of %(size)s does not fit."
+            )
+            % {"left": max(total - used, 0), "total": total, "size": size},
+            field="size",
+        )
+
+
+def _check_name_free(cluster: Cluster, name: str) -> None:
+    if cluster.pools.filter(name=name).exists():
+        raise ServiceError(_("A pool named “%(name)s” already exists.") % {"name": name}, field="name")
+
+
+# --- actions -------------------------------------------------------------------------------------
+
+
+def create_pool(
+    cluster: Cluster, name: str, database: str, user: str | None, mode: str, size: int
+) -> ConnectionPool:
+    """Create a pool and return once PgBouncer serves it; ``user`` empty = the inbound user."""
+    _require_poolable(cluster)
+    try:
+        validate_pool_name(name)
+    except InvalidPoolName as exc:
+        raise ServiceError(str(exc), field="name") from None
+    user = user or ""
+    _check_fields(cluster, database=database, user=user, mode=mode, size=size)
+    _check_name_free(cluster, name)
+    _check_budget(cluster, size)
+    with transaction.atomic():
+        locked = lock_cluster(cluster)
+        # Checked again under the lock: another request may have taken the name or the budget.
+        _check_name_free(locked, name)
+        _check_budget(locked, size)
+        pool = ConnectionPool.objects.create(
+            cluster=locked, name=name, database=database, user=user, mode=mode, size=size
+        )
+        apply_config(locked)
+    cluster.log_event(
+        "pool-created",
+        _("Pool “%(name)s” created (%(mode)s, size %(size)s).") % {"name": name, "mode": mode, "size": size},
+    )
+    return pool
+
+
+def update_pool(
+    pool: ConnectionPool, database: str, user: str | None, mode: str, size: int
+) -> ConnectionPool:
+    """Replace everything but the name; PgBouncer applies it online."""
+    cluster = pool.cluster
+    _require_poolable(cluster)
+    user = user or ""
+    _check_fields(cluster, database=database, user=user, mode=mode, size=size)
+    _check_budget(cluster, size, replacing=pool)
+    with transaction.atomic():
+        locked = lock_cluster(cluster)
+        _check_budget(locked, size, replacing=pool)
+        if not ConnectionPool.objects.filter(pk=pool.pk).update(
+            database=database, user=user, mode=mode, size=size
+        ):
+            raise ServiceError(_("The pool “%(name)s” no longer exists.") % {"name": pool.name})
+        apply_config(locked)
+    pool.refresh_from_db()
+    cluster.log_event(
+        "pool-updated",
+        _("Pool “%(name)s” changed (%(mode)s, size %(size)s).")
+        % {"name": pool.name, "mode": mode, "size": size},
+    )
+    return pool
+
+
+def delete_pool(pool: ConnectionPool) -> int:
+    """Remove a pool; PgBouncer drops its clients at once. Returns how many were connected."""
+    cluster = pool.cluster
+    clients = connected_clients(pool)
+    with transaction.atomic():
+        locked = lock_cluster(cluster)
+        ConnectionPool.objects.filter(pk=pool.pk).delete()
+        apply_config(locked)
+    cluster.log_event(
+        "pool-deleted",
+        _("Pool “%(name)s” deleted; %(n)s connected clients were disconnected.")
+        % {"name": pool.name, "n": clients},
+    )
+    return clients

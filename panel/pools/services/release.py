@@ -1,0 +1,97 @@
+"""Giving server slots back: a RECONNECT of one pool or of all, waiting for the idle servers to close."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
+
+from panel.clusters.models import Cluster
+from panel.core.errors import ServiceError
+from panel.pools import console
+from panel.pools.console import admin_console
+from panel.pools.lib.admin_console import PoolRow
+from panel.pools.models import ConnectionPool
+from panel.pools.services.figures import idle_servers, pooler_running
+
+log = logging.getLogger(__name__)
+
+
+def release_idle_servers(cluster: Cluster, *, timeout: float = 3.0) -> int:
+    """Close the server connections PgBouncer keeps idle in every pool, giving their slots back.
+
+    After a busy run the pools may hold the whole connection budget, so direct clients are
+    refused until ``server_idle_timeout``. Clients of the pools are not disturbed: servers reopen
+    on demand. Returns how many were idle; never raises.
+    """
+    return _release(cluster, None, timeout=timeout)
+
+
+def release_all(cluster: Cluster, *, timeout: float = 3.0) -> int:
+    """ "Release now" of the lock-out warning: a RECONNECT of every pool; see ``release_pool``."""
+    if not pooler_running(cluster):
+        raise ServiceError(_("PgBouncer is not running; the pools hold no server connections."))
+    released = _release(cluster, None, timeout=timeout, quiet=False)
+    cluster.log_event(
+        "pools-released",
+        ngettext(
+            "%(n)s idle server connection of the pools closed.",
+            "%(n)s idle server connections of the pools closed.",
+            released,
+        )
+        % {"n": released},
+    )
+    return released
+
+
+def release_pool(pool: ConnectionPool, *, timeout: float = 3.0) -> int:
+    """ "Release idle server connections" of one pool: a RECONNECT of that pool on the console.
+
+    Its idle servers close at once, its active ones as soon as their transaction (or session)
+    releases them; its clients stay connected. Returns how many were idle.
+    """
+    cluster = pool.cluster
+    if not pooler_running(cluster):
+        raise ServiceError(_("PgBouncer is not running; the pool holds no server connections."))
+    released = _release(cluster, pool.name, timeout=timeout, quiet=False)
+    cluster.log_event(
+        "pool-released",
+        ngettext(
+            "Pool “%(name)s”: %(n)s idle server connection closed.",
+            "Pool “%(name)s”: %(n)s idle server connections closed.",
+            released,
+        )
+        % {"name": pool.name, "n": released},
+    )
+    return released
+
+
+def _release(cluster: Cluster, name: str | None, *, timeout: float, quiet: bool = True) -> int:
+    """RECONNECT one pool (``name``) or all, then wait up to ``timeout`` for the idle ones to go."""
+    if not pooler_running(cluster):
+        return 0
+
+    def idle(rows: list[PoolRow]) -> int:
+        return sum(idle_servers(row) for row in rows if name is None or row.database == name)
+
+    try:
+        with admin_console(cluster) as conn:
+            count = idle(console.show_pools(conn))
+            if count:
+                if name is None:
+                    console.reconnect(conn)
+                else:
+                    console.reconnect_database(conn, name)
+                deadline = time.monotonic() + timeout
+                while time.monotonic() < deadline and idle(console.show_pools(conn)):
+                    time.sleep(0.05)
+    except (console.ConsoleError, ValueError) as exc:
+        log.info("releasing idle servers of %s failed: %s", cluster.pk, exc)
+        if quiet:
+            return 0
+        raise ServiceError(
+            _("PgBouncer did not release the server connections: %(reason)s") % {"reason": exc}
+        ) from None
+    return count

@@ -1,0 +1,126 @@
+"""What the cluster services and the reconciler ask of the pools: guards, auth refresh, stop, restart."""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+from django.utils.translation import gettext as _
+
+from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, EventLevel
+from panel.core.errors import ServiceError
+from panel.pools import disk, supervisor
+from panel.pools.apply import apply_config
+from panel.pools.disk import bouncer_files
+from panel.pools.models import Pooler, PoolerStatus
+
+log = logging.getLogger(__name__)
+
+# --- hooks for the cluster services ----------------------------------------------------------------
+
+
+def ensure_not_used(cluster: Cluster, *, database: str | None = None, user: str | None = None) -> None:
+    """Refuse to delete a database or user that a pool uses, naming the pool(s)."""
+    if database is not None:
+        names = list(cluster.pools.filter(database=database).values_list("name", flat=True))
+        if names:
+            raise ServiceError(
+                _("The database “%(db)s” is used by the pool(s) %(pools)s; delete or change them first.")
+                % {"db": database, "pools": ", ".join(f"“{n}”" for n in names)}
+            )
+    if user is not None:
+        names = list(cluster.pools.filter(user=user).values_list("name", flat=True))
+        if names:
+            raise ServiceError(
+                _("The user “%(user)s” is used by the pool(s) %(pools)s; delete or change them first.")
+                % {"user": user, "pools": ", ".join(f"“{n}”" for n in names)}
+            )
+
+
+def _record_failure(cluster: Cluster, message: str) -> None:
+    Pooler.objects.filter(cluster=cluster).update(status=PoolerStatus.ERROR, error_message=message)
+
+
+def refresh_auth(cluster: Cluster) -> str | None:
+    """Rewrite the auth file after a user was added, deleted or got a new password.
+
+    Never raises: the role change already happened in PostgreSQL. A failure is recorded on the
+    pooler and in the cluster's events, and returned.
+    """
+    if not cluster.is_local or not cluster.pools.exists():
+        return None
+    try:
+        apply_config(cluster)
+    except ServiceError as exc:
+        _record_failure(cluster, exc.message)
+        cluster.log_event("pooler-error", exc.message, EventLevel.ERROR)
+        return exc.message
+    return None
+
+
+def stop_pgbouncer(cluster: Cluster) -> bool:
+    """Before the cluster stops or is deleted; True if PgBouncer was running."""
+    if not cluster.is_local or not cluster.pooler_port:
+        return False
+    stopped = supervisor.stop(bouncer_files(cluster))
+    Pooler.objects.filter(cluster=cluster).update(status=PoolerStatus.STOPPED, error_message="")
+    return stopped
+
+
+def _idle_timeout_current(files: disk.BouncerFiles) -> bool:
+    """Whether the running ``pgbouncer.ini`` has today's ``server_idle_timeout`` (True if unreadable)."""
+    try:
+        ini = files.ini.read_text()
+    except OSError:
+        return True
+    return f"\nserver_idle_timeout = {settings.PANEL_POOL_SERVER_IDLE_TIMEOUT}\n" in ini
+
+
+def reconcile_pgbouncer(cluster: Cluster) -> str | None:
+    """Keep PgBouncer running while the cluster serves and has pools; a note when it acted."""
+    if not cluster.is_local or not cluster.pooler_port:
+        return None
+    files = bouncer_files(cluster)
+    running = supervisor.running_pid(files) is not None
+    if not cluster.pools.exists():
+        if running:
+            stop_pgbouncer(cluster)
+            return f"{cluster.name}: PgBouncer stopped (no pools)"
+        return None
+    if not cluster.is_serving:
+        return None
+    pooler = Pooler.objects.filter(cluster=cluster).first()
+    if running and (pooler is None or pooler.status != PoolerStatus.ERROR):
+        if _idle_timeout_current(files):
+            return None
+        # A file written before the idle timeout changed (PgBouncer's 600 s before issue 11):
+        # rewrite it, so held slots come back as the panel says they do.
+        try:
+            apply_config(cluster)
+        except ServiceError as exc:
+            return f"{cluster.name}: PgBouncer idle timeout not updated: {exc.message}"
+        return f"{cluster.name}: PgBouncer server_idle_timeout set to {settings.PANEL_POOL_SERVER_IDLE_TIMEOUT} s"
+    if not running:
+        cluster.log_event(
+            "pooler-down", _("PgBouncer was not running; starting it again."), EventLevel.WARNING
+        )
+    try:
+        apply_config(cluster)
+    except ServiceError as exc:
+        already = pooler is not None and pooler.error_message == exc.message
+        _record_failure(cluster, exc.message)
+        if not already:
+            cluster.log_event("pooler-error", exc.message, EventLevel.ERROR)
+        return f"{cluster.name}: PgBouncer failed: {exc.message}"
+    cluster.log_event("pooler-recovered", _("PgBouncer restarted by the reconciler."))
+    return f"{cluster.name}: PgBouncer restarted"
+
+
+def reconcile_all() -> list[str]:
+    """``reconcile_pgbouncer`` for every local cluster that serves or still runs a PgBouncer."""
+    notes = []
+    for cluster in Cluster.objects.filter(kind=ClusterKind.LOCAL, status__in=ClusterStatus.SERVING):
+        note = reconcile_pgbouncer(cluster)
+        if note:
+            notes.append(note)
+    return notes
