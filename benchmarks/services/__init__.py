@@ -13,7 +13,8 @@ this machine is gone, kills its pgbench process group and starts the next run.
 Callers use ``from benchmarks import services`` and ``services.<name>``; the modules are
 ``config`` (settings), ``enqueue`` (the broker, next in line), ``targets`` (where pgbench connects),
 ``launch`` (validate, warn, launch, cancel, sweeps), ``execute`` (claim and run, with
-``percentiles``), ``reaper``, ``datasets`` (``pgbench -i``) and ``read`` (samples, compare, export).
+``percentiles``), ``reaper``, ``datasets`` (``pgbench -i``), ``read`` (samples, compare, export)
+and ``pages`` (what the benchmark pages show, read without a request).
 A test that patches a name patches it in the module that looks it up, not here.
 """
 

@@ -14,8 +14,13 @@ from panel.clusters.tests.conftest import make_cluster_row
 
 HTMX = {"HX-Request": "true"}
 CLUSTER_GETS = ["benchmarks:tab", "benchmarks:datasets", "benchmarks:history", "benchmarks:compare",
-                "benchmarks:compare-data", "benchmarks:run-launch", "benchmarks:dataset-init",
-                "benchmarks:sweep-launch"]  # fmt: skip
+                "benchmarks:compare-data"]  # fmt: skip
+POST_ONLY = [
+    "benchmarks:run-launch",
+    "benchmarks:run-check",
+    "benchmarks:dataset-init",
+    "benchmarks:sweep-launch",
+]
 RUN_GETS = ["benchmarks:run-detail", "benchmarks:run-samples"]
 CLUSTER_POSTS = [
     ("benchmarks:run-launch", {"target": "direct", "database": "defaultdb", "clients": "2", "duration": "5",
@@ -55,6 +60,16 @@ def _unchanged(run: BenchmarkRun) -> None:
 def test_it_404s_for_outsider_on_every_cluster_level_url(other_client, run, name):
     url = reverse(name, args=[run.cluster_id])
     assert other_client.get(url, {"run": str(run.pk)}, headers=HTMX).status_code == 404
+
+
+@pytest.mark.parametrize("client_name", ["owner_client", "other_client"])
+@pytest.mark.parametrize("name", POST_ONLY)
+def test_the_launch_and_init_actions_answer_only_post(request, run, name, client_name):
+    client = request.getfixturevalue(client_name)
+    response = client.get(reverse(name, args=[run.cluster_id]), headers=HTMX)
+    assert response.status_code == 405
+    assert response["Allow"] == "POST"
+    _unchanged(run)
 
 
 @pytest.mark.parametrize("name", RUN_GETS)

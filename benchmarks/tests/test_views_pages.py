@@ -313,7 +313,7 @@ def test_the_sweep_page_lists_its_runs_and_serves_its_results(owner_client, clus
 
 
 def test_the_data_endpoint_pages_a_long_run(owner_client, cluster_row, monkeypatch):
-    monkeypatch.setattr("benchmarks.views.SAMPLES_PAGE", 4)
+    monkeypatch.setattr("benchmarks.views.runs.SAMPLES_PAGE", 4)
     run = make_run(cluster_row, samples=6)
     url = run_url("benchmarks:run-samples", run)
     body = owner_client.get(url).json()

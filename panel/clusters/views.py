@@ -14,7 +14,7 @@ from django.utils.http import content_disposition_header
 from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
+from django_htmx.http import trigger_client_event
 
 from panel.clusters import attach, ownership, roles, services
 from panel.clusters.connection import CONNECTION_VIEWS, SECRET_FORMATS, connection_box
@@ -23,7 +23,7 @@ from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster
 from panel.clusters.ownership import get_cluster_for_user
 from panel.core.errors import ServiceError
-from panel.core.web import add_service_error
+from panel.core.web import add_service_error, go_to
 
 
 def _detail_redirect(cluster: Cluster) -> HttpResponse:
@@ -246,7 +246,7 @@ def cluster_delete(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
                     % {"name": cluster.name},
                 )
             url = reverse("clusters:list")
-            return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+            return go_to(request, url)
     template = "clusters/delete.html#form" if request.htmx else "clusters/delete.html"
     return render(request, template, {"cluster": cluster, "delete_form": form})
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from django import forms
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django_htmx.http import HttpResponseClientRedirect
 
 from panel.core.errors import ServiceError
 
@@ -10,3 +13,10 @@ from panel.core.errors import ServiceError
 def add_service_error(form: forms.Form, exc: ServiceError) -> None:
     """Show a service's refusal on the field it names, or above the form."""
     form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+
+
+def go_to(request: HttpRequest, url: str) -> HttpResponse:
+    """Send the browser to ``url`` after an action: HTMX follows ``HX-Redirect``, a plain form a 302."""
+    if getattr(request, "htmx", False):
+        return HttpResponseClientRedirect(url)
+    return redirect(url)

@@ -16,13 +16,12 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from django_htmx.http import HttpResponseClientRedirect
 
 from panel.clusters.connection import CONNECTION_VIEWS, SECRET_FORMATS, connection_box
 from panel.clusters.models import Cluster
 from panel.clusters.ownership import get_cluster_for_user
 from panel.core.errors import ServiceError
-from panel.core.web import add_service_error
+from panel.core.web import add_service_error, go_to
 from panel.pools import services
 from panel.pools.forms import CreatePoolForm, PoolForm
 from panel.pools.models import ConnectionPool
@@ -280,7 +279,7 @@ def pool_delete(request: HttpRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID)
                 % {"name": pool.name, "n": disconnected},
             )
             url = reverse("pools:list", kwargs={"cluster_id": cluster.pk})
-            return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+            return go_to(request, url)
     # Counted again after a refused delete too: the pool still serves its clients.
     clients = services.connected_clients(pool)
     context = {"cluster": cluster, "pool": pool, "clients": clients, "error": error, "active_tab": "pools"}

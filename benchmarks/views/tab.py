@@ -1,0 +1,145 @@
+"""The Benchmarks tab: data sets and their initialisation, the run and sweep forms, the history."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_POST
+
+from benchmarks import services
+from benchmarks.forms import InitDataSetForm, RunForm, SweepForm
+from benchmarks.services import pages
+from panel.clusters.models import Cluster
+from panel.clusters.ownership import get_cluster_for_user
+from panel.core.errors import ServiceError
+from panel.core.web import add_service_error, go_to
+
+
+def _datasets_context(cluster: Cluster, form: InitDataSetForm | None = None) -> dict[str, Any]:
+    return {**pages.datasets_card(cluster), "init_form": form or InitDataSetForm(cluster=cluster)}
+
+
+def _render_tab(
+    request: HttpRequest,
+    cluster: Cluster,
+    *,
+    run_form: RunForm | None = None,
+    init_form: InitDataSetForm | None = None,
+    sweep_form: SweepForm | None = None,
+) -> HttpResponse:
+    context: dict[str, Any] = {
+        "active_tab": "benchmarks",
+        "run_form": run_form or RunForm(cluster=cluster),
+        "sweep_form": sweep_form or SweepForm(cluster=cluster),
+        "sweep_open": bool(sweep_form is not None and sweep_form.errors),
+        **_datasets_context(cluster, init_form),
+        **pages.history_card(cluster),
+    }
+    return render(request, "benchmarks/tab.html", context)
+
+
+@require_GET
+def tab(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    cluster = get_cluster_for_user(request, cluster_id)
+    return _render_tab(request, cluster)
+
+
+@never_cache
+@require_GET
+def datasets(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    """The data sets card, polled every second while one is being initialised."""
+    cluster = get_cluster_for_user(request, cluster_id)
+    # Polled every second: no init form (and its database query) for a fragment that does not show it.
+    return render(request, "benchmarks/tab.html#datasets-live", pages.datasets_card(cluster))
+
+
+@require_POST
+def dataset_init(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    cluster = get_cluster_for_user(request, cluster_id)
+    form = InitDataSetForm(request.POST, cluster=cluster)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            services.init_dataset(
+                cluster, data["database"], data["scale"], data["init_steps"], data["foreign_keys"]
+            )
+        except ServiceError as exc:
+            add_service_error(form, exc)
+        else:
+            if not request.htmx:
+                return redirect("benchmarks:tab", cluster_id=cluster.pk)
+            form = None
+    if request.htmx:
+        return render(request, "benchmarks/tab.html#datasets", _datasets_context(cluster, form))
+    return _render_tab(request, cluster, init_form=form)
+
+
+@never_cache
+@require_GET
+def history(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    """The runs table, polled every 2 s while a run is queued or running."""
+    cluster = get_cluster_for_user(request, cluster_id)
+    return render(request, "benchmarks/tab.html#history", pages.history_card(cluster))
+
+
+@require_POST
+def run_check(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    """The warnings of the run form as filled so far: shown before launch, never blocking."""
+    cluster = get_cluster_for_user(request, cluster_id)
+    form = RunForm(request.POST, cluster=cluster)
+    warnings = services.preview_warnings(cluster, **form.service_kwargs()) if form.is_valid() else []
+    return render(request, "benchmarks/tab.html#warnings", {"warnings": warnings, "checked": True})
+
+
+@require_POST
+def run_launch(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    cluster = get_cluster_for_user(request, cluster_id)
+    form = RunForm(request.POST, cluster=cluster)
+    if form.is_valid():
+        try:
+            run = services.launch_run(
+                cluster,
+                label=form.cleaned_data["label"],
+                percentiles=form.cleaned_data["percentiles"],
+                **form.service_kwargs(),
+            )
+        except ServiceError as exc:
+            add_service_error(form, exc)
+        else:
+            url = reverse("benchmarks:run-detail", kwargs={"cluster_id": cluster.pk, "run_id": run.pk})
+            return go_to(request, url)
+    if request.htmx:
+        context = {"cluster": cluster, "run_form": form}
+        return render(request, "benchmarks/tab.html#run-form", context)
+    return _render_tab(request, cluster, run_form=form)
+
+
+@require_POST
+def sweep_launch(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    cluster = get_cluster_for_user(request, cluster_id)
+    form = SweepForm(request.POST, cluster=cluster)
+    if form.is_valid():
+        data = form.cleaned_data
+        # The database field is for direct runs; a pool implies its own.
+        pools_only = all(pool is not None for pool in data["targets"])
+        try:
+            sweep = services.launch_sweep(
+                cluster,
+                clients_list=data["clients_list"],
+                pools=data["targets"],
+                repeats=data["repeats"],
+                base_options=form.base_options(),
+                database=None if pools_only else data["database"],
+                name=data["name"],
+            )
+        except ServiceError as exc:
+            add_service_error(form, exc)
+        else:
+            url = reverse("benchmarks:sweep-detail", kwargs={"cluster_id": cluster.pk, "sweep_id": sweep.pk})
+            return go_to(request, url)
+    return _render_tab(request, cluster, sweep_form=form)
