@@ -1,0 +1,92 @@
+"""A pgbench data set: ``pgbench -i`` run in one database of a cluster, its progress and outcome."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from benchmarks.models.status import InvalidTransition, JobStatus
+from panel.clusters.models import Cluster
+
+
+class DataSet(models.Model):
+    """pgbench's tables in one database of a cluster, created by ``pgbench -i`` at a scale factor."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="datasets")
+    database = models.CharField(_("database"), max_length=63)
+    scale = models.PositiveIntegerField(_("scale factor"))
+    init_steps = models.CharField(max_length=16, blank=True)
+    foreign_keys = models.BooleanField(default=False)
+    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED)
+    progress = models.PositiveSmallIntegerField(default=0)
+    progress_message = models.CharField(max_length=200, blank=True)
+    size_bytes = models.BigIntegerField(null=True, blank=True)
+    duration_s = models.FloatField(null=True, blank=True)
+    error_message = models.TextField(blank=True)
+    command_display = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    pgbench_pid = models.IntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("-created_at",)
+        constraints = [
+            models.CheckConstraint(condition=Q(progress__lte=100), name="dataset_progress_at_most_100"),
+            models.CheckConstraint(condition=Q(scale__gte=1), name="dataset_scale_at_least_1"),
+        ]
+        indexes = [
+            models.Index(fields=("cluster", "database", "status"), name="dataset_cluster_db_status_idx"),
+            models.Index(fields=("status", "heartbeat_at"), name="dataset_status_heartbeat_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.database} scale {self.scale}"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in JobStatus.TERMINAL
+
+    def _transition(self, allowed: set[str], **fields: Any) -> None:
+        if not DataSet.objects.filter(pk=self.pk, status__in=allowed).update(**fields):
+            raise InvalidTransition(f"data set {self.pk} is not {'/'.join(sorted(allowed))}")
+        for name, value in fields.items():
+            setattr(self, name, value)
+
+    def mark_running(self) -> None:
+        now = timezone.now()
+        self._transition({JobStatus.QUEUED}, status=JobStatus.RUNNING, started_at=now, heartbeat_at=now)
+
+    def succeed(self, *, size_bytes: int | None, duration_s: float) -> None:
+        self._transition(
+            {JobStatus.RUNNING},
+            status=JobStatus.SUCCEEDED,
+            progress=100,
+            progress_message="",
+            size_bytes=size_bytes,
+            duration_s=duration_s,
+            finished_at=timezone.now(),
+        )
+
+    def fail(self, reason: str) -> None:
+        self._transition(
+            {JobStatus.QUEUED, JobStatus.RUNNING},
+            status=JobStatus.FAILED,
+            error_message=reason,
+            finished_at=timezone.now(),
+        )
+
+    def error(self, traceback_text: str) -> None:
+        self._transition(
+            {JobStatus.QUEUED, JobStatus.RUNNING},
+            status=JobStatus.ERRORED,
+            error_message=traceback_text,
+            finished_at=timezone.now(),
+        )
