@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 from django import forms
@@ -173,17 +172,13 @@ class RunForm(_TargetMixin, PanelForm):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
-        duration, transactions = data.get("duration"), data.get("transactions")
-        if "duration" not in self.errors and "transactions" not in self.errors:
-            if duration is None and transactions is None:
-                self.add_error("duration", _("Give a duration or a number of transactions per client."))
-            elif duration is not None and transactions is not None:
-                self.add_error("duration", _("Give a duration or transactions per client, not both."))
         if data.get("script") == CUSTOM and not (data.get("custom_script") or "").strip():
             self.add_error("custom_script", _("Write the custom script, or choose a built-in one."))
-        clients, threads = data.get("clients"), data.get("threads")
-        if clients and threads and threads > clients:
-            self.add_error("threads", _("Threads cannot exceed clients."))
+        if not self.errors:
+            # The rules between fields (threads and clients, duration or transactions…) are the
+            # library's, the same the services and ``bench run`` apply.
+            for field, message in cmd.problems(self.options()):
+                self.add_error(field if field in self.fields else None, message)
         return data
 
     @property
@@ -205,10 +200,9 @@ class RunForm(_TargetMixin, PanelForm):
 
     def options(self) -> cmd.RunOptions:
         data = self.cleaned_data
-        clients = data["clients"]
-        return cmd.RunOptions(
-            clients=clients,
-            threads=data.get("threads") or cmd.default_threads(clients, os.cpu_count()),
+        return cmd.run_options(
+            clients=data["clients"],
+            threads=data.get("threads"),
             duration_s=data.get("duration"),
             transactions=data.get("transactions"),
             progress_interval_s=data["progress"],
@@ -285,7 +279,7 @@ class SweepForm(_TargetMixin, PanelForm):
 
     def base_options(self) -> cmd.RunOptions:
         data = self.cleaned_data
-        return cmd.RunOptions(
+        return cmd.run_options(
             clients=1,
             threads=1,
             duration_s=data["duration"],

@@ -25,21 +25,6 @@ from panel.clusters.models import Cluster
 from panel.core.errors import ServiceError
 from panel.pools.models import ConnectionPool
 
-_FIELD_WORDS = {
-    "Clients": "clients",
-    "Threads": "threads",
-    "Duration": "duration",
-    "Give": "duration",
-    "Transactions": "transactions",
-    "Progress": "progress_interval",
-    "Rate": "rate",
-    "Latency": "latency_limit",
-    "Maximum": "max_tries",
-    "Unlimited": "max_tries",
-    "Unknown": "script",
-    "Choose": "script",
-}
-
 
 def _with_script(options: cmd.RunOptions, custom_script: str | None) -> cmd.RunOptions:
     if custom_script is None:
@@ -82,9 +67,9 @@ def validate_run(
     require_serving(cluster)
     target = resolve_target(cluster, pool=pool, database=database, user=user)
     options = _with_script(options, custom_script)
-    errors = cmd.validate(options)
-    if errors:
-        raise ServiceError(" ".join(errors), field=_FIELD_WORDS.get(errors[0].split()[0]))
+    found = cmd.problems(options)
+    if found:
+        raise ServiceError(" ".join(message for _field, message in found), field=found[0][0])
     if custom_script is not None:
         result = check_custom_script(
             runner.pgbench_path(cluster.version),

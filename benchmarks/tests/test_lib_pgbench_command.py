@@ -192,11 +192,11 @@ def test_valid_options_have_no_errors() -> None:
         (RunOptions(clients=4, threads=8, duration_s=1), "Threads (8) cannot exceed clients (4)."),
         (
             RunOptions(clients=4, threads=1),
-            "Give either a duration or a number of transactions per client, not both.",
+            "Give a duration or a number of transactions per client.",
         ),
         (
             RunOptions(clients=4, threads=1, duration_s=5, transactions=5),
-            "Give either a duration or a number of transactions per client, not both.",
+            "Give a duration or a number of transactions per client, not both.",
         ),
         (
             RunOptions(clients=4, threads=1, duration_s=86_401),
@@ -372,3 +372,31 @@ def test_exact_command_renders_the_argv_with_secrets_and_the_workdir_as_variable
     # Without a work directory in the arguments it is shlex.join of the argv behind the variables.
     plain = cmd.exact_command(argv[:5], {"PGPASSWORD": None}, workdir)
     assert plain == 'PGPASSWORD="$PGPASSWORD" ' + shlex.join(argv[:5])
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        (RunOptions(clients=0, threads=1, duration_s=1), "clients"),
+        (RunOptions(clients=4, threads=8, duration_s=1), "threads"),
+        (RunOptions(clients=4, threads=1), "duration"),
+        (RunOptions(clients=4, threads=1, transactions=0), "transactions"),
+        (RunOptions(clients=4, threads=1, duration_s=1, progress_interval_s=0), "progress"),
+        (RunOptions(clients=4, threads=1, duration_s=1, builtin="nope"), "script"),
+        (RunOptions(clients=4, threads=1, duration_s=1, query_mode="nope"), "query_mode"),
+        (RunOptions(clients=4, threads=1, duration_s=1, rate=0), "rate"),
+        (RunOptions(clients=4, threads=1, duration_s=1, latency_limit_ms=0), "latency_limit"),
+        (RunOptions(clients=4, threads=1, transactions=5, max_tries=0), "max_tries"),
+    ],
+)
+def test_each_problem_names_the_form_field_it_is_about(options: RunOptions, field: str) -> None:
+    found = cmd.problems(options)
+    assert [f for f, _message in found] == [field]
+    assert cmd.validate(options) == [message for _f, message in found]
+
+
+def test_run_options_gives_one_thread_per_cpu_unless_threads_are_chosen() -> None:
+    assert cmd.run_options(clients=8, duration_s=5, cpu_count=4).threads == 4
+    assert cmd.run_options(clients=8, threads=2, duration_s=5, cpu_count=4).threads == 2
+    assert cmd.run_options(clients=3, duration_s=5, cpu_count=16).threads == 3
+    assert cmd.run_options(clients=8, duration_s=5, builtin=None).script == "tpcb-like"

@@ -64,7 +64,7 @@ def field_errors(page: str, field: str) -> list[str]:
         ({"duration": "0"}, "duration", "greater than or equal to 1"),
         ({"duration": "", "transactions": ""}, "duration", "Give a duration or a number of transactions"),
         ({"duration": "5", "transactions": "100"}, "duration", "not both"),
-        ({"threads": "8"}, "threads", "Threads cannot exceed clients."),
+        ({"threads": "8"}, "threads", "cannot exceed clients"),
         ({"script": "custom", "custom_script": ""}, "custom_script", "Write the custom script"),
     ],
 )

@@ -8,7 +8,6 @@ several users own a cluster of that name, ``--owner`` picks one.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -157,10 +156,9 @@ class Command(PanelCommand):
                 custom_script = Path(opts["file"]).read_text(encoding="utf-8")
             except OSError as exc:
                 raise CommandError(f"Cannot read {opts['file']}: {exc.strerror}") from None
-        clients = opts["clients"]
-        options = cmd.RunOptions(
-            clients=clients,
-            threads=opts["threads"] or cmd.default_threads(clients, os.cpu_count()),
+        options = cmd.run_options(
+            clients=opts["clients"],
+            threads=opts["threads"],
             duration_s=opts["duration"],
             transactions=opts["transactions"],
             progress_interval_s=opts["progress"],
