@@ -11,3 +11,10 @@ class BenchmarksConfig(AppConfig):
     label = "benchmarks"
     verbose_name = _("Benchmarks")
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from benchmarks.services.teardown import stop_cluster_work
+        from panel.clusters import hooks
+
+        # Deleting a cluster cancels its runs first: no pgbench outlives the server it measures.
+        hooks.register_before_teardown(stop_cluster_work)

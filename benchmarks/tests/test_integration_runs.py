@@ -16,6 +16,7 @@ from benchmarks import runner, services
 from benchmarks.lib.pgbench_command import RunOptions
 from benchmarks.lib.pgbench_txlog import TxLogFormat, parse_txlog, percentiles_by_interval
 from benchmarks.models import BenchmarkRun, JobStatus, RunStatus
+from panel.clusters import hooks
 from panel.clusters.models import Cluster
 from panel.pools import services as pool_services
 
@@ -143,3 +144,42 @@ def test_cancel_stops_pgbench_within_two_seconds_and_keeps_the_samples(
     assert outcome and outcome[0].status == RunStatus.CANCELLED
     assert outcome[0].samples.count() >= 2
     assert outcome[0].exit_code is not None and outcome[0].exit_code < 0
+
+
+def test_deleting_a_cluster_first_stops_its_running_pgbench_and_cancels_its_queue(
+    cluster: Cluster, wait_until: Callable[..., object]
+) -> None:
+    running = services.launch_run(
+        cluster, options=RunOptions(clients=2, threads=1, duration_s=30), enqueue=False
+    )
+    outcome: list[BenchmarkRun] = []
+
+    def execute() -> None:
+        try:
+            outcome.append(services.execute_run(running.pk, wait_turn_s=10))
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=execute)
+    worker.start()
+    wait_until(lambda: running.samples.count() >= 1, timeout=20, message="a first sample")
+    queued = services.launch_run(
+        cluster, options=RunOptions(clients=2, threads=1, duration_s=5), enqueue=False
+    )
+    running.refresh_from_db()
+    pid = running.pgbench_pid
+    assert runner.is_pgbench(pid) and queued.status == RunStatus.QUEUED
+
+    # What tear_down runs before it stops the server: the step the benchmarks app registered.
+    started = time.monotonic()
+    hooks.before_teardown(cluster)
+    while runner.is_pgbench(pid):
+        assert time.monotonic() - started < 3, "pgbench still running 3 s after the teardown hook"
+        time.sleep(0.05)
+    worker.join(timeout=10)
+    assert outcome and outcome[0].status == RunStatus.CANCELLED
+    queued.refresh_from_db()
+    assert queued.status == RunStatus.CANCELLED
+
+    # The cluster itself is untouched: a run after the hook still works.
+    assert_ran_cleanly(run_now(cluster, clients=2, duration_s=2), clients=2, seconds=2)
