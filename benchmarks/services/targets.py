@@ -26,13 +26,8 @@ class ResolvedTarget:
 
 
 def require_serving(cluster: Cluster) -> None:
-    cluster.refresh_from_db(fields=["status"])
-    if not cluster.is_serving:
-        raise ServiceError(
-            _("The cluster is %(status)s; start it first.")
-            % {"status": cluster.get_status_display().lower()},
-            field="cluster",
-        )
+    """A benchmark needs the server up now: the status read again, the error on the form's cluster."""
+    cluster.require_serving(fresh=True, field="cluster")
 
 
 def _current_pool(

@@ -10,11 +10,13 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from panel import crypto
 from panel.clusters.lib.plans import Plan, get_plan
 from panel.core import runas
+from panel.core.errors import ServiceError
 from panel.core.runas import OsUser
 
 
@@ -139,6 +141,20 @@ class Cluster(models.Model):
     @property
     def is_serving(self) -> bool:
         return self.status in ClusterStatus.SERVING
+
+    def require_serving(self, *, fresh: bool = False, field: str | None = None) -> None:
+        """The one "start it first" refusal of every action that needs a running server.
+
+        ``fresh`` reads the status again first (a worker may have stopped it since the request).
+        """
+        if fresh:
+            self.refresh_from_db(fields=["status"])
+        if not self.is_serving:
+            raise ServiceError(
+                gettext("The cluster is %(status)s; start it first.")
+                % {"status": self.get_status_display().lower()},
+                field=field,
+            )
 
     @property
     def superuser_password(self) -> str:

@@ -16,19 +16,12 @@ from panel.core.errors import ServiceError
 from panel.core.runas import EngineError
 
 
-def require_serving(cluster: Cluster) -> None:
-    if not cluster.is_serving:
-        raise ServiceError(
-            _("The cluster is %(status)s; start it first.") % {"status": cluster.get_status_display().lower()}
-        )
-
-
 def on_server(
     cluster: Cluster, change: Callable[[psycopg.Connection], object], *, field: str | None = None
 ) -> None:
     """Make ``change`` on the serving cluster as the panel's superuser; PostgreSQL's refusal
     becomes a ServiceError (about ``field`` when given), its own words shown as they are."""
-    require_serving(cluster)
+    cluster.require_serving()
     try:
         with dbconn.admin_connection(cluster) as conn:
             change(conn)

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import trigger_client_event
 
 from panel.clusters import attach, ownership, roles, services
-from panel.clusters.connection import CONNECTION_VIEWS, SECRET_FORMATS, connection_box
+from panel.clusters.connection import SECRET_FORMATS, connection_box
 from panel.clusters.forms import AttachClusterForm, CreateClusterForm, DeleteClusterForm, NameForm
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster
@@ -91,36 +91,17 @@ def _requested_details(cluster: Cluster, params: Any) -> ConnectionDetails:
 
 
 def _connection_context(cluster: Cluster, params: Any, *, reveal: bool) -> dict[str, Any]:
-    view = params.get("view") if params.get("view") in dict(CONNECTION_VIEWS) else "params"
-    context: dict[str, Any] = {
-        "cluster": cluster,
-        "view": view,
-        "views": CONNECTION_VIEWS,
-        "users": list(cluster.users.all()),
-        "databases": list(cluster.databases.all()),
-        "revealed": reveal,
-        "conn": None,
-        "conn_error": None,
-    }
-    try:
-        details = _requested_details(cluster, params)
-    except ServiceError as exc:
-        context["conn_error"] = exc.message
-        return context
-    context.update(
-        connection_box(
-            details,
-            view=view,
-            reveal=reveal,
-            selection={"user": details.user, "database": details.database},
-            urls={
-                "connection": reverse("clusters:connection", args=[cluster.pk]),
-                "reveal": reverse("clusters:connection-reveal", args=[cluster.pk]),
-                "secret": reverse("clusters:connection-secret", args=[cluster.pk]),
-            },
-        )
+    return connection_box(
+        params,
+        lambda: _requested_details(cluster, params),
+        reveal=reveal,
+        selection=("user", "database"),
+        url_names="clusters",
+        url_args=[cluster.pk],
+        cluster=cluster,
+        users=list(cluster.users.all()),
+        databases=list(cluster.databases.all()),
     )
-    return context
 
 
 @require_GET

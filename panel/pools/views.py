@@ -17,7 +17,7 @@ from django.utils.translation import ngettext
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from panel.clusters.connection import CONNECTION_VIEWS, SECRET_FORMATS, connection_box
+from panel.clusters.connection import SECRET_FORMATS, connection_box
 from panel.clusters.models import Cluster
 from panel.clusters.ownership import get_cluster_for_user
 from panel.core.errors import ServiceError
@@ -174,35 +174,16 @@ def _requested_user(pool: ConnectionPool, params: Any) -> str | None:
 
 
 def _connection_context(pool: ConnectionPool, params: Any, *, reveal: bool) -> dict[str, Any]:
-    view = params.get("view") if params.get("view") in dict(CONNECTION_VIEWS) else "params"
-    context: dict[str, Any] = {
-        "pool": pool,
-        "view": view,
-        "views": CONNECTION_VIEWS,
-        "users": list(pool.cluster.users.all()) if pool.is_inbound_user else [],
-        "revealed": reveal,
-        "conn": None,
-        "conn_error": None,
-    }
-    try:
-        details = services.pool_connection_details(pool, user=_requested_user(pool, params))
-    except ServiceError as exc:
-        context["conn_error"] = exc.message
-        return context
-    context.update(
-        connection_box(
-            details,
-            view=view,
-            reveal=reveal,
-            selection={"user": details.user},
-            urls={
-                "connection": reverse("pools:connection", args=[pool.cluster_id, pool.pk]),
-                "reveal": reverse("pools:connection-reveal", args=[pool.cluster_id, pool.pk]),
-                "secret": reverse("pools:connection-secret", args=[pool.cluster_id, pool.pk]),
-            },
-        )
+    return connection_box(
+        params,
+        lambda: services.pool_connection_details(pool, user=_requested_user(pool, params)),
+        reveal=reveal,
+        selection=("user",),
+        url_names="pools",
+        url_args=[pool.cluster_id, pool.pk],
+        pool=pool,
+        users=list(pool.cluster.users.all()) if pool.is_inbound_user else [],
     )
-    return context
 
 
 def _render_pool_page(

@@ -31,10 +31,7 @@ log = logging.getLogger(__name__)
 def _require_poolable(cluster: Cluster) -> None:
     if not poolable(cluster):
         raise ServiceError(_("Connection pools are available for clusters provisioned by this panel."))
-    if not cluster.is_serving:
-        raise ServiceError(
-            _("The cluster is %(status)s; start it first.") % {"status": cluster.get_status_display().lower()}
-        )
+    cluster.require_serving()
 
 
 def _check_fields(cluster: Cluster, *, database: str, user: str, mode: str, size: object) -> None:

@@ -21,20 +21,24 @@ log = logging.getLogger(__name__)
 
 def ensure_not_used(cluster: Cluster, *, database: str | None = None, user: str | None = None) -> None:
     """Refuse to delete a database or user that a pool uses, naming the pool(s)."""
-    if database is not None:
-        names = list(cluster.pools.filter(database=database).values_list("name", flat=True))
+    checks = (
+        (
+            "database",
+            database,
+            _("The database “%(name)s” is used by the pool(s) %(pools)s; delete or change them first."),
+        ),
+        (
+            "user",
+            user,
+            _("The user “%(name)s” is used by the pool(s) %(pools)s; delete or change them first."),
+        ),
+    )
+    for column, value, message in checks:
+        if value is None:
+            continue
+        names = list(cluster.pools.filter(**{column: value}).values_list("name", flat=True))
         if names:
-            raise ServiceError(
-                _("The database “%(db)s” is used by the pool(s) %(pools)s; delete or change them first.")
-                % {"db": database, "pools": ", ".join(f"“{n}”" for n in names)}
-            )
-    if user is not None:
-        names = list(cluster.pools.filter(user=user).values_list("name", flat=True))
-        if names:
-            raise ServiceError(
-                _("The user “%(user)s” is used by the pool(s) %(pools)s; delete or change them first.")
-                % {"user": user, "pools": ", ".join(f"“{n}”" for n in names)}
-            )
+            raise ServiceError(message % {"name": value, "pools": ", ".join(f"“{n}”" for n in names)})
 
 
 def _record_failure(cluster: Cluster, message: str) -> None:
