@@ -33,6 +33,7 @@ from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib.pgbench_check import ProbeOutcome
 from panel.clusters.engine import postgres
 from panel.core import osusers
+from panel.core.polling import wait_for
 from panel.core.runas import EngineError, OsUser, current_user
 
 STDOUT = "stdout"
@@ -286,15 +287,10 @@ def kill_group(pid: int | None, *, grace_s: float = 1.5) -> bool:
         return False
     assert pid is not None
     _signal_group(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        if not is_pgbench(pid):
-            return True
-        time.sleep(0.05)
+    if wait_for(lambda: not is_pgbench(pid), grace_s, interval=0.05):
+        return True
     _signal_group(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 5
-    while is_pgbench(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: not is_pgbench(pid), 5, interval=0.05)
     return True
 
 

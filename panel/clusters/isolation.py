@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 
 import psutil
 from django.conf import settings
@@ -24,6 +23,7 @@ from panel.clusters.engine import postgres
 from panel.clusters.lib.pgconf import render_hba, render_ident
 from panel.clusters.models import Cluster
 from panel.core import osusers, runas
+from panel.core.polling import wait_for
 from panel.core.runas import EngineError, OsUser
 
 log = logging.getLogger(__name__)
@@ -123,15 +123,14 @@ def reload_server_config(cluster: Cluster, *, timeout: float = RELOAD_TIMEOUT) -
         row = conn.execute("SELECT pg_catalog.pg_conf_load_time()").fetchone()
         conn.execute("SELECT pg_catalog.pg_reload_conf()")
     before = row[0] if row else None
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def reloaded() -> bool:
         with dbconn.admin_connection(cluster) as conn:
-            row = conn.execute("SELECT pg_catalog.pg_conf_load_time()").fetchone()
-        if row and before is not None and row[0] > before:
-            return
-        if time.monotonic() > deadline:
-            raise EngineError(f"PostgreSQL did not reload its configuration within {timeout:.0f} s.")
-        time.sleep(0.02)
+            now = conn.execute("SELECT pg_catalog.pg_conf_load_time()").fetchone()
+        return bool(now and before is not None and now[0] > before)
+
+    if not wait_for(reloaded, timeout):
+        raise EngineError(f"PostgreSQL did not reload its configuration within {timeout:.0f} s.")
 
 
 def refresh_server_auth(cluster: Cluster) -> bool:

@@ -18,12 +18,12 @@ import resource
 import shutil
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import psutil
 
 from panel.core import runas
+from panel.core.polling import wait_for
 from panel.core.runas import EngineError
 from panel.pools.disk import BouncerFiles, log_problems, log_size
 
@@ -129,15 +129,11 @@ def start(files: BouncerFiles, *, fds_needed: int, timeout: float = 10) -> int:
     if result.returncode != 0:
         said = log_problems(files, offset) or (result.stderr or result.stdout).strip().splitlines()[-2:]
         raise SupervisorError("PgBouncer did not start: " + " ".join(said or [f"exit {result.returncode}"]))
-    deadline = time.monotonic() + timeout
-    while True:
-        pid = running_pid(files)
-        if pid is not None and files.socket_path.exists():
-            break
-        if time.monotonic() > deadline:
-            said = log_problems(files, offset)
-            raise SupervisorError("PgBouncer did not come up: " + (" ".join(said) or "no reason logged."))
-        time.sleep(0.02)
+    if not wait_for(lambda: running_pid(files) is not None and files.socket_path.exists(), timeout):
+        said = log_problems(files, offset)
+        raise SupervisorError("PgBouncer did not come up: " + (" ".join(said) or "no reason logged."))
+    pid = running_pid(files)
+    assert pid is not None
     cannot_listen = [line for line in log_problems(files, offset) if _CANNOT_LISTEN.search(line)]
     if cannot_listen or not _listens_on(pid, files.port):
         _terminate(pid, timeout=timeout)
@@ -156,12 +152,7 @@ def _exited(proc: psutil.Process) -> bool:
 
 
 def _wait_exit(proc: psutil.Process, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while not _exited(proc):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
+    return wait_for(lambda: _exited(proc), timeout, interval=0.01)
 
 
 def _terminate(pid: int, *, timeout: float) -> None:

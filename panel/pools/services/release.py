@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import logging
-import time
 
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from panel.clusters.models import Cluster
 from panel.core.errors import ServiceError
+from panel.core.polling import wait_for
 from panel.pools import console
 from panel.pools.console import admin_console
 from panel.pools.lib.admin_console import PoolRow
@@ -84,9 +84,7 @@ def _release(cluster: Cluster, name: str | None, *, timeout: float, quiet: bool 
                     console.reconnect(conn)
                 else:
                     console.reconnect_database(conn, name)
-                deadline = time.monotonic() + timeout
-                while time.monotonic() < deadline and idle(console.show_pools(conn)):
-                    time.sleep(0.05)
+                wait_for(lambda: not idle(console.show_pools(conn)), timeout, interval=0.05)
     except (console.ConsoleError, ValueError) as exc:
         log.info("releasing idle servers of %s failed: %s", cluster.pk, exc)
         if quiet:
