@@ -29,7 +29,7 @@ from benchmarks.services.config import (
 )
 from benchmarks.services.datasets import execute_init, init_dataset, latest_dataset
 from benchmarks.services.enqueue import INIT_TASK, QUEUE, RUN_TASK, kick_next, next_in_line, run_time_limit
-from benchmarks.services.execute import NOT_COUNTED, TICK_S, claim_run, execute_run, workdir_prefix
+from benchmarks.services.execute import TICK_S, claim_run, execute_run, workdir_prefix
 from benchmarks.services.launch import (
     cancel_run,
     choose_sampling_rate,
@@ -51,6 +51,7 @@ from benchmarks.services.read import (
     sweep_results,
 )
 from benchmarks.services.reaper import reap
+from benchmarks.services.recorder import NOT_COUNTED
 from benchmarks.services.targets import LOOPBACK, ResolvedTarget, resolve_target
 from panel.core.errors import ServiceError
 

@@ -1,10 +1,7 @@
-"""Claiming a queued run and executing it: spawn pgbench, store samples and errors, record the end."""
+"""Claiming a queued run and executing it: prepare, spawn pgbench, follow it to its end (``recorder`` stores what it says)."""
 
 from __future__ import annotations
 
-import dataclasses
-import datetime as dt
-import json
 import logging
 import os
 import time
@@ -12,7 +9,6 @@ import traceback
 import uuid
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -21,23 +17,15 @@ from django.utils.translation import gettext as _
 from benchmarks import runner
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib.pgbench_output import (
-    CONNECTION_FAILED,
-    DETAIL,
-    FATAL_KINDS,
-    IGNORED,
-    WARNING,
-    ErrorLine,
-    ProgressSample,
     StderrParser,
-    classify_exit,
-    parse_summary,
 )
 from benchmarks.lib.pgbench_txlog import TxLogTail
-from benchmarks.models import BenchmarkRun, InvalidTransition, RunError, RunSample, RunStatus
+from benchmarks.models import BenchmarkRun, InvalidTransition, RunStatus
 from benchmarks.services.config import HOSTNAME, SCRIPT_FILE, heartbeat_interval
 from benchmarks.services.enqueue import kick_next, next_in_line, run_time_limit
 from benchmarks.services.launch import refuse_shell_commands
 from benchmarks.services.percentiles import Percentiles
+from benchmarks.services.recorder import RunRecorder
 from benchmarks.services.targets import ResolvedTarget, require_serving, resolve_target
 from panel.clusters.models import Cluster
 from panel.core.errors import ServiceError
@@ -46,7 +34,6 @@ from panel.pools import services as pools_services
 log = logging.getLogger(__name__)
 
 TICK_S = 0.25  # how often the executor checks for a cancel and reads the transaction log
-NOT_COUNTED = frozenset({IGNORED, WARNING, DETAIL})  # context, not errors of the run
 
 
 def claim_run(run_id: uuid.UUID | str, *, in_order: bool = True) -> BenchmarkRun | None:
@@ -118,12 +105,7 @@ class _Execution:
     def __init__(self, run: BenchmarkRun, *, txlog_copy_to: Path | None = None) -> None:
         self.run = run
         self.txlog_copy_to = txlog_copy_to
-        self.seq = 0
-        self.stdout: list[str] = []
-        self.new_errors: list[tuple[ErrorLine, float]] = []
-        self.error_count = 0
-        self.stored_errors = 0
-        self.first_error = ""
+        self.recorder = RunRecorder(run)
         self.stopped_reason = ""
         self.cancelled = False
 
@@ -227,13 +209,13 @@ class _Execution:
             while not proc.done:
                 line = proc.next_line(TICK_S)
                 if line is not None:
-                    self._handle(line, parser, percentiles)
+                    self.recorder.handle(line, parser, percentiles)
                 now = time.monotonic()
                 if now >= next_tick:
                     next_tick = now + TICK_S
                     percentiles.poll()
-                    percentiles.flush(self.seq)
-                    self._flush_errors()
+                    percentiles.flush(self.recorder.seq)
+                    self.recorder.flush_errors()
                     if not BenchmarkRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING).exists():
                         self.cancelled = True
                         proc.stop()
@@ -254,96 +236,10 @@ class _Execution:
         if returncode is None:
             returncode = proc.stop()
         percentiles.poll(final=True)
-        percentiles.flush(self.seq)
-        self._flush_errors()
-        self._finish(returncode, parser)
-
-    def _handle(self, line: runner.Line, parser: StderrParser, percentiles: Percentiles) -> None:
-        if line.stream == runner.STDOUT:
-            self.stdout.append(line.text)
-            return
-        event = parser.feed(line.text)
-        if isinstance(event, ProgressSample):
-            self.seq += 1
-            if percentiles.start_epoch is None:
-                start = line.at - event.elapsed_s
-                percentiles.set_start(start)
-                BenchmarkRun.objects.filter(pk=self.run.pk).update(bench_start_epoch=start)
-            RunSample.objects.create(
-                run_id=self.run.pk,
-                seq=self.seq,
-                elapsed_s=event.elapsed_s,
-                tps=event.tps,
-                latency_avg_ms=event.latency_avg_ms,
-                latency_stddev_ms=event.latency_stddev_ms,
-                failed=event.failed,
-                lag_ms=event.lag_ms,
-                skipped=event.skipped,
-                retried=event.retried,
-                retries=event.retries,
-                received_at=_aware(line.at),
-            )
-            percentiles.flush(self.seq)
-        elif isinstance(event, ErrorLine):
-            self.new_errors.append((event, line.at))
-
-    def _flush_errors(self) -> None:
-        if not self.new_errors:
-            return
-        batch, self.new_errors = self.new_errors, []
-        rows = []
-        for error, at in batch:
-            if error.kind not in NOT_COUNTED:
-                self.error_count += 1
-            if not self.first_error and error.kind in FATAL_KINDS:
-                self.first_error = error.message
-            if self.stored_errors < RunError.MAX_STORED:
-                self.stored_errors += 1
-                rows.append(
-                    RunError(
-                        run_id=self.run.pk,
-                        at=_aware(at),
-                        kind=error.kind,
-                        message=error.message,
-                        client_id=error.client_id,
-                    )
-                )
-        RunError.objects.bulk_create(rows)
-        BenchmarkRun.objects.filter(pk=self.run.pk).update(
-            error_count=self.error_count, first_error=self.first_error
-        )
-
-    def _finish(self, returncode: int | None, parser: StderrParser) -> None:
-        run = self.run
-        summary = parse_summary("".join(self.stdout), run_aborted=parser.run_aborted)
-        summary_data = json.loads(json.dumps(dataclasses.asdict(summary))) if summary else None
-        code = returncode if returncode is not None else -9
-        status, reason = classify_exit(code, summary, parser.errors)
-        details = {"exit_code": code, "summary": summary_data, "aborted_clients": len(parser.aborted_clients)}
-        BenchmarkRun.objects.filter(pk=run.pk).update(aborted_clients=len(parser.aborted_clients))
-        try:
-            if self.cancelled:
-                raise InvalidTransition("cancelled")
-            if self.stopped_reason:
-                run.fail(self.stopped_reason, summary=summary_data, exit_code=code)
-            elif status == RunStatus.SUCCEEDED:
-                run.succeed(summary=summary_data, exit_code=code)
-            elif status == RunStatus.COMPLETED_WITH_ERRORS:
-                run.complete_with_errors(reason, summary=summary_data, exit_code=code)
-            else:
-                refused = next((e for e in parser.errors if e.kind == CONNECTION_FAILED), None)
-                if code < 0 and refused is not None:
-                    # pgbench 15 can die of a signal instead of exiting 1 when connections are refused.
-                    reason = _("could not start: %(m)s") % {"m": refused.message}
-                run.fail(reason, summary=summary_data, exit_code=code)
-        except InvalidTransition:
-            # Cancelled or reaped meanwhile: keep that status, still record what pgbench said.
-            BenchmarkRun.objects.filter(pk=run.pk).update(**details)
+        percentiles.flush(self.recorder.seq)
+        self.recorder.flush_errors()
+        self.recorder.finish(returncode, parser, cancelled=self.cancelled, stopped_reason=self.stopped_reason)
 
 
 def workdir_prefix(run: BenchmarkRun) -> str:
     return f"pgbench-run-{run.pk.hex}-"
-
-
-def _aware(epoch: float) -> Any:
-    return dt.datetime.fromtimestamp(epoch, dt.UTC)
