@@ -42,6 +42,22 @@ def run_now(cluster: Cluster, txlogs: Path | None = None, **kwargs: object) -> B
     return services.execute_run(run.pk, wait_turn_s=30, txlog_copy_to=txlogs)
 
 
+def run_in_background(cluster: Cluster) -> tuple[BenchmarkRun, threading.Thread, list[BenchmarkRun]]:
+    """A 30-second run executing in a thread, as a worker would; its outcome lands in the list."""
+    run = services.launch_run(cluster, options=RunOptions(clients=2, threads=1, duration_s=30), enqueue=False)
+    outcome: list[BenchmarkRun] = []
+
+    def execute() -> None:
+        try:
+            outcome.append(services.execute_run(run.pk, wait_turn_s=10))
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=execute)
+    worker.start()
+    return run, worker, outcome
+
+
 def assert_ran_cleanly(run: BenchmarkRun, clients: int, seconds: int) -> None:
     assert run.status == RunStatus.SUCCEEDED, (run.error_message, run.first_error)
     assert run.exit_code == 0
@@ -120,17 +136,7 @@ def test_too_many_clients_fail_direct_with_the_reserved_slots_message_and_run_th
 def test_cancel_stops_pgbench_within_two_seconds_and_keeps_the_samples(
     cluster: Cluster, wait_until: Callable[..., object]
 ) -> None:
-    run = services.launch_run(cluster, options=RunOptions(clients=2, threads=1, duration_s=30), enqueue=False)
-    outcome: list[BenchmarkRun] = []
-
-    def execute() -> None:
-        try:
-            outcome.append(services.execute_run(run.pk, wait_turn_s=10))
-        finally:
-            connection.close()
-
-    worker = threading.Thread(target=execute)
-    worker.start()
+    run, worker, outcome = run_in_background(cluster)
     wait_until(lambda: run.samples.count() >= 2, timeout=20, message="two samples")
     run.refresh_from_db()
     pid = run.pgbench_pid
@@ -149,19 +155,7 @@ def test_cancel_stops_pgbench_within_two_seconds_and_keeps_the_samples(
 def test_deleting_a_cluster_first_stops_its_running_pgbench_and_cancels_its_queue(
     cluster: Cluster, wait_until: Callable[..., object]
 ) -> None:
-    running = services.launch_run(
-        cluster, options=RunOptions(clients=2, threads=1, duration_s=30), enqueue=False
-    )
-    outcome: list[BenchmarkRun] = []
-
-    def execute() -> None:
-        try:
-            outcome.append(services.execute_run(running.pk, wait_turn_s=10))
-        finally:
-            connection.close()
-
-    worker = threading.Thread(target=execute)
-    worker.start()
+    running, worker, outcome = run_in_background(cluster)
     wait_until(lambda: running.samples.count() >= 1, timeout=20, message="a first sample")
     queued = services.launch_run(
         cluster, options=RunOptions(clients=2, threads=1, duration_s=5), enqueue=False

@@ -60,18 +60,22 @@ def overview(cluster: Cluster) -> Overview:
     return Overview(int(row[0]) if row and row[0] is not None else None, row[1] if row else None)
 
 
+def database_user(cluster: Cluster, name: str) -> DatabaseUser:
+    """The cluster's user of that name; a ServiceError on the form's user field when there is none."""
+    try:
+        return cluster.users.get(name=name)
+    except DatabaseUser.DoesNotExist:
+        raise ServiceError(
+            _("No user named “%(name)s” on this cluster.") % {"name": name}, field="user"
+        ) from None
+
+
 def connection_details(
     cluster: Cluster, *, user: str | None = None, database: str | None = None
 ) -> ConnectionDetails:
     """The details a client uses; unknown user or database names are a ServiceError."""
-    user_name = user or cluster.admin_user
     db_name = database or cluster.default_database
-    try:
-        db_user = cluster.users.get(name=user_name)
-    except DatabaseUser.DoesNotExist:
-        raise ServiceError(
-            _("No user named “%(name)s” on this cluster.") % {"name": user_name}, field="user"
-        ) from None
+    db_user = database_user(cluster, user or cluster.admin_user)
     if not cluster.databases.filter(name=db_name).exists():
         raise ServiceError(
             _("No database named “%(name)s” on this cluster.") % {"name": db_name}, field="database"

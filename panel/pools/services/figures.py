@@ -15,7 +15,8 @@ from django.utils.translation import gettext as _
 
 from panel.clusters import dbconn
 from panel.clusters.lib.connstr import ConnectionDetails
-from panel.clusters.models import Cluster, DatabaseUser
+from panel.clusters.models import Cluster
+from panel.clusters.services.overview import database_user
 from panel.core.errors import ServiceError
 from panel.pools import console, supervisor
 from panel.pools.console import admin_console
@@ -251,12 +252,7 @@ def pool_connection_details(pool: ConnectionPool, user: str | None = None) -> Co
         name = pool.user
     else:
         name = user or cluster.admin_user
-    try:
-        db_user = cluster.users.get(name=name)
-    except DatabaseUser.DoesNotExist:
-        raise ServiceError(
-            _("No user named “%(name)s” on this cluster.") % {"name": name}, field="user"
-        ) from None
+    db_user = database_user(cluster, name)
     return ConnectionDetails(
         db_user.name, db_user.password, settings.PANEL_PUBLIC_HOST, int(cluster.pooler_port or 0), pool.name
     )
