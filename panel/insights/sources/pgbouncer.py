@@ -18,6 +18,7 @@ from panel.insights.snapshot import (
 from panel.pools import console
 from panel.pools.config import ADMIN_ROLE
 from panel.pools.disk import bouncer_files
+from panel.pools.lib.admin_console import PoolTotals, pool_totals
 
 log = logging.getLogger(__name__)
 
@@ -44,26 +45,15 @@ def collect_pgbouncer(snap: Snapshot, target: Target, deadline: Deadline) -> Non
         pools = console.show_pools(conn)
         stats = console.show_stats(conn)
         snap.query_seconds += time.perf_counter() - started
-    sums = {
-        name: {"cl_active": 0, "cl_waiting": 0, "sv_active": 0, "sv_idle": 0, "sv_used": 0, "maxwait": 0.0}
-        for name in target.pools
-    }
-    for row in pools:
-        s = sums.get(row.database)
-        if s is None:
-            continue  # the admin console, or a pool removed meanwhile
-        s["cl_active"] += row.cl_active or 0
-        s["cl_waiting"] += row.cl_waiting or 0
-        s["sv_active"] += row.sv_active or 0
-        s["sv_idle"] += row.sv_idle or 0
-        s["sv_used"] += row.sv_used or 0
-        s["maxwait"] = max(s["maxwait"], row.maxwait or 0.0)
-    for name, s in sums.items():
+    totals = pool_totals(pools)
+    for name, size in target.pools.items():
+        # Only the cluster's pools: not the admin console's row, nor a pool removed meanwhile.
+        t = totals.get(name, PoolTotals())
         pool = label("pool", name)
         for key in ("cl_active", "cl_waiting", "sv_active", "sv_idle", "sv_used"):
-            snap.gauge(f"pool_{key}", pool, s[key])
-        snap.gauge("pool_maxwait_seconds", pool, s["maxwait"])
-        snap.gauge("pool_size", pool, target.pools[name])
+            snap.gauge(f"pool_{key}", pool, getattr(t, key))
+        snap.gauge("pool_maxwait_seconds", pool, t.maxwait)
+        snap.gauge("pool_size", pool, size)
     for row in stats:
         if row.database not in target.pools:
             continue

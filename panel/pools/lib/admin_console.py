@@ -235,6 +235,45 @@ def parse_show_clients(column_names: Sequence[str], rows: Rows) -> list[ClientRo
     ]
 
 
+@dataclass(frozen=True)
+class PoolTotals:
+    """``SHOW POOLS`` of one pool summed over its rows (an inbound-user pool has one per role)."""
+
+    cl_active: int = 0
+    cl_waiting: int = 0
+    sv_active: int = 0
+    sv_idle: int = 0
+    sv_used: int = 0
+    sv_tested: int = 0
+    sv_login: int = 0
+    maxwait: float = 0.0  # the longest wait of any of its rows, seconds
+
+    @property
+    def servers_active(self) -> int:
+        """Server connections in use, logging in included."""
+        return self.sv_active + self.sv_login
+
+    @property
+    def servers_idle(self) -> int:
+        """Server connections held without a client: sv_used (idle longer than server_check_delay)
+        and sv_tested (being checked before reuse) hold a slot on the server like sv_idle."""
+        return self.sv_idle + self.sv_used + self.sv_tested
+
+
+_SUMMED = ("cl_active", "cl_waiting", "sv_active", "sv_idle", "sv_used", "sv_tested", "sv_login")
+
+
+def pool_totals(rows: Sequence[PoolRow]) -> dict[str, PoolTotals]:
+    """``SHOW POOLS`` summed per pool name (the admin console's own row included, if present)."""
+    sums: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        s = sums.setdefault(row.database, dict.fromkeys(_SUMMED, 0) | {"maxwait": 0.0})
+        for key in _SUMMED:
+            s[key] += getattr(row, key) or 0
+        s["maxwait"] = max(s["maxwait"], row.maxwait or 0.0)
+    return {name: PoolTotals(**s) for name, s in sums.items()}
+
+
 def clients_by_state(clients: Sequence[ClientRow], database: str) -> dict[str, int]:
     """``{"active": 20, "waiting": 20}`` for one pool: who a removal would disconnect."""
     return dict(Counter(c.state or "unknown" for c in clients if c.database == database))

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
 
 from django.conf import settings
 from django.utils.translation import gettext as _
@@ -21,7 +20,7 @@ from panel.core.errors import ServiceError
 from panel.pools import console, supervisor
 from panel.pools.console import admin_console
 from panel.pools.disk import bouncer_files
-from panel.pools.lib.admin_console import PoolRow, clients_by_state
+from panel.pools.lib.admin_console import PoolRow, clients_by_state, pool_totals
 from panel.pools.models import ConnectionPool, Pooler, PoolerStatus
 
 log = logging.getLogger(__name__)
@@ -114,16 +113,6 @@ def pool_budget(cluster: Cluster) -> tuple[int, int]:
 _NO_TRAFFIC = PoolStats(0, 0, 0, 0, 0.0)
 
 
-def idle_servers(row: PoolRow) -> int:
-    # sv_used: idle longer than server_check_delay; sv_tested: being checked before reuse. Both
-    # hold a slot on the server like sv_idle.
-    return (row.sv_idle or 0) + (row.sv_used or 0) + (row.sv_tested or 0)
-
-
-def _active_servers(row: PoolRow) -> int:
-    return (row.sv_active or 0) + (row.sv_login or 0)
-
-
 def _show_pools(cluster: Cluster, pooler: Pooler | None = None) -> list[PoolRow] | None:
     """``SHOW POOLS``; None when PgBouncer is down or does not answer."""
     if not pooler_running(cluster):
@@ -137,16 +126,10 @@ def _show_pools(cluster: Cluster, pooler: Pooler | None = None) -> list[PoolRow]
 
 
 def _stats_by_pool(rows: list[PoolRow]) -> dict[str, PoolStats]:
-    """``SHOW POOLS`` summed per pool name (an inbound pool has one row per role)."""
-    sums: dict[str, dict[str, Any]] = {}
-    for row in rows:
-        s = sums.setdefault(row.database, {"ca": 0, "cw": 0, "sa": 0, "si": 0, "mw": 0.0})
-        s["ca"] += row.cl_active or 0
-        s["cw"] += row.cl_waiting or 0
-        s["sa"] += _active_servers(row)
-        s["si"] += idle_servers(row)
-        s["mw"] = max(s["mw"], row.maxwait or 0.0)
-    return {name: PoolStats(s["ca"], s["cw"], s["sa"], s["si"], s["mw"]) for name, s in sums.items()}
+    return {
+        name: PoolStats(t.cl_active, t.cl_waiting, t.servers_active, t.servers_idle, t.maxwait)
+        for name, t in pool_totals(rows).items()
+    }
 
 
 def _live_stats(cluster: Cluster, pooler: Pooler | None = None) -> dict[str, PoolStats] | None:
@@ -185,8 +168,9 @@ def _server_slots(cluster: Cluster) -> tuple[int | None, int | None]:
 
 
 def _slot_usage(cluster: Cluster, rows: list[PoolRow], *, always_count: bool = True) -> SlotUsage:
-    active = sum(_active_servers(row) for row in rows)
-    idle = sum(idle_servers(row) for row in rows)
+    totals = pool_totals(rows).values()
+    active = sum(t.servers_active for t in totals)
+    idle = sum(t.servers_idle for t in totals)
     # Without held servers the pools lock nobody out: the Overview's poll then skips the server.
     count = cluster.is_serving and (always_count or active + idle > 0)
     limit, backends = _server_slots(cluster) if count else (None, None)

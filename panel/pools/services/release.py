@@ -12,9 +12,9 @@ from panel.core.errors import ServiceError
 from panel.core.polling import wait_for
 from panel.pools import console
 from panel.pools.console import admin_console
-from panel.pools.lib.admin_console import PoolRow
+from panel.pools.lib.admin_console import PoolRow, pool_totals
 from panel.pools.models import ConnectionPool
-from panel.pools.services.figures import idle_servers, pooler_running
+from panel.pools.services.figures import pooler_running
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ def _release(cluster: Cluster, name: str | None, *, timeout: float, quiet: bool 
         return 0
 
     def idle(rows: list[PoolRow]) -> int:
-        return sum(idle_servers(row) for row in rows if name is None or row.database == name)
+        return sum(t.servers_idle for pool, t in pool_totals(rows).items() if name is None or pool == name)
 
     try:
         with admin_console(cluster) as conn:

@@ -10,6 +10,7 @@ import pytest
 from panel.pools.lib.admin_console import (
     AdminConsoleError,
     DatabaseRow,
+    PoolRow,
     clients_by_state,
     diff_databases,
     parse_log_errors,
@@ -18,6 +19,7 @@ from panel.pools.lib.admin_console import (
     parse_show_pools,
     parse_show_stats,
     parse_table_text,
+    pool_totals,
     quote_ident,
 )
 from panel.pools.lib.pgbouncer_ini import PoolSpec, ServerTarget
@@ -332,3 +334,37 @@ def test_parse_log_errors_on_the_name_test_log(case_error: str) -> None:
     text = (FIXTURES / "pgbouncer_ini_name_tests.txt").read_text()
     log = "\n".join(line.strip() for line in text.splitlines() if line.strip().startswith("2026-"))
     assert any(line.endswith(f"ERROR {case_error}") for line in parse_log_errors(log))
+
+
+def _pool_row(database: str, user: str, **counts: object) -> PoolRow:
+    fields: dict[str, object] = dict.fromkeys(
+        (
+            "cl_active",
+            "cl_waiting",
+            "cl_cancel_req",
+            "sv_active",
+            "sv_idle",
+            "sv_used",
+            "sv_tested",
+            "sv_login",
+        ),
+        None,
+    )
+    fields |= {"maxwait": None, "pool_mode": "transaction"} | counts
+    return PoolRow(database=database, user=user, **fields)  # type: ignore[arg-type]
+
+
+def test_pool_totals_sum_an_inbound_pools_roles_and_keep_the_longest_wait() -> None:
+    rows = [
+        _pool_row("app", "alice", cl_active=3, cl_waiting=1, sv_active=2, sv_idle=1, sv_login=1, maxwait=0.5),
+        _pool_row("app", "bob", cl_active=1, sv_active=1, sv_used=2, sv_tested=1, maxwait=1.25),
+        _pool_row("pgbouncer", "pgbouncer", cl_active=1),
+    ]
+    totals = pool_totals(rows)
+    assert set(totals) == {"app", "pgbouncer"}
+    app = totals["app"]
+    assert (app.cl_active, app.cl_waiting, app.maxwait) == (4, 1, 1.25)
+    # Servers logging in count as active; used and tested ones hold a slot like idle ones.
+    assert (app.servers_active, app.servers_idle) == (4, 4)
+    assert totals["pgbouncer"].servers_active == 0
+    assert pool_totals([]) == {}
