@@ -17,6 +17,10 @@
   "use strict";
 
   var POLL_MS = 1000;
+  // Redrawing both charts every second was most of what watching cost the run on a small machine
+  // (issue 11, item 12): samples join the charts' data as they come, the canvases are drawn again
+  // at most every REDRAW_MS, and at once for the first samples and when the run is over.
+  var REDRAW_MS = 5000;
   var PERCENTILE_WINDOW = 120; // samples whose percentiles may still arrive
   var COLORS = { tps: "#0069ff", avg: "#1c2b41", p50: "#2e9e5b", p95: "#f0a202", p99: "#d63b3b" };
 
@@ -29,7 +33,7 @@
       borderWidth: 2,
       pointRadius: 0,
       pointHitRadius: 6,
-      tension: 0.2,
+      tension: 0, // straight segments: no curve to compute at every redraw
       spanGaps: false,
     };
   }
@@ -64,6 +68,8 @@
     this.pending = {}; // seqs whose percentiles have not arrived yet
     this.percentiles = false;
     this.terminalSeen = 0;
+    this.drawnAt = 0; // when the canvases were last drawn (0: never)
+    this.redrawTimer = null;
     root.benchCharts = this;
     if (!window.Chart || !window.PanelAxes) {
       return; // no charts (the script did not load): the figures and the status still follow the run
@@ -102,7 +108,24 @@
     return lowest;
   };
 
-  RunCharts.prototype.add = function (samples) {
+  // Draw the charts now (``now``) or within REDRAW_MS of the last drawing, once.
+  RunCharts.prototype.redraw = function (now) {
+    var self = this;
+    var since = Date.now() - this.drawnAt;
+    if (now || since >= REDRAW_MS) {
+      window.clearTimeout(this.redrawTimer);
+      this.redrawTimer = null;
+      this.drawnAt = Date.now();
+      this.tps.update("none");
+      this.latency.update("none");
+      return;
+    }
+    if (this.redrawTimer === null) {
+      this.redrawTimer = window.setTimeout(function () { self.redraw(true); }, REDRAW_MS - since);
+    }
+  };
+
+  RunCharts.prototype.add = function (samples, final) {
     if (!this.tps) {
       for (var k = 0; k < samples.length; k++) {
         if (this.index[samples[k].seq] === undefined) {
@@ -138,9 +161,8 @@
         delete this.pending[s.seq];
       }
     }
-    if (samples.length) {
-      this.tps.update("none");
-      this.latency.update("none");
+    if (samples.length || (final && this.redrawTimer !== null)) {
+      this.redraw(final || this.drawnAt === 0);
     }
   };
 
@@ -211,7 +233,7 @@
         }
         self.percentiles = body.percentiles;
         self.showLive(body);
-        self.add(body.samples);
+        self.add(body.samples, Boolean(body.terminal) && !body.more);
         self.root.dataset.status = body.status;
         self.root.dataset.points = String(self.seqs.length);
         if (body.more) {
