@@ -33,7 +33,8 @@ RUNNING_AS_ROOT = os.geteuid() == 0
 _default_data_dir = "/var/lib/pgpanel" if RUNNING_AS_ROOT else str(BASE_DIR / "var")
 PANEL_DATA_DIR = Path(env_str("PANEL_DATA_DIR", _default_data_dir)).resolve()
 # 0711, with keys/ 0700 and clusters/ 0711, before anything is written into it (panel/files.py).
-files.ensure_data_dir(PANEL_DATA_DIR)
+# A DATABASE_URL of the operator's own is left where it is; the default database moves into db/.
+files.ensure_data_dir(PANEL_DATA_DIR, move_legacy_db=not os.environ.get("DATABASE_URL"))
 PANEL_RUN_AS_USER = env_str("PANEL_RUN_AS_USER", "postgres")
 PANEL_PG_BINDIR = env_str("PANEL_PG_BINDIR", "")
 PANEL_PORT_RANGE = env_port_range("PANEL_PORT_RANGE", (25060, 25259))
@@ -128,7 +129,7 @@ TEMPLATES = [
     },
 ]
 
-_sqlite_path = PANEL_DATA_DIR / "panel.sqlite3"
+_sqlite_path = PANEL_DATA_DIR / files.DB_DIR / "panel.sqlite3"
 DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{_sqlite_path}")
 DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -151,10 +152,21 @@ def _sqlite_files() -> list[Path]:
     return [Path(db["NAME"]), Path(db.get("TEST", {}).get("NAME") or db["NAME"])]
 
 
+def _web_group_id() -> int | None:
+    """The group of make run's web server user (PANEL_WEB_USER), which may read keys/."""
+    import grp
+
+    try:
+        return grp.getgrnam(os.environ.get("PANEL_WEB_USER") or "pgpanel").gr_gid
+    except KeyError:
+        return None
+
+
 PANEL_SQLITE_FILES = _sqlite_files()
 # Installs from before umask 077 have a 0644 database and a 0755 data directory: repaired on every
 # start; the system check says what was repaired and refuses what cannot be (panel/files.py).
-files.secure_at_start(PANEL_DATA_DIR, PANEL_SQLITE_FILES)
+PANEL_WEB_GID = _web_group_id()
+files.secure_at_start(PANEL_DATA_DIR, PANEL_SQLITE_FILES, PANEL_WEB_GID)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -254,7 +266,7 @@ PANEL_ATTACH_FAILURE_SECONDS = env_int("PANEL_ATTACH_FAILURE_SECONDS", 5, minimu
 CACHES = {
     "default": {
         "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
-        "LOCATION": str(PANEL_DATA_DIR / "cache"),
+        "LOCATION": str(PANEL_DATA_DIR / files.DB_DIR / "cache"),
     }
 }
 
@@ -267,8 +279,12 @@ REDIS_URL = env_str("REDIS_URL", "") or (
     + "@127.0.0.1:6379/0"
 )
 CELERY_BROKER_URL = REDIS_URL
-CELERY_RESULT_BACKEND = None
+# Only the node agent's answers to the web are results (panel/core/agent.py); every other task
+# records its outcome in its own row.
+CELERY_RESULT_BACKEND = REDIS_URL
+CELERY_RESULT_EXPIRES = 600
 CELERY_TASK_IGNORE_RESULT = True
+CELERY_IMPORTS = ("panel.core.agent",)
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ACKS_LATE = False
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -290,6 +306,17 @@ CELERY_BEAT_SCHEDULE = {
     "rollup-metrics": {"task": "panel.insights.tasks.rollup", "schedule": 300.0},
 }
 CELERY_TASK_ROUTES = {"benchmarks.tasks.*": {"queue": "benchmarks"}}
+
+# What this process may touch (panel/core/agent.py): "all" runs work on a cluster's processes,
+# sockets and files in place (the tests, manage.py); "web" sends it to the node agent and waits
+# (make run's gunicorn, which as root runs as PANEL_WEB_USER and can open none of them);
+# "agent" is the worker consuming the node's queue, node.<PANEL_NODE_NAME>.
+PANEL_PROCESS_ROLE = env_str("PANEL_PROCESS_ROLE", "all")
+if PANEL_PROCESS_ROLE not in ("all", "web", "agent"):
+    raise ValueError(f"PANEL_PROCESS_ROLE must be all, web or agent, not {PANEL_PROCESS_ROLE!r}")
+PANEL_NODE_NAME = env_str("PANEL_NODE_NAME", "local")
+# The unprivileged user make run's web server runs as when make run runs as root.
+PANEL_WEB_USER = env_str("PANEL_WEB_USER", "pgpanel")
 CELERY_BEAT_SCHEDULE_FILENAME = str(PANEL_DATA_DIR / "celerybeat-schedule")
 
 # Alert emails. The console backend prints them; set EMAIL_BACKEND and EMAIL_HOST… to send.

@@ -22,6 +22,7 @@ from benchmarks.services.datasets import latest_dataset
 from benchmarks.services.enqueue import enqueue_run, kick_next, next_in_line
 from benchmarks.services.targets import ResolvedTarget, require_serving, resolve_target
 from panel.clusters.models import Cluster
+from panel.core.agent import on_node
 from panel.core.errors import ServiceError
 from panel.pools.models import ConnectionPool
 
@@ -94,6 +95,7 @@ def _warnings_for(target: ResolvedTarget, cluster: Cluster, options: cmd.RunOpti
     )
 
 
+@on_node(timeout=30)
 def preview_warnings(
     cluster: Cluster,
     *,
@@ -185,6 +187,7 @@ def _new_run(
     return run
 
 
+@on_node(timeout=60)
 def launch_run(
     cluster: Cluster,
     *,
@@ -214,6 +217,7 @@ def launch_run(
     return run
 
 
+@on_node(timeout=30)
 def cancel_run(run: BenchmarkRun) -> BenchmarkRun:
     """Stop a queued or running run now; pgbench's process group is stopped within 2 s and the
     samples so far are kept."""

@@ -12,6 +12,7 @@ from panel.clusters import dbconn, hooks, isolation
 from panel.clusters.lib.names import InvalidName, validate_database_name, validate_role_name
 from panel.clusters.models import Cluster, Database, DatabaseUser, EventLevel
 from panel.clusters.services import new_password
+from panel.core.agent import on_node
 from panel.core.errors import ServiceError
 from panel.core.runas import EngineError
 
@@ -29,6 +30,7 @@ def on_server(
         raise ServiceError(str(exc), field=field) from None
 
 
+@on_node(timeout=60)
 def add_database(cluster: Cluster, name: str) -> Database:
     try:
         validate_database_name(name)
@@ -42,6 +44,7 @@ def add_database(cluster: Cluster, name: str) -> Database:
     return database
 
 
+@on_node(timeout=60)
 def delete_database(cluster: Cluster, name: str) -> None:
     database = _get_database(cluster, name)
     if database.is_protected:
@@ -52,6 +55,7 @@ def delete_database(cluster: Cluster, name: str) -> None:
     cluster.log_event("database-deleted", _("Database “%(name)s” deleted.") % {"name": name})
 
 
+@on_node(timeout=30)
 def add_user(cluster: Cluster, name: str) -> DatabaseUser:
     try:
         validate_role_name(name)
@@ -69,6 +73,7 @@ def add_user(cluster: Cluster, name: str) -> DatabaseUser:
     return user
 
 
+@on_node(timeout=30)
 def delete_user(cluster: Cluster, name: str) -> None:
     user = _get_user(cluster, name)
     if user.is_protected:
@@ -80,6 +85,7 @@ def delete_user(cluster: Cluster, name: str) -> None:
     cluster.log_event("user-deleted", _("User “%(name)s” deleted.") % {"name": name})
 
 
+@on_node(timeout=30)
 def reset_password(cluster: Cluster, name: str) -> DatabaseUser:
     user = _get_user(cluster, name)
     if not cluster.is_local and user.is_protected:

@@ -12,6 +12,7 @@ from panel.clusters import dbconn, hooks
 from panel.clusters.engine import postgres
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster, DatabaseUser
+from panel.core.agent import on_node
 from panel.core.errors import ServiceError
 
 
@@ -23,6 +24,7 @@ class Overview:
     started_at: dt.datetime | None
 
 
+@on_node(timeout=15)
 def overview(cluster: Cluster) -> Overview:
     """The overview's size and start time. While the Insights collector's last collection (every
     15 s) is recent they come from it, so a page load neither walks PGDATA nor connects to an

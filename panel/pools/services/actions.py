@@ -14,6 +14,7 @@ from django.db import transaction
 from django.utils.translation import gettext as _
 
 from panel.clusters.models import Cluster
+from panel.core.agent import on_node
 from panel.core.errors import ServiceError
 from panel.pools.apply import apply_config, lock_cluster
 from panel.pools.lib.pgbouncer_ini import (
@@ -72,6 +73,7 @@ def _check_name_free(cluster: Cluster, name: str) -> None:
 # --- actions -------------------------------------------------------------------------------------
 
 
+@on_node(timeout=60)
 def create_pool(
     cluster: Cluster, name: str, database: str, user: str | None, mode: str, size: int
 ) -> ConnectionPool:
@@ -101,6 +103,7 @@ def create_pool(
     return pool
 
 
+@on_node(timeout=60)
 def update_pool(
     pool: ConnectionPool, database: str, user: str | None, mode: str, size: int
 ) -> ConnectionPool:
@@ -127,6 +130,7 @@ def update_pool(
     return pool
 
 
+@on_node(timeout=60)
 def delete_pool(pool: ConnectionPool) -> int:
     """Remove a pool; PgBouncer drops its clients at once. Returns how many were connected."""
     cluster = pool.cluster

@@ -16,6 +16,7 @@ from panel.clusters import dbconn
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster
 from panel.clusters.services.overview import database_user
+from panel.core.agent import on_node
 from panel.core.errors import ServiceError
 from panel.pools import console, supervisor
 from panel.pools.console import admin_console
@@ -92,6 +93,7 @@ class PoolsOverview:
         return max(self.total - self.used, 0)
 
 
+@on_node(timeout=15)
 def pooler_running(cluster: Cluster) -> bool:
     return (
         bool(cluster.is_local and cluster.pooler_port)
@@ -137,6 +139,7 @@ def _live_stats(cluster: Cluster, pooler: Pooler | None = None) -> dict[str, Poo
     return None if rows is None else _stats_by_pool(rows)
 
 
+@on_node(timeout=15)
 def pool_stats(cluster: Cluster) -> dict[str, PoolStats] | None:
     """Live ``SHOW POOLS`` figures per pool name; None when PgBouncer is down or does not answer."""
     live = _live_stats(cluster)
@@ -183,6 +186,7 @@ def _slot_usage(cluster: Cluster, rows: list[PoolRow], *, always_count: bool = T
     )
 
 
+@on_node(timeout=15)
 def slot_usage(cluster: Cluster) -> SlotUsage | None:
     """The slots the pools hold and the direct headroom; None without pools or a running PgBouncer.
 
@@ -194,6 +198,7 @@ def slot_usage(cluster: Cluster) -> SlotUsage | None:
     return None if rows is None else _slot_usage(cluster, rows, always_count=False)
 
 
+@on_node(timeout=15)
 def pools_overview(cluster: Cluster) -> PoolsOverview:
     # Polled every 3 s: one query for the pools, one for the pooler, one SHOW POOLS, and (with a
     # running PgBouncer) one count of the server's backends for the direct headroom.
@@ -211,6 +216,7 @@ def pools_overview(cluster: Cluster) -> PoolsOverview:
     )
 
 
+@on_node(timeout=15)
 def connected_clients(pool: ConnectionPool) -> int:
     """Clients connected to the pool now (a delete disconnects them); 0 when PgBouncer is down."""
     if not pooler_running(pool.cluster):

@@ -8,6 +8,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from panel.clusters.models import Cluster
+from panel.core.agent import on_node
 from panel.core.errors import ServiceError
 from panel.core.polling import wait_for
 from panel.pools import console
@@ -19,6 +20,7 @@ from panel.pools.services.figures import pooler_running
 log = logging.getLogger(__name__)
 
 
+@on_node(timeout=30)
 def release_idle_servers(cluster: Cluster, *, timeout: float = 3.0) -> int:
     """Close the server connections PgBouncer keeps idle in every pool, giving their slots back.
 
@@ -29,6 +31,7 @@ def release_idle_servers(cluster: Cluster, *, timeout: float = 3.0) -> int:
     return _release(cluster, None, timeout=timeout)
 
 
+@on_node(timeout=30)
 def release_all(cluster: Cluster, *, timeout: float = 3.0) -> int:
     """ "Release now" of the lock-out warning: a RECONNECT of every pool; see ``release_pool``."""
     if not pooler_running(cluster):
@@ -46,6 +49,7 @@ def release_all(cluster: Cluster, *, timeout: float = 3.0) -> int:
     return released
 
 
+@on_node(timeout=30)
 def release_pool(pool: ConnectionPool, *, timeout: float = 3.0) -> int:
     """ "Release idle server connections" of one pool: a RECONNECT of that pool on the console.
 

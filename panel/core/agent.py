@@ -1,0 +1,231 @@
+"""Work on a cluster's processes, sockets and files runs where the cluster lives: in its node agent.
+
+Under ``make run`` as root the web server runs as an unprivileged user that can open no cluster's
+socket, file or process (issue 10), and a web or beat process elsewhere has none of them at all
+(issue 13's nodes). What such a process needs done there is a call to a service function marked
+``@on_node``: in a process whose role is ``web`` the call is sent to the node agent (a Celery
+worker consuming ``node.<name>``) and its answer awaited; in the agent, and in a process that may
+do everything (role ``all``: the tests, ``manage.py`` as root), it runs in place.
+
+Arguments and answers cross as JSON: model rows by primary key (read again on the other side),
+dataclasses of the panel's own modules field by field, a ServiceError as its message and field.
+Only functions marked ``@on_node`` can be called this way: the agent refuses every other name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import functools
+import importlib
+import logging
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from celery import shared_task
+from django.conf import settings
+from django.utils.translation import gettext as _
+
+from panel.core.errors import ServiceError
+
+log = logging.getLogger(__name__)
+
+F = TypeVar("F", bound=Callable[..., Any])
+TASK = "panel.core.agent.call"
+# Modules whose functions and dataclasses may be named in a message: the panel's own.
+OWN_PACKAGES = ("panel.", "benchmarks.")
+
+_registry: dict[str, Callable[..., Any]] = {}
+
+
+class AgentError(RuntimeError):
+    """The agent ran the call and it crashed (the traceback is in the agent's log)."""
+
+
+def role() -> str:
+    """``web`` (send to the agent), ``agent`` or ``all`` (run in place)."""
+    return settings.PANEL_PROCESS_ROLE
+
+
+def node_queue(node: str | None = None) -> str:
+    return f"node.{node or settings.PANEL_NODE_NAME}"
+
+
+def on_node(timeout: float = 30.0) -> Callable[[F], F]:
+    """Mark a service function as work on the cluster's node (see the module's docstring).
+    ``timeout``: how long a web process waits for the agent's answer."""
+
+    def mark(func: F) -> F:
+        name = f"{func.__module__}.{func.__qualname__}"
+        _registry[name] = func
+
+        @functools.wraps(func)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if role() != "web":
+                return func(*args, **kwargs)
+            return send(name, args, kwargs, timeout=timeout)
+
+        return call  # type: ignore[return-value]
+
+    return mark
+
+
+# --- the wire ------------------------------------------------------------------------------------
+
+
+def encode(value: Any) -> Any:
+    """A JSON-able form of ``value`` that ``decode`` turns back into it."""
+    from django.db import models
+
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, models.Model):
+        return {"$model": value._meta.label, "pk": str(value.pk)}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        kind = type(value)
+        return {
+            "$dataclass": f"{kind.__module__}:{kind.__qualname__}",
+            "fields": {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init},
+        }
+    if isinstance(value, list | tuple):
+        return {"$tuple" if isinstance(value, tuple) else "$list": [encode(item) for item in value]}
+    if isinstance(value, dict):
+        return {"$dict": [[encode(key), encode(item)] for key, item in value.items()]}
+    if isinstance(value, uuid.UUID):
+        return {"$uuid": str(value)}
+    if isinstance(value, dt.datetime):
+        return {"$datetime": value.isoformat()}
+    if isinstance(value, Path):
+        return {"$path": str(value)}
+    raise TypeError(f"cannot send a {type(value).__name__} to the node agent")
+
+
+def _own(dotted: str) -> Any:
+    module, _sep, qualname = dotted.partition(":")
+    if not module.startswith(OWN_PACKAGES):
+        raise ValueError(f"not one of the panel's own modules: {module}")
+    found: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        found = getattr(found, part)
+    return found
+
+
+def decode(value: Any) -> Any:
+    from django.apps import apps
+
+    if not isinstance(value, dict):
+        return value
+    if "$model" in value:
+        model = apps.get_model(value["$model"])
+        return model._base_manager.get(pk=value["pk"])
+    if "$dataclass" in value:
+        kind = _own(value["$dataclass"])
+        if not (isinstance(kind, type) and dataclasses.is_dataclass(kind)):
+            raise ValueError(f"not a dataclass: {value['$dataclass']}")
+        return kind(**{name: decode(item) for name, item in value["fields"].items()})
+    if "$list" in value:
+        return [decode(item) for item in value["$list"]]
+    if "$tuple" in value:
+        return tuple(decode(item) for item in value["$tuple"])
+    if "$dict" in value:
+        return {decode(key): decode(item) for key, item in value["$dict"]}
+    if "$uuid" in value:
+        return uuid.UUID(value["$uuid"])
+    if "$datetime" in value:
+        return dt.datetime.fromisoformat(value["$datetime"])
+    if "$path" in value:
+        return Path(value["$path"])
+    raise ValueError(f"unknown value on the wire: {sorted(value)}")
+
+
+# --- the web's side --------------------------------------------------------------------------------
+
+
+def send(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], *, timeout: float) -> Any:
+    """Run the marked function ``name`` in the node agent and return its answer (or raise its
+    ServiceError). An agent that does not answer within ``timeout`` is a ServiceError; the
+    message expires then, so an agent that comes back later does not act on it."""
+    from celery.exceptions import TimeoutError as CeleryTimeout
+
+    from panel.celery import app
+
+    message = {"args": encode(list(args)), "kwargs": encode(kwargs)}
+    try:
+        with app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=0)
+            result = app.send_task(
+                TASK,
+                args=[name, message],
+                queue=node_queue(),
+                expires=timeout,
+                retry=False,
+                connection=conn,
+            )
+    except Exception as exc:  # kombu raises several types for an unreachable broker
+        log.warning("could not send %s to the node agent: %s", name, type(exc).__name__)
+        raise ServiceError(
+            _(
+                "The task queue (Redis at %(url)s) is not reachable, so nothing was done. Try again when it is back."
+            )
+            % {"url": settings.REDIS_URL.split("@")[-1]}
+        ) from None
+    try:
+        answer = result.get(timeout=timeout, propagate=True, disable_sync_subtasks=False)
+    except CeleryTimeout:
+        raise ServiceError(
+            _(
+                "The node agent “%(node)s” did not answer within %(seconds)d s, so nothing was done. "
+                "Check that its worker runs (make run starts it)."
+            )
+            % {"node": settings.PANEL_NODE_NAME, "seconds": timeout}
+        ) from None
+    finally:
+        result.forget()
+    if "error" in answer:
+        raise ServiceError(answer["error"], field=answer.get("field"))
+    if "crash" in answer:
+        raise AgentError(answer["crash"])
+    return decode(answer["result"])
+
+
+# --- the agent's side ------------------------------------------------------------------------------
+
+
+def lookup(name: str) -> Callable[..., Any]:
+    """The marked function ``name``; importing its module (one of the panel's own) if no marked
+    function of that name is known yet. Anything else is refused."""
+    func = _registry.get(name)
+    if func is None and name.startswith(OWN_PACKAGES):
+        module = name.rsplit(".", 1)[0]
+        while module and func is None:
+            try:
+                importlib.import_module(module)
+            except ImportError:
+                module = module.rsplit(".", 1)[0] if "." in module else ""
+                continue
+            func = _registry.get(name)
+            break
+    if func is None:
+        raise LookupError(f"{name} is not a function the node agent runs")
+    return func
+
+
+@shared_task(name=TASK, ignore_result=False)
+def call(name: str, message: dict[str, Any]) -> dict[str, Any]:
+    """The agent's end: run the marked function and answer with its result or its refusal."""
+    try:
+        func = lookup(name)
+        args = decode(message["args"])
+        kwargs = decode(message["kwargs"])
+    except (LookupError, ValueError, TypeError) as exc:
+        log.warning("refused a call to %s: %s", name, exc)
+        return {"crash": f"refused: {exc}"}
+    try:
+        return {"result": encode(func(*args, **kwargs))}
+    except ServiceError as exc:
+        return {"error": exc.message, "field": exc.field}
+    except Exception as exc:
+        log.exception("%s failed in the node agent", name)
+        return {"crash": f"{name} failed in the node agent: {type(exc).__name__}: {exc}"}

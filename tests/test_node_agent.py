@@ -1,0 +1,147 @@
+"""The node agent route (panel/core/agent.py): a process whose role is "web" sends the work on a
+cluster's sockets, files and processes to the agent (a real Celery worker consuming the node's
+queue) and gets back what the service returned, or its refusal, as if it had run in place."""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+import subprocess
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from django.conf import settings as django_settings
+from django.db import connections
+
+from conftest import start_celery_worker
+from panel.clusters import roles
+from panel.clusters.models import Cluster, Database
+from panel.clusters.services.overview import Overview
+from panel.clusters.tests.conftest import connect_as_client
+from panel.core import agent
+from panel.core.errors import ServiceError
+from panel.pools import services as pools
+
+# --- the wire: pure ------------------------------------------------------------------------------
+
+
+def test_values_cross_the_wire_as_they_were() -> None:
+    started = dt.datetime(2026, 11, 25, 9, 30, tzinfo=dt.UTC)
+    value = {
+        "overview": Overview(data_size_bytes=123, started_at=started),
+        "pair": (1, "two", None),
+        "by_number": {3: [1.5, True]},
+        "id": uuid.UUID(int=7),
+        "path": Path("/tmp/x"),
+    }
+    wire = agent.encode(value)
+    assert agent.decode(wire) == value
+    assert isinstance(agent.decode(wire)["pair"], tuple)
+
+
+def test_only_the_panels_own_dataclasses_are_built_from_a_message() -> None:
+    with pytest.raises(ValueError, match="not one of the panel's own modules"):
+        agent.decode({"$dataclass": "subprocess:CompletedProcess", "fields": {"args": [], "returncode": 0}})
+    with pytest.raises(ValueError, match="not a dataclass"):
+        agent.decode({"$dataclass": "panel.core.agent:AgentError", "fields": {}})
+
+
+def test_values_that_cannot_cross_are_refused_before_sending() -> None:
+    with pytest.raises(TypeError, match="cannot send a function"):
+        agent.encode(lambda: None)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "os.system",
+        "subprocess.run",
+        "panel.settings.SECRET_KEY",
+        "panel.core.agent.send",  # the panel's own, but not marked @on_node
+        "panel.core.runas.run_as",
+    ],
+)
+def test_the_agent_runs_only_functions_marked_for_it(name: str) -> None:
+    answer = agent.call.run(name, {"args": agent.encode([]), "kwargs": agent.encode({})})
+    assert answer == {"crash": f"refused: {name} is not a function the node agent runs"}
+
+
+def test_a_marked_function_is_found_by_name_after_its_module_is_imported() -> None:
+    assert agent.lookup("panel.clusters.roles.add_database").__name__ == "add_database"
+
+
+# --- a real agent ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def agent_worker(redis_server: str, settings: object, transactional_db: None) -> Iterator[Path]:
+    """A node agent consuming a node queue of its own; this process acts as the web (role "web")."""
+    node = f"test{secrets.token_hex(3)}"
+    log = Path(django_settings.PANEL_DATA_DIR) / f"agent-{node}.log"
+    proc = start_celery_worker(redis_server, f"node.{node}", log, concurrency=2)
+    settings.PANEL_NODE_NAME = node  # type: ignore[attr-defined]
+    settings.PANEL_PROCESS_ROLE = "web"  # type: ignore[attr-defined]
+    yield log
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def calls_served(log: Path) -> int:
+    return sum(
+        1
+        for line in log.read_text(errors="replace").splitlines()
+        if "panel.core.agent.call[" in line and "succeeded" in line
+    )
+
+
+@pytest.mark.integration
+def test_the_web_adds_a_database_and_a_pool_through_the_agent(
+    local_cluster: Cluster, agent_worker: Path
+) -> None:
+    database = roles.add_database(local_cluster, "agentdb")
+    assert isinstance(database, Database) and database.name == "agentdb"
+    with connect_as_client(local_cluster, dbname="agentdb") as conn:
+        assert conn.execute("SELECT current_database()").fetchone() == ("agentdb",)
+    assert calls_served(agent_worker) == 1
+
+    # PostgreSQL's refusal and the service's own come back as a ServiceError on their field.
+    with pytest.raises(ServiceError) as taken:
+        roles.add_database(local_cluster, "agentdb")
+    assert taken.value.field == "name" and "already exists" in taken.value.message
+
+    pool = pools.create_pool(local_cluster, "agent-pool", "agentdb", None, "transaction", 5)
+    assert pool.name == "agent-pool" and pool.cluster_id == local_cluster.pk
+    overview = pools.pools_overview(local_cluster)
+    assert overview.running and [row[0] for row in overview.pools] == [pool]
+    assert overview.used == 5 and overview.slots is not None
+    assert calls_served(agent_worker) == 4  # add, refused add, create, overview: none ran here
+
+    # gunicorn serves with threads: calls from several at once each get their own answer.
+    def used(_call: int) -> int:
+        try:
+            return pools.pools_overview(local_cluster).used
+        finally:
+            connections.close_all()  # this thread's own connection to the test database
+
+    with ThreadPoolExecutor(4) as threads:
+        answers = list(threads.map(used, range(8)))
+    assert answers == [5] * 8
+    assert calls_served(agent_worker) == 12
+
+
+@pytest.mark.integration
+def test_a_web_process_with_no_agent_says_so_and_does_nothing(
+    local_cluster: Cluster, redis_server: str, settings: object
+) -> None:
+    settings.PANEL_NODE_NAME = f"nobody{secrets.token_hex(3)}"  # type: ignore[attr-defined]
+    settings.PANEL_PROCESS_ROLE = "web"  # type: ignore[attr-defined]
+    message = agent.encode([local_cluster, "lonelydb"])
+    with pytest.raises(ServiceError, match="did not answer within 2 s"):
+        agent.send("panel.clusters.roles.add_database", agent.decode(message), {}, timeout=2)
+    assert not local_cluster.databases.filter(name="lonelydb").exists()
