@@ -4,8 +4,12 @@ Layout of PANEL_DATA_DIR and the modes kept here (cluster directories, the guard
 collected static files set their own modes where they are created):
 
     PANEL_DATA_DIR        0711  cluster users traverse it to reach clusters/<id>; nobody lists it
-      panel.sqlite3*      0600  with its -wal, -shm and -journal files: session keys, password hashes
-      keys/               0700  every file in it 0600
+      db/                 0700  what the web server writes; its user's own when make run, as root,
+                                runs the web server as PANEL_WEB_USER (see share_with_web_user)
+        panel.sqlite3*    0600  with its -wal, -shm and -journal files: session keys, password hashes
+        cache/                  the web's cache (attach's rate limit)
+      keys/               0700  every file in it 0600; 0750 and 0640 for the web user's group
+                                when the web server runs as PANEL_WEB_USER
       redis/              0700  the private Redis of `make run`: its config holds the password
       clusters/           0711  one directory per cluster, each owned by the cluster's user
       any other file      0600  celerybeat-schedule, logs
@@ -38,8 +42,13 @@ PRIVATE_FILE_MODE = 0o600
 # Directories on the way to a new data directory: as before the umask, anyone may traverse them.
 PARENT_DIR_MODE = 0o755
 SQLITE_SUFFIXES = ("", "-wal", "-shm", "-journal")
-PRIVATE_DIRS = ("keys", "redis")
+PRIVATE_DIRS = ("keys", "redis", "db")
 TRAVERSE_ONLY_DIRS = ("clusters",)
+# Readable by the web user's group, not writable (see share_with_web_user).
+SHARED_DIR_MODE = 0o750
+SHARED_FILE_MODE = 0o640
+DB_DIR = "db"
+LEGACY_SQLITE = "panel.sqlite3"  # where the metadata database lived before db/
 
 
 @dataclass(frozen=True)
@@ -90,7 +99,7 @@ def _make_dir(path: Path, mode: int) -> None:
         os.chmod(directory, mode if directory == path else PARENT_DIR_MODE)
 
 
-def ensure_data_dir(data_dir: Path) -> None:
+def ensure_data_dir(data_dir: Path, *, move_legacy_db: bool = True) -> None:
     """Create the data directory and its private sub-directories with their modes when missing.
 
     Called before the settings create keys, so a first start never has a moment with loose modes.
@@ -99,11 +108,42 @@ def ensure_data_dir(data_dir: Path) -> None:
         _make_dir(data_dir, DATA_DIR_MODE)
     if not (data_dir / "keys").exists():  # the settings write into it right after
         _make_dir(data_dir / "keys", PRIVATE_DIR_MODE)
+    if not (data_dir / DB_DIR).exists():
+        _make_dir(data_dir / DB_DIR, PRIVATE_DIR_MODE)
+        if move_legacy_db:
+            _move_legacy_database(data_dir)
     for name in TRAVERSE_ONLY_DIRS:
         # Created here with its mode: under umask 077 a mkdir(parents=True) of a cluster's
         # directory would make it 0700 and the cluster's user could not reach its own directory.
         if not (data_dir / name).exists():
             _make_dir(data_dir / name, DATA_DIR_MODE)
+
+
+def _move_legacy_database(data_dir: Path) -> None:
+    """An install from before db/ kept its database at the top of the data directory, where a web
+    server running as another user could not create the -wal and -shm files beside it."""
+    for suffix in SQLITE_SUFFIXES:
+        old = data_dir / f"{LEGACY_SQLITE}{suffix}"
+        if old.is_file() and not old.is_symlink():
+            old.rename(data_dir / DB_DIR / old.name)
+
+
+def share_with_web_user(data_dir: Path, uid: int, gid: int) -> None:
+    """Give the web server's user (uid, gid) what it needs and nothing more, when make run runs as
+    root: db/ (the metadata database, the cache) becomes its own; keys/ stays root's and becomes
+    readable, not writable, by its group (the Django secret, the encryption key, the Redis
+    password: the web needs all three). Cluster directories stay closed to it."""
+    db_dir = data_dir / DB_DIR
+    for path in [db_dir, *db_dir.rglob("*")]:
+        if not path.is_symlink():
+            os.chown(path, uid, gid)
+    keys = data_dir / "keys"
+    os.chown(keys, 0, gid)
+    os.chmod(keys, SHARED_DIR_MODE)
+    for path in keys.iterdir():
+        if path.is_file() and not path.is_symlink():
+            os.chown(path, 0, gid)
+            os.chmod(path, SHARED_FILE_MODE)
 
 
 def _fix_mode(path: Path, st: os.stat_result, want: int, report: Report, *, why: str) -> None:
@@ -157,6 +197,13 @@ def _secure(path: Path, want: int, report: Report, *, why: str, directory: bool)
     _fix_mode(path, st, want, report, why=why)
 
 
+def _group_of(path: Path) -> int | None:
+    try:
+        return path.lstat().st_gid
+    except OSError:
+        return None
+
+
 def _open_ancestors(data_dir: Path) -> Iterable[Path]:
     """Directories above the data directory that others may write to (without the sticky bit):
     whoever can write there can rename the data directory away and put their own in its place."""
@@ -169,8 +216,18 @@ def _open_ancestors(data_dir: Path) -> Iterable[Path]:
             yield directory
 
 
-def secure_data_dir(data_dir: Path, sqlite_files: Iterable[Path] = ()) -> Report:
-    """Give the panel's own files their modes; report what was repaired and what cannot be."""
+def _entries(directory: Path) -> list[Path]:
+    """What ``directory`` holds; nothing when this process may not list it (the web server's
+    user, for the directories that are root's alone)."""
+    try:
+        return sorted(directory.iterdir())
+    except PermissionError:
+        return []
+
+
+def secure_data_dir(data_dir: Path, sqlite_files: Iterable[Path] = (), web_gid: int | None = None) -> Report:
+    """Give the panel's own files their modes; report what was repaired and what cannot be.
+    ``web_gid``: the web server's group, which may read keys/ (see share_with_web_user)."""
     report = Report()
     for directory in _open_ancestors(data_dir):
         q = shlex.quote(str(directory))
@@ -185,11 +242,17 @@ def secure_data_dir(data_dir: Path, sqlite_files: Iterable[Path] = ()) -> Report
     _secure(data_dir, DATA_DIR_MODE, report, why="others may traverse it, not list it", directory=True)
     for name in PRIVATE_DIRS:
         directory = data_dir / name
-        _secure(directory, PRIVATE_DIR_MODE, report, why="private to the panel", directory=True)
+        shared = name == "keys" and web_gid is not None and _group_of(directory) == web_gid
+        dir_mode, file_mode = (
+            (SHARED_DIR_MODE, SHARED_FILE_MODE) if shared else (PRIVATE_DIR_MODE, PRIVATE_FILE_MODE)
+        )
+        _secure(directory, dir_mode, report, why="private to the panel", directory=True)
+        if name == DB_DIR:
+            continue  # the database's files are checked below, the cache is the web's
         if directory.is_dir() and not directory.is_symlink():
-            for path in sorted(directory.iterdir()):
+            for path in _entries(directory):
                 if not path.is_dir():
-                    _secure(path, PRIVATE_FILE_MODE, report, why="a secret", directory=False)
+                    _secure(path, file_mode, report, why="a secret", directory=False)
     for name in TRAVERSE_ONLY_DIRS:
         _secure(data_dir / name, DATA_DIR_MODE, report, why="cluster users traverse it", directory=True)
     databases = {Path(f"{db}{suffix}") for db in sqlite_files for suffix in SQLITE_SUFFIXES}
@@ -199,7 +262,7 @@ def secure_data_dir(data_dir: Path, sqlite_files: Iterable[Path] = ()) -> Report
         )
     # Anything else the panel writes at the top (celerybeat-schedule, logs): nobody else reads it.
     if data_dir.is_dir():
-        for path in sorted(data_dir.iterdir()):
+        for path in _entries(data_dir):
             if path in databases or path.is_symlink() or not path.is_file():
                 continue
             if path.stat().st_uid == os.geteuid():
@@ -207,11 +270,11 @@ def secure_data_dir(data_dir: Path, sqlite_files: Iterable[Path] = ()) -> Report
     return report
 
 
-def secure_at_start(data_dir: Path, sqlite_files: Iterable[Path]) -> None:
+def secure_at_start(data_dir: Path, sqlite_files: Iterable[Path], web_gid: int | None = None) -> None:
     """What the settings run in every process: repair, and say so on stderr at once (logging is not
     configured yet; Python's last-resort handler prints warnings), since the first process to start
     repairs and the ones after it, `manage.py check` included, find nothing left to repair."""
-    report = secure_data_dir(data_dir, sqlite_files)
+    report = secure_data_dir(data_dir, sqlite_files, web_gid)
     for line in report.repaired:
         log.warning("Repaired: %s", line)
     for problem in report.problems:

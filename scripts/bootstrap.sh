@@ -20,6 +20,11 @@ esac
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 VENV=".venv"
+# As root, make run serves the web as an unprivileged user, who must be able to run the venv's
+# interpreter: Debian's python3 (DESIGN: Python 3.11 of Debian 12), not one under /root (pyenv).
+if [[ "$(id -u)" -eq 0 && "$PYTHON" == python3 && -x /usr/bin/python3 ]]; then
+    PYTHON=/usr/bin/python3
+fi
 
 # --- system packages -------------------------------------------------------------------------
 

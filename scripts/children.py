@@ -92,6 +92,9 @@ class Child:
     tail: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=TAIL_LINES))
     # Files the program rebuilds from scratch, removed before each start (see beat_child).
     scratch: list[Path] = field(default_factory=list)
+    # What this child adds to the environment, and the (uid, gid) it runs as when not ours.
+    extra_env: dict[str, str] = field(default_factory=dict)
+    user: tuple[int, int] | None = None
 
     def start(self, env: dict[str, str]) -> None:
         for path in self.scratch:
@@ -99,17 +102,27 @@ class Child:
                 stale.unlink(missing_ok=True)
         # A Ctrl-C between the fork and the assignment would leave a child nobody stops.
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        user = self.user
+
+        def prepare() -> None:
+            if user is not None:
+                # Before PR_SET_PDEATHSIG, which a change of credentials clears.
+                os.setgroups([])
+                os.setgid(user[1])
+                os.setuid(user[0])
+            _die_with_parent()
+
         try:
             self.proc = subprocess.Popen(
                 self.args,
                 cwd=ROOT,
-                env=env,
+                env={**env, **self.extra_env},
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
                 # Safe here: the only other threads are output readers that never touch locks of ours.
-                preexec_fn=_die_with_parent,
+                preexec_fn=prepare,
             )
             self.started_at = time.monotonic()
             self.restart_at = None

@@ -74,7 +74,7 @@ def settings_values(env: dict[str, str]) -> dict[str, str]:
     """The data directory and Redis URL exactly as the settings resolve them."""
     code = (
         "import django, json; django.setup(); from django.conf import settings as s; "
-        "print(json.dumps({'data': str(s.PANEL_DATA_DIR), 'redis': s.REDIS_URL}))"
+        "print(json.dumps({'data': str(s.PANEL_DATA_DIR), 'redis': s.REDIS_URL, 'node': s.PANEL_NODE_NAME}))"
     )
     out = subprocess.run([PYTHON, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
     for line in out.stderr.splitlines():  # what the settings repaired in the data directory, say
@@ -82,6 +82,48 @@ def settings_values(env: dict[str, str]) -> dict[str, str]:
     if out.returncode != 0:
         sys.exit(out.returncode)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def web_user(env: dict[str, str]) -> tuple[int, int] | None:
+    """As root, the unprivileged user the web server runs as (manage.py webuser prepares it);
+    None, with the reason said, when the web server must run as this process's user."""
+    if os.geteuid() != 0:
+        return None
+    out = subprocess.run([PYTHON, "manage.py", "webuser"], cwd=ROOT, env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        say("run", f"manage.py webuser failed: {out.stderr.strip()[-500:]}")
+        sys.exit(out.returncode)
+    user = json.loads(out.stdout.strip().splitlines()[-1])
+    uid, gid = int(user["uid"]), int(user["gid"])
+
+    def become() -> None:
+        os.setgroups([])
+        os.setgid(gid)
+        os.setuid(uid)
+
+    try:
+        probe = subprocess.run(
+            [PYTHON, "-c", "import django, gunicorn, panel"],
+            cwd=ROOT,
+            env=env,
+            preexec_fn=become,
+            capture_output=True,
+        )
+        reachable = probe.returncode == 0
+    except OSError:  # the interpreter itself is out of its reach
+        reachable = False
+    if not reachable:
+        say(
+            "run",
+            f"WARNING: the web server runs as root: the user {user['user']} cannot run {PYTHON} in "
+            f"{ROOT} (a checkout or a Python under a directory only root may enter, such as /root). "
+            "Clone the panel under a directory others may traverse (e.g. /srv or /opt) and build "
+            ".venv with Debian's python3 to have it served unprivileged.",
+        )
+        return None
+    manage("webuser", "--share", env=env)
+    say("run", f"The web server runs as {user['user']} (uid {uid}); cluster work goes to the node agent")
+    return uid, gid
 
 
 def redis_answers(url: str) -> bool:
@@ -190,6 +232,7 @@ def main() -> int:
         manage("check", env=env)
         manage("collectstatic", "--no-input", "--verbosity", "0", env=env)
         manage("ensureadmin", "--url", f"http://{bind}/", env=env)
+        web_as = web_user(env)
 
         if broker is None:
             say("run", f"Using the Redis that answers at {redis_url.split('@')[-1]}")
@@ -209,11 +252,21 @@ def main() -> int:
         celery = [PYTHON, "-m", "celery", "-A", "panel"]
         children += [
             Child("worker", [*celery, "worker", "-Q", "default,benchmarks", "--loglevel", "INFO"]),
+            # The node agent: what the web asks of the clusters' processes, sockets and files
+            # (panel/core/agent.py), in threads of its own so a long benchmark never holds it up.
+            Child(
+                "agent",
+                [*celery, "worker", "-Q", f"node.{values['node']}", "-n", f"agent-{values['node']}@%h"]
+                + ["--pool", "threads", "--concurrency", "4", "--loglevel", "INFO"],
+                extra_env={"PANEL_PROCESS_ROLE": "agent"},
+            ),
             beat_child(celery, data_dir),
             Child(
                 "web",
                 [PYTHON, "-m", "gunicorn", "panel.wsgi", "-b", bind, "--workers", "2", "--threads", "4"]
                 + ["--graceful-timeout", "5", "--access-logfile", "-"],
+                extra_env={"PANEL_PROCESS_ROLE": "web"},
+                user=web_as,
             ),
         ]
         for child in children:

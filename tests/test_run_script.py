@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import pwd
 import re
 import secrets
 import signal
@@ -14,6 +15,7 @@ import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -63,6 +65,7 @@ class Panel:
             "REDIS_URL": self.redis_url,
             "PANEL_PORT_RANGE": "27900-27999",
         }
+        self.env = env
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "scripts/run.py"],
@@ -81,9 +84,14 @@ class Panel:
     def worker_ready_count(self) -> int:
         return sum(1 for line in self.output().splitlines() if "celery@" in line and line.endswith(" ready."))
 
+    def agent_ready_count(self) -> int:
+        return sum(
+            1 for line in self.output().splitlines() if "agent-local@" in line and line.endswith(" ready.")
+        )
+
     def wait_ready(self, timeout: float = 90) -> None:
         deadline = time.monotonic() + timeout
-        while not self.worker_ready_count():
+        while not (self.worker_ready_count() and self.agent_ready_count()):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"the panel did not start:\n{self.output()[-4000:]}")
             time.sleep(0.2)
@@ -127,6 +135,7 @@ def test_it_runs_everything(panel: Panel) -> None:
     names = {" ".join(p.cmdline()) for p in panel.children()}
     assert any("redis-server" in n for n in names)
     assert any("celery -A panel worker -Q default,benchmarks" in n for n in names)
+    assert any("celery -A panel worker -Q node.local -n agent-local@" in n for n in names)
     assert any("celery -A panel beat" in n for n in names)
     assert any("gunicorn panel.wsgi -b " + panel.bind in n for n in names)
     assert (panel.data_dir / "redis" / "redis.log").exists()
@@ -145,7 +154,7 @@ def test_it_runs_everything(panel: Panel) -> None:
 
 
 def worker_main(panel: Panel) -> psutil.Process:
-    return next(p for p in psutil.Process(panel.proc.pid).children() if "worker" in p.cmdline())
+    return next(p for p in psutil.Process(panel.proc.pid).children() if "default,benchmarks" in p.cmdline())
 
 
 def test_a_killed_worker_is_restarted_and_serves_tasks_again(panel: Panel) -> None:
@@ -178,6 +187,136 @@ def test_a_killed_worker_is_restarted_and_serves_tasks_again(panel: Panel) -> No
     app.close()
     assert panel.proc.poll() is None  # the rest of the panel stayed up
     assert status_of(f"http://{panel.bind}/login/") == 200
+
+
+class WebSession:
+    """A person's browser session on the panel, as plain HTTP: the login form, then CSRF-checked posts."""
+
+    def __init__(self, panel: Panel) -> None:
+        import http.cookiejar
+
+        self.base = f"http://{panel.bind}"
+        self.jar = http.cookiejar.CookieJar()
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar))
+        password = re.search(r"as admin with password (\S+)", panel.output())
+        assert password, panel.output()[-2000:]
+        self.post("/login/", {"username": "admin", "password": password.group(1)}, referer="/login/")
+
+    def get(self, path: str) -> str:
+        with self.opener.open(self.base + path, timeout=30) as response:
+            return response.read().decode()
+
+    def post(self, path: str, data: dict[str, str], *, referer: str) -> str:
+        page = self.get(referer)
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)
+        assert token, page[:2000]
+        body = urllib.parse.urlencode({**data, "csrfmiddlewaretoken": token.group(1)}).encode()
+        request = urllib.request.Request(
+            self.base + path, data=body, headers={"Referer": self.base + referer}
+        )
+        with self.opener.open(request, timeout=60) as response:
+            return response.read().decode()
+
+
+def can_run_python_as(user: str) -> bool:
+    """Whether ``user`` can run this interpreter in this checkout (make run's own probe)."""
+    entry = pwd.getpwnam(user)
+
+    def become() -> None:
+        os.setgroups([])
+        os.setgid(entry.pw_gid)
+        os.setuid(entry.pw_uid)
+
+    try:
+        probe = subprocess.run(
+            [sys.executable, "-c", "import django"], cwd=ROOT, preexec_fn=become, capture_output=True
+        )
+    except OSError:  # the interpreter itself is out of its reach
+        return False
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="as another user make run serves the web as that user")
+def test_as_root_the_web_runs_unprivileged_and_reaches_clusters_only_through_the_agent(panel: Panel) -> None:
+    panel.wait_ready()
+    web = [p for p in panel.children() if "gunicorn" in " ".join(p.cmdline())]
+    assert web
+    if not can_run_python_as("pgpanel"):
+        # A checkout or interpreter under /root: said clearly, and the panel still serves.
+        assert "WARNING: the web server runs as root: the user pgpanel cannot run" in panel.output()
+        return
+    uid = pwd.getpwnam("pgpanel").pw_uid
+    assert {p.uids().real for p in web} == {uid} and {p.uids().effective for p in web} == {uid}
+    assert "The web server runs as pgpanel" in panel.output()
+
+    env = {**panel.env, "PANEL_PROCESS_ROLE": "all"}
+    made = subprocess.run(
+        [sys.executable, "manage.py", "cluster", "create", "--name", "db-agent", "--plan", "db-s-1vcpu-1gb"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
+    shown = subprocess.run(
+        [
+            sys.executable,
+            "manage.py",
+            "shell",
+            "-c",
+            "from panel.clusters.models import Cluster; c = Cluster.objects.get(name='db-agent'); print(c.pk, c.pgdata)",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    cluster_id, pgdata = shown.stdout.split()
+    try:
+        # The attack this closes: code running as the web server reads a cluster's files.
+        read = subprocess.run(
+            ["cat", f"{pgdata}/postgresql.conf"],
+            preexec_fn=lambda: os.setuid(uid),
+            capture_output=True,
+            text=True,
+        )
+        assert read.returncode != 0 and "Permission denied" in read.stderr
+
+        # The legitimate action beside it: a person adds a database from the Users & Databases tab.
+        session = WebSession(panel)
+        tab = f"/clusters/{cluster_id}/users/"
+        page = session.post(
+            f"/clusters/{cluster_id}/databases/add/", {"database-name": "agentdb"}, referer=tab
+        )
+        assert "Database “agentdb” added." in page, page[-3000:]
+        assert "panel.core.agent.call[" in panel.output()  # the agent did it, not the web
+        listed = subprocess.run(
+            [
+                sys.executable,
+                "manage.py",
+                "shell",
+                "-c",
+                "from panel.clusters.models import Cluster; from panel.clusters import dbconn\n"
+                "with dbconn.admin_connection(Cluster.objects.get(name='db-agent')) as conn:\n"
+                "    print([name for name, _owner in dbconn.list_databases(conn)])",
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert "'agentdb'" in listed.stdout, listed.stdout + listed.stderr  # on the server itself
+    finally:
+        subprocess.run(
+            [sys.executable, "manage.py", "cluster", "delete", "db-agent", "--yes"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            timeout=180,
+        )
 
 
 def test_ctrl_c_stops_what_it_started(panel: Panel) -> None:

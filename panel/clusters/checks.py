@@ -60,7 +60,11 @@ def check_data_dir(app_configs: Any, **kwargs: Any) -> list[Error]:
 @register()
 def check_private_files(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
     """Repair the modes of the panel's files (panel/files.py); refuse what only a person can fix."""
-    report = files.secure_data_dir(Path(settings.PANEL_DATA_DIR), getattr(settings, "PANEL_SQLITE_FILES", []))
+    report = files.secure_data_dir(
+        Path(settings.PANEL_DATA_DIR),
+        getattr(settings, "PANEL_SQLITE_FILES", []),
+        getattr(settings, "PANEL_WEB_GID", None),
+    )
     repaired = [*files.repaired_at_start, *report.repaired]
     files.repaired_at_start.clear()  # said once per process
     messages: list[CheckMessage] = [

@@ -102,6 +102,9 @@ def old_install() -> Iterator[Path]:
     (data_dir / "session-key-for-the-test").write_text(logged_in.stdout.strip().splitlines()[-1])
     for path in [data_dir, data_dir / "keys", *(data_dir / "keys").iterdir()]:
         os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    # An old install kept its database at the top of the data directory, before db/ existed.
+    (data_dir / "db" / "panel.sqlite3").rename(data_dir / "panel.sqlite3")
+    shutil.rmtree(data_dir / "db")
     os.chmod(data_dir / "panel.sqlite3", 0o644)
     yield data_dir
     shutil.rmtree(data_dir, ignore_errors=True)
@@ -118,7 +121,7 @@ User.objects.create_user("dave", password="dave-password-1")
 db = settings.DATABASES["default"]["NAME"]
 paths = [db, db + "-wal", db + "-shm", str(settings.PANEL_DATA_DIR)]
 paths += [str(p) for p in (settings.PANEL_DATA_DIR / "keys").iterdir()]
-paths += [str(settings.PANEL_DATA_DIR / "keys"), str(settings.PANEL_DATA_DIR / "clusters")]
+paths += [str(settings.PANEL_DATA_DIR / name) for name in ("keys", "clusters", "db")]
 print(json.dumps({p: stat.S_IMODE(os.stat(p).st_mode) for p in paths}))
 connection.close()
 """
@@ -154,8 +157,9 @@ def test_a_new_install_has_private_files_from_the_first_write() -> None:
         assert modes[str(data_dir)] == 0o711
         assert modes[str(data_dir / "keys")] == 0o700
         assert modes[str(data_dir / "clusters")] == 0o711
+        assert modes[str(data_dir / "db")] == 0o700
         for suffix in ("", "-wal", "-shm"):
-            assert modes[f"{data_dir}/panel.sqlite3{suffix}"] == 0o600, suffix
+            assert modes[f"{data_dir}/db/panel.sqlite3{suffix}"] == 0o600, suffix
         keys = [p for p in modes if p.startswith(f"{data_dir}/keys/")]
         assert {Path(p).name for p in keys} >= {"django_secret_key", "encryption.key", "redis_password"}
         assert all(modes[p] == 0o600 for p in keys)
@@ -178,7 +182,11 @@ def test_row_6_nobody_cannot_read_the_database_keys_or_list_the_data_dir_after_a
 
     modes = modes_after_a_write(old_install)  # any start of the panel: here a shell command
 
+    # The start moved the database into db/ (0700), where a web server of its own may write.
+    assert not db.exists()
+    db = old_install / "db" / "panel.sqlite3"
     assert modes[str(old_install)] == 0o711
+    assert modes[str(old_install / "db")] == 0o700
     for suffix in ("", "-wal", "-shm"):
         assert modes[f"{db}{suffix}"] == 0o600, suffix
     for target in (db, key, old_install / "keys" / "encryption.key", old_install / "keys" / "redis_password"):
@@ -304,8 +312,9 @@ def test_manage_py_check_refuses_to_start_with_the_fix_in_its_message(old_instal
     assert "(clusters.E010)" in checked.stderr
     assert f"chown root {key} && chmod 0600 {key}" in checked.stderr
     # What it could repair, it did and said.
-    assert f"Repaired: {old_install / 'panel.sqlite3'}: mode 0644 changed to 0600" in checked.stderr
-    assert mode(old_install / "panel.sqlite3") == 0o600
+    # Moved into db/ by the start, keeping its loose mode until the repair.
+    assert f"Repaired: {old_install / 'db' / 'panel.sqlite3'}: mode 0644 changed to 0600" in checked.stderr
+    assert mode(old_install / "db" / "panel.sqlite3") == 0o600
 
 
 def test_the_check_warns_about_a_redis_url_without_password(settings: object) -> None:
@@ -402,11 +411,16 @@ def test_make_run_leaves_private_files_and_public_static_files(running_panel: Pa
     assert mode(data) == 0o711
     schedule = list(data.glob("celerybeat-schedule*"))  # shelve adds .db, or .dat/.dir/.bak
     assert schedule
-    for path in [data / "panel.sqlite3", *schedule, *(data / "keys").iterdir()]:
+    db = data / "db" / "panel.sqlite3"
+    for path in [db, *schedule]:
         assert mode(path) == 0o600, path
+    # The keys: root's alone, or readable by the group of the web server's own user when it has one.
+    shared = "The web server runs as pgpanel" in running_panel.output()
+    for path in (data / "keys").iterdir():
+        assert mode(path) == (0o640 if shared else 0o600), path
     for suffix in ("-wal", "-shm"):  # the web server and the workers keep them open
-        if Path(f"{data}/panel.sqlite3{suffix}").exists():
-            assert mode(Path(f"{data}/panel.sqlite3{suffix}")) == 0o600
+        if Path(f"{db}{suffix}").exists():
+            assert mode(Path(f"{db}{suffix}")) == 0o600
     # Static files are public (served without login) and readable by a web server of another user.
     static = data / "staticfiles"
     assert mode(static) == 0o755
@@ -421,5 +435,5 @@ def test_make_run_leaves_private_files_and_public_static_files(running_panel: Pa
         )
         assert umask_line.split()[1] == "0077", (proc.cmdline(), umask_line)
     if os.geteuid() == 0:
-        assert "Permission denied" in as_nobody("cat", str(data / "panel.sqlite3")).stderr
+        assert "Permission denied" in as_nobody("cat", str(db)).stderr
         assert "Permission denied" in as_nobody("ls", str(data)).stderr
