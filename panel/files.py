@@ -12,7 +12,7 @@ collected static files set their own modes where they are created):
                                 when the web server runs as PANEL_WEB_USER
       redis/              0700  the private Redis of `make run`: its config holds the password
       clusters/           0711  one directory per cluster, each owned by the cluster's user
-      any other file      0600  celerybeat-schedule, logs
+      any other file      0600  logs (beat's schedule is in db/)
       staticfiles/, lib/        readable by others on purpose; not touched here
 
 ``secure_data_dir`` repairs (chmod) what the panel's own user owns and returns, for the rest, a
@@ -260,7 +260,7 @@ def secure_data_dir(data_dir: Path, sqlite_files: Iterable[Path] = (), web_gid: 
         _secure(
             path, PRIVATE_FILE_MODE, report, why="it holds session keys and password hashes", directory=False
         )
-    # Anything else the panel writes at the top (celerybeat-schedule, logs): nobody else reads it.
+    # Anything else the panel writes at the top (logs): nobody else reads it.
     if data_dir.is_dir():
         for path in _entries(data_dir):
             if path in databases or path.is_symlink() or not path.is_file():

@@ -317,7 +317,7 @@ if PANEL_PROCESS_ROLE not in ("all", "web", "agent"):
 PANEL_NODE_NAME = env_str("PANEL_NODE_NAME", "local")
 # The unprivileged user make run's web server runs as when make run runs as root.
 PANEL_WEB_USER = env_str("PANEL_WEB_USER", "pgpanel")
-CELERY_BEAT_SCHEDULE_FILENAME = str(PANEL_DATA_DIR / "celerybeat-schedule")
+CELERY_BEAT_SCHEDULE_FILENAME = str(PANEL_DATA_DIR / files.DB_DIR / "celerybeat-schedule")
 
 # Alert emails. The console backend prints them; set EMAIL_BACKEND and EMAIL_HOST… to send.
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")

@@ -50,15 +50,19 @@ PYTHON = sys.executable
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", ""}
 
 
-def beat_child(celery: list[str], data_dir: Path) -> Child:
-    """Celery beat. Its schedule file (a shelve: .dat, .dir, .bak) only remembers when each task
-    last ran, and every task here runs every few seconds or minutes: it starts afresh each time, as a
-    kill mid-write leaves it unreadable and beat would die at every start ("Ran out of input")."""
-    schedule = data_dir / "celerybeat-schedule"
+def beat_child(celery: list[str], directory: Path, user: tuple[int, int] | None = None) -> Child:
+    """Celery beat, which only sends tasks: as the web server's user when it has one, its schedule
+    in ``directory`` (db/, that user's). The schedule file (a shelve: .dat, .dir, .bak) only
+    remembers when each task last ran, and every task here runs every few seconds or minutes: it
+    starts afresh each time, as a kill mid-write leaves it unreadable and beat would die at every
+    start ("Ran out of input")."""
+    schedule = directory / "celerybeat-schedule"
     return Child(
         "beat",
         [*celery, "beat", "--loglevel", "INFO", "--schedule", str(schedule)],
         scratch=[schedule],
+        extra_env={"PANEL_PROCESS_ROLE": "web"},
+        user=user,
     )
 
 
@@ -260,7 +264,7 @@ def main() -> int:
                 + ["--pool", "threads", "--concurrency", "4", "--loglevel", "INFO"],
                 extra_env={"PANEL_PROCESS_ROLE": "agent"},
             ),
-            beat_child(celery, data_dir),
+            beat_child(celery, data_dir / "db", web_as),
             Child(
                 "web",
                 [PYTHON, "-m", "gunicorn", "panel.wsgi", "-b", bind, "--workers", "2", "--threads", "4"]

@@ -247,6 +247,8 @@ def test_as_root_the_web_runs_unprivileged_and_reaches_clusters_only_through_the
         return
     uid = pwd.getpwnam("pgpanel").pw_uid
     assert {p.uids().real for p in web} == {uid} and {p.uids().effective for p in web} == {uid}
+    beat = [p for p in panel.children() if "celery -A panel beat" in " ".join(p.cmdline())]
+    assert beat and {p.uids().effective for p in beat} == {uid}  # it only sends tasks
     assert "The web server runs as pgpanel" in panel.output()
 
     env = {**panel.env, "PANEL_PROCESS_ROLE": "all"}

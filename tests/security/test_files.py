@@ -409,7 +409,7 @@ def test_make_run_leaves_private_files_and_public_static_files(running_panel: Pa
     data = running_panel.data_dir
     assert f"Repaired: {data}: mode 0755 changed to 0711" in running_panel.output()  # Panel() made it 0755
     assert mode(data) == 0o711
-    schedule = list(data.glob("celerybeat-schedule*"))  # shelve adds .db, or .dat/.dir/.bak
+    schedule = list((data / "db").glob("celerybeat-schedule*"))  # shelve adds .db, or .dat/.dir/.bak
     assert schedule
     db = data / "db" / "panel.sqlite3"
     for path in [db, *schedule]:
