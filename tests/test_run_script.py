@@ -275,7 +275,7 @@ def test_as_root_the_web_runs_unprivileged_and_reaches_clusters_only_through_the
         text=True,
         timeout=60,
     )
-    cluster_id, pgdata = shown.stdout.split()
+    cluster_id, pgdata = shown.stdout.strip().splitlines()[-1].split()  # after what the start says
     try:
         # The attack this closes: code running as the web server reads a cluster's files.
         read = subprocess.run(
