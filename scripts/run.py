@@ -229,6 +229,9 @@ def main() -> int:
     try:
         values = settings_values(env)
         data_dir = Path(values["data"])
+        # Every child uses this data directory, whichever user it runs as: as root the default
+        # is /var/lib/pgpanel, for another user ./var.
+        env["PANEL_DATA_DIR"] = str(data_dir)
         redis_url = values["redis"]
         # Decided before the slow preparation, so a REDIS_URL it cannot use stops it at once.
         broker = None if redis_answers(redis_url) else redis_child(redis_url, data_dir)
@@ -268,7 +271,7 @@ def main() -> int:
             Child(
                 "web",
                 [PYTHON, "-m", "gunicorn", "panel.wsgi", "-b", bind, "--workers", "2", "--threads", "4"]
-                + ["--graceful-timeout", "5", "--access-logfile", "-"],
+                + ["--graceful-timeout", "5", "--access-logfile", "-", "--no-control-socket"],
                 extra_env={"PANEL_PROCESS_ROLE": "web"},
                 user=web_as,
             ),
