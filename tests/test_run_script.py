@@ -151,6 +151,12 @@ def test_it_runs_everything(panel: Panel) -> None:
     with urllib.request.urlopen(f"http://{panel.bind}{hashed.group(1)}", timeout=5) as response:
         assert response.status == 200
         assert "immutable" in response.headers["Cache-Control"]
+    # As a browser asks: the gzip copy WhiteNoise wrote, readable by a web server of its own user.
+    request = urllib.request.Request(
+        f"http://{panel.bind}{hashed.group(1)}", headers={"Accept-Encoding": "gzip"}
+    )
+    with urllib.request.urlopen(request, timeout=5) as response:
+        assert response.status == 200 and response.headers["Content-Encoding"] == "gzip"
 
 
 def worker_main(panel: Panel) -> psutil.Process:

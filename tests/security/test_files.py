@@ -425,6 +425,8 @@ def test_make_run_leaves_private_files_and_public_static_files(running_panel: Pa
     static = data / "staticfiles"
     assert mode(static) == 0o755
     assert mode(static / "vendor" / "htmx" / "htmx.min.js") == 0o644
+    # The gzip copies too (WhiteNoise writes them itself, under umask 077).
+    assert {mode(path) for path in static.rglob("*") if path.is_file()} == {0o644}
     assert status_of(f"http://{running_panel.bind}/static/vendor/htmx/htmx.min.js") == 200
     # Every process make run started works with umask 077 (their children inherit it).
     for proc in running_panel.children():
