@@ -63,7 +63,8 @@ class Walk:
 
     def create_cluster(self, name: str) -> str:
         page = self.page
-        page.goto(f"{self.url}/clusters/create/")
+        page.goto(f"{self.url}/clusters/")
+        page.get_by_role("link", name="Create cluster").first.click()
         page.locator("label[for='plan-db-s-2vcpu-4gb']").click()
         page.get_by_label("Cluster name").fill(name)
         begun = time.monotonic()
