@@ -41,7 +41,7 @@ def samples_after(run: BenchmarkRun, after: int = 0, limit: int = 5000) -> list[
 
 def live_state(run: BenchmarkRun) -> str:
     """A short token of what the run page's HTML part shows apart from the per-second figures
-    (status, queue position, warnings, errors): the page re-fetches that part only when it changes,
+    (status, queue position, warnings, errors, the exact command): the page re-fetches that part only when it changes,
     and the data endpoint answers "nothing new" while it stays the same and no sample came."""
     parts = [
         run.status,
@@ -50,6 +50,7 @@ def live_state(run: BenchmarkRun) -> str:
         run.error_count,
         run.aborted_clients,
         int(bool(run.first_error)),
+        int(bool(run.argv)),  # the exact command, shown once pgbench started
     ]
     return ".".join(str(part) for part in parts)
 
