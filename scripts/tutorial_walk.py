@@ -49,7 +49,10 @@ class Walk:
         print(f"[{time.monotonic() - self.started:6.1f} s] {step}: {what}", flush=True)
         if self.screenshots:
             name = re.sub(r"[^a-z0-9]+", "-", step.lower()).strip("-")
-            self.page.screenshot(path=str(self.screenshots / f"{name}.png"), full_page=True)
+            try:
+                self.page.screenshot(path=str(self.screenshots / f"{name}.png"), full_page=True)
+            except TimeoutError:  # a picture for a person to look at, not a step of the story
+                print(f"           (no screenshot of {name}: the browser did not take one in time)")
 
     def settle(self) -> None:
         self.page.wait_for_function(HTMX_SETTLED)
