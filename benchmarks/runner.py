@@ -34,7 +34,7 @@ from benchmarks.lib.pgbench_check import ProbeOutcome
 from panel.clusters.engine import postgres
 from panel.core import osusers
 from panel.core.polling import wait_for
-from panel.core.runas import EngineError, OsUser, current_user
+from panel.core.runas import EngineError, OsUser, current_user, spawn_in
 
 STDOUT = "stdout"
 STDERR = "stderr"
@@ -181,11 +181,14 @@ def probe(args_in: Callable[[str], list[str]], files: Mapping[str, str], timeout
 class PgbenchProcess:
     """A running pgbench: its lines arrive on :meth:`next_line`, in the order they were read."""
 
-    def __init__(self, args: Sequence[str], env: dict[str, str], *, cwd: Path | None = None) -> None:
-        kwargs = bench_user().spawn_options()
+    def __init__(
+        self, args: Sequence[str], env: dict[str, str], *, cwd: Path | None = None, join: Sequence[Path] = ()
+    ) -> None:
+        # ``join``: the cluster's cgroup, so the load a tenant generates counts against its plan.
+        argv, kwargs = spawn_in(bench_user(), args, join)
         try:
             self._proc = subprocess.Popen(
-                list(args),
+                argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,

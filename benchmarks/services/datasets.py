@@ -17,7 +17,7 @@ from benchmarks.lib.pgbench_output import FATAL_KINDS, InitDone, InitPhase, Init
 from benchmarks.models import BenchmarkRun, DataSet, InvalidTransition, JobStatus, RunStatus
 from benchmarks.services.enqueue import INIT_TASK, send_job
 from benchmarks.services.targets import require_serving, resolve_target
-from panel.clusters import dbconn
+from panel.clusters import dbconn, isolation
 from panel.clusters.models import Cluster
 from panel.core.errors import ServiceError
 
@@ -107,7 +107,7 @@ def _execute_init(dataset: DataSet) -> None:
     )
     started = time.monotonic()
     try:
-        proc = runner.PgbenchProcess(args, env)
+        proc = runner.PgbenchProcess(args, env, join=isolation.server_cgroup(cluster))
     except runner.RunnerError as exc:
         dataset.fail(str(exc))
         return

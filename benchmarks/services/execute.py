@@ -27,6 +27,7 @@ from benchmarks.services.launch import refuse_shell_commands
 from benchmarks.services.percentiles import Percentiles
 from benchmarks.services.recorder import RunRecorder
 from benchmarks.services.targets import ResolvedTarget, require_serving, resolve_target
+from panel.clusters import isolation
 from panel.clusters.models import Cluster
 from panel.core.errors import ServiceError
 from panel.pools import services as pools_services
@@ -169,7 +170,9 @@ class _Execution:
             if not BenchmarkRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING).exists():
                 return  # cancelled between the claim and now
             try:
-                proc = runner.PgbenchProcess(args, env, cwd=workdir)
+                proc = runner.PgbenchProcess(
+                    args, env, cwd=workdir, join=isolation.server_cgroup(run.cluster)
+                )
             except runner.RunnerError as exc:
                 run.fail(str(exc))
                 return

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 
 import psutil
 from django.conf import settings
 
-from panel.clusters import dbconn
+from panel.clusters import cgroups, dbconn
 from panel.clusters.engine import postgres
 from panel.clusters.lib.pgconf import render_hba, render_ident
 from panel.clusters.models import Cluster
@@ -142,4 +143,33 @@ def refresh_server_auth(cluster: Cluster) -> bool:
         return False
     if postgres.postmaster_pid(cluster.pgdata) is not None:
         reload_server_config(cluster)
+    return True
+
+
+def server_cgroup(cluster: Cluster) -> list[Path]:
+    """The ``cgroup.procs`` files of the cluster's cgroup, made or updated with its plan's RAM as
+    the memory limit and its vCPUs as the CPU quota (panel/clusters/cgroups.py); none for a
+    cluster without a plan, or where cgroups cannot be written (said once in the log)."""
+    plan = cluster.plan
+    if plan is None:
+        return []
+    group = cgroups.ensure(str(cluster.pk), cgroups.Limits(plan.ram_gb * 1024**3, float(plan.vcpus)))
+    return group.procs_files if group is not None else []
+
+
+def remove_server_cgroup(cluster: Cluster) -> None:
+    cgroups.remove(str(cluster.pk))
+
+
+def place_in_server_cgroup(cluster: Cluster, postmaster: int) -> bool:
+    """Move a server started before its cgroup existed (a cluster from before plan limits) into
+    it, postmaster and every backend; True when it moved anything."""
+    procs = server_cgroup(cluster)
+    if not procs or cgroups.contains(procs[0].parent, postmaster):
+        return False
+    try:
+        tree = [postmaster, *(child.pid for child in psutil.Process(postmaster).children(recursive=True))]
+    except psutil.Error:
+        return False
+    cgroups.add_processes(procs, tree)
     return True

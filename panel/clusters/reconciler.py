@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from panel import crypto
-from panel.clusters import dbconn, hooks, services
+from panel.clusters import dbconn, hooks, isolation, services
 from panel.clusters.engine import guard, postgres
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, EventLevel
 from panel.clusters.services import new_password
@@ -47,6 +47,7 @@ def reconcile() -> list[str]:
                 cluster.log_file,
                 user=cluster.os_user(),
                 timeout=settings.PANEL_COMMAND_TIMEOUT,
+                join=isolation.server_cgroup(cluster),
             )
         except EngineError as exc:
             cluster.log_event("error", _("Restart failed: %(reason)s") % {"reason": exc}, EventLevel.ERROR)
@@ -59,6 +60,9 @@ def reconcile() -> list[str]:
         pid = postgres.postmaster_pid(cluster.pgdata)
         if pid is None:
             continue
+        if isolation.place_in_server_cgroup(cluster, pid):
+            cluster.log_event("limits", _("The plan's memory and CPU limits now apply to this cluster."))
+            notes.append(f"{cluster.name}: placed in its cgroup")
         configured = services.guard_configured(cluster)
         if configured and guard.is_loaded(pid) is not False:
             continue
@@ -163,7 +167,14 @@ def move_to_own_os_user(cluster: Cluster) -> str | None:
         else:
             guard_added = services.write_server_config(cluster)
             runas.make_private_dir(cluster.socket_dir, user)
-            postgres.start(cluster.version, cluster.pgdata, cluster.log_file, user=user, timeout=timeout)
+            postgres.start(
+                cluster.version,
+                cluster.pgdata,
+                cluster.log_file,
+                user=user,
+                timeout=timeout,
+                join=isolation.server_cgroup(cluster),
+            )
             if guard_added:
                 services.clear_reserved(cluster)
                 cluster.log_event("guard-installed", _("The privilege guard is now loaded."))

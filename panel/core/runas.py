@@ -14,6 +14,8 @@ import logging
 import os
 import pwd
 import subprocess
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,18 +97,39 @@ def run_as_runner(
     return run_as(os_user(), args, timeout=timeout, cwd=cwd)
 
 
+def spawn_in(
+    user: OsUser, args: Sequence[str], join: Sequence[Path] = ()
+) -> tuple[list[str], dict[str, object]]:
+    """The argument list and subprocess options that start ``args`` as ``user``, inside the
+    cgroups whose ``cgroup.procs`` files ``join`` names (as root; elsewhere there are none)."""
+    if join and os.geteuid() == 0:
+        # The wrapper joins the groups as root, then becomes ``user`` (run as a file: no package).
+        wrapper = [sys.executable, "-I", str(Path(__file__).with_name("cgexec.py"))]
+        wrapper += ["--uid", str(user.uid), "--gid", str(user.gid)]
+        for procs in join:
+            wrapper += ["--join", str(procs)]
+        return [*wrapper, "--", *args], {}
+    return list(args), user.spawn_options()
+
+
 def run_as(
-    user: OsUser, args: list[str], *, timeout: float, cwd: Path | None = None
+    user: OsUser,
+    args: list[str],
+    *,
+    timeout: float,
+    cwd: Path | None = None,
+    join: Sequence[Path] = (),
 ) -> subprocess.CompletedProcess[str]:
     """Run a program to completion as ``user``, from an argument list, in its own session, with a
-    minimal environment and a timeout (PgBouncer's supervisor uses it too)."""
+    minimal environment and a timeout (PgBouncer's supervisor uses it too). ``join``: the
+    ``cgroup.procs`` files of the cgroups it (and all it starts) runs in (panel/core/cgexec.py)."""
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": user.home,
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
     }
-    kwargs = user.spawn_options()
+    args, kwargs = spawn_in(user, args, join)
     log.debug("running %s", args[0])
     try:
         result = subprocess.run(

@@ -17,6 +17,7 @@ import signal
 import stat
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import psutil
@@ -212,20 +213,31 @@ def _log_tail(log_file: Path, lines: int = 3) -> str:
 
 
 def _pg_ctl(
-    version: str, pgdata: Path, command: str, *options: str, user: OsUser, timeout: float
+    version: str,
+    pgdata: Path,
+    command: str,
+    *options: str,
+    user: OsUser,
+    timeout: float,
+    join: Sequence[Path] = (),
 ) -> subprocess.CompletedProcess[str]:
     """``pg_ctl <command>`` on ``pgdata`` as the cluster's user, waiting up to ``timeout``."""
     argv = [str(bindir_for(version) / "pg_ctl"), command, "--pgdata", str(pgdata), *options]
     argv += ["--wait", "--timeout", str(int(timeout)), "--silent"]
-    return run_as(user, argv, timeout=timeout + 10, cwd=pgdata.parent)
+    return run_as(user, argv, timeout=timeout + 10, cwd=pgdata.parent, join=join)
 
 
-def start(version: str, pgdata: Path, log_file: Path, *, user: OsUser, timeout: float) -> None:
+def start(
+    version: str, pgdata: Path, log_file: Path, *, user: OsUser, timeout: float, join: Sequence[Path] = ()
+) -> None:
+    """Start the server; ``join``: the cgroups it runs in (its plan's limits, isolation.server_cgroup)."""
     if postmaster_pid(pgdata) is not None:
         return
     make_private_dir(log_file.parent, user)
     startup_log = log_file.parent / "startup.log"
-    result = _pg_ctl(version, pgdata, "start", "--log", str(startup_log), user=user, timeout=timeout)
+    result = _pg_ctl(
+        version, pgdata, "start", "--log", str(startup_log), user=user, timeout=timeout, join=join
+    )
     if result.returncode != 0:
         reason = _log_tail(log_file) or _log_tail(startup_log)
         raise _failure("PostgreSQL start", result, reason)

@@ -81,7 +81,14 @@ def perform_action(cluster: Cluster, action: str) -> Cluster:
         if action in {"start", "restart"}:
             cluster.mark(ClusterStatus.STARTING)
             runas.make_private_dir(cluster.socket_dir, user)
-            postgres.start(cluster.version, cluster.pgdata, cluster.log_file, user=user, timeout=timeout)
+            postgres.start(
+                cluster.version,
+                cluster.pgdata,
+                cluster.log_file,
+                user=user,
+                timeout=timeout,
+                join=isolation.server_cgroup(cluster),
+            )
             if guard_added:
                 clear_reserved(cluster)
                 cluster.log_event("guard-installed", _("The privilege guard is now loaded."))
@@ -192,6 +199,7 @@ def tear_down(cluster: Cluster) -> None:
         postgres.kill(cluster.pgdata)
     postgres.kill(cluster.pgdata)
     isolation.kill_leftover_processes(cluster)
+    isolation.remove_server_cgroup(cluster)
     cluster.set_progress(60, _("Removing the data directory"))
     postgres.remove_data(cluster.data_root)
     cluster.set_progress(90, _("Removing the system user"))
