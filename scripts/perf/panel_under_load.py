@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""What a tenant's benchmark does to the panel's own pages, with plan limits and without (issue 13).
+
+Provisions a 1 GB / 1 vCPU cluster (test settings: private data directory and ports) with
+pgbench's tables, starts the panel's web server (``manage.py runserver``, a process of its own),
+and requests four of the cluster's pages in turn (overview, pools, benchmarks, insights) as a
+logged-in user, measuring each answer:
+
+  1. idle: no load;
+  2. limited: a 50-client pgbench run launched through the panel (the server and pgbench in the
+     cluster's cgroup: its plan's memory and one core, at a lower CPU weight than the panel);
+  3. unlimited: the same run with the server and pgbench moved out of the cgroup, as before plan
+     limits were enforced.
+
+Prints the p95 of each phase and the ratios loaded/idle side by side (the target: limited ≤ 2×).
+Needs root and a writable cgroup hierarchy for phase 2 to differ from 3. The machine may be
+shared: the load (``uptime``) is printed before and after.
+
+    .venv/bin/python scripts/perf/panel_under_load.py [--clients 50] [--duration 20] [--scale 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+from _bench_setup import ROOT, BenchCluster, bench_cluster
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def p95(values: list[float]) -> float:
+    return statistics.quantiles(values, n=20)[18] if len(values) >= 20 else max(values)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--duration", type=int, default=20)
+    parser.add_argument("--scale", type=int, default=10)
+    args = parser.parse_args()
+    print("load before:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    with bench_cluster("db-under-load", args.scale) as bench:
+        measure(args, bench)
+    print("load after:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+
+
+def own_group_procs() -> list[Path]:
+    """The cgroup.procs files of this process's own groups (where "unlimited" moves the server)."""
+    from panel.clusters import cgroups
+
+    kind = cgroups.version()
+    if kind == 1:
+        return [
+            cgroups.ROOT / c / cgroups._own_path(c).lstrip("/") / "cgroup.procs" for c in ("memory", "cpu")
+        ]
+    if kind == 2:
+        return [cgroups.ROOT / cgroups._own_path("") / "cgroup.procs"]
+    return []
+
+
+def measure(args: argparse.Namespace, bench: BenchCluster) -> None:
+    import psutil
+    from django.conf import settings
+    from django.test import Client
+
+    from benchmarks import services
+    from benchmarks.lib.pgbench_command import RunOptions
+    from panel.clusters import cgroups, isolation
+    from panel.clusters.engine import postgres
+
+    cluster, owner = bench.cluster, bench.owner
+    limited = bool(isolation.server_cgroup(cluster))
+    print(
+        f"cgroups: v{cgroups.version()}" if limited else "cgroups: none writable here (phases 2 and 3 alike)"
+    )
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "manage.py", "runserver", "--noreload", "--insecure", f"127.0.0.1:{port}"],
+        cwd=ROOT,
+        env={**os.environ, "PANEL_TEST_WORKER": "1"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        client = Client()
+        client.force_login(owner)
+        cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+        base = f"http://127.0.0.1:{port}/clusters/{cluster.pk}"
+        pages = [f"{base}/", f"{base}/pools/", f"{base}/benchmarks/", f"{base}/insights/"]
+
+        def sample(seconds: float) -> list[float]:
+            times: list[float] = []
+            deadline = time.monotonic() + seconds
+            i = 0
+            while time.monotonic() < deadline:
+                request = urllib.request.Request(pages[i % len(pages)], headers={"Cookie": cookie})
+                started = time.perf_counter()
+                with urllib.request.urlopen(request, timeout=30) as response:
+                    response.read()
+                times.append(time.perf_counter() - started)
+                i += 1
+            return times
+
+        def loaded() -> list[float]:
+            options = RunOptions(clients=args.clients, threads=2, duration_s=args.duration)
+            run = services.launch_run(cluster, database="defaultdb", options=options, enqueue=False)
+            outcome: dict[str, object] = {}
+
+            def execute() -> None:
+                from django.db import connection
+
+                try:
+                    outcome["run"] = services.execute_run(run.pk, wait_turn_s=30)
+                finally:
+                    connection.close()
+
+            worker = threading.Thread(target=execute)
+            worker.start()
+            time.sleep(3)  # past the clients' connection start
+            times = sample(args.duration - 5)
+            worker.join()
+            done = outcome.get("run")
+            print(f"    run: {getattr(done, 'status', '?')}, {getattr(done, 'tps', 0) or 0:.0f} TPS")
+            return times
+
+        sample(3)  # warm the server up
+        idle = sample(15)
+        print(
+            f"1. idle       p95 {p95(idle) * 1000:7.1f} ms  (median {statistics.median(idle) * 1000:.1f} ms, {len(idle)} pages)"
+        )
+        with_limits = loaded()
+        print(f"2. limited    p95 {p95(with_limits) * 1000:7.1f} ms  ({len(with_limits)} pages)")
+
+        # As before plan limits: the server (and its backends to come) out of the cluster's group,
+        # pgbench started without joining it.
+        own = own_group_procs()
+        pid = postgres.postmaster_pid(cluster.pgdata)
+        if limited and own and pid:
+            tree = [pid, *(c.pid for c in psutil.Process(pid).children(recursive=True))]
+            cgroups.add_processes(own, tree)
+        original = isolation.server_cgroup
+        isolation.server_cgroup = lambda _cluster: []  # type: ignore[assignment]
+        try:
+            without = loaded()
+        finally:
+            isolation.server_cgroup = original  # type: ignore[assignment]
+        print(f"3. unlimited  p95 {p95(without) * 1000:7.1f} ms  ({len(without)} pages)")
+        print()
+        print(
+            f"page p95 under {args.clients} clients / idle: limited {p95(with_limits) / p95(idle):.2f}× "
+            f"(target ≤ 2), unlimited {p95(without) / p95(idle):.2f}×"
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()
