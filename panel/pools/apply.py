@@ -140,7 +140,9 @@ def _load_and_verify(
         return
     if written.restart:
         supervisor.stop(files)
-    supervisor.start(files, fds_needed=fds_needed(cluster), timeout=START_TIMEOUT)
+    supervisor.start(
+        files, fds_needed=fds_needed(cluster), timeout=START_TIMEOUT, join=isolation.server_cgroup(cluster)
+    )
     with console.admin_console(cluster, pooler) as conn:
         _verify(conn, config)
 
@@ -184,7 +186,12 @@ def _roll_back(cluster: Cluster, pooler: Pooler, files: disk.BouncerFiles, *, wa
         else:
             supervisor.stop(files)
             if was_running and restored:
-                supervisor.start(files, fds_needed=fds_needed(cluster), timeout=START_TIMEOUT)
+                supervisor.start(
+                    files,
+                    fds_needed=fds_needed(cluster),
+                    timeout=START_TIMEOUT,
+                    join=isolation.server_cgroup(cluster),
+                )
     except (supervisor.SupervisorError, console.ConsoleError) as exc:
         log.warning("rolling back PgBouncer of %s: %s", cluster.pk, exc)
 

@@ -18,6 +18,7 @@ import resource
 import shutil
 import signal
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 import psutil
@@ -104,10 +105,12 @@ def _command(files: BouncerFiles, fds_needed: int) -> list[str]:
     return args
 
 
-def _run(files: BouncerFiles, args: list[str], *, timeout: float) -> subprocess.CompletedProcess[str]:
+def _run(
+    files: BouncerFiles, args: list[str], *, timeout: float, join: Sequence[Path] = ()
+) -> subprocess.CompletedProcess[str]:
     # The engine's runner drops to the cluster's OS user, with a clean environment and a timeout.
     try:
-        return runas.run_as(files.owner, args, timeout=timeout, cwd=files.directory)
+        return runas.run_as(files.owner, args, timeout=timeout, cwd=files.directory, join=join)
     except EngineError as exc:
         raise SupervisorError(f"PgBouncer did not start: {exc}") from None
 
@@ -117,15 +120,16 @@ def _remove_stale(files: BouncerFiles) -> None:
     files.pidfile.unlink(missing_ok=True)
 
 
-def start(files: BouncerFiles, *, fds_needed: int, timeout: float = 10) -> int:
-    """Start PgBouncer on ``files.ini`` and return its pid once it listens on TCP and the socket."""
+def start(files: BouncerFiles, *, fds_needed: int, timeout: float = 10, join: Sequence[Path] = ()) -> int:
+    """Start PgBouncer on ``files.ini`` and return its pid once it listens on TCP and the socket;
+    ``join``: the cluster's cgroup (its plan's limits)."""
     pid = running_pid(files)
     if pid is not None:
         return pid
     check_socket_path(files)
     _remove_stale(files)
     offset = log_size(files)
-    result = _run(files, _command(files, fds_needed), timeout=timeout)
+    result = _run(files, _command(files, fds_needed), timeout=timeout, join=join)
     if result.returncode != 0:
         said = log_problems(files, offset) or (result.stderr or result.stdout).strip().splitlines()[-2:]
         raise SupervisorError("PgBouncer did not start: " + " ".join(said or [f"exit {result.returncode}"]))

@@ -7,10 +7,11 @@ and requests four of the cluster's pages in turn (overview, pools, benchmarks, i
 logged-in user, measuring each answer:
 
   1. idle: no load;
-  2. limited: a 50-client pgbench run launched through the panel (the server and pgbench in the
-     cluster's cgroup: its plan's memory and one core, at a lower CPU weight than the panel);
-  3. unlimited: the same run with the server and pgbench moved out of the cgroup, as before plan
-     limits were enforced.
+  2. limited: a 50-client pgbench run launched through the panel, through a transaction pool of 22
+     (the plan's whole budget: 50 clients direct would be refused), the server, PgBouncer and
+     pgbench in the cluster's cgroup: its plan's memory and one core, at a lower CPU weight;
+  3. unlimited: the same run with the server, PgBouncer and pgbench out of the cgroup, as before
+     plan limits were enforced.
 
 Prints the p95 of each phase and the ratios loaded/idle side by side (the target: limited ≤ 2×).
 Needs root and a writable cgroup hierarchy for phase 2 to differ from 3. The machine may be
@@ -82,6 +83,9 @@ def measure(args: argparse.Namespace, bench: BenchCluster) -> None:
     from benchmarks.lib.pgbench_command import RunOptions
     from panel.clusters import cgroups, isolation
     from panel.clusters.engine import postgres
+    from panel.pools import services as pools
+    from panel.pools import supervisor
+    from panel.pools.disk import bouncer_files
 
     cluster, owner = bench.cluster, bench.owner
     limited = bool(isolation.server_cgroup(cluster))
@@ -122,9 +126,13 @@ def measure(args: argparse.Namespace, bench: BenchCluster) -> None:
                 i += 1
             return times
 
+        pool = pools.create_pool(
+            cluster, "load-pool", "defaultdb", None, "transaction", cluster.pool_connections
+        )
+
         def loaded() -> list[float]:
             options = RunOptions(clients=args.clients, threads=2, duration_s=args.duration)
-            run = services.launch_run(cluster, database="defaultdb", options=options, enqueue=False)
+            run = services.launch_run(cluster, pool=pool, options=options, enqueue=False)
             outcome: dict[str, object] = {}
 
             def execute() -> None:
@@ -155,10 +163,10 @@ def measure(args: argparse.Namespace, bench: BenchCluster) -> None:
         # As before plan limits: the server (and its backends to come) out of the cluster's group,
         # pgbench started without joining it.
         own = own_group_procs()
-        pid = postgres.postmaster_pid(cluster.pgdata)
-        if limited and own and pid:
-            tree = [pid, *(c.pid for c in psutil.Process(pid).children(recursive=True))]
-            cgroups.add_processes(own, tree)
+        for pid in (postgres.postmaster_pid(cluster.pgdata), supervisor.running_pid(bouncer_files(cluster))):
+            if limited and own and pid:
+                tree = [pid, *(c.pid for c in psutil.Process(pid).children(recursive=True))]
+                cgroups.add_processes(own, tree)
         original = isolation.server_cgroup
         isolation.server_cgroup = lambda _cluster: []  # type: ignore[assignment]
         try:
