@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -117,23 +116,15 @@ def test_a_cluster_started_before_limits_is_moved_into_its_cgroup_by_the_reconci
 
 @needs_root
 @pytest.mark.integration
-def test_the_load_a_tenant_runs_counts_against_its_plan(local_cluster: Cluster) -> None:
-    """pgbench, started by the runner for this cluster, runs in the cluster's group."""
+def test_the_clusters_pgbouncer_runs_in_its_cgroup(local_cluster: Cluster) -> None:
     if cgroups.version() is None:
         pytest.skip("no writable cgroup hierarchy on this machine")
-    from benchmarks import runner
+    from panel.pools import services as pools
+    from panel.pools import supervisor
+    from panel.pools.disk import bouncer_files
 
-    proc = runner.PgbenchProcess(
-        ["sleep", "30"], runner.base_env(), join=isolation.server_cgroup(local_cluster)
-    )
-    try:
-        # Once the wrapper has joined the group and become sleep (it joins before the exec).
-        deadline = time.monotonic() + 10
-        while Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")[0] != b"sleep":
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
-        controller = "memory" if cgroups.version() == 1 else ""
-        assert cgroups.group_of(proc.pid, controller).endswith(f"/{cgroups.PARENT}/{local_cluster.pk}")
-        assert Path(f"/proc/{proc.pid}/status").read_text().count(f"Uid:\t{runner.bench_user().uid}\t") == 1
-    finally:
-        proc.stop(grace_s=0.5)
+    pools.create_pool(local_cluster, "limited-pool", "defaultdb", None, "transaction", 5)
+    pid = supervisor.running_pid(bouncer_files(local_cluster))
+    assert pid is not None
+    controller = "memory" if cgroups.version() == 1 else ""
+    assert cgroups.group_of(pid, controller).endswith(f"/{cgroups.PARENT}/{local_cluster.pk}")
