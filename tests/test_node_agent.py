@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import secrets
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -92,12 +93,16 @@ def agent_worker(redis_server: str, settings: object, transactional_db: None) ->
         proc.kill()
 
 
-def calls_served(log: Path) -> int:
-    return sum(
-        1
-        for line in log.read_text(errors="replace").splitlines()
-        if "panel.core.agent.call[" in line and "succeeded" in line
-    )
+def calls_served(log: Path, expected: int) -> int:
+    """The calls the agent's log says it served, once it says ``expected`` of them (the answer
+    reaches the caller a moment before the worker logs the task's end) or after 10 s."""
+    deadline = time.monotonic() + 10
+    while True:
+        lines = log.read_text(errors="replace").splitlines()
+        served = sum(1 for line in lines if "panel.core.agent.call[" in line and "succeeded" in line)
+        if served >= expected or time.monotonic() > deadline:
+            return served
+        time.sleep(0.1)
 
 
 @pytest.mark.integration
@@ -108,7 +113,7 @@ def test_the_web_adds_a_database_and_a_pool_through_the_agent(
     assert isinstance(database, Database) and database.name == "agentdb"
     with connect_as_client(local_cluster, dbname="agentdb") as conn:
         assert conn.execute("SELECT current_database()").fetchone() == ("agentdb",)
-    assert calls_served(agent_worker) == 1
+    assert calls_served(agent_worker, 1) == 1
 
     # PostgreSQL's refusal and the service's own come back as a ServiceError on their field.
     with pytest.raises(ServiceError) as taken:
@@ -120,7 +125,7 @@ def test_the_web_adds_a_database_and_a_pool_through_the_agent(
     overview = pools.pools_overview(local_cluster)
     assert overview.running and [row[0] for row in overview.pools] == [pool]
     assert overview.used == 5 and overview.slots is not None
-    assert calls_served(agent_worker) == 4  # add, refused add, create, overview: none ran here
+    assert calls_served(agent_worker, 4) == 4  # add, refused add, create, overview: none ran here
 
     # gunicorn serves with threads: calls from several at once each get their own answer.
     def used(_call: int) -> int:
@@ -132,7 +137,7 @@ def test_the_web_adds_a_database_and_a_pool_through_the_agent(
     with ThreadPoolExecutor(4) as threads:
         answers = list(threads.map(used, range(8)))
     assert answers == [5] * 8
-    assert calls_served(agent_worker) == 12
+    assert calls_served(agent_worker, 12) == 12
 
 
 @pytest.mark.integration

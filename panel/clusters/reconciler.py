@@ -60,13 +60,13 @@ def reconcile() -> list[str]:
         pid = postgres.postmaster_pid(cluster.pgdata)
         if pid is None:
             continue
-        if isolation.place_in_server_cgroup(cluster, pid):
+        configured = services.guard_configured(cluster)
+        if not configured or guard.is_loaded(pid) is False:
+            # The restart that loads the guard starts the server in its cgroup too.
+            notes += _install_guard(cluster, configured=configured)
+        elif isolation.place_in_server_cgroup(cluster, pid):
             cluster.log_event("limits", _("The plan's memory and CPU limits now apply to this cluster."))
             notes.append(f"{cluster.name}: placed in its cgroup")
-        configured = services.guard_configured(cluster)
-        if configured and guard.is_loaded(pid) is not False:
-            continue
-        notes += _install_guard(cluster, configured=configured)
     stuck_before = timezone.now() - STUCK_AFTER
     for cluster in Cluster.objects.filter(
         kind=ClusterKind.LOCAL, status__in=ClusterStatus.BUSY, updated_at__lt=stuck_before
