@@ -173,3 +173,15 @@ def place_in_server_cgroup(cluster: Cluster, postmaster: int) -> bool:
         return False
     cgroups.add_processes(procs, tree)
     return True
+
+
+def start_server(cluster: Cluster, user: OsUser, timeout: float) -> None:
+    """Start the cluster's PostgreSQL, in its cgroup (its plan's limits)."""
+    postgres.start(
+        cluster.version,
+        cluster.pgdata,
+        cluster.log_file,
+        user=user,
+        timeout=timeout,
+        join=server_cgroup(cluster),
+    )

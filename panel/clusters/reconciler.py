@@ -41,14 +41,7 @@ def reconcile() -> list[str]:
         cluster.refresh_from_db()
         cluster.log_event("degraded", _("PostgreSQL was not running; starting it again."), EventLevel.WARNING)
         try:
-            postgres.start(
-                cluster.version,
-                cluster.pgdata,
-                cluster.log_file,
-                user=cluster.os_user(),
-                timeout=settings.PANEL_COMMAND_TIMEOUT,
-                join=isolation.server_cgroup(cluster),
-            )
+            isolation.start_server(cluster, cluster.os_user(), settings.PANEL_COMMAND_TIMEOUT)
         except EngineError as exc:
             cluster.log_event("error", _("Restart failed: %(reason)s") % {"reason": exc}, EventLevel.ERROR)
             notes.append(f"{cluster.name}: restart failed: {exc}")
@@ -167,14 +160,7 @@ def move_to_own_os_user(cluster: Cluster) -> str | None:
         else:
             guard_added = services.write_server_config(cluster)
             runas.make_private_dir(cluster.socket_dir, user)
-            postgres.start(
-                cluster.version,
-                cluster.pgdata,
-                cluster.log_file,
-                user=user,
-                timeout=timeout,
-                join=isolation.server_cgroup(cluster),
-            )
+            isolation.start_server(cluster, user, timeout)
             if guard_added:
                 services.clear_reserved(cluster)
                 cluster.log_event("guard-installed", _("The privilege guard is now loaded."))

@@ -28,6 +28,7 @@ from celery import shared_task
 from django.conf import settings
 from django.utils.translation import gettext as _
 
+from panel.core import taskqueue
 from panel.core.errors import ServiceError
 
 log = logging.getLogger(__name__)
@@ -149,28 +150,8 @@ def send(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], *, timeout: f
     message expires then, so an agent that comes back later does not act on it."""
     from celery.exceptions import TimeoutError as CeleryTimeout
 
-    from panel.celery import app
-
     message = {"args": encode(list(args)), "kwargs": encode(kwargs)}
-    try:
-        with app.connection_for_write() as conn:
-            conn.ensure_connection(max_retries=0)
-            result = app.send_task(
-                TASK,
-                args=[name, message],
-                queue=node_queue(),
-                expires=timeout,
-                retry=False,
-                connection=conn,
-            )
-    except Exception as exc:  # kombu raises several types for an unreachable broker
-        log.warning("could not send %s to the node agent: %s", name, type(exc).__name__)
-        raise ServiceError(
-            _(
-                "The task queue (Redis at %(url)s) is not reachable, so nothing was done. Try again when it is back."
-            )
-            % {"url": settings.REDIS_URL.split("@")[-1]}
-        ) from None
+    result = taskqueue.send(TASK, [name, message], queue=node_queue(), expires=timeout)
     try:
         answer = result.get(timeout=timeout, propagate=True, disable_sync_subtasks=False)
     except CeleryTimeout:

@@ -75,3 +75,25 @@ def by_hand(bench: BenchCluster, options: Any) -> float:
     if done.returncode != 0 or summary is None or summary.tps is None:
         sys.exit(f"pgbench by hand failed: {done.stderr[-1000:]}")
     return summary.tps
+
+
+def start_web_server(port: int) -> subprocess.Popen[bytes]:
+    """The panel's web server as in production, a process of its own reading the same (test)
+    database, returned once it accepts connections; the caller terminates it."""
+    import socket
+    import time
+
+    server = subprocess.Popen(
+        [sys.executable, "manage.py", "runserver", "--noreload", "--insecure", f"127.0.0.1:{port}"],
+        cwd=ROOT,
+        env={**os.environ, "PANEL_TEST_WORKER": "1"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.2)
+    return server

@@ -23,17 +23,15 @@ shared: the load (``uptime``) is printed before and after.
 from __future__ import annotations
 
 import argparse
-import os
 import socket
 import statistics
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
 from pathlib import Path
 
-from _bench_setup import ROOT, BenchCluster, bench_cluster
+from _bench_setup import BenchCluster, bench_cluster, start_web_server
 
 
 def free_port() -> int:
@@ -93,20 +91,8 @@ def measure(args: argparse.Namespace, bench: BenchCluster) -> None:
         f"cgroups: v{cgroups.version()}" if limited else "cgroups: none writable here (phases 2 and 3 alike)"
     )
     port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "manage.py", "runserver", "--noreload", "--insecure", f"127.0.0.1:{port}"],
-        cwd=ROOT,
-        env={**os.environ, "PANEL_TEST_WORKER": "1"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    server = start_web_server(port)
     try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.2)
         client = Client()
         client.force_login(owner)
         cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"

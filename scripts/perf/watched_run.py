@@ -35,7 +35,7 @@ import threading
 import time
 from pathlib import Path
 
-from _bench_setup import ROOT, BenchCluster, bench_cluster
+from _bench_setup import BenchCluster, bench_cluster, start_web_server
 from _bench_setup import by_hand as hand_run
 
 CHROMIUM = "/usr/bin/chromium"
@@ -119,21 +119,9 @@ def measure(args: argparse.Namespace, bench: BenchCluster) -> None:
     cluster, owner = bench.cluster, bench.owner
     port = free_port()
     # The web server as in production: a process of its own, reading the same database.
-    server = subprocess.Popen(
-        [sys.executable, "manage.py", "runserver", "--noreload", "--insecure", f"127.0.0.1:{port}"],
-        cwd=ROOT,
-        env={**os.environ, "PANEL_TEST_WORKER": "1"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    server = start_web_server(port)
     base = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.2)
         client = Client()
         client.force_login(owner)
         session = client.cookies[settings.SESSION_COOKIE_NAME].value

@@ -81,14 +81,7 @@ def perform_action(cluster: Cluster, action: str) -> Cluster:
         if action in {"start", "restart"}:
             cluster.mark(ClusterStatus.STARTING)
             runas.make_private_dir(cluster.socket_dir, user)
-            postgres.start(
-                cluster.version,
-                cluster.pgdata,
-                cluster.log_file,
-                user=user,
-                timeout=timeout,
-                join=isolation.server_cgroup(cluster),
-            )
+            isolation.start_server(cluster, user, timeout)
             if guard_added:
                 clear_reserved(cluster)
                 cluster.log_event("guard-installed", _("The privilege guard is now loaded."))

@@ -124,14 +124,7 @@ def configure(job: Provisioning) -> None:
 def start_server(job: Provisioning) -> None:
     cluster = job.cluster
     runas.make_private_dir(cluster.socket_dir, job.user)
-    postgres.start(
-        cluster.version,
-        cluster.pgdata,
-        cluster.log_file,
-        user=job.user,
-        timeout=job.timeout,
-        join=isolation.server_cgroup(cluster),
-    )
+    isolation.start_server(cluster, job.user, job.timeout)
 
 
 def create_roles(job: Provisioning) -> None:
