@@ -136,6 +136,9 @@ def _walk_cluster(page: Page, base: str, watch: ConsoleWatch, cluster: Cluster) 
     page.locator("#conn-view").select_option("params")
     watch.at("connection details: copy the URI")
     page.locator("#conn-view").select_option("uri")
+    # The box is swapped in by htmx: a click on the button it replaces would copy nothing.
+    expect(box.locator("code", has_text="postgresql://")).to_be_visible(timeout=15_000)
+    wait_for_htmx(page)
     box.get_by_role("button", name="Copy").first.click()
     expect(box.get_by_role("button", name="Copied").first).to_be_visible(timeout=15_000)
 
