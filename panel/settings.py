@@ -152,12 +152,16 @@ def _sqlite_files() -> list[Path]:
     return [Path(db["NAME"]), Path(db.get("TEST", {}).get("NAME") or db["NAME"])]
 
 
+# The unprivileged user make run's web server runs as when make run runs as root.
+PANEL_WEB_USER = env_str("PANEL_WEB_USER", "pgpanel")
+
+
 def _web_group_id() -> int | None:
     """The group of make run's web server user (PANEL_WEB_USER), which may read keys/."""
     import grp
 
     try:
-        return grp.getgrnam(os.environ.get("PANEL_WEB_USER") or "pgpanel").gr_gid
+        return grp.getgrnam(PANEL_WEB_USER).gr_gid
     except KeyError:
         return None
 
@@ -315,8 +319,6 @@ PANEL_PROCESS_ROLE = env_str("PANEL_PROCESS_ROLE", "all")
 if PANEL_PROCESS_ROLE not in ("all", "web", "agent"):
     raise ValueError(f"PANEL_PROCESS_ROLE must be all, web or agent, not {PANEL_PROCESS_ROLE!r}")
 PANEL_NODE_NAME = env_str("PANEL_NODE_NAME", "local")
-# The unprivileged user make run's web server runs as when make run runs as root.
-PANEL_WEB_USER = env_str("PANEL_WEB_USER", "pgpanel")
 CELERY_BEAT_SCHEDULE_FILENAME = str(PANEL_DATA_DIR / files.DB_DIR / "celerybeat-schedule")
 
 # Alert emails. The console backend prints them; set EMAIL_BACKEND and EMAIL_HOST… to send.

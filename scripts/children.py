@@ -43,6 +43,13 @@ def say(name: str, line: str) -> None:
         sys.stdout.flush()
 
 
+def become(uid: int, gid: int) -> None:
+    """In a child started as root: this user and group, none of root's supplementary groups."""
+    os.setgroups([])
+    os.setgid(gid)
+    os.setuid(uid)
+
+
 def _die_with_parent() -> None:
     """In the child: get SIGTERM if this supervisor dies without stopping it (SIGKILL, crash);
     and take the stop signals again, which the supervisor blocks while it starts a child."""
@@ -106,10 +113,7 @@ class Child:
 
         def prepare() -> None:
             if user is not None:
-                # Before PR_SET_PDEATHSIG, which a change of credentials clears.
-                os.setgroups([])
-                os.setgid(user[1])
-                os.setuid(user[0])
+                become(*user)  # before PR_SET_PDEATHSIG, which a change of credentials clears
             _die_with_parent()
 
         try:

@@ -38,6 +38,7 @@ from children import (  # noqa: E402
     Backoff,
     Child,
     Stop,
+    become,
     on_signal,
     say,
     stop_all,
@@ -100,17 +101,12 @@ def web_user(env: dict[str, str]) -> tuple[int, int] | None:
     user = json.loads(out.stdout.strip().splitlines()[-1])
     uid, gid = int(user["uid"]), int(user["gid"])
 
-    def become() -> None:
-        os.setgroups([])
-        os.setgid(gid)
-        os.setuid(uid)
-
     try:
         probe = subprocess.run(
             [PYTHON, "-c", "import django, gunicorn, panel"],
             cwd=ROOT,
             env=env,
-            preexec_fn=become,
+            preexec_fn=lambda: become(uid, gid),
             capture_output=True,
         )
         reachable = probe.returncode == 0

@@ -54,11 +54,7 @@ class Group:
 
 def _own_path(controller: str) -> str:
     """This process's group in ``controller``'s v1 hierarchy, or in v2 (controller "")."""
-    for line in Path("/proc/self/cgroup").read_text().splitlines():
-        _id, controllers, path = line.split(":", 2)
-        if (controller == "" and _id == "0") or controller in controllers.split(","):
-            return path.lstrip("/")
-    return ""
+    return group_of(os.getpid(), controller).lstrip("/")
 
 
 def version() -> int | None:
@@ -196,3 +192,13 @@ def add_processes(procs_files: list[Path], pids: list[int]) -> None:
                 procs.write_text(str(pid))
             except ProcessLookupError:
                 continue
+
+
+def own_procs_files() -> list[Path]:
+    """The ``cgroup.procs`` files of the panel's own groups (the parents of the clusters' groups)."""
+    kind = version()
+    if kind == 1:
+        return [ROOT / c / _own_path(c) / "cgroup.procs" for c in ("memory", "cpu")]
+    if kind == 2:
+        return [ROOT / _own_path("") / "cgroup.procs"]
+    return []

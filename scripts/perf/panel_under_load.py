@@ -29,7 +29,6 @@ import subprocess
 import threading
 import time
 import urllib.request
-from pathlib import Path
 
 from _bench_setup import BenchCluster, bench_cluster, start_web_server
 
@@ -56,20 +55,6 @@ def main() -> None:
     with bench_cluster("db-under-load", args.scale) as bench:
         measure(args, bench)
     print("load after:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
-
-
-def own_group_procs() -> list[Path]:
-    """The cgroup.procs files of this process's own groups (where "unlimited" moves the server)."""
-    from panel.clusters import cgroups
-
-    kind = cgroups.version()
-    if kind == 1:
-        return [
-            cgroups.ROOT / c / cgroups._own_path(c).lstrip("/") / "cgroup.procs" for c in ("memory", "cpu")
-        ]
-    if kind == 2:
-        return [cgroups.ROOT / cgroups._own_path("") / "cgroup.procs"]
-    return []
 
 
 def measure(args: argparse.Namespace, bench: BenchCluster) -> None:
@@ -148,7 +133,7 @@ def measure(args: argparse.Namespace, bench: BenchCluster) -> None:
 
         # As before plan limits: the server (and its backends to come) out of the cluster's group,
         # pgbench started without joining it.
-        own = own_group_procs()
+        own = cgroups.own_procs_files()
         for pid in (postgres.postmaster_pid(cluster.pgdata), supervisor.running_pid(bouncer_files(cluster))):
             if limited and own and pid:
                 tree = [pid, *(c.pid for c in psutil.Process(pid).children(recursive=True))]
