@@ -115,15 +115,23 @@ def redis_server() -> Iterator[str]:
 
 
 def start_celery_worker(
-    redis_url: str, queues: str, log_path: Path, *, concurrency: int = 2
+    redis_url: str,
+    queues: str,
+    log_path: Path,
+    *,
+    concurrency: int = 2,
+    extra_env: dict[str, str] | None = None,
+    extra_args: tuple[str, ...] = (),
 ) -> subprocess.Popen[bytes]:
     """A real Celery worker process in its own session, sharing the test database file and data
-    directory; returns once it says it is ready (or fails the test with its log)."""
+    directory (``extra_env`` may give it a node of its own); returns once it says it is ready (or
+    fails the test with its log)."""
     from django.conf import settings
 
     test_db = settings.DATABASES["default"]["TEST"]["NAME"]
     env = dict(os.environ, DATABASE_URL=f"sqlite:///{test_db}", REDIS_URL=redis_url, PANEL_TEST_WORKER="1")
-    command = [sys.executable, "-m", "celery", "-A", "panel", "worker", "-Q", queues]
+    env.update(extra_env or {})
+    command = [sys.executable, "-m", "celery", "-A", "panel", "worker", "-Q", queues, *extra_args]
     command += ["--concurrency", str(concurrency), "--loglevel", "INFO"]
     command += ["--without-heartbeat", "--without-gossip", "--without-mingle"]
     with open(log_path, "wb") as log_file:
@@ -141,11 +149,13 @@ def start_celery_worker(
 
 @pytest.fixture(scope="session")
 def celery_worker(redis_server: str, django_db_setup: None, django_db_blocker: object) -> Iterator[None]:
-    """The session's worker, consuming both queues."""
+    """The session's worker: this node's tasks queue and beat's default one."""
     from django.conf import settings
 
     proc = start_celery_worker(
-        redis_server, "default,benchmarks", Path(settings.PANEL_DATA_DIR) / "celery-worker.log"
+        redis_server,
+        f"default,node.{settings.PANEL_NODE_NAME}.tasks",
+        Path(settings.PANEL_DATA_DIR) / "celery-worker.log",
     )
     yield
     proc.terminate()
@@ -273,15 +283,23 @@ def _remove_test_data_dir() -> Iterator[None]:
     yield
     from django.conf import settings
 
+
+    data_dir = Path(settings.PANEL_DATA_DIR)
+    # This node's clusters, and those of the nodes tests run agents for (tests/test_nodes.py).
+    for clusters_dir in [data_dir / "clusters", *data_dir.glob("nodes/*/clusters")]:
+        remove_clusters_in(clusters_dir)
+    if Path(settings.PANEL_DATA_DIR).name.startswith("pgpanel-test-"):
+        shutil.rmtree(settings.PANEL_DATA_DIR, ignore_errors=True)
+
+
+def remove_clusters_in(clusters_dir: Path) -> None:
+    """Stop the clusters under a data directory's ``clusters/`` and remove their system users."""
     from panel.clusters.engine import postgres
 
-    clusters_dir = Path(settings.PANEL_DATA_DIR) / "clusters"
     if clusters_dir.exists():
         for root in clusters_dir.iterdir():
             postgres.kill(root / "pgdata")
             _remove_cluster_user(root)
-    if Path(settings.PANEL_DATA_DIR).name.startswith("pgpanel-test-"):
-        shutil.rmtree(settings.PANEL_DATA_DIR, ignore_errors=True)
 
 
 def _remove_cluster_user(data_root: Path) -> None:

@@ -295,21 +295,31 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Fail fast when Redis is down so a form can say so instead of hanging.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 3, "socket_timeout": 5}
+# Beat runs anywhere and touches no cluster: each periodic job goes to ``default`` as a fan-out,
+# which sends one message per node with a living agent to that node's tasks queue
+# (panel/clusters/tasks.py); a message a busy or dead node did not take in time expires.
 CELERY_BEAT_SCHEDULE = {
     "reconcile-clusters": {
-        "task": "panel.clusters.tasks.reconcile",
+        "task": "panel.clusters.tasks.fan_out",
+        "args": ("panel.clusters.tasks.reconcile", float(PANEL_RECONCILE_SECONDS)),
         "schedule": float(PANEL_RECONCILE_SECONDS),
+        "options": {"expires": float(PANEL_RECONCILE_SECONDS)},
     },
-    "reap-benchmarks": {"task": "benchmarks.tasks.reap", "schedule": 15.0},
+    "reap-benchmarks": {
+        "task": "panel.clusters.tasks.fan_out",
+        "args": ("benchmarks.tasks.reap", 15.0),
+        "schedule": 15.0,
+        "options": {"expires": 15.0},
+    },
     # A cycle that finds the previous one still queued is dropped rather than piled up.
     "collect-metrics": {
-        "task": "panel.insights.tasks.collect",
+        "task": "panel.clusters.tasks.fan_out",
+        "args": ("panel.insights.tasks.collect", float(PANEL_METRICS_INTERVAL)),
         "schedule": float(PANEL_METRICS_INTERVAL),
         "options": {"expires": float(PANEL_METRICS_INTERVAL)},
     },
     "rollup-metrics": {"task": "panel.insights.tasks.rollup", "schedule": 300.0},
 }
-CELERY_TASK_ROUTES = {"benchmarks.tasks.*": {"queue": "benchmarks"}}
 
 # What this process may touch (panel/core/agent.py): "all" runs work on a cluster's processes,
 # sockets and files in place (the tests, manage.py); "web" sends it to the node agent and waits
@@ -319,6 +329,15 @@ PANEL_PROCESS_ROLE = env_str("PANEL_PROCESS_ROLE", "all")
 if PANEL_PROCESS_ROLE not in ("all", "web", "agent"):
     raise ValueError(f"PANEL_PROCESS_ROLE must be all, web or agent, not {PANEL_PROCESS_ROLE!r}")
 PANEL_NODE_NAME = env_str("PANEL_NODE_NAME", "local")
+# The node agent's heartbeat (seconds between two), and the silence after which the node's
+# clusters show as "unknown" and new clusters are not placed there.
+PANEL_NODE_HEARTBEAT_SECONDS = env_int("PANEL_NODE_HEARTBEAT_SECONDS", 10, minimum=1)
+PANEL_NODE_DEAD_AFTER = env_int("PANEL_NODE_DEAD_AFTER", 45, minimum=2)
+# The capacity a node agent registers its node with the first time (0: measured: the machine's
+# memory, and 2 vCPUs per core, since a plan's vCPUs are a CPU quota that may share cores).
+# `manage.py node add` sets them explicitly.
+PANEL_NODE_RAM_GB = env_int("PANEL_NODE_RAM_GB", 0, minimum=0)
+PANEL_NODE_VCPUS = env_int("PANEL_NODE_VCPUS", 0, minimum=0)
 CELERY_BEAT_SCHEDULE_FILENAME = str(PANEL_DATA_DIR / files.DB_DIR / "celerybeat-schedule")
 
 # Alert emails. The console backend prints them; set EMAIL_BACKEND and EMAIL_HOST… to send.

@@ -25,6 +25,10 @@ if "PANEL_TEST_DATA_DIR" not in os.environ:
     os.environ["PANEL_TEST_DATA_DIR"] = data_dir
 os.environ["PANEL_DATA_DIR"] = os.environ["PANEL_TEST_DATA_DIR"]
 os.environ.setdefault("PANEL_PORT_RANGE", "26000-26999")
+# The test process is the node "local" (role "all"): room for every test's clusters at once.
+# Placement and full nodes are tested with nodes of their own (panel/clusters/tests/test_nodes.py).
+os.environ.setdefault("PANEL_NODE_RAM_GB", "512")
+os.environ.setdefault("PANEL_NODE_VCPUS", "256")
 os.environ.setdefault("PANEL_TEST_REDIS_PORT", str(_free_port()))
 os.environ["REDIS_URL"] = f"redis://127.0.0.1:{os.environ['PANEL_TEST_REDIS_PORT']}/0"
 if os.environ.get("PANEL_TEST_WORKER") != "1":

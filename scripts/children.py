@@ -219,3 +219,61 @@ def supervise(child: Child, env: dict[str, str]) -> bool:
     say("run", f"{child.name} exited ({how_it_ended(code)}); restarting in {delay:g} s")
     child.restart_at = now + delay
     return False
+
+
+def node_agent_children(python: str, node: str) -> list[Child]:
+    """The node agent of ``node``: two Celery workers on its machine. ``worker`` (processes) takes
+    the node's long work from ``node.<node>.tasks`` (provisioning, start/stop, delete, benchmarks,
+    collection, reconciling) and beat's fan-outs from ``default``; ``agent`` (threads of its own,
+    so a long benchmark never holds it up) answers the web's calls on ``node.<node>`` and sends
+    the node's heartbeat."""
+    celery = [python, "-m", "celery", "-A", "panel", "worker", "--loglevel", "INFO"]
+    env = {"PANEL_NODE_NAME": node}
+    return [
+        Child(
+            "worker",
+            [*celery, "-Q", f"node.{node}.tasks,default", "-n", f"worker-{node}@%h"],
+            extra_env=env,
+        ),
+        Child(
+            "agent",
+            [
+                *celery,
+                "-Q",
+                f"node.{node}",
+                "-n",
+                f"agent-{node}@%h",
+                "--pool",
+                "threads",
+                "--concurrency",
+                "8",
+            ],
+            extra_env={**env, "PANEL_PROCESS_ROLE": "agent"},
+        ),
+    ]
+
+
+def run_until_stopped(children: list[Child], env: dict[str, str]) -> int:
+    """Start the children, supervise them until a signal (exit 0) or one keeps dying (exit 1);
+    stop them all either way."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, on_signal)
+    status = 0
+    try:
+        for child in children:
+            if child.proc is None:
+                child.start(env)
+        while True:
+            for child in children:
+                if supervise(child, env):
+                    status = 1
+                    raise Stop(child.name)
+            time.sleep(0.2)
+    except Stop as reason:
+        if status == 0:
+            say("run", f"{reason}: stopping")
+    finally:
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C must not leave orphans
+        stop_all(children)
+    return status

@@ -39,6 +39,7 @@ from children import (  # noqa: E402
     Child,
     Stop,
     become,
+    node_agent_children,
     on_signal,
     say,
     stop_all,
@@ -253,16 +254,9 @@ def main() -> int:
             wait_for_redis(redis_url, broker)
 
         celery = [PYTHON, "-m", "celery", "-A", "panel"]
+        # This machine's node agent (scripts/node_agent.py runs the same on another machine).
+        children += node_agent_children(PYTHON, values["node"])
         children += [
-            Child("worker", [*celery, "worker", "-Q", "default,benchmarks", "--loglevel", "INFO"]),
-            # The node agent: what the web asks of the clusters' processes, sockets and files
-            # (panel/core/agent.py), in threads of its own so a long benchmark never holds it up.
-            Child(
-                "agent",
-                [*celery, "worker", "-Q", f"node.{values['node']}", "-n", f"agent-{values['node']}@%h"]
-                + ["--pool", "threads", "--concurrency", "4", "--loglevel", "INFO"],
-                extra_env={"PANEL_PROCESS_ROLE": "agent"},
-            ),
             beat_child(celery, data_dir / "db", web_as),
             Child(
                 "web",

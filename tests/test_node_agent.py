@@ -79,11 +79,11 @@ def test_a_marked_function_is_found_by_name_after_its_module_is_imported() -> No
 
 @pytest.fixture
 def agent_worker(redis_server: str, settings: object, transactional_db: None) -> Iterator[Path]:
-    """A node agent consuming a node queue of its own; this process acts as the web (role "web")."""
-    node = f"test{secrets.token_hex(3)}"
-    log = Path(django_settings.PANEL_DATA_DIR) / f"agent-{node}.log"
+    """The agent of this node ("local", where ``local_cluster`` lives) consuming its queue; this
+    process acts as the web (role "web")."""
+    node = django_settings.PANEL_NODE_NAME
+    log = Path(django_settings.PANEL_DATA_DIR) / f"agent-{node}-{secrets.token_hex(3)}.log"
     proc = start_celery_worker(redis_server, f"node.{node}", log, concurrency=2)
-    settings.PANEL_NODE_NAME = node  # type: ignore[attr-defined]
     settings.PANEL_PROCESS_ROLE = "web"  # type: ignore[attr-defined]
     yield log
     proc.terminate()
@@ -144,9 +144,10 @@ def test_the_web_adds_a_database_and_a_pool_through_the_agent(
 def test_a_web_process_with_no_agent_says_so_and_does_nothing(
     local_cluster: Cluster, redis_server: str, settings: object
 ) -> None:
-    settings.PANEL_NODE_NAME = f"nobody{secrets.token_hex(3)}"  # type: ignore[attr-defined]
+    # The call goes to the cluster's node, whatever node the web process calls its own.
+    settings.PANEL_NODE_NAME = f"web{secrets.token_hex(3)}"  # type: ignore[attr-defined]
     settings.PANEL_PROCESS_ROLE = "web"  # type: ignore[attr-defined]
-    message = agent.encode([local_cluster, "lonelydb"])
-    with pytest.raises(ServiceError, match="did not answer within 2 s"):
-        agent.send("panel.clusters.roles.add_database", agent.decode(message), {}, timeout=2)
+    local_cluster.node.name = f"nobody{secrets.token_hex(3)}"  # a node no agent serves
+    with pytest.raises(ServiceError, match=r"node agent “nobody\w+” did not answer within 2 s"):
+        agent.send("panel.clusters.roles.add_database", [local_cluster, "lonelydb"], {}, timeout=2)
     assert not local_cluster.databases.filter(name="lonelydb").exists()

@@ -28,7 +28,7 @@ from benchmarks.services.config import (
     worker_lost_after,
 )
 from benchmarks.services.datasets import execute_init, init_dataset, latest_dataset
-from benchmarks.services.enqueue import INIT_TASK, QUEUE, RUN_TASK, kick_next, next_in_line, run_time_limit
+from benchmarks.services.enqueue import INIT_TASK, RUN_TASK, kick_next, next_in_line, run_time_limit
 from benchmarks.services.execute import TICK_S, claim_run, execute_run, workdir_prefix
 from benchmarks.services.launch import (
     cancel_run,
@@ -60,7 +60,6 @@ __all__ = [
     "INIT_TASK",
     "LOOPBACK",
     "NOT_COUNTED",
-    "QUEUE",
     "RUN_TASK",
     "SAMPLE_FIELDS",
     "SCRIPT_FILE",

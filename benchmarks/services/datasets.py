@@ -69,7 +69,7 @@ def init_dataset(
     )
     if enqueue:
         try:
-            send_job(INIT_TASK, str(dataset.pk), time_limit=6 * 3600)
+            send_job(INIT_TASK, str(dataset.pk), dataset.cluster, time_limit=6 * 3600)
         except ServiceError:
             dataset.delete()
             raise

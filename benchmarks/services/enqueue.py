@@ -10,6 +10,7 @@ from django.utils import timezone
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.models import BenchmarkRun, RunStatus
 from benchmarks.services.config import run_margin
+from panel.clusters.models import Cluster
 from panel.core.errors import ServiceError
 from panel.core.taskqueue import enqueue_task
 
@@ -17,12 +18,12 @@ log = logging.getLogger(__name__)
 
 RUN_TASK = "benchmarks.tasks.run_benchmark"
 INIT_TASK = "benchmarks.tasks.init_dataset"
-QUEUE = "benchmarks"
 
 
-def send_job(task_name: str, object_id: str, *, time_limit: float | None = None) -> None:
-    """Send a task to the benchmarks queue now; an unreachable broker is a ServiceError at once."""
-    enqueue_task(task_name, object_id, queue=QUEUE, time_limit=time_limit)
+def send_job(task_name: str, object_id: str, cluster: Cluster, *, time_limit: float | None = None) -> None:
+    """Send a task to the cluster's node now (its tasks queue, where pgbench runs beside the
+    server); an unreachable broker is a ServiceError at once."""
+    enqueue_task(task_name, object_id, queue=cluster.tasks_queue, time_limit=time_limit)
 
 
 def run_time_limit(run: BenchmarkRun) -> float:
@@ -32,7 +33,7 @@ def run_time_limit(run: BenchmarkRun) -> float:
 
 
 def enqueue_run(run: BenchmarkRun) -> None:
-    send_job(RUN_TASK, str(run.pk), time_limit=run_time_limit(run))
+    send_job(RUN_TASK, str(run.pk), run.cluster, time_limit=run_time_limit(run))
     BenchmarkRun.objects.filter(pk=run.pk).update(enqueued_at=timezone.now())
 
 

@@ -12,6 +12,7 @@ from benchmarks.models import BenchmarkRun, DataSet, JobStatus, RunStatus
 from benchmarks.services.config import HOSTNAME, requeue_after, worker_lost_after
 from benchmarks.services.enqueue import kick_next, next_in_line
 from benchmarks.services.execute import workdir_prefix
+from panel.clusters.models import Cluster
 
 
 def reap() -> list[str]:
@@ -19,7 +20,8 @@ def reap() -> list[str]:
     notes: list[str] = []
     now = timezone.now()
     stale = now - dt.timedelta(seconds=worker_lost_after())
-    for run in BenchmarkRun.objects.filter(status=RunStatus.RUNNING):
+    here = Cluster.objects.here().values("pk")
+    for run in BenchmarkRun.objects.filter(status=RunStatus.RUNNING, cluster__in=here):
         local = run.worker_hostname == HOSTNAME
         dead = local and run.worker_pid is not None and not runner.process_alive(run.worker_pid)
         if not dead and (run.heartbeat_at is None or run.heartbeat_at >= stale):
@@ -34,7 +36,7 @@ def reap() -> list[str]:
             runner.remove_workdirs(workdir_prefix(run))
         notes.append(f"run {run.pk}: worker lost")
         kick_next(run.cluster_id)
-    for dataset in DataSet.objects.filter(status=JobStatus.RUNNING):
+    for dataset in DataSet.objects.filter(status=JobStatus.RUNNING, cluster__in=here):
         if dataset.heartbeat_at is not None and dataset.heartbeat_at >= stale:
             continue
         if DataSet.objects.filter(
@@ -46,7 +48,7 @@ def reap() -> list[str]:
     resend_before = now - dt.timedelta(seconds=requeue_after())
     busy = BenchmarkRun.objects.filter(status=RunStatus.RUNNING).values_list("cluster_id", flat=True)
     waiting = (
-        BenchmarkRun.objects.filter(status=RunStatus.QUEUED)
+        BenchmarkRun.objects.filter(status=RunStatus.QUEUED, cluster__in=here)
         .exclude(cluster_id__in=busy)
         .values_list("cluster_id", flat=True)
     )

@@ -16,7 +16,6 @@ import pytest
 from benchmarks import runner, services
 from benchmarks.lib.pgbench_command import RunOptions
 from benchmarks.models import BenchmarkRun, JobStatus, RunStatus
-from benchmarks.services import enqueue
 from conftest import start_celery_worker
 from panel.clusters.models import Cluster
 
@@ -75,11 +74,12 @@ def test_a_killed_worker_is_detected_its_pgbench_stopped_and_the_next_run_procee
     wait_until: Callable[..., object],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(enqueue, "QUEUE", DOOMED_QUEUE)  # read by enqueue.send_job
+    living = Cluster.tasks_queue
+    monkeypatch.setattr(Cluster, "tasks_queue", DOOMED_QUEUE)  # read by enqueue.send_job
     lost = services.launch_run(cluster, options=RunOptions(clients=2, threads=1, duration_s=60))
     wait_until(lambda: lost.samples.count() >= 2, timeout=30, message="the doomed run is running")
     nxt = services.launch_run(cluster, options=RunOptions(clients=2, threads=1, duration_s=3))
-    monkeypatch.setattr(enqueue, "QUEUE", "benchmarks")  # the next run goes to the living worker
+    monkeypatch.setattr(Cluster, "tasks_queue", living)  # the next run goes to the living worker
     lost.refresh_from_db()
     pgbench_pid = lost.pgbench_pid
     assert lost.status == RunStatus.RUNNING and runner.is_pgbench(pgbench_pid)

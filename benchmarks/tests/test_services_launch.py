@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 
 import pytest
+from django.conf import settings as django_settings
 from django.contrib.auth.models import User
 
 from benchmarks import services
@@ -98,7 +99,11 @@ def sent(queued_tasks: Callable[[str], list[tuple[str, list]]]) -> Callable[[], 
     """The runs handed to the benchmarks queue of a real Redis that no worker reads, in order."""
 
     def run_ids() -> list[str]:
-        return [args[0] for task, args in queued_tasks(enqueue.QUEUE) if task == enqueue.RUN_TASK]
+        return [
+            args[0]
+            for task, args in queued_tasks(f"node.{django_settings.PANEL_NODE_NAME}.tasks")
+            if task == enqueue.RUN_TASK
+        ]
 
     return run_ids
 

@@ -12,6 +12,7 @@ from panel.clusters.attach import ExternalServer
 from panel.clusters.lib.connstr import SSLMODES
 from panel.clusters.lib.hosts import InvalidHost, validate_host
 from panel.clusters.lib.plans import DEFAULT_PLAN_SLUG, PLANS, Plan
+from panel.clusters.services import nodes
 from panel.core.forms import PanelForm
 
 
@@ -28,9 +29,20 @@ class CreateClusterForm(PanelForm):
         initial=DEFAULT_PLAN_SLUG,
         widget=forms.RadioSelect,
     )
+    node = forms.ChoiceField(
+        label=_("Node"),
+        required=False,
+        help_text=_(
+            "The machine that runs the cluster. Automatic picks the node with the most free capacity."
+        ),
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # Offered once there is more than one node; draining ones take no new clusters.
+        choices = nodes.node_choices()
+        self.fields["node"].choices = [("", _("Automatic (most free capacity)")), *choices]
+        self.show_node = len(choices) > 1
         versions = services.available_versions()
         self.fields["version"].choices = [(v, _("PostgreSQL %(v)s") % {"v": v}) for v in versions]
         if versions:

@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
@@ -47,6 +47,82 @@ ClusterStatus.BUSY = frozenset(
 ClusterStatus.SERVING = frozenset({ClusterStatus.ONLINE, ClusterStatus.DEGRADED})
 
 
+class NodeState(models.TextChoices):
+    ACTIVE = "active", _("Active")
+    DRAINING = "draining", _("Draining")
+
+
+class Node(models.Model):
+    """A machine that holds clusters: its agent (a Celery worker on ``node.<name>``) runs their
+    processes there and says it is alive with heartbeats; the web and beat only read this row."""
+
+    name = models.SlugField(_("name"), max_length=40, unique=True)
+    # What connection details show as the host of this node's clusters.
+    address = models.CharField(_("address"), max_length=255)
+    port_first = models.PositiveIntegerField(_("first port"))
+    port_last = models.PositiveIntegerField(_("last port"))
+    data_dir = models.CharField(_("data directory"), max_length=500)
+    ram_bytes = models.PositiveBigIntegerField(_("RAM"))
+    vcpus = models.PositiveIntegerField(_("vCPUs"))
+    state = models.CharField(max_length=16, choices=NodeState.choices, default=NodeState.ACTIVE)
+    last_heartbeat = models.DateTimeField(null=True, blank=True)
+    # What the agent reported with its last heartbeat: the PostgreSQL majors it can run, its host.
+    versions = models.CharField(max_length=100, blank=True)
+    agent_host = models.CharField(max_length=255, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("name",)
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(port_first__lt=F("port_last")), name="node_port_range_ordered"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def agent_queue(self) -> str:
+        """The queue of the agent's calls the web waits for (a threads worker)."""
+        return f"node.{self.name}"
+
+    @property
+    def tasks_queue(self) -> str:
+        """The queue of the node's long work: provisioning, start/stop, delete, benchmarks,
+        collection and reconciling (the node's other worker)."""
+        return f"node.{self.name}.tasks"
+
+    @property
+    def is_here(self) -> bool:
+        """This process does the node's work in place: it is that node's agent, or a process that
+        does everything itself (role "all": the tests, ``manage.py`` on a one-machine panel)."""
+        return self.name == settings.PANEL_NODE_NAME and settings.PANEL_PROCESS_ROLE != "web"
+
+    @property
+    def is_alive(self) -> bool:
+        """Its agent sent a heartbeat within PANEL_NODE_DEAD_AFTER seconds (or this is it)."""
+        if self.is_here:
+            return True
+        if self.last_heartbeat is None:
+            return False
+        age = (timezone.now() - self.last_heartbeat).total_seconds()
+        return age <= settings.PANEL_NODE_DEAD_AFTER
+
+    def version_list(self) -> list[str]:
+        return [v for v in self.versions.split(",") if v]
+
+
+class ClusterQuerySet(models.QuerySet["Cluster"]):
+    def here(self) -> ClusterQuerySet:
+        """The local clusters whose processes this machine runs: those of this process's node
+        (PANEL_NODE_NAME). The node's periodic work (reconciling, collection, the benchmark
+        reaper) goes over these only; another node's agent does the same for its own."""
+        return self.filter(kind=ClusterKind.LOCAL).filter(
+            Q(node__name=settings.PANEL_NODE_NAME) | Q(node__isnull=True)
+        )
+
+
 class Cluster(models.Model):
     """A PostgreSQL server: provisioned on this machine, or an existing one attached by address."""
 
@@ -60,6 +136,8 @@ class Cluster(models.Model):
     progress = models.PositiveSmallIntegerField(default=0)
     progress_message = models.CharField(max_length=200, blank=True)
     error_message = models.TextField(blank=True)
+    # The node whose agent runs this cluster (none for an attached server).
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, null=True, blank=True, related_name="clusters")
     host = models.CharField(max_length=255, default="127.0.0.1")
     port = models.PositiveIntegerField(null=True, blank=True)
     pooler_port = models.PositiveIntegerField(null=True, blank=True)
@@ -78,12 +156,14 @@ class Cluster(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     online_since = models.DateTimeField(null=True, blank=True)
 
+    objects = ClusterQuerySet.as_manager()
+
     class Meta:
         ordering = ("-created_at",)
         constraints = [
             models.UniqueConstraint(fields=("owner", "name"), name="cluster_name_unique_per_owner"),
             models.UniqueConstraint(
-                fields=("port",), condition=Q(kind="local"), name="cluster_local_port_unique"
+                fields=("node", "port"), condition=Q(kind="local"), name="cluster_local_port_unique_per_node"
             ),
             models.CheckConstraint(condition=Q(progress__lte=100), name="cluster_progress_at_most_100"),
         ]
@@ -95,6 +175,29 @@ class Cluster(models.Model):
     @property
     def is_local(self) -> bool:
         return self.kind == ClusterKind.LOCAL
+
+    @property
+    def agent_queue(self) -> str:
+        """Where the web sends calls on this cluster's processes: its node's agent (an attached
+        server, reached over the network, by this panel's own node)."""
+        return self.node.agent_queue if self.node_id else f"node.{settings.PANEL_NODE_NAME}"
+
+    @property
+    def tasks_queue(self) -> str:
+        """Where this cluster's long work (provision, start/stop, delete, benchmarks) is sent."""
+        return self.node.tasks_queue if self.node_id else f"node.{settings.PANEL_NODE_NAME}.tasks"
+
+    @property
+    def public_host(self) -> str:
+        """The host clients connect to: the node's address (an attached server: its own)."""
+        if not self.is_local:
+            return self.host
+        return self.node.address if self.node_id else settings.PANEL_PUBLIC_HOST
+
+    @property
+    def status_unknown(self) -> bool:
+        """Its node's agent stopped answering: what the row says may no longer be true."""
+        return self.node_id is not None and not self.node.is_alive
 
     @property
     def plan(self) -> Plan | None:

@@ -15,7 +15,7 @@ from django.utils.translation import gettext as _
 from panel import crypto
 from panel.clusters import dbconn, hooks, isolation, services
 from panel.clusters.engine import guard, postgres
-from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, EventLevel
+from panel.clusters.models import Cluster, ClusterStatus, EventLevel
 from panel.clusters.services import new_password
 from panel.core import osusers, runas
 from panel.core.errors import ServiceError
@@ -30,7 +30,7 @@ def reconcile() -> list[str]:
     """Bring back every online local cluster whose postmaster died; fail stuck creations; bring
     clusters from before up to date (own OS user, privilege guard, monitor role)."""
     notes: list[str] = move_legacy_clusters()
-    for cluster in Cluster.objects.filter(kind=ClusterKind.LOCAL, status__in=ClusterStatus.SERVING):
+    for cluster in Cluster.objects.here().filter(status__in=ClusterStatus.SERVING):
         if postgres.postmaster_pid(cluster.pgdata) is not None:
             continue
         # Re-read: a user may have stopped or deleted it since the query ran.
@@ -49,7 +49,7 @@ def reconcile() -> list[str]:
         cluster.mark_online()
         cluster.log_event("recovered", _("PostgreSQL restarted by the reconciler."))
         notes.append(f"{cluster.name}: restarted")
-    for cluster in Cluster.objects.filter(kind=ClusterKind.LOCAL, status__in=ClusterStatus.SERVING):
+    for cluster in Cluster.objects.here().filter(status__in=ClusterStatus.SERVING):
         pid = postgres.postmaster_pid(cluster.pgdata)
         if pid is None:
             continue
@@ -61,9 +61,7 @@ def reconcile() -> list[str]:
             cluster.log_event("limits", _("The plan's memory and CPU limits now apply to this cluster."))
             notes.append(f"{cluster.name}: placed in its cgroup")
     stuck_before = timezone.now() - STUCK_AFTER
-    for cluster in Cluster.objects.filter(
-        kind=ClusterKind.LOCAL, status__in=ClusterStatus.BUSY, updated_at__lt=stuck_before
-    ):
+    for cluster in Cluster.objects.here().filter(status__in=ClusterStatus.BUSY, updated_at__lt=stuck_before):
         reason = _("The job working on this cluster was interrupted.")
         # Only if the job has not moved on since the query ran.
         if not Cluster.objects.filter(
@@ -122,7 +120,7 @@ def move_legacy_clusters() -> list[str]:
         return []
     postgres.make_clusters_dir()  # 0711 also where it was made before the clusters had users
     notes = []
-    for cluster in Cluster.objects.filter(kind=ClusterKind.LOCAL, os_user_name="", status__in=MOVABLE):
+    for cluster in Cluster.objects.here().filter(os_user_name="", status__in=MOVABLE):
         note = move_to_own_os_user(cluster)
         if note:
             notes.append(note)
@@ -190,8 +188,8 @@ def create_missing_monitor_roles() -> list[str]:
     """Clusters provisioned before the monitor role existed are collected by the superuser no
     more: create the role on each running one (the upgrade path), once."""
     notes: list[str] = []
-    for cluster in Cluster.objects.filter(
-        kind=ClusterKind.LOCAL, status__in=ClusterStatus.SERVING, monitor_password_encrypted=""
+    for cluster in Cluster.objects.here().filter(
+        status__in=ClusterStatus.SERVING, monitor_password_encrypted=""
     ):
         if postgres.postmaster_pid(cluster.pgdata) is None:
             continue

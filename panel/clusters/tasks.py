@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
 from celery import shared_task
-from celery.signals import worker_ready
+from celery.signals import worker_ready, worker_shutdown
+from django.conf import settings
+from django.db import connection
 
 from panel.clusters import reconciler, services
-from panel.clusters.models import Cluster
+from panel.clusters.models import Cluster, Node
+from panel.clusters.services import nodes
+from panel.core import taskqueue
 from panel.core.errors import ServiceError
 
 log = logging.getLogger(__name__)
@@ -45,6 +50,69 @@ def reconcile() -> list[str]:
     return notes
 
 
+@shared_task(name="panel.clusters.tasks.fan_out", ignore_result=True)
+def fan_out(task_name: str, expires: float) -> list[str]:
+    """Beat's periodic work, one message per node whose agent is alive, on the node's tasks
+    queue: each node reconciles, collects and reaps its own clusters (``Cluster.objects.here``)."""
+    sent = []
+    for node in Node.objects.all():
+        if node.is_alive:
+            taskqueue.send(task_name, [], queue=node.tasks_queue, expires=expires)
+            sent.append(node.name)
+    return sent
+
+
 @worker_ready.connect
-def _reconcile_at_start(**_kwargs: Any) -> None:
-    reconcile.delay()
+def _at_start(sender: Any = None, **_kwargs: Any) -> None:
+    """A node worker reconciles its node's clusters at once (after a reboot they come back
+    before beat's first round); the agent (role "agent") registers its node and beats."""
+    consuming = set(sender.app.amqp.queues.consume_from) if sender is not None else set()
+    if settings.PANEL_PROCESS_ROLE == "agent":
+        nodes.register_this_node()
+        connection.close()
+        _Heartbeat.start()
+    own = f"node.{settings.PANEL_NODE_NAME}.tasks"
+    if own in consuming:
+        reconcile.apply_async(queue=own)
+
+
+@worker_shutdown.connect
+def _at_stop(**_kwargs: Any) -> None:
+    _Heartbeat.stop()
+
+
+class _Heartbeat:
+    """The agent's heartbeat thread: its node's last_heartbeat every PANEL_NODE_HEARTBEAT_SECONDS."""
+
+    _stop = threading.Event()
+    _thread: threading.Thread | None = None
+
+    @classmethod
+    def start(cls) -> None:
+        if cls._thread is not None:
+            return
+        cls._stop.clear()
+        cls._thread = threading.Thread(target=cls._beat, name="node-heartbeat", daemon=True)
+        cls._thread.start()
+
+    @classmethod
+    def stop(cls) -> None:
+        cls._stop.set()
+
+    @classmethod
+    def _beat(cls) -> None:
+        warned = False
+        while not cls._stop.wait(settings.PANEL_NODE_HEARTBEAT_SECONDS):
+            try:
+                found = nodes.heartbeat()
+                if not found and not warned:
+                    log.warning(
+                        "node %s has no row (removed with manage.py node remove?): this agent's "
+                        "heartbeats go nowhere; restart it to register the node again",
+                        settings.PANEL_NODE_NAME,
+                    )
+                warned = not found
+            except Exception:  # a database hiccup must not end the heartbeats for good
+                log.exception("node heartbeat failed")
+            finally:
+                connection.close()

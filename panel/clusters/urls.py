@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from django.urls import path
 
-from panel.clusters import views
+from panel.clusters import node_views, views
 
 app_name = "clusters"
 urlpatterns = [
     path("", views.cluster_list, name="list"),
     path("new/", views.cluster_create, name="create"),
     path("attach/", views.cluster_attach, name="attach"),
+    path("nodes/", node_views.node_list, name="nodes"),
+    path("nodes/<slug:name>/<str:state>/", node_views.node_state, name="node-state"),
     path("<uuid:cluster_id>/", views.cluster_detail, name="detail"),
     path("<uuid:cluster_id>/live/", views.cluster_live, name="live"),
     path("<uuid:cluster_id>/users/", views.cluster_users, name="users"),

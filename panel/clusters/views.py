@@ -35,7 +35,7 @@ def _detail_redirect(cluster: Cluster) -> HttpResponse:
 
 @require_GET
 def cluster_list(request: HttpRequest) -> HttpResponse:
-    clusters = list(ownership.clusters_for(request.user).select_related("owner"))
+    clusters = list(ownership.clusters_for(request.user).select_related("owner", "node"))
     context = {
         "clusters": clusters,
         "any_busy": any(c.is_busy for c in clusters),
@@ -52,7 +52,11 @@ def cluster_create(request: HttpRequest) -> HttpResponse:
         data = form.cleaned_data
         try:
             cluster = services.create_cluster(
-                request.user, name=data["name"], plan_slug=data["plan"], version=data["version"]
+                request.user,
+                name=data["name"],
+                plan_slug=data["plan"],
+                version=data["version"],
+                node=data.get("node") or None,
             )
         except ServiceError as exc:
             add_service_error(form, exc)

@@ -54,6 +54,18 @@ def node_queue(node: str | None = None) -> str:
     return f"node.{node or settings.PANEL_NODE_NAME}"
 
 
+def queue_for(values: list[Any]) -> str:
+    """The agent queue of the first argument that lives on a node (a cluster, or a row of one:
+    ``agent_queue`` on itself or on its ``cluster``); this process's own node otherwise."""
+    for value in values:
+        queue = getattr(value, "agent_queue", None)
+        if queue is None and hasattr(type(value), "cluster_id"):
+            queue = getattr(getattr(value, "cluster", None), "agent_queue", None)
+        if isinstance(queue, str):
+            return queue
+    return node_queue()
+
+
 def on_node(timeout: float = 30.0) -> Callable[[F], F]:
     """Mark a service function as work on the cluster's node (see the module's docstring).
     ``timeout``: how long a web process waits for the agent's answer."""
@@ -151,7 +163,8 @@ def send(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], *, timeout: f
     from celery.exceptions import TimeoutError as CeleryTimeout
 
     message = {"args": encode(list(args)), "kwargs": encode(kwargs)}
-    result = taskqueue.send(TASK, [name, message], queue=node_queue(), expires=timeout)
+    queue = queue_for([*args, *kwargs.values()])
+    result = taskqueue.send(TASK, [name, message], queue=queue, expires=timeout)
     try:
         answer = result.get(timeout=timeout, propagate=True, disable_sync_subtasks=False)
     except CeleryTimeout:
@@ -160,7 +173,7 @@ def send(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], *, timeout: f
                 "The node agent “%(node)s” did not answer within %(seconds)d s, so nothing was done. "
                 "Check that its worker runs (make run starts it)."
             )
-            % {"node": settings.PANEL_NODE_NAME, "seconds": timeout}
+            % {"node": queue.removeprefix("node."), "seconds": timeout}
         ) from None
     finally:
         result.forget()

@@ -41,7 +41,7 @@ def send(task_name: str, args: list[Any], **options: Any) -> AsyncResult:
             conn.ensure_connection(max_retries=0)
             return app.send_task(task_name, args=args, retry=False, connection=conn, **options)
     except Exception as exc:  # kombu raises several types for an unreachable broker
-        log.warning("could not enqueue %s: %s", task_name, type(exc).__name__)
+        log.warning("could not enqueue %s: %s (%s)", task_name, type(exc).__name__, exc)
         raise ServiceError(
             _(
                 "The task queue (Redis at %(url)s) is not reachable, so nothing was started. Try again when it is back."

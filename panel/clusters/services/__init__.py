@@ -15,6 +15,7 @@ from panel.clusters.services.create import (
     create_cluster,
     default_cluster_name,
     new_password,
+    queue_provisioning,
     retry_cluster,
 )
 from panel.clusters.services.lifecycle import (
@@ -49,6 +50,7 @@ __all__ = [
     "overview",
     "perform_action",
     "provision_cluster",
+    "queue_provisioning",
     "request_action",
     "request_delete",
     "retry_cluster",

@@ -15,7 +15,8 @@ from django.utils.translation import gettext as _
 from panel.clusters.engine import postgres
 from panel.clusters.lib.names import InvalidName, validate_cluster_name
 from panel.clusters.lib.plans import get_plan
-from panel.clusters.models import Cluster, ClusterKind, ClusterStatus
+from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, Node
+from panel.clusters.services import nodes
 from panel.core.errors import ServiceError
 from panel.core.taskqueue import enqueue_task
 
@@ -29,7 +30,15 @@ def default_cluster_name() -> str:
 
 
 def available_versions() -> list[str]:
+    """The PostgreSQL versions a new cluster can have: the ones installed here, or, in a web
+    process (which runs none), the ones the nodes' agents reported."""
+    if settings.PANEL_PROCESS_ROLE == "web":
+        return nodes.node_versions()
     return list(postgres.installed_versions())
+
+
+def _node_versions(node: Node) -> list[str]:
+    return list(postgres.installed_versions()) if node.is_here else node.version_list()
 
 
 # --- ports -------------------------------------------------------------------------------
@@ -45,23 +54,27 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def allocate_ports() -> tuple[int, int]:
-    """The lowest free (server, pooler) pair of the configured range."""
-    first, last = settings.PANEL_PORT_RANGE
+def allocate_ports(node: Node) -> tuple[int, int]:
+    """The lowest free (server, pooler) pair of the node's range. On this process's own node its
+    own PANEL_PORT_RANGE is the range, and the ports must be free to bind here too."""
+    first, last = settings.PANEL_PORT_RANGE if node.is_here else (node.port_first, node.port_last)
     taken: set[int] = set()
-    for port, pooler in Cluster.objects.filter(kind=ClusterKind.LOCAL).values_list("port", "pooler_port"):
+    for port, pooler in Cluster.objects.filter(kind=ClusterKind.LOCAL, node=node).values_list(
+        "port", "pooler_port"
+    ):
         taken.update(p for p in (port, pooler) if p)
     for port in range(first, last, 2):
         pooler = port + 1
         if port in taken or pooler in taken:
             continue
-        if _port_free(port) and _port_free(pooler):
+        if not node.is_here or (_port_free(port) and _port_free(pooler)):
             return port, pooler
     raise ServiceError(
         _(
-            "No free ports are left in the range %(first)s–%(last)s; delete a cluster or widen PANEL_PORT_RANGE."
+            "No free ports are left in node “%(node)s”'s range %(first)s–%(last)s; delete a cluster or widen "
+            "the range (PANEL_PORT_RANGE, or manage.py node add --ports on a new node)."
         )
-        % {"first": first, "last": last}
+        % {"node": node.name, "first": first, "last": last}
     )
 
 
@@ -69,33 +82,32 @@ def allocate_ports() -> tuple[int, int]:
 
 
 def create_cluster(
-    owner: AbstractBaseUser, *, name: str, plan_slug: str, version: str | None = None, enqueue: bool = True
+    owner: AbstractBaseUser,
+    *,
+    name: str,
+    plan_slug: str,
+    version: str | None = None,
+    enqueue: bool = True,
+    node: str | None = None,
 ) -> Cluster:
-    """Record a new local cluster and queue its provisioning (or leave it for the caller)."""
+    """Record a new local cluster on a node (``node``, or the one with the most free capacity)
+    and queue its provisioning there (or leave it for the caller)."""
     try:
         validate_cluster_name(name)
     except InvalidName as exc:
         raise ServiceError(str(exc), field="name") from None
     try:
-        get_plan(plan_slug)
+        plan = get_plan(plan_slug)
     except ValueError as exc:
         raise ServiceError(str(exc), field="plan") from None
-    versions = available_versions()
-    if not versions:
-        raise ServiceError(postgres.MISSING_BINARIES, field="version")
-    version = version or versions[0]
-    if version not in versions:
-        raise ServiceError(
-            _("PostgreSQL %(v)s is not installed here; choose one of %(all)s.")
-            % {"v": version, "all": ", ".join(versions)},
-            field="version",
-        )
     if Cluster.objects.filter(owner=owner, name=name).exists():
         raise ServiceError(_("You already have a cluster named “%(name)s”.") % {"name": name}, field="name")
     for _attempt in range(5):
-        port, pooler_port = allocate_ports()
         try:
             with transaction.atomic():
+                target = nodes.place(plan, node_name=node)
+                version = _check_version(target, version)
+                port, pooler_port = allocate_ports(target)
                 cluster = Cluster.objects.create(
                     owner=owner,
                     name=name,
@@ -105,6 +117,7 @@ def create_cluster(
                     status=ClusterStatus.CREATING,
                     progress=0,
                     progress_message=_("Queued"),
+                    node=target,
                     host="127.0.0.1",
                     port=port,
                     pooler_port=pooler_port,
@@ -120,16 +133,41 @@ def create_cluster(
         raise ServiceError(_("Could not allocate ports for the cluster; try again."))
     cluster.log_event(
         "created",
-        _("Cluster requested: plan %(plan)s, PostgreSQL %(v)s, port %(port)s.")
-        % {"plan": plan_slug, "v": version, "port": port},
+        _("Cluster requested: plan %(plan)s, PostgreSQL %(v)s, node %(node)s, port %(port)s.")
+        % {"plan": plan_slug, "v": version, "node": target.name, "port": port},
     )
     if enqueue:
-        try:
-            enqueue_task("panel.clusters.tasks.provision", str(cluster.pk))
-        except ServiceError:
-            cluster.delete()
-            raise
+        queue_provisioning(cluster)
     return cluster
+
+
+def queue_provisioning(cluster: Cluster) -> None:
+    """Send a new cluster's provisioning to its node; a broker that does not answer removes the
+    row again (nothing was started) and is the ServiceError the form shows."""
+    try:
+        enqueue_task("panel.clusters.tasks.provision", str(cluster.pk), queue=cluster.tasks_queue)
+    except ServiceError:
+        cluster.delete()
+        raise
+
+
+def _check_version(node: Node, version: str | None) -> str:
+    versions = _node_versions(node)
+    if not versions:
+        if node.is_here:
+            raise ServiceError(postgres.MISSING_BINARIES, field="version")
+        raise ServiceError(
+            _("Node “%(node)s” has reported no PostgreSQL installation yet.") % {"node": node.name},
+            field="version",
+        )
+    version = version or versions[0]
+    if version not in versions:
+        raise ServiceError(
+            _("PostgreSQL %(v)s is not installed on node “%(node)s”; choose one of %(all)s.")
+            % {"v": version, "node": node.name, "all": ", ".join(versions)},
+            field="version",
+        )
+    return version
 
 
 def retry_cluster(cluster: Cluster, *, enqueue: bool = True) -> Cluster:
@@ -150,7 +188,7 @@ def retry_cluster(cluster: Cluster, *, enqueue: bool = True) -> Cluster:
         raise ServiceError(_("The cluster changed meanwhile; reload the page."))
     if enqueue:
         try:
-            enqueue_task("panel.clusters.tasks.provision", str(cluster.pk))
+            enqueue_task("panel.clusters.tasks.provision", str(cluster.pk), queue=cluster.tasks_queue)
         except ServiceError:
             # Nothing was retried: keep showing why the creation failed.
             Cluster.objects.filter(pk=cluster.pk).update(

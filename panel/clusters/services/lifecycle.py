@@ -51,7 +51,9 @@ def request_action(cluster: Cluster, action: str) -> Cluster:
             % {"status": cluster.get_status_display().lower(), "action": action}
         )
     try:
-        enqueue_task("panel.clusters.tasks.cluster_action", str(cluster.pk), action)
+        enqueue_task(
+            "panel.clusters.tasks.cluster_action", str(cluster.pk), action, queue=cluster.tasks_queue
+        )
     except ServiceError:
         Cluster.objects.filter(pk=cluster.pk).update(status=previous, updated_at=timezone.now())
         raise
@@ -141,7 +143,7 @@ def request_delete(cluster: Cluster, *, confirm_name: str) -> bool:
     ):
         raise ServiceError(_("The cluster is already being deleted."))
     try:
-        enqueue_task("panel.clusters.tasks.delete", str(cluster.pk))
+        enqueue_task("panel.clusters.tasks.delete", str(cluster.pk), queue=cluster.tasks_queue)
     except ServiceError:
         Cluster.objects.filter(pk=cluster.pk).update(
             progress_message="", updated_at=timezone.now(), **previous

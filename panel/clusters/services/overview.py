@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.utils.translation import gettext as _
 
 from panel.clusters import dbconn, hooks
@@ -82,6 +81,6 @@ def connection_details(
         raise ServiceError(
             _("No database named “%(name)s” on this cluster.") % {"name": db_name}, field="database"
         )
-    host = settings.PANEL_PUBLIC_HOST if cluster.is_local else cluster.host
+    host = cluster.public_host
     sslmode = "require" if cluster.is_local else cluster.sslmode
     return ConnectionDetails(db_user.name, db_user.password, host, int(cluster.port or 0), db_name, sslmode)

@@ -108,7 +108,9 @@ def init_data_directory(job: Provisioning) -> None:
 
 def write_certificates(job: Provisioning) -> None:
     cluster = job.cluster
-    hosts = [settings.PANEL_PUBLIC_HOST, "localhost", "127.0.0.1", "::1"]
+    hosts = list(
+        dict.fromkeys([cluster.public_host, settings.PANEL_PUBLIC_HOST, "localhost", "127.0.0.1", "::1"])
+    )
     certs = tls.generate(cluster.name, hosts)
     runas.write_private_file(cluster.pgdata / "server.crt", certs.server_cert_pem, owner=job.user)
     runas.write_private_file(cluster.pgdata / "server.key", certs.server_key_pem, owner=job.user)

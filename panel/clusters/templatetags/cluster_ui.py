@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import template
+from django.utils.translation import gettext
 
 from panel.clusters.models import Cluster, ClusterStatus
 
@@ -24,6 +25,21 @@ STATUS_COLORS = {
 
 @register.inclusion_tag("clusters/_status_badge.html")
 def status_badge(cluster: Cluster) -> dict[str, Any]:
+    if cluster.status_unknown:
+        # Its node's agent stopped answering: the row's status may no longer be true.
+        return {
+            "status": "unknown",
+            "label": gettext("Unknown"),
+            "color": "dark",
+            "busy": False,
+            "title": gettext("Node “%(node)s” has not answered since %(when)s (UTC).")
+            % {
+                "node": cluster.node.name,
+                "when": cluster.node.last_heartbeat.strftime("%Y-%m-%d %H:%M:%S")
+                if cluster.node.last_heartbeat
+                else gettext("it was added"),
+            },
+        }
     return {
         "status": cluster.status,
         "label": cluster.get_status_display(),

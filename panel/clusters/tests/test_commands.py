@@ -87,13 +87,14 @@ def test_create_refuses_an_unknown_owner(db: None) -> None:
 def test_list_and_show_describe_the_cluster(local_cluster: Cluster) -> None:
     listing = run("cluster", "list")
     header, row = listing.splitlines()
-    assert header.split() == ["NAME", "OWNER", "STATUS", "PLAN", "VERSION", "PORT", "CREATED"]
-    assert row.split()[:6] == [
+    assert header.split() == ["NAME", "OWNER", "STATUS", "PLAN", "VERSION", "NODE", "PORT", "CREATED"]
+    assert row.split()[:7] == [
         "db-test",
         "alice",
         "online",
         PLAN,
         local_cluster.version,
+        "local",
         str(local_cluster.port),
     ]
     assert run("cluster", "list", "--owner", "alice") == listing

@@ -82,7 +82,7 @@ def occupied_port_pair() -> Iterator[tuple[int, int]]:
 def test_an_exhausted_port_range_is_refused_clearly(owner, transactional_db, settings, occupied_port_pair):
     first, last = occupied_port_pair
     settings.PANEL_PORT_RANGE = (first, last)
-    with pytest.raises(ServiceError, match=f"No free ports are left in the range {first}–{last}"):
+    with pytest.raises(ServiceError, match=f"No free ports are left in node “local”'s range {first}–{last}"):
         services.create_cluster(owner, name="db-noports", plan_slug="db-s-1vcpu-1gb", enqueue=False)
     assert not Cluster.objects.exists()
 

@@ -13,9 +13,11 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from django.db import connections, transaction
+from django.db.models import Q
 
 from panel.clusters.engine import postgres
-from panel.clusters.models import Cluster, ClusterStatus
+from panel.clusters.models import Cluster, ClusterKind, ClusterStatus
+from panel.clusters.services import nodes
 from panel.insights import collector, metrics
 from panel.insights.alerts import evaluate_alerts
 from panel.insights.metrics import CATALOGUE, COUNTER_RATES, HOST, PGBOUNCER, POSTGRES
@@ -78,7 +80,10 @@ def collect_all() -> dict[str, collector.Snapshot]:
     A cluster that does not answer within its budget is recorded as a gap and the cycle moves on;
     its thread ends by itself when its socket watchdog fires.
     """
-    clusters = list(Cluster.objects.exclude(status=ClusterStatus.CREATING))
+    mine = Q(pk__in=Cluster.objects.here().values("pk"))
+    if nodes.collects_attached():
+        mine |= Q(kind=ClusterKind.EXTERNAL)
+    clusters = list(Cluster.objects.filter(mine).exclude(status=ClusterStatus.CREATING))
     results: dict[str, collector.Snapshot] = {}
     serving = [c for c in clusters if c.is_serving]
     for cluster in clusters:

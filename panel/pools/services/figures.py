@@ -244,5 +244,5 @@ def pool_connection_details(pool: ConnectionPool, user: str | None = None) -> Co
         name = user or cluster.admin_user
     db_user = database_user(cluster, name)
     return ConnectionDetails(
-        db_user.name, db_user.password, settings.PANEL_PUBLIC_HOST, int(cluster.pooler_port or 0), pool.name
+        db_user.name, db_user.password, cluster.public_host, int(cluster.pooler_port or 0), pool.name
     )

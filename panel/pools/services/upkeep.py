@@ -7,7 +7,7 @@ import logging
 from django.conf import settings
 from django.utils.translation import gettext as _
 
-from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, EventLevel
+from panel.clusters.models import Cluster, ClusterStatus, EventLevel
 from panel.core.errors import ServiceError
 from panel.pools import disk, supervisor
 from panel.pools.apply import apply_config
@@ -123,7 +123,7 @@ def reconcile_pgbouncer(cluster: Cluster) -> str | None:
 def reconcile_all() -> list[str]:
     """``reconcile_pgbouncer`` for every local cluster that serves or still runs a PgBouncer."""
     notes = []
-    for cluster in Cluster.objects.filter(kind=ClusterKind.LOCAL, status__in=ClusterStatus.SERVING):
+    for cluster in Cluster.objects.here().filter(status__in=ClusterStatus.SERVING):
         note = reconcile_pgbouncer(cluster)
         if note:
             notes.append(note)

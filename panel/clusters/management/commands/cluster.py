@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import os
+import time
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -25,6 +26,8 @@ from panel.clusters.management.cluster_parts import RoleSubcommands, describe_cl
 from panel.clusters.models import Cluster, ClusterStatus
 
 RECENT_EVENTS = 10
+# How long `cluster create` follows a cluster another node's agent provisions.
+PROVISION_WAIT_SECONDS = 600
 
 
 class Command(RoleSubcommands, PanelCommand):
@@ -47,6 +50,9 @@ class Command(RoleSubcommands, PanelCommand):
         p.add_argument("--name", required=True, help="cluster name (lowercase letters, digits, hyphens)")
         p.add_argument("--plan", required=True, metavar="SLUG", help="plan slug, e.g. db-s-1vcpu-1gb")
         p.add_argument("--version", dest="pg_version", metavar="V", help="PostgreSQL major version")
+        p.add_argument(
+            "--node", metavar="NODE", help="the node to create it on (default: most free capacity)"
+        )
 
         add("list", "List clusters.", named=False)
         add("show", "Show a cluster's details and recent events.")
@@ -106,28 +112,40 @@ class Command(RoleSubcommands, PanelCommand):
             plan_slug=options["plan"],
             version=options["pg_version"],
             enqueue=False,
+            node=options.get("node"),
         )
         self.stdout.write(
             f"Creating {cluster.name}: plan {cluster.plan_slug}, PostgreSQL {cluster.version}, "
-            f"port {cluster.port}, owner {owner.get_username()}."
+            f"node {cluster.node.name}, port {cluster.port}, owner {owner.get_username()}."
         )
         last: list[str] = []
 
-        def report(sender: type[Cluster], instance: Cluster, **kwargs: Any) -> None:
-            if (
-                instance.pk == cluster.pk
-                and instance.progress_message
-                and instance.progress_message not in last
-            ):
+        def report(instance: Cluster) -> None:
+            if instance.progress_message and instance.progress_message not in last:
                 last.append(instance.progress_message)
                 self.stdout.write(f"  [{instance.progress:3d}%] {instance.progress_message}")
 
-        uid = f"cluster-create-{cluster.pk}"
-        post_save.connect(report, sender=Cluster, dispatch_uid=uid, weak=False)
-        try:
-            cluster = services.provision_cluster(cluster.pk)
-        finally:
-            post_save.disconnect(sender=Cluster, dispatch_uid=uid)
+        if cluster.node.is_here:
+            uid = f"cluster-create-{cluster.pk}"
+            post_save.connect(
+                lambda sender, instance, **kw: instance.pk == cluster.pk and report(instance),
+                sender=Cluster,
+                dispatch_uid=uid,
+                weak=False,
+            )
+            try:
+                cluster = services.provision_cluster(cluster.pk)
+            finally:
+                post_save.disconnect(sender=Cluster, dispatch_uid=uid)
+        else:
+            # Another node's agent provisions it: follow its row.
+            services.queue_provisioning(cluster)
+            self.stdout.write(f"  queued on node {cluster.node.name}'s agent")
+            deadline = time.monotonic() + PROVISION_WAIT_SECONDS
+            while cluster.status == ClusterStatus.CREATING and time.monotonic() < deadline:
+                time.sleep(0.5)
+                cluster.refresh_from_db()
+                report(cluster)
         if cluster.status != ClusterStatus.ONLINE:
             raise CommandError(
                 f"Provisioning {cluster.name} failed: {cluster.error_message or cluster.get_status_display()}\n"
@@ -139,16 +157,17 @@ class Command(RoleSubcommands, PanelCommand):
         self.stdout.write(f"Show the password with: manage.py cluster connection {cluster.name}")
 
     def do_list(self, options: dict[str, Any]) -> None:
-        qs = Cluster.objects.select_related("owner").order_by("name", "created_at")
+        qs = Cluster.objects.select_related("owner", "node").order_by("name", "created_at")
         if options.get("owner"):
             qs = qs.filter(owner=find_user(options["owner"]))
         rows = [
             (
                 c.name,
                 c.owner.get_username(),
-                c.status,
+                "unknown" if c.status_unknown else c.status,
                 c.plan_slug or "-",
                 c.version,
+                c.node.name if c.node_id else "-",
                 str(c.port or "-"),
                 f"{c.created_at:%Y-%m-%d %H:%M}",
             )
@@ -157,7 +176,9 @@ class Command(RoleSubcommands, PanelCommand):
         if not rows:
             self.stdout.write("No clusters.")
             return
-        print_table(self.stdout, ("NAME", "OWNER", "STATUS", "PLAN", "VERSION", "PORT", "CREATED"), rows)
+        print_table(
+            self.stdout, ("NAME", "OWNER", "STATUS", "PLAN", "VERSION", "NODE", "PORT", "CREATED"), rows
+        )
 
     def do_show(self, options: dict[str, Any]) -> None:
         c = find_cluster(options["name"], options.get("owner"))

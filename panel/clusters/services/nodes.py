@@ -1,0 +1,332 @@
+"""Nodes: the machines that hold clusters, where a new cluster goes, and the agent's heartbeat.
+
+A node's agent registers it (``register_this_node``, at the agent's start) and keeps its
+``last_heartbeat`` fresh (``heartbeat``, every PANEL_NODE_HEARTBEAT_SECONDS); an operator adds,
+drains, activates and removes nodes (``manage.py node …``, the staff Nodes page). ``place``
+picks the node a new cluster goes to: the active, living node with the most free RAM that has
+room for the plan (or the one the user named), so a full node refuses with a clear message.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from panel.clusters.engine import postgres
+from panel.clusters.lib.names import InvalidName
+from panel.clusters.lib.plans import Plan
+from panel.clusters.models import Cluster, ClusterStatus, Node, NodeState
+from panel.core.errors import ServiceError
+
+log = logging.getLogger(__name__)
+
+GB = 1024**3
+# vCPUs a node offers per core when nothing says otherwise: a plan's vCPUs are a CPU quota
+# (panel/clusters/cgroups.py), and quotas on one core share it.
+VCPUS_PER_CORE = 2
+
+
+# --- what a node is made of -----------------------------------------------------------------------
+
+
+def machine_capacity() -> tuple[int, int]:
+    """(RAM in bytes, vCPUs) of this machine, or what PANEL_NODE_RAM_GB / PANEL_NODE_VCPUS say."""
+    ram = settings.PANEL_NODE_RAM_GB * GB or os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    vcpus = settings.PANEL_NODE_VCPUS or VCPUS_PER_CORE * (os.cpu_count() or 1)
+    return ram, vcpus
+
+
+def validate_node_name(name: str) -> None:
+    if not name or len(name) > 40 or not all(c.isascii() and (c.isalnum() or c == "-") for c in name):
+        raise InvalidName(
+            _("A node name is 1–40 letters, digits and hyphens (it names the queue node.<name>).")
+        )
+    if not name[0].isalnum():
+        raise InvalidName(_("A node name starts with a letter or a digit."))
+
+
+def _check_ports(first: int, last: int) -> None:
+    if not (1024 <= first < last <= 65535) or last - first < 1:
+        raise ServiceError(
+            _("The port range must be two ports within 1024–65535, the first below the last."), field="ports"
+        )
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What a node's clusters take of it (plans of the clusters not being deleted)."""
+
+    node: Node
+    clusters: int
+    ram_bytes: int
+    vcpus: int
+
+    @property
+    def free_ram_bytes(self) -> int:
+        return self.node.ram_bytes - self.ram_bytes
+
+    @property
+    def free_vcpus(self) -> int:
+        return self.node.vcpus - self.vcpus
+
+    @property
+    def ram_percent(self) -> int:
+        return min(100, round(100 * self.ram_bytes / self.node.ram_bytes)) if self.node.ram_bytes else 100
+
+    @property
+    def vcpu_percent(self) -> int:
+        return min(100, round(100 * self.vcpus / self.node.vcpus)) if self.node.vcpus else 100
+
+    def fits(self, plan: Plan) -> bool:
+        return self.free_ram_bytes >= plan.ram_bytes and self.free_vcpus >= plan.vcpus
+
+
+def usage(node: Node) -> Usage:
+    clusters = Cluster.objects.filter(node=node).exclude(status=ClusterStatus.DELETING)
+    ram = vcpus = count = 0
+    for cluster in clusters.only("plan_slug"):
+        count += 1
+        plan = cluster.plan
+        if plan is not None:
+            ram += plan.ram_bytes
+            vcpus += plan.vcpus
+    return Usage(node=node, clusters=count, ram_bytes=ram, vcpus=vcpus)
+
+
+def all_usage() -> list[Usage]:
+    return [usage(node) for node in Node.objects.all()]
+
+
+# --- the agent's side -----------------------------------------------------------------------------
+
+
+def register_this_node() -> Node:
+    """The row of this machine's node (PANEL_NODE_NAME), as the agent starts. The first time it
+    is created with the machine's capacity (or PANEL_NODE_RAM_GB / PANEL_NODE_VCPUS); its
+    address, port range and data directory are this agent's settings from then on, since the
+    agent is what binds those ports and holds those files (``node add`` values are placeholders
+    until it starts; the capacity an operator gave stays)."""
+    ram, vcpus = machine_capacity()
+    first, last = settings.PANEL_PORT_RANGE
+    own = {
+        "address": settings.PANEL_PUBLIC_HOST,
+        "port_first": first,
+        "port_last": last,
+        "data_dir": str(settings.PANEL_DATA_DIR),
+    }
+    node, created = Node.objects.get_or_create(
+        name=settings.PANEL_NODE_NAME, defaults={**own, "ram_bytes": ram, "vcpus": vcpus}
+    )
+    if created:
+        log.info("node %s registered: %s GB, %s vCPUs, ports %s–%s", node.name, ram // GB, vcpus, first, last)
+    else:
+        changed = {key: value for key, value in own.items() if getattr(node, key) != value}
+        if changed:
+            log.info("node %s: this agent's settings: %s", node.name, changed)
+            Node.objects.filter(pk=node.pk).update(**changed)
+    heartbeat()
+    node.refresh_from_db()
+    return node
+
+
+def heartbeat() -> bool:
+    """The agent is alive: its node's ``last_heartbeat``, PostgreSQL versions and host. False
+    when the node's row is gone (removed by an operator)."""
+    versions = ",".join(postgres.installed_versions())
+    return bool(
+        Node.objects.filter(name=settings.PANEL_NODE_NAME).update(
+            last_heartbeat=timezone.now(), versions=versions, agent_host=socket.gethostname()
+        )
+    )
+
+
+# --- placement ------------------------------------------------------------------------------------
+
+
+def this_node() -> Node:
+    """The node of this process (role "all" or "agent"): created on first use, so a one-machine
+    panel needs no `node add`."""
+    try:
+        return Node.objects.get(name=settings.PANEL_NODE_NAME)
+    except Node.DoesNotExist:
+        return register_this_node()
+
+
+def place(plan: Plan, *, node_name: str | None = None) -> Node:
+    """The node a new cluster of ``plan`` goes to (called inside the creating transaction)."""
+    if node_name:
+        try:
+            node = Node.objects.select_for_update().get(name=node_name)
+        except Node.DoesNotExist:
+            raise ServiceError(
+                _("There is no node named “%(node)s”.") % {"node": node_name}, field="node"
+            ) from None
+        _check_can_take(node, plan)
+        return node
+    if not Node.objects.exists() and settings.PANEL_PROCESS_ROLE != "web":
+        this_node()
+    nodes = list(Node.objects.select_for_update().order_by("name"))
+    if not nodes:
+        raise ServiceError(
+            _(
+                "No node has registered yet: start the node agent (make run starts one) or add a node with manage.py node add."
+            )
+        )
+    candidates = [u for u in map(usage, nodes) if u.node.state == NodeState.ACTIVE and u.node.is_alive]
+    fitting = [u for u in candidates if u.fits(plan)]
+    if fitting:
+        return max(fitting, key=lambda u: (u.free_ram_bytes, u.free_vcpus)).node
+    if not candidates:
+        raise ServiceError(
+            _("No node takes new clusters now: every node is draining or its agent is not answering."),
+            field="plan",
+        )
+    return _check_can_take(max(candidates, key=lambda u: u.free_ram_bytes).node, plan)  # raises
+
+
+def _check_can_take(node: Node, plan: Plan) -> Node:
+    if node.state != NodeState.ACTIVE:
+        raise ServiceError(
+            _("Node “%(node)s” is draining: it keeps its clusters but takes no new ones.")
+            % {"node": node.name},
+            field="node",
+        )
+    if not node.is_alive:
+        raise ServiceError(
+            _(
+                "Node “%(node)s” is not answering (no heartbeat from its agent), so no cluster can be created there."
+            )
+            % {"node": node.name},
+            field="node",
+        )
+    room = usage(node)
+    if not room.fits(plan):
+        raise ServiceError(
+            _(
+                "Node “%(node)s” is full for plan %(plan)s: it has %(ram).1f GB of RAM and %(cpu)d vCPUs free, "
+                "the plan needs %(need_ram)d GB and %(need_cpu)d vCPUs. Choose a smaller plan or another node, "
+                "or add a node."
+            )
+            % {
+                "node": node.name,
+                "plan": plan.slug,
+                "ram": max(0, room.free_ram_bytes) / GB,
+                "cpu": max(0, room.free_vcpus),
+                "need_ram": plan.ram_gb,
+                "need_cpu": plan.vcpus,
+            },
+            field="node" if Node.objects.count() > 1 else "plan",
+        )
+    return node
+
+
+def node_choices() -> list[tuple[str, str]]:
+    """(name, label) of the nodes a user may pick for a new cluster: active ones, with their room."""
+    choices = []
+    for room in all_usage():
+        node = room.node
+        if node.state != NodeState.ACTIVE:
+            continue
+        label = _("%(node)s — %(ram).0f GB RAM and %(cpu)d vCPUs free") % {
+            "node": node.name,
+            "ram": max(0, room.free_ram_bytes) / GB,
+            "cpu": max(0, room.free_vcpus),
+        }
+        if not node.is_alive:
+            label += " " + _("(not answering)")
+        choices.append((node.name, label))
+    return choices
+
+
+def collects_attached() -> bool:
+    """Attached servers are reached over the network, so one node collects them: the first
+    living, active node by name. True when that is this process's node (or there is none)."""
+    for node in Node.objects.filter(state=NodeState.ACTIVE).order_by("name"):
+        if node.is_alive:
+            return node.is_here
+    return True
+
+
+def node_versions() -> list[str]:
+    """The PostgreSQL versions the living, active nodes reported, newest first."""
+    found: set[str] = set()
+    for node in Node.objects.filter(state=NodeState.ACTIVE):
+        if node.is_alive:
+            found.update(node.version_list())
+    return sorted(found, key=lambda v: [int(p) for p in v.split(".") if p.isdigit()], reverse=True)
+
+
+# --- the operator's actions -----------------------------------------------------------------------
+
+
+def add_node(
+    name: str, *, address: str, ports: tuple[int, int], data_dir: str, ram_gb: int, vcpus: int
+) -> Node:
+    try:
+        validate_node_name(name)
+    except InvalidName as exc:
+        raise ServiceError(str(exc), field="name") from None
+    if not address.strip():
+        raise ServiceError(_("Give the address clients use to reach this node's clusters."), field="address")
+    _check_ports(*ports)
+    if ram_gb < 1 or vcpus < 1:
+        raise ServiceError(_("A node has at least 1 GB of RAM and 1 vCPU."), field="ram_gb")
+    if not data_dir.startswith("/"):
+        raise ServiceError(_("The data directory is an absolute path on the node."), field="data_dir")
+    overlapping = Node.objects.filter(address=address.strip()).filter(
+        Q(port_first__lte=ports[1]) & Q(port_last__gte=ports[0])
+    )
+    if overlapping.exists():
+        raise ServiceError(
+            _("Ports %(a)d–%(b)d overlap node “%(other)s” at the same address.")
+            % {"a": ports[0], "b": ports[1], "other": overlapping.first().name},
+            field="ports",
+        )
+    with transaction.atomic():
+        if Node.objects.filter(name=name).exists():
+            raise ServiceError(_("There is already a node named “%(node)s”.") % {"node": name}, field="name")
+        return Node.objects.create(
+            name=name,
+            address=address.strip(),
+            port_first=ports[0],
+            port_last=ports[1],
+            data_dir=data_dir,
+            ram_bytes=ram_gb * GB,
+            vcpus=vcpus,
+        )
+
+
+def get_node(name: str) -> Node:
+    try:
+        return Node.objects.get(name=name)
+    except Node.DoesNotExist:
+        raise ServiceError(_("There is no node named “%(node)s”.") % {"node": name}) from None
+
+
+def set_state(name: str, state: str) -> Node:
+    """Drain a node (it keeps and runs its clusters, moves no data, takes no new ones) or make it
+    active again."""
+    node = get_node(name)
+    Node.objects.filter(pk=node.pk).update(state=state)
+    node.refresh_from_db()
+    return node
+
+
+def remove_node(name: str) -> None:
+    """Forget a node that holds no cluster (its agent, if it still runs, stops finding its row)."""
+    node = get_node(name)
+    count = Cluster.objects.filter(node=node).count()
+    if count:
+        raise ServiceError(
+            _("Node “%(node)s” still holds %(n)d cluster(s): delete them first (draining stops new ones).")
+            % {"node": name, "n": count}
+        )
+    node.delete()
