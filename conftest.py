@@ -283,7 +283,6 @@ def _remove_test_data_dir() -> Iterator[None]:
     yield
     from django.conf import settings
 
-
     data_dir = Path(settings.PANEL_DATA_DIR)
     # This node's clusters, and those of the nodes tests run agents for (tests/test_nodes.py).
     for clusters_dir in [data_dir / "clusters", *data_dir.glob("nodes/*/clusters")]:
