@@ -5,6 +5,7 @@ queue) and gets back what the service returned, or its refusal, as if it had run
 from __future__ import annotations
 
 import datetime as dt
+import os
 import secrets
 import subprocess
 import time
@@ -85,7 +86,9 @@ def agent_worker(redis_server: str, settings: object, transactional_db: None) ->
     log = Path(django_settings.PANEL_DATA_DIR) / f"agent-{node}-{secrets.token_hex(3)}.log"
     proc = start_celery_worker(redis_server, f"node.{node}", log, concurrency=2)
     settings.PANEL_PROCESS_ROLE = "web"  # type: ignore[attr-defined]
+    agent.forbid_processes_in_web()  # as the web server does at start
     yield log
+    settings.PANEL_PROCESS_ROLE = "all"  # type: ignore[attr-defined]
     proc.terminate()
     try:
         proc.wait(timeout=20)
@@ -138,6 +141,20 @@ def test_the_web_adds_a_database_and_a_pool_through_the_agent(
         answers = list(threads.map(used, range(8)))
     assert answers == [5] * 8
     assert calls_served(agent_worker, 12) == 12
+
+
+@pytest.mark.integration
+def test_a_web_process_starts_and_signals_no_process(settings: object) -> None:
+    agent.forbid_processes_in_web()
+    settings.PANEL_PROCESS_ROLE = "web"  # type: ignore[attr-defined]
+    with pytest.raises(agent.WebMayNotTouchProcesses, match="subprocess.Popen refused"):
+        subprocess.run(["true"], check=True)
+    with pytest.raises(agent.WebMayNotTouchProcesses, match="os.kill refused"):
+        os.kill(os.getpid(), 0)
+    settings.PANEL_PROCESS_ROLE = "all"  # type: ignore[attr-defined]
+    # Any other role runs them as before.
+    assert subprocess.run(["true"], check=True).returncode == 0
+    os.kill(os.getpid(), 0)
 
 
 @pytest.mark.integration

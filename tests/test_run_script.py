@@ -134,8 +134,9 @@ def test_it_runs_everything(panel: Panel) -> None:
     assert "Starting a private Redis" in out
     names = {" ".join(p.cmdline()) for p in panel.children()}
     assert any("redis-server" in n for n in names)
-    assert any("celery -A panel worker -Q default,benchmarks" in n for n in names)
-    assert any("celery -A panel worker -Q node.local -n agent-local@" in n for n in names)
+    # This machine's node agent: its tasks worker (with beat's default queue) and its calls worker.
+    assert any("-Q node.local.tasks,default -n worker-local@" in n for n in names)
+    assert any("-Q node.local -n agent-local@" in n and "--pool threads" in n for n in names)
     assert any("celery -A panel beat" in n for n in names)
     assert any("gunicorn panel.wsgi -b " + panel.bind in n for n in names)
     assert (panel.data_dir / "redis" / "redis.log").exists()
@@ -160,7 +161,9 @@ def test_it_runs_everything(panel: Panel) -> None:
 
 
 def worker_main(panel: Panel) -> psutil.Process:
-    return next(p for p in psutil.Process(panel.proc.pid).children() if "default,benchmarks" in p.cmdline())
+    return next(
+        p for p in psutil.Process(panel.proc.pid).children() if "node.local.tasks,default" in p.cmdline()
+    )
 
 
 def test_a_killed_worker_is_restarted_and_serves_tasks_again(panel: Panel) -> None:

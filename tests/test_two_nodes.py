@@ -1,5 +1,5 @@
-"""Two node agents on one machine (issue 13): each a pair of real Celery workers with its own
-queues, data directory and port range, as scripts/node_agent.py runs them. This process is the
+"""Two node agents on one machine (issue 13): each scripts/node_agent.py, a pair of real Celery
+workers with its own queues, data directory and port range. This process is the
 web (role "web"): it runs no cluster and reaches them only through the agents.
 
 A cluster created on node B is provisioned by B's worker in B's data directory; a pool and a
@@ -10,11 +10,14 @@ draining A moves no data and refuses new clusters there.
 
 from __future__ import annotations
 
+import os
 import secrets
+import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -26,11 +29,12 @@ from django.test import Client
 from benchmarks import services as bench
 from benchmarks.lib.pgbench_command import RunOptions
 from benchmarks.models import RunStatus
-from conftest import remove_clusters_in, start_celery_worker
+from conftest import ROOT, remove_clusters_in
 from panel.clusters import roles, services
 from panel.clusters.models import Cluster, ClusterStatus, Node, NodeState
 from panel.clusters.services import nodes
 from panel.clusters.tests.conftest import connect_as_client
+from panel.core import agent as agent_route
 from panel.core.errors import ServiceError
 from panel.pools import services as pools
 
@@ -42,60 +46,81 @@ DEAD_AFTER = 6
 
 @dataclass
 class Agent:
-    """One node's agent: its tasks worker and its calls worker (threads), and their logs."""
+    """One node's agent: scripts/node_agent.py (its tasks worker and its calls worker) and its log."""
 
     node: Node
     data_dir: Path
-    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
-    logs: list[Path] = field(default_factory=list)
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def log(self) -> Path:
+        return self.data_dir / "node-agent.log"
 
     def served(self, task: str) -> int:
         """How many ``task`` messages this agent's workers say they finished."""
-        text = "".join(log.read_text(errors="replace") for log in self.logs)
-        return sum(1 for line in text.splitlines() if f"{task}[" in line and "succeeded" in line)
+        lines = self.log.read_text(errors="replace").splitlines()
+        return sum(1 for line in lines if f"{task}[" in line and "succeeded" in line)
 
     def pids(self) -> set[int]:
-        found = set()
-        for proc in self.procs:
-            if proc.poll() is None:
-                found.add(proc.pid)
-                found.update(child.pid for child in psutil.Process(proc.pid).children(recursive=True))
-        return found
+        if self.proc is None or self.proc.poll() is not None:
+            return set()
+        return {
+            self.proc.pid,
+            *(child.pid for child in psutil.Process(self.proc.pid).children(recursive=True)),
+        }
 
     def stop(self) -> None:
-        for proc in self.procs:
-            proc.terminate()
-        for proc in self.procs:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()  # the script stops both workers, as on Ctrl-C
             try:
-                proc.wait(timeout=20)
+                self.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
 
 
 def start_agent(node: Node, data_dir: Path, redis_url: str) -> Agent:
-    """scripts/node_agent.py's two workers for ``node``, with the keys this process uses."""
-    env = {
-        "PANEL_NODE_NAME": node.name,
-        "PANEL_TEST_DATA_DIR": str(data_dir),  # the test settings make it PANEL_DATA_DIR
-        "PANEL_PORT_RANGE": f"{node.port_first}-{node.port_last}",
-        "PANEL_PUBLIC_HOST": node.address,
-        "PANEL_NODE_HEARTBEAT_SECONDS": str(HEARTBEAT),
-        "DJANGO_SECRET_KEY": django_settings.SECRET_KEY,
-        "PANEL_ENCRYPTION_KEY": django_settings.PANEL_ENCRYPTION_KEY,
-        "PANEL_METRICS_TOKEN": django_settings.PANEL_METRICS_TOKEN,
-    }
+    """scripts/node_agent.py for ``node``, with the database, broker and keys this process uses;
+    returns once both of its workers say they are ready."""
+    test_db = django_settings.DATABASES["default"]["TEST"]["NAME"]
+    env = dict(
+        os.environ,
+        DATABASE_URL=f"sqlite:///{test_db}",
+        REDIS_URL=redis_url,
+        PANEL_TEST_WORKER="1",
+        PANEL_NODE_NAME=node.name,
+        PANEL_TEST_DATA_DIR=str(data_dir),  # the test settings make it PANEL_DATA_DIR
+        PANEL_PORT_RANGE=f"{node.port_first}-{node.port_last}",
+        PANEL_PUBLIC_HOST=node.address,
+        PANEL_NODE_HEARTBEAT_SECONDS=str(HEARTBEAT),
+        DJANGO_SECRET_KEY=django_settings.SECRET_KEY,
+        PANEL_ENCRYPTION_KEY=django_settings.PANEL_ENCRYPTION_KEY,
+        PANEL_METRICS_TOKEN=django_settings.PANEL_METRICS_TOKEN,
+    )
     agent = Agent(node=node, data_dir=data_dir)
-    for role, queue, args in (
-        ("worker", f"node.{node.name}.tasks", ("-n", f"worker-{node.name}@%h")),
-        ("agent", f"node.{node.name}", ("-n", f"agent-{node.name}@%h", "--pool", "threads")),
-    ):
-        log = data_dir / f"{role}.log"
-        extra = dict(env, PANEL_PROCESS_ROLE="agent") if role == "agent" else env
-        agent.procs.append(
-            start_celery_worker(redis_url, queue, log, concurrency=2, extra_env=extra, extra_args=args)
+    with open(agent.log, "wb") as out:
+        agent.proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "scripts" / "node_agent.py")],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
-        agent.logs.append(log)
     return agent
+
+
+def wait_ready(agent: Agent) -> None:
+    ready = (f"worker-{agent.node.name}@", f"agent-{agent.node.name}@")
+    deadline = time.monotonic() + 90
+    while True:
+        lines = agent.log.read_text(errors="replace").splitlines()
+        if all(any(name in line and " ready." in line for line in lines) for name in ready):
+            return
+        if agent.proc is None or agent.proc.poll() is not None or time.monotonic() > deadline:
+            agent.stop()
+            pytest.fail("node agent did not start:\n" + "\n".join(lines[-40:]))
+        time.sleep(0.2)
 
 
 @pytest.fixture
@@ -121,11 +146,15 @@ def two_nodes(redis_server: str, transactional_db: None, settings: object) -> It
         )
         assert low > first
         agents.append(start_agent(node, data_dir, redis_server))
+    for agent in agents:
+        wait_ready(agent)
     # This process is the web: it runs nothing, and names a node of its own that does not exist.
     settings.PANEL_PROCESS_ROLE = "web"  # type: ignore[attr-defined]
     settings.PANEL_NODE_NAME = f"web{suffix}"  # type: ignore[attr-defined]
     settings.PANEL_NODE_DEAD_AFTER = DEAD_AFTER  # type: ignore[attr-defined]
+    agent_route.forbid_processes_in_web()  # as the web server does at start
     yield agents[0], agents[1]
+    settings.PANEL_PROCESS_ROLE = "all"  # type: ignore[attr-defined]
     for agent in agents:
         agent.stop()
         remove_clusters_in(agent.data_dir / "clusters")
@@ -213,8 +242,10 @@ def test_clusters_pools_and_benchmarks_run_on_their_own_node(
     roles.add_database(on_b, "still-b")  # B's agent still answers
     with connect_as_client(on_b, dbname="still-b") as conn:
         assert conn.execute("SELECT current_database()").fetchone() == ("still-b",)
-    with pytest.raises(ServiceError, match="did not answer"):
+    asked = time.monotonic()
+    with pytest.raises(ServiceError, match="is not answering"):
         roles.add_database(on_a, "nobody-home")  # A's does not (nothing was done)
+    assert time.monotonic() - asked < 5  # said at once, not after the call's timeout
 
     # Draining A moves nothing and refuses new clusters there; new ones go to B.
     nodes.set_state(a.node.name, NodeState.DRAINING)

@@ -18,6 +18,11 @@ class ClustersConfig(AppConfig):
         from django.conf import settings
 
         from panel.clusters import checks  # (registers system checks)
+        from panel.core import agent
+
+        if settings.PANEL_PROCESS_ROLE == "web":
+            # The web server and beat: every process and signal is the node agent's.
+            agent.forbid_processes_in_web()
 
         # Said by every process (web, worker, beat), not only by `manage.py check`.
         where = checks.redis_url_without_password(settings.REDIS_URL)

@@ -54,16 +54,22 @@ def node_queue(node: str | None = None) -> str:
     return f"node.{node or settings.PANEL_NODE_NAME}"
 
 
-def queue_for(values: list[Any]) -> str:
-    """The agent queue of the first argument that lives on a node (a cluster, or a row of one:
-    ``agent_queue`` on itself or on its ``cluster``); this process's own node otherwise."""
+def _on_a_node(values: list[Any]) -> Any:
+    """The first argument that lives on a node: a cluster, or a row of one (its ``cluster``)."""
     for value in values:
-        queue = getattr(value, "agent_queue", None)
-        if queue is None and hasattr(type(value), "cluster_id"):
-            queue = getattr(getattr(value, "cluster", None), "agent_queue", None)
-        if isinstance(queue, str):
-            return queue
-    return node_queue()
+        if isinstance(getattr(value, "agent_queue", None), str):
+            return value
+        if hasattr(type(value), "cluster_id"):
+            cluster = getattr(value, "cluster", None)
+            if isinstance(getattr(cluster, "agent_queue", None), str):
+                return cluster
+    return None
+
+
+def queue_for(values: list[Any]) -> str:
+    """The agent queue of the node the call is about; this process's own node otherwise."""
+    found = _on_a_node(values)
+    return found.agent_queue if found is not None else node_queue()
 
 
 def on_node(timeout: float = 30.0) -> Callable[[F], F]:
@@ -83,6 +89,38 @@ def on_node(timeout: float = 30.0) -> Callable[[F], F]:
         return call  # type: ignore[return-value]
 
     return mark
+
+
+# --- a web process runs and signals nothing --------------------------------------------------------
+
+# Audit events (sys.addaudithook) of starting or signalling a process.
+PROCESS_EVENTS = frozenset(
+    {"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.kill", "os.killpg"}
+)
+_guarded = False
+
+
+class WebMayNotTouchProcesses(PermissionError):
+    """A process whose role is "web" tried to start or signal a process."""
+
+
+def _refuse_in_web(event: str, args: tuple[Any, ...]) -> None:
+    if event in PROCESS_EVENTS and settings.PANEL_PROCESS_ROLE == "web":
+        raise WebMayNotTouchProcesses(
+            f"{event} refused: a web process starts and signals no process; that is the node agent's work"
+        )
+
+
+def forbid_processes_in_web() -> None:
+    """From now on, while this process's role is "web", starting a program or sending a signal
+    raises WebMayNotTouchProcesses (an audit hook: it holds for every module, the panel's own and
+    the libraries', whatever they import). Installed by the web server and beat at start."""
+    global _guarded
+    if not _guarded:
+        import sys
+
+        sys.addaudithook(_refuse_in_web)
+        _guarded = True
 
 
 # --- the wire ------------------------------------------------------------------------------------
@@ -163,7 +201,14 @@ def send(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], *, timeout: f
     from celery.exceptions import TimeoutError as CeleryTimeout
 
     message = {"args": encode(list(args)), "kwargs": encode(kwargs)}
-    queue = queue_for([*args, *kwargs.values()])
+    about = _on_a_node([*args, *kwargs.values()])
+    queue = about.agent_queue if about is not None else node_queue()
+    if about is not None and getattr(about, "status_unknown", False):
+        # Its heartbeats stopped: say so now rather than after the whole timeout.
+        raise ServiceError(
+            _("The node agent “%(node)s” is not answering (no heartbeat lately), so nothing was done.")
+            % {"node": queue.removeprefix("node.")}
+        )
     result = taskqueue.send(TASK, [name, message], queue=queue, expires=timeout)
     try:
         answer = result.get(timeout=timeout, propagate=True, disable_sync_subtasks=False)

@@ -23,12 +23,30 @@ class Overview:
     started_at: dt.datetime | None
 
 
-@on_node(timeout=15)
 def overview(cluster: Cluster) -> Overview:
     """The overview's size and start time. While the Insights collector's last collection (every
-    15 s) is recent they come from it, so a page load neither walks PGDATA nor connects to an
-    attached server that may not answer; they are measured here only when there is none (a
-    cluster just created, the collector not running)."""
+    15 s) is recent they come from it, read from the database here: a page load neither asks the
+    node's agent, nor walks PGDATA, nor connects to an attached server that may not answer, and a
+    node that stopped answering still shows what was last known. They are measured on the node
+    only when there is none (a cluster just created, the collector not running)."""
+    last = hooks.metrics.latest(cluster)
+    if not last.stale and cluster.is_serving:
+        if cluster.is_local:
+            size = last.get("disk_used_bytes")
+        else:
+            sizes = [value for (metric, _labels), value in last.values.items() if metric == "db_size_bytes"]
+            size = sum(sizes) if sizes else None
+        started = hooks.metrics.server_started_at(cluster)
+        if size is not None and started is not None:
+            return Overview(int(size), started)
+    if cluster.status_unknown:
+        return Overview(None, None)  # its agent would not answer
+    return measured_overview(cluster)
+
+
+@on_node(timeout=15)
+def measured_overview(cluster: Cluster) -> Overview:
+    """The overview's figures measured where the cluster lives (see ``overview``)."""
     last = hooks.metrics.latest(cluster)
     if cluster.is_local:
         started = postgres.started_at(cluster.pgdata)

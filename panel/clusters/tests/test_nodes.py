@@ -270,3 +270,44 @@ def test_the_create_form_offers_nodes_once_there_are_several(
     # Its provisioning waits on that node's queue, for that node's agent.
     assert queued_tasks("node.second.tasks") == [("panel.clusters.tasks.provision", [str(picked.pk)])]
     assert queued_tasks("node.solo.tasks") == []
+
+
+# --- beat's periodic work, one per living node ---------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_beat_fans_periodic_work_out_to_each_living_node(
+    web: None, settings: object, queued_tasks: Callable[[str], list[tuple[str, list]]]
+) -> None:
+    from panel.celery import app
+    from panel.clusters.tasks import fan_out
+
+    make_node("up", first=40000)
+    make_node("down", beat=False, first=40100)
+    drained = make_node("drained", first=40200)
+    nodes.set_state(drained.name, NodeState.DRAINING)  # it still runs its clusters
+
+    assert sorted(fan_out.run("panel.insights.tasks.collect", 15.0)) == ["drained", "up"]
+    assert queued_tasks("node.up.tasks") == [("panel.insights.tasks.collect", [])]
+    assert queued_tasks("node.drained.tasks") == [("panel.insights.tasks.collect", [])]
+    assert queued_tasks("node.down.tasks") == []
+    # Beat itself only sends the fan-outs, to the default queue any node's worker takes.
+    periodic = {
+        entry["args"][0] for entry in app.conf.beat_schedule.values() if entry["task"].endswith("fan_out")
+    }
+    assert periodic == {
+        "panel.clusters.tasks.reconcile",
+        "panel.insights.tasks.collect",
+        "benchmarks.tasks.reap",
+    }
+
+
+@pytest.mark.django_db
+def test_each_node_reconciles_and_collects_only_its_own_clusters(owner: User, settings: object) -> None:
+    mine = create(owner, "mine")  # this process's node, registered on first use
+    other = make_node("other", first=40000)
+    theirs = create(owner, "theirs", node="other")
+    assert set(Cluster.objects.here()) == {mine}
+    settings.PANEL_NODE_NAME = "other"  # type: ignore[attr-defined]
+    assert set(Cluster.objects.here()) == {theirs}
+    assert other.is_here
