@@ -140,7 +140,7 @@ EOF
 }
 
 build_images() {
-    local ca=${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt} secret=() target tag
+    local ca=${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt} secret=() target tag old
     # pip inside the build trusts what this host trusts (a proxy's CA): a build secret, mounted for
     # the pip step only, never copied into a layer.
     [[ -s $ca ]] && secret=(--secret "id=pip-ca,src=$ca")
@@ -148,6 +148,7 @@ build_images() {
         tag=localhost/pgpanel-$target:latest
         [[ $target == panel ]] && tag=$PANEL_IMAGE
         say "podman build --target $target -t $tag"
+        old=$(podman image inspect --format '{{.Id}}' "$tag" 2>/dev/null || true)
         # Host networking: apt in the build reaches the mirror as this host does.
         podman build --network host "${secret[@]}" --layers --target "$target" -t "$tag" \
             -f "$ROOT/docker/Dockerfile" --ignorefile "$ROOT/docker/Dockerfile.dockerignore" \
@@ -155,6 +156,10 @@ build_images() {
             tail -40 "$WORK/build-$target.log" >&2
             die "building $target failed; see $WORK/build-$target.log"
         }
+        # The image this build replaced, now untagged: each run would otherwise leave one behind.
+        if [[ -n $old && $old != $(podman image inspect --format '{{.Id}}' "$tag") ]]; then
+            podman rmi "$old" >/dev/null 2>&1 || true
+        fi
     done
 }
 
