@@ -57,8 +57,8 @@ install_tools() {
         say "apt-get install ${missing[*]}"
         DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
     fi
-    # podman-compose from PyPI: Debian's 1.0.3 predates compose's top-level `name` and
-    # healthcheck-aware depends_on.
+    # podman-compose from PyPI: Debian's 1.0.3 has no --env-file (it reads only a .env beside the
+    # compose file, which would put the secrets in the repository) and ignores the file's `name`.
     local venv="$WORK/compose-venv"
     if [[ $("$venv/bin/podman-compose" --version 2>/dev/null | head -1) != *" $PODMAN_COMPOSE_VERSION" ]]; then
         say "pip install podman-compose==$PODMAN_COMPOSE_VERSION (into $venv)"
