@@ -9,6 +9,7 @@
 #   beat    Celery beat, which only sends tasks; unprivileged, no data volume either.
 #   agent   the node agent: the node's workers (docker/node_workers.py), as root, with the data
 #           volume on PANEL_DATA_DIR; PostgreSQL, PgBouncer and pgbench run as users of their own.
+#           docker/systemd/pgpanel-agent.service runs this role too, on a host.
 #
 # Every role first waits for the metadata database and Redis (docker/wait_ready.py); beat and
 # agent also for the migrations web applies.
