@@ -5,13 +5,16 @@
 #               the Celery worker and beat, and gunicorn on PANEL_BIND (Ctrl-C stops them)
 #   make test   ruff check, ruff format --check, lint-imports (pyproject.toml's import
 #               contracts), then the whole pytest suite
+#
+#   make image-test   (not part of make test; root) build the container images and run the
+#               stack of docker/compose.yaml with podman: a cluster, a benchmark, torn down after
 
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 export PYTHON
 
-.PHONY: run test lint bootstrap-run bootstrap-test
+.PHONY: run test lint bootstrap-run bootstrap-test image-test
 
 run: bootstrap-run
 	$(VENV)/bin/python scripts/run.py
@@ -29,3 +32,6 @@ bootstrap-run:
 
 bootstrap-test:
 	bash scripts/bootstrap.sh test
+
+image-test:
+	bash scripts/image_test.sh
