@@ -1,7 +1,8 @@
-"""The node agent's processes, as ``make run`` starts them, under one small supervisor: the worker
-for the queues ``default`` and ``benchmarks`` (provisioning, benchmarks, the reconciler) and the
-agent worker on ``node.<PANEL_NODE_NAME>`` (what the web asks of the clusters' processes, sockets
-and files, in threads of its own). Run as root (docker/entrypoint.sh agent, or
+"""The node agent's processes, as ``make run`` and scripts/node_agent.py start them
+(scripts/children.py: node_agent_children), under a supervisor made for a container's PID 1: the
+worker for ``node.<PANEL_NODE_NAME>.tasks`` and ``default`` (provisioning, actions, benchmarks,
+collection, the reconciler) and the agent worker on ``node.<PANEL_NODE_NAME>`` (what the web asks
+of the clusters' processes, sockets and files, in threads of its own; the heartbeat). Run as root (docker/entrypoint.sh agent, or
 docker/systemd/pgpanel-agent.service).
 
 When either worker dies the other is stopped and this exits with the dead one's status, so the
@@ -24,6 +25,10 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+from children import node_agent_children  # noqa: E402  (the node agent's workers, defined once)
 
 WARM_SECONDS = 10  # celery finishes its running tasks; a second signal cuts them short
 COLD_SECONDS = 10
@@ -35,18 +40,16 @@ POLL_SECONDS = 0.5
 class Worker:
     name: str
     args: list[str]
-    role: str
+    env: dict[str, str]
     proc: subprocess.Popen[bytes] | None = None
     status: int | None = None  # the raw wait status once reaped
 
 
 def workers(node: str) -> list[Worker]:
-    celery = [sys.executable, "-m", "celery", "-A", "panel", "worker", "--loglevel", "INFO"]
-    # Threads of its own, so a long benchmark never holds up what the web waits for.
-    threads = ["--pool", "threads", "--concurrency", "4"]
+    """The node agent's two workers exactly as make run and scripts/node_agent.py define them."""
     return [
-        Worker("worker", [*celery, "-Q", "default,benchmarks"], role="all"),
-        Worker("agent", [*celery, "-Q", f"node.{node}", "-n", f"agent-{node}@%h", *threads], role="agent"),
+        Worker(child.name, list(child.args), {"PANEL_PROCESS_ROLE": "all", **child.extra_env})
+        for child in node_agent_children(sys.executable, node)
     ]
 
 
@@ -130,7 +133,7 @@ class Supervisor:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self.on_signal)
         for worker in self.workers:
-            env = {**os.environ, "PANEL_PROCESS_ROLE": worker.role}
+            env = {**os.environ, **worker.env}
             worker.proc = subprocess.Popen(worker.args, env=env)
             say(f"started {worker.name} (pid {worker.proc.pid})")
         dead: Worker | None = None

@@ -82,7 +82,9 @@ class Panel:
         return self.log.read_text(errors="replace")
 
     def worker_ready_count(self) -> int:
-        return sum(1 for line in self.output().splitlines() if "celery@" in line and line.endswith(" ready."))
+        return sum(
+            1 for line in self.output().splitlines() if "worker-local@" in line and line.endswith(" ready.")
+        )
 
     def agent_ready_count(self) -> int:
         return sum(

@@ -199,6 +199,14 @@ class Cluster(models.Model):
         """Its node's agent stopped answering: what the row says may no longer be true."""
         return self.node_id is not None and not self.node.is_alive
 
+    def agent_silent(self) -> bool:
+        """``status_unknown`` as the database says now (the node row read again: an object kept
+        for a while holds its node's heartbeat as it was then)."""
+        if self.node_id is None:
+            return False
+        self.node.refresh_from_db(fields=["last_heartbeat"])
+        return self.status_unknown
+
     @property
     def plan(self) -> Plan | None:
         return get_plan(self.plan_slug) if self.plan_slug else None

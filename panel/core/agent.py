@@ -203,7 +203,8 @@ def send(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], *, timeout: f
     message = {"args": encode(list(args)), "kwargs": encode(kwargs)}
     about = _on_a_node([*args, *kwargs.values()])
     queue = about.agent_queue if about is not None else node_queue()
-    if about is not None and getattr(about, "status_unknown", False):
+    silent = getattr(about, "agent_silent", None)
+    if callable(silent) and silent():
         # Its heartbeats stopped: say so now rather than after the whole timeout.
         raise ServiceError(
             _("The node agent “%(node)s” is not answering (no heartbeat lately), so nothing was done.")
