@@ -5,6 +5,8 @@
 #               the Celery worker and beat, and gunicorn on PANEL_BIND (Ctrl-C stops them)
 #   make test   ruff check, ruff format --check, lint-imports (pyproject.toml's import
 #               contracts), then the whole pytest suite
+#   make test-pg  the same suite with its metadata database on a throwaway PostgreSQL
+#               (scripts/test_pg.py), as a multi-node panel's shared DATABASE_URL; not in make test
 #
 #   make image-test   (not part of make test; root) build the container images and run the
 #               stack of docker/compose.yaml with podman: a cluster, a benchmark, torn down after
@@ -14,13 +16,16 @@ PYTHON ?= python3
 VENV := .venv
 export PYTHON
 
-.PHONY: run test lint bootstrap-run bootstrap-test image-test
+.PHONY: run test test-pg lint bootstrap-run bootstrap-test image-test
 
 run: bootstrap-run
 	$(VENV)/bin/python scripts/run.py
 
 test: bootstrap-test lint
 	$(VENV)/bin/python -m pytest
+
+test-pg: bootstrap-test lint
+	$(VENV)/bin/python scripts/test_pg.py $(PYTEST_ARGS)
 
 lint:
 	$(VENV)/bin/ruff check .

@@ -114,6 +114,31 @@ def redis_server() -> Iterator[str]:
     proc.wait(timeout=10)
 
 
+@pytest.hookimpl(trylast=True)  # header lines come out in reverse call order: this one first
+def pytest_report_header(config: pytest.Config) -> str:
+    """Which metadata database this run uses, at the top of the log (make test / make test-pg)."""
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        return f"metadata: SQLite, test database {db['TEST']['NAME']}"
+    return f"metadata: PostgreSQL at {db['HOST']}:{db['PORT']}, test database test_{db['NAME']}"
+
+
+def worker_database_url() -> str:
+    """DATABASE_URL of the test database pytest-django set up, for the processes the tests start
+    that must share it (Celery workers): the SQLite file, or test_<name> on the PostgreSQL server."""
+    from django.conf import settings
+    from django.db import connection
+
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{settings.DATABASES['default']['TEST']['NAME']}"
+    name = connection.settings_dict["NAME"]
+    # Before the test database is set up NAME is the server's own database: never hand that out.
+    assert name.startswith("test_"), f"the test database is not set up yet ({name})"
+    return urlsplit(os.environ["PANEL_TEST_DATABASE_URL"])._replace(path=f"/{name}").geturl()
+
+
 def start_celery_worker(
     redis_url: str,
     queues: str,
@@ -123,13 +148,10 @@ def start_celery_worker(
     extra_env: dict[str, str] | None = None,
     extra_args: tuple[str, ...] = (),
 ) -> subprocess.Popen[bytes]:
-    """A real Celery worker process in its own session, sharing the test database file and data
+    """A real Celery worker process in its own session, sharing the test database and the data
     directory (``extra_env`` may give it a node of its own); returns once it says it is ready (or
     fails the test with its log)."""
-    from django.conf import settings
-
-    test_db = settings.DATABASES["default"]["TEST"]["NAME"]
-    env = dict(os.environ, DATABASE_URL=f"sqlite:///{test_db}", REDIS_URL=redis_url, PANEL_TEST_WORKER="1")
+    env = dict(os.environ, DATABASE_URL=worker_database_url(), REDIS_URL=redis_url, PANEL_TEST_WORKER="1")
     env.update(extra_env or {})
     command = [sys.executable, "-m", "celery", "-A", "panel", "worker", "-Q", queues, *extra_args]
     command += ["--concurrency", str(concurrency), "--loglevel", "INFO"]

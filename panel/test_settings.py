@@ -31,12 +31,22 @@ os.environ.setdefault("PANEL_NODE_RAM_GB", "512")
 os.environ.setdefault("PANEL_NODE_VCPUS", "256")
 os.environ.setdefault("PANEL_TEST_REDIS_PORT", str(_free_port()))
 os.environ["REDIS_URL"] = f"redis://127.0.0.1:{os.environ['PANEL_TEST_REDIS_PORT']}/0"
-if os.environ.get("PANEL_TEST_WORKER") != "1":
-    # Celery workers started by the tests get DATABASE_URL pointing at the test database file.
+# The metadata database: SQLite (a file in the data directory) unless PANEL_TEST_DATABASE_URL
+# names a PostgreSQL server (make test-pg), where pytest-django creates test_<name>. A DATABASE_URL
+# of one's own panel is never used. Celery workers started by the tests get DATABASE_URL pointing
+# at the test database (conftest.worker_database_url).
+_worker = os.environ.get("PANEL_TEST_WORKER") == "1"
+if not _worker:
     os.environ.pop("DATABASE_URL", None)
+    if os.environ.get("PANEL_TEST_DATABASE_URL"):
+        os.environ["DATABASE_URL"] = os.environ["PANEL_TEST_DATABASE_URL"]
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 
 from panel.settings import *  # noqa: E402,F403
+
+if not _worker:
+    # Programs the tests start find no DATABASE_URL, as under SQLite: a panel of their own.
+    os.environ.pop("DATABASE_URL", None)
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast logins in tests
 # Tests do not run `collectstatic`: plain names from the app folders (WhiteNoise finds them there),

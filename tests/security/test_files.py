@@ -36,6 +36,10 @@ from tests.test_run_script import Panel, free_port, status_of
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="replays another local user: needs root")
+sqlite_only = pytest.mark.skipif(
+    connection.vendor != "sqlite",
+    reason="only SQLite keeps the metadata in files of the data directory (make test-pg: PostgreSQL)",
+)
 
 
 def mode(path: Path) -> int:
@@ -204,22 +208,33 @@ def test_row_6_nobody_cannot_read_the_database_keys_or_list_the_data_dir_after_a
     assert kept.returncode == 0 and kept.stdout.strip() == "1", kept.stderr
 
 
-@pytest.mark.django_db(transaction=True)
-def test_the_test_database_is_private_and_the_panel_still_logs_in_and_serves() -> None:
-    """The legitimate side of row 6, in this very process (its settings secured the data dir)."""
-    from django.conf import settings
-
+def log_in_and_serve() -> None:
     User.objects.create_user("erin", password="erin-password-1")
     client = Client()
     # Through the login form, as a person logs in (django-axes wants the request).
     response = client.post("/login/", {"username": "erin", "password": "erin-password-1"})
     assert response.status_code == 302, response.content[:500]
     assert client.get("/clusters/").status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_panel_still_logs_in_and_serves_from_its_private_data_dir() -> None:
+    """The legitimate side of row 6, in this very process (its settings secured the data dir)."""
+    from django.conf import settings
+
+    log_in_and_serve()
+    assert mode(Path(settings.PANEL_DATA_DIR)) == 0o711
+
+
+@sqlite_only
+@pytest.mark.django_db(transaction=True)
+def test_the_test_database_file_is_private() -> None:
+    """Row 6 in this very process: the session a login writes lands in 0600 files."""
+    log_in_and_serve()
     db = Path(connection.settings_dict["NAME"])
     assert db.exists() and Path(f"{db}-wal").exists(), "the session write goes through the WAL"
     for suffix in ("", "-wal", "-shm"):
         assert mode(Path(f"{db}{suffix}")) == 0o600, suffix
-    assert mode(Path(settings.PANEL_DATA_DIR)) == 0o711
     if os.geteuid() == 0:
         assert "Permission denied" in as_nobody("cat", str(db)).stderr
 

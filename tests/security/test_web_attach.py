@@ -7,18 +7,11 @@ logs in with a password (SCRAM), ``trusted`` without one (``trust`` in pg_hba.co
 
 from __future__ import annotations
 
-import glob
 import ipaddress
-import os
-import pwd
-import shutil
 import socket
-import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import psutil
 import psycopg
@@ -31,6 +24,7 @@ from django.urls import reverse
 from panel.clusters.attach import ExternalServer, attach_cluster, password_was_used, uniform_failure
 from panel.clusters.models import Cluster
 from panel.core.errors import ServiceError
+from tests import pgserver
 
 pytestmark = pytest.mark.integration
 
@@ -54,60 +48,33 @@ def _network_address() -> str | None:
     return None
 
 
-def _free_port_outside(first: int, last: int) -> int:
-    while True:
-        with socket.socket() as sock:
-            sock.bind(("0.0.0.0", 0))
-            port = int(sock.getsockname()[1])
-        if not first <= port <= last:
-            return port
-
-
 @pytest.fixture(scope="module")
 def server() -> Iterator[Server]:
-    """A throwaway PostgreSQL (initdb, pg_ctl) run by PostgreSQL's unprivileged user."""
+    """A throwaway PostgreSQL run by PostgreSQL's unprivileged user."""
     from django.conf import settings
 
     address = _network_address()
     if address is None:
         pytest.skip("this machine has no network address besides loopback")
-    bindirs = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
-    if not bindirs:
-        pytest.fail("no PostgreSQL server binaries; run `make test`")
-    bindir = Path(bindirs[-1])
-    runner = pwd.getpwnam(getattr(settings, "PANEL_RUN_AS_USER", "postgres"))
-    root = Path(tempfile.mkdtemp(prefix="pgpanel-attach-", dir="/tmp"))
-    os.chmod(root, 0o755)
-    os.chown(root, runner.pw_uid, runner.pw_gid)
-    pgdata, sockets = root / "pgdata", root / "sockets"
-    sockets.mkdir(mode=0o700)
-    os.chown(sockets, runner.pw_uid, runner.pw_gid)
-    as_runner = {"user": runner.pw_uid, "group": runner.pw_gid, "extra_groups": [], "cwd": root}
-    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(root)}
-    run = {"check": True, "capture_output": True, "timeout": 120, "env": env, **as_runner}
-    subprocess.run([str(bindir / "initdb"), "-D", str(pgdata), "-U", "owner", "--auth-local=trust",
-                    "--auth-host=reject", "--no-instructions"], **run)  # fmt: skip
-    port = _free_port_outside(*settings.PANEL_PORT_RANGE)
-    with open(pgdata / "postgresql.conf", "a") as conf:
-        conf.write(f"port = {port}\nlisten_addresses = '{address},127.0.0.1'\n")
-        conf.write(f"unix_socket_directories = '{sockets}'\n")
-    (pgdata / "pg_hba.conf").write_text(
+    pg_hba = (
         "local all all trust\n"
         f"host all trusted {address}/32 trust\nhost all trusted 127.0.0.1/32 trust\n"
         f"host all all {address}/32 scram-sha-256\nhost all all 127.0.0.1/32 scram-sha-256\n"
     )
-    subprocess.run([str(bindir / "pg_ctl"), "start", "-D", str(pgdata), "-w", "-l", str(root / "log")], **run)
-    try:
+    with pgserver.throwaway_server(
+        port=pgserver.free_port_outside(*settings.PANEL_PORT_RANGE),
+        listen_addresses=f"{address},127.0.0.1",
+        pg_hba=pg_hba,
+        superuser="owner",
+        run_as=getattr(settings, "PANEL_RUN_AS_USER", "postgres"),
+        prefix="pgpanel-attach-",
+    ) as pg:
         with psycopg.connect(
-            host=str(sockets), port=port, user="owner", dbname="postgres", autocommit=True
+            host=pg.socket_dir, port=pg.port, user="owner", dbname="postgres", autocommit=True
         ) as c:
             c.execute("CREATE ROLE trusted LOGIN")
             c.execute(f"CREATE ROLE app LOGIN PASSWORD '{APP_PASSWORD}'")
-        yield Server(address=address, port=port, socket_dir=str(sockets))
-    finally:
-        subprocess.run([str(bindir / "pg_ctl"), "stop", "-D", str(pgdata), "-m", "immediate", "-w"],
-                       **{**run, "check": False})  # fmt: skip
-        shutil.rmtree(root, ignore_errors=True)
+        yield Server(address=address, port=pg.port, socket_dir=pg.socket_dir)
 
 
 def _form(server: Server, **overrides: str) -> dict[str, str]:
@@ -205,7 +172,7 @@ def test_a_closed_port_an_open_port_a_wrong_password_and_a_bad_name_look_alike(
     server: Server, owner_client: Client, staff_client: Client, open_to_all: None, settings: object
 ) -> None:
     settings.PANEL_ATTACH_RATE = 100  # type: ignore[attr-defined]
-    closed = _free_port_outside(*settings.PANEL_PORT_RANGE)  # type: ignore[attr-defined]
+    closed = pgserver.free_port_outside(*settings.PANEL_PORT_RANGE)  # type: ignore[attr-defined]
     took = [
         _refused(owner_client, _form(server, port=str(closed))),  # closed: refused at once
         _refused(owner_client, _form(server, password="wrong")),  # open, wrong password

@@ -22,7 +22,8 @@ def expected(at: dt.datetime) -> int:
 
 
 @pytest.mark.django_db
-def test_on_the_panels_own_sqlite_database(cluster_row: Cluster) -> None:
+def test_on_the_panels_own_metadata_database(cluster_row: Cluster) -> None:
+    """SQLite's form under make test, PostgreSQL's under make test-pg."""
     MetricPoint.objects.bulk_create(
         [MetricPoint(cluster=cluster_row, metric="up", ts=at, value=1) for at in TIMES]
     )
