@@ -29,7 +29,7 @@ from django.test import Client, override_settings
 from benchmarks import services as bench
 from benchmarks.lib.pgbench_command import RunOptions
 from benchmarks.models import RunStatus
-from conftest import ROOT, remove_clusters_in
+from conftest import ROOT, remove_clusters_in, worker_database_url
 from panel.clusters import roles, services
 from panel.clusters.models import Cluster, ClusterStatus, Node, NodeState
 from panel.clusters.services import nodes
@@ -82,10 +82,9 @@ class Agent:
 def start_agent(node: Node, data_dir: Path, redis_url: str) -> Agent:
     """scripts/node_agent.py for ``node``, with the database, broker and keys this process uses;
     returns once both of its workers say they are ready."""
-    test_db = django_settings.DATABASES["default"]["TEST"]["NAME"]
     env = dict(
         os.environ,
-        DATABASE_URL=f"sqlite:///{test_db}",
+        DATABASE_URL=worker_database_url(),
         REDIS_URL=redis_url,
         PANEL_TEST_WORKER="1",
         PANEL_NODE_NAME=node.name,
