@@ -221,6 +221,17 @@ def supervise(child: Child, env: dict[str, str]) -> bool:
     return False
 
 
+def supervisor_env() -> dict[str, str]:
+    """The environment a supervisor gives its children (Django's settings, unbuffered output);
+    and its umask, as the panel's own processes have (panel/__init__.py): what it and they write
+    is private."""
+    os.umask(0o077)
+    env = dict(os.environ)
+    env.setdefault("DJANGO_SETTINGS_MODULE", "panel.settings")
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
 def node_agent_children(python: str, node: str) -> list[Child]:
     """The node agent of ``node``: two Celery workers on its machine. ``worker`` (processes) takes
     the node's long work from ``node.<node>.tasks`` (provisioning, start/stop, delete, benchmarks,
@@ -253,27 +264,38 @@ def node_agent_children(python: str, node: str) -> list[Child]:
     ]
 
 
+class GaveUp(Stop):
+    """A child kept dying: everything stops, and the supervisor exits non-zero."""
+
+
+def watch(children: list[Child], env: dict[str, str]) -> None:
+    """Supervise the started children until a signal (Stop) or one of them keeps dying (GaveUp)."""
+    while True:
+        for child in children:
+            if supervise(child, env):
+                raise GaveUp(child.name)
+        time.sleep(0.2)
+
+
+def shut_down(children: list[Child]) -> None:
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C must not leave orphans
+    stop_all(children)
+
+
 def run_until_stopped(children: list[Child], env: dict[str, str]) -> int:
-    """Start the children, supervise them until a signal (exit 0) or one keeps dying (exit 1);
+    """Start the children and watch them until a signal (exit 0) or one keeps dying (exit 1);
     stop them all either way."""
     for sig in STOP_SIGNALS:
         signal.signal(sig, on_signal)
-    status = 0
     try:
         for child in children:
-            if child.proc is None:
-                child.start(env)
-        while True:
-            for child in children:
-                if supervise(child, env):
-                    status = 1
-                    raise Stop(child.name)
-            time.sleep(0.2)
+            child.start(env)
+        watch(children, env)
+    except GaveUp:
+        return 1
     except Stop as reason:
-        if status == 0:
-            say("run", f"{reason}: stopping")
+        say("run", f"{reason}: stopping")
     finally:
-        for sig in STOP_SIGNALS:
-            signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C must not leave orphans
-        stop_all(children)
-    return status
+        shut_down(children)
+    return 0

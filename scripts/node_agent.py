@@ -16,21 +16,17 @@ settings every machine of the panel shares:
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from children import ROOT, node_agent_children, run_until_stopped, say  # noqa: E402
+from children import ROOT, node_agent_children, run_until_stopped, say, supervisor_env  # noqa: E402
 
 
 def main() -> int:
-    os.umask(0o077)
-    env = dict(os.environ)
-    env.setdefault("DJANGO_SETTINGS_MODULE", "panel.settings")
-    env["PYTHONUNBUFFERED"] = "1"
+    env = supervisor_env()
     node = env.get("PANEL_NODE_NAME") or "local"
     migrated = subprocess.run([sys.executable, "manage.py", "migrate", "--check"], cwd=ROOT, env=env)
     if migrated.returncode != 0:

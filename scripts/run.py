@@ -37,13 +37,16 @@ from children import (  # noqa: E402
     STOP_SIGNALS,
     Backoff,
     Child,
+    GaveUp,
     Stop,
     become,
     node_agent_children,
     on_signal,
     say,
-    stop_all,
+    shut_down,
     supervise,
+    supervisor_env,
+    watch,
 )
 
 __all__ = ["GIVE_UP_DEATHS", "GIVE_UP_WINDOW", "STABLE_AFTER", "Backoff", "Child", "supervise"]
@@ -210,12 +213,7 @@ def wait_for_redis(url: str, child: Child, timeout: float = 10) -> None:
 
 
 def main() -> int:
-    # As the panel's own processes do (panel/__init__.py): Redis's log and anything else written
-    # from here is private. The children inherit it.
-    os.umask(0o077)
-    env = dict(os.environ)
-    env.setdefault("DJANGO_SETTINGS_MODULE", "panel.settings")
-    env["PYTHONUNBUFFERED"] = "1"
+    env = supervisor_env()  # Redis's log and anything else written from here is private
     bind = env.get("PANEL_BIND") or "127.0.0.1:8000"
 
     for sig in STOP_SIGNALS:
@@ -270,23 +268,16 @@ def main() -> int:
             if child.proc is None:
                 child.start(env)
         say("run", f"Panel at http://{bind}/ — press Ctrl-C to stop (clusters keep running)")
-
-        while True:
-            for child in children:
-                if supervise(child, env):
-                    status = 1
-                    raise Stop(child.name)
-            time.sleep(0.2)
+        watch(children, env)
+    except GaveUp:
+        status = 1
     except Stop as reason:
-        if status == 0:
-            say("run", f"{reason}: stopping")
+        say("run", f"{reason}: stopping")
     except RuntimeError as exc:
         say("run", str(exc))
         status = 1
     finally:
-        for sig in STOP_SIGNALS:
-            signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C must not leave orphans
-        stop_all(children)
+        shut_down(children)
         if children:
             say("run", "stopped; PostgreSQL clusters keep running")
     return status
