@@ -112,6 +112,15 @@ class Node(models.Model):
     def version_list(self) -> list[str]:
         return [v for v in self.versions.split(",") if v]
 
+    @classmethod
+    def for_attached(cls) -> str:
+        """The node that reaches attached servers (over the network: any node can): the first
+        living, active one by name; this process's own when none answers."""
+        for node in cls.objects.filter(state=NodeState.ACTIVE).order_by("name"):
+            if node.is_alive:
+                return node.name
+        return settings.PANEL_NODE_NAME
+
 
 class ClusterQuerySet(models.QuerySet["Cluster"]):
     def here(self) -> ClusterQuerySet:
@@ -179,13 +188,13 @@ class Cluster(models.Model):
     @property
     def agent_queue(self) -> str:
         """Where the web sends calls on this cluster's processes: its node's agent (an attached
-        server, reached over the network, by this panel's own node)."""
-        return self.node.agent_queue if self.node_id else f"node.{settings.PANEL_NODE_NAME}"
+        server, reached over the network, by ``Node.for_attached``)."""
+        return self.node.agent_queue if self.node_id else f"node.{Node.for_attached()}"
 
     @property
     def tasks_queue(self) -> str:
         """Where this cluster's long work (provision, start/stop, delete, benchmarks) is sent."""
-        return self.node.tasks_queue if self.node_id else f"node.{settings.PANEL_NODE_NAME}.tasks"
+        return self.node.tasks_queue if self.node_id else f"node.{Node.for_attached()}.tasks"
 
     @property
     def public_host(self) -> str:

@@ -247,12 +247,9 @@ def node_choices() -> list[tuple[str, str]]:
 
 
 def collects_attached() -> bool:
-    """Attached servers are reached over the network, so one node collects them: the first
-    living, active node by name. True when that is this process's node (or there is none)."""
-    for node in Node.objects.filter(state=NodeState.ACTIVE).order_by("name"):
-        if node.is_alive:
-            return node.is_here
-    return True
+    """Attached servers are reached over the network, so one node collects them (and answers
+    the web's calls on them): ``Node.for_attached``. True when that is this process's node."""
+    return Node.for_attached() == settings.PANEL_NODE_NAME
 
 
 def node_versions() -> list[str]:
