@@ -135,11 +135,16 @@ def test_a_silent_nodes_clusters_show_as_unknown(owner: User, owner_client: Clie
 
 
 @pytest.mark.django_db
-def test_an_attached_server_is_never_unknown(owner: User, web: None) -> None:
+def test_an_attached_server_is_never_unknown_and_a_living_node_reaches_it(owner: User, web: None) -> None:
     attached = Cluster.objects.create(
         owner=owner, name="ext", kind=ClusterKind.EXTERNAL, version="15", port=5432
     )
     assert not attached.status_unknown and attached.public_host == attached.host
+    make_node("asleep", beat=False, first=40000)
+    make_node("awake", first=40100)
+    make_node("zebra", first=40200)
+    # Any node reaches it over the network: the first that answers, by name.
+    assert attached.agent_queue == "node.awake" and attached.tasks_queue == "node.awake.tasks"
 
 
 # --- the command line ------------------------------------------------------------------------------
