@@ -109,6 +109,13 @@ class Node(models.Model):
         age = (timezone.now() - self.last_heartbeat).total_seconds()
         return age <= settings.PANEL_NODE_DEAD_AFTER
 
+    @property
+    def heartbeat_age(self) -> int | None:
+        """Seconds since its agent's last heartbeat (None: never)."""
+        if self.last_heartbeat is None:
+            return None
+        return max(0, int((timezone.now() - self.last_heartbeat).total_seconds()))
+
     def version_list(self) -> list[str]:
         return [v for v in self.versions.split(",") if v]
 

@@ -241,7 +241,7 @@ def test_the_nodes_page_shows_capacity_clusters_and_heartbeat_to_staff_only(
     staff = Client()
     staff.force_login(staff_user)
     page = staff.get("/clusters/nodes/").content.decode()
-    assert 'data-node="db1"' in page and "Answering" in page
+    assert 'data-node="db1"' in page and "Answering" in page and "0 s ago" in page
     assert "4.0\xa0GB / 8.0\xa0GB" in page and 'aria-valuenow="50"' in page  # RAM bar
     assert "2 / 4" in page  # vCPUs
     assert "busy" in page and "1 cluster" in page

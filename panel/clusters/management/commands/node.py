@@ -12,7 +12,6 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 from django.template.defaultfilters import filesizeformat
-from django.utils import timezone
 
 from panel.clusters.cli import PanelCommand, print_table
 from panel.clusters.models import NodeState
@@ -73,14 +72,9 @@ class Command(PanelCommand):
 
     def do_list(self, options: dict[str, Any]) -> None:
         rows = []
-        now = timezone.now()
         for room in nodes.all_usage():
             node = room.node
-            beat = (
-                "never"
-                if node.last_heartbeat is None
-                else f"{(now - node.last_heartbeat).total_seconds():.0f} s ago"
-            )
+            beat = "never" if node.heartbeat_age is None else f"{node.heartbeat_age} s ago"
             rows.append(
                 (
                     node.name,
