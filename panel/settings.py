@@ -90,6 +90,7 @@ INSTALLED_APPS = [
     "panel.pools",
     "panel.insights",
     "benchmarks",
+    "panel.api",
 ]
 
 MIDDLEWARE = [

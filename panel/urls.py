@@ -28,4 +28,5 @@ urlpatterns = [
     path("clusters/<uuid:cluster_id>/pools/", include("panel.pools.urls")),
     path("", include("panel.insights.urls")),  # /metrics (token auth, no login)
     path("clusters/<uuid:cluster_id>/benchmarks/", include("benchmarks.urls")),
+    path("account/", include("panel.api.urls")),
 ]

@@ -1,0 +1,13 @@
+"""App config for the API and its tokens."""
+
+from __future__ import annotations
+
+from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
+
+
+class ApiConfig(AppConfig):
+    name = "panel.api"
+    label = "api"
+    verbose_name = _("API")
+    default_auto_field = "django.db.models.BigAutoField"

@@ -1,0 +1,52 @@
+"""The account's "API tokens" page: make a token (shown once), list and revoke them."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_http_methods, require_POST
+
+from panel.api import services
+from panel.api.forms import TokenForm
+from panel.api.models import ApiToken
+from panel.core.errors import ServiceError
+
+
+@require_http_methods(["GET", "POST"])
+def tokens(request: HttpRequest) -> HttpResponse:
+    new_token = None
+    form = TokenForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            token, new_token = services.create_token(
+                request.user, form.cleaned_data["name"], form.cleaned_data["scopes"]
+            )
+        except ServiceError as exc:
+            form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+        else:
+            form = TokenForm()
+    context = {
+        "form": form,
+        "tokens": services.tokens_of(request.user),
+        "new_token": new_token,
+        "api_url": request.build_absolute_uri("/v2/"),
+    }
+    response = render(request, "api/tokens.html", context)
+    if new_token:
+        response["Cache-Control"] = "no-store"  # the plaintext must not stay in a cache
+    return response
+
+
+@require_POST
+def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
+    # Someone else's token is a 404, like one that does not exist.
+    token = get_object_or_404(ApiToken, pk=token_id, owner=request.user)
+    try:
+        services.revoke_token(token)
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, _("Token “%(name)s” revoked.") % {"name": token.name})
+    return redirect("api:tokens")
