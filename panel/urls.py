@@ -10,6 +10,8 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from panel.api.v2.api import urls as api_urls
+
 
 def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
     """The icon base.html links, for the pages that link none."""
@@ -29,4 +31,5 @@ urlpatterns = [
     path("", include("panel.insights.urls")),  # /metrics (token auth, no login)
     path("clusters/<uuid:cluster_id>/benchmarks/", include("benchmarks.urls")),
     path("account/", include("panel.api.urls")),
+    path("v2/", include(api_urls())),  # the API: bearer tokens, no login, no CSRF (panel/api/v2)
 ]

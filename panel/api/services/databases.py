@@ -1,0 +1,118 @@
+"""What the API's database responses are made of, from the clusters' own rows and services:
+a cluster in the managed service's shape, a page of them, and the options for a new one."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.db.models import QuerySet
+
+from panel.clusters import services as cluster_services
+from panel.clusters.lib.connstr import ConnectionDetails
+from panel.clusters.lib.plans import PLANS
+from panel.clusters.models import Cluster, Node, NodeState
+from panel.core.errors import ServiceError
+
+ENGINE = "pg"
+
+
+def connection(cluster: Cluster, *, with_password: bool) -> dict[str, Any]:
+    """The connection object of a cluster (doadmin on the default database), never null: clients
+    dereference it without a check, so a cluster still being made gets its fields without a
+    password."""
+    try:
+        details = cluster_services.connection_details(cluster)
+    except ServiceError:  # no admin user or default database row yet (creating)
+        details = ConnectionDetails(
+            cluster.admin_user, "", cluster.public_host, int(cluster.port or 0), cluster.default_database
+        )
+    if not with_password:
+        details = ConnectionDetails(
+            details.user, "", details.host, details.port, details.database, details.sslmode
+        )
+    uri = details.uri()
+    if not details.password:
+        uri = uri.replace(":@", "@", 1)  # no empty password in the URI: "user@host", as libpq reads it
+    return {
+        "protocol": "postgresql",
+        "uri": uri,
+        "database": details.database,
+        "host": details.host,
+        "port": details.port,
+        "user": details.user,
+        "password": details.password,
+        "ssl": True,
+    }
+
+
+def region(cluster: Cluster) -> str:
+    """The node a cluster runs on stands for the managed service's region."""
+    return cluster.node.name if cluster.node_id else settings.PANEL_NODE_NAME
+
+
+def database(cluster: Cluster, *, with_password: bool) -> dict[str, Any]:
+    """One cluster as the managed service's ``database`` object."""
+    return {
+        "id": cluster.pk,
+        "name": cluster.name,
+        "engine": ENGINE,
+        "version": cluster.version,
+        "status": cluster.status,
+        "size": cluster.plan_slug,
+        "region": region(cluster),
+        "num_nodes": 1,
+        "created_at": cluster.created_at,
+        "connection": connection(cluster, with_password=with_password),
+    }
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a list: its rows, the total and the links to the other pages."""
+
+    items: list[Any]
+    total: int
+    links: dict[str, Any]
+
+
+def paginate(qs: QuerySet[Any], *, page: int, per_page: int, base_url: str) -> Page:
+    """Rows ``(page-1)*per_page`` onwards, with the managed service's ``links.pages`` (first,
+    prev, next, last: only those that exist)."""
+    total = qs.count()
+    last = max(1, math.ceil(total / per_page))
+    items = list(qs[(page - 1) * per_page : page * per_page])
+
+    def url(number: int) -> str:
+        return f"{base_url}?{urlencode({'page': number, 'per_page': per_page})}"
+
+    pages: dict[str, str] = {}
+    if page > 1:
+        pages["first"] = url(1)
+        pages["prev"] = url(min(page - 1, last))
+    if page < last:
+        pages["next"] = url(page + 1)
+        pages["last"] = url(last)
+    return Page(items, total, {"pages": pages})
+
+
+def options() -> dict[str, Any]:
+    """What a new cluster can be: the installed versions, the nodes as regions, the plans as
+    sizes of a one-node layout."""
+    versions = sorted(cluster_services.available_versions(), key=lambda v: int(v) if v.isdigit() else 0)
+    regions = list(
+        Node.objects.filter(state=NodeState.ACTIVE).order_by("name").values_list("name", flat=True)
+    )
+    return {
+        "options": {
+            ENGINE: {
+                "regions": regions or [settings.PANEL_NODE_NAME],
+                "versions": versions,
+                "layouts": [{"num_nodes": 1, "sizes": [plan.slug for plan in PLANS]}],
+            }
+        },
+        "version_availability": {ENGINE: [{"version": version} for version in versions]},
+    }

@@ -1,0 +1,29 @@
+"""Bearer-token authentication and the scope each operation needs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.http import HttpRequest
+from ninja.security import HttpBearer
+
+from panel.api import services
+from panel.api.models import ApiToken
+from panel.api.v2.errors import ApiError
+
+
+class TokenAuth(HttpBearer):
+    """``Authorization: Bearer <token>``; ``request.auth`` is then ``(owner, token)``. Nothing of
+    the session is read, so CSRF (a browser's cookie riding along) does not come into it."""
+
+    def authenticate(self, request: HttpRequest, token: str) -> Any:
+        return services.authenticate(token)
+
+
+def caller(request: HttpRequest, scope: str) -> tuple[AbstractBaseUser, ApiToken]:
+    """The owner and token of this call, if the token has ``scope``; a 403 otherwise."""
+    user, token = request.auth  # type: ignore[attr-defined]
+    if not token.has_scope(scope):
+        raise ApiError(403, f"This token lacks the scope {scope}.")
+    return user, token

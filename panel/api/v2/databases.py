@@ -1,0 +1,59 @@
+"""``/v2/databases``: clusters, through the same ownership rule and services as the pages."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.http import HttpRequest
+from ninja import Query, Router, Schema
+from pydantic import Field
+
+from panel.api import services
+from panel.api.models import Scope
+from panel.api.v2.auth import caller
+from panel.api.v2.errors import ApiError
+from panel.api.v2.schemas import DatabaseListOut, DatabaseOut, Error, OptionsOut
+from panel.clusters.ownership import clusters_for
+
+router = Router(tags=["databases"])
+ERRORS: dict[int, type[Schema]] = {401: Error, 403: Error, 404: Error}
+
+
+class Pagination(Schema):
+    page: int = Field(1, ge=1)
+    per_page: int = Field(20, ge=1, le=200)
+
+
+@router.get("/options", response={200: OptionsOut, **ERRORS}, summary="List database options")
+def options(request: HttpRequest) -> dict[str, Any]:
+    caller(request, Scope.READ)
+    return services.options()
+
+
+@router.get("", response={200: DatabaseListOut, **ERRORS}, summary="List database clusters")
+def list_databases(request: HttpRequest, pagination: Query[Pagination]) -> dict[str, Any]:
+    user, token = caller(request, Scope.READ)
+    clusters = clusters_for(user).select_related("node").order_by("created_at", "id")
+    page = services.paginate(
+        clusters,
+        page=pagination.page,
+        per_page=pagination.per_page,
+        base_url=request.build_absolute_uri(request.path),
+    )
+    with_password = token.has_scope(Scope.VIEW_CREDENTIALS)
+    return {
+        "databases": [services.database(cluster, with_password=with_password) for cluster in page.items],
+        "links": page.links,
+        "meta": {"total": page.total},
+    }
+
+
+@router.get("/{uuid:database_id}", response={200: DatabaseOut, **ERRORS}, summary="Get a database cluster")
+def get_database(request: HttpRequest, database_id: uuid.UUID) -> dict[str, Any]:
+    user, token = caller(request, Scope.READ)
+    # Another account's cluster is a 404, as one that does not exist: a 403 would tell it exists.
+    cluster = clusters_for(user).select_related("node").filter(pk=database_id).first()
+    if cluster is None:
+        raise ApiError(404, "No database cluster with that id.")
+    return {"database": services.database(cluster, with_password=token.has_scope(Scope.VIEW_CREDENTIALS))}
