@@ -131,11 +131,27 @@ def test_anonymous_visitors_are_sent_to_the_login_page_from_every_url(client: Cl
             response = getattr(client, method)(url)
             if route.name == "insights:metrics":
                 ok = response.status_code in (401, 405)
+            elif url.startswith("/v2/"):
+                # The API: its own bearer tokens, never the login page. Only the schema is public
+                # (read-only); everything else answers 401 in the API's error shape (or 404/405
+                # for what it does not serve), never data.
+                ok = _api_refuses_anonymous(url, method, response)
             else:
                 ok = _is_login_redirect(response, route.is_admin)
             if not ok:
                 wrong.append(f"{method.upper()} {url}: {response.status_code} {response.get('Location', '')}")
     assert not wrong, "\n".join(wrong)
+
+
+def _api_refuses_anonymous(url: str, method: str, response: object) -> bool:
+    if url == "/v2/openapi.json" and method == "get":
+        return response.status_code == 200 and "paths" in response.json()  # type: ignore[attr-defined]
+    if response.status_code not in (401, 404, 405):  # type: ignore[attr-defined]
+        return False
+    body = response.json()  # type: ignore[attr-defined]
+    return set(body) == {"id", "message", "request_id"} and (
+        response.status_code != 401 or body["id"] == "unauthorized"
+    )  # type: ignore[attr-defined]
 
 
 @pytest.mark.django_db

@@ -9,6 +9,7 @@ import logging
 from django.contrib.auth.decorators import login_not_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import URLPattern, re_path
+from django.views.decorators.http import require_safe
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
@@ -83,5 +84,8 @@ def urls() -> tuple[list[URLPattern], str]:
     ``/v2/`` a 404 in the API's shape rather than the login page."""
     patterns, _app_name, namespace = api.urls
     for pattern in patterns:
+        if pattern.name == "openapi-json":
+            # The public, read-only schema: GET and HEAD only (ninja's view answers any method).
+            pattern.callback = require_safe(pattern.callback)
         pattern.callback.login_required = False  # type: ignore[union-attr]
     return [*patterns, re_path(r"^.*$", _unknown_path)], namespace  # type: ignore[return-value]
