@@ -332,6 +332,8 @@ PANEL_PROCESS_ROLE = env_str("PANEL_PROCESS_ROLE", "all")
 if PANEL_PROCESS_ROLE not in ("all", "web", "agent"):
     raise ValueError(f"PANEL_PROCESS_ROLE must be all, web or agent, not {PANEL_PROCESS_ROLE!r}")
 PANEL_NODE_NAME = env_str("PANEL_NODE_NAME", "local")
+# The API's requests per hour per token (the managed service's limit), counted in Redis.
+PANEL_API_RATE_LIMIT = env_int("PANEL_API_RATE_LIMIT", 5000, minimum=1)
 # The node agent's heartbeat (seconds between two), and the silence after which the node's
 # clusters show as "unknown" and new clusters are not placed there.
 PANEL_NODE_HEARTBEAT_SECONDS = env_int("PANEL_NODE_HEARTBEAT_SECONDS", 10, minimum=1)

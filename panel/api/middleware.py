@@ -31,4 +31,8 @@ class ApiRequestMiddleware:
             if allowed:
                 response["Allow"] = allowed
         response["x-request-id"] = rid
+        quota = getattr(request, "ratelimit", None)
+        if quota is not None:
+            for name, value in quota.headers().items():
+                response[name] = value
         return response

@@ -10,6 +10,7 @@ from ninja.security import HttpBearer
 
 from panel.api import services
 from panel.api.models import ApiToken
+from panel.api.services import ratelimit
 from panel.api.v2.errors import ApiError
 
 
@@ -18,7 +19,19 @@ class TokenAuth(HttpBearer):
     the session is read, so CSRF (a browser's cookie riding along) does not come into it."""
 
     def authenticate(self, request: HttpRequest, token: str) -> Any:
-        return services.authenticate(token)
+        found = services.authenticate(token)
+        if found is None:
+            return None
+        # Counted per token (the middleware puts the quota in the ratelimit-* headers).
+        quota = ratelimit.take(found[1].prefix)
+        request.ratelimit = quota  # type: ignore[attr-defined]
+        if quota is not None and quota.exceeded:
+            raise ApiError(
+                429,
+                f"Too many requests: this token may make {quota.limit} per hour; the count starts "
+                "again at the time in ratelimit-reset.",
+            )
+        return found
 
 
 def caller(request: HttpRequest, scope: str) -> tuple[AbstractBaseUser, ApiToken]:
