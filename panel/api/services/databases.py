@@ -99,6 +99,37 @@ def paginate(qs: QuerySet[Any], *, page: int, per_page: int, base_url: str) -> P
     return Page(items, total, {"pages": pages})
 
 
+def create_database(
+    owner: Any,
+    *,
+    name: str,
+    engine: str,
+    version: str | None,
+    region: str | None,
+    size: str,
+    num_nodes: int,
+) -> Cluster:
+    """A new cluster from the managed service's create call: ``engine`` pg only, one node,
+    ``size`` a plan slug, ``region`` a node (or placement's choice); its provisioning queued."""
+    if engine != ENGINE:
+        raise ServiceError(
+            f"Only the engine {ENGINE!r} (PostgreSQL) is offered here, not {engine!r}.", field="engine"
+        )
+    if num_nodes != 1:
+        raise ServiceError(
+            "This panel runs one-node clusters: num_nodes must be 1 (no standby nodes).", field="num_nodes"
+        )
+    if region and not Node.objects.filter(name=region).exists():
+        names = (
+            ", ".join(Node.objects.order_by("name").values_list("name", flat=True))
+            or settings.PANEL_NODE_NAME
+        )
+        raise ServiceError(f"No region {region!r}: the regions here are the nodes ({names}).", field="region")
+    return cluster_services.create_cluster(
+        owner, name=name, plan_slug=size, version=version, node=region or None
+    )
+
+
 def options() -> dict[str, Any]:
     """What a new cluster can be: the installed versions, the nodes as regions, the plans as
     sizes of a one-node layout."""

@@ -7,17 +7,21 @@ from typing import Any
 
 from django.http import HttpRequest
 from ninja import Query, Router, Schema
+from ninja.responses import Status
 from pydantic import Field
 
 from panel.api import services
 from panel.api.models import Scope
 from panel.api.v2.auth import caller
 from panel.api.v2.errors import ApiError
-from panel.api.v2.schemas import DatabaseListOut, DatabaseOut, Error, OptionsOut
+from panel.api.v2.schemas import DatabaseCreateIn, DatabaseListOut, DatabaseOut, Error, OptionsOut
+from panel.clusters import services as cluster_services
+from panel.clusters.models import Cluster
 from panel.clusters.ownership import clusters_for
 
 router = Router(tags=["databases"])
 ERRORS: dict[int, type[Schema]] = {401: Error, 403: Error, 404: Error}
+WRITE_ERRORS: dict[int, type[Schema]] = {**ERRORS, 400: Error, 422: Error, 429: Error}
 
 
 class Pagination(Schema):
@@ -49,11 +53,45 @@ def list_databases(request: HttpRequest, pagination: Query[Pagination]) -> dict[
     }
 
 
-@router.get("/{uuid:database_id}", response={200: DatabaseOut, **ERRORS}, summary="Get a database cluster")
-def get_database(request: HttpRequest, database_id: uuid.UUID) -> dict[str, Any]:
-    user, token = caller(request, Scope.READ)
+@router.post("", response={201: DatabaseOut, **WRITE_ERRORS}, summary="Create a new database cluster")
+def create_database(request: HttpRequest, payload: DatabaseCreateIn) -> Status[dict[str, Any]]:
+    user, token = caller(request, Scope.CREATE)
+    cluster = services.create_database(
+        user,
+        name=payload.name,
+        engine=payload.engine,
+        version=payload.version,
+        region=payload.region,
+        size=payload.size,
+        num_nodes=payload.num_nodes,
+    )
+    return Status(
+        201, {"database": services.database(cluster, with_password=token.has_scope(Scope.VIEW_CREDENTIALS))}
+    )
+
+
+def _owned(user: Any, database_id: uuid.UUID) -> Cluster:
     # Another account's cluster is a 404, as one that does not exist: a 403 would tell it exists.
     cluster = clusters_for(user).select_related("node").filter(pk=database_id).first()
     if cluster is None:
         raise ApiError(404, "No database cluster with that id.")
+    return cluster
+
+
+@router.get("/{uuid:database_id}", response={200: DatabaseOut, **ERRORS}, summary="Get a database cluster")
+def get_database(request: HttpRequest, database_id: uuid.UUID) -> dict[str, Any]:
+    user, token = caller(request, Scope.READ)
+    cluster = _owned(user, database_id)
     return {"database": services.database(cluster, with_password=token.has_scope(Scope.VIEW_CREDENTIALS))}
+
+
+@router.delete(
+    "/{uuid:database_id}", response={204: None, **WRITE_ERRORS}, summary="Destroy a database cluster"
+)
+def destroy_database(request: HttpRequest, database_id: uuid.UUID) -> Status[None]:
+    user, _token = caller(request, Scope.DELETE)
+    cluster = _owned(user, database_id)
+    # The API has no confirmation step: the call itself is the confirmation, as on the managed
+    # service; the cluster is marked deleting and its node's worker tears it down.
+    cluster_services.request_delete(cluster, confirm_name=cluster.name)
+    return Status(204, None)

@@ -9,6 +9,17 @@ import uuid
 from ninja import Schema
 
 
+class DatabaseCreateIn(Schema):
+    """A new cluster, as the managed service's create call sends it (other fields are ignored)."""
+
+    name: str
+    engine: str
+    version: str | None = None
+    region: str | None = None
+    size: str
+    num_nodes: int = 1
+
+
 class Error(Schema):
     id: str
     message: str
