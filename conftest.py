@@ -139,21 +139,21 @@ def worker_database_url() -> str:
     return urlsplit(os.environ["PANEL_TEST_DATABASE_URL"])._replace(path=f"/{name}").geturl()
 
 
+def worker_env(redis_url: str, **extra: str) -> dict[str, str]:
+    """The environment of a process the tests start that works like a worker: the test database,
+    the test Redis (and ``extra``, e.g. a node of its own)."""
+    return dict(
+        os.environ, DATABASE_URL=worker_database_url(), REDIS_URL=redis_url, PANEL_TEST_WORKER="1", **extra
+    )
+
+
 def start_celery_worker(
-    redis_url: str,
-    queues: str,
-    log_path: Path,
-    *,
-    concurrency: int = 2,
-    extra_env: dict[str, str] | None = None,
-    extra_args: tuple[str, ...] = (),
+    redis_url: str, queues: str, log_path: Path, *, concurrency: int = 2
 ) -> subprocess.Popen[bytes]:
     """A real Celery worker process in its own session, sharing the test database and the data
-    directory (``extra_env`` may give it a node of its own); returns once it says it is ready (or
-    fails the test with its log)."""
-    env = dict(os.environ, DATABASE_URL=worker_database_url(), REDIS_URL=redis_url, PANEL_TEST_WORKER="1")
-    env.update(extra_env or {})
-    command = [sys.executable, "-m", "celery", "-A", "panel", "worker", "-Q", queues, *extra_args]
+    directory; returns once it says it is ready (or fails the test with its log)."""
+    env = worker_env(redis_url)
+    command = [sys.executable, "-m", "celery", "-A", "panel", "worker", "-Q", queues]
     command += ["--concurrency", str(concurrency), "--loglevel", "INFO"]
     command += ["--without-heartbeat", "--without-gossip", "--without-mingle"]
     with open(log_path, "wb") as log_file:

@@ -29,7 +29,7 @@ from django.test import Client, override_settings
 from benchmarks import services as bench
 from benchmarks.lib.pgbench_command import RunOptions
 from benchmarks.models import RunStatus
-from conftest import ROOT, remove_clusters_in, worker_database_url
+from conftest import ROOT, remove_clusters_in, worker_env
 from panel.clusters import roles, services
 from panel.clusters.models import Cluster, ClusterStatus, Node, NodeState
 from panel.clusters.services import nodes
@@ -82,11 +82,8 @@ class Agent:
 def start_agent(node: Node, data_dir: Path, redis_url: str) -> Agent:
     """scripts/node_agent.py for ``node``, with the database, broker and keys this process uses;
     returns once both of its workers say they are ready."""
-    env = dict(
-        os.environ,
-        DATABASE_URL=worker_database_url(),
-        REDIS_URL=redis_url,
-        PANEL_TEST_WORKER="1",
+    env = worker_env(
+        redis_url,
         PANEL_NODE_NAME=node.name,
         PANEL_TEST_DATA_DIR=str(data_dir),  # the test settings make it PANEL_DATA_DIR
         PANEL_PORT_RANGE=f"{node.port_first}-{node.port_last}",
@@ -159,22 +156,17 @@ def two_nodes(redis_server: str, transactional_db: None, settings: object) -> It
         remove_clusters_in(agent.data_dir / "clusters")
 
 
-def wait_for(predicate: Callable[[], object], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.2)
-
-
 def status(cluster: Cluster) -> str:
     cluster.refresh_from_db()
     return cluster.status
 
 
 def test_clusters_pools_and_benchmarks_run_on_their_own_node(
-    two_nodes: tuple[Agent, Agent], owner: User, owner_client: Client
+    two_nodes: tuple[Agent, Agent], owner: User, owner_client: Client, wait_until: Callable[..., object]
 ) -> None:
+    def wait_for(predicate: Callable[[], object], timeout: float, what: str) -> None:
+        wait_until(predicate, timeout=timeout, message=what)
+
     a, b = two_nodes
     wait_for(
         lambda: all(Node.objects.get(pk=x.node.pk).is_alive for x in (a, b)), 60, "both agents' heartbeats"

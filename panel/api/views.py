@@ -12,6 +12,7 @@ from panel.api import services
 from panel.api.forms import TokenForm
 from panel.api.models import ApiToken
 from panel.core.errors import ServiceError
+from panel.core.web import add_service_error
 
 
 @require_http_methods(["GET", "POST"])
@@ -24,7 +25,7 @@ def tokens(request: HttpRequest) -> HttpResponse:
                 request.user, form.cleaned_data["name"], form.cleaned_data["scopes"]
             )
         except ServiceError as exc:
-            form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+            add_service_error(form, exc)
         else:
             form = TokenForm()
     context = {

@@ -11,6 +11,7 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.management.base import BaseCommand, CommandError, OutputWrapper
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.db.migrations.executor import MigrationExecutor
+from django.template.defaultfilters import filesizeformat
 
 from panel.clusters.models import Cluster
 from panel.core.errors import ServiceError
@@ -84,6 +85,11 @@ def find_cluster(name: str, owner: str | None = None) -> Cluster:
             f"Several users have a cluster named {name!r} ({owners}); choose one with --owner USERNAME."
         )
     return found[0]
+
+
+def human_size(value: int) -> str:
+    """The templates' filesizeformat, with a plain space: a terminal is not HTML."""
+    return str(filesizeformat(value)).replace("\xa0", " ")
 
 
 def print_table(out: OutputWrapper, header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:

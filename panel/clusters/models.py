@@ -104,10 +104,8 @@ class Node(models.Model):
         """Its agent sent a heartbeat within PANEL_NODE_DEAD_AFTER seconds (or this is it)."""
         if self.is_here:
             return True
-        if self.last_heartbeat is None:
-            return False
-        age = (timezone.now() - self.last_heartbeat).total_seconds()
-        return age <= settings.PANEL_NODE_DEAD_AFTER
+        age = self.heartbeat_age
+        return age is not None and age <= settings.PANEL_NODE_DEAD_AFTER
 
     @property
     def heartbeat_age(self) -> int | None:

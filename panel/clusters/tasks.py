@@ -81,6 +81,10 @@ def _at_stop(**_kwargs: Any) -> None:
     _Heartbeat.stop()
 
 
+# Beats between two looks at the installed PostgreSQL versions (30 × 10 s: five minutes).
+INVENTORY_EVERY = 30
+
+
 class _Heartbeat:
     """The agent's heartbeat thread: its node's last_heartbeat every PANEL_NODE_HEARTBEAT_SECONDS."""
 
@@ -102,9 +106,12 @@ class _Heartbeat:
     @classmethod
     def _beat(cls) -> None:
         warned = False
+        beats = 0
         while not cls._stop.wait(settings.PANEL_NODE_HEARTBEAT_SECONDS):
+            beats += 1
             try:
-                found = nodes.heartbeat()
+                # The installed versions again every INVENTORY_EVERY beats (registering took them).
+                found = nodes.heartbeat(inventory=beats % INVENTORY_EVERY == 0)
                 if not found and not warned:
                     log.warning(
                         "node %s has no row (removed with manage.py node remove?): this agent's "

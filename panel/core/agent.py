@@ -66,12 +66,6 @@ def _on_a_node(values: list[Any]) -> Any:
     return None
 
 
-def queue_for(values: list[Any]) -> str:
-    """The agent queue of the node the call is about; this process's own node otherwise."""
-    found = _on_a_node(values)
-    return found.agent_queue if found is not None else node_queue()
-
-
 def on_node(timeout: float = 30.0) -> Callable[[F], F]:
     """Mark a service function as work on the cluster's node (see the module's docstring).
     ``timeout``: how long a web process waits for the agent's answer."""

@@ -35,8 +35,6 @@ def connection(cluster: Cluster, *, with_password: bool) -> dict[str, Any]:
             details.user, "", details.host, details.port, details.database, details.sslmode
         )
     uri = details.uri()
-    if not details.password:
-        uri = uri.replace(":@", "@", 1)  # no empty password in the URI: "user@host", as libpq reads it
     return {
         "protocol": "postgresql",
         "uri": uri,

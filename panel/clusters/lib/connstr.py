@@ -82,7 +82,10 @@ class ConnectionDetails:
         user = quote(self.user, safe="")
         database = quote(self.database, safe="")
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"postgresql://{user}:{quoted_password}@{host}:{self.port}/{database}?sslmode={self.sslmode}"
+        # Without a password (the API without database:view_credentials) "user@host", as libpq
+        # reads it, not "user:@host".
+        credentials = f"{user}:{quoted_password}" if quoted_password else user
+        return f"postgresql://{credentials}@{host}:{self.port}/{database}?sslmode={self.sslmode}"
 
     def _flags(self, quoted_password: str) -> str:
         # The SSL mode goes in libpq's PGSSLMODE: psql's --set=sslmode=… only sets a psql variable

@@ -42,6 +42,18 @@ def validate_cluster_name(name: str) -> str:
     return name
 
 
+NODE_NAME_RE = re.compile(r"^[A-Za-z0-9-]{1,40}$")
+
+
+def validate_node_name(name: str) -> str:
+    """A node's name: it names the queues ``node.<name>`` and ``node.<name>.tasks``."""
+    if not NODE_NAME_RE.match(name):
+        raise InvalidName("A node name is 1–40 letters, digits and hyphens (it names the queue node.<name>).")
+    if not name[0].isalnum():
+        raise InvalidName("A node name starts with a letter or a digit.")
+    return name
+
+
 def _validate_identifier(name: str, what: str) -> str:
     if not name:
         raise InvalidName(f"A {what} name is required.")

@@ -21,7 +21,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from panel.clusters.engine import postgres
-from panel.clusters.lib.names import InvalidName
+from panel.clusters.lib.names import InvalidName, validate_node_name
 from panel.clusters.lib.plans import Plan
 from panel.clusters.models import Cluster, ClusterStatus, Node, NodeState
 from panel.core.errors import ServiceError
@@ -44,17 +44,8 @@ def machine_capacity() -> tuple[int, int]:
     return ram, vcpus
 
 
-def validate_node_name(name: str) -> None:
-    if not name or len(name) > 40 or not all(c.isascii() and (c.isalnum() or c == "-") for c in name):
-        raise InvalidName(
-            _("A node name is 1–40 letters, digits and hyphens (it names the queue node.<name>).")
-        )
-    if not name[0].isalnum():
-        raise InvalidName(_("A node name starts with a letter or a digit."))
-
-
 def _check_ports(first: int, last: int) -> None:
-    if not (1024 <= first < last <= 65535) or last - first < 1:
+    if not 1024 <= first < last <= 65535:
         raise ServiceError(
             _("The port range must be two ports within 1024–65535, the first below the last."), field="ports"
         )
@@ -137,15 +128,15 @@ def register_this_node() -> Node:
     return node
 
 
-def heartbeat() -> bool:
-    """The agent is alive: its node's ``last_heartbeat``, PostgreSQL versions and host. False
-    when the node's row is gone (removed by an operator)."""
-    versions = ",".join(postgres.installed_versions())
-    return bool(
-        Node.objects.filter(name=settings.PANEL_NODE_NAME).update(
-            last_heartbeat=timezone.now(), versions=versions, agent_host=socket.gethostname()
-        )
-    )
+def heartbeat(*, inventory: bool = True) -> bool:
+    """The agent is alive: its node's ``last_heartbeat`` and, with ``inventory``, the PostgreSQL
+    versions installed and its host (looking for the versions runs pg_config: the heartbeat
+    thread does it every few minutes, not every beat). False when the node's row is gone
+    (removed by an operator)."""
+    fields: dict[str, object] = {"last_heartbeat": timezone.now()}
+    if inventory:
+        fields.update(versions=",".join(postgres.installed_versions()), agent_host=socket.gethostname())
+    return bool(Node.objects.filter(name=settings.PANEL_NODE_NAME).update(**fields))
 
 
 # --- placement ------------------------------------------------------------------------------------

@@ -28,6 +28,12 @@ def test_it_formats_the_uri_exactly_as_the_managed_service():
     assert details().uri() == "postgresql://doadmin:s3cret@db.example.com:25060/defaultdb?sslmode=require"
 
 
+def test_a_uri_without_a_password_names_only_the_user():
+    uri = details(password="").uri()
+    assert uri == "postgresql://doadmin@db.example.com:25060/defaultdb?sslmode=require"
+    assert conninfo_to_dict(uri)["user"] == "doadmin" and "password" not in conninfo_to_dict(uri)
+
+
 def test_the_flags_set_the_ssl_mode_in_libpqs_environment_not_a_psql_variable():
     assert details().flags() == (
         "PGPASSWORD=s3cret PGSSLMODE=require psql -U doadmin -h db.example.com -p 25060 -d defaultdb"

@@ -8,6 +8,7 @@ from panel.clusters.lib.names import (
     InvalidName,
     validate_cluster_name,
     validate_database_name,
+    validate_node_name,
     validate_role_name,
 )
 
@@ -84,3 +85,24 @@ def test_it_refuses_reserved_database_names(name):
 def test_a_database_may_share_a_name_with_a_user():
     assert validate_database_name("benchmark") == "benchmark"
     assert validate_role_name("benchmark") == "benchmark"
+
+
+@pytest.mark.parametrize("name", ["local", "db2", "node-b3", "A" * 40])
+def test_node_names_that_name_a_queue(name: str) -> None:
+    assert validate_node_name(name) == name
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("", "1–40"),
+        ("a" * 41, "1–40"),
+        ("bad.name", "1–40"),
+        ("node_b", "1–40"),
+        ("nöde", "1–40"),
+        ("-b", "starts"),
+    ],
+)
+def test_node_names_that_would_not(name: str, why: str) -> None:
+    with pytest.raises(InvalidName, match=why):
+        validate_node_name(name)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import getpass
 import os
-import time
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -24,6 +23,7 @@ from panel.clusters.lib.connstr import FORMATS, SSLMODES
 from panel.clusters.lib.hosts import InvalidHost, validate_host
 from panel.clusters.management.cluster_parts import RoleSubcommands, describe_cluster
 from panel.clusters.models import Cluster, ClusterStatus
+from panel.core import polling
 
 RECENT_EVENTS = 10
 # How long `cluster create` follows a cluster another node's agent provisions.
@@ -125,14 +125,18 @@ class Command(RoleSubcommands, PanelCommand):
                 last.append(instance.progress_message)
                 self.stdout.write(f"  [{instance.progress:3d}%] {instance.progress_message}")
 
+        def saved(sender: type[Cluster], instance: Cluster, **kwargs: Any) -> None:
+            if instance.pk == cluster.pk:
+                report(instance)
+
+        def provisioned() -> bool:
+            cluster.refresh_from_db()
+            report(cluster)
+            return cluster.status != ClusterStatus.CREATING
+
         if cluster.node.is_here:
             uid = f"cluster-create-{cluster.pk}"
-            post_save.connect(
-                lambda sender, instance, **kw: instance.pk == cluster.pk and report(instance),
-                sender=Cluster,
-                dispatch_uid=uid,
-                weak=False,
-            )
+            post_save.connect(saved, sender=Cluster, dispatch_uid=uid, weak=False)
             try:
                 cluster = services.provision_cluster(cluster.pk)
             finally:
@@ -141,11 +145,7 @@ class Command(RoleSubcommands, PanelCommand):
             # Another node's agent provisions it: follow its row.
             services.queue_provisioning(cluster)
             self.stdout.write(f"  queued on node {cluster.node.name}'s agent")
-            deadline = time.monotonic() + PROVISION_WAIT_SECONDS
-            while cluster.status == ClusterStatus.CREATING and time.monotonic() < deadline:
-                time.sleep(0.5)
-                cluster.refresh_from_db()
-                report(cluster)
+            polling.wait_for(provisioned, PROVISION_WAIT_SECONDS, interval=0.5)
         if cluster.status != ClusterStatus.ONLINE:
             raise CommandError(
                 f"Provisioning {cluster.name} failed: {cluster.error_message or cluster.get_status_display()}\n"

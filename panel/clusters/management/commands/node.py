@@ -11,9 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.management.base import CommandParser
-from django.template.defaultfilters import filesizeformat
 
-from panel.clusters.cli import PanelCommand, print_table
+from panel.clusters.cli import PanelCommand, human_size, print_table
 from panel.clusters.models import NodeState
 from panel.clusters.services import nodes
 
@@ -24,10 +23,6 @@ def _ports(text: str) -> tuple[int, int]:
         return int(first), int(last) if sep else -1
     except ValueError:
         return -1, -1
-
-
-def _size(value: int) -> str:
-    return str(filesizeformat(value)).replace("\xa0", " ")
 
 
 class Command(PanelCommand):
@@ -84,7 +79,7 @@ class Command(PanelCommand):
                     node.address,
                     f"{node.port_first}-{node.port_last}",
                     str(room.clusters),
-                    f"{_size(room.ram_bytes)} / {_size(node.ram_bytes)}",
+                    f"{human_size(room.ram_bytes)} / {human_size(node.ram_bytes)}",
                     f"{room.vcpus} / {node.vcpus}",
                 )
             )

@@ -15,10 +15,9 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import CommandError, CommandParser
-from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 
-from panel.clusters.cli import PanelCommand, find_cluster, print_table
+from panel.clusters.cli import PanelCommand, find_cluster, human_size, print_table
 from panel.clusters.models import Cluster
 from panel.insights import alerts, services
 from panel.insights.collector import Snapshot
@@ -164,10 +163,10 @@ class Command(PanelCommand):
             load = " ".join("-" if v is None else f"{v:.2f}" for v in host["load"])
             disk = _pct(host["disk_percent"])
             if host["disk_used_bytes"] is not None:
-                disk += f" of the filesystem; data directory {_size(host['disk_used_bytes'])}"
+                disk += f" of the filesystem; data directory {human_size(host['disk_used_bytes'])}"
             lines += [
                 ("CPU", _pct(host["cpu_percent"])),
-                ("Memory", "-" if host["memory_bytes"] is None else _size(host["memory_bytes"])),
+                ("Memory", "-" if host["memory_bytes"] is None else human_size(host["memory_bytes"])),
                 ("Load", load),
                 ("Disk", disk),
             ]
@@ -349,11 +348,6 @@ def _num(value: float | None) -> str:
 
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}%"
-
-
-def _size(value: int) -> str:
-    # The templates' filesizeformat, with a plain space: a terminal is not HTML.
-    return str(filesizeformat(value)).replace("\xa0", " ")
 
 
 def _utc(at: dt.datetime) -> str:
