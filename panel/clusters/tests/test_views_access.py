@@ -13,6 +13,7 @@ GET_ENDPOINTS = [
     ("clusters:detail", {}),
     ("clusters:live", {}),
     ("clusters:users", {}),
+    ("clusters:settings", {}),
     ("clusters:connection", {}),
     ("clusters:connection-reveal", {}),
     ("clusters:connection-secret", {}),
