@@ -13,15 +13,12 @@ from pydantic import Field
 from panel.api import services
 from panel.api.models import Scope
 from panel.api.v2.auth import caller
-from panel.api.v2.errors import ApiError
-from panel.api.v2.schemas import DatabaseCreateIn, DatabaseListOut, DatabaseOut, Error, OptionsOut
+from panel.api.v2.common import ERRORS, WRITE_ERRORS, owned_cluster
+from panel.api.v2.schemas import DatabaseCreateIn, DatabaseListOut, DatabaseOut, OptionsOut
 from panel.clusters import services as cluster_services
-from panel.clusters.models import Cluster
 from panel.clusters.ownership import clusters_for
 
 router = Router(tags=["databases"])
-ERRORS: dict[int, type[Schema]] = {401: Error, 403: Error, 404: Error}
-WRITE_ERRORS: dict[int, type[Schema]] = {**ERRORS, 400: Error, 422: Error, 429: Error}
 
 
 class Pagination(Schema):
@@ -70,18 +67,10 @@ def create_database(request: HttpRequest, payload: DatabaseCreateIn) -> Status[d
     )
 
 
-def _owned(user: Any, database_id: uuid.UUID) -> Cluster:
-    # Another account's cluster is a 404, as one that does not exist: a 403 would tell it exists.
-    cluster = clusters_for(user).select_related("node").filter(pk=database_id).first()
-    if cluster is None:
-        raise ApiError(404, "No database cluster with that id.")
-    return cluster
-
-
 @router.get("/{uuid:database_id}", response={200: DatabaseOut, **ERRORS}, summary="Get a database cluster")
 def get_database(request: HttpRequest, database_id: uuid.UUID) -> dict[str, Any]:
     user, token = caller(request, Scope.READ)
-    cluster = _owned(user, database_id)
+    cluster = owned_cluster(user, database_id)
     return {"database": services.database(cluster, with_password=token.has_scope(Scope.VIEW_CREDENTIALS))}
 
 
@@ -90,7 +79,7 @@ def get_database(request: HttpRequest, database_id: uuid.UUID) -> dict[str, Any]
 )
 def destroy_database(request: HttpRequest, database_id: uuid.UUID) -> Status[None]:
     user, _token = caller(request, Scope.DELETE)
-    cluster = _owned(user, database_id)
+    cluster = owned_cluster(user, database_id)
     # The API has no confirmation step: the call itself is the confirmation, as on the managed
     # service; the cluster is marked deleting and its node's worker tears it down.
     cluster_services.request_delete(cluster, confirm_name=cluster.name)

@@ -1,0 +1,25 @@
+"""What every endpoint module shares: the error responses it documents and the ownership lookup."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from ninja import Schema
+
+from panel.api.v2.errors import ApiError
+from panel.api.v2.schemas import Error
+from panel.clusters.models import Cluster
+from panel.clusters.ownership import clusters_for
+
+ERRORS: dict[int, type[Schema]] = {401: Error, 403: Error, 404: Error, 429: Error}
+WRITE_ERRORS: dict[int, type[Schema]] = {**ERRORS, 400: Error, 409: Error, 422: Error}
+
+
+def owned_cluster(user: Any, database_id: uuid.UUID) -> Cluster:
+    """The caller's cluster (staff: any). Another account's cluster is a 404, as one that does
+    not exist: a 403 would tell that it exists."""
+    cluster = clusters_for(user).select_related("node").filter(pk=database_id).first()
+    if cluster is None:
+        raise ApiError(404, "No database cluster with that id.")
+    return cluster
