@@ -37,7 +37,11 @@ def add_database(cluster: Cluster, name: str) -> Database:
     except InvalidName as exc:
         raise ServiceError(str(exc), field="name") from None
     if cluster.databases.filter(name=name).exists():
-        raise ServiceError(_("A database named “%(name)s” already exists.") % {"name": name}, field="name")
+        raise ServiceError(
+            _("A database named “%(name)s” already exists.") % {"name": name},
+            field="name",
+            code="database.name_taken",
+        )
     on_server(cluster, lambda conn: dbconn.create_database(conn, name, cluster.admin_user), field="name")
     database = Database.objects.create(cluster=cluster, name=name, owner_name=cluster.admin_user)
     cluster.log_event("database-added", _("Database “%(name)s” added.") % {"name": name})
@@ -62,7 +66,11 @@ def add_user(cluster: Cluster, name: str) -> DatabaseUser:
     except InvalidName as exc:
         raise ServiceError(str(exc), field="name") from None
     if cluster.users.filter(name=name).exists():
-        raise ServiceError(_("A user named “%(name)s” already exists.") % {"name": name}, field="name")
+        raise ServiceError(
+            _("A user named “%(name)s” already exists.") % {"name": name},
+            field="name",
+            code="user.name_taken",
+        )
     password = new_password()
     on_server(cluster, lambda conn: dbconn.create_role(conn, name, password), field="name")
     user = DatabaseUser(cluster=cluster, name=name)
@@ -118,11 +126,15 @@ def _get_user(cluster: Cluster, name: str) -> DatabaseUser:
     try:
         return cluster.users.get(name=name)
     except DatabaseUser.DoesNotExist:
-        raise ServiceError(_("No user named “%(name)s” on this cluster.") % {"name": name}) from None
+        raise ServiceError(
+            _("No user named “%(name)s” on this cluster.") % {"name": name}, code="user.not_found"
+        ) from None
 
 
 def _get_database(cluster: Cluster, name: str) -> Database:
     try:
         return cluster.databases.get(name=name)
     except Database.DoesNotExist:
-        raise ServiceError(_("No database named “%(name)s” on this cluster.") % {"name": name}) from None
+        raise ServiceError(
+            _("No database named “%(name)s” on this cluster.") % {"name": name}, code="database.not_found"
+        ) from None

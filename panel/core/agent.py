@@ -8,7 +8,7 @@ worker consuming ``node.<name>``) and its answer awaited; in the agent, and in a
 do everything (role ``all``: the tests, ``manage.py`` as root), it runs in place.
 
 Arguments and answers cross as JSON: model rows by primary key (read again on the other side),
-dataclasses of the panel's own modules field by field, a ServiceError as its message and field.
+dataclasses of the panel's own modules field by field, a ServiceError as its message, field and code.
 Only functions marked ``@on_node`` can be called this way: the agent refuses every other name.
 """
 
@@ -218,7 +218,7 @@ def send(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], *, timeout: f
     finally:
         result.forget()
     if "error" in answer:
-        raise ServiceError(answer["error"], field=answer.get("field"))
+        raise ServiceError(answer["error"], field=answer.get("field"), code=answer.get("code"))
     if "crash" in answer:
         raise AgentError(answer["crash"])
     return decode(answer["result"])
@@ -259,7 +259,7 @@ def call(name: str, message: dict[str, Any]) -> dict[str, Any]:
     try:
         return {"result": encode(func(*args, **kwargs))}
     except ServiceError as exc:
-        return {"error": exc.message, "field": exc.field}
+        return {"error": exc.message, "field": exc.field, "code": exc.code}
     except Exception as exc:
         log.exception("%s failed in the node agent", name)
         return {"crash": f"{name} failed in the node agent: {type(exc).__name__}: {exc}"}

@@ -15,7 +15,7 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from panel.api.v2 import databases
 from panel.api.v2.auth import TokenAuth
-from panel.api.v2.errors import ApiError, error_response
+from panel.api.v2.errors import ApiError, error_response, service_error_status
 from panel.core.errors import ServiceError
 
 logger = logging.getLogger("panel.api")
@@ -59,7 +59,7 @@ def _validation_error(request: HttpRequest, exc: ValidationError) -> HttpRespons
 
 @api.exception_handler(ServiceError)
 def _service_error(request: HttpRequest, exc: ServiceError) -> HttpResponse:
-    return error_response(request, 422, exc.message)
+    return error_response(request, service_error_status(exc), exc.message)
 
 
 @api.exception_handler(Http404)

@@ -9,6 +9,8 @@ import uuid
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
+from panel.core.errors import ServiceError
+
 logger = logging.getLogger("panel.api")
 
 ERROR_IDS = {
@@ -36,6 +38,17 @@ class ApiError(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+def service_error_status(exc: ServiceError) -> int:
+    """A service's refusal as an HTTP status, from its code, never its words: a name taken is a
+    409 conflict, a user, database or pool that is not there a 404, anything else a 422."""
+    code = exc.code or ""
+    if code.endswith(".name_taken"):
+        return 409
+    if code.endswith(".not_found"):
+        return 404
+    return 422
 
 
 def error_id(status: int) -> str:

@@ -101,7 +101,11 @@ def create_cluster(
     except ValueError as exc:
         raise ServiceError(str(exc), field="plan") from None
     if Cluster.objects.filter(owner=owner, name=name).exists():
-        raise ServiceError(_("You already have a cluster named “%(name)s”.") % {"name": name}, field="name")
+        raise ServiceError(
+            _("You already have a cluster named “%(name)s”.") % {"name": name},
+            field="name",
+            code="cluster.name_taken",
+        )
     for _attempt in range(5):
         try:
             with transaction.atomic():
@@ -126,7 +130,9 @@ def create_cluster(
         except IntegrityError:
             if Cluster.objects.filter(owner=owner, name=name).exists():
                 raise ServiceError(
-                    _("You already have a cluster named “%(name)s”.") % {"name": name}, field="name"
+                    _("You already have a cluster named “%(name)s”.") % {"name": name},
+                    field="name",
+                    code="cluster.name_taken",
                 ) from None
             continue  # another request took the same ports: allocate again
     else:

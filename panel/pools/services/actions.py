@@ -67,7 +67,11 @@ def _check_budget(cluster: Cluster, size: int, *, replacing: ConnectionPool | No
 
 def _check_name_free(cluster: Cluster, name: str) -> None:
     if cluster.pools.filter(name=name).exists():
-        raise ServiceError(_("A pool named “%(name)s” already exists.") % {"name": name}, field="name")
+        raise ServiceError(
+            _("A pool named “%(name)s” already exists.") % {"name": name},
+            field="name",
+            code="pool.name_taken",
+        )
 
 
 # --- actions -------------------------------------------------------------------------------------
@@ -119,7 +123,9 @@ def update_pool(
         if not ConnectionPool.objects.filter(pk=pool.pk).update(
             database=database, user=user, mode=mode, size=size
         ):
-            raise ServiceError(_("The pool “%(name)s” no longer exists.") % {"name": pool.name})
+            raise ServiceError(
+                _("The pool “%(name)s” no longer exists.") % {"name": pool.name}, code="pool.not_found"
+            )
         apply_config(locked)
     pool.refresh_from_db()
     cluster.log_event(
