@@ -30,6 +30,12 @@ def connection(cluster: Cluster, *, with_password: bool) -> dict[str, Any]:
         details = ConnectionDetails(
             cluster.admin_user, "", cluster.public_host, int(cluster.port or 0), cluster.default_database
         )
+    return connection_object(details, with_password=with_password)
+
+
+def connection_object(details: ConnectionDetails, *, with_password: bool) -> dict[str, Any]:
+    """Connection details as the API's ``connection`` object; the password (in ``password`` and
+    in the URI) only ``with_password``."""
     if not with_password:
         details = ConnectionDetails(
             details.user, "", details.host, details.port, details.database, details.sslmode

@@ -5,8 +5,12 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from django.db.models import QuerySet
+from django.http import HttpRequest
 from ninja import Schema
+from pydantic import Field
 
+from panel.api import services
 from panel.api.v2.errors import ApiError
 from panel.api.v2.schemas import Error
 from panel.clusters.models import Cluster
@@ -14,6 +18,23 @@ from panel.clusters.ownership import clusters_for
 
 ERRORS: dict[int, type[Schema]] = {401: Error, 403: Error, 404: Error, 429: Error}
 WRITE_ERRORS: dict[int, type[Schema]] = {**ERRORS, 400: Error, 409: Error, 422: Error}
+
+
+class Pagination(Schema):
+    """``page`` and ``per_page`` of a list (other query parameters are ignored)."""
+
+    page: int = Field(1, ge=1)
+    per_page: int = Field(20, ge=1, le=200)
+
+
+def page_of(request: HttpRequest, qs: QuerySet[Any], pagination: Pagination) -> services.Page:
+    """One page of ``qs`` with the links to the others, built on this request's own URL."""
+    return services.paginate(
+        qs,
+        page=pagination.page,
+        per_page=pagination.per_page,
+        base_url=request.build_absolute_uri(request.path),
+    )
 
 
 def owned_cluster(user: Any, database_id: uuid.UUID) -> Cluster:

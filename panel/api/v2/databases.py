@@ -6,24 +6,26 @@ import uuid
 from typing import Any
 
 from django.http import HttpRequest
-from ninja import Query, Router, Schema
+from ninja import Query, Router
 from ninja.responses import Status
-from pydantic import Field
 
 from panel.api import services
 from panel.api.models import Scope
+from panel.api.services import resources
 from panel.api.v2.auth import caller
-from panel.api.v2.common import ERRORS, WRITE_ERRORS, owned_cluster
-from panel.api.v2.schemas import DatabaseCreateIn, DatabaseListOut, DatabaseOut, OptionsOut
+from panel.api.v2.common import ERRORS, WRITE_ERRORS, Pagination, owned_cluster, page_of
+from panel.api.v2.schemas import (
+    CaOut,
+    DatabaseCreateIn,
+    DatabaseListOut,
+    DatabaseOut,
+    EventListOut,
+    OptionsOut,
+)
 from panel.clusters import services as cluster_services
 from panel.clusters.ownership import clusters_for
 
 router = Router(tags=["databases"])
-
-
-class Pagination(Schema):
-    page: int = Field(1, ge=1)
-    per_page: int = Field(20, ge=1, le=200)
 
 
 @router.get("/options", response={200: OptionsOut, **ERRORS}, summary="List database options")
@@ -36,12 +38,7 @@ def options(request: HttpRequest) -> dict[str, Any]:
 def list_databases(request: HttpRequest, pagination: Query[Pagination]) -> dict[str, Any]:
     user, token = caller(request, Scope.READ)
     clusters = clusters_for(user).select_related("node").order_by("created_at", "id")
-    page = services.paginate(
-        clusters,
-        page=pagination.page,
-        per_page=pagination.per_page,
-        base_url=request.build_absolute_uri(request.path),
-    )
+    page = page_of(request, clusters, pagination)
     with_password = token.has_scope(Scope.VIEW_CREDENTIALS)
     return {
         "databases": [services.database(cluster, with_password=with_password) for cluster in page.items],
@@ -84,3 +81,27 @@ def destroy_database(request: HttpRequest, database_id: uuid.UUID) -> Status[Non
     # service; the cluster is marked deleting and its node's worker tears it down.
     cluster_services.request_delete(cluster, confirm_name=cluster.name)
     return Status(204, None)
+
+
+@router.get(
+    "/{uuid:database_id}/ca", response={200: CaOut, **ERRORS}, summary="Retrieve the public certificate"
+)
+def get_ca(request: HttpRequest, database_id: uuid.UUID) -> dict[str, Any]:
+    user, _token = caller(request, Scope.READ)
+    return {"ca": resources.ca(owned_cluster(user, database_id))}
+
+
+@router.get(
+    "/{uuid:database_id}/events", response={200: EventListOut, **ERRORS}, summary="List the cluster's events"
+)
+def list_events(
+    request: HttpRequest, database_id: uuid.UUID, pagination: Query[Pagination]
+) -> dict[str, Any]:
+    user, _token = caller(request, Scope.READ)
+    cluster = owned_cluster(user, database_id)
+    page = page_of(request, cluster.events.select_related("cluster"), pagination)
+    return {
+        "events": [resources.event(row) for row in page.items],
+        "links": page.links,
+        "meta": {"total": page.total},
+    }

@@ -86,3 +86,112 @@ class VersionAvailability(Schema):
 class OptionsOut(Schema):
     options: dict[str, EngineOptions]
     version_availability: dict[str, list[VersionAvailability]]
+
+
+class PoolCreateIn(Schema):
+    """A new pool; ``user`` empty or absent = the inbound user (clients log in as themselves)."""
+
+    name: str
+    mode: str
+    size: int
+    db: str
+    user: str | None = ""
+
+
+class PoolUpdateIn(Schema):
+    """A pool's new settings, all of them (a full replacement; the name stays)."""
+
+    mode: str
+    size: int
+    db: str
+    user: str | None = ""
+
+
+class Pool(Schema):
+    name: str
+    mode: str
+    size: int
+    db: str
+    user: str
+    connection: Connection
+
+
+class PoolOut(Schema):
+    pool: Pool
+
+
+class PoolListOut(Schema):
+    pools: list[Pool]
+    links: Links
+    meta: Meta
+
+
+class UserSettings(Schema):
+    pg_allow_replication: bool = False
+
+
+class UserCreateIn(Schema):
+    name: str
+    settings: UserSettings | None = None
+
+
+class UserUpdateIn(Schema):
+    settings: UserSettings
+
+
+class User(Schema):
+    name: str
+    role: str
+    password: str
+    settings: UserSettings
+
+
+class UserOut(Schema):
+    user: User
+
+
+class UserListOut(Schema):
+    users: list[User]
+    links: Links
+    meta: Meta
+
+
+class DbIn(Schema):
+    name: str
+
+
+class Db(Schema):
+    name: str
+
+
+class DbOut(Schema):
+    db: Db
+
+
+class DbListOut(Schema):
+    dbs: list[Db]
+    links: Links
+    meta: Meta
+
+
+class Ca(Schema):
+    certificate: str
+
+
+class CaOut(Schema):
+    ca: Ca
+
+
+class Event(Schema):
+    id: str
+    cluster_name: str
+    event_type: str
+    create_time: dt.datetime
+    level: str
+    message: str
+
+
+class EventListOut(Schema):
+    events: list[Event]
+    links: Links
+    meta: Meta

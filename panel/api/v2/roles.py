@@ -1,0 +1,164 @@
+"""``/v2/databases/{uuid}/users`` and ``…/dbs``: a cluster's users and databases, through the
+Users & Databases tab's own services."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.http import HttpRequest
+from ninja import Query, Router
+from ninja.responses import Status
+
+from panel.api.models import ApiToken, Scope
+from panel.api.services import resources
+from panel.api.v2.auth import caller
+from panel.api.v2.common import ERRORS, WRITE_ERRORS, Pagination, owned_cluster, page_of
+from panel.api.v2.errors import ApiError
+from panel.api.v2.schemas import (
+    DbIn,
+    DbListOut,
+    DbOut,
+    UserCreateIn,
+    UserListOut,
+    UserOut,
+    UserSettings,
+    UserUpdateIn,
+)
+from panel.clusters import roles
+from panel.clusters.models import Cluster, Database, DatabaseUser
+
+router = Router(tags=["databases"])
+USERS = "/{uuid:database_id}/users"
+DBS = "/{uuid:database_id}/dbs"
+NO_REPLICATION = (
+    "pg_allow_replication cannot be granted here: the panel's privilege guard keeps replication "
+    "to the panel itself."
+)
+
+
+def _user(cluster: Cluster, name: str) -> DatabaseUser:
+    found = cluster.users.filter(name=name).first()
+    if found is None:
+        raise ApiError(404, f"No user named {name!r} on this cluster.")
+    return found
+
+
+def _db(cluster: Cluster, name: str) -> Database:
+    found = cluster.databases.filter(name=name).first()
+    if found is None:
+        raise ApiError(404, f"No database named {name!r} on this cluster.")
+    return found
+
+
+def _shown(user: DatabaseUser, token: ApiToken) -> dict[str, Any]:
+    return resources.user(user, with_password=token.has_scope(Scope.VIEW_CREDENTIALS))
+
+
+def _refuse_replication(settings: UserSettings | None) -> None:
+    if settings is not None and settings.pg_allow_replication:
+        raise ApiError(422, NO_REPLICATION)
+
+
+# --- users ---------------------------------------------------------------------------------------
+
+
+@router.get(USERS, response={200: UserListOut, **ERRORS}, summary="List all database users")
+def list_users(request: HttpRequest, database_id: uuid.UUID, pagination: Query[Pagination]) -> dict[str, Any]:
+    user, token = caller(request, Scope.READ)
+    page = page_of(request, owned_cluster(user, database_id).users.order_by("created_at", "name"), pagination)
+    return {
+        "users": [_shown(row, token) for row in page.items],
+        "links": page.links,
+        "meta": {"total": page.total},
+    }
+
+
+@router.post(USERS, response={201: UserOut, **WRITE_ERRORS}, summary="Add a database user")
+def add_user(request: HttpRequest, database_id: uuid.UUID, payload: UserCreateIn) -> Status[dict[str, Any]]:
+    user, token = caller(request, Scope.CREATE)
+    cluster = owned_cluster(user, database_id)
+    _refuse_replication(payload.settings)
+    added = roles.add_user(cluster, payload.name)
+    return Status(201, {"user": _shown(_user(cluster, added.name), token)})
+
+
+@router.get(
+    USERS + "/{name}", response={200: UserOut, **ERRORS}, summary="Retrieve an existing database user"
+)
+def get_user(request: HttpRequest, database_id: uuid.UUID, name: str) -> dict[str, Any]:
+    user, token = caller(request, Scope.READ)
+    return {"user": _shown(_user(owned_cluster(user, database_id), name), token)}
+
+
+@router.put(USERS + "/{name}", response={201: UserOut, **WRITE_ERRORS}, summary="Update a database user")
+def update_user(
+    request: HttpRequest, database_id: uuid.UUID, name: str, payload: UserUpdateIn
+) -> Status[dict[str, Any]]:
+    # The one setting is pg_allow_replication, never granted here: false is accepted as it is.
+    # 201, as the managed service answers (its client takes only 201, 404 and 422).
+    user, token = caller(request, Scope.UPDATE)
+    row = _user(owned_cluster(user, database_id), name)
+    _refuse_replication(payload.settings)
+    return Status(201, {"user": _shown(row, token)})
+
+
+@router.post(
+    USERS + "/{name}/reset_auth",
+    response={200: UserOut, **WRITE_ERRORS},
+    summary="Reset a database user's password",
+)
+def reset_auth(request: HttpRequest, database_id: uuid.UUID, name: str) -> dict[str, Any]:
+    # The body ({} from the client; mysql_settings on other engines) has nothing for PostgreSQL.
+    user, token = caller(request, Scope.UPDATE)
+    cluster = owned_cluster(user, database_id)
+    _user(cluster, name)
+    roles.reset_password(cluster, name)
+    return {"user": _shown(_user(cluster, name), token)}
+
+
+@router.delete(USERS + "/{name}", response={204: None, **WRITE_ERRORS}, summary="Remove a database user")
+def delete_user(request: HttpRequest, database_id: uuid.UUID, name: str) -> Status[None]:
+    user, _token = caller(request, Scope.DELETE)
+    cluster = owned_cluster(user, database_id)
+    _user(cluster, name)
+    roles.delete_user(cluster, name)
+    return Status(204, None)
+
+
+# --- databases -----------------------------------------------------------------------------------
+
+
+@router.get(DBS, response={200: DbListOut, **ERRORS}, summary="List all databases")
+def list_dbs(request: HttpRequest, database_id: uuid.UUID, pagination: Query[Pagination]) -> dict[str, Any]:
+    user, _token = caller(request, Scope.READ)
+    page = page_of(
+        request, owned_cluster(user, database_id).databases.order_by("created_at", "name"), pagination
+    )
+    return {
+        "dbs": [resources.db(row) for row in page.items],
+        "links": page.links,
+        "meta": {"total": page.total},
+    }
+
+
+@router.post(DBS, response={201: DbOut, **WRITE_ERRORS}, summary="Add a new database")
+def add_db(request: HttpRequest, database_id: uuid.UUID, payload: DbIn) -> Status[dict[str, Any]]:
+    user, _token = caller(request, Scope.CREATE)
+    added = roles.add_database(owned_cluster(user, database_id), payload.name)
+    return Status(201, {"db": resources.db(added)})
+
+
+@router.get(DBS + "/{name}", response={200: DbOut, **ERRORS}, summary="Retrieve an existing database")
+def get_db(request: HttpRequest, database_id: uuid.UUID, name: str) -> dict[str, Any]:
+    user, _token = caller(request, Scope.READ)
+    return {"db": resources.db(_db(owned_cluster(user, database_id), name))}
+
+
+@router.delete(DBS + "/{name}", response={204: None, **WRITE_ERRORS}, summary="Delete a database")
+def delete_db(request: HttpRequest, database_id: uuid.UUID, name: str) -> Status[None]:
+    user, _token = caller(request, Scope.DELETE)
+    cluster = owned_cluster(user, database_id)
+    _db(cluster, name)
+    roles.delete_database(cluster, name)
+    return Status(204, None)
