@@ -1,0 +1,108 @@
+"""The managed service's official Python client, ``pydo`` 0.44, unchanged, against the panel:
+only its endpoint (the test server) and its authentication policy (a bearer header over plain
+HTTP on loopback; azure-core's own policy refuses anything but https) are set. A cluster is
+created, provisioned by a real Celery worker, then its pools, users, dbs and CA are driven as a
+script would, and the pool's URI is used to run a query through PgBouncer."""
+
+from __future__ import annotations
+
+import base64
+import tempfile
+import time
+from collections.abc import Callable
+
+import psycopg
+import pytest
+from azure.core.credentials import AzureKeyCredential
+from azure.core.exceptions import HttpResponseError
+from azure.core.pipeline.policies import AzureKeyCredentialPolicy
+from django.contrib.auth.models import User
+from pydo import Client
+
+from panel.api import services
+from panel.api.models import Scope
+from panel.clusters.models import Cluster
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def pydo_client(endpoint: str, token: str) -> Client:
+    policy = AzureKeyCredentialPolicy(AzureKeyCredential(token), "Authorization", prefix="Bearer")
+    return Client(token, endpoint=endpoint, authentication_policy=policy, retry_total=0)
+
+
+def test_pydo_drives_clusters_pools_users_and_dbs(
+    live_server: object, owner: User, celery_worker: None, wait_until: Callable[..., object]
+) -> None:
+    token = services.create_token(owner, "pydo", [scope.value for scope in Scope])[1]
+    client = pydo_client(live_server.url, token)  # type: ignore[attr-defined]
+
+    created = client.databases.create_cluster(
+        body={
+            "name": "pydo-db",
+            "engine": "pg",
+            "version": "15",
+            "region": None,
+            "size": "db-s-1vcpu-1gb",
+            "num_nodes": 1,
+        }
+    )["database"]
+    assert created["status"] == "creating" and created["connection"]["port"]
+    uuid = created["id"]
+    try:
+        deadline = time.monotonic() + 120
+        while (got := client.databases.get_cluster(uuid)["database"])["status"] != "online":
+            assert got["status"] == "creating" and time.monotonic() < deadline, got
+            time.sleep(0.5)
+        assert [db["name"] for db in client.databases.list_clusters()["databases"]] == ["pydo-db"]
+
+        # dbs and users, as a deploy script makes them.
+        assert client.databases.add(uuid, {"name": "shop"}) == {"db": {"name": "shop"}}
+        assert client.databases.get(uuid, "shop")["db"]["name"] == "shop"
+        assert {db["name"] for db in client.databases.list(uuid)["dbs"]} == {"defaultdb", "shop"}
+        user = client.databases.add_user(uuid, {"name": "shopapp"})["user"]
+        reset = client.databases.reset_auth(uuid, "shopapp", {})["user"]
+        assert reset["password"] and reset["password"] != user["password"]
+        assert client.databases.get_user(uuid, "shopapp")["user"]["role"] == "normal"
+        assert {u["name"] for u in client.databases.list_users(uuid)["users"]} == {"doadmin", "shopapp"}
+
+        # A pool: add (201), get, update (204: the client returns None), then connect with its URI.
+        pool = client.databases.add_connection_pool(
+            uuid, {"name": "shop-pool", "mode": "transaction", "size": 5, "db": "shop", "user": "shopapp"}
+        )["pool"]
+        assert pool["connection"]["database"] == "shop-pool"
+        body = {"mode": "transaction", "size": 8, "db": "shop", "user": "shopapp"}
+        assert client.databases.update_connection_pool(uuid, "shop-pool", body) is None
+        pool = client.databases.get_connection_pool(uuid, "shop-pool")["pool"]
+        assert pool["size"] == 8 and pool["user"] == "shopapp"
+        with psycopg.connect(pool["connection"]["uri"], connect_timeout=10) as conn:
+            assert conn.execute("SELECT current_user, current_database(), 6 * 7").fetchone() == (
+                "shopapp",
+                "shop",
+                42,
+            )
+
+        # The CA verifies the server: verify-full with the certificate pydo returned.
+        pem = base64.b64decode(client.databases.get_ca(uuid)["ca"]["certificate"])
+        with tempfile.NamedTemporaryFile("wb", suffix=".crt") as ca_file:
+            ca_file.write(pem)
+            ca_file.flush()
+            details = client.databases.get_cluster(uuid)["database"]["connection"]
+            uri = details["uri"].replace("sslmode=require", f"sslmode=verify-full&sslrootcert={ca_file.name}")
+            with psycopg.connect(uri, connect_timeout=10) as conn:
+                assert conn.execute("SELECT 1").fetchone() == (1,)
+
+        # Errors reach the client as the managed service's: an HttpResponseError with the body.
+        with pytest.raises(HttpResponseError) as refused:
+            client.databases.add_connection_pool(
+                uuid, {"name": "huge", "mode": "transaction", "size": 500, "db": "shop"}
+            )
+        assert refused.value.status_code == 422 and "does not fit" in refused.value.response.json()["message"]
+        assert client.databases.get_connection_pool(uuid, "nope")["id"] == "not_found"  # 404: a body
+
+        assert client.databases.delete_connection_pool(uuid, "shop-pool") is None
+        assert client.databases.delete_user(uuid, "shopapp") is None
+        assert client.databases.delete(uuid, "shop") is None
+    finally:
+        assert client.databases.destroy_cluster(uuid) is None
+    wait_until(lambda: not Cluster.objects.filter(pk=uuid).exists(), timeout=60)
