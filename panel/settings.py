@@ -57,6 +57,11 @@ PANEL_CLUSTER_USER_PREFIX = env_str("PANEL_CLUSTER_USER_PREFIX", "pgc-")
 PANEL_RECONCILE_SECONDS = env_int("PANEL_RECONCILE_SECONDS", 15, minimum=1)
 PANEL_COMMAND_TIMEOUT = env_int("PANEL_COMMAND_TIMEOUT", 120, minimum=5)
 PANEL_METRICS_INTERVAL = env_int("PANEL_METRICS_INTERVAL", 15, minimum=5)
+# Storage quotas (panel/quotas): how long "Allow writes" lifts a stop, and the plan's disk as the
+# outer hard limit: read-only from the high watermark until the data is under the low one.
+PANEL_QUOTA_ALLOW_WRITES_SECONDS = env_int("PANEL_QUOTA_ALLOW_WRITES_SECONDS", 900, minimum=60)
+PANEL_DISK_READONLY_PERCENT = env_int("PANEL_DISK_READONLY_PERCENT", 97, minimum=50)
+PANEL_DISK_WRITABLE_PERCENT = env_int("PANEL_DISK_WRITABLE_PERCENT", 93, minimum=40)
 
 SECRET_KEY = env_str("DJANGO_SECRET_KEY", "") or secret_from_file(
     PANEL_DATA_DIR / "keys" / "django_secret_key", new_django_secret
@@ -89,6 +94,7 @@ INSTALLED_APPS = [
     "panel.clusters",
     "panel.pools",
     "panel.insights",
+    "panel.quotas",
     "benchmarks",
     "panel.api",
 ]
@@ -322,6 +328,13 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": float(PANEL_METRICS_INTERVAL)},
     },
     "rollup-metrics": {"task": "panel.insights.tasks.rollup", "schedule": 300.0},
+    # Storage quotas: measured and judged on every collection cycle, on each cluster's node.
+    "measure-quotas": {
+        "task": "panel.clusters.tasks.fan_out",
+        "args": ("panel.quotas.tasks.measure", float(PANEL_METRICS_INTERVAL)),
+        "schedule": float(PANEL_METRICS_INTERVAL),
+        "options": {"expires": float(PANEL_METRICS_INTERVAL)},
+    },
 }
 
 # What this process may touch (panel/core/agent.py): "all" runs work on a cluster's processes,

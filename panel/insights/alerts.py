@@ -133,18 +133,21 @@ def _describe(rule: AlertRule, value: float) -> str:
 
 
 def _notify(cluster: Cluster, rule: AlertRule, value: float) -> bool:
-    recipient = rule.email or cluster.owner.email
+    return notify_owner(cluster, AlertKind(rule.kind).label, _describe(rule, value), to=rule.email)
+
+
+def notify_owner(cluster: Cluster, what: str, body: str, *, to: str = "") -> bool:
+    """The alert channel: one email to ``to`` or the cluster owner's address, "[pgpanel]
+    <cluster>: <what> alert"; a mail server that fails is an error event, never an exception."""
+    recipient = to or cluster.owner.email
     if not recipient:
         return False
-    subject = _("[pgpanel] %(cluster)s: %(what)s alert") % {
-        "cluster": cluster.name,
-        "what": AlertKind(rule.kind).label,
-    }
+    subject = _("[pgpanel] %(cluster)s: %(what)s alert") % {"cluster": cluster.name, "what": what}
     try:
         timeout = settings.EMAIL_TIMEOUT or EMAIL_TIMEOUT_SECONDS
         send_mail(
             subject,
-            _describe(rule, value),
+            body,
             settings.DEFAULT_FROM_EMAIL,
             [recipient],
             connection=get_connection(timeout=timeout),

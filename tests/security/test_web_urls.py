@@ -20,6 +20,7 @@ from panel.clusters.tests.conftest import make_cluster_row
 from panel.insights.models import AlertRule
 from panel.pools import services as pool_services
 from panel.pools.models import ConnectionPool
+from panel.quotas.models import Quota
 from tests.security.urlwalk import Route, all_routes, dummy_values, url_for
 
 HTMX = {"HX-Request": "true"}
@@ -58,13 +59,16 @@ INLINE_SCRIPT = re.compile(r"<script(?![^>]*\bsrc=)(?![^>]*type=\"application/js
 EVENT_HANDLER = re.compile(r"<[^>]+\son[a-z]+\s*=", re.I)
 
 
-def _values(cluster: Cluster, pool: ConnectionPool, run: BenchmarkRun, sweep: Sweep, rule: AlertRule) -> dict:
+def _values(
+    cluster: Cluster, pool: ConnectionPool, run: BenchmarkRun, sweep: Sweep, rule: AlertRule, quota: Quota
+) -> dict:
     return {
         "cluster_id": cluster.pk,
         "pool_id": pool.pk,
         "run_id": run.pk,
         "sweep_id": sweep.pk,
         "rule_id": rule.pk,
+        "quota_id": quota.pk,
         "action": "restart",
         "fmt": "csv",
         "clusters:user-delete.name": "app",
@@ -81,7 +85,8 @@ def _objects(cluster: Cluster, pool: ConnectionPool | None = None) -> tuple:
     sweep = Sweep.objects.create(cluster=cluster, clients_list=[1], targets=[{"kind": "direct"}])
     make_run(cluster, sweep=sweep)
     rule = AlertRule.objects.create(cluster=cluster, kind="connections_percent", threshold=90)
-    return pool, run, sweep, rule
+    quota = Quota.objects.create(cluster=cluster, kind="database", name="appdb", space_hard=10**9)
+    return pool, run, sweep, rule, quota
 
 
 def _compared(cluster: Cluster) -> dict[str, list[str]]:
@@ -101,6 +106,11 @@ def _state(cluster: Cluster) -> tuple:
         sorted(BenchmarkRun.objects.filter(cluster=cluster).values_list("pk", "status")),
         Sweep.objects.filter(cluster=cluster).count(),
         sorted(AlertRule.objects.filter(cluster=cluster).values_list("kind", "threshold", "enabled")),
+        sorted(
+            Quota.objects.filter(cluster=cluster).values_list(
+                "kind", "name", "space_hard", "writes_allowed_until"
+            )
+        ),
         cluster.events.count(),
     )
 
@@ -210,6 +220,8 @@ def _csp_ok(response: object) -> bool:
 def _route_order(route: Route) -> int:
     # The owner's POSTs that change the cluster run last, so that the pages above see it whole.
     destructive = ("delete", "action", "cancel", "retry")
+    if route.name and route.name.endswith(":remove"):
+        return 2  # a quota's removal after the actions on it ("allow writes")
     return 1 if route.name and any(word in route.name for word in destructive) else 0
 
 

@@ -30,6 +30,27 @@ def guard_lines(preload_libraries: Sequence[str], reserved_roles: Sequence[str])
     ]
 
 
+QUOTA_FILE = "quota.conf"
+
+
+def _identifier_list(names: Sequence[str]) -> str:
+    # Each name double-quoted (names may hold upper case or "-"), the list as one string setting.
+    return "'" + ",".join(f'"{name}"' for name in names) + "'"
+
+
+def render_quota_conf(readonly_databases: Sequence[str], readonly_owners: Sequence[str]) -> str:
+    """The guard's write stops: databases, and roles whose relations, over their storage quota.
+    Names follow the panel's name rules (no quotes of either kind)."""
+    for name in (*readonly_databases, *readonly_owners):
+        if '"' in name or "'" in name or "\\" in name or "\n" in name:
+            raise ValueError(f"{name!r} cannot be written into the quota settings")
+    return (
+        "# Written by the control panel (storage quotas); edits here are overwritten.\n"
+        f"{GUARD_LIBRARY_NAME}.readonly_databases = {_identifier_list(sorted(readonly_databases))}\n"
+        f"{GUARD_LIBRARY_NAME}.readonly_owners = {_identifier_list(sorted(readonly_owners))}\n"
+    )
+
+
 def loads_guard(conf_text: str, preload_libraries: Sequence[str], reserved_roles: Sequence[str]) -> bool:
     """Whether a rendered configuration carries exactly these guard settings."""
     lines = {line.strip() for line in conf_text.splitlines()}
@@ -80,6 +101,9 @@ class ServerSettings:
         ]
         if self.preload_libraries:
             lines += guard_lines(self.preload_libraries, self.reserved_roles)
+            # The storage quotas' write stops (panel/quotas), in a file of their own so that a
+            # quota's change rewrites and reloads that file alone.
+            lines.append(f"include_if_exists = '{QUOTA_FILE}'")
         return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,13 @@
+"""App config for quotas: storage limits per database and per role, measured and enforced."""
+
+from __future__ import annotations
+
+from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
+
+
+class QuotasConfig(AppConfig):
+    name = "panel.quotas"
+    label = "quotas"
+    verbose_name = _("Quotas")
+    default_auto_field = "django.db.models.BigAutoField"

@@ -1,0 +1,23 @@
+"""One function per user action on quotas, and the periodic cycle.
+
+- ``actions``: set or remove a quota, set the grace periods, allow writes for a while.
+- ``cycle``: measure a cluster, judge each quota and the plan's disk, stop or restart writes.
+- ``report``: repquota's report as text and CSV.
+"""
+
+from panel.quotas.services.actions import allow_writes, remove_quota, set_grace, set_quota
+from panel.quotas.services.cycle import run_all, run_cycle, storage_of
+from panel.quotas.services.report import grace_columns, report_csv, report_text
+
+__all__ = [
+    "allow_writes",
+    "grace_columns",
+    "remove_quota",
+    "report_csv",
+    "report_text",
+    "run_all",
+    "run_cycle",
+    "set_grace",
+    "set_quota",
+    "storage_of",
+]

@@ -1,0 +1,189 @@
+"""One quota cycle on a cluster: measure, judge every quota (and the plan's disk), record the
+changes as events and alerts, and bring the server's write stops in line."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from panel.clusters.models import Cluster, ClusterStatus, EventLevel
+from panel.core.agent import on_node
+from panel.insights import alerts
+from panel.quotas.lib.quota import Limit, State, human_space, judge
+from panel.quotas.models import Quota, QuotaKind, QuotaState, Storage
+from panel.quotas.services import enforce
+from panel.quotas.services.measure import Usage, measure
+
+log = logging.getLogger(__name__)
+
+
+def storage_of(cluster: Cluster) -> Storage:
+    return Storage.objects.get_or_create(cluster=cluster)[0]
+
+
+def _ts(value: dt.datetime | None) -> float | None:
+    return value.timestamp() if value else None
+
+
+def _dt(value: float | None) -> dt.datetime | None:
+    return dt.datetime.fromtimestamp(value, tz=dt.UTC) if value is not None else None
+
+
+def _usage_of(quota: Quota, usage: Usage) -> tuple[int, int]:
+    if quota.kind == QuotaKind.DATABASE:
+        return usage.database_bytes.get(quota.name, 0), usage.database_relations.get(quota.name, 0)
+    return usage.role_bytes.get(quota.name, 0), usage.role_relations.get(quota.name, 0)
+
+
+def _announce(cluster: Cluster, quota: Quota, old: str) -> str:
+    """The event (and, past ok, the alert email) of a quota's change of state."""
+    what = _("database “%(name)s”") if quota.kind == QuotaKind.DATABASE else _("role “%(name)s”")
+    what = what % {"name": quota.name}
+    used = human_space(quota.space_used or 0)
+    if quota.state == QuotaState.OVER_SOFT:
+        message = _(
+            "The %(what)s is over its soft storage limit (%(used)s used): writes stop when the grace "
+            "period ends."
+        ) % {"what": what, "used": used}
+        level = EventLevel.WARNING
+    elif quota.state == QuotaState.ENFORCED:
+        message = _(
+            "Writes are stopped for the %(what)s (%(reason)s; %(used)s used). Reads, DELETE, TRUNCATE "
+            "and DROP still work: delete data to get back under the quota."
+        ) % {"what": what, "reason": quota.reason, "used": used}
+        level = EventLevel.ERROR
+    else:
+        message = _("The %(what)s is back under its storage quota (%(used)s used); writes work again.") % {
+            "what": what,
+            "used": used,
+        }
+        level = EventLevel.INFO
+    cluster.log_event(f"quota-{quota.state}".replace("_", "-"), message, level)
+    if quota.state != QuotaState.OK or old == QuotaState.ENFORCED:
+        transaction.on_commit(lambda: alerts.notify_owner(cluster, _("Storage quota"), message))
+    return f"{quota.kind} {quota.name}: {old} → {quota.state}"
+
+
+def _disk_full(cluster: Cluster, storage: Storage, used: int, now: dt.datetime) -> list[str]:
+    """The plan's disk as the outer hard limit: read-only at the high watermark, writable again
+    under the low one (a gap, so it does not flap)."""
+    plan = cluster.plan
+    if plan is None or not plan.disk_bytes:
+        return []
+    percent = 100.0 * used / plan.disk_bytes
+    if storage.disk_full_since is None and percent >= settings.PANEL_DISK_READONLY_PERCENT:
+        storage.disk_full_since = now
+        message = _(
+            "The cluster's data (%(used)s) reached %(percent).0f%% of its plan's %(disk)s disk: every "
+            "database is read-only until it is under %(low)s%%. Delete data or resize to a larger plan."
+        ) % {
+            "used": human_space(used),
+            "percent": percent,
+            "disk": human_space(plan.disk_bytes),
+            "low": settings.PANEL_DISK_WRITABLE_PERCENT,
+        }
+        cluster.log_event("disk-full", message, EventLevel.ERROR)
+        transaction.on_commit(lambda: alerts.notify_owner(cluster, _("Disk full"), message))
+        return ["disk: full"]
+    if storage.disk_full_since is not None and percent < settings.PANEL_DISK_WRITABLE_PERCENT:
+        storage.disk_full_since = None
+        cluster.log_event(
+            "disk-ok",
+            _("The cluster's data is back to %(percent).0f%% of its disk; writes work again.")
+            % {"percent": percent},
+        )
+        return ["disk: ok"]
+    return []
+
+
+def write_stops(cluster: Cluster, storage: Storage, now: dt.datetime) -> tuple[list[str], list[str]]:
+    """The databases and roles whose writes must be stopped now (an allowance running excepted)."""
+    databases: set[str] = set()
+    owners: set[str] = set()
+    for quota in cluster.quotas.filter(state=QuotaState.ENFORCED):
+        if quota.writes_allowed_until and quota.writes_allowed_until > now:
+            continue
+        (databases if quota.kind == QuotaKind.DATABASE else owners).add(quota.name)
+    if storage.disk_full_since is not None:
+        databases |= set(cluster.databases.values_list("name", flat=True))
+    return sorted(databases), sorted(owners)
+
+
+@on_node(timeout=60)
+def run_cycle(cluster: Cluster, now: dt.datetime | None = None) -> list[str]:
+    """Measure ``cluster``, move each quota along ok → over soft → enforced → ok, stop or
+    restart writes accordingly; returns the changes (empty when none). A cluster that is not
+    serving is left as it is."""
+    if not cluster.is_local or cluster.status != ClusterStatus.ONLINE:
+        return []
+    now = now or timezone.now()
+    storage = storage_of(cluster)
+    databases = list(cluster.databases.values_list("name", flat=True))
+    usage = measure(cluster, databases)
+    changes: list[str] = []
+    with transaction.atomic():
+        for quota in Quota.objects.select_for_update().filter(cluster=cluster):
+            quota.space_used, quota.files_used = _usage_of(quota, usage)
+            quota.measured_at = now
+            verdict = judge(
+                Limit(quota.space_used, quota.space_soft, quota.space_hard),
+                Limit(quota.files_used, quota.files_soft, quota.files_hard),
+                over_since=_ts(quota.over_since),
+                now=now.timestamp(),
+                space_grace=storage.space_grace_seconds,
+                files_grace=storage.files_grace_seconds,
+            )
+            old = quota.state
+            quota.state = QuotaState(verdict.state.value)
+            quota.over_since = _dt(verdict.over_since)
+            quota.reason = verdict.reason
+            if verdict.state is State.ENFORCED and old != QuotaState.ENFORCED:
+                quota.enforced_since = now
+            elif verdict.state is not State.ENFORCED:
+                quota.enforced_since = None
+            if verdict.state is State.OK:
+                quota.writes_allowed_until = None
+            quota.save()
+            if quota.state != old:
+                changes.append(_announce(cluster, quota, old))
+        changes += _disk_full(cluster, storage, usage.data_dir_bytes, now)
+        storage.data_dir_bytes = usage.data_dir_bytes
+        storage.measured_at = now
+        storage.measure_ms = usage.database_ms
+        stopped_databases, stopped_owners = write_stops(cluster, storage, now)
+        applied = "|".join([",".join(stopped_databases), ",".join(stopped_owners)])
+        newly_databases = sorted(set(stopped_databases) - set(_applied(storage)[0]))
+        newly_owners = sorted(set(stopped_owners) - set(_applied(storage)[1]))
+        storage.applied = applied
+        storage.save()
+    enforce.write_and_reload(cluster, stopped_databases, stopped_owners)
+    ended = enforce.end_writers(cluster, newly_databases, newly_owners)
+    if ended:
+        cluster.log_event(
+            "quota-sessions-ended",
+            _("%(n)s sessions in a write transaction were ended when writes stopped.") % {"n": ended},
+            EventLevel.WARNING,
+        )
+    return changes
+
+
+def _applied(storage: Storage) -> tuple[list[str], list[str]]:
+    databases, _sep, owners = (storage.applied or "").partition("|")
+    return [d for d in databases.split(",") if d], [o for o in owners.split(",") if o]
+
+
+def run_all() -> dict[str, list[str]]:
+    """Every cycle of this node's online clusters; a cluster that fails is logged and skipped."""
+    results: dict[str, list[str]] = {}
+    for cluster in Cluster.objects.here().filter(status=ClusterStatus.ONLINE):
+        try:
+            results[cluster.name] = run_cycle(cluster)
+        except Exception as exc:  # one cluster's failure must not stop the others' quotas
+            log.warning("quotas: %s not measured: %s", cluster.pk, exc)
+            results[cluster.name] = [f"error: {exc}"]
+    return results

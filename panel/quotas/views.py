@@ -1,0 +1,175 @@
+"""The Quotas tab: repquota's report with bars, the forms that set quotas and grace periods, the
+"allow writes" action and the CSV export. Each view: ownership lookup, form, one service call."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.utils import timezone
+from django.utils.http import content_disposition_header
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_POST
+
+from panel.clusters.models import Cluster
+from panel.clusters.ownership import get_cluster_for_user
+from panel.core.errors import ServiceError
+from panel.core.web import add_service_error
+from panel.quotas import services
+from panel.quotas.forms import GraceForm, QuotaForm
+from panel.quotas.lib.quota import flags, grace_period_text, human_count, human_space
+from panel.quotas.models import Quota, QuotaKind
+
+
+def _rows(cluster: Cluster, kind: str) -> list[dict[str, Any]]:
+    storage = services.storage_of(cluster)
+    now = timezone.now().timestamp()
+    rows = []
+    for quota in cluster.quotas.filter(kind=kind).order_by("name"):
+        space_grace, files_grace = services.grace_columns(quota, storage, now)
+        rows.append(
+            {
+                "quota": quota,
+                "flags": flags(quota.space, quota.files),
+                "space_used": human_space(quota.space_used) if quota.space_used is not None else "—",
+                "space_soft": human_space(quota.space_soft),
+                "space_hard": human_space(quota.space_hard),
+                "space_grace": space_grace,
+                "files_used": human_count(quota.files_used) if quota.files_used is not None else "—",
+                "files_soft": human_count(quota.files_soft),
+                "files_hard": human_count(quota.files_hard),
+                "files_grace": files_grace,
+                "allowance_left": quota.allowance_used_for is None
+                or quota.allowance_used_for != quota.over_since,
+                "writes_allowed": bool(
+                    quota.writes_allowed_until and quota.writes_allowed_until > timezone.now()
+                ),
+            }
+        )
+    return rows
+
+
+def render_tab(
+    request: HttpRequest,
+    cluster: Cluster,
+    *,
+    quota_form: QuotaForm | None = None,
+    grace_form: GraceForm | None = None,
+    notice: str = "",
+) -> HttpResponse:
+    storage = services.storage_of(cluster)
+    plan = cluster.plan
+    disk_percent = (
+        min(100.0, 100.0 * storage.data_dir_bytes / plan.disk_bytes)
+        if plan and plan.disk_bytes and storage.data_dir_bytes is not None
+        else None
+    )
+    context = {
+        "cluster": cluster,
+        "active_tab": "quotas",
+        "storage": storage,
+        "plan": plan,
+        "disk_percent": disk_percent,
+        "data_dir_human": human_space(storage.data_dir_bytes) if storage.data_dir_bytes is not None else None,
+        "space_grace_text": grace_period_text(storage.space_grace_seconds),
+        "files_grace_text": grace_period_text(storage.files_grace_seconds),
+        "database_rows": _rows(cluster, QuotaKind.DATABASE),
+        "role_rows": _rows(cluster, QuotaKind.ROLE),
+        "databases": list(cluster.databases.values_list("name", flat=True)),
+        "users": list(cluster.users.values_list("name", flat=True)),
+        "quota_form": quota_form or QuotaForm(),
+        "grace_form": grace_form
+        or GraceForm(
+            initial={"space_grace": storage.space_grace_seconds, "files_grace": storage.files_grace_seconds}
+        ),
+        "notice": notice,
+    }
+    template = "quotas/tab.html#tab" if request.htmx else "quotas/tab.html"
+    return render(request, template, context)
+
+
+@require_GET
+def quota_tab(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    return render_tab(request, get_cluster_for_user(request, cluster_id))
+
+
+@require_POST
+def quota_set(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    cluster = get_cluster_for_user(request, cluster_id)
+    form = QuotaForm(request.POST)
+    if not form.is_valid():
+        return render_tab(request, cluster, quota_form=form)
+    data = form.cleaned_data
+    try:
+        quota = services.set_quota(
+            cluster,
+            data["kind"],
+            data["name"],
+            space_soft=data["space_soft"],
+            space_hard=data["space_hard"],
+            files_soft=data["files_soft"],
+            files_hard=data["files_hard"],
+        )
+    except ServiceError as exc:
+        if exc.field in ("database", "role"):
+            exc.field = "name"
+        add_service_error(form, exc)
+        return render_tab(request, cluster, quota_form=form)
+    if quota is None:
+        notice = _("The quota on “%(name)s” was removed (every limit 0).") % {"name": data["name"]}
+    else:
+        notice = _("Quota on “%(name)s” saved: %(state)s.") % {
+            "name": quota.name,
+            "state": quota.get_state_display(),
+        }
+    return render_tab(request, cluster, notice=notice)
+
+
+@require_POST
+def quota_remove(request: HttpRequest, cluster_id: uuid.UUID, quota_id: uuid.UUID) -> HttpResponse:
+    cluster = get_cluster_for_user(request, cluster_id)
+    quota = get_object_or_404(Quota, cluster=cluster, pk=quota_id)
+    services.remove_quota(cluster, quota.kind, quota.name)
+    return render_tab(request, cluster, notice=_("Quota on “%(name)s” removed.") % {"name": quota.name})
+
+
+@require_POST
+def quota_allow_writes(request: HttpRequest, cluster_id: uuid.UUID, quota_id: uuid.UUID) -> HttpResponse:
+    cluster = get_cluster_for_user(request, cluster_id)
+    quota = get_object_or_404(Quota, cluster=cluster, pk=quota_id)
+    try:
+        quota = services.allow_writes(quota)
+    except ServiceError as exc:
+        return render_tab(request, cluster, notice=exc.message)
+    return render_tab(
+        request,
+        cluster,
+        notice=_("Writes allowed on “%(name)s” until %(until)s UTC.")
+        % {"name": quota.name, "until": f"{quota.writes_allowed_until:%H:%M}"},
+    )
+
+
+@require_POST
+def quota_grace(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    cluster = get_cluster_for_user(request, cluster_id)
+    form = GraceForm(request.POST)
+    if not form.is_valid():
+        return render_tab(request, cluster, grace_form=form)
+    try:
+        services.set_grace(cluster, form.cleaned_data["space_grace"], form.cleaned_data["files_grace"])
+    except ServiceError as exc:
+        add_service_error(form, exc)
+        return render_tab(request, cluster, grace_form=form)
+    return render_tab(request, cluster, notice=_("Grace periods saved."))
+
+
+@require_GET
+def quota_csv(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    cluster = get_cluster_for_user(request, cluster_id)
+    response = HttpResponse(services.report_csv(cluster), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = content_disposition_header(
+        as_attachment=True, filename=f"{cluster.name}-quotas.csv"
+    )
+    return response
