@@ -10,6 +10,7 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from panel.api import views as api_views
 from panel.api.v2.api import urls as api_urls
 
 
@@ -32,5 +33,7 @@ urlpatterns = [
     path("", include("panel.insights.urls")),  # /metrics (token auth, no login)
     path("clusters/<uuid:cluster_id>/benchmarks/", include("benchmarks.urls")),
     path("account/", include("panel.api.urls")),
+    # Before the API's include, whose last pattern answers every other /v2/ path with a 404.
+    path("v2/docs", api_views.docs, name="api-docs"),
     path("v2/", include(api_urls())),  # the API: bearer tokens, no login, no CSRF (panel/api/v2)
 ]

@@ -1,12 +1,15 @@
-"""The account's "API tokens" page: make a token (shown once), list and revoke them."""
+"""The account's "API tokens" page (make a token, shown once; list and revoke them) and the API's
+documentation page."""
 
 from __future__ import annotations
 
 from django.contrib import messages
+from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from panel.api import services
 from panel.api.forms import TokenForm
@@ -51,3 +54,13 @@ def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
     else:
         messages.success(request, _("Token “%(name)s” revoked.") % {"name": token.name})
     return redirect("api:tokens")
+
+
+@login_not_required
+@require_safe
+def docs(request: HttpRequest) -> HttpResponse:
+    """The API's documentation: Swagger UI (vendored) rendering the schema at /v2/openapi.json.
+    Public like the schema it shows: it tells nothing the schema does not, and a script's author
+    may hold a token without a panel login. Calls made from it carry the token typed into its
+    Authorize dialog, never the session (the API reads no cookie)."""
+    return render(request, "api/docs.html", {"schema_url": reverse("v2:openapi-json")})

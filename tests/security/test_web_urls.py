@@ -25,7 +25,8 @@ from tests.security.urlwalk import Route, all_routes, dummy_values, url_for
 
 HTMX = {"HX-Request": "true"}
 # Reachable without an account: the login pages, the static files, the language switch (a
-# cookie), and /metrics (its own bearer token, tested in test_web_metrics.py).
+# cookie), and /metrics (its own bearer token, tested in test_web_metrics.py). Under /v2/ the
+# schema and its docs page are public too (_api_refuses_anonymous).
 PUBLIC = {"login", "admin:login", "set_language", None}
 # A POST body with a plausible value for every form field of the panel: a view that validated a
 # form before checking ownership would act on it.
@@ -156,6 +157,9 @@ def test_anonymous_visitors_are_sent_to_the_login_page_from_every_url(client: Cl
 def _api_refuses_anonymous(url: str, method: str, response: object) -> bool:
     if url == "/v2/openapi.json" and method == "get":
         return response.status_code == 200 and "paths" in response.json()  # type: ignore[attr-defined]
+    if url == "/v2/docs" and method == "get":
+        # The page that renders that schema: public like it, a page of the panel (not JSON).
+        return response.status_code == 200 and b'id="swagger-ui"' in response.content  # type: ignore[attr-defined]
     if response.status_code not in (401, 404, 405):  # type: ignore[attr-defined]
         return False
     body = response.json()  # type: ignore[attr-defined]

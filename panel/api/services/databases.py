@@ -88,7 +88,9 @@ def paginate(qs: QuerySet[Any], *, page: int, per_page: int, base_url: str) -> P
     prev, next, last: only those that exist)."""
     total = qs.count()
     last = max(1, math.ceil(total / per_page))
-    items = list(qs[(page - 1) * per_page : page * per_page])
+    # A page past the last is empty without asking the database: its offset may not fit the
+    # database's integer (page=5782981586935445504 was a 500 on SQLite and PostgreSQL).
+    items = list(qs[(page - 1) * per_page : page * per_page]) if page <= last else []
 
     def url(number: int) -> str:
         return f"{base_url}?{urlencode({'page': number, 'per_page': per_page})}"

@@ -16,7 +16,8 @@ from panel.api.v2.schemas import Error
 from panel.clusters.models import Cluster
 from panel.clusters.ownership import clusters_for
 
-ERRORS: dict[int, type[Schema]] = {401: Error, 403: Error, 404: Error, 429: Error}
+# 422 for reads too: a query or path parameter that does not validate (page=abc) is refused so.
+ERRORS: dict[int, type[Schema]] = {401: Error, 403: Error, 404: Error, 422: Error, 429: Error}
 WRITE_ERRORS: dict[int, type[Schema]] = {**ERRORS, 400: Error, 409: Error, 422: Error}
 
 
