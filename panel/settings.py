@@ -62,6 +62,14 @@ PANEL_METRICS_INTERVAL = env_int("PANEL_METRICS_INTERVAL", 15, minimum=5)
 PANEL_QUOTA_ALLOW_WRITES_SECONDS = env_int("PANEL_QUOTA_ALLOW_WRITES_SECONDS", 900, minimum=60)
 PANEL_DISK_READONLY_PERCENT = env_int("PANEL_DISK_READONLY_PERCENT", 97, minimum=50)
 PANEL_DISK_WRITABLE_PERCENT = env_int("PANEL_DISK_WRITABLE_PERCENT", 93, minimum=40)
+# The node's volume (where PANEL_DATA_DIR lives): a warning from WARN, every cluster on it
+# read-only from READONLY until it is under WRITABLE again (before PostgreSQL PANICs on a full
+# disk); and an emergency reserve, a preallocated file released on demand
+# (manage.py quota reserve release) so that a stopped cluster can start and its data be deleted.
+PANEL_VOLUME_WARN_PERCENT = env_int("PANEL_VOLUME_WARN_PERCENT", 85, minimum=10)
+PANEL_VOLUME_READONLY_PERCENT = env_int("PANEL_VOLUME_READONLY_PERCENT", 95, minimum=10)
+PANEL_VOLUME_WRITABLE_PERCENT = env_int("PANEL_VOLUME_WRITABLE_PERCENT", 90, minimum=10)
+PANEL_DISK_RESERVE_MB = env_int("PANEL_DISK_RESERVE_MB", 256, minimum=0)
 
 SECRET_KEY = env_str("DJANGO_SECRET_KEY", "") or secret_from_file(
     PANEL_DATA_DIR / "keys" / "django_secret_key", new_django_secret

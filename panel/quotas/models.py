@@ -91,8 +91,17 @@ class Storage(models.Model):
     measured_at = models.DateTimeField(null=True, blank=True)
     measure_ms = models.FloatField(null=True, blank=True)  # database time of the last measurement
     disk_full_since = models.DateTimeField(null=True, blank=True)
+    # The volume the cluster's data lives on (shared with the node's other clusters).
+    volume_percent = models.FloatField(null=True, blank=True)
+    volume_full_since = models.DateTimeField(null=True, blank=True)
+    volume_warned_since = models.DateTimeField(null=True, blank=True)
     # What the server was last told (the guard's lists), to write and reload only on a change.
     applied = models.TextField(blank=True)
 
     def __str__(self) -> str:
         return f"storage of {self.cluster_id}"
+
+    @property
+    def is_full(self) -> bool:
+        """Read-only because of the disk: the plan's, or the node's volume."""
+        return self.disk_full_since is not None or self.volume_full_since is not None

@@ -40,6 +40,19 @@ def status_badge(cluster: Cluster) -> dict[str, Any]:
                 else gettext("it was added"),
             },
         }
+    # The quotas app's disk state (a reverse one-to-one it adds; no import of an upper app).
+    storage = getattr(cluster, "storage", None)
+    if cluster.status == ClusterStatus.ONLINE and storage is not None and storage.is_full:
+        return {
+            "status": "disk-full",
+            "label": gettext("Disk full"),
+            "color": "danger",
+            "busy": False,
+            "title": gettext(
+                "Read-only: the disk is nearly full. Delete data (DELETE then VACUUM, TRUNCATE, DROP) "
+                "or resize to a larger plan."
+            ),
+        }
     return {
         "status": cluster.status,
         "label": cluster.get_status_display(),

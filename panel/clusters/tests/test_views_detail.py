@@ -141,7 +141,7 @@ def test_the_poll_renders_only_the_live_fragment(owner_client, owner, django_ass
         owner, status=ClusterStatus.CREATING, progress=40, progress_message="Generating TLS certificates"
     )
     url = reverse("clusters:live", args=[cluster.pk])
-    with django_assert_max_num_queries(4):  # session, user, cluster, firing alerts
+    with django_assert_max_num_queries(5):  # session, user, cluster, firing alerts, storage (Disk full)
         response = owner_client.get(url, {"status": "creating"}, headers=HTMX)
     assert response.status_code == 200
     text = response.content.decode()

@@ -16,7 +16,7 @@ from panel.core.agent import on_node
 from panel.insights import alerts
 from panel.quotas.lib.quota import Limit, State, human_space, judge
 from panel.quotas.models import Quota, QuotaKind, QuotaState, Storage
-from panel.quotas.services import enforce
+from panel.quotas.services import enforce, reserve
 from panel.quotas.services.measure import Usage, measure
 
 log = logging.getLogger(__name__)
@@ -101,6 +101,41 @@ def _disk_full(cluster: Cluster, storage: Storage, used: int, now: dt.datetime) 
     return []
 
 
+def _volume(cluster: Cluster, storage: Storage, now: dt.datetime) -> list[str]:
+    """The node's volume: a warning from the warn mark, every cluster on it read-only from the
+    high watermark until it is under the low one."""
+    percent = reserve.volume_percent(cluster.pgdata)
+    storage.volume_percent = percent
+    changes: list[str] = []
+    if percent >= settings.PANEL_VOLUME_WARN_PERCENT and storage.volume_warned_since is None:
+        storage.volume_warned_since = now
+        message = _(
+            "The node's disk is %(percent).0f%% full: at %(high)s%% every cluster on it becomes read-only."
+        ) % {"percent": percent, "high": settings.PANEL_VOLUME_READONLY_PERCENT}
+        cluster.log_event("volume-warning", message, EventLevel.WARNING)
+        transaction.on_commit(lambda: alerts.notify_owner(cluster, _("Node disk"), message))
+        changes.append("volume: warning")
+    elif percent < settings.PANEL_VOLUME_WARN_PERCENT:
+        storage.volume_warned_since = None
+    if storage.volume_full_since is None and percent >= settings.PANEL_VOLUME_READONLY_PERCENT:
+        storage.volume_full_since = now
+        message = _(
+            "The node's disk is %(percent).0f%% full: every database of this cluster is read-only until "
+            "it is under %(low)s%%, before PostgreSQL would stop on a full disk. Delete data to make room."
+        ) % {"percent": percent, "low": settings.PANEL_VOLUME_WRITABLE_PERCENT}
+        cluster.log_event("volume-full", message, EventLevel.ERROR)
+        transaction.on_commit(lambda: alerts.notify_owner(cluster, _("Disk full"), message))
+        changes.append("volume: full")
+    elif storage.volume_full_since is not None and percent < settings.PANEL_VOLUME_WRITABLE_PERCENT:
+        storage.volume_full_since = None
+        cluster.log_event(
+            "volume-ok",
+            _("The node's disk is back to %(percent).0f%%; writes work again.") % {"percent": percent},
+        )
+        changes.append("volume: ok")
+    return changes
+
+
 def write_stops(cluster: Cluster, storage: Storage, now: dt.datetime) -> tuple[list[str], list[str]]:
     """The databases and roles whose writes must be stopped now (an allowance running excepted)."""
     databases: set[str] = set()
@@ -109,7 +144,7 @@ def write_stops(cluster: Cluster, storage: Storage, now: dt.datetime) -> tuple[l
         if quota.writes_allowed_until and quota.writes_allowed_until > now:
             continue
         (databases if quota.kind == QuotaKind.DATABASE else owners).add(quota.name)
-    if storage.disk_full_since is not None:
+    if storage.is_full:
         databases |= set(cluster.databases.values_list("name", flat=True))
     return sorted(databases), sorted(owners)
 
@@ -152,6 +187,7 @@ def run_cycle(cluster: Cluster, now: dt.datetime | None = None) -> list[str]:
             if quota.state != old:
                 changes.append(_announce(cluster, quota, old))
         changes += _disk_full(cluster, storage, usage.data_dir_bytes, now)
+        changes += _volume(cluster, storage, now)
         storage.data_dir_bytes = usage.data_dir_bytes
         storage.measured_at = now
         storage.measure_ms = usage.database_ms
@@ -180,6 +216,10 @@ def _applied(storage: Storage) -> tuple[list[str], list[str]]:
 def run_all() -> dict[str, list[str]]:
     """Every cycle of this node's online clusters; a cluster that fails is logged and skipped."""
     results: dict[str, list[str]] = {}
+    try:
+        reserve.ensure()
+    except OSError as exc:
+        log.warning("quotas: the emergency reserve could not be made: %s", exc)
     for cluster in Cluster.objects.here().filter(status=ClusterStatus.ONLINE):
         try:
             results[cluster.name] = run_cycle(cluster)

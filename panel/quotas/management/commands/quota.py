@@ -18,6 +18,7 @@ from django.core.management.base import CommandError, CommandParser
 from panel.clusters.cli import PanelCommand, find_cluster
 from panel.quotas import services
 from panel.quotas.models import Quota, QuotaKind
+from panel.quotas.services import reserve
 
 
 class Command(PanelCommand):
@@ -60,6 +61,11 @@ class Command(PanelCommand):
         p.add_argument("-s", "--human", action="store_true", help="human sizes (K, M, G) as repquota -s")
         add("measure", "Measure now and apply the result (each collection cycle does it too).")
         add("allow-writes", "Lift a stop for 15 minutes, once per grace period.", target=True)
+        p = sub.add_parser(
+            "reserve",
+            help="This node's emergency reserve: show it, or release it to give its space back now.",
+        )
+        p.add_argument("action", choices=("status", "release"))
 
     @staticmethod
     def _target(options: dict[str, Any]) -> tuple[str, str]:
@@ -115,6 +121,23 @@ class Command(PanelCommand):
         self.stdout.write(f"Measured in {storage.measure_ms or 0:.1f} ms of database time.")
         for change in changes:
             self.stdout.write(change)
+
+    def needs_database(self, options: dict[str, Any]) -> bool:
+        return options.get("subcommand") != "reserve"
+
+    def do_reserve(self, options: dict[str, Any]) -> None:
+        path = reserve.path()
+        if options["action"] == "release":
+            freed = reserve.release()
+            self.stdout.write(
+                f"Released {freed // (1024 * 1024)} MiB ({path}); it is made again once the disk has room."
+            )
+            return
+        size = reserve.size()
+        where = f"{size // (1024 * 1024)} MiB at {path}" if size else f"none (expected at {path})"
+        self.stdout.write(
+            f"Emergency reserve: {where}; volume {reserve.volume_percent(path.parent if path.parent.exists() else path.parents[1]):.1f} % used."
+        )
 
     def do_allow_writes(self, options: dict[str, Any]) -> None:
         cluster = find_cluster(options["cluster"], options.get("owner"))

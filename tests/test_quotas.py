@@ -1,0 +1,216 @@
+"""Issue 15 on a real cluster: a database and a role filled past their quotas, measured by the
+cycle, their writes stopped by the guard in a way the tenant's doadmin cannot undo, deleting data
+that brings them back, the grace period running out on a moved clock, and "allow writes"."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import psycopg
+import pytest
+from django.contrib.auth.models import User
+from django.utils import timezone
+from psycopg import errors
+
+from conftest import make_local_cluster
+from panel.clusters import roles, services
+from panel.clusters.engine import postgres
+from panel.clusters.lib.connstr import ConnectionDetails
+from panel.clusters.models import Cluster
+from panel.core.errors import ServiceError
+from panel.quotas import services as quotas
+from panel.quotas.models import Quota, QuotaKind, QuotaState
+from panel.quotas.services import enforce
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db]
+MB = 1024**2
+QUOTA_MESSAGE = "is over its storage quota"
+
+
+@dataclass(frozen=True)
+class Tenant:
+    cluster: Cluster
+    admin: ConnectionDetails  # doadmin on defaultdb
+    app: ConnectionDetails  # the user "app" on defaultdb
+
+    def connect(self, database: str = "defaultdb", *, as_app: bool = False) -> psycopg.Connection:
+        details = self.app if as_app else self.admin
+        uri = ConnectionDetails(
+            details.user, details.password, details.host, details.port, database, details.sslmode
+        ).uri()
+        return psycopg.connect(uri, autocommit=True, connect_timeout=10)
+
+
+@pytest.fixture(scope="module")
+def tenant(django_db_setup: None, django_db_blocker: object) -> Iterator[Tenant]:
+    with django_db_blocker.unblock():  # type: ignore[attr-defined]
+        owner = User.objects.create_user("quota-tenant", "quota@example.com", "quota-password-1")
+        cluster = make_local_cluster(owner, name="db-quota")
+        roles.add_database(cluster, "bigdb")
+        roles.add_database(cluster, "otherdb")
+        roles.add_user(cluster, "app")
+        found = Tenant(
+            cluster,
+            services.connection_details(cluster),
+            services.connection_details(cluster, user="app"),
+        )
+    with found.connect() as conn:
+        conn.execute("GRANT CREATE ON SCHEMA public TO app")
+    with found.connect("bigdb") as conn:
+        conn.execute("CREATE TABLE filler (id serial PRIMARY KEY, pad text)")
+    yield found
+    with django_db_blocker.unblock():  # type: ignore[attr-defined]
+        if Cluster.objects.filter(pk=cluster.pk).exists():
+            services.delete_cluster(Cluster.objects.get(pk=cluster.pk), confirm_name=cluster.name)
+        else:
+            postgres.kill(cluster.pgdata)
+            postgres.remove_data(cluster.data_root)
+        User.objects.filter(username="quota-tenant").delete()
+
+
+@pytest.fixture
+def clean(tenant: Tenant) -> Iterator[Tenant]:
+    """Each test leaves the server with no write stop, whatever it did."""
+    yield tenant
+    Quota.objects.filter(cluster=tenant.cluster).delete()
+    enforce.write_and_reload(tenant.cluster, [], [])
+
+
+def fill(conn: psycopg.Connection, megabytes: int) -> None:
+    conn.execute(
+        "INSERT INTO filler (pad) SELECT repeat(md5(g::text), 32) FROM generate_series(1, %s) g",
+        [megabytes * 1024 * 1024 // 1100],
+    )
+
+
+def database_size(tenant: Tenant, name: str) -> int:
+    with tenant.connect() as conn:
+        return conn.execute("SELECT pg_database_size(%s)", [name]).fetchone()[0]
+
+
+def quota(tenant: Tenant, kind: str, name: str) -> Quota:
+    return Quota.objects.get(cluster=tenant.cluster, kind=kind, name=name)
+
+
+def test_a_database_over_its_quota_stops_writes_until_data_is_deleted(clean: Tenant) -> None:
+    tenant = clean
+    cluster = tenant.cluster
+    with tenant.connect("bigdb") as conn:
+        fill(conn, 8)
+    used = database_size(tenant, "bigdb")
+
+    # Over the soft limit: grace running, shown as repquota shows it; writes still work.
+    quotas.set_quota(cluster, QuotaKind.DATABASE, "bigdb", space_soft=used - MB, space_hard=used + 6 * MB)
+    over = quota(tenant, QuotaKind.DATABASE, "bigdb")
+    assert over.state == QuotaState.OVER_SOFT and over.over_since is not None
+    assert abs(over.space_used - database_size(tenant, "bigdb")) < MB  # the report matches
+    report = quotas.report_text(cluster)
+    assert "Block grace time: 7days; Inode grace time: 7days" in report
+    line = next(row for row in report.splitlines() if row.startswith("bigdb"))
+    assert line.split()[1] == "+-" and "6days" in line
+    assert cluster.events.filter(kind="quota-over-soft").exists()
+
+    # A session in a write transaction when the stop comes is ended.
+    writer = tenant.connect("bigdb")
+    writer.autocommit = False
+    writer.execute("INSERT INTO filler (pad) VALUES ('in a transaction')")
+
+    # Past the hard limit: enforced at once.
+    with tenant.connect("bigdb") as conn:
+        fill(conn, 8)
+    quotas.run_cycle(cluster)
+    stopped = quota(tenant, QuotaKind.DATABASE, "bigdb")
+    assert stopped.state == QuotaState.ENFORCED and stopped.reason == "space hard limit"
+    assert enforce.applied_lists(cluster)[0] == '"bigdb"'
+    with pytest.raises(psycopg.OperationalError):
+        writer.execute("INSERT INTO filler (pad) VALUES ('after the stop')")
+        writer.commit()
+    writer.close()
+
+    with tenant.connect("bigdb") as conn:
+        rows_before = conn.execute("SELECT count(*) FROM filler").fetchone()[0]
+        # The tenant's INSERT fails with the quota's message; SELECT works.
+        with pytest.raises(errors.DiskFull, match=QUOTA_MESSAGE):
+            conn.execute("INSERT INTO filler (pad) VALUES ('x')")
+        # What doadmin may run does not undo it.
+        conn.execute("SET default_transaction_read_only = off")
+        with pytest.raises(errors.DiskFull, match=QUOTA_MESSAGE):
+            conn.execute("INSERT INTO filler (pad) VALUES ('x')")
+        with pytest.raises(psycopg.Error):
+            conn.execute("SET pgpanel_guard.readonly_databases = ''")
+        with pytest.raises(psycopg.Error):
+            conn.execute("ALTER SYSTEM SET pgpanel_guard.readonly_databases = ''")
+        with pytest.raises(errors.DiskFull, match=QUOTA_MESSAGE):
+            conn.execute("CREATE TABLE escape AS SELECT * FROM filler")
+        assert conn.execute("SELECT count(*) FROM filler").fetchone()[0] == rows_before
+    # Another database of the same cluster is not stopped.
+    with tenant.connect("otherdb") as conn:
+        conn.execute("CREATE TABLE fine (x int)")
+        conn.execute("INSERT INTO fine VALUES (1)")
+
+    # Deleting data (DELETE of the tail, then VACUUM) brings it back under within one cycle.
+    with tenant.connect("bigdb") as conn:
+        conn.execute("DELETE FROM filler WHERE id > (SELECT min(id) + 100 FROM filler)")
+        conn.execute("VACUUM filler")
+    quotas.run_cycle(cluster)
+    back = quota(tenant, QuotaKind.DATABASE, "bigdb")
+    assert back.state == QuotaState.OK and back.over_since is None, back.space_used
+    with tenant.connect("bigdb") as conn:
+        conn.execute("INSERT INTO filler (pad) VALUES ('writable again')")
+    assert enforce.applied_lists(cluster)[0] == ""
+    kinds = list(cluster.events.filter(kind__startswith="quota-").values_list("kind", flat=True))
+    assert {"quota-enforced", "quota-ok", "quota-sessions-ended"} <= set(kinds)
+
+
+def test_the_grace_period_runs_out_and_writes_may_be_allowed_once(clean: Tenant) -> None:
+    tenant = clean
+    cluster = tenant.cluster
+    used = database_size(tenant, "bigdb")
+    quotas.set_grace(cluster, 3600, 3600)
+    quotas.set_quota(cluster, QuotaKind.DATABASE, "bigdb", space_soft=used // 2)
+    assert quota(tenant, QuotaKind.DATABASE, "bigdb").state == QuotaState.OVER_SOFT
+    assert "01:00" in quotas.report_text(cluster) or "00:59" in quotas.report_text(cluster)
+
+    quotas.run_cycle(cluster, now=timezone.now() + dt.timedelta(hours=2))  # the clock moved on
+    expired = quota(tenant, QuotaKind.DATABASE, "bigdb")
+    assert expired.state == QuotaState.ENFORCED and "grace period over" in expired.reason
+    assert "none" in quotas.report_text(cluster).splitlines()[5]
+    with tenant.connect("bigdb") as conn, pytest.raises(errors.DiskFull, match=QUOTA_MESSAGE):
+        conn.execute("INSERT INTO filler (pad) VALUES ('x')")
+
+    quotas.allow_writes(expired)
+    with tenant.connect("bigdb") as conn:
+        conn.execute("INSERT INTO filler (pad) VALUES ('allowed for a while')")
+    with pytest.raises(ServiceError, match="already allowed once"):
+        quotas.allow_writes(quota(tenant, QuotaKind.DATABASE, "bigdb"))
+    quotas.set_grace(cluster, 604800, 604800)
+
+
+def test_a_roles_quota_stops_writes_to_its_tables_only(clean: Tenant) -> None:
+    tenant = clean
+    cluster = tenant.cluster
+    with tenant.connect(as_app=True) as conn:
+        conn.execute("CREATE TABLE app_data (id serial, pad text)")
+        conn.execute("INSERT INTO app_data (pad) SELECT repeat('a', 1000) FROM generate_series(1, 3000)")
+    with tenant.connect() as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS admin_data (x int)")
+    quotas.set_quota(cluster, QuotaKind.ROLE, "app", space_hard=MB, files_hard=100)
+    app_quota = quota(tenant, QuotaKind.ROLE, "app")
+    assert app_quota.state == QuotaState.ENFORCED and app_quota.files_used >= 2  # table, sequence
+    with tenant.connect(as_app=True) as conn:
+        with pytest.raises(errors.DiskFull, match='role "app"'):
+            conn.execute("INSERT INTO app_data (pad) VALUES ('x')")
+        assert conn.execute("SELECT count(*) FROM app_data").fetchone()[0] == 3000
+        conn.execute("DELETE FROM app_data WHERE id > 10")  # deleting stays possible
+    with tenant.connect() as conn:
+        conn.execute("INSERT INTO admin_data VALUES (1)")  # doadmin's own tables are not stopped
+        with pytest.raises(errors.DiskFull, match='role "app"'):
+            conn.execute("INSERT INTO app_data (pad) VALUES ('via doadmin')")
+    with tenant.connect(as_app=True) as conn:
+        conn.execute("TRUNCATE app_data")
+    quotas.run_cycle(cluster)
+    assert quota(tenant, QuotaKind.ROLE, "app").state == QuotaState.OK
+    with tenant.connect(as_app=True) as conn:
+        conn.execute("INSERT INTO app_data (pad) VALUES ('back')")
