@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from panel.clusters import node_views, settings_views, views
+from panel.clusters import firewall_views, node_views, settings_views, views
 
 app_name = "clusters"
 urlpatterns = [
@@ -19,12 +19,12 @@ urlpatterns = [
     path("<uuid:cluster_id>/settings/", settings_views.cluster_settings, name="settings"),
     path(
         "<uuid:cluster_id>/settings/trusted-sources/add/",
-        settings_views.trusted_source_add,
+        firewall_views.trusted_source_add,
         name="trusted-source-add",
     ),
     path(
         "<uuid:cluster_id>/settings/trusted-sources/remove/",
-        settings_views.trusted_source_remove,
+        firewall_views.trusted_source_remove,
         name="trusted-source-remove",
     ),
     path("<uuid:cluster_id>/connection/", views.connection, name="connection"),
