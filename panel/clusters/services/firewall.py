@@ -9,6 +9,7 @@ record an event. A failed step rolls the rows back and writes the previous files
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 from django.db import transaction
@@ -39,6 +40,9 @@ def add_trusted_source(cluster: Cluster, value: str) -> list[str]:
 @on_node(timeout=60)
 def remove_trusted_source(cluster: Cluster, value: str) -> list[str]:
     """Stop trusting one address or network (its open sessions end); the sources afterwards."""
+    # Any spelling finds the stored one; a value that is no address at all is "not a trusted source".
+    with contextlib.suppress(ServiceError):
+        value = _parse(value)
     current = cluster.trusted_source_values()
     if value not in current:
         raise ServiceError(_("“%(source)s” is not a trusted source of this cluster.") % {"source": value})

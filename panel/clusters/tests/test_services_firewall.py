@@ -135,5 +135,6 @@ def test_a_bad_value_is_a_field_error_and_changes_nothing(owner: User, owner_cli
     ).content.decode()
     assert 'id="settings-trusted-sources"' in page and "Did you mean 10.0.0.0/8" in page
     assert cluster.trusted_source_values() == []
-    with pytest.raises(ServiceError, match="not a trusted source"):
-        firewall.remove_trusted_source(cluster, "203.0.113.7")
+    # Named in any spelling, a source is looked up in the stored one.
+    with pytest.raises(ServiceError, match="“203.0.113.7” is not a trusted source"):
+        firewall.remove_trusted_source(cluster, "203.0.113.7/32")
