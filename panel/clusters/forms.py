@@ -98,3 +98,13 @@ class NameForm(PanelForm):
 
 class DeleteClusterForm(PanelForm):
     confirm_name = forms.CharField(label=_("Cluster name"), max_length=63, required=False)
+
+
+class TrustedSourceForm(PanelForm):
+    """The one field of "add a trusted source" (the rules are lib.firewall's, applied by the service)."""
+
+    source = forms.CharField(
+        label=_("IP address or network"),
+        max_length=64,
+        widget=forms.TextInput(attrs={"placeholder": "203.0.113.7 or 203.0.113.0/24", "autocomplete": "off"}),
+    )

@@ -100,7 +100,9 @@ def write_auth_config(cluster: Cluster, user: OsUser | None = None) -> bool:
     from what they should be; True if one changed."""
     user = user or cluster.os_user()
     wanted = {
-        cluster.pgdata / "pg_hba.conf": render_hba(settings.PANEL_SUPERUSER, settings.PANEL_MONITOR_ROLE),
+        cluster.pgdata / "pg_hba.conf": render_hba(
+            settings.PANEL_SUPERUSER, settings.PANEL_MONITOR_ROLE, cluster.trusted_source_values()
+        ),
         cluster.pgdata / "pg_ident.conf": render_ident(user.name, mapped_roles(cluster)),
     }
     changed = False
@@ -113,6 +115,17 @@ def write_auth_config(cluster: Cluster, user: OsUser | None = None) -> bool:
         runas.write_private_file(path, content, owner=user)
         changed = True
     return changed
+
+
+def hba_errors(cluster: Cluster) -> list[str]:
+    """What PostgreSQL cannot read in the pg_hba.conf on disk (``pg_hba_file_rules`` parses the
+    file as it is now, not as loaded): checked before a reload, which would otherwise keep the old
+    file in force with only a line in the server's log to say so."""
+    with dbconn.admin_connection(cluster) as conn:
+        rows = conn.execute(
+            "SELECT line_number, error FROM pg_catalog.pg_hba_file_rules WHERE error IS NOT NULL"
+        ).fetchall()
+    return [f"line {line}: {error}" for line, error in rows]
 
 
 def reload_server_config(cluster: Cluster, *, timeout: float = RELOAD_TIMEOUT) -> None:

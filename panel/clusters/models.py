@@ -339,6 +339,10 @@ class Cluster(models.Model):
         )
         return True
 
+    def trusted_source_values(self) -> list[str]:
+        """Its trusted sources as pg_hba.conf and PgBouncer's hba file are written from them."""
+        return list(self.trusted_sources.order_by("created_at", "value").values_list("value", flat=True))
+
     def log_event(self, kind: str, message: str, level: str = "info") -> ClusterEvent:
         return ClusterEvent.objects.create(cluster=self, kind=kind, message=message, level=level)
 
@@ -411,3 +415,23 @@ class ClusterEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.kind}: {self.message}"
+
+
+class TrustedSource(models.Model):
+    """An IP address or network allowed to connect to a cluster over TCP, to its server and its
+    pooler alike (lib.firewall). A cluster with none accepts every address."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="trusted_sources")
+    # As lib.firewall.display writes it: an address without /32 or /128, else a network in CIDR.
+    value = models.CharField(_("address or network"), max_length=43)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("created_at", "value")
+        constraints = [
+            models.UniqueConstraint(fields=("cluster", "value"), name="trusted_source_unique_per_cluster")
+        ]
+
+    def __str__(self) -> str:
+        return self.value

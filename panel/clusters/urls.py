@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from panel.clusters import node_views, settings_views, views
+from panel.clusters import firewall_views, node_views, settings_views, views
 
 app_name = "clusters"
 urlpatterns = [
@@ -17,6 +17,16 @@ urlpatterns = [
     path("<uuid:cluster_id>/live/", views.cluster_live, name="live"),
     path("<uuid:cluster_id>/users/", views.cluster_users, name="users"),
     path("<uuid:cluster_id>/settings/", settings_views.cluster_settings, name="settings"),
+    path(
+        "<uuid:cluster_id>/settings/trusted-sources/add/",
+        firewall_views.trusted_source_add,
+        name="trusted-source-add",
+    ),
+    path(
+        "<uuid:cluster_id>/settings/trusted-sources/remove/",
+        firewall_views.trusted_source_remove,
+        name="trusted-source-remove",
+    ),
     path("<uuid:cluster_id>/connection/", views.connection, name="connection"),
     path("<uuid:cluster_id>/connection/reveal/", views.connection_reveal, name="connection-reveal"),
     path("<uuid:cluster_id>/connection/secret/", views.connection_secret, name="connection-secret"),

@@ -122,7 +122,7 @@ def _write(cluster: Cluster, files: disk.BouncerFiles, config: RenderedConfig) -
         disk.copy_private(files, cluster.pgdata / "server.key", files.tls_key)
         restart = was_running and needs_restart(disk.read_text(files.ini), config.ini)
         offset = disk.log_size(files)
-        disk.install(files, config.ini, config.auth)
+        disk.install(files, config.ini, config.auth, config.hba)
     except OSError as exc:
         raise ServiceError(
             _("Could not write PgBouncer's files: %(reason)s") % {"reason": exc.strerror or exc}

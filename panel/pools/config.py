@@ -21,6 +21,7 @@ from panel.clusters.models import Cluster
 from panel.core.errors import ServiceError
 from panel.pools import supervisor
 from panel.pools.disk import BouncerFiles
+from panel.pools.lib import pgbouncer_hba
 from panel.pools.lib.authfile import AuthFileError, render_auth_file, scram_sha256_verifier
 from panel.pools.lib.pgbouncer_ini import (
     ConfigError,
@@ -80,6 +81,9 @@ def global_settings(cluster: Cluster, files: BouncerFiles) -> GlobalSettings:
         listen_port=files.port,
         unix_socket_dir=str(files.socket_dir),
         auth_file=str(files.auth),
+        # Trusted sources: only the cluster's (lib.firewall) reach the pools over TCP.
+        auth_type="hba",
+        auth_hba_file=str(files.hba),
         logfile=str(files.logfile),
         pidfile=str(files.pidfile),
         client_tls_key_file=str(files.tls_key),
@@ -103,6 +107,7 @@ class RenderedConfig:
 
     ini: str
     auth: str
+    hba: str
     specs: list[PoolSpec]
     settings: GlobalSettings
     target: ServerTarget
@@ -132,4 +137,5 @@ def render_config(
         auth = render_auth_file(role_secrets)
     except (ConfigError, AuthFileError) as exc:
         raise ServiceError(str(exc)) from None
-    return RenderedConfig(ini, auth, specs, gs, target)
+    hba = pgbouncer_hba.render(cluster.trusted_source_values())
+    return RenderedConfig(ini, auth, hba, specs, gs, target)

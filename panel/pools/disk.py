@@ -41,6 +41,10 @@ class BouncerFiles:
         return self.directory / "userlist.txt"
 
     @property
+    def hba(self) -> Path:
+        return self.directory / "pgbouncer_hba.conf"
+
+    @property
     def pidfile(self) -> Path:
         return self.directory / "pgbouncer.pid"
 
@@ -103,13 +107,16 @@ def read_text(path: Path) -> str | None:
         return None
 
 
-def install(files: BouncerFiles, ini: str, auth: str) -> None:
-    """Write both files atomically, keeping the current ones as ``.prev`` for a rollback.
+def install(files: BouncerFiles, ini: str, auth: str, hba: str | None = None) -> None:
+    """Write the files atomically, keeping the current ones as ``.prev`` for a rollback.
 
-    The auth file goes first: a new pool's user must be known when the new ``pgbouncer.ini``
-    is loaded.
+    The auth and hba files go first: a new pool's user must be known, and the trusted sources in
+    place, when the new ``pgbouncer.ini`` is loaded.
     """
-    for path, content in ((files.auth, auth), (files.ini, ini)):
+    wanted = [(files.auth, auth), (files.ini, ini)]
+    if hba is not None:
+        wanted.insert(0, (files.hba, hba))
+    for path, content in wanted:
         current = read_text(path)
         previous = files.previous(path)
         if current is None:
@@ -122,7 +129,7 @@ def install(files: BouncerFiles, ini: str, auth: str) -> None:
 def restore_previous(files: BouncerFiles) -> bool:
     """Put the ``.prev`` files back; False when there were none (the first configuration)."""
     restored = False
-    for path in (files.ini, files.auth):
+    for path in (files.ini, files.auth, files.hba):
         previous = files.previous(path)
         content = read_text(previous)
         if content is None:

@@ -6,6 +6,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from panel.clusters.lib import firewall
+
 GUARD_LIBRARY_NAME = "pgpanel_guard"
 
 
@@ -112,21 +114,32 @@ POOLER_MAP = "pgbouncer"
 _IDENT_TOKEN_RE = re.compile(r"[A-Za-z0-9_$.-]+")
 
 
-def render_hba(superuser: str, monitor_role: str) -> str:
+def render_hba(superuser: str, monitor_role: str, trusted_sources: Sequence[str] = ()) -> str:
     """Clients must use TLS and SCRAM over TCP; the panel's own roles come over the socket with a
     password. Any other role over the socket is PgBouncer logging in: ``peer`` authentication
     through the ``pgbouncer`` map, which lets only the cluster's own OS user in, as the roles the
-    map lists, so PgBouncer holds no role's password (the socket directory is 0700 too)."""
-    return (
-        "# Written by the control panel; edits here are overwritten.\n"
-        "# TYPE  DATABASE  USER  ADDRESS  METHOD\n"
-        f"local   all       {superuser}  scram-sha-256\n"
-        f"local   all       {monitor_role}  scram-sha-256\n"
-        f"local   all       all           peer map={POOLER_MAP}\n"
-        f"host    all       {superuser}  all  reject\n"
-        "hostssl all       all           all  scram-sha-256\n"
-        "host    all       all           all  reject\n"
-    )
+    map lists, so PgBouncer holds no role's password (the socket directory is 0700 too).
+
+    ``trusted_sources`` (stored values, ``lib.firewall``) are the only addresses a TCP client may
+    come from; none means any address, as on the managed service (the file is then the one every
+    cluster had before trusted sources). An address not listed matches no line, so PostgreSQL
+    answers "no pg_hba.conf entry for host"; a listed one without TLS gets the same refusal as
+    before (the ``host … reject`` line). The socket lines come first and do not depend on them:
+    the panel and PgBouncer's server logins never use TCP."""
+    addresses = [network.with_prefixlen for network in firewall.networks(trusted_sources)]
+    if not trusted_sources:
+        addresses = ["all"]
+    lines = [
+        "# Written by the control panel; edits here are overwritten.",
+        "# TYPE  DATABASE  USER  ADDRESS  METHOD",
+        f"local   all       {superuser}  scram-sha-256",
+        f"local   all       {monitor_role}  scram-sha-256",
+        f"local   all       all           peer map={POOLER_MAP}",
+        f"host    all       {superuser}  all  reject",
+    ]
+    lines += [f"hostssl all       all           {address}  scram-sha-256" for address in addresses]
+    lines += [f"host    all       all           {address}  reject" for address in addresses]
+    return "\n".join(lines) + "\n"
 
 
 def _ident_token(value: str, what: str) -> str:

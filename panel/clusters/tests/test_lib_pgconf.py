@@ -168,3 +168,37 @@ def test_ident_without_roles_lets_nobody_in():
 def test_ident_refuses_what_it_cannot_write_safely(os_user, role):
     with pytest.raises(ValueError, match="pg_ident.conf"):
         render_ident(os_user, [role])
+
+
+def test_hba_without_trusted_sources_is_the_file_every_cluster_had():
+    """An empty list means open: existing clusters' files stay byte for byte what they were."""
+    text = render_hba("pgpanel", "pgpanel_monitor", [])
+    assert text == render_hba("pgpanel", "pgpanel_monitor")
+    assert "hostssl all       all           all  scram-sha-256\n" in text
+
+
+def test_hba_with_trusted_sources_lets_tls_clients_in_from_those_ranges_only():
+    text = render_hba("pgpanel", "pgpanel_monitor", ["10.99.0.0/16", "2001:db8::/32"])
+    rules = _hba_rules(text)
+    tcp = [rule for rule in rules if rule[0] != "local" and rule[2] != "pgpanel"]
+    assert tcp == [
+        ["hostssl", "all", "all", "10.99.0.0/16", "scram-sha-256"],
+        ["hostssl", "all", "all", "2001:db8::/32", "scram-sha-256"],
+        ["host", "all", "all", "10.99.0.0/16", "reject"],
+        ["host", "all", "all", "2001:db8::/32", "reject"],
+    ]
+    # No "all" address is left for TCP: anyone else matches no line at all.
+    assert not [rule for rule in tcp if rule[3] == "all"]
+    # The panel's socket lines come first, whatever the sources.
+    assert rules[:3] == _hba_rules(render_hba("pgpanel", "pgpanel_monitor"))[:3]
+
+
+def test_hba_writes_a_single_address_with_its_prefix_length():
+    rules = _hba_rules(render_hba("pgpanel", "pgpanel_monitor", ["203.0.113.7"]))
+    assert ["hostssl", "all", "all", "203.0.113.7/32", "scram-sha-256"] in rules
+
+
+@pytest.mark.parametrize("bad", ["all", "10.0.0.0/8 trust", "samenet", "10.0.0.0/8\nlocal all all trust"])
+def test_hba_refuses_a_source_that_is_no_address_or_network(bad):
+    with pytest.raises(ValueError):
+        render_hba("pgpanel", "pgpanel_monitor", [bad])

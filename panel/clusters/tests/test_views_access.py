@@ -30,6 +30,8 @@ POST_ENDPOINTS = [
     ("clusters:user-reset-password", {"name": "app"}, {}),
     ("clusters:database-add", {}, {"database-name": "intruderdb"}),
     ("clusters:database-delete", {"name": "appdb"}, {}),
+    ("clusters:trusted-source-add", {}, {"source": "203.0.113.7"}),
+    ("clusters:trusted-source-remove", {}, {"source": "203.0.113.7"}),
 ]
 
 
@@ -78,6 +80,7 @@ def test_it_404s_for_outsider_on_every_action_and_changes_nothing(
     assert sorted(cluster.users.values_list("name", flat=True)) == ["app", "doadmin"]
     assert sorted(cluster.databases.values_list("name", flat=True)) == ["appdb", "defaultdb"]
     assert cluster.users.get(name="app").password == "app-secret-Wm3pR8"
+    assert cluster.trusted_source_values() == []
 
 
 def test_it_404s_for_outsider_with_htmx_headers_too(other_client, cluster_row):

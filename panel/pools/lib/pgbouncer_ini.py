@@ -104,8 +104,10 @@ def render(settings: GlobalSettings, target: ServerTarget, pools: list[PoolSpec]
         ("logfile", settings.logfile),
         ("auth_type", settings.auth_type),
         ("auth_file", settings.auth_file),
-        ("admin_users", ", ".join(settings.admin_users)),
     ]
+    if settings.auth_hba_file is not None:
+        values.append(("auth_hba_file", settings.auth_hba_file))
+    values.append(("admin_users", ", ".join(settings.admin_users)))
     if settings.stats_users:
         values.append(("stats_users", ", ".join(settings.stats_users)))
     values.append(("client_tls_sslmode", settings.client_tls_sslmode))

@@ -25,7 +25,7 @@ POOL_NAME_CHARS = "letters, digits, '_', '.' and '-'"
 ADMIN_DATABASE = "pgbouncer"
 # PostgreSQL's NAMEDATALEN - 1: longer database and role names do not exist on the server.
 MAX_IDENTIFIER_BYTES = 63
-AUTH_TYPES = ("scram-sha-256", "md5")
+AUTH_TYPES = ("scram-sha-256", "md5", "hba")
 SSL_MODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 
 _POOL_NAME_RE = re.compile(r"[A-Za-z0-9_.-]+")
@@ -102,6 +102,8 @@ class GlobalSettings:
     # Clients log in with SCRAM against the auth file, which holds each role's verifier exactly as
     # pg_authid has it (never a password); the server side is peer authentication over the socket.
     auth_type: str = "scram-sha-256"
+    # With auth_type "hba": the file that says which method each address gets (pgbouncer_hba).
+    auth_hba_file: str | None = None
     # Connection details promise sslmode=require, as on the managed service.
     client_tls_sslmode: str = "require"
     # Only needed to verify client certificates, which sslmode=require does not ask for.
@@ -263,6 +265,12 @@ def validate_globals(settings: GlobalSettings) -> None:
     for field in ("unix_socket_dir", "auth_file", "logfile", "pidfile"):
         _check_path(getattr(settings, field), field)
     _check_choice(settings.auth_type, "auth_type", AUTH_TYPES)
+    if settings.auth_type == "hba" or settings.auth_hba_file is not None:
+        if settings.auth_type != "hba" or settings.auth_hba_file is None:
+            raise ConfigError(
+                "auth_type hba and auth_hba_file go together: one is useless without the other."
+            )
+        _check_path(settings.auth_hba_file, "auth_hba_file")
     _check_choice(settings.client_tls_sslmode, "client_tls_sslmode", SSL_MODES)
     if settings.client_tls_sslmode != "disable":
         _check_path(settings.client_tls_key_file, "client_tls_key_file")

@@ -12,6 +12,7 @@ from panel.core.errors import ServiceError
 from panel.pools import disk, supervisor
 from panel.pools.apply import apply_config
 from panel.pools.disk import bouncer_files
+from panel.pools.lib import pgbouncer_hba
 from panel.pools.models import Pooler, PoolerStatus
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,18 @@ def _idle_timeout_current(files: disk.BouncerFiles) -> bool:
     return f"\nserver_idle_timeout = {settings.PANEL_POOL_SERVER_IDLE_TIMEOUT}\n" in ini
 
 
+def _trusted_sources_current(cluster: Cluster, files: disk.BouncerFiles) -> bool:
+    """Whether PgBouncer's files carry the cluster's trusted sources: ``auth_type = hba`` with the
+    hba file rendered from the rows (True if the ini is unreadable)."""
+    try:
+        ini = files.ini.read_text()
+    except OSError:
+        return True
+    if "\nauth_type = hba\n" not in ini or f"\nauth_hba_file = {files.hba}\n" not in ini:
+        return False
+    return disk.read_text(files.hba) == pgbouncer_hba.render(cluster.trusted_source_values())
+
+
 def reconcile_pgbouncer(cluster: Cluster) -> str | None:
     """Keep PgBouncer running while the cluster serves and has pools; a note when it acted."""
     if not cluster.is_local or not cluster.pooler_port:
@@ -95,6 +108,14 @@ def reconcile_pgbouncer(cluster: Cluster) -> str | None:
         return None
     pooler = Pooler.objects.filter(cluster=cluster).first()
     if running and (pooler is None or pooler.status != PoolerStatus.ERROR):
+        if not _trusted_sources_current(cluster, files):
+            # Files from before trusted sources (no hba file: every address), or a change that
+            # did not reach them: rewrite them, so the pooler lets in whom the server lets in.
+            try:
+                apply_config(cluster)
+            except ServiceError as exc:
+                return f"{cluster.name}: PgBouncer trusted sources not updated: {exc.message}"
+            return f"{cluster.name}: PgBouncer trusted sources brought up to date"
         if _idle_timeout_current(files):
             return None
         # A file written before the idle timeout changed (PgBouncer's 600 s before issue 11):

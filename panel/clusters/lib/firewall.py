@@ -1,0 +1,96 @@
+"""Trusted sources, the managed service's database firewall: which addresses may connect to a
+cluster over TCP (pure, no Django).
+
+A cluster with no trusted source accepts every address (still only over TLS, with a password);
+with some, its server and its pooler accept only those. A source is one IP address or one network
+in CIDR notation, IPv4 or IPv6. Host names are refused: PgBouncer's hba file cannot hold them, and
+a firewall that follows DNS changes under its owner's feet.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable, Sequence
+
+# The managed service's own limit on rules per cluster.
+MAX_SOURCES = 100
+# Written for "every address" when a cluster has no trusted source.
+EVERY_ADDRESS = ("0.0.0.0/0", "::/0")
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+class InvalidSource(ValueError):
+    """A trusted source that cannot be used; the message is for the user."""
+
+
+def parse_source(value: str) -> Network:
+    """The network ``value`` names: an address is a network of one (``/32`` or ``/128``)."""
+    text = value.strip()
+    if not text:
+        raise InvalidSource("Enter an IP address or a network.")
+    if "%" in text:
+        # A zone id (fe80::1%eth0) means something on this machine only; pg_hba.conf refuses it.
+        raise InvalidSource(f"“{text}”: an address with a zone id (%) cannot be a trusted source.")
+    try:
+        network = ipaddress.ip_network(text, strict=True)
+    except ValueError as exc:
+        if "has host bits set" in str(exc):
+            wider = ipaddress.ip_network(text, strict=False)
+            raise InvalidSource(
+                f"“{text}” is not a network address: its host bits are set. "
+                f"Did you mean {wider} (the whole network) or {text.split('/')[0]} (one address)?"
+            ) from None
+        raise InvalidSource(
+            f"“{text}” is neither an IP address nor a network in CIDR notation "
+            "(such as 203.0.113.7, 203.0.113.0/24 or 2001:db8::/32); host names are not supported."
+        ) from None
+    if isinstance(network, ipaddress.IPv6Network) and network.network_address.ipv4_mapped is not None:
+        # PostgreSQL matches an IPv4 client against IPv4 rules only, so ::ffff:a.b.c.d would never match.
+        raise InvalidSource(f"“{text}” is an IPv4 address written as IPv6: write it as IPv4.")
+    return network
+
+
+def display(network: Network) -> str:
+    """How a source is shown and stored: a single address without its prefix length."""
+    if network.prefixlen == network.max_prefixlen:
+        return str(network.network_address)
+    return str(network)
+
+
+def normalize(values: Iterable[str]) -> list[str]:
+    """The sources in their stored form, in the order given, each once; ``InvalidSource`` for the
+    first that cannot be used or past ``MAX_SOURCES``."""
+    seen: dict[str, None] = {}
+    for value in values:
+        seen.setdefault(display(parse_source(value)), None)
+    if len(seen) > MAX_SOURCES:
+        raise InvalidSource(
+            f"A cluster can have at most {MAX_SOURCES} trusted sources; this list has {len(seen)}."
+        )
+    return list(seen)
+
+
+def networks(sources: Sequence[str]) -> list[Network]:
+    """What the hba lines are written for: the sources, or every address when there are none."""
+    return [parse_source(source) for source in (sources or EVERY_ADDRESS)]
+
+
+def allows(sources: Sequence[str], address: str) -> bool:
+    """Whether a client at ``address`` may connect (every address when there is no source)."""
+    if not sources:
+        return True
+    try:
+        client = ipaddress.ip_address(address.split("%")[0])
+    except ValueError:
+        return False
+    if isinstance(client, ipaddress.IPv6Address) and client.ipv4_mapped is not None:
+        client = client.ipv4_mapped
+    return any(client in network for network in networks(sources))
+
+
+def hba_lines(sources: Sequence[str], *, connection_type: str, method: str) -> list[str]:
+    """One ``<type> all all <network> <method>`` line per source (pg_hba.conf and PgBouncer's
+    hba file read the same): the lines that let the trusted sources in. Whatever no line
+    matches is rejected by both."""
+    return [f"{connection_type} all all {network.with_prefixlen} {method}" for network in networks(sources)]

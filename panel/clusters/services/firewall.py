@@ -1,0 +1,156 @@
+"""Trusted sources: which addresses may connect to a cluster, its server and its pools alike.
+
+One function per user action (add one, remove one, replace them all: the API's PUT), each the same
+way through ``_apply``: validate (``lib.firewall``), save the rows under the cluster row's lock,
+write pg_hba.conf and check that PostgreSQL can read it before the reload, re-apply PgBouncer's
+files (its hba file follows the same rows), end the sessions of addresses no longer trusted, and
+record an event. A failed step rolls the rows back and writes the previous files again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+from django.db import transaction
+from django.utils.translation import gettext as _
+
+from panel.clusters import dbconn, hooks, isolation
+from panel.clusters.lib import firewall
+from panel.clusters.models import Cluster, TrustedSource
+from panel.core.agent import on_node
+from panel.core.errors import ServiceError
+from panel.core.runas import EngineError
+
+log = logging.getLogger(__name__)
+
+FIELD = "source"
+
+
+@on_node(timeout=60)
+def add_trusted_source(cluster: Cluster, value: str) -> list[str]:
+    """Trust one more address or network; the cluster's sources afterwards."""
+    source = _parse(value)
+    current = cluster.trusted_source_values()
+    if source in current:
+        raise ServiceError(_("“%(source)s” is already a trusted source.") % {"source": source}, field=FIELD)
+    return _apply(cluster, [*current, source], _("Trusted source “%(source)s” added.") % {"source": source})
+
+
+@on_node(timeout=60)
+def remove_trusted_source(cluster: Cluster, value: str) -> list[str]:
+    """Stop trusting one address or network (its open sessions end); the sources afterwards."""
+    # Any spelling finds the stored one; a value that is no address at all is "not a trusted source".
+    with contextlib.suppress(ServiceError):
+        value = _parse(value)
+    current = cluster.trusted_source_values()
+    if value not in current:
+        raise ServiceError(_("“%(source)s” is not a trusted source of this cluster.") % {"source": value})
+    wanted = [source for source in current if source != value]
+    return _apply(cluster, wanted, _("Trusted source “%(source)s” removed.") % {"source": value})
+
+
+@on_node(timeout=60)
+def set_trusted_sources(cluster: Cluster, values: list[str]) -> list[str]:
+    """Replace every trusted source (an empty list: every address may connect again)."""
+    try:
+        wanted = firewall.normalize(values)
+    except firewall.InvalidSource as exc:
+        raise ServiceError(str(exc), field=FIELD) from None
+    if not wanted:
+        message = _("Trusted sources removed: every address may connect.")
+    else:
+        message = _("Trusted sources set to %(sources)s.") % {"sources": ", ".join(wanted)}
+    return _apply(cluster, wanted, message)
+
+
+def _parse(value: str) -> str:
+    try:
+        return firewall.display(firewall.parse_source(value))
+    except firewall.InvalidSource as exc:
+        raise ServiceError(str(exc), field=FIELD) from None
+
+
+def _apply(cluster: Cluster, wanted: list[str], message: str) -> list[str]:
+    if not cluster.is_local:
+        raise ServiceError(
+            _(
+                "Trusted sources are for clusters this panel runs; an attached server keeps its own pg_hba.conf."
+            )
+        )
+    cluster.require_serving(fresh=True, field=FIELD)
+    try:
+        with transaction.atomic():
+            cluster = Cluster.objects.select_for_update().get(pk=cluster.pk)
+            if cluster.trusted_source_values() == wanted:
+                return wanted
+            _save(cluster, wanted)
+            _write_server_auth(cluster)
+            problem = hooks.pooler.refresh_auth(cluster)
+            if problem:
+                raise ServiceError(problem, field=FIELD)
+    except ServiceError:
+        _restore(cluster)
+        raise
+    ended = _end_untrusted_sessions(cluster, wanted)
+    if ended:
+        message += " " + _("%(count)d open session(s) from other addresses ended.") % {"count": ended}
+    cluster.log_event("trusted-sources", message)
+    return wanted
+
+
+def _save(cluster: Cluster, wanted: list[str]) -> None:
+    cluster.trusted_sources.exclude(value__in=wanted).delete()
+    kept = set(cluster.trusted_source_values())
+    TrustedSource.objects.bulk_create(
+        [TrustedSource(cluster=cluster, value=value) for value in wanted if value not in kept]
+    )
+
+
+def _write_server_auth(cluster: Cluster) -> None:
+    """pg_hba.conf with the rows as they are now, read back by PostgreSQL before it is loaded."""
+    try:
+        if not isolation.write_auth_config(cluster):
+            return
+        problems = isolation.hba_errors(cluster)
+        if problems:
+            raise ServiceError(
+                _("PostgreSQL cannot read the new pg_hba.conf: %(problems)s")
+                % {"problems": "; ".join(problems)},
+                field=FIELD,
+            )
+        isolation.reload_server_config(cluster)
+    except (EngineError, dbconn.DatabaseError, OSError) as exc:
+        raise ServiceError(
+            _("Could not apply the trusted sources to PostgreSQL: %(reason)s") % {"reason": exc}, field=FIELD
+        ) from None
+
+
+def _restore(cluster: Cluster) -> None:
+    """After a failure, the rows are as before: write the files from them again (best effort)."""
+    try:
+        isolation.refresh_server_auth(cluster)
+    except (EngineError, dbconn.DatabaseError, OSError) as exc:
+        log.warning("restoring pg_hba.conf of %s: %s", cluster.pk, exc)
+    hooks.pooler.refresh_auth(cluster)
+
+
+def _end_untrusted_sessions(cluster: Cluster, sources: list[str]) -> int:
+    """A firewall cuts open connections too: terminate the server sessions of TCP clients the
+    sources no longer allow. PgBouncer's server connections come over the Unix socket (no
+    address) and are left alone."""
+    if not sources:
+        return 0
+    try:
+        with dbconn.admin_connection(cluster) as conn:
+            rows = conn.execute(
+                "SELECT pid, host(client_addr) FROM pg_catalog.pg_stat_activity "
+                "WHERE client_addr IS NOT NULL AND backend_type = 'client backend'"
+            ).fetchall()
+            pids = [pid for pid, address in rows if not firewall.allows(sources, address)]
+            for pid in pids:
+                conn.execute("SELECT pg_catalog.pg_terminate_backend(%s)", [pid])
+    except dbconn.DatabaseError as exc:
+        log.warning("ending untrusted sessions of %s: %s", cluster.pk, exc)
+        return 0
+    return len(pids)
