@@ -50,6 +50,8 @@ class ServerSettings:
     # Absolute paths of the libraries to preload (the privilege guard) and the roles it reserves.
     preload_libraries: tuple[str, ...] = ()
     reserved_roles: tuple[str, ...] = ()
+    # Files read last (``include_if_exists``), whose settings win: the owner's configuration.
+    includes: tuple[str, ...] = ()
 
     def render(self) -> str:
         shared_buffers_kb = self.shared_buffers_bytes // 1024
@@ -80,6 +82,7 @@ class ServerSettings:
         ]
         if self.preload_libraries:
             lines += guard_lines(self.preload_libraries, self.reserved_roles)
+        lines += [f"include_if_exists = {_conf_string(name)}" for name in self.includes]
         return "\n".join(lines) + "\n"
 
 
