@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from panel.clusters import node_views, settings_views, views
+from panel.clusters import config_views, node_views, resize_views, settings_views, views
 
 app_name = "clusters"
 urlpatterns = [
@@ -17,6 +17,8 @@ urlpatterns = [
     path("<uuid:cluster_id>/live/", views.cluster_live, name="live"),
     path("<uuid:cluster_id>/users/", views.cluster_users, name="users"),
     path("<uuid:cluster_id>/settings/", settings_views.cluster_settings, name="settings"),
+    path("<uuid:cluster_id>/settings/resize/", resize_views.resize_card, name="resize"),
+    path("<uuid:cluster_id>/settings/config/", config_views.config_card, name="config"),
     path("<uuid:cluster_id>/connection/", views.connection, name="connection"),
     path("<uuid:cluster_id>/connection/reveal/", views.connection_reveal, name="connection-reveal"),
     path("<uuid:cluster_id>/connection/secret/", views.connection_secret, name="connection-secret"),

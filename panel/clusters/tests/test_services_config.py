@@ -11,6 +11,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.test import Client
+from django.urls import reverse
 
 from conftest import make_local_cluster
 from panel.clusters import services
@@ -100,6 +102,20 @@ def test_doadmin_cannot_reach_past_the_list(fresh: Cluster) -> None:
     with connect_as_client(fresh) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
         conn.execute("ALTER SYSTEM SET shared_preload_libraries = 'x'")
     assert show(fresh, "max_connections") == str(fresh.max_connections)
+
+
+def test_the_card_saves_only_what_changed(fresh: Cluster) -> None:
+    client = Client()
+    client.force_login(fresh.owner)
+    url = reverse("clusters:config", args=[fresh.pk])
+    form = {name: str(value) for name, value in config.current_config(fresh).items()}
+    response = client.post(
+        url, {**form, "idle_in_transaction_session_timeout": "60000"}, headers={"HX-Request": "true"}
+    )
+    assert "Configuration saved" in response.content.decode()
+    assert show(fresh, "idle_in_transaction_session_timeout") == "1min"
+    fresh.refresh_from_db()
+    assert "idle_in_transaction_session_timeout" in fresh.config and "deadlock_timeout" not in fresh.config
 
 
 def test_the_command_prints_and_sets(fresh: Cluster) -> None:
