@@ -13,7 +13,7 @@ from django.views.decorators.http import require_safe
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
-from panel.api.v2 import databases
+from panel.api.v2 import databases, settings
 from panel.api.v2.auth import TokenAuth
 from panel.api.v2.errors import ApiError, error_response
 from panel.core.errors import ServiceError
@@ -30,6 +30,7 @@ api = NinjaAPI(
     auth=TokenAuth(),
 )
 api.add_router("/databases", databases.router)
+api.add_router("/databases", settings.router)
 
 
 @api.exception_handler(ApiError)
