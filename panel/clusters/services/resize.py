@@ -231,12 +231,13 @@ def perform_resize(cluster_id: uuid.UUID | str, plan_slug: str) -> Cluster | Non
     plan = get_plan(plan_slug)
     try:
         _record_plan(cluster, plan)
-        _restart_on_plan(cluster)
     except ServiceError as exc:  # refused on the node: nothing was changed
         _back_online(cluster, _("The cluster was not resized: %(reason)s") % {"reason": exc.message})
         return cluster
+    try:
+        _restart_on_plan(cluster)
     except Exception as exc:
-        if not isinstance(exc, runas.EngineError | OSError):
+        if not isinstance(exc, runas.EngineError | OSError | ServiceError):
             log.exception("resizing %s crashed", cluster.pk)
         return _roll_back(cluster, old, plan, exc)
     cluster.mark_online()

@@ -12,13 +12,14 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from panel.clusters import cgroups, tasks
+from panel.clusters import cgroups, isolation, tasks
 from panel.clusters.engine import postgres
 from panel.clusters.lib.plans import get_plan
 from panel.clusters.models import Cluster, ClusterStatus, Node
 from panel.clusters.services import resize
 from panel.clusters.tests.conftest import connect_as_client, make_cluster_row
 from panel.core.errors import ServiceError
+from panel.core.runas import EngineError
 from panel.pools import services as pools
 from panel.pools.models import ConnectionPool
 
@@ -160,3 +161,28 @@ def test_resize_up_restarts_on_the_new_plan_with_the_data_and_the_pools(
             assert conn.execute("SHOW max_connections").fetchone() == ("25",)
     finally:
         pools.stop_pgbouncer(cluster)
+
+
+@pytest.mark.integration
+def test_a_failed_restart_puts_the_old_plan_back_and_says_why(
+    local_cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = local_cluster
+    real_start = isolation.start_server
+    calls: list[str] = []
+
+    def start_fails_once(target: Cluster, user: object, timeout: float) -> None:
+        # The one injected fault: the first start (on the new plan) does not come up.
+        calls.append(target.plan_slug)
+        if len(calls) == 1:
+            raise EngineError("pg_ctl: could not start server (injected)")
+        real_start(target, user, timeout)
+
+    monkeypatch.setattr(isolation, "start_server", start_fails_once)
+    cluster = resize.resize_cluster(cluster, "db-s-1vcpu-2gb", enqueue=False)
+    assert calls == ["db-s-1vcpu-2gb", "db-s-1vcpu-1gb"]
+    assert cluster.status == ClusterStatus.ONLINE and cluster.plan_slug == "db-s-1vcpu-1gb"
+    assert "back on db-s-1vcpu-1gb: pg_ctl: could not start server (injected)" in cluster.error_message
+    with connect_as_client(cluster) as conn:
+        assert conn.execute("SHOW max_connections").fetchone() == ("25",)
+    assert cluster.events.filter(kind="resize-failed").exists()
