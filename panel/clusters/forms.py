@@ -9,6 +9,7 @@ from django.utils.translation import gettext_lazy as _
 
 from panel.clusters import services
 from panel.clusters.attach import ExternalServer
+from panel.clusters.lib import tunables
 from panel.clusters.lib.connstr import SSLMODES
 from panel.clusters.lib.hosts import InvalidHost, validate_host
 from panel.clusters.lib.plans import DEFAULT_PLAN_SLUG, PLANS, Plan
@@ -108,3 +109,62 @@ class TrustedSourceForm(PanelForm):
         max_length=64,
         widget=forms.TextInput(attrs={"placeholder": "203.0.113.7 or 203.0.113.0/24", "autocomplete": "off"}),
     )
+
+
+# --- the Settings tab: resize and configuration ---------------------------------------------------
+
+
+class ResizeForm(PanelForm):
+    size = forms.ChoiceField(
+        label=_("New plan"), choices=[(plan.slug, plan.slug) for plan in PLANS], widget=forms.RadioSelect
+    )
+    restart = forms.BooleanField(
+        label=_("I understand that PostgreSQL restarts: clients are disconnected for a few seconds."),
+        error_messages={"required": _("Confirm the restart to resize.")},
+    )
+
+
+class ConfigForm(PanelForm):
+    """One field per setting the owner may change (lib/tunables), its unit and range as help."""
+
+    def __init__(self, *args: Any, current: dict[str, tunables.Value], **kwargs: Any) -> None:
+        super().__init__(*args, initial=current, **kwargs)
+        for tunable in tunables.TUNABLES:
+            self.fields[tunable.name] = self._field(tunable)
+            self.fields[tunable.name].widget.attrs.setdefault(
+                "class", "form-select" if tunable.kind in {"bool", "choice"} else "form-control"
+            )
+
+    @staticmethod
+    def _field(tunable: tunables.Tunable) -> forms.Field:
+        help_text = f"{tunable.help} {_('Range')}: {tunable.range_text}. {_('Default')}: {tunable.default}."
+        label = f"{tunable.name} ({tunable.unit})" if tunable.unit else tunable.name
+        if tunable.kind == "int":
+            return forms.IntegerField(label=label, help_text=help_text)
+        if tunable.kind == "bool":
+            return forms.TypedChoiceField(
+                label=label,
+                help_text=help_text,
+                choices=[("True", "true"), ("False", "false")],
+                coerce=lambda value: value == "True",
+            )
+        if tunable.kind == "choice":
+            return forms.ChoiceField(
+                label=label, help_text=help_text, choices=[(c, c) for c in tunable.choices]
+            )
+        return forms.CharField(label=label, help_text=help_text, max_length=64)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        # The same rules as the service's, each problem next to its field.
+        for name in self.changed_data:
+            if name in data:
+                try:
+                    tunables.validate({name: data[name]})
+                except tunables.InvalidSettings as exc:
+                    self.add_error(name, exc.problems.get(name, str(exc)))
+        return data
+
+    def changes(self) -> dict[str, tunables.Value]:
+        """Only what the owner changed: the other settings keep their values (or defaults)."""
+        return {name: self.cleaned_data[name] for name in self.changed_data}

@@ -36,6 +36,8 @@ class Pooler(Protocol):
 
     def reconcile_all(self) -> list[str]: ...
 
+    def pool_sizes(self, cluster: Cluster) -> dict[str, int]: ...
+
 
 class Metrics(Protocol):
     """What the collector last saw of a cluster (panel.insights.services)."""
@@ -59,6 +61,9 @@ class _NoPooler:
 
     def reconcile_all(self) -> list[str]:
         return []
+
+    def pool_sizes(self, cluster: Cluster) -> dict[str, int]:
+        return {}
 
 
 class _NoLatest:

@@ -34,6 +34,7 @@ class ClusterStatus(models.TextChoices):
     STOPPING = "stopping", _("Stopping")
     ERROR = "error", _("Error")
     DELETING = "deleting", _("Deleting")
+    RESIZING = "resizing", _("Resizing")
 
     # States in which a background job is working on the cluster.
     BUSY: ClassVar[frozenset[str]]
@@ -42,7 +43,13 @@ class ClusterStatus(models.TextChoices):
 
 
 ClusterStatus.BUSY = frozenset(
-    {ClusterStatus.CREATING, ClusterStatus.STARTING, ClusterStatus.STOPPING, ClusterStatus.DELETING}
+    {
+        ClusterStatus.CREATING,
+        ClusterStatus.STARTING,
+        ClusterStatus.STOPPING,
+        ClusterStatus.DELETING,
+        ClusterStatus.RESIZING,
+    }
 )
 ClusterStatus.SERVING = frozenset({ClusterStatus.ONLINE, ClusterStatus.DEGRADED})
 
@@ -166,6 +173,9 @@ class Cluster(models.Model):
     # The monitor role's (settings.PANEL_MONITOR_ROLE); empty until it is created on the server.
     monitor_password_encrypted = models.TextField(blank=True)
     ca_certificate = models.TextField(blank=True)
+    # The PostgreSQL settings its owner changed (panel/clusters/lib/tunables.py: name → value);
+    # the others keep PostgreSQL's defaults. Rendered into PGDATA/settings.conf.
+    config = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
     online_since = models.DateTimeField(null=True, blank=True)

@@ -14,6 +14,7 @@ from django.db import connection
 from panel.clusters import reconciler, services
 from panel.clusters.models import Cluster, Node
 from panel.clusters.services import nodes
+from panel.clusters.services import resize as resize_service
 from panel.core import taskqueue
 from panel.core.errors import ServiceError
 
@@ -35,6 +36,11 @@ def cluster_action(cluster_id: str, action: str) -> None:
         services.perform_action(cluster, action)
     except ServiceError as exc:
         log.warning("%s of %s failed: %s", action, cluster_id, exc.message)
+
+
+@shared_task(name="panel.clusters.tasks.resize")
+def resize(cluster_id: str, plan_slug: str) -> None:
+    resize_service.perform_resize(cluster_id, plan_slug)
 
 
 @shared_task(name="panel.clusters.tasks.delete")

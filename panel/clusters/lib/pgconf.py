@@ -73,6 +73,8 @@ class ServerSettings:
     # Absolute paths of the libraries to preload (the privilege guard) and the roles it reserves.
     preload_libraries: tuple[str, ...] = ()
     reserved_roles: tuple[str, ...] = ()
+    # Files read last (``include_if_exists``), whose settings win: the owner's configuration.
+    includes: tuple[str, ...] = ()
 
     def render(self) -> str:
         shared_buffers_kb = self.shared_buffers_bytes // 1024
@@ -106,6 +108,7 @@ class ServerSettings:
             # The storage quotas' write stops (panel/quotas), in a file of their own so that a
             # quota's change rewrites and reloads that file alone.
             lines.append(f"include_if_exists = '{QUOTA_FILE}'")
+        lines += [f"include_if_exists = {_conf_string(name)}" for name in self.includes]
         return "\n".join(lines) + "\n"
 
 

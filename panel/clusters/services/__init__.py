@@ -4,6 +4,8 @@
 - ``provision``: the provisioning pipeline a worker runs, and the server's configuration.
 - ``lifecycle``: start, stop, restart and delete (queued by the web, or in the foreground).
 - ``overview``: what the cluster page shows (live figures, connection details).
+- ``resize``: moving a cluster to another plan (checked, queued, restarted on its node).
+- ``config``: the owner's PostgreSQL settings (a safe subset, applied with a reload).
 
 Attaching an existing server lives in ``panel.clusters.attach``, the reconciler in
 ``panel.clusters.reconciler``, users and databases in ``panel.clusters.roles``.

@@ -30,7 +30,7 @@ from django.utils.translation import gettext_lazy
 from panel import crypto
 from panel.clusters import dbconn, isolation
 from panel.clusters.engine import guard, postgres
-from panel.clusters.lib import tls
+from panel.clusters.lib import tls, tunables
 from panel.clusters.lib.pgconf import ServerSettings, loads_guard
 from panel.clusters.lib.plans import SUPERUSER_RESERVED_CONNECTIONS
 from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser, EventLevel
@@ -41,6 +41,8 @@ from panel.core.runas import EngineError
 log = logging.getLogger(__name__)
 
 INCLUDE_LINE = "include_if_exists = 'panel.conf'"
+# The owner's configuration (lib/tunables), included at the end of panel.conf.
+SETTINGS_FILE = "settings.conf"
 
 
 @dataclass
@@ -203,7 +205,8 @@ def guard_configured(cluster: Cluster) -> bool:
 
 
 def write_server_config(cluster: Cluster) -> bool:
-    """Write panel.conf (with the privilege guard, built first if needed) and pg_hba.conf.
+    """Write panel.conf (with the privilege guard, built first if needed, and the plan's limits),
+    settings.conf (the owner's configuration, which panel.conf includes) and pg_hba.conf.
 
     Returns True when panel.conf did not load the guard before: a new cluster, or one created
     before the guard existed, whose roles the caller then clears (``clear_reserved``).
@@ -223,8 +226,10 @@ def write_server_config(cluster: Cluster) -> bool:
         log_dir=str(cluster.log_file.parent),
         preload_libraries=(str(library),),
         reserved_roles=guard.reserved_roles(),
+        includes=(SETTINGS_FILE,),
     )
     runas.make_private_dir(cluster.log_file.parent, user)
+    runas.write_private_file(cluster.pgdata / SETTINGS_FILE, tunables.render(cluster.config), owner=user)
     runas.write_private_file(cluster.pgdata / "panel.conf", conf.render(), owner=user)
     isolation.write_auth_config(cluster, user)
     main_conf = cluster.pgdata / "postgresql.conf"

@@ -20,6 +20,7 @@ STATUS_COLORS = {
     ClusterStatus.STOPPING: "info",
     ClusterStatus.ERROR: "danger",
     ClusterStatus.DELETING: "danger",
+    ClusterStatus.RESIZING: "info",
 }
 
 

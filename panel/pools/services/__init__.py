@@ -29,6 +29,7 @@ from panel.pools.services.figures import (
 from panel.pools.services.release import release_all, release_idle_servers, release_pool
 from panel.pools.services.upkeep import (
     ensure_not_used,
+    pool_sizes,
     reconcile_all,
     reconcile_pgbouncer,
     refresh_auth,
@@ -45,6 +46,7 @@ __all__ = [
     "ensure_not_used",
     "pool_budget",
     "pool_connection_details",
+    "pool_sizes",
     "pool_stats",
     "poolable",
     "pooler_running",

@@ -42,6 +42,11 @@ def ensure_not_used(cluster: Cluster, *, database: str | None = None, user: str 
             raise ServiceError(message % {"name": value, "pools": ", ".join(f"“{n}”" for n in names)})
 
 
+def pool_sizes(cluster: Cluster) -> dict[str, int]:
+    """Each pool's size by name: what a smaller plan's pool budget must hold (a resize)."""
+    return dict(cluster.pools.order_by("name").values_list("name", "size"))
+
+
 def _record_failure(cluster: Cluster, message: str) -> None:
     Pooler.objects.filter(cluster=cluster).update(status=PoolerStatus.ERROR, error_message=message)
 

@@ -1,0 +1,146 @@
+"""The owner's PostgreSQL settings: a safe subset (``panel/clusters/lib/tunables.py``) kept on the
+cluster's row, rendered into ``PGDATA/settings.conf`` (which panel.conf includes last, so
+``write_server_config`` and every restart keep it), applied with a reload, never a restart.
+
+``update_config`` reads top to bottom: validate every change → record the row (inside the
+cluster row's lock) → write the file atomically → reload → verify from a new session (a reload
+answers success even when PostgreSQL refused a value: it only logs it) → on any failure the
+previous file back in force, the row rolled back with the transaction, a ServiceError.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import transaction
+from django.utils.translation import gettext as _
+
+from panel.clusters import dbconn, isolation
+from panel.clusters.lib import tunables
+from panel.clusters.models import Cluster, EventLevel
+from panel.clusters.services.lifecycle import require_local
+from panel.clusters.services.provision import SETTINGS_FILE, write_server_config
+from panel.core import runas
+from panel.core.agent import on_node
+from panel.core.errors import ServiceError
+from panel.core.runas import EngineError
+
+log = logging.getLogger(__name__)
+
+
+class NotTaken(Exception):
+    """PostgreSQL runs with another value than the one written (it refused it, or overrides it)."""
+
+
+def current_config(cluster: Cluster) -> dict[str, tunables.Value]:
+    """Every offered setting with the cluster's value (the owner's, or PostgreSQL's default)."""
+    return tunables.effective(cluster.config)
+
+
+def check_changes(changes: Any) -> dict[str, tunables.Value]:
+    """The changes in their types, or a ServiceError naming every problem (its field: the first
+    setting at fault, ``config`` for unknown names)."""
+    if not isinstance(changes, dict):
+        raise ServiceError(_("The configuration is an object of setting names and values."), field="config")
+    try:
+        return tunables.validate(changes)
+    except tunables.InvalidSettings as exc:
+        problems = exc.problems
+        field = next((name for name in problems if name != "unknown"), "config")
+        raise ServiceError("; ".join(f"{k}: {v}" for k, v in problems.items()), field=field) from None
+
+
+def _include_in_force(cluster: Cluster) -> bool:
+    try:
+        text = (cluster.pgdata / "panel.conf").read_text()
+    except OSError:
+        return False
+    return f"include_if_exists = '{SETTINGS_FILE}'" in text
+
+
+def _write(cluster: Cluster) -> None:
+    """settings.conf from the row; a panel.conf from before settings.conf gets its include."""
+    if _include_in_force(cluster):
+        text = tunables.render(cluster.config)
+        runas.write_private_file(cluster.pgdata / SETTINGS_FILE, text, owner=cluster.os_user())
+    else:
+        write_server_config(cluster)
+
+
+def _verify(cluster: Cluster, values: dict[str, tunables.Value]) -> None:
+    """What a new session sees (pg_settings, in PostgreSQL's base units) is what was written."""
+    with dbconn.admin_connection(cluster) as conn:
+        rows = conn.execute(
+            "SELECT lower(name), setting FROM pg_catalog.pg_settings WHERE lower(name) = ANY(%s)",
+            [list(values)],
+        ).fetchall()
+    seen = dict(rows)
+    for name, value in values.items():
+        wanted = tunables.TUNABLES_BY_NAME[name].in_pg_settings(value)
+        if seen.get(name) != wanted:
+            raise NotTaken(
+                _("PostgreSQL did not take %(name)s = %(value)s (it runs with %(seen)s).")
+                % {"name": name, "value": value, "seen": seen.get(name, "?")}
+            )
+
+
+def _describe(values: dict[str, tunables.Value]) -> str:
+    parts = []
+    for name, value in sorted(values.items()):
+        unit = tunables.TUNABLES_BY_NAME[name].unit
+        parts.append(f"{name} = {value}" + (f" {unit}" if unit and not isinstance(value, bool) else ""))
+    return ", ".join(parts)
+
+
+@on_node(timeout=60)
+def update_config(cluster: Cluster, changes: dict[str, Any]) -> dict[str, tunables.Value]:
+    """Change some settings (the others keep their values) and return them all, once a new
+    session runs with them; nothing changes when one value is refused."""
+    require_local(cluster)
+    values = check_changes(changes)
+    cluster.require_serving(fresh=True, field="config")
+    if not values:
+        return current_config(cluster)
+    path = cluster.pgdata / SETTINGS_FILE
+    try:
+        previous_text: str | None = path.read_text()
+    except FileNotFoundError:
+        previous_text = None
+    try:
+        with transaction.atomic():
+            locked = Cluster.objects.select_for_update().get(pk=cluster.pk)
+            locked.config = {**locked.config, **values}
+            locked.save(update_fields=["config", "updated_at"])
+            _write(locked)
+            isolation.reload_server_config(locked)
+            _verify(locked, values)
+    except (EngineError, dbconn.DatabaseError, OSError, NotTaken) as exc:
+        _restore(cluster, previous_text)
+        cluster.log_event(
+            "config-failed",
+            _("The configuration was not changed (%(changes)s): %(reason)s")
+            % {"changes": _describe(values), "reason": exc},
+            EventLevel.ERROR,
+        )
+        raise ServiceError(
+            _("The configuration was not changed: %(reason)s") % {"reason": exc}, field="config"
+        ) from None
+    cluster.refresh_from_db(fields=["config"])
+    cluster.log_event(
+        "config-changed", _("Configuration changed: %(changes)s.") % {"changes": _describe(values)}
+    )
+    return current_config(cluster)
+
+
+def _restore(cluster: Cluster, previous_text: str | None) -> None:
+    """The previous settings.conf back in force (the row rolled back with the transaction)."""
+    path = cluster.pgdata / SETTINGS_FILE
+    try:
+        if previous_text is None:
+            path.unlink(missing_ok=True)
+        else:
+            runas.write_private_file(path, previous_text, owner=cluster.os_user())
+        isolation.reload_server_config(cluster)
+    except (EngineError, dbconn.DatabaseError, OSError) as exc:
+        log.warning("restoring the configuration of %s failed: %s", cluster.pk, exc)

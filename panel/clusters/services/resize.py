@@ -1,0 +1,287 @@
+"""Resize: move a cluster to another plan (RAM, vCPUs, disk, and the connections they imply).
+
+``resize_cluster`` is the one action the web, the API and the command line call: it refuses what
+cannot work (an unknown or the same plan, a node without room, pools over a smaller plan's
+budget, data over its disk, a cluster that is not online), then marks the cluster ``resizing``
+and queues the work on its node (or, from the command line, does it here and now).
+
+``perform_resize`` is that work, on the node: record the new plan (its room checked again under
+the node's lock) → write panel.conf (``max_connections``, ``shared_buffers``) → restart PostgreSQL,
+whose start sets the cgroup's limits to the plan's → PgBouncer in line with the new budget →
+online. A failure puts the old plan back the same way, and the reason on the page.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from panel.clusters import hooks, isolation
+from panel.clusters.engine import postgres
+from panel.clusters.lib.plans import PLANS, Plan, get_plan
+from panel.clusters.models import Cluster, ClusterStatus, EventLevel, Node
+from panel.clusters.services import nodes
+from panel.clusters.services.lifecycle import require_local
+from panel.clusters.services.overview import overview
+from panel.clusters.services.provision import clear_reserved, write_server_config
+from panel.core import runas
+from panel.core.errors import ServiceError
+from panel.core.taskqueue import enqueue_task
+
+log = logging.getLogger(__name__)
+
+GB = 1024**3
+FIELD = "size"
+
+
+@dataclass(frozen=True)
+class Circumstances:
+    """What decides whether a plan fits the cluster, read once for all plans."""
+
+    current: str
+    data_size_bytes: int | None
+    pool_sizes: dict[str, int]
+    free_ram_bytes: int | None  # None: no node to check (a cluster from before nodes)
+    free_vcpus: int | None
+    node_name: str
+
+
+@dataclass(frozen=True)
+class PlanChoice:
+    """One plan as the Resize card shows it: the current one, or why it does not fit."""
+
+    plan: Plan
+    current: bool
+    problem: str | None
+
+
+def circumstances(cluster: Cluster) -> Circumstances:
+    free_ram = free_vcpus = None
+    if cluster.node_id:
+        room = nodes.usage(cluster.node)
+        own = cluster.plan
+        # The cluster's own plan is given back by the resize: it counts as free.
+        free_ram = room.free_ram_bytes + (own.ram_bytes if own else 0)
+        free_vcpus = room.free_vcpus + (own.vcpus if own else 0)
+    size = overview(cluster).data_size_bytes if cluster.is_serving else None
+    return Circumstances(
+        current=cluster.plan_slug,
+        data_size_bytes=size,
+        pool_sizes=hooks.pooler.pool_sizes(cluster),
+        free_ram_bytes=free_ram,
+        free_vcpus=free_vcpus,
+        node_name=cluster.node.name if cluster.node_id else "",
+    )
+
+
+def plan_problem(plan: Plan, now: Circumstances) -> str | None:
+    """Why the cluster cannot move to ``plan``, or None."""
+    if plan.slug == now.current:
+        return _("The cluster is already on plan %(plan)s.") % {"plan": plan.slug}
+    if (
+        now.free_ram_bytes is not None
+        and now.free_vcpus is not None
+        and (now.free_ram_bytes < plan.ram_bytes or now.free_vcpus < plan.vcpus)
+    ):
+        return _(
+            "Node “%(node)s” has no room for plan %(plan)s: it can give this cluster %(ram).1f GB of "
+            "RAM and %(cpu)d vCPUs, the plan needs %(need_ram)d GB and %(need_cpu)d vCPUs."
+        ) % {
+            "node": now.node_name,
+            "plan": plan.slug,
+            "ram": max(0, now.free_ram_bytes) / GB,
+            "cpu": max(0, now.free_vcpus),
+            "need_ram": plan.ram_gb,
+            "need_cpu": plan.vcpus,
+        }
+    used = sum(now.pool_sizes.values())
+    if used > plan.pool_connections:
+        pools = ", ".join(f"“{name}” ({size})" for name, size in now.pool_sizes.items())
+        return _(
+            "The pools use %(used)d connections (%(pools)s) and plan %(plan)s leaves %(budget)d for "
+            "pools: make them smaller by %(shrink)d in all, or delete some, first."
+        ) % {
+            "used": used,
+            "pools": pools,
+            "plan": plan.slug,
+            "budget": plan.pool_connections,
+            "shrink": used - plan.pool_connections,
+        }
+    if now.data_size_bytes is not None and now.data_size_bytes > plan.disk_bytes:
+        return _(
+            "The data takes %(size).1f GB and plan %(plan)s has a %(disk)d GB disk: free some space first."
+        ) % {"size": now.data_size_bytes / GB, "plan": plan.slug, "disk": plan.disk_gb}
+    return None
+
+
+def plan_choices(cluster: Cluster) -> list[PlanChoice]:
+    """Every plan for the Resize card, the current one marked, those that do not fit with why."""
+    now = circumstances(cluster)
+    return [
+        PlanChoice(
+            plan, plan.slug == now.current, None if plan.slug == now.current else plan_problem(plan, now)
+        )
+        for plan in PLANS
+    ]
+
+
+def _require_online(cluster: Cluster) -> None:
+    cluster.refresh_from_db(fields=["status"])
+    if cluster.status != ClusterStatus.ONLINE:
+        raise ServiceError(
+            _("The cluster is %(status)s; it can be resized only while online.")
+            % {"status": cluster.get_status_display().lower()},
+            field=FIELD,
+        )
+
+
+def check_resize(cluster: Cluster, plan_slug: str) -> Plan:
+    """The plan to move to, or the ServiceError that says why not."""
+    require_local(cluster)
+    try:
+        plan = get_plan(plan_slug)
+    except ValueError as exc:
+        raise ServiceError(str(exc), field=FIELD) from None
+    _require_online(cluster)
+    problem = plan_problem(plan, circumstances(cluster))
+    if problem:
+        raise ServiceError(problem, field=FIELD)
+    return plan
+
+
+def resize_cluster(cluster: Cluster, plan_slug: str, *, enqueue: bool = True) -> Cluster:
+    """Move the cluster to ``plan_slug``: checked, marked ``resizing``, and the work queued on its
+    node (``enqueue=False``: done here and now, for the command line)."""
+    plan = check_resize(cluster, plan_slug)
+    if not Cluster.objects.filter(pk=cluster.pk, status=ClusterStatus.ONLINE).update(
+        status=ClusterStatus.RESIZING,
+        progress=0,
+        progress_message=_("Resizing to %(plan)s") % {"plan": plan.slug},
+        error_message="",
+        updated_at=timezone.now(),
+    ):
+        _require_online(cluster)  # it is no longer online: says so
+        raise ServiceError(_("The cluster changed meanwhile; try again."), field=FIELD)
+    cluster.log_event(
+        "resize-requested",
+        _("Resize from %(old)s to %(new)s requested; PostgreSQL restarts.")
+        % {"old": cluster.plan_slug, "new": plan.slug},
+    )
+    if enqueue:
+        try:
+            enqueue_task("panel.clusters.tasks.resize", str(cluster.pk), plan.slug, queue=cluster.tasks_queue)
+        except ServiceError:
+            Cluster.objects.filter(pk=cluster.pk).update(
+                status=ClusterStatus.ONLINE, progress=100, progress_message="", updated_at=timezone.now()
+            )
+            raise
+    else:
+        perform_resize(cluster.pk, plan.slug)
+    cluster.refresh_from_db()
+    return cluster
+
+
+# --- on the node -------------------------------------------------------------------------------
+
+
+def _record_plan(cluster: Cluster, plan: Plan) -> None:
+    """The new plan on the row, its room checked again under the node's lock (a cluster created
+    on the node since the request may have taken it)."""
+    with transaction.atomic():
+        if cluster.node_id:
+            Node.objects.select_for_update().get(pk=cluster.node_id)
+        problem = plan_problem(plan, circumstances(cluster))
+        if problem:
+            raise ServiceError(problem, field=FIELD)
+        cluster.plan_slug = plan.slug
+        cluster.save(update_fields=["plan_slug", "updated_at"])
+
+
+def _restart_on_plan(cluster: Cluster) -> None:
+    """panel.conf for the row's plan, PostgreSQL restarted (its start sets the cgroup's limits),
+    PgBouncer's configuration rendered again for the new pool budget."""
+    user = cluster.os_user()
+    timeout = settings.PANEL_COMMAND_TIMEOUT
+    cluster.set_progress(20, _("Writing the configuration"))
+    guard_added = write_server_config(cluster)
+    cluster.set_progress(40, _("Restarting PostgreSQL"))
+    postgres.stop(cluster.version, cluster.pgdata, user=user, timeout=timeout)
+    runas.make_private_dir(cluster.socket_dir, user)
+    isolation.start_server(cluster, user, timeout)
+    if guard_added:
+        clear_reserved(cluster)
+    cluster.set_progress(80, _("Updating PgBouncer"))
+    hooks.pooler.refresh_auth(cluster)  # never raises: a failure is on the pooler and in the events
+
+
+def perform_resize(cluster_id: uuid.UUID | str, plan_slug: str) -> Cluster | None:
+    """The node's half of ``resize_cluster``, on a cluster marked ``resizing``. On failure the
+    old plan is put back (and PostgreSQL restarted on it if needed): the cluster is online again
+    with the reason shown, or in ``error`` if even that failed."""
+    cluster = Cluster.objects.filter(pk=cluster_id, status=ClusterStatus.RESIZING).first()
+    if cluster is None:
+        return None
+    old = cluster.plan_slug
+    plan = get_plan(plan_slug)
+    try:
+        _record_plan(cluster, plan)
+    except ServiceError as exc:  # refused on the node: nothing was changed
+        _back_online(cluster, _("The cluster was not resized: %(reason)s") % {"reason": exc.message})
+        return cluster
+    try:
+        _restart_on_plan(cluster)
+    except Exception as exc:
+        if not isinstance(exc, runas.EngineError | OSError | ServiceError):
+            log.exception("resizing %s crashed", cluster.pk)
+        return _roll_back(cluster, old, plan, exc)
+    cluster.mark_online()
+    cluster.log_event(
+        "resized",
+        _(
+            "Resized from %(old)s to %(new)s: %(ram)d GB RAM, %(cpu)d vCPUs, %(disk)d GB disk, %(conn)d connections."
+        )
+        % {
+            "old": old,
+            "new": plan.slug,
+            "ram": plan.ram_gb,
+            "cpu": plan.vcpus,
+            "disk": plan.disk_gb,
+            "conn": plan.max_connections,
+        },
+    )
+    return cluster
+
+
+def _back_online(cluster: Cluster, reason: str) -> None:
+    cluster.mark_online()
+    cluster.error_message = reason
+    cluster.save(update_fields=["error_message", "updated_at"])
+    cluster.log_event("resize-failed", reason, EventLevel.ERROR)
+
+
+def _roll_back(cluster: Cluster, old: str, plan: Plan, exc: Exception) -> Cluster:
+    reason = str(exc) or type(exc).__name__
+    log.warning("resizing %s to %s failed: %s", cluster.pk, plan.slug, reason)
+    cluster.plan_slug = old
+    cluster.save(update_fields=["plan_slug", "updated_at"])
+    try:
+        _restart_on_plan(cluster)
+    except Exception as again:
+        cluster.mark_error(
+            _("Resizing to %(plan)s failed (%(reason)s), and restarting on %(old)s failed too: %(again)s")
+            % {"plan": plan.slug, "reason": reason, "old": old, "again": again}
+        )
+        cluster.log_event("error", cluster.error_message, EventLevel.ERROR)
+        return cluster
+    _back_online(
+        cluster,
+        _("Resizing to %(plan)s failed, so the cluster is back on %(old)s: %(reason)s")
+        % {"plan": plan.slug, "old": old, "reason": reason},
+    )
+    return cluster
