@@ -303,6 +303,7 @@ def test_beat_fans_periodic_work_out_to_each_living_node(
     assert periodic == {
         "panel.clusters.tasks.reconcile",
         "panel.insights.tasks.collect",
+        "panel.quotas.tasks.measure",
         "benchmarks.tasks.reap",
     }
 
