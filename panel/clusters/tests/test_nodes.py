@@ -22,6 +22,15 @@ from panel.core.errors import ServiceError
 GB = 1024**3
 
 
+@pytest.fixture(autouse=True)
+def _no_leftover_nodes(request: pytest.FixtureRequest) -> None:
+    """Each test starts without nodes: a module of real clusters that ran before (its fixture
+    outside any test's transaction) leaves this machine's node registered."""
+    if request.node.get_closest_marker("django_db") or {"db", "transactional_db"} & set(request.fixturenames):
+        request.getfixturevalue("db")
+        Node.objects.filter(clusters__isnull=True).delete()
+
+
 @pytest.fixture
 def web(settings: object) -> None:
     """This process as the web: it runs no cluster, so only heartbeats say a node is alive."""
