@@ -21,10 +21,14 @@ from dataclasses import dataclass
 
 from benchmarks.lib.pgbench_output import (
     CLIENT_ABORTED,
+    COMPLETED_WITH_ERRORS,
     CONNECTION_FAILED,
     DETAIL,
+    FAILED,
+    FATAL_KINDS,
     RUN_ABORTED,
     SCRIPT_ERROR,
+    SUCCEEDED,
     WARNING,
     ErrorLine,
     ProgressSample,
@@ -35,6 +39,7 @@ __all__ = [
     "IntervalFigures",
     "SysbenchParser",
     "SysbenchReport",
+    "classify_exit",
     "histogram_percentile",
     "parse_error_line",
     "parse_init_line",
@@ -317,15 +322,21 @@ class SysbenchParser:
         self.report_lines: list[str] = []
         self.last_figures: IntervalFigures | None = None
         self.last_latency_pct_ms: float | None = None
+        self.samples = 0
+        self._threads_line = ""
 
     def feed(self, line: str) -> ProgressSample | ErrorLine | None:
         text = line.rstrip("\r\n")
         if self.report_lines or text.startswith(("SQL statistics:", "Latency histogram")):
             self.report_lines.append(text)
             return None
+        if text.startswith("Number of threads:"):
+            self._threads_line = text
+            return None
         parsed = parse_interval_line(text, self.interval_s)
         if parsed is not None:
             sample, self.last_figures = parsed
+            self.samples += 1
             self.last_latency_pct_ms = interval_latency(text)
             return sample
         error = parse_error_line(text)
@@ -338,4 +349,34 @@ class SysbenchParser:
 
     @property
     def report_text(self) -> str:
-        return "\n".join(self.report_lines)
+        """The report, with the banner's threads line (the report itself does not say them)."""
+        if not self.report_lines:
+            return ""
+        return "\n".join([self._threads_line, *self.report_lines])
+
+
+def _first(errors: list[ErrorLine], kinds: frozenset[str] | set[str]) -> ErrorLine | None:
+    return next((error for error in errors if error.kind in kinds), None)
+
+
+def classify_exit(
+    returncode: int, report: SysbenchReport | None, errors: list[ErrorLine], *, samples: int = 0
+) -> tuple[str, str]:
+    """Map sysbench's exit to ``(status, reason)``, in the words pgbench's runs use: 0 with a
+    report ran; a report after a non-zero exit ran with errors; no report could not start (no
+    interval seen) or stopped; a negative code is a signal (a missing table crashes sysbench 1.0)."""
+    first = _first(errors, {CONNECTION_FAILED}) or _first(errors, FATAL_KINDS)
+    said = first.message if first else ""
+    if returncode == 0:
+        if report is None:
+            return FAILED, "sysbench exited without printing a report"
+        return SUCCEEDED, ""
+    if report is not None:
+        aborted = _first(errors, {CLIENT_ABORTED})
+        return COMPLETED_WITH_ERRORS, f"clients aborted: {aborted.message if aborted else said or returncode}"
+    if returncode < 0:
+        suffix = f" after: {said}" if said else ""
+        return FAILED, f"sysbench was stopped by signal {-returncode}{suffix}"
+    if samples == 0:
+        return FAILED, f"could not start: {said or f'sysbench exited with code {returncode}'}"
+    return FAILED, f"sysbench exited with code {returncode}{f': {said}' if said else ''}"

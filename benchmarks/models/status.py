@@ -25,6 +25,14 @@ class JobStatus(models.TextChoices):
 JobStatus.TERMINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.ERRORED})
 
 
+class Engine(models.TextChoices):
+    """The load generator of a run or a data set. Their data sets differ (pgbench's
+    ``pgbench_*`` tables, sysbench's ``sbtestN``): a run uses a data set of its own engine."""
+
+    PGBENCH = "pgbench", "pgbench"
+    SYSBENCH = "sysbench", "sysbench"
+
+
 class RunStatus(models.TextChoices):
     QUEUED = "queued", _("Queued")
     RUNNING = "running", _("Running")

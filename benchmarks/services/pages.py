@@ -89,15 +89,17 @@ def picked_runs(
 
 
 def latest_datasets(cluster: Cluster) -> list[dict[str, Any]]:
-    """Per database: the newest data set (maybe still loading or failed) and the newest usable one."""
-    rows: dict[str, dict[str, Any]] = {}
+    """Per database and engine (pgbench's tables and sysbench's are apart): the newest data set
+    (maybe still loading or failed) and the newest usable one."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
     for dataset in DataSet.objects.filter(cluster=cluster).order_by("-created_at")[:200]:
         row = rows.setdefault(
-            dataset.database, {"database": dataset.database, "latest": dataset, "ready": None}
+            (dataset.database, dataset.engine),
+            {"database": dataset.database, "engine": dataset.engine, "latest": dataset, "ready": None},
         )
         if row["ready"] is None and dataset.status == JobStatus.SUCCEEDED:
             row["ready"] = dataset
-    return sorted(rows.values(), key=lambda row: row["database"])
+    return sorted(rows.values(), key=lambda row: (row["database"], row["engine"]))
 
 
 def datasets_card(cluster: Cluster) -> dict[str, Any]:

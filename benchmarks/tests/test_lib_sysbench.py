@@ -10,15 +10,19 @@ from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib import sysbench_command as sb
 from benchmarks.lib.pgbench_output import (
     CLIENT_ABORTED,
+    COMPLETED_WITH_ERRORS,
     CONNECTION_FAILED,
     DETAIL,
+    FAILED,
     RUN_ABORTED,
     SCRIPT_ERROR,
+    SUCCEEDED,
     ErrorLine,
     ProgressSample,
 )
 from benchmarks.lib.sysbench_output import (
     SysbenchParser,
+    classify_exit,
     histogram_percentile,
     parse_init_line,
     parse_interval_line,
@@ -87,9 +91,8 @@ def test_it_reads_the_runs_percentiles_off_the_histogram() -> None:
     assert report.latency_min_ms <= report.latency_p50_ms < report.latency_p95_ms  # type: ignore[operator]
     assert report.latency_p95_ms < report.latency_p99_ms <= report.latency_max_ms  # type: ignore[operator]
     parser, samples, _errors = feed("rw_direct_c4_hist")
-    assert len(samples) == 5 and parse_report(parser.report_text) == parse_report(
-        text.split("Threads started!", 1)[1]
-    )
+    # Streamed line by line, the same report as from the whole text, the threads from the banner.
+    assert len(samples) == 5 and parse_report(parser.report_text) == report and report.threads == 4
 
 
 def test_histogram_percentile_counts_up_to_the_wanted_share() -> None:
@@ -110,6 +113,41 @@ def test_every_script_and_the_pool_give_samples_and_a_report(name: str) -> None:
     assert samples and errors == [] and report is not None and report.tps
     # The per-second figures add up to the report's transactions.
     assert sum(s.tps for s in samples) == pytest.approx(report.transactions, rel=0.1)
+
+
+@pytest.mark.parametrize(
+    ("name", "code", "status", "reason"),
+    [
+        ("rw_direct_c4_t5", 0, SUCCEEDED, ""),
+        (
+            "fail_wrong_password",
+            1,
+            FAILED,
+            'could not start: password authentication failed for user "doadmin"',
+        ),
+        ("ro_pool_c4_ps_default", 1, FAILED, "could not start: prepared statement"),
+        (
+            "fail_missing_table",
+            -11,
+            FAILED,
+            'sysbench was stopped by signal 11 after: relation "sbtest3" does not exist',
+        ),
+    ],
+)
+def test_the_exit_and_the_output_decide_the_status(name: str, code: int, status: str, reason: str) -> None:
+    parser, _samples, errors = feed(name)
+    found = classify_exit(code, parse_report(parser.report_text), errors, samples=parser.samples)
+    assert found[0] == status and found[1].startswith(reason)
+
+
+def test_a_report_after_an_error_exit_completed_with_errors() -> None:
+    parser, _samples, _errors = feed("rw_direct_c4_t5")
+    aborted = ErrorLine(CLIENT_ABORTED, "SQL error, errno = 0")
+    assert classify_exit(1, parse_report(parser.report_text), [aborted], samples=5) == (
+        COMPLETED_WITH_ERRORS,
+        "clients aborted: SQL error, errno = 0",
+    )
+    assert classify_exit(0, None, [])[0] == FAILED
 
 
 def test_a_run_by_transactions_has_a_report_and_no_interval() -> None:
