@@ -144,6 +144,8 @@ class BenchmarkRun(models.Model):
 
     @property
     def status_meaning(self) -> Any:
+        if self.engine == Engine.SYSBENCH and self.status in RunStatus.SYSBENCH_MEANING:
+            return RunStatus.SYSBENCH_MEANING[self.status]
         return RunStatus.MEANING.get(self.status, "")
 
     @property

@@ -46,6 +46,7 @@ class RunStatus(models.TextChoices):
     TERMINAL: ClassVar[frozenset[str]]
     # What each status means to the person reading the run page.
     MEANING: ClassVar[dict[str, Any]]
+    SYSBENCH_MEANING: ClassVar[dict[str, Any]]
 
 
 RunStatus.ACTIVE = frozenset({RunStatus.QUEUED, RunStatus.RUNNING})
@@ -66,4 +67,10 @@ RunStatus.MEANING = {
     RunStatus.FAILED: _("The run could not start or did not finish (see the reason)."),
     RunStatus.CANCELLED: _("Stopped on request; the samples so far are kept."),
     RunStatus.ERRORED: _("The panel itself failed while running it (a bug: see the traceback)."),
+}
+# sysbench's own words where they differ: it exits 0 or 1 (a client that aborted stops it).
+RunStatus.SYSBENCH_MEANING = {
+    RunStatus.RUNNING: _("sysbench is running."),
+    RunStatus.SUCCEEDED: _("sysbench ran to the end (exit code 0)."),
+    RunStatus.COMPLETED_WITH_ERRORS: _("sysbench ran but stopped on an error after its report."),
 }

@@ -61,6 +61,20 @@ SUMMARY_LABELS = {
     "partitions": N_("Partitions"),
     "pgbench_version": N_("pgbench version"),
     "server_version": N_("Server version"),
+    # sysbench's report
+    "qps": N_("Queries per second"),
+    "queries": N_("Queries"),
+    "reads": N_("Reads"),
+    "writes": N_("Writes"),
+    "others": N_("Other queries (BEGIN, COMMIT)"),
+    "ignored_errors": N_("Errors ignored and retried"),
+    "reconnects": N_("Reconnects"),
+    "total_time_s": N_("Total time (s)"),
+    "latency_min_ms": N_("Latency min (ms)"),
+    "latency_max_ms": N_("Latency max (ms)"),
+    "latency_p50_ms": N_("Latency p50 (ms)"),
+    "latency_p95_ms": N_("Latency p95 (ms)"),
+    "latency_p99_ms": N_("Latency p99 (ms)"),
 }
 
 
