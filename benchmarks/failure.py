@@ -48,6 +48,11 @@ _RULES: tuple[tuple[re.Pattern[str], str, str], ...] = (
         N_("Initialise a data set in this database first (Benchmarks tab, “Initialise”)."),
     ),
     (
+        re.compile(r"relation \"sbtest\d+\" does not exist"),
+        N_("The database has no sysbench tables, or fewer than the run asks for"),
+        N_("Prepare a sysbench data set in this database first (Benchmarks tab, engine sysbench)."),
+    ),
+    (
         re.compile(r"password authentication failed|no password supplied|role \"[^\"]*\" does not exist"),
         N_("The server did not accept the user or its password"),
         N_("Check the user exists and its password in the panel is current (Users tab)."),

@@ -1,4 +1,5 @@
-"""The pgbench runner: the only module that spawns or signals pgbench processes.
+"""The benchmark runner: the only module that spawns or signals the load generators, pgbench and
+sysbench (everything below says pgbench; sysbench is run, confined and stopped the same way).
 
 pgbench runs from an argument list (never a shell), in its own session and process group (so a
 cancel or the reaper can stop it and any child at once, and a dying worker does not take the
@@ -39,6 +40,8 @@ from panel.core.runas import EngineError, OsUser, current_user, spawn_in
 STDOUT = "stdout"
 STDERR = "stderr"
 DEFAULT_PGBENCH = "/usr/bin/pgbench"
+DEFAULT_SYSBENCH = "/usr/bin/sysbench"
+LOAD_PROGRAMS = frozenset({"pgbench", "sysbench"})
 PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
@@ -70,6 +73,11 @@ def pgbench_path(version: str | None = None) -> str:
     for candidate in sorted(Path("/usr/lib/postgresql").glob("*/bin/pgbench"), reverse=True):
         return str(candidate)
     return DEFAULT_PGBENCH
+
+
+def sysbench_path() -> str:
+    """sysbench on PATH (Debian's package: /usr/bin/sysbench, its Lua scripts under /usr/share)."""
+    return shutil.which("sysbench", path=PATH) or DEFAULT_SYSBENCH
 
 
 def bench_user() -> OsUser:
@@ -272,12 +280,12 @@ def _signal_group(pgid: int, sig: signal.Signals) -> bool:
 
 
 def is_pgbench(pid: int | None) -> bool:
-    """Whether ``pid`` is alive and is a pgbench (a pid the kernel reused is left alone)."""
+    """Whether ``pid`` is alive and is a pgbench or a sysbench (a pid the kernel reused is left alone)."""
     if not pid:
         return False
     try:
         proc = psutil.Process(pid)
-        return proc.status() != psutil.STATUS_ZOMBIE and proc.name() == "pgbench"
+        return proc.status() != psutil.STATUS_ZOMBIE and proc.name() in LOAD_PROGRAMS
     except psutil.Error:
         return False
 

@@ -77,6 +77,8 @@ fi
 have make || missing+=(make)
 have gcc || missing+=(gcc)
 have pgbouncer || missing+=(pgbouncer)
+# sysbench, the second benchmark engine (Debian's 1.0.20 has the pgsql driver and oltp_* scripts).
+have sysbench || missing+=(sysbench)
 have redis-server || missing+=(redis-server)
 if [[ "$mode" == test ]]; then
     have chromium || missing+=(chromium)

@@ -20,6 +20,7 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 
+from benchmarks.lib import pgbench_options, sysbench_command
 from benchmarks.lib.pgbench_options import (
     BUILTIN_SCRIPTS,
     INIT_STEP_LETTERS,
@@ -37,7 +38,6 @@ from benchmarks.lib.pgbench_options import (
     InitOptions,
     RunOptions,
     default_threads,
-    problems,
     run_options,
     validate,
     validate_init,
@@ -75,6 +75,16 @@ __all__ = [
     "validate_init",
     "warnings",
 ]
+
+
+def problems(options: RunOptions) -> list[tuple[str, str]]:
+    """Blocking errors of a run, by its engine's rules (see ``pgbench_options.problems``)."""
+    if options.engine == sysbench_command.SYSBENCH:
+        return sysbench_command.problems(options)
+    found = pgbench_options.problems(options)
+    if options.engine != sysbench_command.PGBENCH:
+        found.append(("engine", f"Unknown engine {options.engine!r}: choose pgbench or sysbench."))
+    return found
 
 
 def _number(value: float) -> str:

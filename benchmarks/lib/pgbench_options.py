@@ -67,6 +67,11 @@ class RunOptions:
     aggregate_interval_s: int | None = None
     report_per_command: bool = False  # -r
     no_vacuum: bool | None = None  # None: skip the vacuum for custom scripts only
+    # "sysbench": the same run by sysbench (see benchmarks.lib.sysbench_command), on the tables
+    # its data set holds.
+    engine: str = "pgbench"
+    tables: int | None = None
+    table_size: int | None = None
 
     @property
     def script(self) -> str:
@@ -235,11 +240,17 @@ def run_options(
     connect_per_transaction: bool = False,
     max_tries: int | None = None,
     cpu_count: int | None = None,
+    engine: str = "pgbench",
+    tables: int | None = None,
+    table_size: int | None = None,
 ) -> RunOptions:
     """A run as a user chose it (the form, ``bench run``): no threads given means one per CPU.
 
-    ``builtin`` None is a custom script (its path is set when the run executes).
+    ``builtin`` None is a custom script (its path is set when the run executes). sysbench drives
+    each client from a thread of its own: its threads are its clients.
     """
+    if engine == "sysbench":
+        threads = clients
     return RunOptions(
         clients=clients,
         threads=threads or default_threads(clients, cpu_count if cpu_count is not None else os.cpu_count()),
@@ -252,6 +263,9 @@ def run_options(
         latency_limit_ms=latency_limit_ms,
         connect_per_transaction=connect_per_transaction,
         max_tries=max_tries,
+        engine=engine,
+        tables=tables,
+        table_size=table_size,
     )
 
 

@@ -1,4 +1,4 @@
-"""pgbench jobs: data sets (``pgbench -i``), runs with their live samples and errors, and sweeps.
+"""Benchmark jobs (pgbench or sysbench): data sets (``pgbench -i``, ``sysbench prepare``), runs with their live samples and errors, and sweeps.
 
 A job is a row with a state machine; Celery only carries its id. Transitions are conditional
 updates (``filter(pk=…, status__in=allowed).update(…)``), so two processes racing on one row
@@ -7,11 +7,12 @@ updates (``filter(pk=…, status__in=allowed).update(…)``), so two processes r
 
 from benchmarks.models.datasets import DataSet
 from benchmarks.models.runs import BenchmarkRun, RunError, RunSample, Sweep
-from benchmarks.models.status import InvalidTransition, JobStatus, RunStatus
+from benchmarks.models.status import Engine, InvalidTransition, JobStatus, RunStatus
 
 __all__ = [
     "BenchmarkRun",
     "DataSet",
+    "Engine",
     "InvalidTransition",
     "JobStatus",
     "RunError",

@@ -1,4 +1,4 @@
-"""A pgbench data set: ``pgbench -i`` run in one database of a cluster, its progress and outcome."""
+"""A data set: ``pgbench -i`` or ``sysbench prepare`` run in one database of a cluster, its progress and outcome."""
 
 from __future__ import annotations
 
@@ -10,17 +10,21 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from benchmarks.models.status import InvalidTransition, JobStatus
+from benchmarks.models.status import Engine, InvalidTransition, JobStatus
 from panel.clusters.models import Cluster
 
 
 class DataSet(models.Model):
-    """pgbench's tables in one database of a cluster, created by ``pgbench -i`` at a scale factor."""
+    """A benchmark's tables in one database of a cluster: pgbench's, created by ``pgbench -i`` at a
+    scale factor, or sysbench's ``sbtest1…N``, created by ``sysbench prepare`` (tables × rows)."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="datasets")
     database = models.CharField(_("database"), max_length=63)
-    scale = models.PositiveIntegerField(_("scale factor"))
+    engine = models.CharField(max_length=16, choices=Engine.choices, default=Engine.PGBENCH)
+    scale = models.PositiveIntegerField(_("scale factor"), null=True, blank=True)  # pgbench
+    tables = models.PositiveIntegerField(_("tables"), null=True, blank=True)  # sysbench
+    table_size = models.PositiveIntegerField(_("rows per table"), null=True, blank=True)  # sysbench
     init_steps = models.CharField(max_length=16, blank=True)
     foreign_keys = models.BooleanField(default=False)
     status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED)
@@ -41,6 +45,12 @@ class DataSet(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(progress__lte=100), name="dataset_progress_at_most_100"),
             models.CheckConstraint(condition=Q(scale__gte=1), name="dataset_scale_at_least_1"),
+            # A data set has the shape of its engine: a scale, or tables and their rows.
+            models.CheckConstraint(
+                condition=Q(engine=Engine.PGBENCH, scale__isnull=False)
+                | Q(engine=Engine.SYSBENCH, tables__gte=1, table_size__gte=1),
+                name="dataset_shape_of_its_engine",
+            ),
         ]
         indexes = [
             models.Index(fields=("cluster", "database", "status"), name="dataset_cluster_db_status_idx"),
@@ -48,7 +58,16 @@ class DataSet(models.Model):
         ]
 
     def __str__(self) -> str:
+        if self.engine == Engine.SYSBENCH:
+            return f"{self.database} {self.shape}"
         return f"{self.database} scale {self.scale}"
+
+    @property
+    def shape(self) -> str:
+        """What the data set holds, in the tool's own terms (``bench init`` prints it)."""
+        if self.engine == Engine.SYSBENCH:
+            return f"sysbench {self.tables} × {self.table_size:,} rows"
+        return f"at scale {self.scale}"
 
     @property
     def is_terminal(self) -> bool:

@@ -11,7 +11,7 @@ from django.utils import timezone
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from benchmarks.models.status import InvalidTransition, RunStatus
+from benchmarks.models.status import Engine, InvalidTransition, RunStatus
 from panel.clusters.models import Cluster
 
 
@@ -37,7 +37,7 @@ class Sweep(models.Model):
 
 
 class BenchmarkRun(models.Model):
-    """One pgbench run: what was asked, its state, the exact command, its outcome and summary."""
+    """One pgbench or sysbench run: what was asked, its state, the exact command, its outcome and summary."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="benchmark_runs")
@@ -62,6 +62,7 @@ class BenchmarkRun(models.Model):
     # and charts sort and group by.
     options = models.JSONField(default=dict)
     custom_script = models.TextField(blank=True)
+    engine = models.CharField(max_length=16, choices=Engine.choices, default=Engine.PGBENCH)
     clients = models.PositiveIntegerField()
     threads = models.PositiveIntegerField()
     duration_s = models.PositiveIntegerField(null=True, blank=True)
@@ -74,7 +75,7 @@ class BenchmarkRun(models.Model):
     command_display = models.TextField(
         blank=True, help_text=_("The equivalent shell command, password redacted.")
     )
-    # What was spawned, stored when pgbench started: the exact argument list, the ``PG*``/``LC_*``
+    # What was spawned (pgbench or sysbench), stored when it started: the exact argument list, the ``PG*``/``LC_*``
     # variables of its environment (secret values stored as None, never the password), and the
     # private work directory its arguments name. The run page renders the command from these.
     argv = models.JSONField(default=list, blank=True)
@@ -98,7 +99,7 @@ class BenchmarkRun(models.Model):
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     worker_hostname = models.CharField(max_length=255, blank=True)
     worker_pid = models.IntegerField(null=True, blank=True)
-    pgbench_pid = models.IntegerField(null=True, blank=True)
+    pgbench_pid = models.IntegerField(null=True, blank=True)  # the load generator's, sysbench's too
 
     class Meta:
         ordering = ("-created_at",)
@@ -143,6 +144,8 @@ class BenchmarkRun(models.Model):
 
     @property
     def status_meaning(self) -> Any:
+        if self.engine == Engine.SYSBENCH and self.status in RunStatus.SYSBENCH_MEANING:
+            return RunStatus.SYSBENCH_MEANING[self.status]
         return RunStatus.MEANING.get(self.status, "")
 
     @property
@@ -226,15 +229,17 @@ class BenchmarkRun(models.Model):
 
 
 class RunSample(models.Model):
-    """One progress interval of a run (pgbench's ``progress:`` line), with percentiles from its
-    transaction log. Percentiles arrive later than the line and are filled in by an update."""
+    """One progress interval of a run (pgbench's ``progress:`` line, with percentiles from its
+    transaction log that arrive later and are filled in by an update; or sysbench's interval line)."""
 
     run = models.ForeignKey(BenchmarkRun, on_delete=models.CASCADE, related_name="samples")
     seq = models.PositiveIntegerField()
     elapsed_s = models.FloatField()
     tps = models.FloatField()
-    latency_avg_ms = models.FloatField()
-    latency_stddev_ms = models.FloatField()
+    # None for sysbench, whose interval lines give one percentile (p95_ms), not the average.
+    latency_avg_ms = models.FloatField(null=True, blank=True)
+    latency_stddev_ms = models.FloatField(null=True, blank=True)
+    qps = models.FloatField(null=True, blank=True)  # sysbench's queries per second
     failed = models.IntegerField(null=True, blank=True)
     lag_ms = models.FloatField(null=True, blank=True)
     skipped = models.IntegerField(null=True, blank=True)

@@ -25,6 +25,14 @@ class JobStatus(models.TextChoices):
 JobStatus.TERMINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.ERRORED})
 
 
+class Engine(models.TextChoices):
+    """The load generator of a run or a data set. Their data sets differ (pgbench's
+    ``pgbench_*`` tables, sysbench's ``sbtestN``): a run uses a data set of its own engine."""
+
+    PGBENCH = "pgbench", "pgbench"
+    SYSBENCH = "sysbench", "sysbench"
+
+
 class RunStatus(models.TextChoices):
     QUEUED = "queued", _("Queued")
     RUNNING = "running", _("Running")
@@ -38,6 +46,7 @@ class RunStatus(models.TextChoices):
     TERMINAL: ClassVar[frozenset[str]]
     # What each status means to the person reading the run page.
     MEANING: ClassVar[dict[str, Any]]
+    SYSBENCH_MEANING: ClassVar[dict[str, Any]]
 
 
 RunStatus.ACTIVE = frozenset({RunStatus.QUEUED, RunStatus.RUNNING})
@@ -58,4 +67,10 @@ RunStatus.MEANING = {
     RunStatus.FAILED: _("The run could not start or did not finish (see the reason)."),
     RunStatus.CANCELLED: _("Stopped on request; the samples so far are kept."),
     RunStatus.ERRORED: _("The panel itself failed while running it (a bug: see the traceback)."),
+}
+# sysbench's own words where they differ: it exits 0 or 1 (a client that aborted stops it).
+RunStatus.SYSBENCH_MEANING = {
+    RunStatus.RUNNING: _("sysbench is running."),
+    RunStatus.SUCCEEDED: _("sysbench ran to the end (exit code 0)."),
+    RunStatus.COMPLETED_WITH_ERRORS: _("sysbench ran but stopped on an error after its report."),
 }

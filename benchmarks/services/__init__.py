@@ -27,7 +27,7 @@ from benchmarks.services.config import (
     run_margin,
     worker_lost_after,
 )
-from benchmarks.services.datasets import execute_init, init_dataset, latest_dataset
+from benchmarks.services.datasets import cleanup_dataset, execute_init, init_dataset, latest_dataset
 from benchmarks.services.enqueue import INIT_TASK, RUN_TASK, kick_next, next_in_line, run_time_limit
 from benchmarks.services.execute import TICK_S, claim_run, execute_run, workdir_prefix
 from benchmarks.services.launch import (
@@ -75,6 +75,7 @@ __all__ = [
     "execute_run",
     "export_run",
     "heartbeat_interval",
+    "cleanup_dataset",
     "init_dataset",
     "kick_next",
     "latest_dataset",

@@ -1,4 +1,5 @@
-"""Data sets: ``pgbench -i`` of a database at a scale, queued, executed with live progress."""
+"""Data sets: ``pgbench -i`` of a database at a scale, or ``sysbench prepare`` of tables × rows,
+queued, executed with live progress."""
 
 from __future__ import annotations
 
@@ -13,20 +14,24 @@ from django.utils.translation import gettext as _
 
 from benchmarks import runner
 from benchmarks.lib import pgbench_command as cmd
+from benchmarks.lib import sysbench_command as sb
 from benchmarks.lib.pgbench_output import FATAL_KINDS, InitDone, InitPhase, InitProgress, StderrParser
-from benchmarks.models import BenchmarkRun, DataSet, InvalidTransition, JobStatus, RunStatus
+from benchmarks.lib.sysbench_output import parse_error_line, parse_init_line
+from benchmarks.models import BenchmarkRun, DataSet, Engine, InvalidTransition, JobStatus, RunStatus
 from benchmarks.services.enqueue import INIT_TASK, send_job
 from benchmarks.services.targets import require_serving, resolve_target
 from panel.clusters import dbconn, isolation
 from panel.clusters.models import Cluster
+from panel.core.agent import on_node
 from panel.core.errors import ServiceError
 
 log = logging.getLogger(__name__)
 
 
-def latest_dataset(cluster: Cluster, database: str) -> DataSet | None:
+def latest_dataset(cluster: Cluster, database: str, engine: str = Engine.PGBENCH) -> DataSet | None:
+    """The newest usable data set of ``engine`` in ``database``."""
     return (
-        DataSet.objects.filter(cluster=cluster, database=database, status=JobStatus.SUCCEEDED)
+        DataSet.objects.filter(cluster=cluster, database=database, engine=engine, status=JobStatus.SUCCEEDED)
         .order_by("-finished_at")
         .first()
     )
@@ -35,22 +40,41 @@ def latest_dataset(cluster: Cluster, database: str) -> DataSet | None:
 def init_dataset(
     cluster: Cluster,
     database: str,
-    scale: int,
+    scale: int | None = None,
     init_steps: str | None = None,
     foreign_keys: bool = False,
     *,
+    engine: str = Engine.PGBENCH,
+    tables: int | None = None,
+    table_size: int | None = None,
     enqueue: bool = True,
 ) -> DataSet:
-    """Queue ``pgbench -i`` of ``database`` at ``scale``."""
+    """Queue ``pgbench -i`` of ``database`` at ``scale``, or ``sysbench prepare`` of ``tables``
+    tables of ``table_size`` rows (``engine="sysbench"``)."""
     require_serving(cluster)
     if not cluster.databases.filter(name=database).exists():
         raise ServiceError(
             _("No database named “%(name)s” on this cluster.") % {"name": database}, field="database"
         )
-    errors = cmd.validate_init(cmd.InitOptions(scale, init_steps or None, foreign_keys))
-    if errors:
-        field = "scale" if errors[0].startswith("Scale") else "init_steps"
-        raise ServiceError(" ".join(errors), field=field)
+    if engine == Engine.SYSBENCH:
+        tables = tables or sb.DEFAULT_TABLES
+        table_size = table_size or sb.DEFAULT_TABLE_SIZE
+        found = sb.prepare_problems(tables, table_size)
+        if found:
+            raise ServiceError(" ".join(message for _f, message in found), field=found[0][0])
+        scale, init_steps, foreign_keys = None, None, False
+    elif engine == Engine.PGBENCH:
+        if scale is None:
+            raise ServiceError(_("Give a scale factor."), field="scale")
+        errors = cmd.validate_init(cmd.InitOptions(scale, init_steps or None, foreign_keys))
+        if errors:
+            field = "scale" if errors[0].startswith("Scale") else "init_steps"
+            raise ServiceError(" ".join(errors), field=field)
+        tables = table_size = None
+    else:
+        raise ServiceError(
+            _("Unknown engine %(e)s: choose pgbench or sysbench.") % {"e": engine}, field="engine"
+        )
     if BenchmarkRun.objects.filter(cluster=cluster, database=database, status=RunStatus.RUNNING).exists():
         raise ServiceError(
             _("A benchmark is running on this database; wait for it or cancel it."), field="database"
@@ -62,7 +86,10 @@ def init_dataset(
     dataset = DataSet.objects.create(
         cluster=cluster,
         database=database,
+        engine=engine,
         scale=scale,
+        tables=tables,
+        table_size=table_size,
         init_steps=init_steps or "",
         foreign_keys=foreign_keys,
         progress_message=_("Queued"),
@@ -77,14 +104,18 @@ def init_dataset(
 
 
 def execute_init(dataset_id: uuid.UUID | str) -> DataSet:
-    """Run ``pgbench -i`` of a queued data set here and now, with a live progress figure."""
+    """Run ``pgbench -i`` (or ``sysbench prepare``) of a queued data set here and now, with a live
+    progress figure."""
     dataset = DataSet.objects.get(pk=dataset_id)
     try:
         dataset.mark_running()
     except InvalidTransition:
         return dataset
     try:
-        _execute_init(dataset)
+        if dataset.engine == Engine.SYSBENCH:
+            _execute_prepare(dataset)
+        else:
+            _execute_init(dataset)
     except Exception:
         log.exception("data set %s crashed", dataset.pk)
         with contextlib.suppress(InvalidTransition):
@@ -147,7 +178,65 @@ def _execute_init(dataset: DataSet) -> None:
     dataset.succeed(size_bytes=_dataset_size(cluster, dataset.database), duration_s=round(duration, 2))
 
 
-def _dataset_size(cluster: Cluster, database: str) -> int | None:
+def _execute_prepare(dataset: DataSet) -> None:
+    """``sysbench oltp_read_write prepare``: tables one after the other, each line on stdout; the
+    progress is the share of tables whose rows are in."""
+    cluster = dataset.cluster
+    tables, table_size = int(dataset.tables or 0), int(dataset.table_size or 0)
+    try:
+        target = resolve_target(cluster, pool=None, database=dataset.database, user=None)
+    except ServiceError as exc:
+        dataset.fail(exc.message)
+        return
+    args = sb.build_prepare_args(runner.sysbench_path(), target.connection, tables, table_size)
+    env = cmd.build_env(
+        target.password, target.connection.sslmode, base=runner.base_env(), application_name="pgpanel-init"
+    )
+    started = time.monotonic()
+    try:
+        proc = runner.PgbenchProcess(args, env, join=isolation.server_cgroup(cluster))
+    except runner.RunnerError as exc:
+        dataset.fail(str(exc))
+        return
+    DataSet.objects.filter(pk=dataset.pk).update(
+        pgbench_pid=proc.pid, command_display=cmd.display_command(args, env, program="sysbench")
+    )
+    done: set[int] = set()
+    first_error = ""
+    last_write = 0.0
+    message = ""
+    try:
+        while not proc.done:
+            line = proc.next_line(0.5)
+            if line is not None:
+                step = parse_init_line(line.text)
+                error = parse_error_line(line.text) if step is None else None
+                if step is not None:
+                    message = step.message
+                    if step.rows_done:
+                        done.add(step.table)
+                elif error is not None and error.kind in FATAL_KINDS and not first_error:
+                    first_error = error.message
+            now = time.monotonic()
+            if now - last_write >= 0.5:
+                last_write = now
+                DataSet.objects.filter(pk=dataset.pk, status=JobStatus.RUNNING).update(
+                    progress=min(99, 100 * len(done) // max(1, tables)),
+                    progress_message=message[:200],
+                    heartbeat_at=timezone.now(),
+                )
+    except BaseException:
+        proc.stop()
+        raise
+    code = proc.wait(10)
+    if code != 0:
+        dataset.fail(first_error or _("sysbench prepare exited with code %(c)s") % {"c": code})
+        return
+    size = _dataset_size(cluster, dataset.database, prefix="sbtest")
+    dataset.succeed(size_bytes=size, duration_s=round(time.monotonic() - started, 2))
+
+
+def _dataset_size(cluster: Cluster, database: str, prefix: str = "pgbench_") -> int | None:
     try:
         # The tenant's database: the monitor role, not the superuser (issue 10, row 9), and every
         # function and operator named with its schema.
@@ -156,8 +245,55 @@ def _dataset_size(cluster: Cluster, database: str) -> int | None:
                 "SELECT pg_catalog.sum(pg_catalog.pg_total_relation_size(c.oid))::bigint "
                 "FROM pg_catalog.pg_class c "
                 "WHERE c.relkind OPERATOR(pg_catalog.=) ANY ('{r,p}') "
-                "AND pg_catalog.starts_with(c.relname, 'pgbench_')"
+                "AND pg_catalog.starts_with(c.relname, %s)",
+                (prefix,),
             ).fetchone()
     except dbconn.DatabaseError:
         return None
     return int(row[0]) if row and row[0] is not None else None
+
+
+CLEANUP_TIMEOUT_S = 120
+
+
+@on_node(timeout=CLEANUP_TIMEOUT_S + 30)
+def cleanup_dataset(cluster: Cluster, database: str) -> int:
+    """``sysbench cleanup``: drop sysbench's tables in ``database`` (as many as its largest data
+    set made) and forget its sysbench data sets; returns how many were forgotten."""
+    require_serving(cluster)
+    datasets = DataSet.objects.filter(cluster=cluster, database=database, engine=Engine.SYSBENCH)
+    if datasets.filter(status__in=[JobStatus.QUEUED, JobStatus.RUNNING]).exists():
+        raise ServiceError(_("This database is being prepared; wait for it."), field="database")
+    if BenchmarkRun.objects.filter(cluster=cluster, database=database, status=RunStatus.RUNNING).exists():
+        raise ServiceError(
+            _("A benchmark is running on this database; wait for it or cancel it."), field="database"
+        )
+    tables = max((dataset.tables or 0 for dataset in datasets), default=0)
+    if not tables:
+        raise ServiceError(
+            _("No sysbench data set in the database “%(db)s”.") % {"db": database}, field="database"
+        )
+    target = resolve_target(cluster, pool=None, database=database, user=None)
+    args = sb.build_prepare_args(runner.sysbench_path(), target.connection, tables, 0, command="cleanup")
+    env = cmd.build_env(
+        target.password, target.connection.sslmode, base=runner.base_env(), application_name="pgpanel-init"
+    )
+    try:
+        proc = runner.PgbenchProcess(args, env, join=isolation.server_cgroup(cluster))
+    except runner.RunnerError as exc:
+        raise ServiceError(str(exc)) from None
+    first_error = ""
+    deadline = time.monotonic() + CLEANUP_TIMEOUT_S
+    while not proc.done and time.monotonic() < deadline:
+        line = proc.next_line(0.5)
+        error = parse_error_line(line.text) if line is not None else None
+        if error is not None and error.kind in FATAL_KINDS and not first_error:
+            first_error = error.message
+    code = proc.wait(5)
+    if code is None:
+        proc.stop()
+        raise ServiceError(_("sysbench cleanup did not finish within %(s)s s.") % {"s": CLEANUP_TIMEOUT_S})
+    if code != 0:
+        raise ServiceError(first_error or _("sysbench cleanup exited with code %(c)s") % {"c": code})
+    forgotten, _by_model = datasets.delete()
+    return forgotten

@@ -1,4 +1,5 @@
-"""Claiming a queued run and executing it: prepare, spawn pgbench, follow it to its end (``recorder`` stores what it says)."""
+"""Claiming a queued run and executing it: prepare, spawn pgbench or sysbench, follow it to its end
+(``recorder`` and ``sysbench_recorder`` store what they say)."""
 
 from __future__ import annotations
 
@@ -16,16 +17,18 @@ from django.utils.translation import gettext as _
 
 from benchmarks import runner
 from benchmarks.lib import pgbench_command as cmd
+from benchmarks.lib import sysbench_command as sb
 from benchmarks.lib.pgbench_output import (
     StderrParser,
 )
 from benchmarks.lib.pgbench_txlog import TxLogTail
-from benchmarks.models import BenchmarkRun, InvalidTransition, RunStatus
+from benchmarks.models import BenchmarkRun, Engine, InvalidTransition, RunStatus
 from benchmarks.services.config import HOSTNAME, SCRIPT_FILE, heartbeat_interval
 from benchmarks.services.enqueue import kick_next, next_in_line, run_time_limit
 from benchmarks.services.launch import refuse_shell_commands
 from benchmarks.services.percentiles import Percentiles
 from benchmarks.services.recorder import RunRecorder
+from benchmarks.services.sysbench_recorder import SysbenchRecorder
 from benchmarks.services.targets import ResolvedTarget, require_serving, resolve_target
 from panel.clusters import isolation
 from panel.clusters.models import Cluster
@@ -160,7 +163,17 @@ class _Execution:
                 log_prefix=str(workdir / "txlog") if sampling is not None else None,
                 sampling_rate=sampling if sampling is not None and sampling < 1 else None,
             )
-            args = cmd.build_run_args(runner.pgbench_path(run.cluster.version), target.connection, options)
+            if options.engine == Engine.SYSBENCH:
+                # The pool's mode now, not at launch: prepared statements off through a transaction pool.
+                options = replace(
+                    options, query_mode=sb.ps_mode_for(target.pool.mode if target.pool else None)
+                )
+                args = sb.build_run_args(runner.sysbench_path(), target.connection, options)
+            else:
+                args = cmd.build_run_args(
+                    runner.pgbench_path(run.cluster.version), target.connection, options
+                )
+            # The same environment for both tools: libpq reads the password and TLS mode from it.
             env = cmd.build_env(
                 target.password,
                 target.connection.sslmode,
@@ -197,34 +210,42 @@ class _Execution:
         # the run page's command; command_display stays the short summary of older runs.
         BenchmarkRun.objects.filter(pk=run.pk).update(
             pgbench_pid=proc.pid,
-            command_display=cmd.display_command(args, env, program="pgbench"),
+            command_display=cmd.display_command(args, env, program=options.engine),
             argv=list(args),
             argv_env=cmd.spawned_env(env),
             workdir=str(workdir),
         )
+        sysbench = (
+            SysbenchRecorder(run, options.progress_interval_s) if options.engine == Engine.SYSBENCH else None
+        )
         parser = StderrParser(options.progress_shape)
         tail = TxLogTail(workdir / "txlog", pid=proc.pid, fmt=options.txlog_format)
         percentiles = Percentiles(run, tail, options.progress_interval_s)
+        recorder = sysbench or self.recorder
         limit = run_time_limit(run)
         deadline = time.monotonic() + limit
         next_tick = next_beat = 0.0
         try:
             while not proc.done:
                 line = proc.next_line(TICK_S)
-                if line is not None:
+                if line is not None and sysbench is not None:
+                    sysbench.handle_line(line)
+                elif line is not None:
                     self.recorder.handle(line, parser, percentiles)
                 now = time.monotonic()
                 if now >= next_tick:
                     next_tick = now + TICK_S
-                    percentiles.poll()
-                    percentiles.flush(self.recorder.seq)
-                    self.recorder.flush_errors()
+                    if sysbench is None:
+                        percentiles.poll()
+                        percentiles.flush(self.recorder.seq)
+                    recorder.flush_errors()
                     if not BenchmarkRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING).exists():
                         self.cancelled = True
                         proc.stop()
                     elif now >= deadline and proc.poll() is None:
-                        self.stopped_reason = _("pgbench did not finish within %(s)s s and was stopped.") % {
-                            "s": int(limit)
+                        self.stopped_reason = _("%(tool)s did not finish within %(s)s s and was stopped.") % {
+                            "tool": options.engine,
+                            "s": int(limit),
                         }
                         proc.stop()
                 if now >= next_beat:
@@ -238,6 +259,10 @@ class _Execution:
         returncode = proc.wait(10)
         if returncode is None:
             returncode = proc.stop()
+        if sysbench is not None:
+            sysbench.flush_errors()
+            sysbench.finish_run(returncode, cancelled=self.cancelled, stopped_reason=self.stopped_reason)
+            return
         percentiles.poll(final=True)
         percentiles.flush(self.recorder.seq)
         self.recorder.flush_errors()

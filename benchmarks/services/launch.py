@@ -14,9 +14,10 @@ from django.utils.translation import gettext as _
 
 from benchmarks import runner
 from benchmarks.lib import pgbench_command as cmd
+from benchmarks.lib import sysbench_command as sb
 from benchmarks.lib.pgbench_check import check_custom_script
 from benchmarks.lib.pgbench_script_rules import shell_commands
-from benchmarks.models import BenchmarkRun, InvalidTransition, RunStatus, Sweep
+from benchmarks.models import BenchmarkRun, Engine, InvalidTransition, RunStatus, Sweep
 from benchmarks.services.config import HOSTNAME, SCRIPT_FILE, percentile_budget
 from benchmarks.services.datasets import latest_dataset
 from benchmarks.services.enqueue import enqueue_run, kick_next, next_in_line
@@ -53,6 +54,33 @@ def refuse_shell_commands(custom_script: str) -> None:
         )
 
 
+def _target_database(target: ResolvedTarget) -> str:
+    return target.pool.database if target.pool else target.connection.dbname
+
+
+def sysbench_options(cluster: Cluster, target: ResolvedTarget, options: cmd.RunOptions) -> cmd.RunOptions:
+    """A sysbench run made whole for its target: the tables and rows of the database's sysbench data
+    set (unless given), and prepared statements off through transaction and statement pools."""
+    options = replace(options, query_mode=sb.ps_mode_for(target.pool.mode if target.pool else None))
+    if options.tables is not None and options.table_size is not None:
+        return options
+    dataset = latest_dataset(cluster, _target_database(target), Engine.SYSBENCH)
+    if dataset is None:
+        raise ServiceError(
+            _(
+                "No sysbench data set in the database “%(db)s”: prepare one first (Data sets, engine "
+                "sysbench), pgbench's tables are not sysbench's."
+            )
+            % {"db": _target_database(target)},
+            field="database",
+        )
+    return replace(
+        options,
+        tables=options.tables or dataset.tables,
+        table_size=options.table_size or dataset.table_size,
+    )
+
+
 def validate_run(
     cluster: Cluster,
     *,
@@ -63,11 +91,17 @@ def validate_run(
     custom_script: str | None = None,
 ) -> ResolvedTarget:
     """Every blocking check of a launch; raises ServiceError naming the form field."""
+    if options.engine == Engine.SYSBENCH and custom_script is not None:
+        raise ServiceError(
+            _("sysbench runs its built-in OLTP scripts only; custom scripts are pgbench's."), field="script"
+        )
     if custom_script is not None:
         refuse_shell_commands(custom_script)
     require_serving(cluster)
     target = resolve_target(cluster, pool=pool, database=database, user=user)
     options = _with_script(options, custom_script)
+    if options.engine == Engine.SYSBENCH:
+        options = sysbench_options(cluster, target, options)
     found = cmd.problems(options)
     if found:
         raise ServiceError(" ".join(message for _field, message in found), field=found[0][0])
@@ -84,7 +118,13 @@ def validate_run(
 
 
 def _warnings_for(target: ResolvedTarget, cluster: Cluster, options: cmd.RunOptions) -> list[str]:
-    dataset = latest_dataset(cluster, target.pool.database if target.pool else target.connection.dbname)
+    if options.engine == Engine.SYSBENCH:
+        return sb.warnings(
+            options,
+            target_max_connections=target.max_connections,
+            pool_mode=target.pool.mode if target.pool else None,
+        )
+    dataset = latest_dataset(cluster, _target_database(target))
     return cmd.warnings(
         options,
         scale=dataset.scale if dataset else None,
@@ -110,12 +150,18 @@ def preview_warnings(
         target = resolve_target(cluster, pool=pool, database=database, user=user)
     except ServiceError:
         return []
+    if options.engine == Engine.SYSBENCH:
+        try:
+            options = sysbench_options(cluster, target, options)
+        except ServiceError as exc:
+            return [exc.message]
     return _warnings_for(target, cluster, _with_script(options, custom_script))
 
 
 def _recent_tps(cluster: Cluster) -> float | None:
     for summary in (
-        BenchmarkRun.objects.filter(cluster=cluster, status=RunStatus.SUCCEEDED)
+        # pgbench's own: a sysbench transaction is some twenty queries, its TPS far lower.
+        BenchmarkRun.objects.filter(cluster=cluster, status=RunStatus.SUCCEEDED, engine=Engine.PGBENCH)
         .order_by("-finished_at")
         .values_list("summary", flat=True)[:1]
     ):
@@ -158,8 +204,12 @@ def _new_run(
     foreground: bool = False,
 ) -> BenchmarkRun:
     options = _with_script(options, custom_script)
+    sysbench = options.engine == Engine.SYSBENCH
+    if sysbench:
+        options = sysbench_options(cluster, target, options)
     run = BenchmarkRun(
         foreground=foreground,
+        engine=options.engine,
         cluster=cluster,
         pool=target.pool,
         pool_name=target.pool.name if target.pool else "",
@@ -177,12 +227,17 @@ def _new_run(
         script=options.script,
         query_mode=options.query_mode,
         warnings=_warnings_for(target, cluster, options),
-        percentile_sampling_rate=choose_sampling_rate(cluster, options) if percentiles else None,
+        # sysbench keeps no transaction log: its percentiles come from its own lines and histogram.
+        percentile_sampling_rate=choose_sampling_rate(cluster, options)
+        if percentiles and not sysbench
+        else None,
     )
     env = cmd.build_env(target.password, target.connection.sslmode, base={})
-    run.command_display = cmd.display_command(
-        cmd.build_run_args("pgbench", target.connection, options), env, program="pgbench"
-    )
+    if sysbench:
+        args = sb.build_run_args("sysbench", target.connection, options)
+    else:
+        args = cmd.build_run_args("pgbench", target.connection, options)
+    run.command_display = cmd.display_command(args, env, program=options.engine)
     run.save()
     return run
 

@@ -61,6 +61,20 @@ SUMMARY_LABELS = {
     "partitions": N_("Partitions"),
     "pgbench_version": N_("pgbench version"),
     "server_version": N_("Server version"),
+    # sysbench's report
+    "qps": N_("Queries per second"),
+    "queries": N_("Queries"),
+    "reads": N_("Reads"),
+    "writes": N_("Writes"),
+    "others": N_("Other queries (BEGIN, COMMIT)"),
+    "ignored_errors": N_("Errors ignored and retried"),
+    "reconnects": N_("Reconnects"),
+    "total_time_s": N_("Total time (s)"),
+    "latency_min_ms": N_("Latency min (ms)"),
+    "latency_max_ms": N_("Latency max (ms)"),
+    "latency_p50_ms": N_("Latency p50 (ms)"),
+    "latency_p95_ms": N_("Latency p95 (ms)"),
+    "latency_p99_ms": N_("Latency p99 (ms)"),
 }
 
 
@@ -89,15 +103,17 @@ def picked_runs(
 
 
 def latest_datasets(cluster: Cluster) -> list[dict[str, Any]]:
-    """Per database: the newest data set (maybe still loading or failed) and the newest usable one."""
-    rows: dict[str, dict[str, Any]] = {}
+    """Per database and engine (pgbench's tables and sysbench's are apart): the newest data set
+    (maybe still loading or failed) and the newest usable one."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
     for dataset in DataSet.objects.filter(cluster=cluster).order_by("-created_at")[:200]:
         row = rows.setdefault(
-            dataset.database, {"database": dataset.database, "latest": dataset, "ready": None}
+            (dataset.database, dataset.engine),
+            {"database": dataset.database, "engine": dataset.engine, "latest": dataset, "ready": None},
         )
         if row["ready"] is None and dataset.status == JobStatus.SUCCEEDED:
             row["ready"] = dataset
-    return sorted(rows.values(), key=lambda row: row["database"])
+    return sorted(rows.values(), key=lambda row: (row["database"], row["engine"]))
 
 
 def datasets_card(cluster: Cluster) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from django.utils.translation import gettext as _
 
 from benchmarks.failure import explain_failure
 from benchmarks.lib import pgbench_command as cmd
-from benchmarks.models import BenchmarkRun, RunStatus, Sweep
+from benchmarks.models import BenchmarkRun, Engine, RunStatus, Sweep
 from panel.core.errors import ServiceError
 
 SAMPLE_FIELDS = (
@@ -34,9 +34,17 @@ SAMPLE_FIELDS = (
 )
 
 
+# A sysbench run's samples also have its queries per second (pgbench's exports are unchanged).
+SYSBENCH_SAMPLE_FIELDS = (*SAMPLE_FIELDS, "qps")
+
+
+def sample_fields(run: BenchmarkRun) -> tuple[str, ...]:
+    return SYSBENCH_SAMPLE_FIELDS if run.engine == Engine.SYSBENCH else SAMPLE_FIELDS
+
+
 def samples_after(run: BenchmarkRun, after: int = 0, limit: int = 5000) -> list[dict[str, Any]]:
     """Samples with ``seq > after``, for a chart fed incrementally."""
-    return list(run.samples.filter(seq__gt=after).order_by("seq").values(*SAMPLE_FIELDS)[:limit])
+    return list(run.samples.filter(seq__gt=after).order_by("seq").values(*sample_fields(run))[:limit])
 
 
 def live_state(run: BenchmarkRun) -> str:
@@ -61,7 +69,9 @@ def live_figures(run: BenchmarkRun, latest: dict[str, Any]) -> dict[str, Any]:
     dash = "—"
     figures: dict[str, Any] = {
         "tps": floatformat(latest["tps"], 1),
-        "latency": f"{floatformat(latest['latency_avg_ms'], 2)} ms",
+        "latency": f"{floatformat(latest['latency_avg_ms'], 2)} ms"
+        if latest["latency_avg_ms"] is not None
+        else dash,
         "p95": f"{floatformat(latest['p95_ms'], 2)} ms" if latest["p95_ms"] is not None else dash,
         "failed": str(latest["failed"]) if latest["failed"] is not None else dash,
     }
@@ -92,6 +102,7 @@ def run_record(run: BenchmarkRun) -> dict[str, Any]:
         "user": run.user,
         "status": run.status,
         "status_meaning": str(run.status_meaning),
+        "engine": run.engine,
         "clients": run.clients,
         "threads": run.threads,
         "duration_s": run.duration_s,
@@ -181,7 +192,7 @@ def export_run(run: BenchmarkRun, fmt: str = "csv") -> str:
     samples = samples_after(run, 0, limit=10_000_000)
     if fmt == "csv":
         out = io.StringIO()
-        writer = csv.DictWriter(out, fieldnames=SAMPLE_FIELDS, lineterminator="\n")
+        writer = csv.DictWriter(out, fieldnames=sample_fields(run), lineterminator="\n")
         writer.writeheader()
         writer.writerows(samples)
         return out.getvalue()

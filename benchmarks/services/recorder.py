@@ -104,13 +104,39 @@ class RunRecorder:
         self, returncode: int | None, parser: StderrParser, *, cancelled: bool, stopped_reason: str
     ) -> None:
         """Record the end: the status pgbench's exit, summary and errors mean, unless cancelled or stopped."""
-        run = self.run
         summary = parse_summary("".join(self.stdout), run_aborted=parser.run_aborted)
         summary_data = json.loads(json.dumps(dataclasses.asdict(summary))) if summary else None
         code = returncode if returncode is not None else -9
         status, reason = classify_exit(code, summary, parser.errors)
-        details = {"exit_code": code, "summary": summary_data, "aborted_clients": len(parser.aborted_clients)}
-        BenchmarkRun.objects.filter(pk=run.pk).update(aborted_clients=len(parser.aborted_clients))
+        refused = next((e for e in parser.errors if e.kind == CONNECTION_FAILED), None)
+        if status == RunStatus.FAILED and code < 0 and refused is not None:
+            # pgbench 15 can die of a signal instead of exiting 1 when connections are refused.
+            reason = _("could not start: %(m)s") % {"m": refused.message}
+        self.record_outcome(
+            status,
+            reason,
+            summary_data,
+            code,
+            aborted_clients=len(parser.aborted_clients),
+            cancelled=cancelled,
+            stopped_reason=stopped_reason,
+        )
+
+    def record_outcome(
+        self,
+        status: str,
+        reason: str,
+        summary_data: dict[str, Any] | None,
+        code: int,
+        *,
+        aborted_clients: int,
+        cancelled: bool,
+        stopped_reason: str,
+    ) -> None:
+        """The run's last transition (either tool): the status its exit means, unless cancelled or stopped."""
+        run = self.run
+        details = {"exit_code": code, "summary": summary_data, "aborted_clients": aborted_clients}
+        BenchmarkRun.objects.filter(pk=run.pk).update(aborted_clients=aborted_clients)
         try:
             if cancelled:
                 raise InvalidTransition("cancelled")
@@ -121,13 +147,9 @@ class RunRecorder:
             elif status == RunStatus.COMPLETED_WITH_ERRORS:
                 run.complete_with_errors(reason, summary=summary_data, exit_code=code)
             else:
-                refused = next((e for e in parser.errors if e.kind == CONNECTION_FAILED), None)
-                if code < 0 and refused is not None:
-                    # pgbench 15 can die of a signal instead of exiting 1 when connections are refused.
-                    reason = _("could not start: %(m)s") % {"m": refused.message}
                 run.fail(reason, summary=summary_data, exit_code=code)
         except InvalidTransition:
-            # Cancelled or reaped meanwhile: keep that status, still record what pgbench said.
+            # Cancelled or reaped meanwhile: keep that status, still record what the tool said.
             BenchmarkRun.objects.filter(pk=run.pk).update(**details)
 
 

@@ -9,6 +9,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from panel.clusters import dbconn
 from panel.clusters.models import Cluster
 
 pytestmark = pytest.mark.integration
@@ -47,3 +48,52 @@ def test_bench_init_run_wait_json_then_list_show_export(local_cluster: Cluster) 
         bench("show", "not-a-uuid")
     with pytest.raises(CommandError, match="No cluster"):
         bench("list", "nope")
+
+
+def test_bench_sysbench_prepare_run_and_cleanup(local_cluster: Cluster) -> None:
+    name = local_cluster.name
+    printed = bench(
+        "init", name, "--database", "defaultdb", "--engine", "sysbench", "--tables", "1",
+        "--table-size", "1000", "--wait",
+    )  # fmt: skip
+    assert "succeeded: defaultdb sysbench 1 × 1,000 rows" in printed
+    record = json.loads(
+        bench(
+            "run",
+            name,
+            "--database",
+            "defaultdb",
+            "--engine",
+            "sysbench",
+            "--script",
+            "oltp_point_select",
+            "--clients",
+            "2",
+            "--duration",
+            "2",
+            "--wait",
+            "--format",
+            "json",
+        )  # fmt: skip
+    )
+    assert record["status"] == "succeeded" and record["engine"] == "sysbench"
+    assert record["script"] == "oltp_point_select" and record["samples"] >= 1
+    assert record["summary"]["qps"] >= record["tps"] > 0 and record["latency_avg_ms"] > 0
+    assert "sysbench oltp_point_select" in record["command"] and "--tables=1" in record["command"]
+
+    assert "1 data sets forgotten" in bench("cleanup", name, "--database", "defaultdb")
+    with dbconn.monitor_connection(local_cluster, dbname="defaultdb") as conn:
+        assert conn.execute("SELECT to_regclass('public.sbtest1')").fetchone() == (None,)
+    with pytest.raises(CommandError, match="No sysbench data set"):
+        bench(
+            "run",
+            name,
+            "--database",
+            "defaultdb",
+            "--engine",
+            "sysbench",
+            "--clients",
+            "1",
+            "--duration",
+            "1",
+        )

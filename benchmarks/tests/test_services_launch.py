@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 
 from benchmarks import services
 from benchmarks.lib.pgbench_command import RunOptions
-from benchmarks.models import BenchmarkRun, InvalidTransition, RunSample, RunStatus, Sweep
+from benchmarks.models import BenchmarkRun, DataSet, InvalidTransition, JobStatus, RunSample, RunStatus, Sweep
 from benchmarks.services import enqueue
 from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser
 from panel.core.errors import ServiceError
@@ -183,3 +183,53 @@ def test_export_compare_and_sweep_plan(cluster: Cluster) -> None:
     assert all(run.threads <= run.clients for run in sweep.runs.all())
     results = services.sweep_results(sweep)
     assert [point["clients"] for point in results["direct"]] == [1, 4]
+
+
+def test_a_sysbench_run_needs_a_sysbench_data_set_not_pgbench_s(cluster: Cluster) -> None:
+    options = RunOptions(clients=2, threads=2, duration_s=3, builtin="oltp_read_only", engine="sysbench")
+    DataSet.objects.create(cluster=cluster, database="defaultdb", scale=10, status=JobStatus.SUCCEEDED)
+    with pytest.raises(ServiceError) as caught:
+        services.launch_run(cluster, options=options, enqueue=False)
+    assert caught.value.field == "database" and "No sysbench data set" in caught.value.message
+    assert not BenchmarkRun.objects.exists()
+
+    DataSet.objects.create(
+        cluster=cluster,
+        database="defaultdb",
+        engine="sysbench",
+        tables=3,
+        table_size=1000,
+        status=JobStatus.SUCCEEDED,
+    )
+    run = services.launch_run(cluster, options=options, enqueue=False)
+    # The tables and rows of the data set; the pgbench data set's scale plays no part.
+    assert (run.engine, run.options["tables"], run.options["table_size"]) == ("sysbench", 3, 1000)
+    assert run.percentile_sampling_rate is None and run.query_mode == "auto"
+    assert run.command_display.startswith("PGPASSWORD=******** PGSSLMODE=require")
+    assert "sysbench oltp_read_only" in run.command_display and "--tables=3" in run.command_display
+    pool = ConnectionPool.objects.create(
+        cluster=cluster, name="tx", database="defaultdb", size=5, mode="transaction"
+    )
+    pooled = services.launch_run(cluster, pool=pool, options=options, enqueue=False)
+    assert pooled.query_mode == "disable" and "--db-ps-mode=disable" in pooled.command_display
+
+
+def test_a_sysbench_run_refuses_pgbench_only_options_and_custom_scripts(cluster: Cluster) -> None:
+    options = RunOptions(
+        clients=2,
+        threads=2,
+        duration_s=3,
+        builtin="oltp_read_only",
+        engine="sysbench",
+        tables=1,
+        table_size=10,
+    )
+    with pytest.raises(ServiceError) as caught:
+        services.launch_run(cluster, options=options, custom_script="SELECT 1;", enqueue=False)
+    assert caught.value.field == "script"
+    with pytest.raises(ServiceError) as caught:
+        services.launch_run(
+            cluster, options=RunOptions(**{**options.__dict__, "max_tries": 2}), enqueue=False
+        )
+    assert caught.value.field == "max_tries"
+    assert not BenchmarkRun.objects.exists()

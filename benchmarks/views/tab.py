@@ -63,11 +63,8 @@ def dataset_init(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     form = InitDataSetForm(request.POST, cluster=cluster)
     if form.is_valid():
-        data = form.cleaned_data
         try:
-            services.init_dataset(
-                cluster, data["database"], data["scale"], data["init_steps"], data["foreign_keys"]
-            )
+            services.init_dataset(cluster, **form.service_kwargs())
         except ServiceError as exc:
             add_service_error(form, exc)
         else:

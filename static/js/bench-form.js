@@ -1,12 +1,44 @@
 /* The run form: a pool implies its database (the select is disabled), a pool with a fixed user its
  * user (likewise, and the user is shown), the custom script box shows
- * only for "Custom script"; and the Compare button of the runs table needs two ticked runs.
+ * only for "Custom script"; the engine (pgbench or sysbench) shows its own fields and scripts, in
+ * the run form and the data set form; and the Compare button of the runs table needs two ticked runs.
  * Reads data- attributes, no inline scripts.
  */
 (function () {
   "use strict";
 
+  // The fields of one engine only ([data-bench-engine]); in the script select, that engine's
+  // group of scripts (an <optgroup> labelled with the engine's name).
+  function syncEngine(form) {
+    var engine = form.querySelector("select[name='engine']");
+    if (!engine) {
+      return;
+    }
+    var chosen = engine.value || "pgbench";
+    form.querySelectorAll("[data-bench-engine]").forEach(function (box) {
+      box.classList.toggle("d-none", box.dataset.benchEngine !== chosen);
+    });
+    var script = form.querySelector("select[name='script']");
+    if (!script) {
+      return;
+    }
+    var first = null;
+    script.querySelectorAll("optgroup").forEach(function (group) {
+      var mine = group.label === chosen;
+      group.hidden = !mine;
+      group.disabled = !mine;
+      if (mine && !first && group.querySelector("option")) {
+        first = group.querySelector("option").value;
+      }
+    });
+    var selected = script.selectedOptions[0];
+    if (first && (!selected || selected.parentElement.label !== chosen)) {
+      script.value = first;
+    }
+  }
+
   function syncRunForm(form) {
+    syncEngine(form);
     var target = form.querySelector("select[name='target']");
     var database = form.querySelector("[data-bench-database] select");
     if (target && database) {
@@ -62,6 +94,7 @@
 
   function syncAll() {
     document.querySelectorAll("form[data-bench-run-form]").forEach(syncRunForm);
+    document.querySelectorAll("form[data-bench-init-form]").forEach(syncEngine);
     document.querySelectorAll("form[data-bench-compare-form]").forEach(syncCompare);
   }
 
@@ -69,6 +102,10 @@
     var runForm = event.target.closest && event.target.closest("form[data-bench-run-form]");
     if (runForm) {
       syncRunForm(runForm);
+    }
+    var initForm = event.target.closest && event.target.closest("form[data-bench-init-form]");
+    if (initForm) {
+      syncEngine(initForm);
     }
     var compareForm = event.target.closest && event.target.closest("form[data-bench-compare-form]");
     if (compareForm) {

@@ -1,4 +1,5 @@
-"""`manage.py bench …`: pgbench data sets and runs from the command line, through the same services.
+"""`manage.py bench …`: pgbench and sysbench data sets and runs from the command line, through the
+same services (``--engine sysbench`` for sysbench's ``prepare``, ``run`` and ``cleanup``).
 
 ``bench run --wait`` and ``bench init --wait`` execute in the foreground (no worker needed);
 without ``--wait`` the job is queued for a Celery worker. Clusters are named by their name; when
@@ -17,6 +18,7 @@ from django.core.management.base import CommandError, CommandParser
 
 from benchmarks import services
 from benchmarks.lib import pgbench_command as cmd
+from benchmarks.lib import sysbench_command as sb
 from benchmarks.models import BenchmarkRun, RunStatus
 from panel.clusters.cli import PanelCommand, find_cluster
 from panel.pools.models import ConnectionPool
@@ -25,23 +27,29 @@ WAIT_TURN_S = 24 * 3600
 
 
 class Command(PanelCommand):
-    help = "Initialise pgbench data sets and run, list, show, cancel and export benchmark runs."
+    help = "Initialise pgbench or sysbench data sets and run, list, show, cancel and export benchmark runs."
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
 
-        p = sub.add_parser("init", help="Initialise pgbench's tables (pgbench -i).")
+        p = sub.add_parser("init", help="Initialise pgbench's tables (pgbench -i) or sysbench's (prepare).")
         p.add_argument("cluster", metavar="CLUSTER")
         p.add_argument("--owner", metavar="USERNAME")
         p.add_argument("--database", required=True)
-        p.add_argument("--scale", type=int, required=True)
+        p.add_argument("--engine", choices=sb.ENGINES, default=sb.PGBENCH)
+        p.add_argument("--scale", type=int, help="pgbench's scale factor (required for pgbench)")
+        p.add_argument("--tables", type=int, help=f"sysbench: tables (default {sb.DEFAULT_TABLES})")
+        p.add_argument(
+            "--table-size", type=int, help=f"sysbench: rows per table (default {sb.DEFAULT_TABLE_SIZE})"
+        )
         p.add_argument("--init-steps", metavar="STEPS")
         p.add_argument("--foreign-keys", action="store_true")
         p.add_argument("--wait", action="store_true", help="run in the foreground")
 
-        p = sub.add_parser("run", help="Launch a pgbench run.")
+        p = sub.add_parser("run", help="Launch a pgbench or sysbench run.")
         p.add_argument("cluster", metavar="CLUSTER")
         p.add_argument("--owner", metavar="USERNAME")
+        p.add_argument("--engine", choices=sb.ENGINES, default=sb.PGBENCH)
         target = p.add_mutually_exclusive_group()
         target.add_argument("--pool", metavar="POOL", help="run through this connection pool")
         target.add_argument("--database", metavar="DB", help="run directly against this database")
@@ -53,16 +61,28 @@ class Command(PanelCommand):
         p.add_argument("--threads", "-j", type=int)
         p.add_argument("--progress", type=int, default=1, metavar="SECONDS")
         script = p.add_mutually_exclusive_group()
-        script.add_argument("--script", choices=cmd.BUILTIN_SCRIPTS)
+        script.add_argument(
+            "--script",
+            choices=(*cmd.BUILTIN_SCRIPTS, *sb.SYSBENCH_SCRIPTS),
+            help="default: tpcb-like (pgbench), oltp_read_write (sysbench)",
+        )
         script.add_argument("--file", metavar="FILE", help="a custom script")
         p.add_argument("--rate", type=float)
         p.add_argument("--latency-limit", type=float, metavar="MS")
         p.add_argument("--connect", action="store_true", help="new connection per transaction (-C)")
         p.add_argument("--protocol", choices=cmd.QUERY_MODES, default="simple")
         p.add_argument("--max-tries", type=int)
+        p.add_argument("--tables", type=int, help="sysbench: default, its data set's")
+        p.add_argument("--table-size", type=int, help="sysbench: default, its data set's")
         p.add_argument("--label", default="")
         p.add_argument("--wait", action="store_true", help="run in the foreground and print the summary")
         p.add_argument("--format", choices=("text", "json"), default="text")
+
+        p = sub.add_parser("cleanup", help="Drop sysbench's tables of a database (sysbench cleanup).")
+        p.add_argument("cluster", metavar="CLUSTER")
+        p.add_argument("--owner", metavar="USERNAME")
+        p.add_argument("--database", required=True)
+        p.add_argument("--engine", choices=(sb.SYSBENCH,), default=sb.SYSBENCH)
 
         p = sub.add_parser("list", help="List the runs of a cluster.")
         p.add_argument("cluster", metavar="CLUSTER")
@@ -132,6 +152,9 @@ class Command(PanelCommand):
             opts["scale"],
             opts["init_steps"],
             opts["foreign_keys"],
+            engine=opts["engine"],
+            tables=opts["tables"],
+            table_size=opts["table_size"],
             enqueue=not opts["wait"],
         )
         if not opts["wait"]:
@@ -139,7 +162,7 @@ class Command(PanelCommand):
             return
         dataset = services.execute_init(dataset.pk)
         size = f", {dataset.size_bytes / 1e6:.1f} MB" if dataset.size_bytes else ""
-        self.stdout.write(f"{dataset.status}: {dataset.database} at scale {dataset.scale}{size}")
+        self.stdout.write(f"{dataset.status}: {dataset.database} {dataset.shape}{size}")
         if dataset.error_message:
             raise CommandError(dataset.error_message)
 
@@ -162,12 +185,15 @@ class Command(PanelCommand):
             duration_s=opts["duration"],
             transactions=opts["transactions"],
             progress_interval_s=opts["progress"],
-            builtin=opts["script"],
+            builtin=opts["script"] or ("oltp_read_write" if opts["engine"] == sb.SYSBENCH else "tpcb-like"),
             query_mode=opts["protocol"],
             rate=opts["rate"],
             latency_limit_ms=opts["latency_limit"],
             connect_per_transaction=opts["connect"],
             max_tries=opts["max_tries"],
+            engine=opts["engine"],
+            tables=opts["tables"],
+            table_size=opts["table_size"],
         )
         run = services.launch_run(
             cluster,
@@ -200,6 +226,11 @@ class Command(PanelCommand):
         self._print_run(run, opts["format"])
         if run.status not in (RunStatus.SUCCEEDED, RunStatus.COMPLETED_WITH_ERRORS):
             sys.exit(1)
+
+    def do_cleanup(self, opts: dict[str, Any]) -> None:
+        cluster = find_cluster(opts["cluster"], opts.get("owner"))
+        dropped = services.cleanup_dataset(cluster, opts["database"])
+        self.stdout.write(f"dropped sysbench's tables in {opts['database']} ({dropped} data sets forgotten)")
 
     def do_list(self, opts: dict[str, Any]) -> None:
         cluster = find_cluster(opts["cluster"], opts.get("owner"))
