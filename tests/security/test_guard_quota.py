@@ -84,6 +84,11 @@ def seed_frozen_database(conn: psycopg.Connection) -> None:
         "AS $$ INSERT INTO items VALUES (i, 'definer') $$"
     )
     conn.execute(f"GRANT ALL ON items TO {FREE_ROLE}")
+    conn.execute("CREATE TABLE parent (id int PRIMARY KEY)")
+    conn.execute("CREATE TABLE child_cascade (pid int REFERENCES parent ON DELETE CASCADE)")
+    conn.execute("CREATE TABLE child_set_null (pid int REFERENCES parent ON DELETE SET NULL)")
+    conn.execute("INSERT INTO parent VALUES (1), (2), (3)")
+    conn.execute("INSERT INTO child_cascade VALUES (1), (3); INSERT INTO child_set_null VALUES (2), (3)")
 
 
 def seed_owner_tables(conn: psycopg.Connection) -> None:
@@ -323,10 +328,22 @@ def restore_frozen_db(quota):
     so torn down after it: the database is no longer listed by then)."""
     yield
     with quota.tenant() as conn:
-        conn.execute("DROP TABLE IF EXISTS items, plain CASCADE")
+        conn.execute("DROP TABLE IF EXISTS items, plain, parent, child_cascade, child_set_null CASCADE")
         conn.execute("DROP MATERIALIZED VIEW IF EXISTS items_mv")
         conn.execute("DROP FUNCTION IF EXISTS add_item(int)")
         seed_frozen_database(conn)
+
+
+def test_deletes_work_whatever_the_foreign_keys_do(restore_frozen_db, frozen_db):
+    # The keys' actions run an UPDATE of the child (SET NULL) even when no child row matches.
+    frozen_db.execute("DELETE FROM parent WHERE id = 1")  # ON DELETE CASCADE: its child rows go too
+    frozen_db.execute("DELETE FROM parent WHERE id = 2")  # ON DELETE SET NULL: the child row stays
+    assert frozen_db.execute("SELECT pid FROM child_set_null ORDER BY pid").fetchall() == [(3,), (None,)]
+    assert frozen_db.execute("SELECT pid FROM child_cascade").fetchall() == [(3,)]
+    stopped(frozen_db, "UPDATE parent SET id = 30 WHERE id = 3")
+    stopped(frozen_db, "UPDATE child_set_null SET pid = 3 WHERE pid IS NULL")
+    frozen_db.execute("TRUNCATE parent CASCADE")
+    assert [count(frozen_db, t) for t in ("parent", "child_cascade", "child_set_null")] == [0, 0, 0]
 
 
 def test_the_panels_superuser_still_writes_in_a_listed_database(quota, frozen_db):

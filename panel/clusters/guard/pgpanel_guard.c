@@ -20,6 +20,28 @@
  *
  * The reserved roles come from pgpanel_guard.reserved_roles, which only the
  * server's configuration file sets. Superusers (the panel's own) are exempt.
+ *
+ * It also enforces the storage quotas the panel measures, with two more lists
+ * only the configuration file sets (PGC_SIGHUP, empty by default):
+ *
+ *  - pgpanel_guard.readonly_databases: in these databases no role but a
+ *    superuser may write: an ExecutorCheckPerms_hook refuses any relation
+ *    asked for INSERT, or for UPDATE of some column (INSERT ... ON CONFLICT,
+ *    MERGE inserts and updates, writable CTEs, COPY FROM; SELECT ... FOR
+ *    UPDATE asks for no column and stays a read), and the utility hook the
+ *    statements that make new relations or rewrite one (CREATE TABLE, CREATE
+ *    TABLE AS / SELECT INTO, CREATE MATERIALIZED VIEW, REFRESH, CREATE INDEX,
+ *    CREATE SEQUENCE, CLUSTER, ALTER TABLE that rewrites or adds an index,
+ *    CREATE DATABASE from one, EXPLAIN ANALYZE CREATE TABLE AS) and renaming
+ *    or copying a listed database;
+ *  - pgpanel_guard.readonly_owners: the relations these roles own take no
+ *    INSERT, UPDATE or COPY FROM (partitions and children included), whoever
+ *    writes; the roles create no relation, are given none and give none away
+ *    (ALTER ... OWNER TO, REASSIGN OWNED), and are not renamed.
+ *
+ * Both refuse with SQLSTATE 53100 (disk_full); reads, DELETE, TRUNCATE, DROP,
+ * VACUUM (FULL) and ANALYZE stay allowed, to get back under the quota. With
+ * both lists empty the hooks return at once.
  */
 #include "postgres.h"
 
@@ -752,8 +774,19 @@ frozen_write_target(Oid relid, bool inh)
 static inline bool
 is_write(AclMode perms, const Bitmapset *updatedCols)
 {
-	return (perms & ACL_INSERT) != 0 ||
-		((perms & ACL_UPDATE) != 0 && !bms_is_empty(updatedCols));
+	if ((perms & ACL_INSERT) != 0)
+		return true;
+	if ((perms & ACL_UPDATE) == 0 || bms_is_empty(updatedCols))
+		return false;
+
+	/*
+	 * A foreign key's action (ON DELETE SET NULL / SET DEFAULT, ON UPDATE
+	 * CASCADE) runs its UPDATE under SECURITY_NOFORCE_RLS, which only the
+	 * referential integrity code sets: it follows a DELETE (allowed, and
+	 * otherwise impossible on such a parent, rows or no rows) or an UPDATE of
+	 * the parent (checked on its own).
+	 */
+	return !InNoForceRLSOperation();
 }
 
 /* false (or an error) when one of the relations written is frozen. */
@@ -868,7 +901,9 @@ alter_makes_data(AlterTableCmd *cmd)
 	{
 		case AT_AlterColumnType:
 		case AT_SetTableSpace:
+#if PG_VERSION_NUM >= 150000
 		case AT_SetAccessMethod:
+#endif
 		case AT_SetLogged:
 		case AT_SetUnLogged:
 		case AT_AddIndex:
