@@ -455,6 +455,34 @@ def test_writes_in_a_database_not_listed_still_work(quota, frozen_db):
     stopped(frozen_db, "INSERT INTO items VALUES (1700, 'still frozen here')")
 
 
+def test_names_are_read_as_the_panel_writes_them_quoted(quota):
+    odd = name("Quota-Odd")  # capitals and a dash: only a quoted identifier names it
+    with quota.tenant("defaultdb") as conn:
+        conn.execute(f'CREATE DATABASE "{odd}"')
+    try:
+        with listed(quota, DATABASES_SETTING, f'"{FREE_DB}","{odd}"'), quota.tenant(odd) as conn:
+            stopped(
+                conn,
+                "CREATE TABLE t (id int)",
+                f'database "{odd}" is over its storage quota: writes are stopped',
+            )
+            with quota.tenant(FROZEN_DB) as other:  # not listed this time
+                other.execute(
+                    "INSERT INTO items VALUES (1900, 'not listed'); DELETE FROM items WHERE id = 1900"
+                )
+    finally:
+        with quota.tenant("defaultdb") as conn:
+            conn.execute(f'DROP DATABASE "{odd}" WITH (FORCE)')
+
+
+def test_a_list_the_server_cannot_read_is_refused_and_the_old_one_kept(quota):
+    with dbconn.admin_connection(quota.cluster) as conn:
+        for setting in (DATABASES_SETTING, OWNERS_SETTING):
+            with pytest.raises(errors.InvalidParameterValue, match="List syntax is invalid"):
+                conn.execute(f"""ALTER SYSTEM SET {setting} = '"unterminated'""")
+        assert show(conn, DATABASES_SETTING) == ""
+
+
 def test_writes_work_again_once_the_database_is_no_longer_listed(quota):
     with quota.tenant() as before:
         with listed(quota, DATABASES_SETTING, FROZEN_DB):
@@ -530,6 +558,17 @@ def test_a_listed_role_gets_no_new_relations_and_no_ownership(frozen_role, state
     assert frozen_role.execute("SELECT tableowner FROM pg_tables WHERE tablename = 'free_t'").fetchone() == (
         FREE_ROLE,
     )
+
+
+def test_a_schema_made_for_a_listed_role_gets_no_table_of_its(frozen_role):
+    schema = name("quota_schema")
+    stopped(
+        frozen_role,
+        f"CREATE SCHEMA {schema} AUTHORIZATION {FROZEN_ROLE} CREATE TABLE t (id int)",
+        ROLE_STOPPED,
+    )
+    frozen_role.execute(f"CREATE SCHEMA {schema} AUTHORIZATION {FROZEN_ROLE}")  # no data: fine
+    frozen_role.execute(f"DROP SCHEMA {schema}")
 
 
 def test_a_listed_role_cannot_be_renamed_away_from_its_quota(frozen_role):
