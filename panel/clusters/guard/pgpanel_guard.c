@@ -20,16 +20,46 @@
  *
  * The reserved roles come from pgpanel_guard.reserved_roles, which only the
  * server's configuration file sets. Superusers (the panel's own) are exempt.
+ *
+ * It also enforces the storage quotas the panel measures, with two more lists
+ * only the configuration file sets (PGC_SIGHUP, empty by default):
+ *
+ *  - pgpanel_guard.readonly_databases: in these databases no role but a
+ *    superuser may write: an ExecutorCheckPerms_hook refuses any relation
+ *    asked for INSERT, or for UPDATE of some column (INSERT ... ON CONFLICT,
+ *    MERGE inserts and updates, writable CTEs, COPY FROM; SELECT ... FOR
+ *    UPDATE asks for no column and stays a read), and the utility hook the
+ *    statements that make new relations or rewrite one (CREATE TABLE, CREATE
+ *    TABLE AS / SELECT INTO, CREATE MATERIALIZED VIEW, REFRESH, CREATE INDEX,
+ *    CREATE SEQUENCE, CLUSTER, ALTER TABLE that rewrites or adds an index,
+ *    CREATE DATABASE from one, EXPLAIN ANALYZE CREATE TABLE AS) and renaming
+ *    or copying a listed database;
+ *  - pgpanel_guard.readonly_owners: the relations these roles own take no
+ *    INSERT, UPDATE or COPY FROM (partitions and children included), whoever
+ *    writes; the roles create no relation, are given none and give none away
+ *    (ALTER ... OWNER TO, REASSIGN OWNED), and are not renamed.
+ *
+ * Both refuse with SQLSTATE 53100 (disk_full); reads, DELETE, TRUNCATE, DROP,
+ * VACUUM (FULL) and ANALYZE stay allowed, to get back under the quota. With
+ * both lists empty the hooks return at once.
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_inherits.h"
+#include "commands/dbcommands.h"
 #include "commands/defrem.h"
+#include "executor/executor.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
+#include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/syscache.h"
 #include "utils/varlena.h"
 
 #if PG_VERSION_NUM < 140000
@@ -527,6 +557,563 @@ is_guarded(Node *node)
 	}
 }
 
+/* ------------------------------------------------------------------------
+ * Storage quotas: pgpanel_guard.readonly_databases and readonly_owners.
+ *
+ * The panel measures sizes; here only the enforcement. Both settings are
+ * lists of identifiers parsed once, when the configuration is (re)loaded,
+ * into a NameList kept as the setting's "extra": the hooks below compare
+ * names and never parse. With both lists empty they return at once.
+ * ------------------------------------------------------------------------
+ */
+
+typedef struct NameList
+{
+	int			count;
+	NameData	names[FLEXIBLE_ARRAY_MEMBER];
+} NameList;
+
+static char *readonly_databases = NULL;
+static char *readonly_owners = NULL;
+static NameList *readonly_database_list = NULL;
+static NameList *readonly_owner_list = NULL;
+static ExecutorCheckPerms_hook_type prev_check_perms_hook = NULL;
+
+/* The name of the database this backend is connected to (it cannot be renamed meanwhile). */
+static NameData my_database_name;
+
+#define QUOTA_HINT \
+	errhint("Delete data (DELETE then VACUUM, TRUNCATE or DROP) to get back under the quota, or ask for a larger quota.")
+
+static bool
+check_name_list(char **newval, void **extra, GucSource source)
+{
+	char	   *copy = pstrdup(*newval ? *newval : "");
+	List	   *names = NIL;
+	NameList   *list;
+	ListCell   *cell;
+	Size		size;
+	int			i = 0;
+
+	if (!SplitIdentifierString(copy, ',', &names))
+	{
+		GUC_check_errdetail("List syntax is invalid: a comma-separated list of names is expected.");
+		list_free(names);
+		pfree(copy);
+		return false;
+	}
+	size = offsetof(NameList, names) + list_length(names) * sizeof(NameData);
+#if PG_VERSION_NUM >= 160000
+	list = (NameList *) guc_malloc(LOG, size);
+#else
+	list = (NameList *) malloc(size);
+#endif
+	if (list == NULL)
+	{
+		list_free(names);
+		pfree(copy);
+		return false;
+	}
+	foreach(cell, names)
+		namestrcpy(&list->names[i++], (const char *) lfirst(cell));
+	list->count = i;
+	list_free(names);
+	pfree(copy);
+	*extra = list;
+	return true;
+}
+
+static void
+assign_readonly_databases(const char *newval, void *extra)
+{
+	readonly_database_list = (NameList *) extra;
+}
+
+static void
+assign_readonly_owners(const char *newval, void *extra)
+{
+	readonly_owner_list = (NameList *) extra;
+}
+
+static inline bool
+list_is_empty(const NameList *list)
+{
+	return list == NULL || list->count == 0;
+}
+
+static inline bool
+quota_active(void)
+{
+	return !list_is_empty(readonly_database_list) || !list_is_empty(readonly_owner_list);
+}
+
+static bool
+name_listed(const NameList *list, const char *name)
+{
+	int			i;
+
+	if (list == NULL || name == NULL)
+		return false;
+	for (i = 0; i < list->count; i++)
+	{
+		if (strcmp(NameStr(list->names[i]), name) == 0)
+			return true;
+	}
+	return false;
+}
+
+static const char *
+current_database_name(void)
+{
+	if (NameStr(my_database_name)[0] == '\0' && OidIsValid(MyDatabaseId))
+	{
+		char	   *name = get_database_name(MyDatabaseId);
+
+		if (name != NULL)
+			namestrcpy(&my_database_name, name);
+	}
+	return NameStr(my_database_name);
+}
+
+static bool
+database_is_readonly(void)
+{
+	return !list_is_empty(readonly_database_list) &&
+		name_listed(readonly_database_list, current_database_name());
+}
+
+/* The role's name when it is in readonly_owners, else NULL. */
+static const char *
+frozen_role(Oid roleid)
+{
+	char	   *name;
+
+	if (list_is_empty(readonly_owner_list) || !OidIsValid(roleid))
+		return NULL;
+	name = GetUserNameFromId(roleid, true);
+	return name_listed(readonly_owner_list, name) ? name : NULL;
+}
+
+static void
+refuse_database_write(void)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DISK_FULL),
+			 errmsg("database \"%s\" is over its storage quota: writes are stopped",
+					current_database_name()),
+			 errdetail("INSERT, UPDATE, COPY FROM and statements that create or rewrite relations are refused; "
+					   "reads, DELETE, TRUNCATE, DROP, VACUUM and ANALYZE still work."),
+			 QUOTA_HINT));
+}
+
+static void
+refuse_owner_write(const char *role)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DISK_FULL),
+			 errmsg("role \"%s\" is over its storage quota: writes to its tables are stopped", role),
+			 errdetail("INSERT, UPDATE and COPY FROM into its tables, creating relations as it, and giving "
+					   "ownership of a relation to it or away from it are refused; reads, DELETE, TRUNCATE, "
+					   "DROP, VACUUM and ANALYZE still work."),
+			 QUOTA_HINT));
+}
+
+/* One lookup: the owner and kind of a relation (InvalidOid when it is gone). */
+static Oid
+relation_owner(Oid relid, char *relkind)
+{
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tuple))
+		return InvalidOid;
+	owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
+	if (relkind != NULL)
+		*relkind = ((Form_pg_class) GETSTRUCT(tuple))->relkind;
+	ReleaseSysCache(tuple);
+	return owner;
+}
+
+/* The listed owner of a relation a write lands in, partitions and children included. */
+static const char *
+frozen_write_target(Oid relid, bool inh)
+{
+	char		relkind = 0;
+	Oid			owner = relation_owner(relid, &relkind);
+	const char *role;
+
+	if (RELKIND_HAS_STORAGE(relkind) && (role = frozen_role(owner)) != NULL)
+		return role;
+	/*
+	 * Rows routed to a partition, or updated in a child table, are checked by
+	 * PostgreSQL on the parent only: the children's owners are looked at here.
+	 */
+	if (inh || relkind == RELKIND_PARTITIONED_TABLE)
+	{
+		ListCell   *cell;
+
+		foreach(cell, find_all_inheritors(relid, NoLock, NULL))
+		{
+			Oid			child = lfirst_oid(cell);
+
+			if (child == relid)
+				continue;
+			owner = relation_owner(child, &relkind);
+			if (RELKIND_HAS_STORAGE(relkind) && (role = frozen_role(owner)) != NULL)
+				return role;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * Whether a relation's required permissions make it a write: INSERT, or
+ * UPDATE of some column (SELECT ... FOR UPDATE asks for ACL_UPDATE with no
+ * column updated, and stays a read).
+ */
+static inline bool
+is_write(AclMode perms, const Bitmapset *updatedCols)
+{
+	if ((perms & ACL_INSERT) != 0)
+		return true;
+	if ((perms & ACL_UPDATE) == 0 || bms_is_empty(updatedCols))
+		return false;
+
+	/*
+	 * A foreign key's action (ON DELETE SET NULL / SET DEFAULT, ON UPDATE
+	 * CASCADE) runs its UPDATE under SECURITY_NOFORCE_RLS, which only the
+	 * referential integrity code sets: it follows a DELETE (allowed, and
+	 * otherwise impossible on such a parent, rows or no rows) or an UPDATE of
+	 * the parent (checked on its own).
+	 */
+	return !InNoForceRLSOperation();
+}
+
+/* false (or an error) when one of the relations written is frozen. */
+static bool
+check_write(Oid relid, bool inh, bool ereport_on_violation)
+{
+	const char *role;
+
+	if (database_is_readonly())
+	{
+		if (!ereport_on_violation)
+			return false;
+		refuse_database_write();
+	}
+	if ((role = frozen_write_target(relid, inh)) != NULL)
+	{
+		if (!ereport_on_violation)
+			return false;
+		refuse_owner_write(role);
+	}
+	return true;
+}
+
+#if PG_VERSION_NUM >= 160000
+static bool
+pgpanel_guard_ExecutorCheckPerms(List *rangeTable, List *rtePermInfos, bool ereport_on_violation)
+{
+	ListCell   *cell;
+	bool		checked_superuser = false;
+
+	if (prev_check_perms_hook &&
+		!prev_check_perms_hook(rangeTable, rtePermInfos, ereport_on_violation))
+		return false;
+	if (!quota_active())
+		return true;
+	foreach(cell, rtePermInfos)
+	{
+		RTEPermissionInfo *perm = lfirst_node(RTEPermissionInfo, cell);
+
+		if (!is_write(perm->requiredPerms, perm->updatedCols))
+			continue;
+		if (!checked_superuser)
+		{
+			if (superuser())
+				return true;
+			checked_superuser = true;
+		}
+		if (!check_write(perm->relid, perm->inh, ereport_on_violation))
+			return false;
+	}
+	return true;
+}
+#else
+static bool
+pgpanel_guard_ExecutorCheckPerms(List *rangeTable, bool ereport_on_violation)
+{
+	ListCell   *cell;
+	bool		checked_superuser = false;
+
+	if (prev_check_perms_hook && !prev_check_perms_hook(rangeTable, ereport_on_violation))
+		return false;
+	if (!quota_active())
+		return true;
+	foreach(cell, rangeTable)
+	{
+		RangeTblEntry *rte = lfirst_node(RangeTblEntry, cell);
+
+		if (rte->rtekind != RTE_RELATION || !is_write(rte->requiredPerms, rte->updatedCols))
+			continue;
+		if (!checked_superuser)
+		{
+			if (superuser())
+				return true;
+			checked_superuser = true;
+		}
+		if (!check_write(rte->relid, rte->inh, ereport_on_violation))
+			return false;
+	}
+	return true;
+}
+#endif
+
+/* The relation a utility statement names, looked up without a lock (PostgreSQL locks it next). */
+static Oid
+named_relation_owner(RangeVar *relation)
+{
+	Oid			relid;
+
+	if (relation == NULL)
+		return InvalidOid;
+	relid = RangeVarGetRelid(relation, NoLock, true);
+	return OidIsValid(relid) ? relation_owner(relid, NULL) : InvalidOid;
+}
+
+/* A relation about to be made: in a frozen database, or owned by a frozen role. */
+static void
+refuse_new_relation(Oid owner)
+{
+	const char *role;
+
+	if (database_is_readonly())
+		refuse_database_write();
+	if ((role = frozen_role(owner)) != NULL)
+		refuse_owner_write(role);
+}
+
+/* ALTER TABLE subcommands that copy or rewrite the table (or add an index). */
+static bool
+alter_makes_data(AlterTableCmd *cmd)
+{
+	switch (cmd->subtype)
+	{
+		case AT_AlterColumnType:
+		case AT_SetTableSpace:
+#if PG_VERSION_NUM >= 150000
+		case AT_SetAccessMethod:
+#endif
+		case AT_SetLogged:
+		case AT_SetUnLogged:
+		case AT_AddIndex:
+			return true;
+		case AT_AddColumn:
+			{
+				ColumnDef  *def = castNode(ColumnDef, cmd->def);
+				ListCell   *cell;
+
+				/* A volatile default, an identity or a stored generated column fills every row. */
+				if (def->raw_default != NULL || def->identity || def->generated)
+					return true;
+				foreach(cell, def->constraints)
+				{
+					ConstrType	type = lfirst_node(Constraint, cell)->contype;
+
+					if (type == CONSTR_DEFAULT || type == CONSTR_IDENTITY ||
+						type == CONSTR_GENERATED || type == CONSTR_PRIMARY ||
+						type == CONSTR_UNIQUE || type == CONSTR_EXCLUSION)
+						return true;
+				}
+				return false;
+			}
+		case AT_AddConstraint:
+			{
+				Constraint *con = castNode(Constraint, cmd->def);
+
+				/* PRIMARY KEY, UNIQUE, EXCLUDE build an index, unless USING INDEX. */
+				return (con->contype == CONSTR_PRIMARY || con->contype == CONSTR_UNIQUE ||
+						con->contype == CONSTR_EXCLUSION) && con->indexname == NULL;
+			}
+		default:
+			return false;
+	}
+}
+
+static void
+quota_alter_table(AlterTableStmt *stmt)
+{
+	Oid			owner = named_relation_owner(stmt->relation);
+	ListCell   *cell;
+
+	foreach(cell, stmt->cmds)
+	{
+		AlterTableCmd *cmd = lfirst_node(AlterTableCmd, cell);
+		const char *role;
+
+		if (cmd->subtype == AT_ChangeOwner)
+		{
+			/* Neither given to a frozen role nor taken away from one (a chown past the quota). */
+			if ((role = frozen_role(get_rolespec_oid(cmd->newowner, true))) != NULL ||
+				(role = frozen_role(owner)) != NULL)
+				refuse_owner_write(role);
+		}
+		else if (alter_makes_data(cmd))
+			refuse_new_relation(owner);
+	}
+}
+
+static bool
+explain_analyze_creates(ExplainStmt *stmt)
+{
+	Query	   *query = (Query *) stmt->query;
+	ListCell   *cell;
+
+	if (query == NULL || !IsA(query, Query) || query->commandType != CMD_UTILITY ||
+		query->utilityStmt == NULL || !IsA(query->utilityStmt, CreateTableAsStmt))
+		return false;
+	foreach(cell, stmt->options)
+	{
+		DefElem    *opt = lfirst_node(DefElem, cell);
+
+		if (strcmp(opt->defname, "analyze") == 0 && defGetBoolean(opt))
+			return true;
+	}
+	return false;
+}
+
+static void
+quota_createdb(CreatedbStmt *stmt)
+{
+	ListCell   *cell;
+
+	/* A database made from a frozen one would carry its data past the quota. */
+	if (database_is_readonly())
+		refuse_database_write();
+	foreach(cell, stmt->options)
+	{
+		DefElem    *opt = lfirst_node(DefElem, cell);
+
+		if (strcmp(opt->defname, "template") == 0 && opt->arg != NULL &&
+			name_listed(readonly_database_list, defGetString(opt)))
+			ereport(ERROR,
+					(errcode(ERRCODE_DISK_FULL),
+					 errmsg("database \"%s\" is over its storage quota: writes are stopped",
+							defGetString(opt)),
+					 errdetail("A database over its quota cannot be copied."),
+					 QUOTA_HINT));
+	}
+}
+
+static void
+quota_rename(RenameStmt *stmt)
+{
+	/* The quotas follow names: renaming would shed one. */
+	if (stmt->renameType == OBJECT_DATABASE && name_listed(readonly_database_list, stmt->subname))
+		ereport(ERROR,
+				(errcode(ERRCODE_DISK_FULL),
+				 errmsg("database \"%s\" is over its storage quota: writes are stopped", stmt->subname),
+				 errdetail("A database over its quota cannot be renamed."),
+				 QUOTA_HINT));
+	if (stmt->renameType == OBJECT_ROLE && name_listed(readonly_owner_list, stmt->subname))
+		ereport(ERROR,
+				(errcode(ERRCODE_DISK_FULL),
+				 errmsg("role \"%s\" is over its storage quota: writes to its tables are stopped",
+						stmt->subname),
+				 errdetail("A role over its quota cannot be renamed."),
+				 QUOTA_HINT));
+}
+
+static void
+quota_reassign_owned(ReassignOwnedStmt *stmt)
+{
+	ListCell   *cell;
+	const char *role;
+
+	if ((role = frozen_role(get_rolespec_oid(stmt->newrole, true))) != NULL)
+		refuse_owner_write(role);
+	foreach(cell, stmt->roles)
+	{
+		if ((role = frozen_role(get_rolespec_oid(lfirst_node(RoleSpec, cell), true))) != NULL)
+			refuse_owner_write(role);
+	}
+}
+
+static bool
+is_quota_statement(Node *node)
+{
+	switch (nodeTag(node))
+	{
+		case T_CreateStmt:
+		case T_CreateTableAsStmt:
+		case T_CreateSeqStmt:
+		case T_IndexStmt:
+		case T_RefreshMatViewStmt:
+		case T_ClusterStmt:
+		case T_CreatedbStmt:
+		case T_AlterTableStmt:
+		case T_AlterTableMoveAllStmt:
+		case T_ExplainStmt:
+		case T_RenameStmt:
+		case T_ReassignOwnedStmt:
+			return true;
+		default:
+			return false;
+	}
+}
+
+/* Utility statements that make new data; COPY FROM goes through the executor's check. */
+static void
+quota_statement(Node *node)
+{
+	switch (nodeTag(node))
+	{
+		case T_CreateStmt:
+		case T_CreateSeqStmt:
+			/* A foreign table (CreateForeignTableStmt has its own tag) keeps no data here. */
+			refuse_new_relation(GetUserId());
+			break;
+		case T_CreateTableAsStmt:	/* CREATE TABLE AS, SELECT INTO, CREATE MATERIALIZED VIEW */
+			refuse_new_relation(GetUserId());
+			break;
+		case T_ExplainStmt:
+			if (explain_analyze_creates((ExplainStmt *) node))
+				refuse_new_relation(GetUserId());
+			break;
+		case T_IndexStmt:
+			refuse_new_relation(named_relation_owner(((IndexStmt *) node)->relation));
+			break;
+		case T_RefreshMatViewStmt:
+			refuse_new_relation(named_relation_owner(((RefreshMatViewStmt *) node)->relation));
+			break;
+		case T_ClusterStmt:
+			{
+				ClusterStmt *stmt = (ClusterStmt *) node;
+
+				/* CLUSTER without a table rewrites those of the current user. */
+				refuse_new_relation(stmt->relation ? named_relation_owner(stmt->relation) : GetUserId());
+				break;
+			}
+		case T_CreatedbStmt:
+			quota_createdb((CreatedbStmt *) node);
+			break;
+		case T_AlterTableStmt:
+			quota_alter_table((AlterTableStmt *) node);
+			break;
+		case T_AlterTableMoveAllStmt:
+			refuse_new_relation(GetUserId());
+			break;
+		case T_RenameStmt:
+			quota_rename((RenameStmt *) node);
+			break;
+		case T_ReassignOwnedStmt:
+			quota_reassign_owned((ReassignOwnedStmt *) node);
+			break;
+		default:
+			break;
+	}
+}
+
 static void
 pgpanel_guard_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 							 bool readOnlyTree, ProcessUtilityContext context,
@@ -539,8 +1126,19 @@ pgpanel_guard_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	 * Only statements that can be refused reach superuser(), which reads the
 	 * catalogs: transaction control in an aborted transaction never does.
 	 */
-	if (node != NULL && is_guarded(node) && !superuser())
-		guard_statement(node);
+	if (node != NULL)
+	{
+		bool		guarded = is_guarded(node);
+		bool		quota = quota_active() && is_quota_statement(node);
+
+		if ((guarded || quota) && !superuser())
+		{
+			if (guarded)
+				guard_statement(node);
+			if (quota)
+				quota_statement(node);
+		}
+	}
 
 	if (prev_hook)
 		prev_hook(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
@@ -561,7 +1159,30 @@ _PG_init(void)
 							   check_reserved_roles,
 							   NULL,
 							   NULL);
+	DefineCustomStringVariable("pgpanel_guard.readonly_databases",
+							   "Databases over their storage quota: no role but a superuser may write in them.",
+							   "A comma-separated list of database names, written by the control panel.",
+							   &readonly_databases,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_LIST_INPUT,
+							   check_name_list,
+							   assign_readonly_databases,
+							   NULL);
+	DefineCustomStringVariable("pgpanel_guard.readonly_owners",
+							   "Roles over their storage quota: no role but a superuser may write in their tables.",
+							   "A comma-separated list of role names, written by the control panel.",
+							   &readonly_owners,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_LIST_INPUT,
+							   check_name_list,
+							   assign_readonly_owners,
+							   NULL);
 	MarkGUCPrefixReserved("pgpanel_guard");
+
+	prev_check_perms_hook = ExecutorCheckPerms_hook;
+	ExecutorCheckPerms_hook = pgpanel_guard_ExecutorCheckPerms;
 
 	prev_hook = ProcessUtility_hook;
 	ProcessUtility_hook = pgpanel_guard_ProcessUtility;
