@@ -20,6 +20,9 @@ from panel.clusters.engine import postgres
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster
 from panel.core.errors import ServiceError
+from panel.insights.charts import charts_for
+from panel.insights.forms import range_window
+from panel.insights.models import MetricPoint
 from panel.quotas import services as quotas
 from panel.quotas.models import Quota, QuotaKind, QuotaState
 from panel.quotas.services import enforce
@@ -162,6 +165,17 @@ def test_a_database_over_its_quota_stops_writes_until_data_is_deleted(clean: Ten
     assert enforce.applied_lists(cluster)[0] == ""
     kinds = list(cluster.events.filter(kind__startswith="quota-").values_list("kind", flat=True))
     assert {"quota-enforced", "quota-ok", "quota-sessions-ended"} <= set(kinds)
+    # Insights charts the usage against the limits from the metrics each cycle wrote.
+    used = MetricPoint.objects.filter(
+        cluster=cluster, metric="quota_used_bytes", labels="quota=database:bigdb"
+    )
+    assert used.count() >= 3
+    hard = MetricPoint.objects.filter(
+        cluster=cluster, metric="quota_hard_bytes", labels="quota=database:bigdb"
+    )
+    assert {p.value for p in hard} == {float(back.space_hard)}
+    keys = [chart.key for chart in charts_for(cluster, range_window("1h"))]
+    assert "quota:database:bigdb" in keys
 
 
 def test_the_grace_period_runs_out_and_writes_may_be_allowed_once(clean: Tenant) -> None:

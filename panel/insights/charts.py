@@ -192,6 +192,35 @@ def pool_charts(pool: str) -> list[Chart]:
     ]
 
 
+def quota_charts(target: str) -> list[Chart]:
+    """Per storage quota (``database:NAME`` or ``role:NAME``, written by the quotas app each
+    cycle): space used against its soft and hard limits."""
+    labels = metric_label("quota", target)
+    kind, _sep, name = target.partition(":")
+    what = _("database %(name)s") if kind == "database" else _("user %(name)s")
+    return [
+        Chart(
+            f"quota:{target}",
+            _("Storage quota of the %(what)s: space used against its limits")
+            % {"what": what % {"name": name}},
+            "B",
+            (
+                Line("quota_used_bytes", title=gettext_lazy("used"), labels=labels),
+                Line("quota_soft_bytes", title=gettext_lazy("soft limit"), labels=labels, limit=True),
+                Line("quota_hard_bytes", title=gettext_lazy("hard limit"), labels=labels, limit=True),
+            ),
+            group="quota",
+        )
+    ]
+
+
+def _quotas(cluster: Cluster, window: Window) -> list[str]:
+    """The quotas the window saw (the quotas app writes their usage; a removed one's history stays)."""
+    since = max(timezone.now() - window.start, services.RAW_RETENTION)
+    found = services.labels_of(cluster, "quota_used_bytes", since=since)
+    return sorted({pair[1] for pair in map(split_label, found) if pair})
+
+
 def _pools(cluster: Cluster, window: Window) -> list[str]:
     """The cluster's pools now, and those the window saw (a deleted pool's history stays)."""
     since = max(timezone.now() - window.start, services.RAW_RETENTION)
@@ -205,6 +234,7 @@ def charts_for(cluster: Cluster, window: Window) -> list[Chart]:
     if cluster.is_local:
         charts += HOST_CHARTS
         charts += [chart for pool in _pools(cluster, window) for chart in pool_charts(pool)]
+        charts += [chart for target in _quotas(cluster, window) for chart in quota_charts(target)]
     return charts
 
 

@@ -13,7 +13,8 @@ from django.utils.translation import gettext as _
 
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
 from panel.core.agent import on_node
-from panel.insights import alerts
+from panel.insights import alerts, metrics
+from panel.insights.models import MetricPoint
 from panel.quotas.lib.quota import Limit, State, human_space, judge
 from panel.quotas.models import Quota, QuotaKind, QuotaState, Storage
 from panel.quotas.services import enforce, reserve
@@ -136,6 +137,25 @@ def _volume(cluster: Cluster, storage: Storage, now: dt.datetime) -> list[str]:
     return changes
 
 
+def _record_metrics(cluster: Cluster, now: dt.datetime) -> None:
+    """Each quota's usage and limits as Insights metrics (its "Storage quotas" charts; rolled up
+    and pruned with the other metrics)."""
+    points = []
+    for quota in cluster.quotas.all():
+        labels = metrics.label("quota", f"{quota.kind}:{quota.name}")
+        values = {"quota_used_bytes": quota.space_used}
+        if quota.space_soft:
+            values["quota_soft_bytes"] = quota.space_soft
+        if quota.space_hard:
+            values["quota_hard_bytes"] = quota.space_hard
+        points += [
+            MetricPoint(cluster=cluster, metric=metric, labels=labels, ts=now, value=float(value))
+            for metric, value in values.items()
+            if value is not None
+        ]
+    MetricPoint.objects.bulk_create(points)
+
+
 def write_stops(cluster: Cluster, storage: Storage, now: dt.datetime) -> tuple[list[str], list[str]]:
     """The databases and roles whose writes must be stopped now (an allowance running excepted)."""
     databases: set[str] = set()
@@ -191,6 +211,7 @@ def run_cycle(cluster: Cluster, now: dt.datetime | None = None) -> list[str]:
         storage.data_dir_bytes = usage.data_dir_bytes
         storage.measured_at = now
         storage.measure_ms = usage.database_ms
+        _record_metrics(cluster, now)
         stopped_databases, stopped_owners = write_stops(cluster, storage, now)
         applied = "|".join([",".join(stopped_databases), ",".join(stopped_owners)])
         newly_databases = sorted(set(stopped_databases) - set(_applied(storage)[0]))
