@@ -235,3 +235,22 @@ def test_a_roles_quota_stops_writes_to_its_tables_only(clean: Tenant) -> None:
     assert quota(tenant, QuotaKind.ROLE, "app").state == QuotaState.OK
     with tenant.connect(as_app=True) as conn:
         conn.execute("INSERT INTO app_data (pad) VALUES ('back')")
+
+
+def test_the_files_and_the_servers_size_functions_agree(
+    clean: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The node agent reads sizes from the files; a process that cannot read the data directory
+    asks the server: both give the same figures (within what autovacuum may change meanwhile)."""
+    from panel.quotas.services import measure as measuring
+
+    databases = ["defaultdb", "bigdb", "otherdb"]
+    from_files = measuring.measure(clean.cluster, databases)
+    monkeypatch.setattr(measuring, "_file_sizes", lambda directory: None)
+    from_server = measuring.measure(clean.cluster, databases)
+    for name in databases:
+        assert abs(from_files.database_bytes[name] - from_server.database_bytes[name]) < 256 * 1024, name
+        assert from_files.database_relations[name] == from_server.database_relations[name], name
+    assert abs(from_files.role_bytes["doadmin"] - from_server.role_bytes["doadmin"]) < 256 * 1024
+    assert from_files.role_relations == from_server.role_relations
+    assert from_server.data_dir_bytes > 0 and from_files.data_dir_bytes >= from_server.data_dir_bytes
