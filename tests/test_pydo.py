@@ -92,6 +92,22 @@ def test_pydo_drives_clusters_pools_users_and_dbs(
             with psycopg.connect(uri, connect_timeout=10) as conn:
                 assert conn.execute("SELECT 1").fetchone() == (1,)
 
+        # Trusted sources: only loopback may connect (the tests connect from there), None on 204.
+        rules = {
+            "rules": [{"type": "ip_addr", "value": "127.0.0.1"}, {"type": "ip_addr", "value": "10.20.0.0/16"}]
+        }
+        assert client.databases.update_firewall_rules(uuid, rules) is None
+        listed = client.databases.list_firewall_rules(uuid)["rules"]
+        assert sorted(rule["value"] for rule in listed) == ["10.20.0.0/16", "127.0.0.1"]
+        with psycopg.connect(pool["connection"]["uri"], connect_timeout=10) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+
+        # Configuration: a setting changed with PATCH shows in GET and in a new session.
+        client.databases.patch_config(uuid, {"config": {"work_mem": 16}})
+        assert client.databases.get_config(uuid)["config"]["work_mem"] == 16
+        with psycopg.connect(details["uri"], connect_timeout=10) as conn:
+            assert conn.execute("SHOW work_mem").fetchone() == ("16MB",)
+
         # Errors reach the client as the managed service's: an HttpResponseError with the body.
         with pytest.raises(HttpResponseError) as refused:
             client.databases.add_connection_pool(
