@@ -254,3 +254,59 @@ def test_the_files_and_the_servers_size_functions_agree(
     assert abs(from_files.role_bytes["doadmin"] - from_server.role_bytes["doadmin"]) < 256 * 1024
     assert from_files.role_relations == from_server.role_relations
     assert from_server.data_dir_bytes > 0 and from_files.data_dir_bytes >= from_server.data_dir_bytes
+
+
+def test_through_a_pool_the_writer_is_ended_and_the_pooler_reconnects(clean: Tenant) -> None:
+    from panel.pools import services as pools
+
+    tenant = clean
+    cluster = tenant.cluster
+    pool = pools.create_pool(cluster, "bigpool", "bigdb", "", "transaction", 3)
+    uri = pools.pool_connection_details(pool).uri()
+    writer = psycopg.connect(uri, connect_timeout=10)
+    writer.execute("INSERT INTO filler (pad) VALUES ('open transaction through the pool')")
+    try:
+        used = database_size(tenant, "bigdb")
+        quotas.set_quota(cluster, QuotaKind.DATABASE, "bigdb", space_hard=used // 2)
+        assert quota(tenant, QuotaKind.DATABASE, "bigdb").state == QuotaState.ENFORCED
+        with pytest.raises(psycopg.Error):  # its server session was ended
+            writer.execute("INSERT INTO filler (pad) VALUES ('more')")
+            writer.commit()
+    finally:
+        writer.close()
+    # A new client through the same pool: PgBouncer opened a new server connection.
+    with psycopg.connect(uri, autocommit=True, connect_timeout=10) as conn:
+        assert conn.execute("SELECT count(*) > 0 FROM filler").fetchone() == (True,)
+        with pytest.raises(errors.DiskFull, match=QUOTA_MESSAGE):
+            conn.execute("INSERT INTO filler (pad) VALUES ('x')")
+    pools.delete_pool(pool)
+
+
+def test_the_command_line_sets_reports_and_sets_grace_as_setquota_and_repquota(clean: Tenant) -> None:
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    def quota_command(*args: str) -> str:
+        out = StringIO()
+        call_command("quota", *args, stdout=out)
+        return out.getvalue()
+
+    name = clean.cluster.name
+    assert "set; state: OK" in quota_command(
+        "set", name, "--database", "otherdb", "--soft", "100M", "--hard", "200M", "--files-hard", "10k"
+    )
+    report = quota_command("report", name, "-s")
+    assert "Block grace time: 7days; Inode grace time: 7days" in report
+    line = next(row for row in report.splitlines() if row.startswith("otherdb"))
+    assert line.split()[1:2] == ["--"] and "100M" in line and "200M" in line and line.split()[-1] == "10000"
+    assert "Grace periods: 864000 s (space), 864000 s (relations)." in quota_command(
+        "grace", name, "864000", "864000"
+    )
+    assert "Block grace time: 10days; Inode grace time: 10days" in quota_command("report", name)
+    with pytest.raises(CommandError, match=r"soft space limit is above the hard one.*\(--soft\)"):
+        quota_command("set", name, "--database", "otherdb", "--soft", "3G", "--hard", "1G")
+    with pytest.raises(CommandError, match="No user named"):
+        quota_command("set", name, "--role", "nobody", "--hard", "1G")
+    assert Quota.objects.get(name="otherdb").space_hard == 200 * MB
+    quota_command("grace", name, "604800")
