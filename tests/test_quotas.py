@@ -97,7 +97,9 @@ def quota(tenant: Tenant, kind: str, name: str) -> Quota:
     return Quota.objects.get(cluster=tenant.cluster, kind=kind, name=name)
 
 
-def test_a_database_over_its_quota_stops_writes_until_data_is_deleted(clean: Tenant) -> None:
+def test_a_database_over_its_quota_stops_writes_until_data_is_deleted(
+    clean: Tenant, django_capture_on_commit_callbacks, mailoutbox
+) -> None:
     tenant = clean
     cluster = tenant.cluster
     with tenant.connect("bigdb") as conn:
@@ -105,7 +107,11 @@ def test_a_database_over_its_quota_stops_writes_until_data_is_deleted(clean: Ten
     used = database_size(tenant, "bigdb")
 
     # Over the soft limit: grace running, shown as repquota shows it; writes still work.
-    quotas.set_quota(cluster, QuotaKind.DATABASE, "bigdb", space_soft=used - MB, space_hard=used + 6 * MB)
+    with django_capture_on_commit_callbacks(execute=True):
+        quotas.set_quota(cluster, QuotaKind.DATABASE, "bigdb", space_soft=used - MB, space_hard=used + 6 * MB)
+    # The alert channel: the owner gets an email saying which quota and what happens next.
+    assert [m.to for m in mailoutbox] == [["quota@example.com"]]
+    assert "Storage quota" in mailoutbox[0].subject and "bigdb" in mailoutbox[0].body
     over = quota(tenant, QuotaKind.DATABASE, "bigdb")
     assert over.state == QuotaState.OVER_SOFT and over.over_since is not None
     assert abs(over.space_used - database_size(tenant, "bigdb")) < MB  # the report matches
