@@ -65,8 +65,11 @@ def assert_ran(run: BenchmarkRun, clients: int, seconds: int) -> None:
     assert [s.seq for s in samples] == list(range(1, len(samples) + 1))
     assert [s.elapsed_s for s in samples] == [float(n) for n in range(1, len(samples) + 1)]
     assert all(s.p95_ms and s.qps and s.latency_avg_ms is None for s in samples)
-    # The samples are sysbench's own seconds: together they hold the report's transactions.
-    assert sum(s.tps for s in samples) == pytest.approx(summary["transactions_processed"], rel=0.2)
+    # The samples are sysbench's own seconds: together they hold the report's transactions (of
+    # the seconds they cover: a last second sysbench did not report is in the total only).
+    covered = summary["transactions_processed"] * len(samples) / seconds
+    assert sum(s.tps for s in samples) == pytest.approx(covered, rel=0.3)
+    assert sum(s.tps for s in samples) <= summary["transactions_processed"] * 1.05
     assert run.tps == summary["tps"] and run.argv[0].endswith("sysbench")
     assert not any("password" in arg.lower() for arg in run.argv)
     assert run.argv_env["PGPASSWORD"] is None and run.argv_env["PGSSLMODE"] == "require"
