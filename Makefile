@@ -4,7 +4,7 @@
 #   make run    migrate, create the first admin once, then run Redis (if none answers),
 #               the Celery worker and beat, and gunicorn on PANEL_BIND (Ctrl-C stops them)
 #   make test   ruff check, ruff format --check, lint-imports (pyproject.toml's import
-#               contracts), then the whole pytest suite
+#               contracts), then the whole pytest suite in two sessions (pytest-xdist)
 #   make test-pg  the same suite with its metadata database on a throwaway PostgreSQL
 #               (scripts/test_pg.py), as a multi-node panel's shared DATABASE_URL; not in make test
 #
@@ -21,8 +21,12 @@ export PYTHON
 run: bootstrap-run
 	$(VENV)/bin/python scripts/run.py
 
+# Two test sessions side by side (pytest-xdist), a module's tests in one of them (their shared
+# cluster is made once); PYTEST_WORKERS=0 runs everything in this process.
+PYTEST_WORKERS ?= 2
+
 test: bootstrap-test lint
-	$(VENV)/bin/python -m pytest
+	$(VENV)/bin/python -m pytest $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
 
 test-pg: bootstrap-test lint
 	$(VENV)/bin/python scripts/test_pg.py $(PYTEST_ARGS)

@@ -343,3 +343,13 @@ def _remove_cluster_user(data_root: Path) -> None:
             proc.kill()
     psutil.wait_procs(procs, timeout=10)
     osusers.remove_system_user(name)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Under pytest-xdist the controller runs no test, so no session fixture removes the data
+    directory its settings made (each worker removes its own): remove it here."""
+    if os.environ.get("PYTEST_XDIST_WORKER") or not getattr(config.option, "numprocesses", None):
+        return
+    data_dir = Path(os.environ.get("PANEL_TEST_DATA_DIR", ""))
+    if data_dir.name.startswith("pgpanel-test-"):
+        shutil.rmtree(data_dir, ignore_errors=True)

@@ -17,6 +17,14 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+# pytest-xdist: each worker is a test session of its own (``make test`` runs two): its own data
+# directory and Redis port, not the ones the controller chose and the worker inherited. Its
+# SQLite test database gets the worker's suffix from pytest-django, its ports a random window.
+_xdist_worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _xdist_worker and os.environ.get("PANEL_TEST_SESSION_OF") != _xdist_worker:
+    os.environ["PANEL_TEST_SESSION_OF"] = _xdist_worker
+    os.environ.pop("PANEL_TEST_DATA_DIR", None)
+    os.environ.pop("PANEL_TEST_REDIS_PORT", None)
 if "PANEL_TEST_DATA_DIR" not in os.environ:
     # Not under pytest's tmp_path: that is 0700 and PostgreSQL's user could not enter it. 0711, the
     # data directory's mode (panel/files.py): traversable, not listable.
