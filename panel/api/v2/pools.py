@@ -53,7 +53,7 @@ def add_pool(request: HttpRequest, database_id: uuid.UUID, payload: PoolCreateIn
     pool = pool_services.create_pool(
         cluster, payload.name, payload.db, payload.user or "", payload.mode, payload.size
     )
-    return Status(201, {"pool": _shown(_pool(cluster, pool.name), token)})
+    return Status(201, {"pool": _shown(pool, token)})
 
 
 @router.get(POOLS + "/{name}", response={200: PoolOut, **ERRORS}, summary="Retrieve a connection pool")
