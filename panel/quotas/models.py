@@ -3,6 +3,7 @@ cluster's storage record (grace periods, data directory size against the plan's 
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 
 from django.db import models
@@ -68,6 +69,15 @@ class Quota(models.Model):
     @property
     def is_enforced(self) -> bool:
         return self.state == QuotaState.ENFORCED
+
+    @property
+    def allowance_left(self) -> bool:
+        """ "Allow writes" was not used yet in this grace period (the one since ``over_since``)."""
+        return self.allowance_used_for is None or self.allowance_used_for != self.over_since
+
+    def writes_allowed_at(self, now: dt.datetime) -> bool:
+        """An allowance lifts the stop at ``now``."""
+        return self.writes_allowed_until is not None and self.writes_allowed_until > now
 
     def space_percent(self) -> float | None:
         """Usage against the hard limit (else the soft one), for the bar."""

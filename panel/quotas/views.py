@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from typing import Any
 
@@ -19,36 +20,27 @@ from panel.core.errors import ServiceError
 from panel.core.web import add_service_error
 from panel.quotas import services
 from panel.quotas.forms import GraceForm, QuotaForm
-from panel.quotas.lib.quota import flags, grace_period_text, human_count, human_space
+from panel.quotas.lib.quota import grace_period_text, human_count, human_space
 from panel.quotas.models import Quota, QuotaKind
 
 
-def _rows(cluster: Cluster, kind: str) -> list[dict[str, Any]]:
-    storage = services.storage_of(cluster)
-    now = timezone.now().timestamp()
-    rows = []
-    for quota in cluster.quotas.filter(kind=kind).order_by("name"):
-        space_grace, files_grace = services.grace_columns(quota, storage, now)
-        rows.append(
-            {
-                "quota": quota,
-                "flags": flags(quota.space, quota.files),
-                "space_used": human_space(quota.space_used) if quota.space_used is not None else "—",
-                "space_soft": human_space(quota.space_soft),
-                "space_hard": human_space(quota.space_hard),
-                "space_grace": space_grace,
-                "files_used": human_count(quota.files_used) if quota.files_used is not None else "—",
-                "files_soft": human_count(quota.files_soft),
-                "files_hard": human_count(quota.files_hard),
-                "files_grace": files_grace,
-                "allowance_left": quota.allowance_used_for is None
-                or quota.allowance_used_for != quota.over_since,
-                "writes_allowed": bool(
-                    quota.writes_allowed_until and quota.writes_allowed_until > timezone.now()
-                ),
-            }
-        )
-    return rows
+def _shown(row: services.Row, now: dt.datetime) -> dict[str, Any]:
+    """A report row with repquota -s's human sizes, for the tab."""
+    quota = row.quota
+    return {
+        "quota": quota,
+        "flags": row.flags,
+        "space_used": human_space(quota.space_used) if quota.space_used is not None else "—",
+        "space_soft": human_space(quota.space_soft),
+        "space_hard": human_space(quota.space_hard),
+        "space_grace": row.space_grace,
+        "files_used": human_count(quota.files_used) if quota.files_used is not None else "—",
+        "files_soft": human_count(quota.files_soft),
+        "files_hard": human_count(quota.files_hard),
+        "files_grace": row.files_grace,
+        "allowance_left": quota.allowance_left,
+        "writes_allowed": quota.writes_allowed_at(now),
+    }
 
 
 def render_tab(
@@ -60,6 +52,7 @@ def render_tab(
     notice: str = "",
 ) -> HttpResponse:
     storage = services.storage_of(cluster)
+    now = timezone.now()
     plan = cluster.plan
     disk_percent = (
         min(100.0, 100.0 * storage.data_dir_bytes / plan.disk_bytes)
@@ -75,8 +68,10 @@ def render_tab(
         "data_dir_human": human_space(storage.data_dir_bytes) if storage.data_dir_bytes is not None else None,
         "space_grace_text": grace_period_text(storage.space_grace_seconds),
         "files_grace_text": grace_period_text(storage.files_grace_seconds),
-        "database_rows": _rows(cluster, QuotaKind.DATABASE),
-        "role_rows": _rows(cluster, QuotaKind.ROLE),
+        "database_rows": [
+            _shown(row, now) for row in services.rows(cluster, QuotaKind.DATABASE, storage=storage)
+        ],
+        "role_rows": [_shown(row, now) for row in services.rows(cluster, QuotaKind.ROLE, storage=storage)],
         "databases": list(cluster.databases.values_list("name", flat=True)),
         "users": list(cluster.users.values_list("name", flat=True)),
         "quota_form": quota_form or QuotaForm(),

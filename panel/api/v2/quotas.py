@@ -8,7 +8,6 @@ import uuid
 from typing import Any
 
 from django.http import HttpRequest
-from django.utils import timezone
 from ninja import Router, Schema
 from ninja.responses import Status
 
@@ -18,8 +17,7 @@ from panel.api.v2.common import ERRORS, WRITE_ERRORS, owned_cluster
 from panel.api.v2.errors import ApiError
 from panel.clusters.models import Cluster
 from panel.quotas import services as quota_services
-from panel.quotas.lib.quota import flags
-from panel.quotas.models import Quota, QuotaKind, Storage
+from panel.quotas.models import Quota, QuotaKind
 
 router = Router(tags=["quotas"])
 QUOTAS = "/{uuid:database_id}/quotas"
@@ -85,25 +83,25 @@ def _iso(value: Any) -> str | None:
     return value.isoformat() if value else None
 
 
-def _shown(quota: Quota, storage: Storage) -> dict[str, Any]:
-    space_grace, files_grace = quota_services.grace_columns(quota, storage, timezone.now().timestamp())
+def _shown(row: quota_services.Row) -> dict[str, Any]:
+    quota = row.quota
     return {
         "kind": quota.kind,
         "name": quota.name,
-        "flags": flags(quota.space, quota.files),
+        "flags": row.flags,
         "state": quota.state,
         "reason": quota.reason,
         "space": {
             "used": quota.space_used,
             "soft": quota.space_soft,
             "hard": quota.space_hard,
-            "grace": space_grace,
+            "grace": row.space_grace,
         },
         "relations": {
             "used": quota.files_used,
             "soft": quota.files_soft,
             "hard": quota.files_hard,
-            "grace": files_grace,
+            "grace": row.files_grace,
         },
         "over_since": _iso(quota.over_since),
         "writes_allowed_until": _iso(quota.writes_allowed_until),
@@ -131,7 +129,7 @@ def list_quotas(request: HttpRequest, database_id: uuid.UUID) -> dict[str, Any]:
     storage = quota_services.storage_of(cluster)
     plan = cluster.plan
     return {
-        "quotas": [_shown(q, storage) for q in cluster.quotas.order_by("kind", "name")],
+        "quotas": [_shown(row) for row in quota_services.rows(cluster, storage=storage)],
         "grace": {
             "space_seconds": storage.space_grace_seconds,
             "relations_seconds": storage.files_grace_seconds,
@@ -162,7 +160,7 @@ def set_quota(request: HttpRequest, database_id: uuid.UUID, kind: str, name: str
     )
     if quota is None:
         raise ApiError(422, "Every limit is 0: that is no quota. DELETE the quota to remove it.")
-    return {"quota": _shown(quota, quota_services.storage_of(cluster))}
+    return {"quota": _shown(quota_services.row_of(quota))}
 
 
 @router.delete(
@@ -185,7 +183,7 @@ def allow_writes(request: HttpRequest, database_id: uuid.UUID, kind: str, name: 
     user, _token = caller(request, Scope.UPDATE)
     cluster = owned_cluster(user, database_id)
     quota = quota_services.allow_writes(_quota(cluster, kind, name))
-    return {"quota": _shown(quota, quota_services.storage_of(cluster))}
+    return {"quota": _shown(quota_services.row_of(quota))}
 
 
 @router.put(

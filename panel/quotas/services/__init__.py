@@ -7,14 +7,17 @@
 
 from panel.quotas.services.actions import allow_writes, remove_quota, set_grace, set_quota
 from panel.quotas.services.cycle import run_all, run_cycle, storage_of
-from panel.quotas.services.report import grace_columns, report_csv, report_text
+from panel.quotas.services.report import Row, grace_columns, report_csv, report_text, row_of, rows
 
 __all__ = [
+    "Row",
     "allow_writes",
     "grace_columns",
     "remove_quota",
     "report_csv",
     "report_text",
+    "row_of",
+    "rows",
     "run_all",
     "run_cycle",
     "set_grace",

@@ -165,7 +165,7 @@ def allow_writes(quota: Quota, now: dt.datetime | None = None) -> Quota:
     now = now or timezone.now()
     if quota.state != QuotaState.ENFORCED:
         raise ServiceError(_("Writes are not stopped for this quota."), code="quota.not_enforced")
-    if quota.allowance_used_for is not None and quota.allowance_used_for == quota.over_since:
+    if not quota.allowance_left:
         raise ServiceError(
             _(
                 "Writes were already allowed once in this grace period; delete data to get back under the quota."

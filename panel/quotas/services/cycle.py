@@ -161,7 +161,7 @@ def write_stops(cluster: Cluster, storage: Storage, now: dt.datetime) -> tuple[l
     databases: set[str] = set()
     owners: set[str] = set()
     for quota in cluster.quotas.filter(state=QuotaState.ENFORCED):
-        if quota.writes_allowed_until and quota.writes_allowed_until > now:
+        if quota.writes_allowed_at(now):
             continue
         (databases if quota.kind == QuotaKind.DATABASE else owners).add(quota.name)
     if storage.is_full:
