@@ -316,3 +316,64 @@ def test_the_command_line_sets_reports_and_sets_grace_as_setquota_and_repquota(c
         quota_command("set", name, "--role", "nobody", "--hard", "1G")
     assert Quota.objects.get(name="otherdb").space_hard == 200 * MB
     quota_command("grace", name, "604800")
+
+
+def test_a_database_made_with_sql_does_not_escape_a_full_disk_whatever_its_name(
+    clean: Tenant, settings: object
+) -> None:
+    """The attack: doadmin (CREATEDB) makes a database outside the panel, with a name full of
+    quotes, and writes there while the cluster is read-only for a full disk. Every database the
+    server has is stopped, its name written into quota.conf so that the server reads it back."""
+    tenant = clean
+    odd = "we\"ird'db\\x"
+    with tenant.connect() as conn:
+        conn.execute(f'CREATE DATABASE "{odd.replace(chr(34), chr(34) * 2)}"')
+    try:
+        with tenant.connect(odd) as conn:
+            conn.execute("CREATE TABLE escape (x int)")
+        settings.PANEL_DISK_READONLY_PERCENT = 0  # the data fills "the whole disk"
+        settings.PANEL_DISK_WRITABLE_PERCENT = 0
+        quotas.run_cycle(tenant.cluster)
+        assert quotas.storage_of(tenant.cluster).disk_full_since is not None
+        stopped = enforce.applied_lists(tenant.cluster)[0]
+        assert '"we""ird\'db\\x"' in stopped and '"bigdb"' in stopped and '"defaultdb"' in stopped
+        with tenant.connect(odd) as conn, pytest.raises(errors.DiskFull, match=QUOTA_MESSAGE):
+            conn.execute("INSERT INTO escape VALUES (1)")
+        with tenant.connect("otherdb") as conn, pytest.raises(errors.DiskFull, match=QUOTA_MESSAGE):
+            conn.execute("CREATE TABLE IF NOT EXISTS fine2 (x int)")
+        # Room again: every database takes writes.
+        settings.PANEL_DISK_READONLY_PERCENT = 101
+        settings.PANEL_DISK_WRITABLE_PERCENT = 100
+        quotas.run_cycle(tenant.cluster)
+        assert quotas.storage_of(tenant.cluster).disk_full_since is None
+        with tenant.connect(odd) as conn:
+            conn.execute("INSERT INTO escape VALUES (1)")
+    finally:
+        with tenant.connect() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{odd.replace(chr(34), chr(34) * 2)}" WITH (FORCE)')
+
+
+def test_a_roles_tables_in_a_database_made_with_sql_count_against_its_quota(clean: Tenant) -> None:
+    """The attack: a role over its quota keeps its data in a database the panel did not make."""
+    tenant = clean
+    with tenant.connect() as conn:
+        conn.execute("CREATE DATABASE sqlmade")
+    try:
+        with tenant.connect("sqlmade") as conn:
+            conn.execute("GRANT CREATE ON SCHEMA public TO app")
+        with tenant.connect("sqlmade", as_app=True) as conn:
+            conn.execute("CREATE TABLE hidden (pad text)")
+            conn.execute("INSERT INTO hidden SELECT repeat('h', 1000) FROM generate_series(1, 4000)")
+        quotas.set_quota(tenant.cluster, QuotaKind.ROLE, "app", space_hard=2 * MB)
+        app_quota = quota(tenant, QuotaKind.ROLE, "app")
+        assert app_quota.space_used > 2 * MB and app_quota.state == QuotaState.ENFORCED
+        with (
+            tenant.connect("sqlmade", as_app=True) as conn,
+            pytest.raises(errors.DiskFull, match='role "app"'),
+        ):
+            conn.execute("INSERT INTO hidden VALUES ('more')")
+    finally:
+        Quota.objects.filter(cluster=tenant.cluster).delete()
+        enforce.write_and_reload(tenant.cluster, [], [])
+        with tenant.connect() as conn:
+            conn.execute("DROP DATABASE IF EXISTS sqlmade WITH (FORCE)")

@@ -36,16 +36,15 @@ QUOTA_FILE = "quota.conf"
 
 
 def _identifier_list(names: Sequence[str]) -> str:
-    # Each name double-quoted (names may hold upper case or "-"), the list as one string setting.
-    return "'" + ",".join(f'"{name}"' for name in names) + "'"
+    """Names as one list setting of double-quoted identifiers (a ``"`` in a name doubled, as
+    PostgreSQL's SplitIdentifierString reads it), in a config-file string: any name a tenant can
+    give a database or a role, quotes, backslashes and line breaks included, stays one item."""
+    items = ",".join('"' + name.replace('"', '""') + '"' for name in names)
+    return _conf_string(items).replace("\n", "\\n").replace("\r", "\\r")
 
 
 def render_quota_conf(readonly_databases: Sequence[str], readonly_owners: Sequence[str]) -> str:
-    """The guard's write stops: databases, and roles whose relations, over their storage quota.
-    Names follow the panel's name rules (no quotes of either kind)."""
-    for name in (*readonly_databases, *readonly_owners):
-        if '"' in name or "'" in name or "\\" in name or "\n" in name:
-            raise ValueError(f"{name!r} cannot be written into the quota settings")
+    """The guard's write stops: databases, and roles whose relations, over their storage quota."""
     return (
         "# Written by the control panel (storage quotas); edits here are overwritten.\n"
         f"{GUARD_LIBRARY_NAME}.readonly_databases = {_identifier_list(sorted(readonly_databases))}\n"

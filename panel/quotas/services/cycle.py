@@ -4,6 +4,7 @@ changes as events and alerts, and bring the server's write stops in line."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 
 from django.conf import settings
@@ -156,8 +157,11 @@ def _record_metrics(cluster: Cluster, now: dt.datetime) -> None:
     MetricPoint.objects.bulk_create(points)
 
 
-def write_stops(cluster: Cluster, storage: Storage, now: dt.datetime) -> tuple[list[str], list[str]]:
-    """The databases and roles whose writes must be stopped now (an allowance running excepted)."""
+def write_stops(
+    cluster: Cluster, storage: Storage, now: dt.datetime, every_database: list[str]
+) -> tuple[list[str], list[str]]:
+    """The databases and roles whose writes must be stopped now (an allowance running excepted);
+    a full disk stops ``every_database`` the server has, those made with SQL too."""
     databases: set[str] = set()
     owners: set[str] = set()
     for quota in cluster.quotas.filter(state=QuotaState.ENFORCED):
@@ -165,7 +169,7 @@ def write_stops(cluster: Cluster, storage: Storage, now: dt.datetime) -> tuple[l
             continue
         (databases if quota.kind == QuotaKind.DATABASE else owners).add(quota.name)
     if storage.is_full:
-        databases |= set(cluster.databases.values_list("name", flat=True))
+        databases |= set(every_database)
     return sorted(databases), sorted(owners)
 
 
@@ -178,8 +182,7 @@ def run_cycle(cluster: Cluster, now: dt.datetime | None = None) -> list[str]:
         return []
     now = now or timezone.now()
     storage = storage_of(cluster)
-    databases = list(cluster.databases.values_list("name", flat=True))
-    usage = measure(cluster, databases)
+    usage = measure(cluster)
     changes: list[str] = []
     with transaction.atomic():
         for quota in Quota.objects.select_for_update().filter(cluster=cluster):
@@ -212,8 +215,8 @@ def run_cycle(cluster: Cluster, now: dt.datetime | None = None) -> list[str]:
         storage.measured_at = now
         storage.measure_ms = usage.database_ms
         _record_metrics(cluster, now)
-        stopped_databases, stopped_owners = write_stops(cluster, storage, now)
-        applied = "|".join([",".join(stopped_databases), ",".join(stopped_owners)])
+        stopped_databases, stopped_owners = write_stops(cluster, storage, now, list(usage.database_bytes))
+        applied = json.dumps([stopped_databases, stopped_owners])
         newly_databases = sorted(set(stopped_databases) - set(_applied(storage)[0]))
         newly_owners = sorted(set(stopped_owners) - set(_applied(storage)[1]))
         storage.applied = applied
@@ -230,8 +233,13 @@ def run_cycle(cluster: Cluster, now: dt.datetime | None = None) -> list[str]:
 
 
 def _applied(storage: Storage) -> tuple[list[str], list[str]]:
-    databases, _sep, owners = (storage.applied or "").partition("|")
-    return [d for d in databases.split(",") if d], [o for o in owners.split(",") if o]
+    """What the server was last told to stop (names as JSON: a tenant's names may hold any
+    character), to end the writers of what is newly stopped only."""
+    try:
+        databases, owners = json.loads(storage.applied or "[[], []]")
+    except (ValueError, TypeError):
+        return [], []
+    return list(databases), list(owners)
 
 
 def run_all() -> dict[str, list[str]]:

@@ -4,6 +4,7 @@ size, the space and relations each role owns in each database, the data director
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import time
@@ -12,6 +13,8 @@ from dataclasses import dataclass, field
 
 from panel.clusters import dbconn
 from panel.clusters.models import Cluster
+
+log = logging.getLogger(__name__)
 
 DATABASE_SIZES = """
 SELECT datname, pg_catalog.pg_database_size(oid)
@@ -63,11 +66,14 @@ SELECT datname, oid FROM pg_catalog.pg_database WHERE datallowconn AND NOT datis
 """
 
 
-def measure(cluster: Cluster, databases: list[str]) -> Usage:
+def measure(cluster: Cluster, databases: list[str] | None = None) -> Usage:
     """Read the sizes of ``cluster``: from its files where this process can read its data
     directory (the node agent can), else from the server's size functions; the catalogues as the
     panel's superuser in the maintenance database and as the monitor role in each of
-    ``databases`` (the superuser never enters a tenant's database). Raises dbconn.DatabaseError."""
+    ``databases`` (the superuser never enters a tenant's database). By default every database
+    the server has, those the tenant made with SQL too: a role's relations there count against
+    its quota. A database the monitor role may not enter (its owner revoked CONNECT) counts with
+    its size only. Raises dbconn.DatabaseError."""
     usage = Usage()
     role_bytes: dict[str, int] = defaultdict(int)
     role_relations: dict[str, int] = defaultdict(int)
@@ -94,16 +100,20 @@ def measure(cluster: Cluster, databases: list[str]) -> Usage:
             usage.database_ms += (time.perf_counter() - started) * 1000
             usage.database_bytes = {name: int(size) for name, size in sizes}
             usage.data_dir_bytes = sum(usage.database_bytes.values()) + int(wal[0] if wal else 0)
-    for name in databases:
+    for name in usage.database_bytes if databases is None else databases:
         if name not in usage.database_bytes:
             continue
-        with dbconn.monitor_connection(cluster, name) as conn:
-            started = time.perf_counter()
-            if files.get(name) is not None:
-                rows = _owned(conn.execute(FILES).fetchall(), files[name])  # type: ignore[arg-type]
-            else:  # the data directory is not readable here: the server's size functions
-                rows = [(owner, int(size or 0), int(count)) for owner, size, count in conn.execute(OWNED)]
-            usage.database_ms += (time.perf_counter() - started) * 1000
+        try:
+            with dbconn.monitor_connection(cluster, name) as conn:
+                started = time.perf_counter()
+                if files.get(name) is not None:
+                    rows = _owned(conn.execute(FILES).fetchall(), files[name])  # type: ignore[arg-type]
+                else:  # the data directory is not readable here: the server's size functions
+                    rows = [(owner, int(size or 0), int(count)) for owner, size, count in conn.execute(OWNED)]
+                usage.database_ms += (time.perf_counter() - started) * 1000
+        except dbconn.DatabaseError as exc:
+            log.info("quotas: %s in %s not measured by owner: %s", name, cluster.pk, exc)
+            continue
         usage.database_relations[name] = sum(int(count) for _owner, _size, count in rows)
         for owner, size, count in rows:
             role_bytes[owner] += int(size or 0)
