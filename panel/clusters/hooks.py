@@ -86,6 +86,15 @@ pooler: Pooler = _NoPooler()
 metrics: Metrics = _NoMetrics()
 
 
+def _never_full(cluster: Cluster) -> bool:
+    return False
+
+
+# Whether a cluster is read-only because its disk is full (panel.quotas: the plan's disk or the
+# node's volume past its high watermark); the status badge says "Disk full" then.
+disk_full: Callable[[Cluster], bool] = _never_full
+
+
 log = logging.getLogger(__name__)
 
 _before_teardown: list[Callable[[Cluster], object]] = []
@@ -117,3 +126,8 @@ def register_pooler(implementation: Pooler) -> None:
 def register_metrics(implementation: Metrics) -> None:
     global metrics
     metrics = implementation
+
+
+def register_disk_full(implementation: Callable[[Cluster], bool]) -> None:
+    global disk_full
+    disk_full = implementation

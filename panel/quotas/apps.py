@@ -11,3 +11,10 @@ class QuotasConfig(AppConfig):
     label = "quotas"
     verbose_name = _("Quotas")
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # clusters shows "Disk full" on its status badge; it may not import the apps built on it.
+        from panel.clusters import hooks
+        from panel.quotas import services
+
+        hooks.register_disk_full(services.is_full)

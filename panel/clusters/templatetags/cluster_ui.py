@@ -7,6 +7,7 @@ from typing import Any
 from django import template
 from django.utils.translation import gettext
 
+from panel.clusters import hooks
 from panel.clusters.models import Cluster, ClusterStatus
 
 register = template.Library()
@@ -41,9 +42,7 @@ def status_badge(cluster: Cluster) -> dict[str, Any]:
                 else gettext("it was added"),
             },
         }
-    # The quotas app's disk state (a reverse one-to-one it adds; no import of an upper app).
-    storage = getattr(cluster, "storage", None)
-    if cluster.status == ClusterStatus.ONLINE and storage is not None and storage.is_full:
+    if cluster.status == ClusterStatus.ONLINE and hooks.disk_full(cluster):
         return {
             "status": "disk-full",
             "label": gettext("Disk full"),

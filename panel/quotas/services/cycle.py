@@ -9,6 +9,7 @@ import logging
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -26,6 +27,15 @@ log = logging.getLogger(__name__)
 
 def storage_of(cluster: Cluster) -> Storage:
     return Storage.objects.get_or_create(cluster=cluster)[0]
+
+
+def is_full(cluster: Cluster) -> bool:
+    """Read-only for a full disk (the plan's, or the node's volume)."""
+    return (
+        Storage.objects.filter(cluster_id=cluster.pk)
+        .filter(Q(disk_full_since__isnull=False) | Q(volume_full_since__isnull=False))
+        .exists()
+    )
 
 
 def _ts(value: dt.datetime | None) -> float | None:
