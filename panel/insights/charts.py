@@ -214,19 +214,22 @@ def quota_charts(target: str) -> list[Chart]:
     ]
 
 
+def _labels_seen(cluster: Cluster, metric: str, window: Window) -> set[str]:
+    """The label values ``metric`` had in the window (kept after the thing is gone)."""
+    since = max(timezone.now() - window.start, services.RAW_RETENTION)
+    return {pair[1] for pair in map(split_label, services.labels_of(cluster, metric, since=since)) if pair}
+
+
 def _quotas(cluster: Cluster, window: Window) -> list[str]:
     """The quotas the window saw (the quotas app writes their usage; a removed one's history stays)."""
-    since = max(timezone.now() - window.start, services.RAW_RETENTION)
-    found = services.labels_of(cluster, "quota_used_bytes", since=since)
-    return sorted({pair[1] for pair in map(split_label, found) if pair})
+    return sorted(_labels_seen(cluster, "quota_used_bytes", window))
 
 
 def _pools(cluster: Cluster, window: Window) -> list[str]:
     """The cluster's pools now, and those the window saw (a deleted pool's history stays)."""
-    since = max(timezone.now() - window.start, services.RAW_RETENTION)
-    found = services.labels_of(cluster, "pool_size", since=since)
-    seen = {pair[1] for pair in map(split_label, found) if pair}
-    return sorted(seen | set(cluster.pools.values_list("name", flat=True)))
+    return sorted(
+        _labels_seen(cluster, "pool_size", window) | set(cluster.pools.values_list("name", flat=True))
+    )
 
 
 def charts_for(cluster: Cluster, window: Window) -> list[Chart]:
