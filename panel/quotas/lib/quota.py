@@ -164,6 +164,16 @@ def judge(
     return Verdict(State.OVER_SOFT, since, "space soft limit" if space.over_soft else "relations soft limit")
 
 
+def watermark(full: bool, percent: float, *, high: float, low: float) -> bool | None:
+    """A disk's fullness with two marks, so that it does not flap: full from ``high`` on, not
+    full again under ``low``. The new fullness when it changes, None when it stays."""
+    if not full and percent >= high:
+        return True
+    if full and percent < low:
+        return False
+    return None
+
+
 def flags(space: Limit, files: Limit) -> str:
     """repquota's two-character column: ``+`` where usage is over that dimension's limit."""
     return ("+" if space.over else "-") + ("+" if files.over else "-")

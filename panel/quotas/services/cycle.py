@@ -17,7 +17,7 @@ from panel.clusters.models import Cluster, ClusterStatus, EventLevel
 from panel.core.agent import on_node
 from panel.insights import alerts, metrics
 from panel.insights.models import MetricPoint
-from panel.quotas.lib.quota import Limit, State, human_space, judge
+from panel.quotas.lib.quota import Limit, State, human_space, judge, watermark
 from panel.quotas.models import Quota, QuotaKind, QuotaState, Storage
 from panel.quotas.services import enforce, reserve
 from panel.quotas.services.measure import Usage, measure
@@ -81,14 +81,26 @@ def _announce(cluster: Cluster, quota: Quota, old: str) -> str:
     return f"{quota.kind} {quota.name}: {old} → {quota.state}"
 
 
+def _alert(cluster: Cluster, kind: str, what: str, message: str, level: str) -> None:
+    """An event on the cluster and, once the cycle's transaction commits, the owner's email."""
+    cluster.log_event(kind, message, level)
+    transaction.on_commit(lambda: alerts.notify_owner(cluster, what, message))
+
+
 def _disk_full(cluster: Cluster, storage: Storage, used: int, now: dt.datetime) -> list[str]:
     """The plan's disk as the outer hard limit: read-only at the high watermark, writable again
-    under the low one (a gap, so it does not flap)."""
+    under the low one."""
     plan = cluster.plan
     if plan is None or not plan.disk_bytes:
         return []
     percent = 100.0 * used / plan.disk_bytes
-    if storage.disk_full_since is None and percent >= settings.PANEL_DISK_READONLY_PERCENT:
+    full = watermark(
+        storage.disk_full_since is not None,
+        percent,
+        high=settings.PANEL_DISK_READONLY_PERCENT,
+        low=settings.PANEL_DISK_WRITABLE_PERCENT,
+    )
+    if full is True:
         storage.disk_full_since = now
         message = _(
             "The cluster's data (%(used)s) reached %(percent).0f%% of its plan's %(disk)s disk: every "
@@ -99,10 +111,9 @@ def _disk_full(cluster: Cluster, storage: Storage, used: int, now: dt.datetime) 
             "disk": human_space(plan.disk_bytes),
             "low": settings.PANEL_DISK_WRITABLE_PERCENT,
         }
-        cluster.log_event("disk-full", message, EventLevel.ERROR)
-        transaction.on_commit(lambda: alerts.notify_owner(cluster, _("Disk full"), message))
+        _alert(cluster, "disk-full", _("Disk full"), message, EventLevel.ERROR)
         return ["disk: full"]
-    if storage.disk_full_since is not None and percent < settings.PANEL_DISK_WRITABLE_PERCENT:
+    if full is False:
         storage.disk_full_since = None
         cluster.log_event(
             "disk-ok",
@@ -119,26 +130,36 @@ def _volume(cluster: Cluster, storage: Storage, now: dt.datetime) -> list[str]:
     percent = reserve.volume_percent(cluster.pgdata)
     storage.volume_percent = percent
     changes: list[str] = []
-    if percent >= settings.PANEL_VOLUME_WARN_PERCENT and storage.volume_warned_since is None:
+    warned = watermark(
+        storage.volume_warned_since is not None,
+        percent,
+        high=settings.PANEL_VOLUME_WARN_PERCENT,
+        low=settings.PANEL_VOLUME_WARN_PERCENT,
+    )
+    if warned is True:
         storage.volume_warned_since = now
         message = _(
             "The node's disk is %(percent).0f%% full: at %(high)s%% every cluster on it becomes read-only."
         ) % {"percent": percent, "high": settings.PANEL_VOLUME_READONLY_PERCENT}
-        cluster.log_event("volume-warning", message, EventLevel.WARNING)
-        transaction.on_commit(lambda: alerts.notify_owner(cluster, _("Node disk"), message))
+        _alert(cluster, "volume-warning", _("Node disk"), message, EventLevel.WARNING)
         changes.append("volume: warning")
-    elif percent < settings.PANEL_VOLUME_WARN_PERCENT:
+    elif warned is False:
         storage.volume_warned_since = None
-    if storage.volume_full_since is None and percent >= settings.PANEL_VOLUME_READONLY_PERCENT:
+    full = watermark(
+        storage.volume_full_since is not None,
+        percent,
+        high=settings.PANEL_VOLUME_READONLY_PERCENT,
+        low=settings.PANEL_VOLUME_WRITABLE_PERCENT,
+    )
+    if full is True:
         storage.volume_full_since = now
         message = _(
             "The node's disk is %(percent).0f%% full: every database of this cluster is read-only until "
             "it is under %(low)s%%, before PostgreSQL would stop on a full disk. Delete data to make room."
         ) % {"percent": percent, "low": settings.PANEL_VOLUME_WRITABLE_PERCENT}
-        cluster.log_event("volume-full", message, EventLevel.ERROR)
-        transaction.on_commit(lambda: alerts.notify_owner(cluster, _("Disk full"), message))
+        _alert(cluster, "volume-full", _("Disk full"), message, EventLevel.ERROR)
         changes.append("volume: full")
-    elif storage.volume_full_since is not None and percent < settings.PANEL_VOLUME_WRITABLE_PERCENT:
+    elif full is False:
         storage.volume_full_since = None
         cluster.log_event(
             "volume-ok",

@@ -167,3 +167,13 @@ def test_the_report_layout():
     assert lines[4] == "-" * 70
     assert lines[5].split() == ["appdb", "+-", "150M", "100M", "200M", "6days", "40", "0", "0"]
     assert lines[6].split() == ["logs", "--", "5120K", "0K", "0K", "12", "0", "0"]
+
+
+def test_a_watermark_turns_full_at_the_high_mark_and_back_only_under_the_low_one():
+    from panel.quotas.lib.quota import watermark
+
+    assert watermark(False, 94.9, high=95, low=90) is None
+    assert watermark(False, 95.0, high=95, low=90) is True
+    assert watermark(True, 92.0, high=95, low=90) is None  # between the marks: stays full
+    assert watermark(True, 89.9, high=95, low=90) is False
+    assert watermark(False, 50.0, high=95, low=90) is None
