@@ -22,7 +22,7 @@ from panel.quotas.lib.quota import (
     parse_size,
 )
 from panel.quotas.models import Quota, QuotaKind, QuotaState
-from panel.quotas.services.cycle import run_cycle, storage_of
+from panel.quotas.services.cycle import run_cycle, saved_storage_of
 
 MAX_GRACE_SECONDS = 365 * 86400
 
@@ -149,7 +149,7 @@ def set_grace(cluster: Cluster, space_seconds: object, files_seconds: object | N
                 code="quota.bad_grace",
             )
         values.append(seconds)
-    storage = storage_of(cluster)
+    storage = saved_storage_of(cluster)
     storage.space_grace_seconds, storage.files_grace_seconds = values
     storage.save(update_fields=["space_grace_seconds", "files_grace_seconds"])
     cluster.log_event(

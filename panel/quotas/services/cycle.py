@@ -26,6 +26,13 @@ log = logging.getLogger(__name__)
 
 
 def storage_of(cluster: Cluster) -> Storage:
+    """The cluster's storage record to read: an unsaved one with the defaults (7-day grace
+    periods, nothing measured) until a cycle or a grace change saves it, so pages never write."""
+    return Storage.objects.filter(cluster=cluster).first() or Storage(cluster=cluster)
+
+
+def saved_storage_of(cluster: Cluster) -> Storage:
+    """The cluster's storage record to change (made on first use)."""
     return Storage.objects.get_or_create(cluster=cluster)[0]
 
 
@@ -212,7 +219,7 @@ def run_cycle(cluster: Cluster, now: dt.datetime | None = None) -> list[str]:
     if not cluster.is_local or cluster.status != ClusterStatus.ONLINE:
         return []
     now = now or timezone.now()
-    storage = storage_of(cluster)
+    storage = saved_storage_of(cluster)
     usage = measure(cluster)
     changes: list[str] = []
     with transaction.atomic():
