@@ -110,16 +110,7 @@ def _save(cluster: Cluster, wanted: list[str]) -> None:
 def _write_server_auth(cluster: Cluster) -> None:
     """pg_hba.conf with the rows as they are now, read back by PostgreSQL before it is loaded."""
     try:
-        if not isolation.write_auth_config(cluster):
-            return
-        problems = isolation.hba_errors(cluster)
-        if problems:
-            raise ServiceError(
-                _("PostgreSQL cannot read the new pg_hba.conf: %(problems)s")
-                % {"problems": "; ".join(problems)},
-                field=FIELD,
-            )
-        isolation.reload_server_config(cluster)
+        isolation.refresh_server_auth(cluster)
     except (EngineError, dbconn.DatabaseError, OSError) as exc:
         raise ServiceError(
             _("Could not apply the trusted sources to PostgreSQL: %(reason)s") % {"reason": exc}, field=FIELD

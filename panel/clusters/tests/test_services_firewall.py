@@ -16,7 +16,7 @@ from django.test import Client
 from django.urls import reverse
 
 from conftest import make_local_cluster
-from panel.clusters import services
+from panel.clusters import isolation, services
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, DatabaseUser
 from panel.clusters.services import firewall
 from panel.clusters.tests.conftest import client_params, make_cluster_row
@@ -138,3 +138,21 @@ def test_a_bad_value_is_a_field_error_and_changes_nothing(owner: User, owner_cli
     # Named in any spelling, a source is looked up in the stored one.
     with pytest.raises(ServiceError, match="“203.0.113.7” is not a trusted source"):
         firewall.remove_trusted_source(cluster, "203.0.113.7/32")
+
+
+def test_a_pg_hba_conf_postgresql_cannot_read_is_refused_before_the_reload(
+    local_cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = local_cluster
+    render = isolation.render_hba
+    # The one injected fault: a renderer that writes a line PostgreSQL cannot parse.
+    monkeypatch.setattr(isolation, "render_hba", lambda *args: render(*args) + "hostssl all all 10.0.0.0/99 md5\n")
+    with pytest.raises(ServiceError, match=r"cannot read the new pg_hba.conf: line \d+: .*10.0.0.0/99"):
+        firewall.add_trusted_source(cluster, "203.0.113.7")
+    assert cluster.trusted_source_values() == []
+    assert not cluster.events.filter(kind="trusted-sources").exists()
+
+    monkeypatch.undo()
+    assert isolation.refresh_server_auth(cluster)  # the rows' file again, read and loaded
+    assert isolation.hba_errors(cluster) == []
+    assert who(server(cluster, OUTSIDER)) == "doadmin"
