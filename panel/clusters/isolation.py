@@ -148,13 +148,17 @@ def reload_server_config(cluster: Cluster, *, timeout: float = RELOAD_TIMEOUT) -
 
 
 def refresh_server_auth(cluster: Cluster) -> bool:
-    """Bring pg_hba.conf and pg_ident.conf up to date with the cluster's roles and make a running
-    server load them; True if something changed. Raises EngineError, DatabaseError or OSError."""
+    """Bring pg_hba.conf and pg_ident.conf up to date with the cluster's roles and trusted sources
+    and make a running server load them, once it has read the new pg_hba.conf without an error;
+    True if something changed. Raises EngineError, DatabaseError or OSError."""
     if not cluster.is_local or not cluster.pgdata.is_dir():
         return False
     if not write_auth_config(cluster):
         return False
     if postgres.postmaster_pid(cluster.pgdata) is not None:
+        problems = hba_errors(cluster)
+        if problems:
+            raise EngineError(f"PostgreSQL cannot read the new pg_hba.conf: {'; '.join(problems)}")
         reload_server_config(cluster)
     return True
 

@@ -1,19 +1,28 @@
 """The cluster's Settings tab: what the cluster is (plan, version, node) and the changes a user
-makes to it after creation, each section a form that calls one service function."""
+makes to it after creation, each section a form that calls one service function: Resize
+(``services.resize``), Configuration (``services.config``) here, trusted sources in
+``firewall_views``."""
 
 from __future__ import annotations
 
 import uuid
+from functools import partial
 from typing import Any
 
+from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_http_methods
 
-from panel.clusters.forms import DeleteClusterForm, TrustedSourceForm
+from panel.clusters.forms import ConfigForm, DeleteClusterForm, ResizeForm, TrustedSourceForm
 from panel.clusters.lib import firewall
 from panel.clusters.models import Cluster
 from panel.clusters.ownership import get_cluster_for_user
+from panel.clusters.services import config, resize
+from panel.core.errors import ServiceError
+from panel.core.web import add_service_error, go_to
 from panel.lockout import client_address
 
 # Where the panel's own benchmarks connect from (benchmarks.services.targets): a firewall without
@@ -36,6 +45,11 @@ def render_settings_tab(request: HttpRequest, cluster: Cluster, **extra: Any) ->
         "benchmarks_shut_out": cluster.is_local and not firewall.allows(sources, PANEL_CLIENT_ADDRESS),
         "panel_client_address": PANEL_CLIENT_ADDRESS,
         "my_address": _my_address(request, sources),
+        "resize_form": ResizeForm(),
+        # Called by the template, so only when the Resize card is rendered (it reads the node's
+        # room, the data size and the pools).
+        "plan_choices": partial(resize.plan_choices, cluster) if cluster.is_local else [],
+        "config_form": ConfigForm(current=config.current_config(cluster)),
         **extra,
     }
     template = f"clusters/settings.html#{section}" if request.htmx and section else "clusters/settings.html"
@@ -57,3 +71,39 @@ def _my_address(request: HttpRequest, sources: list[str]) -> str | None:
 def cluster_settings(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     return render_settings_tab(request, cluster)
+
+
+@require_http_methods(["GET", "POST"])
+def resize_card(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    cluster = get_cluster_for_user(request, cluster_id)
+    form = ResizeForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            resize.resize_cluster(cluster, form.cleaned_data["size"])
+        except ServiceError as exc:
+            add_service_error(form, exc)
+        else:
+            messages.info(
+                request,
+                _("Resizing “%(name)s” to %(plan)s; PostgreSQL restarts.")
+                % {"name": cluster.name, "plan": form.cleaned_data["size"]},
+            )
+            # The whole page again: its header follows the resize like any other job.
+            return go_to(request, reverse("clusters:settings", args=[cluster.pk]))
+    return render_settings_tab(request, cluster, section="resize-card", resize_form=form)
+
+
+@require_http_methods(["GET", "POST"])
+def config_card(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    cluster = get_cluster_for_user(request, cluster_id)
+    form = ConfigForm(request.POST or None, current=config.current_config(cluster))
+    saved = False
+    if request.method == "POST" and form.is_valid():
+        try:
+            current = config.update_config(cluster, form.changes())
+        except ServiceError as exc:
+            add_service_error(form, exc)
+        else:
+            saved = bool(form.changed_data)
+            form = ConfigForm(current=current)
+    return render_settings_tab(request, cluster, section="config-card", config_form=form, config_saved=saved)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from panel.clusters import config_views, firewall_views, node_views, resize_views, settings_views, views
+from panel.clusters import firewall_views, node_views, settings_views, views
 
 app_name = "clusters"
 urlpatterns = [
@@ -27,8 +27,8 @@ urlpatterns = [
         firewall_views.trusted_source_remove,
         name="trusted-source-remove",
     ),
-    path("<uuid:cluster_id>/settings/resize/", resize_views.resize_card, name="resize"),
-    path("<uuid:cluster_id>/settings/config/", config_views.config_card, name="config"),
+    path("<uuid:cluster_id>/settings/resize/", settings_views.resize_card, name="resize"),
+    path("<uuid:cluster_id>/settings/config/", settings_views.config_card, name="config"),
     path("<uuid:cluster_id>/connection/", views.connection, name="connection"),
     path("<uuid:cluster_id>/connection/reveal/", views.connection_reveal, name="connection-reveal"),
     path("<uuid:cluster_id>/connection/secret/", views.connection_secret, name="connection-secret"),

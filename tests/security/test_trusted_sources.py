@@ -14,18 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 import pytest
-from django.contrib.auth.models import User
 
-from conftest import make_local_cluster
 from panel.clusters import dbconn, roles
-from panel.clusters import services as cluster_services
 from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster, TrustedSource
 from panel.clusters.services import firewall
-from panel.clusters.tests.conftest import client_params
+from panel.clusters.tests.conftest import client_params, module_cluster
 from panel.pools import console, disk, supervisor
 from panel.pools import services as pool_services
 from panel.pools.config import get_pooler
@@ -44,20 +42,11 @@ class Firewalled:
 
 
 @pytest.fixture(scope="module")
-def firewalled(django_db_setup: None, django_db_blocker: object) -> Iterator[Firewalled]:
-    with django_db_blocker.unblock():  # type: ignore[attr-defined]
-        owner = User.objects.create_user("fw-tenant", "fw@example.com", "fw-password-1")
-        cluster = make_local_cluster(owner, name="db-fw")
-        pool = pool_services.create_pool(cluster, "fw-pool", "defaultdb", None, "transaction", 3)
-    yield Firewalled(cluster, pool)
-    with django_db_blocker.unblock():  # type: ignore[attr-defined]
-        if Cluster.objects.filter(pk=cluster.pk).exists():
-            cluster_services.delete_cluster(Cluster.objects.get(pk=cluster.pk), confirm_name=cluster.name)
-        else:  # a transactional test of another module flushed the rows meanwhile
-            pool_services.stop_pgbouncer(cluster)
-            postgres.kill(cluster.pgdata)
-            postgres.remove_data(cluster.data_root)
-        User.objects.filter(username="fw-tenant").delete()
+def firewalled(django_db_setup: None, django_db_blocker: Any) -> Iterator[Firewalled]:
+    with module_cluster(django_db_blocker, "fw-tenant", "db-fw") as cluster:
+        with django_db_blocker.unblock():
+            pool = pool_services.create_pool(cluster, "fw-pool", "defaultdb", None, "transaction", 3)
+        yield Firewalled(cluster, pool)
 
 
 def server_client(cluster: Cluster, user: str = "doadmin") -> tuple[str, bool]:

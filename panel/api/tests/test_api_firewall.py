@@ -13,14 +13,11 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from conftest import make_local_cluster
 from panel.api.models import Scope
 from panel.api.tests.conftest import MakeToken, bearer
 from panel.api.tests.test_api_databases import assert_error
-from panel.clusters import services
-from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster, TrustedSource
-from panel.clusters.tests.conftest import make_cluster_row
+from panel.clusters.tests.conftest import make_cluster_row, module_cluster
 
 UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 TIME_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
@@ -144,17 +141,8 @@ def test_an_attached_server_keeps_its_own_rules(
 @pytest.fixture(scope="module")
 def served(django_db_setup: None, django_db_blocker: object) -> Iterator[Cluster]:
     """One real cluster for the module's writes, owned by its own account; rules cleared after each test."""
-    with django_db_blocker.unblock():  # type: ignore[attr-defined]
-        owner = User.objects.create_user("fw-api-tenant", "fw-api@example.com", "fw-api-password-1")
-        cluster = make_local_cluster(owner, name="db-fw-api")
-    yield cluster
-    with django_db_blocker.unblock():  # type: ignore[attr-defined]
-        if Cluster.objects.filter(pk=cluster.pk).exists():
-            services.delete_cluster(Cluster.objects.get(pk=cluster.pk), confirm_name=cluster.name)
-        else:  # a transactional test of another module flushed the rows meanwhile
-            postgres.kill(cluster.pgdata)
-            postgres.remove_data(cluster.data_root)
-        User.objects.filter(username="fw-api-tenant").delete()
+    with module_cluster(django_db_blocker, "fw-api-tenant", "db-fw-api") as cluster:
+        yield cluster
 
 
 def hba_addresses(cluster: Cluster) -> list[str]:

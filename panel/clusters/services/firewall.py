@@ -34,7 +34,8 @@ def add_trusted_source(cluster: Cluster, value: str) -> list[str]:
     current = cluster.trusted_source_values()
     if source in current:
         raise ServiceError(_("“%(source)s” is already a trusted source.") % {"source": source}, field=FIELD)
-    return _apply(cluster, [*current, source], _("Trusted source “%(source)s” added.") % {"source": source})
+    wanted = _normalize([*current, source])  # within MAX_SOURCES
+    return _apply(cluster, wanted, _("Trusted source “%(source)s” added.") % {"source": source})
 
 
 @on_node(timeout=60)
@@ -53,15 +54,19 @@ def remove_trusted_source(cluster: Cluster, value: str) -> list[str]:
 @on_node(timeout=60)
 def set_trusted_sources(cluster: Cluster, values: list[str]) -> list[str]:
     """Replace every trusted source (an empty list: every address may connect again)."""
-    try:
-        wanted = firewall.normalize(values)
-    except firewall.InvalidSource as exc:
-        raise ServiceError(str(exc), field=FIELD) from None
+    wanted = _normalize(values)
     if not wanted:
         message = _("Trusted sources removed: every address may connect.")
     else:
         message = _("Trusted sources set to %(sources)s.") % {"sources": ", ".join(wanted)}
     return _apply(cluster, wanted, message)
+
+
+def _normalize(values: list[str]) -> list[str]:
+    try:
+        return firewall.normalize(values)
+    except firewall.InvalidSource as exc:
+        raise ServiceError(str(exc), field=FIELD) from None
 
 
 def _parse(value: str) -> str:
@@ -110,16 +115,7 @@ def _save(cluster: Cluster, wanted: list[str]) -> None:
 def _write_server_auth(cluster: Cluster) -> None:
     """pg_hba.conf with the rows as they are now, read back by PostgreSQL before it is loaded."""
     try:
-        if not isolation.write_auth_config(cluster):
-            return
-        problems = isolation.hba_errors(cluster)
-        if problems:
-            raise ServiceError(
-                _("PostgreSQL cannot read the new pg_hba.conf: %(problems)s")
-                % {"problems": "; ".join(problems)},
-                field=FIELD,
-            )
-        isolation.reload_server_config(cluster)
+        isolation.refresh_server_auth(cluster)
     except (EngineError, dbconn.DatabaseError, OSError) as exc:
         raise ServiceError(
             _("Could not apply the trusted sources to PostgreSQL: %(reason)s") % {"reason": exc}, field=FIELD

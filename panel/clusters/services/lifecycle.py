@@ -17,7 +17,7 @@ from panel.clusters.models import Cluster, ClusterStatus, EventLevel
 from panel.clusters.services.provision import clear_reserved, write_server_config
 from panel.core import runas
 from panel.core.errors import ServiceError
-from panel.core.runas import EngineError
+from panel.core.runas import EngineError, OsUser
 from panel.core.taskqueue import enqueue_task
 
 log = logging.getLogger(__name__)
@@ -82,11 +82,7 @@ def perform_action(cluster: Cluster, action: str) -> Cluster:
                 cluster.log_event("stopped", _("Cluster stopped."))
         if action in {"start", "restart"}:
             cluster.mark(ClusterStatus.STARTING)
-            runas.make_private_dir(cluster.socket_dir, user)
-            isolation.start_server(cluster, user, timeout)
-            if guard_added:
-                clear_reserved(cluster)
-                cluster.log_event("guard-installed", _("The privilege guard is now loaded."))
+            start_server(cluster, user, guard_added=guard_added)
             cluster.mark_online()
             hooks.pooler.refresh_auth(cluster)  # starts PgBouncer again if the cluster has pools
             cluster.log_event(
@@ -105,6 +101,16 @@ def perform_action(cluster: Cluster, action: str) -> Cluster:
         )
         raise ServiceError(str(exc)) from None
     return cluster
+
+
+def start_server(cluster: Cluster, user: OsUser, *, guard_added: bool) -> None:
+    """PostgreSQL started on what ``write_server_config`` wrote, in its cgroup (the plan's limits);
+    a guard loaded for the first time (``guard_added``) then clears the reserved roles."""
+    runas.make_private_dir(cluster.socket_dir, user)
+    isolation.start_server(cluster, user, settings.PANEL_COMMAND_TIMEOUT)
+    if guard_added:
+        clear_reserved(cluster)
+        cluster.log_event("guard-installed", _("The privilege guard is now loaded."))
 
 
 # --- delete ----------------------------------------------------------------------------------

@@ -22,14 +22,14 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from panel.clusters import hooks, isolation
+from panel.clusters import hooks
 from panel.clusters.engine import postgres
 from panel.clusters.lib.plans import PLANS, Plan, get_plan
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel, Node
 from panel.clusters.services import nodes
-from panel.clusters.services.lifecycle import require_local
+from panel.clusters.services.lifecycle import require_local, start_server
 from panel.clusters.services.overview import overview
-from panel.clusters.services.provision import clear_reserved, write_server_config
+from panel.clusters.services.provision import write_server_config
 from panel.core import runas
 from panel.core.errors import ServiceError
 from panel.core.taskqueue import enqueue_task
@@ -207,15 +207,11 @@ def _restart_on_plan(cluster: Cluster) -> None:
     """panel.conf for the row's plan, PostgreSQL restarted (its start sets the cgroup's limits),
     PgBouncer's configuration rendered again for the new pool budget."""
     user = cluster.os_user()
-    timeout = settings.PANEL_COMMAND_TIMEOUT
     cluster.set_progress(20, _("Writing the configuration"))
     guard_added = write_server_config(cluster)
     cluster.set_progress(40, _("Restarting PostgreSQL"))
-    postgres.stop(cluster.version, cluster.pgdata, user=user, timeout=timeout)
-    runas.make_private_dir(cluster.socket_dir, user)
-    isolation.start_server(cluster, user, timeout)
-    if guard_added:
-        clear_reserved(cluster)
+    postgres.stop(cluster.version, cluster.pgdata, user=user, timeout=settings.PANEL_COMMAND_TIMEOUT)
+    start_server(cluster, user, guard_added=guard_added)
     cluster.set_progress(80, _("Updating PgBouncer"))
     hooks.pooler.refresh_auth(cluster)  # never raises: a failure is on the pooler and in the events
 

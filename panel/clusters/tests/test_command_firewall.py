@@ -10,11 +10,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 
-from conftest import make_local_cluster
-from panel.clusters import services
-from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster, TrustedSource
-from panel.clusters.tests.conftest import make_cluster_row
+from panel.clusters.tests.conftest import make_cluster_row, module_cluster
 
 
 def run(*args: str) -> str:
@@ -60,17 +57,8 @@ def test_refusals_are_messages_and_change_nothing(owner: User, args: tuple[str, 
 
 @pytest.fixture(scope="module")
 def served(django_db_setup: None, django_db_blocker: object) -> Iterator[Cluster]:
-    with django_db_blocker.unblock():  # type: ignore[attr-defined]
-        owner = User.objects.create_user("fw-cli-tenant", "fw-cli@example.com", "fw-cli-password-1")
-        cluster = make_local_cluster(owner, name="db-fw-cli")
-    yield cluster
-    with django_db_blocker.unblock():  # type: ignore[attr-defined]
-        if Cluster.objects.filter(pk=cluster.pk).exists():
-            services.delete_cluster(Cluster.objects.get(pk=cluster.pk), confirm_name=cluster.name)
-        else:
-            postgres.kill(cluster.pgdata)
-            postgres.remove_data(cluster.data_root)
-        User.objects.filter(username="fw-cli-tenant").delete()
+    with module_cluster(django_db_blocker, "fw-cli-tenant", "db-fw-cli") as cluster:
+        yield cluster
 
 
 @pytest.mark.django_db

@@ -8,19 +8,17 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
 from django.urls import reverse
 
-from conftest import make_local_cluster
 from panel.clusters import services
 from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster
 from panel.clusters.services import config
 from panel.clusters.services.provision import SETTINGS_FILE
-from panel.clusters.tests.conftest import connect_as_client
+from panel.clusters.tests.conftest import connect_as_client, module_cluster
 from panel.core.errors import ServiceError
 
 pytestmark = pytest.mark.integration
@@ -29,14 +27,8 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def cluster(django_db_setup: None, django_db_blocker: object) -> Iterator[Cluster]:
     """One real cluster for the module; each test sets what it checks."""
-    with django_db_blocker.unblock():  # type: ignore[attr-defined]
-        owner = User.objects.create_user("cfg-owner", "cfg@example.com", "cfg-password-1")
-        made = make_local_cluster(owner, name="cfg-test")
-    yield made
-    with django_db_blocker.unblock():  # type: ignore[attr-defined]
-        made.refresh_from_db()
-        services.delete_cluster(made, confirm_name=made.name)
-        owner.delete()
+    with module_cluster(django_db_blocker, "cfg-owner", "cfg-test") as made:
+        yield made
 
 
 def show(cluster: Cluster, name: str) -> str:

@@ -16,8 +16,9 @@ from django.test import Client
 from django.urls import reverse
 
 from conftest import make_local_cluster
-from panel.clusters import services
-from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, DatabaseUser
+from panel.clusters import isolation, services
+from panel.clusters.lib import firewall as firewall_rules
+from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, DatabaseUser, TrustedSource
 from panel.clusters.services import firewall
 from panel.clusters.tests.conftest import client_params, make_cluster_row
 from panel.core.errors import ServiceError
@@ -135,6 +136,35 @@ def test_a_bad_value_is_a_field_error_and_changes_nothing(owner: User, owner_cli
     ).content.decode()
     assert 'id="settings-trusted-sources"' in page and "Did you mean 10.0.0.0/8" in page
     assert cluster.trusted_source_values() == []
+    # The limit on sources holds one at a time too, not only for a whole list.
+    TrustedSource.objects.bulk_create(
+        TrustedSource(cluster=cluster, value=f"10.0.{n}.0/24") for n in range(firewall_rules.MAX_SOURCES)
+    )
+    with pytest.raises(ServiceError, match="at most 100 trusted sources") as refused:
+        firewall.add_trusted_source(cluster, "203.0.113.7")
+    assert refused.value.field == "source"
+    assert len(cluster.trusted_source_values()) == firewall_rules.MAX_SOURCES
+    TrustedSource.objects.filter(cluster=cluster).delete()
     # Named in any spelling, a source is looked up in the stored one.
     with pytest.raises(ServiceError, match="“203.0.113.7” is not a trusted source"):
         firewall.remove_trusted_source(cluster, "203.0.113.7/32")
+
+
+def test_a_pg_hba_conf_postgresql_cannot_read_is_refused_before_the_reload(
+    local_cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = local_cluster
+    render = isolation.render_hba
+    # The one injected fault: a renderer that writes a line PostgreSQL cannot parse.
+    monkeypatch.setattr(
+        isolation, "render_hba", lambda *args: render(*args) + "hostssl all all 10.0.0.0/99 md5\n"
+    )
+    with pytest.raises(ServiceError, match=r"cannot read the new pg_hba.conf: line \d+: .*10.0.0.0/99"):
+        firewall.add_trusted_source(cluster, "203.0.113.7")
+    assert cluster.trusted_source_values() == []
+    assert not cluster.events.filter(kind="trusted-sources").exists()
+
+    monkeypatch.undo()
+    assert isolation.refresh_server_auth(cluster)  # the rows' file again, read and loaded
+    assert isolation.hba_errors(cluster) == []
+    assert who(server(cluster, OUTSIDER)) == "doadmin"

@@ -6,20 +6,30 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
-from panel.clusters.models import Cluster, ClusterStatus
+from panel.clusters.models import Cluster, ClusterKind, ClusterStatus
+from panel.clusters.tests.conftest import make_cluster_row
 from panel.pools.models import ConnectionPool
 
 Queued = Callable[[str], list[tuple[str, list]]]
 pytestmark = pytest.mark.django_db
 
 
-def test_the_settings_tab_loads_both_cards(owner_client: Client, cluster_row: Cluster) -> None:
+def test_the_settings_tab_renders_both_cards(owner_client: Client, cluster_row: Cluster) -> None:
     page = owner_client.get(reverse("clusters:settings", args=[cluster_row.pk])).content.decode()
-    assert f'hx-get="/clusters/{cluster_row.pk}/settings/resize/"' in page
-    assert f'hx-get="/clusters/{cluster_row.pk}/settings/config/"' in page
+    assert f'hx-post="/clusters/{cluster_row.pk}/settings/resize/"' in page
+    assert f'hx-post="/clusters/{cluster_row.pk}/settings/config/"' in page
+    assert 'data-plan="db-s-4vcpu-8gb"' in page and 'name="work_mem" value="4"' in page
+    assert 'hx-trigger="load"' not in page  # no second request after the page
+
+
+def test_an_attached_server_has_neither_card(owner_client: Client, owner: User) -> None:
+    attached = make_cluster_row(owner, name="ext", kind=ClusterKind.EXTERNAL)
+    page = owner_client.get(reverse("clusters:settings", args=[attached.pk])).content.decode()
+    assert 'id="settings-resize"' not in page and 'id="settings-config"' not in page
 
 
 @pytest.mark.parametrize("name", ["clusters:resize", "clusters:config"])
