@@ -10,15 +10,13 @@ from dataclasses import dataclass
 
 import psycopg
 import pytest
-from django.contrib.auth.models import User
 from django.utils import timezone
 from psycopg import errors
 
-from conftest import make_local_cluster
 from panel.clusters import roles, services
-from panel.clusters.engine import postgres
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster
+from panel.clusters.tests.conftest import module_cluster
 from panel.core.errors import ServiceError
 from panel.insights.charts import charts_for
 from panel.insights.forms import range_window
@@ -48,29 +46,21 @@ class Tenant:
 
 @pytest.fixture(scope="module")
 def tenant(django_db_setup: None, django_db_blocker: object) -> Iterator[Tenant]:
-    with django_db_blocker.unblock():  # type: ignore[attr-defined]
-        owner = User.objects.create_user("quota-tenant", "quota@example.com", "quota-password-1")
-        cluster = make_local_cluster(owner, name="db-quota")
-        roles.add_database(cluster, "bigdb")
-        roles.add_database(cluster, "otherdb")
-        roles.add_user(cluster, "app")
-        found = Tenant(
-            cluster,
-            services.connection_details(cluster),
-            services.connection_details(cluster, user="app"),
-        )
-    with found.connect() as conn:
-        conn.execute("GRANT CREATE ON SCHEMA public TO app")
-    with found.connect("bigdb") as conn:
-        conn.execute("CREATE TABLE filler (id serial PRIMARY KEY, pad text)")
-    yield found
-    with django_db_blocker.unblock():  # type: ignore[attr-defined]
-        if Cluster.objects.filter(pk=cluster.pk).exists():
-            services.delete_cluster(Cluster.objects.get(pk=cluster.pk), confirm_name=cluster.name)
-        else:
-            postgres.kill(cluster.pgdata)
-            postgres.remove_data(cluster.data_root)
-        User.objects.filter(username="quota-tenant").delete()
+    with module_cluster(django_db_blocker, "quota-tenant", "db-quota") as cluster:
+        with django_db_blocker.unblock():  # type: ignore[attr-defined]
+            roles.add_database(cluster, "bigdb")
+            roles.add_database(cluster, "otherdb")
+            roles.add_user(cluster, "app")
+            found = Tenant(
+                cluster,
+                services.connection_details(cluster),
+                services.connection_details(cluster, user="app"),
+            )
+        with found.connect() as conn:
+            conn.execute("GRANT CREATE ON SCHEMA public TO app")
+        with found.connect("bigdb") as conn:
+            conn.execute("CREATE TABLE filler (id serial PRIMARY KEY, pad text)")
+        yield found
 
 
 @pytest.fixture
@@ -110,7 +100,7 @@ def test_a_database_over_its_quota_stops_writes_until_data_is_deleted(
     with django_capture_on_commit_callbacks(execute=True):
         quotas.set_quota(cluster, QuotaKind.DATABASE, "bigdb", space_soft=used - MB, space_hard=used + 6 * MB)
     # The alert channel: the owner gets an email saying which quota and what happens next.
-    assert [m.to for m in mailoutbox] == [["quota@example.com"]]
+    assert [m.to for m in mailoutbox] == [["quota-tenant@example.com"]]
     assert "Storage quota" in mailoutbox[0].subject and "bigdb" in mailoutbox[0].body
     over = quota(tenant, QuotaKind.DATABASE, "bigdb")
     assert over.state == QuotaState.OVER_SOFT and over.over_since is not None
