@@ -168,6 +168,12 @@ class _Execution:
                 options = replace(
                     options, query_mode=sb.ps_mode_for(target.pool.mode if target.pool else None)
                 )
+                # Again here, as the shell-command rule above: sysbench runs whatever Lua file its
+                # script argument names, and a row written around the launch service is not checked.
+                found = sb.problems(options)
+                if found:
+                    run.fail(" ".join(message for _field, message in found))
+                    return
                 args = sb.build_run_args(runner.sysbench_path(), target.connection, options)
             else:
                 args = cmd.build_run_args(

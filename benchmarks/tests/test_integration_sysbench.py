@@ -96,6 +96,16 @@ def test_direct_and_pooled_runs_record_samples_summaries_and_compare(cluster: Cl
     assert services.export_run(pooled, "csv").splitlines()[0].startswith("seq,elapsed_s,tps")
 
 
+def test_a_queued_run_naming_a_lua_file_fails_without_spawning(cluster: Cluster) -> None:
+    """A row written around the launch service (its script a file of the tenant's choosing) is
+    refused again before sysbench starts: sysbench would load that Lua file."""
+    run = services.launch_run(cluster, options=sysbench_options(), enqueue=False)
+    BenchmarkRun.objects.filter(pk=run.pk).update(options={**run.options, "builtin": "/tmp/mine.lua"})
+    run = services.execute_run(run.pk, wait_turn_s=30)
+    assert run.status == RunStatus.FAILED and "Unknown sysbench script '/tmp/mine.lua'" in run.error_message
+    assert run.pgbench_pid is None and run.argv == [] and run.samples.count() == 0
+
+
 def test_prepared_statements_through_a_transaction_pool_would_fail(cluster: Cluster) -> None:
     """Why the panel disables them: forced on through the pool, every client aborts at once."""
     pool = pool_services.create_pool(cluster, "txpool", "defaultdb", None, "transaction", 5)

@@ -235,6 +235,17 @@ def test_transactions_per_client_become_events_in_total() -> None:
     assert "--events=300" in args and "--time=0" in args and options.threads == 3
 
 
+@pytest.mark.parametrize("script", ["/tmp/mine.lua", "../oltp_read_write", "tpcb-like", None])
+def test_only_a_builtin_oltp_script_reaches_the_command_line(script: str | None) -> None:
+    """sysbench loads any Lua file its first argument names: a tenant must not choose one."""
+    options = cmd.run_options(
+        clients=1, duration_s=1, builtin=script, engine="sysbench", tables=1, table_size=10, query_mode="auto"
+    )
+    assert [field for field, _m in cmd.problems(options)] == ["script"]
+    with pytest.raises(ValueError, match="not a built-in sysbench script"):
+        sb.build_run_args("sysbench", TARGET, options)
+
+
 def test_prepare_and_cleanup_commands() -> None:
     assert sb.build_prepare_args("sysbench", TARGET, 2, 10_000)[-3:] == [
         "--tables=2",
