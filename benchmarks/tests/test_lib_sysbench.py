@@ -52,7 +52,7 @@ def test_it_reads_every_interval_line_of_a_run() -> None:
     # err/s are deadlocks sysbench ignored and retried: the sample's retried transactions.
     assert [s.retried for s in samples] == [3, 2, 0, 2, 2]
     assert all(s.latency_avg_ms is None and s.failed is None for s in samples)
-    assert parser.last_latency_pct_ms == 23.95 and parser.last_figures is not None
+    assert parser.last_figures is not None and parser.last_figures.latency_pct_ms == 23.95
     assert parser.last_figures.threads == 4 and parser.last_figures.qps == 6775.88
     assert (parser.last_figures.reads_per_s, parser.last_figures.writes_per_s) == (4744.91, 1352.98)
     assert errors == [] and not parser.run_aborted
