@@ -5,19 +5,18 @@ on any command line."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 import psutil
 import pytest
-from django.db import connection
 
 from benchmarks import runner, services
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib import sysbench_command as sb
 from benchmarks.models import BenchmarkRun, Engine, JobStatus, RunStatus
 from benchmarks.services.targets import resolve_target
+from benchmarks.tests.test_integration_runs import run_in_background
 from panel.clusters.models import Cluster
 from panel.pools import services as pool_services
 
@@ -126,17 +125,7 @@ def test_prepared_statements_through_a_transaction_pool_would_fail(cluster: Clus
 def test_a_cancel_stops_sysbench_and_keeps_the_samples(
     cluster: Cluster, wait_until: Callable[..., object]
 ) -> None:
-    run = services.launch_run(cluster, options=sysbench_options(duration_s=60), enqueue=False)
-    outcome: list[BenchmarkRun] = []
-
-    def execute() -> None:
-        try:
-            outcome.append(services.execute_run(run.pk, wait_turn_s=10))
-        finally:
-            connection.close()
-
-    worker = threading.Thread(target=execute)
-    worker.start()
+    run, worker, _outcome = run_in_background(cluster, sysbench_options(duration_s=60))
     try:
         wait_until(lambda: run.samples.count() >= 2, timeout=30, message="two samples")
         run.refresh_from_db()
