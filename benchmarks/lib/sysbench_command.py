@@ -60,11 +60,14 @@ def build_run_args(sysbench_path: str, target: ConnectionTarget, options: RunOpt
     """The argument list of ``sysbench SCRIPT … run``; call :func:`problems` first.
 
     ``--histogram`` makes the report hold the latency distribution, from which the run's p50, p95
-    and p99 are read; ``--percentile=95`` is the one percentile of each interval line.
+    and p99 are read; ``--percentile=95`` is the one percentile of each interval line. sysbench
+    loads any Lua file its first argument names: anything but a built-in OLTP name is refused.
     """
+    if options.builtin not in SYSBENCH_SCRIPTS:
+        raise ValueError(f"not a built-in sysbench script: {options.builtin!r}")
     args = [
         sysbench_path,
-        options.builtin or SYSBENCH_SCRIPTS[0],
+        options.builtin,
         *_connection_args(target),
         f"--tables={options.tables}",
         f"--table-size={options.table_size}",

@@ -75,6 +75,7 @@ class IntervalFigures:
     writes_per_s: float
     others_per_s: float
     percentile: int
+    latency_pct_ms: float  # the latency at that percentile
     reconnects_per_s: float
 
 
@@ -100,15 +101,10 @@ def parse_interval_line(line: str, interval_s: int = 1) -> tuple[ProgressSample,
         writes_per_s=float(writes),
         others_per_s=float(others),
         percentile=int(pct),
+        latency_pct_ms=float(lat),
         reconnects_per_s=float(reconn),
     )
     return sample, figures
-
-
-def interval_latency(line: str) -> float | None:
-    """The latency percentile of an interval line (ms)."""
-    match = _INTERVAL_RE.fullmatch(line.strip())
-    return float(match.group(9)) if match else None
 
 
 def parse_error_line(line: str) -> ErrorLine | None:
@@ -318,10 +314,8 @@ class SysbenchParser:
         self.interval_s = interval_s
         self.errors: list[ErrorLine] = []
         self.run_aborted = False
-        self.aborted_clients: set[int] = set()  # sysbench names no thread: stays empty
         self.report_lines: list[str] = []
         self.last_figures: IntervalFigures | None = None
-        self.last_latency_pct_ms: float | None = None
         self.samples = 0
         self._threads_line = ""
 
@@ -337,7 +331,6 @@ class SysbenchParser:
         if parsed is not None:
             sample, self.last_figures = parsed
             self.samples += 1
-            self.last_latency_pct_ms = interval_latency(text)
             return sample
         error = parse_error_line(text)
         if error is None:

@@ -38,7 +38,7 @@ class DataSet(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
-    pgbench_pid = models.IntegerField(null=True, blank=True)
+    pgbench_pid = models.IntegerField(null=True, blank=True)  # the loader's: pgbench -i or sysbench prepare
 
     class Meta:
         ordering = ("-created_at",)

@@ -19,7 +19,7 @@ from benchmarks.lib.pgbench_output import FATAL_KINDS, InitDone, InitPhase, Init
 from benchmarks.lib.sysbench_output import parse_error_line, parse_init_line
 from benchmarks.models import BenchmarkRun, DataSet, Engine, InvalidTransition, JobStatus, RunStatus
 from benchmarks.services.enqueue import INIT_TASK, send_job
-from benchmarks.services.targets import require_serving, resolve_target
+from benchmarks.services.targets import ResolvedTarget, require_serving, resolve_target
 from panel.clusters import dbconn, isolation
 from panel.clusters.models import Cluster
 from panel.core.agent import on_node
@@ -112,10 +112,7 @@ def execute_init(dataset_id: uuid.UUID | str) -> DataSet:
     except InvalidTransition:
         return dataset
     try:
-        if dataset.engine == Engine.SYSBENCH:
-            _execute_prepare(dataset)
-        else:
-            _execute_init(dataset)
+        _execute_init(dataset)
     except Exception:
         log.exception("data set %s crashed", dataset.pk)
         with contextlib.suppress(InvalidTransition):
@@ -124,18 +121,86 @@ def execute_init(dataset_id: uuid.UUID | str) -> DataSet:
     return dataset
 
 
+class _PgbenchInit:
+    """``pgbench -i``: its stderr says the share of rows generated and the phase it is in."""
+
+    program, command, table_prefix = "pgbench", "pgbench -i", "pgbench_"
+
+    def __init__(self) -> None:
+        self.parser = StderrParser()
+        self.percent, self.message = 0, ""
+
+    def feed(self, line: runner.Line) -> None:
+        if line.stream != runner.STDERR:
+            return
+        event = self.parser.feed(line.text)
+        if isinstance(event, InitProgress):
+            self.percent = min(99, event.percent)
+            self.message = _("Generating data: %(p)s%%") % {"p": event.percent}
+        elif isinstance(event, InitPhase):
+            self.message = event.message
+        elif isinstance(event, InitDone):
+            self.percent = 99
+
+    @property
+    def first_error(self) -> str:
+        first = next((e for e in self.parser.errors if e.kind in FATAL_KINDS), None)
+        return first.message if first else ""
+
+
+class _SysbenchPrepare:
+    """``sysbench oltp_read_write prepare``: tables one after the other, each line on stdout; the
+    progress is the share of tables whose rows are in."""
+
+    program, command, table_prefix = "sysbench", "sysbench prepare", "sbtest"
+
+    def __init__(self, tables: int) -> None:
+        self.tables = tables
+        self.done: set[int] = set()
+        self.message = self.first_error = ""
+
+    def feed(self, line: runner.Line) -> None:
+        step = parse_init_line(line.text)
+        if step is not None:
+            self.message = step.message
+            if step.rows_done:
+                self.done.add(step.table)
+            return
+        error = parse_error_line(line.text)
+        if error is not None and error.kind in FATAL_KINDS and not self.first_error:
+            self.first_error = error.message
+
+    @property
+    def percent(self) -> int:
+        return min(99, 100 * len(self.done) // max(1, self.tables))
+
+
+def _init_env(target: ResolvedTarget) -> dict[str, str]:
+    return cmd.build_env(
+        target.password, target.connection.sslmode, base=runner.base_env(), application_name="pgpanel-init"
+    )
+
+
 def _execute_init(dataset: DataSet) -> None:
+    """The tool's run with a progress figure written every half second, then the outcome."""
     cluster = dataset.cluster
     try:
         target = resolve_target(cluster, pool=None, database=dataset.database, user=None)
     except ServiceError as exc:
         dataset.fail(exc.message)
         return
-    options = cmd.InitOptions(dataset.scale, dataset.init_steps or None, dataset.foreign_keys)
-    args = cmd.build_init_args(runner.pgbench_path(cluster.version), target.connection, options)
-    env = cmd.build_env(
-        target.password, target.connection.sslmode, base=runner.base_env(), application_name="pgpanel-init"
-    )
+    progress: _PgbenchInit | _SysbenchPrepare
+    if dataset.engine == Engine.SYSBENCH:
+        tables = int(dataset.tables or 0)
+        progress = _SysbenchPrepare(tables)
+        args = sb.build_prepare_args(
+            runner.sysbench_path(), target.connection, tables, int(dataset.table_size or 0)
+        )
+    else:
+        progress = _PgbenchInit()
+        options = cmd.InitOptions(dataset.scale, dataset.init_steps or None, dataset.foreign_keys)
+        args = cmd.build_init_args(runner.pgbench_path(cluster.version), target.connection, options)
+    env = _init_env(target)
     started = time.monotonic()
     try:
         proc = runner.PgbenchProcess(args, env, join=isolation.server_cgroup(cluster))
@@ -143,28 +208,21 @@ def _execute_init(dataset: DataSet) -> None:
         dataset.fail(str(exc))
         return
     DataSet.objects.filter(pk=dataset.pk).update(
-        pgbench_pid=proc.pid, command_display=cmd.display_command(args, env, program="pgbench")
+        pgbench_pid=proc.pid, command_display=cmd.display_command(args, env, program=progress.program)
     )
-    parser = StderrParser()
     last_write = 0.0
-    percent, message = 0, ""
     try:
         while not proc.done:
             line = proc.next_line(0.5)
-            if line is not None and line.stream == runner.STDERR:
-                event = parser.feed(line.text)
-                if isinstance(event, InitProgress):
-                    percent = min(99, event.percent)
-                    message = _("Generating data: %(p)s%%") % {"p": event.percent}
-                elif isinstance(event, InitPhase):
-                    message = event.message
-                elif isinstance(event, InitDone):
-                    percent = 99
+            if line is not None:
+                progress.feed(line)
             now = time.monotonic()
             if now - last_write >= 0.5:
                 last_write = now
                 DataSet.objects.filter(pk=dataset.pk, status=JobStatus.RUNNING).update(
-                    progress=percent, progress_message=message[:200], heartbeat_at=timezone.now()
+                    progress=progress.percent,
+                    progress_message=progress.message[:200],
+                    heartbeat_at=timezone.now(),
                 )
     except BaseException:
         proc.stop()
@@ -172,71 +230,16 @@ def _execute_init(dataset: DataSet) -> None:
     code = proc.wait(10)
     duration = time.monotonic() - started
     if code != 0:
-        first = next((e for e in parser.errors if e.kind in FATAL_KINDS), None)
-        dataset.fail(first.message if first else _("pgbench -i exited with code %(c)s") % {"c": code})
+        dataset.fail(
+            progress.first_error
+            or _("%(command)s exited with code %(c)s") % {"command": progress.command, "c": code}
+        )
         return
-    dataset.succeed(size_bytes=_dataset_size(cluster, dataset.database), duration_s=round(duration, 2))
+    size = _dataset_size(cluster, dataset.database, prefix=progress.table_prefix)
+    dataset.succeed(size_bytes=size, duration_s=round(duration, 2))
 
 
-def _execute_prepare(dataset: DataSet) -> None:
-    """``sysbench oltp_read_write prepare``: tables one after the other, each line on stdout; the
-    progress is the share of tables whose rows are in."""
-    cluster = dataset.cluster
-    tables, table_size = int(dataset.tables or 0), int(dataset.table_size or 0)
-    try:
-        target = resolve_target(cluster, pool=None, database=dataset.database, user=None)
-    except ServiceError as exc:
-        dataset.fail(exc.message)
-        return
-    args = sb.build_prepare_args(runner.sysbench_path(), target.connection, tables, table_size)
-    env = cmd.build_env(
-        target.password, target.connection.sslmode, base=runner.base_env(), application_name="pgpanel-init"
-    )
-    started = time.monotonic()
-    try:
-        proc = runner.PgbenchProcess(args, env, join=isolation.server_cgroup(cluster))
-    except runner.RunnerError as exc:
-        dataset.fail(str(exc))
-        return
-    DataSet.objects.filter(pk=dataset.pk).update(
-        pgbench_pid=proc.pid, command_display=cmd.display_command(args, env, program="sysbench")
-    )
-    done: set[int] = set()
-    first_error = ""
-    last_write = 0.0
-    message = ""
-    try:
-        while not proc.done:
-            line = proc.next_line(0.5)
-            if line is not None:
-                step = parse_init_line(line.text)
-                error = parse_error_line(line.text) if step is None else None
-                if step is not None:
-                    message = step.message
-                    if step.rows_done:
-                        done.add(step.table)
-                elif error is not None and error.kind in FATAL_KINDS and not first_error:
-                    first_error = error.message
-            now = time.monotonic()
-            if now - last_write >= 0.5:
-                last_write = now
-                DataSet.objects.filter(pk=dataset.pk, status=JobStatus.RUNNING).update(
-                    progress=min(99, 100 * len(done) // max(1, tables)),
-                    progress_message=message[:200],
-                    heartbeat_at=timezone.now(),
-                )
-    except BaseException:
-        proc.stop()
-        raise
-    code = proc.wait(10)
-    if code != 0:
-        dataset.fail(first_error or _("sysbench prepare exited with code %(c)s") % {"c": code})
-        return
-    size = _dataset_size(cluster, dataset.database, prefix="sbtest")
-    dataset.succeed(size_bytes=size, duration_s=round(time.monotonic() - started, 2))
-
-
-def _dataset_size(cluster: Cluster, database: str, prefix: str = "pgbench_") -> int | None:
+def _dataset_size(cluster: Cluster, database: str, prefix: str) -> int | None:
     try:
         # The tenant's database: the monitor role, not the superuser (issue 10, row 9), and every
         # function and operator named with its schema.
@@ -275,9 +278,7 @@ def cleanup_dataset(cluster: Cluster, database: str) -> int:
         )
     target = resolve_target(cluster, pool=None, database=database, user=None)
     args = sb.build_prepare_args(runner.sysbench_path(), target.connection, tables, 0, command="cleanup")
-    env = cmd.build_env(
-        target.password, target.connection.sslmode, base=runner.base_env(), application_name="pgpanel-init"
-    )
+    env = _init_env(target)
     try:
         proc = runner.PgbenchProcess(args, env, join=isolation.server_cgroup(cluster))
     except runner.RunnerError as exc:

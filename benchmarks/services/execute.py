@@ -1,5 +1,5 @@
 """Claiming a queued run and executing it: prepare, spawn pgbench or sysbench, follow it to its end
-(``recorder`` and ``sysbench_recorder`` store what they say)."""
+(a recorder of ``recorder`` or ``sysbench_recorder`` stores what the tool says)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from benchmarks.services.config import HOSTNAME, SCRIPT_FILE, heartbeat_interval
 from benchmarks.services.enqueue import kick_next, next_in_line, run_time_limit
 from benchmarks.services.launch import refuse_shell_commands
 from benchmarks.services.percentiles import Percentiles
-from benchmarks.services.recorder import RunRecorder
+from benchmarks.services.recorder import PgbenchRecorder, RunRecorder
 from benchmarks.services.sysbench_recorder import SysbenchRecorder
 from benchmarks.services.targets import ResolvedTarget, require_serving, resolve_target
 from panel.clusters import isolation
@@ -104,12 +104,11 @@ def execute_run(
 
 
 class _Execution:
-    """One run of pgbench: spawn, follow both streams, store samples and errors, record the end."""
+    """One run of pgbench or sysbench: spawn, follow both streams, store samples and errors, record the end."""
 
     def __init__(self, run: BenchmarkRun, *, txlog_copy_to: Path | None = None) -> None:
         self.run = run
         self.txlog_copy_to = txlog_copy_to
-        self.recorder = RunRecorder(run)
         self.stopped_reason = ""
         self.cancelled = False
 
@@ -168,6 +167,12 @@ class _Execution:
                 options = replace(
                     options, query_mode=sb.ps_mode_for(target.pool.mode if target.pool else None)
                 )
+                # Again here, as the shell-command rule above: sysbench runs whatever Lua file its
+                # script argument names, and a row written around the launch service is not checked.
+                found = sb.problems(options)
+                if found:
+                    run.fail(" ".join(message for _field, message in found))
+                    return
                 args = sb.build_run_args(runner.sysbench_path(), target.connection, options)
             else:
                 args = cmd.build_run_args(
@@ -215,30 +220,19 @@ class _Execution:
             argv_env=cmd.spawned_env(env),
             workdir=str(workdir),
         )
-        sysbench = (
-            SysbenchRecorder(run, options.progress_interval_s) if options.engine == Engine.SYSBENCH else None
-        )
-        parser = StderrParser(options.progress_shape)
-        tail = TxLogTail(workdir / "txlog", pid=proc.pid, fmt=options.txlog_format)
-        percentiles = Percentiles(run, tail, options.progress_interval_s)
-        recorder = sysbench or self.recorder
+        recorder = _recorder(run, proc, options, workdir)
         limit = run_time_limit(run)
         deadline = time.monotonic() + limit
         next_tick = next_beat = 0.0
         try:
             while not proc.done:
                 line = proc.next_line(TICK_S)
-                if line is not None and sysbench is not None:
-                    sysbench.handle_line(line)
-                elif line is not None:
-                    self.recorder.handle(line, parser, percentiles)
+                if line is not None:
+                    recorder.handle(line)
                 now = time.monotonic()
                 if now >= next_tick:
                     next_tick = now + TICK_S
-                    if sysbench is None:
-                        percentiles.poll()
-                        percentiles.flush(self.recorder.seq)
-                    recorder.flush_errors()
+                    recorder.tick()
                     if not BenchmarkRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING).exists():
                         self.cancelled = True
                         proc.stop()
@@ -259,14 +253,19 @@ class _Execution:
         returncode = proc.wait(10)
         if returncode is None:
             returncode = proc.stop()
-        if sysbench is not None:
-            sysbench.flush_errors()
-            sysbench.finish_run(returncode, cancelled=self.cancelled, stopped_reason=self.stopped_reason)
-            return
-        percentiles.poll(final=True)
-        percentiles.flush(self.recorder.seq)
-        self.recorder.flush_errors()
-        self.recorder.finish(returncode, parser, cancelled=self.cancelled, stopped_reason=self.stopped_reason)
+        recorder.finish(returncode, cancelled=self.cancelled, stopped_reason=self.stopped_reason)
+
+
+def _recorder(
+    run: BenchmarkRun, proc: runner.PgbenchProcess, options: cmd.RunOptions, workdir: Path
+) -> RunRecorder:
+    """What reads the tool's output: sysbench's stdout, or pgbench's streams and transaction log."""
+    if options.engine == Engine.SYSBENCH:
+        return SysbenchRecorder(run, options.progress_interval_s)
+    tail = TxLogTail(workdir / "txlog", pid=proc.pid, fmt=options.txlog_format)
+    return PgbenchRecorder(
+        run, StderrParser(options.progress_shape), Percentiles(run, tail, options.progress_interval_s)
+    )
 
 
 def workdir_prefix(run: BenchmarkRun) -> str:

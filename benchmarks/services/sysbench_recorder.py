@@ -9,7 +9,7 @@ p99 read off its latency histogram. Nothing here spawns, signals or waits for a 
 from __future__ import annotations
 
 from benchmarks import runner
-from benchmarks.lib.pgbench_output import ErrorLine, ProgressSample
+from benchmarks.lib.pgbench_output import CLIENT_ABORTED, ErrorLine, ProgressSample
 from benchmarks.lib.sysbench_output import SysbenchParser, classify_exit, parse_report
 from benchmarks.models import BenchmarkRun, RunSample
 from benchmarks.services.recorder import RunRecorder, _aware
@@ -20,17 +20,12 @@ class SysbenchRecorder(RunRecorder):
 
     def __init__(self, run: BenchmarkRun, interval_s: int) -> None:
         super().__init__(run)
-        self.interval_s = interval_s
         self.parser = SysbenchParser(interval_s)
 
-    def handle_line(self, line: runner.Line) -> None:
+    def handle(self, line: runner.Line) -> None:
         event = self.parser.feed(line.text)
         if isinstance(event, ProgressSample):
-            self.seq += 1
-            if self.seq == 1:
-                BenchmarkRun.objects.filter(pk=self.run.pk).update(
-                    bench_start_epoch=line.at - event.elapsed_s
-                )
+            self.next_sample(event, line)
             figures = self.parser.last_figures
             RunSample.objects.create(
                 run_id=self.run.pk,
@@ -42,23 +37,24 @@ class SysbenchRecorder(RunRecorder):
                 qps=figures.qps if figures else None,
                 failed=None,
                 retried=event.retried,
-                p95_ms=self.parser.last_latency_pct_ms,
+                p95_ms=figures.latency_pct_ms if figures else None,
                 # The transactions the interval's percentile was taken over (all of them).
-                percentile_count=round(event.tps * self.interval_s),
+                percentile_count=round(event.tps * self.parser.interval_s),
                 received_at=_aware(line.at),
             )
         elif isinstance(event, ErrorLine):
             self.new_errors.append((event, line.at))
 
-    def finish_run(self, returncode: int | None, *, cancelled: bool, stopped_reason: str) -> None:
+    def finish(self, returncode: int | None, *, cancelled: bool, stopped_reason: str) -> None:
         """Record the end: the status sysbench's exit, report and errors mean."""
+        self.flush_errors()
         report = parse_report(self.parser.report_text)
         code = returncode if returncode is not None else -9
         status, reason = classify_exit(code, report, self.parser.errors, samples=self.parser.samples)
         summary = report.as_summary() if report is not None else None
         if summary is not None and summary.get("clients") is None:
             summary["clients"] = summary["threads"] = self.run.clients
-        aborted = sum(1 for error in self.parser.errors if error.kind == "client_aborted")
+        aborted = sum(1 for error in self.parser.errors if error.kind == CLIENT_ABORTED)
         self.record_outcome(
             status,
             reason,

@@ -42,9 +42,13 @@ def run_now(cluster: Cluster, txlogs: Path | None = None, **kwargs: object) -> B
     return services.execute_run(run.pk, wait_turn_s=30, txlog_copy_to=txlogs)
 
 
-def run_in_background(cluster: Cluster) -> tuple[BenchmarkRun, threading.Thread, list[BenchmarkRun]]:
-    """A 30-second run executing in a thread, as a worker would; its outcome lands in the list."""
-    run = services.launch_run(cluster, options=RunOptions(clients=2, threads=1, duration_s=30), enqueue=False)
+def run_in_background(
+    cluster: Cluster, options: RunOptions | None = None
+) -> tuple[BenchmarkRun, threading.Thread, list[BenchmarkRun]]:
+    """A run (30 seconds of pgbench unless ``options`` say otherwise) executing in a thread, as a
+    worker would; its outcome lands in the list."""
+    options = options or RunOptions(clients=2, threads=1, duration_s=30)
+    run = services.launch_run(cluster, options=options, enqueue=False)
     outcome: list[BenchmarkRun] = []
 
     def execute() -> None:

@@ -5,19 +5,18 @@ on any command line."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 import psutil
 import pytest
-from django.db import connection
 
 from benchmarks import runner, services
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib import sysbench_command as sb
 from benchmarks.models import BenchmarkRun, Engine, JobStatus, RunStatus
 from benchmarks.services.targets import resolve_target
+from benchmarks.tests.test_integration_runs import run_in_background
 from panel.clusters.models import Cluster
 from panel.pools import services as pool_services
 
@@ -96,6 +95,16 @@ def test_direct_and_pooled_runs_record_samples_summaries_and_compare(cluster: Cl
     assert services.export_run(pooled, "csv").splitlines()[0].startswith("seq,elapsed_s,tps")
 
 
+def test_a_queued_run_naming_a_lua_file_fails_without_spawning(cluster: Cluster) -> None:
+    """A row written around the launch service (its script a file of the tenant's choosing) is
+    refused again before sysbench starts: sysbench would load that Lua file."""
+    run = services.launch_run(cluster, options=sysbench_options(), enqueue=False)
+    BenchmarkRun.objects.filter(pk=run.pk).update(options={**run.options, "builtin": "/tmp/mine.lua"})
+    run = services.execute_run(run.pk, wait_turn_s=30)
+    assert run.status == RunStatus.FAILED and "Unknown sysbench script '/tmp/mine.lua'" in run.error_message
+    assert run.pgbench_pid is None and run.argv == [] and run.samples.count() == 0
+
+
 def test_prepared_statements_through_a_transaction_pool_would_fail(cluster: Cluster) -> None:
     """Why the panel disables them: forced on through the pool, every client aborts at once."""
     pool = pool_services.create_pool(cluster, "txpool", "defaultdb", None, "transaction", 5)
@@ -116,17 +125,7 @@ def test_prepared_statements_through_a_transaction_pool_would_fail(cluster: Clus
 def test_a_cancel_stops_sysbench_and_keeps_the_samples(
     cluster: Cluster, wait_until: Callable[..., object]
 ) -> None:
-    run = services.launch_run(cluster, options=sysbench_options(duration_s=60), enqueue=False)
-    outcome: list[BenchmarkRun] = []
-
-    def execute() -> None:
-        try:
-            outcome.append(services.execute_run(run.pk, wait_turn_s=10))
-        finally:
-            connection.close()
-
-    worker = threading.Thread(target=execute)
-    worker.start()
+    run, worker, _outcome = run_in_background(cluster, sysbench_options(duration_s=60))
     try:
         wait_until(lambda: run.samples.count() >= 2, timeout=30, message="two samples")
         run.refresh_from_db()

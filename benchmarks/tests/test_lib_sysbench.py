@@ -52,7 +52,7 @@ def test_it_reads_every_interval_line_of_a_run() -> None:
     # err/s are deadlocks sysbench ignored and retried: the sample's retried transactions.
     assert [s.retried for s in samples] == [3, 2, 0, 2, 2]
     assert all(s.latency_avg_ms is None and s.failed is None for s in samples)
-    assert parser.last_latency_pct_ms == 23.95 and parser.last_figures is not None
+    assert parser.last_figures is not None and parser.last_figures.latency_pct_ms == 23.95
     assert parser.last_figures.threads == 4 and parser.last_figures.qps == 6775.88
     assert (parser.last_figures.reads_per_s, parser.last_figures.writes_per_s) == (4744.91, 1352.98)
     assert errors == [] and not parser.run_aborted
@@ -233,6 +233,17 @@ def test_transactions_per_client_become_events_in_total() -> None:
     )
     args = sb.build_run_args("sysbench", TARGET, options)
     assert "--events=300" in args and "--time=0" in args and options.threads == 3
+
+
+@pytest.mark.parametrize("script", ["/tmp/mine.lua", "../oltp_read_write", "tpcb-like", None])
+def test_only_a_builtin_oltp_script_reaches_the_command_line(script: str | None) -> None:
+    """sysbench loads any Lua file its first argument names: a tenant must not choose one."""
+    options = cmd.run_options(
+        clients=1, duration_s=1, builtin=script, engine="sysbench", tables=1, table_size=10, query_mode="auto"
+    )
+    assert [field for field, _m in cmd.problems(options)] == ["script"]
+    with pytest.raises(ValueError, match="not a built-in sysbench script"):
+        sb.build_run_args("sysbench", TARGET, options)
 
 
 def test_prepare_and_cleanup_commands() -> None:

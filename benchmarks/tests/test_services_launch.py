@@ -232,4 +232,10 @@ def test_a_sysbench_run_refuses_pgbench_only_options_and_custom_scripts(cluster:
             cluster, options=RunOptions(**{**options.__dict__, "max_tries": 2}), enqueue=False
         )
     assert caught.value.field == "max_tries"
+    # sysbench would load the Lua file a script path names: only its built-in OLTP names pass.
+    with pytest.raises(ServiceError) as caught:
+        services.launch_run(
+            cluster, options=RunOptions(**{**options.__dict__, "builtin": "/tmp/mine.lua"}), enqueue=False
+        )
+    assert caught.value.field == "script" and "Unknown sysbench script" in caught.value.message
     assert not BenchmarkRun.objects.exists()
