@@ -84,46 +84,81 @@ void _PG_init(void);
 static char *reserved_roles = NULL;
 static ProcessUtility_hook_type prev_hook = NULL;
 
-/* Every list of identifiers the setting may hold is checked when it is set. */
-static bool
-check_reserved_roles(char **newval, void **extra, GucSource source)
+/*
+ * The three settings are lists of identifiers, each parsed once, when the
+ * configuration is (re)loaded, into a NameList kept as the setting's "extra"
+ * (NULL when empty): the hooks compare names and never parse.
+ */
+typedef struct NameList
 {
-	char	   *copy = pstrdup(*newval);
+	int			count;
+	NameData	names[FLEXIBLE_ARRAY_MEMBER];
+} NameList;
+
+static NameList *reserved_role_list = NULL;
+
+static bool
+check_name_list(char **newval, void **extra, GucSource source)
+{
+	char	   *copy = pstrdup(*newval ? *newval : "");
 	List	   *names = NIL;
+	NameList   *list = NULL;
+	ListCell   *cell;
+	Size		size;
+	int			i = 0;
 	bool		ok = SplitIdentifierString(copy, ',', &names);
 
+	if (!ok)
+		GUC_check_errdetail("List syntax is invalid: a comma-separated list of names is expected.");
+	else if (names != NIL)
+	{
+		size = offsetof(NameList, names) + list_length(names) * sizeof(NameData);
+#if PG_VERSION_NUM >= 160000
+		list = (NameList *) guc_malloc(LOG, size);
+#else
+		list = (NameList *) malloc(size);
+#endif
+		if (list == NULL)
+			ok = false;
+		else
+		{
+			foreach(cell, names)
+				namestrcpy(&list->names[i++], (const char *) lfirst(cell));
+			list->count = i;
+		}
+	}
 	list_free(names);
 	pfree(copy);
-	if (!ok)
-		GUC_check_errdetail("List syntax is invalid: a comma-separated list of role names is expected.");
+	if (ok)
+		*extra = list;
 	return ok;
 }
 
-static List *
-reserved_list(void)
+static void
+assign_reserved_roles(const char *newval, void *extra)
 {
-	List	   *names = NIL;
+	reserved_role_list = (NameList *) extra;
+}
 
-	/* The check hook accepted it: a parse failure here cannot happen. */
-	if (reserved_roles == NULL ||
-		!SplitIdentifierString(pstrdup(reserved_roles), ',', &names))
-		return NIL;
-	return names;
+static bool
+name_listed(const NameList *list, const char *name)
+{
+	int			i;
+
+	if (list == NULL || name == NULL)
+		return false;
+	for (i = 0; i < list->count; i++)
+	{
+		if (strcmp(NameStr(list->names[i]), name) == 0)
+			return true;
+	}
+	return false;
 }
 
 static bool
 is_reserved(const char *role)
 {
-	ListCell   *cell;
-
-	if (role == NULL)
-		return false;
-	foreach(cell, reserved_list())
-	{
-		if (strcmp((const char *) lfirst(cell), role) == 0)
-			return true;
-	}
-	return false;
+	return name_listed(reserved_role_list, role);
 }
 
 /* The name a RoleSpec stands for; NULL for PUBLIC (which is no role). */
@@ -153,7 +188,7 @@ refuse_reserved_target(const char *role, const char *action)
 static void
 check_granted_role(const char *role, bool is_grant)
 {
-	ListCell   *cell;
+	int			i;
 	Oid			roleid;
 
 	if (role == NULL)
@@ -171,9 +206,9 @@ check_granted_role(const char *role, bool is_grant)
 	roleid = get_role_oid(role, true);
 	if (!OidIsValid(roleid))
 		return;
-	foreach(cell, reserved_list())
+	for (i = 0; reserved_role_list != NULL && i < reserved_role_list->count; i++)
 	{
-		const char *reserved = (const char *) lfirst(cell);
+		const char *reserved = NameStr(reserved_role_list->names[i]);
 		Oid			reservedid = get_role_oid(reserved, true);
 
 		if (OidIsValid(reservedid) && is_member_of_role_nosuper(roleid, reservedid))
@@ -560,18 +595,10 @@ is_guarded(Node *node)
 /* ------------------------------------------------------------------------
  * Storage quotas: pgpanel_guard.readonly_databases and readonly_owners.
  *
- * The panel measures sizes; here only the enforcement. Both settings are
- * lists of identifiers parsed once, when the configuration is (re)loaded,
- * into a NameList kept as the setting's "extra": the hooks below compare
- * names and never parse. With both lists empty they return at once.
+ * The panel measures sizes; here only the enforcement. With both lists empty
+ * (NULL) the hooks return at once.
  * ------------------------------------------------------------------------
  */
-
-typedef struct NameList
-{
-	int			count;
-	NameData	names[FLEXIBLE_ARRAY_MEMBER];
-} NameList;
 
 static char *readonly_databases = NULL;
 static char *readonly_owners = NULL;
@@ -584,44 +611,6 @@ static NameData my_database_name;
 
 #define QUOTA_HINT \
 	errhint("Delete data (DELETE then VACUUM, TRUNCATE or DROP) to get back under the quota, or ask for a larger quota.")
-
-static bool
-check_name_list(char **newval, void **extra, GucSource source)
-{
-	char	   *copy = pstrdup(*newval ? *newval : "");
-	List	   *names = NIL;
-	NameList   *list;
-	ListCell   *cell;
-	Size		size;
-	int			i = 0;
-
-	if (!SplitIdentifierString(copy, ',', &names))
-	{
-		GUC_check_errdetail("List syntax is invalid: a comma-separated list of names is expected.");
-		list_free(names);
-		pfree(copy);
-		return false;
-	}
-	size = offsetof(NameList, names) + list_length(names) * sizeof(NameData);
-#if PG_VERSION_NUM >= 160000
-	list = (NameList *) guc_malloc(LOG, size);
-#else
-	list = (NameList *) malloc(size);
-#endif
-	if (list == NULL)
-	{
-		list_free(names);
-		pfree(copy);
-		return false;
-	}
-	foreach(cell, names)
-		namestrcpy(&list->names[i++], (const char *) lfirst(cell));
-	list->count = i;
-	list_free(names);
-	pfree(copy);
-	*extra = list;
-	return true;
-}
 
 static void
 assign_readonly_databases(const char *newval, void *extra)
@@ -636,30 +625,9 @@ assign_readonly_owners(const char *newval, void *extra)
 }
 
 static inline bool
-list_is_empty(const NameList *list)
-{
-	return list == NULL || list->count == 0;
-}
-
-static inline bool
 quota_active(void)
 {
-	return !list_is_empty(readonly_database_list) || !list_is_empty(readonly_owner_list);
-}
-
-static bool
-name_listed(const NameList *list, const char *name)
-{
-	int			i;
-
-	if (list == NULL || name == NULL)
-		return false;
-	for (i = 0; i < list->count; i++)
-	{
-		if (strcmp(NameStr(list->names[i]), name) == 0)
-			return true;
-	}
-	return false;
+	return readonly_database_list != NULL || readonly_owner_list != NULL;
 }
 
 static const char *
@@ -678,7 +646,7 @@ current_database_name(void)
 static bool
 database_is_readonly(void)
 {
-	return !list_is_empty(readonly_database_list) &&
+	return readonly_database_list != NULL &&
 		name_listed(readonly_database_list, current_database_name());
 }
 
@@ -688,7 +656,7 @@ frozen_role(Oid roleid)
 {
 	char	   *name;
 
-	if (list_is_empty(readonly_owner_list) || !OidIsValid(roleid))
+	if (readonly_owner_list == NULL || !OidIsValid(roleid))
 		return NULL;
 	name = GetUserNameFromId(roleid, true);
 	return name_listed(readonly_owner_list, name) ? name : NULL;
@@ -1156,8 +1124,8 @@ _PG_init(void)
 							   DEFAULT_RESERVED_ROLES,
 							   PGC_SIGHUP,
 							   GUC_LIST_INPUT,
-							   check_reserved_roles,
-							   NULL,
+							   check_name_list,
+							   assign_reserved_roles,
 							   NULL);
 	DefineCustomStringVariable("pgpanel_guard.readonly_databases",
 							   "Databases over their storage quota: no role but a superuser may write in them.",
