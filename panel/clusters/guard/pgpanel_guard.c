@@ -662,75 +662,104 @@ frozen_role(Oid roleid)
 	return name_listed(readonly_owner_list, name) ? name : NULL;
 }
 
+#define DATABASE_STOPPED_DETAIL \
+	"INSERT, UPDATE, COPY FROM and statements that create or rewrite relations are refused; " \
+	"reads, DELETE, TRUNCATE, DROP, VACUUM and ANALYZE still work."
+#define ROLE_STOPPED_DETAIL \
+	"INSERT, UPDATE and COPY FROM into its tables, creating relations as it, and giving " \
+	"ownership of a relation to it or away from it are refused; reads, DELETE, TRUNCATE, " \
+	"DROP, VACUUM and ANALYZE still work."
+
+/* The one refusal of both lists: a database's or a role's name, and what is refused. */
 static void
-refuse_database_write(void)
+refuse_over_quota(bool is_database, const char *name, const char *detail)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_DISK_FULL),
-			 errmsg("database \"%s\" is over its storage quota: writes are stopped",
-					current_database_name()),
-			 errdetail("INSERT, UPDATE, COPY FROM and statements that create or rewrite relations are refused; "
-					   "reads, DELETE, TRUNCATE, DROP, VACUUM and ANALYZE still work."),
+			 is_database
+			 ? errmsg("database \"%s\" is over its storage quota: writes are stopped", name)
+			 : errmsg("role \"%s\" is over its storage quota: writes to its tables are stopped", name),
+			 errdetail("%s", detail),
 			 QUOTA_HINT));
+}
+
+static void
+refuse_database_write(void)
+{
+	refuse_over_quota(true, current_database_name(), DATABASE_STOPPED_DETAIL);
 }
 
 static void
 refuse_owner_write(const char *role)
 {
-	ereport(ERROR,
-			(errcode(ERRCODE_DISK_FULL),
-			 errmsg("role \"%s\" is over its storage quota: writes to its tables are stopped", role),
-			 errdetail("INSERT, UPDATE and COPY FROM into its tables, creating relations as it, and giving "
-					   "ownership of a relation to it or away from it are refused; reads, DELETE, TRUNCATE, "
-					   "DROP, VACUUM and ANALYZE still work."),
-			 QUOTA_HINT));
+	refuse_over_quota(false, role, ROLE_STOPPED_DETAIL);
 }
 
-/* One lookup: the owner and kind of a relation (InvalidOid when it is gone). */
-static Oid
-relation_owner(Oid relid, char *relkind)
+/* What the checks need of a relation, in one catalog-cache lookup (owner InvalidOid when it is gone). */
+typedef struct RelationFacts
 {
-	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
 	Oid			owner;
+	char		relkind;
+	bool		has_children;	/* relhassubclass: may be stale true, never stale false */
+} RelationFacts;
 
-	if (!HeapTupleIsValid(tuple))
-		return InvalidOid;
-	owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
-	if (relkind != NULL)
-		*relkind = ((Form_pg_class) GETSTRUCT(tuple))->relkind;
-	ReleaseSysCache(tuple);
-	return owner;
+static RelationFacts
+relation_facts(Oid relid)
+{
+	RelationFacts facts = {InvalidOid, 0, false};
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+
+	if (HeapTupleIsValid(tuple))
+	{
+		Form_pg_class form = (Form_pg_class) GETSTRUCT(tuple);
+
+		facts.owner = form->relowner;
+		facts.relkind = form->relkind;
+		facts.has_children = form->relhassubclass;
+		ReleaseSysCache(tuple);
+	}
+	return facts;
+}
+
+/* The listed owner of one of a relation's partitions or children that keeps data, else NULL. */
+static const char *
+frozen_inheritor(Oid relid)
+{
+	ListCell   *cell;
+
+	foreach(cell, find_all_inheritors(relid, NoLock, NULL))
+	{
+		Oid			child = lfirst_oid(cell);
+		RelationFacts facts;
+		const char *role;
+
+		if (child == relid)
+			continue;
+		facts = relation_facts(child);
+		if (RELKIND_HAS_STORAGE(facts.relkind) && (role = frozen_role(facts.owner)) != NULL)
+			return role;
+	}
+	return NULL;
 }
 
 /* The listed owner of a relation a write lands in, partitions and children included. */
 static const char *
 frozen_write_target(Oid relid, bool inh)
 {
-	char		relkind = 0;
-	Oid			owner = relation_owner(relid, &relkind);
+	RelationFacts rel = relation_facts(relid);
 	const char *role;
 
-	if (RELKIND_HAS_STORAGE(relkind) && (role = frozen_role(owner)) != NULL)
+	if (RELKIND_HAS_STORAGE(rel.relkind) && (role = frozen_role(rel.owner)) != NULL)
 		return role;
+
 	/*
 	 * Rows routed to a partition, or updated in a child table, are checked by
 	 * PostgreSQL on the parent only: the children's owners are looked at here.
+	 * relhassubclass spares the scan of pg_inherits for a table without any
+	 * (every UPDATE not ONLY asks with inh set).
 	 */
-	if (inh || relkind == RELKIND_PARTITIONED_TABLE)
-	{
-		ListCell   *cell;
-
-		foreach(cell, find_all_inheritors(relid, NoLock, NULL))
-		{
-			Oid			child = lfirst_oid(cell);
-
-			if (child == relid)
-				continue;
-			owner = relation_owner(child, &relkind);
-			if (RELKIND_HAS_STORAGE(relkind) && (role = frozen_role(owner)) != NULL)
-				return role;
-		}
-	}
+	if ((inh || rel.relkind == RELKIND_PARTITIONED_TABLE) && rel.has_children)
+		return frozen_inheritor(relid);
 	return NULL;
 }
 
@@ -757,19 +786,22 @@ is_write(AclMode perms, const Bitmapset *updatedCols)
 	return !InNoForceRLSOperation();
 }
 
-/* false (or an error) when one of the relations written is frozen. */
+/* A relation the plan writes: false (or an error) when it is frozen. */
 static bool
 check_write(Oid relid, bool inh, bool ereport_on_violation)
 {
 	const char *role;
 
+	/* superuser() remembers its last answer: no catalog lookup after the first write. */
+	if (superuser())
+		return true;
 	if (database_is_readonly())
 	{
 		if (!ereport_on_violation)
 			return false;
 		refuse_database_write();
 	}
-	if ((role = frozen_write_target(relid, inh)) != NULL)
+	if (readonly_owner_list != NULL && (role = frozen_write_target(relid, inh)) != NULL)
 	{
 		if (!ereport_on_violation)
 			return false;
@@ -778,12 +810,12 @@ check_write(Oid relid, bool inh, bool ereport_on_violation)
 	return true;
 }
 
+/* The two signatures differ in where a relation's required permissions are kept. */
 #if PG_VERSION_NUM >= 160000
 static bool
 pgpanel_guard_ExecutorCheckPerms(List *rangeTable, List *rtePermInfos, bool ereport_on_violation)
 {
 	ListCell   *cell;
-	bool		checked_superuser = false;
 
 	if (prev_check_perms_hook &&
 		!prev_check_perms_hook(rangeTable, rtePermInfos, ereport_on_violation))
@@ -794,15 +826,8 @@ pgpanel_guard_ExecutorCheckPerms(List *rangeTable, List *rtePermInfos, bool erep
 	{
 		RTEPermissionInfo *perm = lfirst_node(RTEPermissionInfo, cell);
 
-		if (!is_write(perm->requiredPerms, perm->updatedCols))
-			continue;
-		if (!checked_superuser)
-		{
-			if (superuser())
-				return true;
-			checked_superuser = true;
-		}
-		if (!check_write(perm->relid, perm->inh, ereport_on_violation))
+		if (is_write(perm->requiredPerms, perm->updatedCols) &&
+			!check_write(perm->relid, perm->inh, ereport_on_violation))
 			return false;
 	}
 	return true;
@@ -812,7 +837,6 @@ static bool
 pgpanel_guard_ExecutorCheckPerms(List *rangeTable, bool ereport_on_violation)
 {
 	ListCell   *cell;
-	bool		checked_superuser = false;
 
 	if (prev_check_perms_hook && !prev_check_perms_hook(rangeTable, ereport_on_violation))
 		return false;
@@ -822,15 +846,8 @@ pgpanel_guard_ExecutorCheckPerms(List *rangeTable, bool ereport_on_violation)
 	{
 		RangeTblEntry *rte = lfirst_node(RangeTblEntry, cell);
 
-		if (rte->rtekind != RTE_RELATION || !is_write(rte->requiredPerms, rte->updatedCols))
-			continue;
-		if (!checked_superuser)
-		{
-			if (superuser())
-				return true;
-			checked_superuser = true;
-		}
-		if (!check_write(rte->relid, rte->inh, ereport_on_violation))
+		if (rte->rtekind == RTE_RELATION && is_write(rte->requiredPerms, rte->updatedCols) &&
+			!check_write(rte->relid, rte->inh, ereport_on_violation))
 			return false;
 	}
 	return true;
@@ -846,7 +863,7 @@ named_relation_owner(RangeVar *relation)
 	if (relation == NULL)
 		return InvalidOid;
 	relid = RangeVarGetRelid(relation, NoLock, true);
-	return OidIsValid(relid) ? relation_owner(relid, NULL) : InvalidOid;
+	return OidIsValid(relid) ? relation_facts(relid).owner : InvalidOid;
 }
 
 /* A relation about to be made: in a frozen database, or owned by a frozen role. */
@@ -911,7 +928,6 @@ alter_makes_data(AlterTableCmd *cmd)
 static void
 quota_alter_table(AlterTableStmt *stmt)
 {
-	Oid			owner = named_relation_owner(stmt->relation);
 	ListCell   *cell;
 
 	foreach(cell, stmt->cmds)
@@ -923,11 +939,11 @@ quota_alter_table(AlterTableStmt *stmt)
 		{
 			/* Neither given to a frozen role nor taken away from one (a chown past the quota). */
 			if ((role = frozen_role(get_rolespec_oid(cmd->newowner, true))) != NULL ||
-				(role = frozen_role(owner)) != NULL)
+				(role = frozen_role(named_relation_owner(stmt->relation))) != NULL)
 				refuse_owner_write(role);
 		}
 		else if (alter_makes_data(cmd))
-			refuse_new_relation(owner);
+			refuse_new_relation(named_relation_owner(stmt->relation));
 	}
 }
 
@@ -964,12 +980,7 @@ quota_createdb(CreatedbStmt *stmt)
 
 		if (strcmp(opt->defname, "template") == 0 && opt->arg != NULL &&
 			name_listed(readonly_database_list, defGetString(opt)))
-			ereport(ERROR,
-					(errcode(ERRCODE_DISK_FULL),
-					 errmsg("database \"%s\" is over its storage quota: writes are stopped",
-							defGetString(opt)),
-					 errdetail("A database over its quota cannot be copied."),
-					 QUOTA_HINT));
+			refuse_over_quota(true, defGetString(opt), "A database over its quota cannot be copied.");
 	}
 }
 
@@ -978,18 +989,9 @@ quota_rename(RenameStmt *stmt)
 {
 	/* The quotas follow names: renaming would shed one. */
 	if (stmt->renameType == OBJECT_DATABASE && name_listed(readonly_database_list, stmt->subname))
-		ereport(ERROR,
-				(errcode(ERRCODE_DISK_FULL),
-				 errmsg("database \"%s\" is over its storage quota: writes are stopped", stmt->subname),
-				 errdetail("A database over its quota cannot be renamed."),
-				 QUOTA_HINT));
+		refuse_over_quota(true, stmt->subname, "A database over its quota cannot be renamed.");
 	if (stmt->renameType == OBJECT_ROLE && name_listed(readonly_owner_list, stmt->subname))
-		ereport(ERROR,
-				(errcode(ERRCODE_DISK_FULL),
-				 errmsg("role \"%s\" is over its storage quota: writes to its tables are stopped",
-						stmt->subname),
-				 errdetail("A role over its quota cannot be renamed."),
-				 QUOTA_HINT));
+		refuse_over_quota(false, stmt->subname, "A role over its quota cannot be renamed.");
 }
 
 static void
