@@ -560,6 +560,30 @@ def test_a_listed_role_gets_no_new_relations_and_no_ownership(frozen_role, state
     )
 
 
+def owned_by(conn: psycopg.Connection, role: str) -> int:
+    return conn.execute("SELECT count(*) FROM pg_class WHERE relowner = %s::regrole", [role]).fetchone()[0]
+
+
+def test_statements_on_a_parent_that_go_on_into_a_listed_roles_partition_are_stopped(frozen_role):
+    """``parted`` is FREE_ROLE's, its partition ``parted_high`` FROZEN_ROLE's: an index or a rewrite
+    of the parent is made in every partition too, and belongs to the partition's owner."""
+    owned = owned_by(frozen_role, FROZEN_ROLE)
+    stopped(frozen_role, "CREATE INDEX quota_parted_idx ON parted (note)", ROLE_STOPPED)
+    stopped(frozen_role, "ALTER TABLE parted ALTER COLUMN note TYPE varchar(300)", ROLE_STOPPED)
+    stopped(frozen_role, "ALTER TABLE parted ADD COLUMN quota_r float8 DEFAULT random()", ROLE_STOPPED)
+    stopped(frozen_role, "ALTER TABLE parted ADD CONSTRAINT quota_parted_key UNIQUE (id, note)", ROLE_STOPPED)
+    assert owned_by(frozen_role, FROZEN_ROLE) == owned
+    assert frozen_role.execute(
+        "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+        "WHERE attrelid = 'parted_high'::regclass AND attname = 'note'"
+    ).fetchone() == ("text",)
+    # Beside: the other partition on its own, and the parent ONLY (no partition's index made).
+    frozen_role.execute("CREATE INDEX quota_low_idx ON parted_low (note)")
+    frozen_role.execute("CREATE INDEX quota_only_idx ON ONLY parted (note)")
+    frozen_role.execute("DROP INDEX quota_low_idx, quota_only_idx")
+    assert owned_by(frozen_role, FROZEN_ROLE) == owned
+
+
 def test_a_schema_made_for_a_listed_role_gets_no_table_of_its(frozen_role):
     schema = name("quota_schema")
     stopped(

@@ -856,13 +856,16 @@ pgpanel_guard_ExecutorCheckPerms(List *rangeTable, bool ereport_on_violation)
 
 /* The relation a utility statement names, looked up without a lock (PostgreSQL locks it next). */
 static Oid
+named_relation(RangeVar *relation)
+{
+	return relation != NULL ? RangeVarGetRelid(relation, NoLock, true) : InvalidOid;
+}
+
+static Oid
 named_relation_owner(RangeVar *relation)
 {
-	Oid			relid;
+	Oid			relid = named_relation(relation);
 
-	if (relation == NULL)
-		return InvalidOid;
-	relid = RangeVarGetRelid(relation, NoLock, true);
 	return OidIsValid(relid) ? relation_facts(relid).owner : InvalidOid;
 }
 
@@ -875,6 +878,29 @@ refuse_new_relation(Oid owner)
 	if (database_is_readonly())
 		refuse_database_write();
 	if ((role = frozen_role(owner)) != NULL)
+		refuse_owner_write(role);
+}
+
+/*
+ * A statement that makes new data in a named relation and, unless ONLY, in
+ * its partitions and children too (CREATE INDEX, ALTER TABLE, CLUSTER of a
+ * parent go on into them, and what is made there is their owners').
+ */
+static void
+refuse_new_data_in(RangeVar *relation)
+{
+	Oid			relid = named_relation(relation);
+	RelationFacts rel;
+	const char *role;
+
+	if (!OidIsValid(relid))
+	{
+		refuse_new_relation(InvalidOid);
+		return;
+	}
+	rel = relation_facts(relid);
+	refuse_new_relation(rel.owner);
+	if (relation->inh && rel.has_children && (role = frozen_inheritor(relid)) != NULL)
 		refuse_owner_write(role);
 }
 
@@ -943,7 +969,7 @@ quota_alter_table(AlterTableStmt *stmt)
 				refuse_owner_write(role);
 		}
 		else if (alter_makes_data(cmd))
-			refuse_new_relation(named_relation_owner(stmt->relation));
+			refuse_new_data_in(stmt->relation);
 	}
 }
 
@@ -1051,17 +1077,20 @@ quota_statement(Node *node)
 				refuse_new_relation(GetUserId());
 			break;
 		case T_IndexStmt:
-			refuse_new_relation(named_relation_owner(((IndexStmt *) node)->relation));
+			refuse_new_data_in(((IndexStmt *) node)->relation);
 			break;
 		case T_RefreshMatViewStmt:
-			refuse_new_relation(named_relation_owner(((RefreshMatViewStmt *) node)->relation));
+			refuse_new_data_in(((RefreshMatViewStmt *) node)->relation);
 			break;
 		case T_ClusterStmt:
 			{
 				ClusterStmt *stmt = (ClusterStmt *) node;
 
 				/* CLUSTER without a table rewrites those of the current user. */
-				refuse_new_relation(stmt->relation ? named_relation_owner(stmt->relation) : GetUserId());
+				if (stmt->relation != NULL)
+					refuse_new_data_in(stmt->relation);
+				else
+					refuse_new_relation(GetUserId());
 				break;
 			}
 		case T_CreatedbStmt:
