@@ -584,6 +584,62 @@ def test_statements_on_a_parent_that_go_on_into_a_listed_roles_partition_are_sto
     assert owned_by(frozen_role, FROZEN_ROLE) == owned
 
 
+def test_another_roles_view_rule_or_trigger_does_not_write_into_a_listed_roles_table(frozen_role):
+    """Objects of FREE_ROLE that write into FROZEN_ROLE's table: the rewriter (an updatable view,
+    a ``DO INSTEAD`` rule) and a trigger's function run the write through the executor's check,
+    as the object's owner; moving the table to another schema or under another parent does not
+    take it away from its owner's quota."""
+    frozen_role.execute(f"SET ROLE {FREE_ROLE}")
+    try:
+        frozen_role.execute("CREATE VIEW quota_into_frozen AS SELECT * FROM frozen_t")
+        frozen_role.execute("CREATE TABLE quota_ruled (id int, note text)")
+        frozen_role.execute(
+            "CREATE RULE quota_redirect AS ON INSERT TO quota_ruled "
+            "DO INSTEAD INSERT INTO frozen_t VALUES (NEW.*)"
+        )
+        frozen_role.execute("CREATE TABLE quota_triggered (id int, note text)")
+        frozen_role.execute(
+            "CREATE FUNCTION quota_copy_row() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER "
+            "AS $$ BEGIN INSERT INTO frozen_t VALUES (NEW.id, NEW.note); RETURN NEW; END $$"
+        )
+        frozen_role.execute(
+            "CREATE TRIGGER quota_copy AFTER INSERT ON quota_triggered "
+            "FOR EACH ROW EXECUTE FUNCTION quota_copy_row()"
+        )
+        frozen_role.execute("CREATE TABLE quota_parent (id int, note text) PARTITION BY RANGE (id)")
+    finally:
+        frozen_role.execute("RESET ROLE")
+    try:
+        before = count(frozen_role, "frozen_t")
+        stopped(frozen_role, "INSERT INTO quota_into_frozen VALUES (40, 'a view')", ROLE_STOPPED)
+        stopped(frozen_role, "UPDATE quota_into_frozen SET note = 'a view'", ROLE_STOPPED)
+        stopped(frozen_role, "INSERT INTO quota_ruled VALUES (41, 'a rule')", ROLE_STOPPED)
+        stopped(frozen_role, "INSERT INTO quota_triggered VALUES (42, 'a trigger')", ROLE_STOPPED)
+        frozen_role.execute("CREATE SCHEMA quota_elsewhere")
+        frozen_role.execute("ALTER TABLE frozen_t SET SCHEMA quota_elsewhere")  # no data: allowed
+        stopped(frozen_role, "INSERT INTO quota_elsewhere.frozen_t VALUES (43, 'moved')", ROLE_STOPPED)
+        frozen_role.execute("ALTER TABLE quota_elsewhere.frozen_t SET SCHEMA public")
+        frozen_role.execute(
+            "ALTER TABLE quota_parent ATTACH PARTITION frozen_t FOR VALUES FROM (0) TO (1000)"
+        )
+        stopped(frozen_role, "INSERT INTO quota_parent VALUES (44, 'attached')", ROLE_STOPPED)
+        frozen_role.execute("ALTER TABLE quota_parent DETACH PARTITION frozen_t")
+        assert count(frozen_role, "frozen_t") == before
+        # Beside: the same objects without a listed role's table behind them still write.
+        frozen_role.execute(
+            "DROP RULE quota_redirect ON quota_ruled; DROP TRIGGER quota_copy ON quota_triggered"
+        )
+        frozen_role.execute(
+            "INSERT INTO quota_ruled VALUES (41, 'no rule'); INSERT INTO quota_triggered VALUES (42, 'x')"
+        )
+        assert count(frozen_role, "quota_ruled") == count(frozen_role, "quota_triggered") == 1
+    finally:
+        frozen_role.execute(
+            "DROP VIEW quota_into_frozen; DROP TABLE quota_ruled, quota_triggered, quota_parent; "
+            "DROP FUNCTION quota_copy_row(); DROP SCHEMA quota_elsewhere"
+        )
+
+
 def test_a_schema_made_for_a_listed_role_gets_no_table_of_its(frozen_role):
     schema = name("quota_schema")
     stopped(
