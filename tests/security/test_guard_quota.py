@@ -20,12 +20,11 @@ from dataclasses import dataclass
 import psycopg
 import pytest
 from django.conf import settings
-from django.contrib.auth.models import User
 from psycopg import errors
 
-from conftest import make_local_cluster
+from conftest import module_cluster
 from panel.clusters import dbconn, services
-from panel.clusters.engine import guard, postgres
+from panel.clusters.engine import guard
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster
 
@@ -109,29 +108,20 @@ def seed_owner_tables(conn: psycopg.Connection) -> None:
 
 @pytest.fixture(scope="module")
 def quota(django_db_setup: None, django_db_blocker: object) -> Iterator[Quota]:
-    with django_db_blocker.unblock():  # type: ignore[attr-defined]
-        owner = User.objects.create_user("quota-tenant", "quota@example.com", "quota-password-1")
-        cluster = make_local_cluster(owner, name="db-guard-quota")
-        details = services.connection_details(cluster)
-    quota = Quota(cluster, details)
-    with quota.tenant("defaultdb") as conn:
-        conn.execute(f"CREATE DATABASE {FROZEN_DB}")
-        conn.execute(f"CREATE DATABASE {FREE_DB}")
-        for role in (FROZEN_ROLE, FREE_ROLE):
-            conn.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{ROLE_PASSWORD}'")
-            conn.execute(f"GRANT {role} TO doadmin")
-    with quota.tenant(FROZEN_DB) as conn:
-        seed_frozen_database(conn)
-    with quota.tenant(FREE_DB) as conn:
-        seed_owner_tables(conn)
-    yield quota
-    with django_db_blocker.unblock():  # type: ignore[attr-defined]
-        if Cluster.objects.filter(pk=cluster.pk).exists():
-            services.delete_cluster(Cluster.objects.get(pk=cluster.pk), confirm_name=cluster.name)
-        else:  # a transactional test of another module flushed the rows meanwhile
-            postgres.kill(cluster.pgdata)
-            postgres.remove_data(cluster.data_root)
-        User.objects.filter(username="quota-tenant").delete()
+    with module_cluster(django_db_blocker, "quota-tenant", "db-guard-quota") as cluster:
+        with django_db_blocker.unblock():  # type: ignore[attr-defined]
+            quota = Quota(cluster, services.connection_details(cluster))
+        with quota.tenant("defaultdb") as conn:
+            conn.execute(f"CREATE DATABASE {FROZEN_DB}")
+            conn.execute(f"CREATE DATABASE {FREE_DB}")
+            for role in (FROZEN_ROLE, FREE_ROLE):
+                conn.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{ROLE_PASSWORD}'")
+                conn.execute(f"GRANT {role} TO doadmin")
+        with quota.tenant(FROZEN_DB) as conn:
+            seed_frozen_database(conn)
+        with quota.tenant(FREE_DB) as conn:
+            seed_owner_tables(conn)
+        yield quota
 
 
 def show(conn: psycopg.Connection, setting: str) -> str:
