@@ -320,7 +320,7 @@ def restore_frozen_db(quota):
     with quota.tenant() as conn:
         conn.execute("DROP TABLE IF EXISTS items, plain, parent, child_cascade, child_set_null CASCADE")
         conn.execute("DROP MATERIALIZED VIEW IF EXISTS items_mv")
-        conn.execute("DROP FUNCTION IF EXISTS add_item(int)")
+        conn.execute("DROP FUNCTION IF EXISTS add_item, quota_fill")
         seed_frozen_database(conn)
 
 
@@ -334,6 +334,51 @@ def test_deletes_work_whatever_the_foreign_keys_do(restore_frozen_db, frozen_db)
     stopped(frozen_db, "UPDATE child_set_null SET pid = 3 WHERE pid IS NULL")
     frozen_db.execute("TRUNCATE parent CASCADE")
     assert [count(frozen_db, t) for t in ("parent", "child_cascade", "child_set_null")] == [0, 0, 0]
+
+
+GROW_ITEMS = "UPDATE items SET note = repeat(md5(random()::text), 1000)"
+FILL_TRIGGER = (
+    "CREATE TRIGGER quota_fill {} UPDATE ON child_set_null FOR EACH ROW EXECUTE FUNCTION quota_fill()"
+)
+FOREIGN_KEY_ACTION_ABUSES = {  # user code the child's UPDATE by the key's action runs
+    "a BEFORE trigger updating another table": [
+        f"CREATE FUNCTION quota_fill() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN {GROW_ITEMS}; RETURN NEW; END $$",
+        FILL_TRIGGER.format("BEFORE"),
+    ],
+    "a BEFORE trigger filling the row": [
+        "CREATE FUNCTION quota_fill() RETURNS trigger LANGUAGE plpgsql "
+        "AS $$ BEGIN NEW.note := repeat(md5(random()::text), 1000); RETURN NEW; END $$",
+        FILL_TRIGGER.format("BEFORE"),
+    ],
+    "an AFTER trigger updating another table": [  # fired once the action is over: refused as ever
+        f"CREATE FUNCTION quota_fill() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN {GROW_ITEMS}; RETURN NEW; END $$",
+        FILL_TRIGGER.format("AFTER"),
+    ],
+    "a CHECK constraint's function updating another table": [
+        f"CREATE FUNCTION quota_fill(int) RETURNS boolean LANGUAGE plpgsql AS $$ BEGIN {GROW_ITEMS}; RETURN true; END $$",
+        "ALTER TABLE child_set_null ADD CONSTRAINT quota_fill CHECK (quota_fill(pid)) NOT VALID",
+    ],
+}
+
+
+@pytest.mark.parametrize("setup", FOREIGN_KEY_ACTION_ABUSES.values(), ids=FOREIGN_KEY_ACTION_ABUSES.keys())
+def test_user_code_run_by_a_foreign_keys_action_does_not_write_past_the_stop(
+    restore_frozen_db, frozen_db, setup
+):
+    """ON DELETE SET NULL updates the child in a context only the referential integrity code sets,
+    and the guard lets that UPDATE of the key through; the user code it runs is in the same
+    context, and what it writes (another table, the row itself filled) is refused, with the
+    DELETE that ran it."""
+    frozen_db.execute("ALTER TABLE child_set_null ADD COLUMN note text")  # no data: allowed
+    for statement in setup:
+        frozen_db.execute(statement)
+    sizes = "SELECT pg_total_relation_size('items') + pg_total_relation_size('child_set_null')"
+    before = frozen_db.execute(sizes).fetchone()
+    stopped(frozen_db, "DELETE FROM parent WHERE id = 2")
+    assert frozen_db.execute(sizes).fetchone() == before
+    frozen_db.execute("DROP FUNCTION quota_fill CASCADE")  # beside: the action alone still works
+    frozen_db.execute("DELETE FROM parent WHERE id = 2")
+    assert frozen_db.execute("SELECT pid FROM child_set_null ORDER BY pid").fetchall() == [(3,), (None,)]
 
 
 def test_the_panels_superuser_still_writes_in_a_listed_database(quota, frozen_db):

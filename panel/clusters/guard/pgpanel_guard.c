@@ -45,12 +45,17 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/table.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_constraint.h"
 #include "catalog/pg_inherits.h"
+#include "catalog/pg_trigger.h"
 #include "commands/dbcommands.h"
 #include "commands/defrem.h"
+#include "commands/trigger.h"
 #include "executor/executor.h"
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -58,7 +63,10 @@
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
+#include "utils/rel.h"
+#include "utils/relcache.h"
 #include "utils/syscache.h"
 #include "utils/varlena.h"
 
@@ -763,27 +771,106 @@ frozen_write_target(Oid relid, bool inh)
 	return NULL;
 }
 
+/* Whether a BEFORE UPDATE row trigger of the relation (or of a partition) may change the rows written. */
+static bool
+has_before_update_row_trigger(Oid relid)
+{
+	Relation	triggers = table_open(TriggerRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	bool		found = false;
+
+	ScanKeyInit(&key, Anum_pg_trigger_tgrelid, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
+	scan = systable_beginscan(triggers, TriggerRelidNameIndexId, true, NULL, 1, &key);
+	while (!found && HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		Form_pg_trigger trigger = (Form_pg_trigger) GETSTRUCT(tuple);
+
+		found = trigger->tgenabled != TRIGGER_DISABLED && TRIGGER_FOR_ROW(trigger->tgtype) &&
+			TRIGGER_FOR_BEFORE(trigger->tgtype) && TRIGGER_FOR_UPDATE(trigger->tgtype);
+	}
+	systable_endscan(scan);
+	table_close(triggers, AccessShareLock);
+	return found;
+}
+
+/* Whether the columns updated are all keys of one of the relation's foreign keys that has an action. */
+static bool
+updates_only_action_keys(Oid relid, const Bitmapset *updatedCols)
+{
+	Relation	rel = table_open(relid, NoLock);	/* the executor holds its lock */
+	ListCell   *cell;
+	bool		found = false;
+
+	foreach(cell, RelationGetFKeyList(rel))
+	{
+		ForeignKeyCacheInfo *fk = lfirst_node(ForeignKeyCacheInfo, cell);
+		HeapTuple	tuple = SearchSysCache1(CONSTROID, ObjectIdGetDatum(fk->conoid));
+		Form_pg_constraint con;
+		Bitmapset  *keys = NULL;
+		bool		acts;
+		int			i;
+
+		if (!HeapTupleIsValid(tuple))
+			continue;
+		con = (Form_pg_constraint) GETSTRUCT(tuple);
+		acts = con->confdeltype == FKCONSTR_ACTION_SETNULL || con->confdeltype == FKCONSTR_ACTION_SETDEFAULT ||
+			con->confupdtype == FKCONSTR_ACTION_CASCADE || con->confupdtype == FKCONSTR_ACTION_SETNULL ||
+			con->confupdtype == FKCONSTR_ACTION_SETDEFAULT;
+		ReleaseSysCache(tuple);
+		for (i = 0; acts && i < fk->nkeys; i++)
+			keys = bms_add_member(keys, fk->conkey[i] - FirstLowInvalidHeapAttributeNumber);
+		found = acts && bms_is_subset(updatedCols, keys);
+		bms_free(keys);
+		if (found)
+			break;
+	}
+	table_close(rel, NoLock);
+	return found;
+}
+
+/*
+ * A foreign key's action (ON DELETE SET NULL / SET DEFAULT, ON UPDATE
+ * CASCADE ...) runs its UPDATE of the referencing rows under
+ * SECURITY_NOFORCE_RLS, which only the referential integrity code sets. It
+ * follows a DELETE (allowed, and otherwise impossible on such a parent, rows
+ * or no rows) or an UPDATE of the parent (checked on its own): let through.
+ * But the flag stays set for the user code that UPDATE runs: a trigger's or
+ * a CHECK function's own UPDATEs (of other columns, other tables: not keys of
+ * an action), and a BEFORE UPDATE row trigger, which could fill the very rows
+ * the action writes. Rare: none of this is looked at outside such an action.
+ */
+static bool
+is_foreign_key_action(Oid relid, const Bitmapset *updatedCols)
+{
+	ListCell   *cell;
+
+	if (!InNoForceRLSOperation() || !updates_only_action_keys(relid, updatedCols))
+		return false;
+	if (relation_facts(relid).relkind != RELKIND_PARTITIONED_TABLE)
+		return !has_before_update_row_trigger(relid);
+	foreach(cell, find_all_inheritors(relid, NoLock, NULL))
+	{
+		if (has_before_update_row_trigger(lfirst_oid(cell)))
+			return false;
+	}
+	return true;
+}
+
 /*
  * Whether a relation's required permissions make it a write: INSERT, or
  * UPDATE of some column (SELECT ... FOR UPDATE asks for ACL_UPDATE with no
- * column updated, and stays a read).
+ * column updated, and stays a read), but a foreign key's action.
  */
 static inline bool
-is_write(AclMode perms, const Bitmapset *updatedCols)
+is_write(Oid relid, AclMode perms, const Bitmapset *updatedCols)
 {
 	if ((perms & ACL_INSERT) != 0)
 		return true;
 	if ((perms & ACL_UPDATE) == 0 || bms_is_empty(updatedCols))
 		return false;
-
-	/*
-	 * A foreign key's action (ON DELETE SET NULL / SET DEFAULT, ON UPDATE
-	 * CASCADE) runs its UPDATE under SECURITY_NOFORCE_RLS, which only the
-	 * referential integrity code sets: it follows a DELETE (allowed, and
-	 * otherwise impossible on such a parent, rows or no rows) or an UPDATE of
-	 * the parent (checked on its own).
-	 */
-	return !InNoForceRLSOperation();
+	return !is_foreign_key_action(relid, updatedCols);
 }
 
 /* A relation the plan writes: false (or an error) when it is frozen. */
@@ -826,7 +913,7 @@ pgpanel_guard_ExecutorCheckPerms(List *rangeTable, List *rtePermInfos, bool erep
 	{
 		RTEPermissionInfo *perm = lfirst_node(RTEPermissionInfo, cell);
 
-		if (is_write(perm->requiredPerms, perm->updatedCols) &&
+		if (is_write(perm->relid, perm->requiredPerms, perm->updatedCols) &&
 			!check_write(perm->relid, perm->inh, ereport_on_violation))
 			return false;
 	}
@@ -846,7 +933,7 @@ pgpanel_guard_ExecutorCheckPerms(List *rangeTable, bool ereport_on_violation)
 	{
 		RangeTblEntry *rte = lfirst_node(RangeTblEntry, cell);
 
-		if (rte->rtekind == RTE_RELATION && is_write(rte->requiredPerms, rte->updatedCols) &&
+		if (rte->rtekind == RTE_RELATION && is_write(rte->relid, rte->requiredPerms, rte->updatedCols) &&
 			!check_write(rte->relid, rte->inh, ereport_on_violation))
 			return false;
 	}
