@@ -1011,7 +1011,11 @@ alter_makes_data(AlterTableCmd *cmd)
 				ColumnDef  *def = castNode(ColumnDef, cmd->def);
 				ListCell   *cell;
 
-				/* A volatile default, an identity or a stored generated column fills every row. */
+				/*
+				 * A volatile default, an identity or a stored generated column
+				 * fills every row; any default is refused, a constant one not
+				 * being told apart before parse analysis.
+				 */
 				if (def->raw_default != NULL || def->identity || def->generated)
 					return true;
 				foreach(cell, def->constraints)
@@ -1153,10 +1157,9 @@ quota_statement(Node *node)
 	{
 		case T_CreateStmt:
 		case T_CreateSeqStmt:
-			/* A foreign table (CreateForeignTableStmt has its own tag) keeps no data here. */
-			refuse_new_relation(GetUserId());
-			break;
 		case T_CreateTableAsStmt:	/* CREATE TABLE AS, SELECT INTO, CREATE MATERIALIZED VIEW */
+		case T_AlterTableMoveAllStmt:	/* moves the current user's relations */
+			/* A foreign table (CreateForeignTableStmt has its own tag) keeps no data here. */
 			refuse_new_relation(GetUserId());
 			break;
 		case T_ExplainStmt:
@@ -1185,9 +1188,6 @@ quota_statement(Node *node)
 			break;
 		case T_AlterTableStmt:
 			quota_alter_table((AlterTableStmt *) node);
-			break;
-		case T_AlterTableMoveAllStmt:
-			refuse_new_relation(GetUserId());
 			break;
 		case T_RenameStmt:
 			quota_rename((RenameStmt *) node);
