@@ -381,6 +381,39 @@ def test_user_code_run_by_a_foreign_keys_action_does_not_write_past_the_stop(
     assert frozen_db.execute("SELECT pid FROM child_set_null ORDER BY pid").fetchall() == [(3,), (None,)]
 
 
+def test_a_foreign_keys_set_default_writes_no_default_past_the_stop(quota):
+    """ON DELETE SET DEFAULT writes the keys' defaults, whatever they are: a composite key
+    MATCH SIMPLE with a NULL in it needs no parent row. With a default on a key the DELETE that
+    would write it is refused; without one the action sets NULL and goes through."""
+    with quota.tenant() as conn:
+        conn.execute("CREATE TABLE quota_keyed (a int, b text, UNIQUE (a, b))")
+        conn.execute("INSERT INTO quota_keyed VALUES (1, 'k'), (2, 'k')")
+        conn.execute(
+            "CREATE TABLE quota_defaulted (a int, b text, "
+            "FOREIGN KEY (a, b) REFERENCES quota_keyed (a, b) ON DELETE SET DEFAULT)"
+        )
+        conn.execute("INSERT INTO quota_defaulted SELECT g % 2 + 1, 'k' FROM generate_series(1, 50) g")
+        try:
+            with listed(quota, DATABASES_SETTING, FROZEN_DB):
+                wait_for_setting(conn, DATABASES_SETTING, FROZEN_DB)
+                conn.execute(
+                    "CREATE FUNCTION quota_big() RETURNS text LANGUAGE sql VOLATILE "
+                    "AS $$ SELECT string_agg(md5(random()::text), '') FROM generate_series(1, 20000) $$"
+                )
+                conn.execute("ALTER TABLE quota_defaulted ALTER COLUMN b SET DEFAULT quota_big()")
+                size = "SELECT pg_total_relation_size('quota_defaulted')"
+                before = conn.execute(size).fetchone()
+                stopped(conn, "DELETE FROM quota_keyed WHERE a = 1")
+                assert conn.execute(size).fetchone() == before
+                conn.execute("ALTER TABLE quota_defaulted ALTER COLUMN b DROP DEFAULT")  # beside: no default
+                conn.execute("DELETE FROM quota_keyed WHERE a = 1")
+                assert conn.execute("SELECT count(*) FROM quota_defaulted WHERE a IS NULL").fetchone() == (
+                    25,
+                )
+        finally:
+            conn.execute("DROP TABLE quota_defaulted, quota_keyed; DROP FUNCTION IF EXISTS quota_big()")
+
+
 def test_the_panels_superuser_still_writes_in_a_listed_database(quota, frozen_db):
     with quota.superuser_in(FROZEN_DB) as conn:
         conn.execute("INSERT INTO items VALUES (7000, 'by the panel')")

@@ -795,7 +795,27 @@ has_before_update_row_trigger(Oid relid)
 	return found;
 }
 
-/* Whether the columns updated are all keys of one of the relation's foreign keys that has an action. */
+/* Whether one of a foreign key's columns has a default, which ON ... SET DEFAULT writes. */
+static bool
+keys_have_default(Relation rel, const ForeignKeyCacheInfo *fk)
+{
+	int			i;
+
+	for (i = 0; i < fk->nkeys; i++)
+	{
+		if (TupleDescAttr(RelationGetDescr(rel), fk->conkey[i] - 1)->atthasdef)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Whether the columns updated are all keys of one of the relation's foreign
+ * keys that has an action. SET DEFAULT counts only when no key has a default
+ * (it then sets NULL): a default may be of any size, a volatile function's
+ * result, and a composite key MATCH SIMPLE with a NULL in it needs no parent
+ * row to match.
+ */
 static bool
 updates_only_action_keys(Oid relid, const Bitmapset *updatedCols)
 {
@@ -815,9 +835,10 @@ updates_only_action_keys(Oid relid, const Bitmapset *updatedCols)
 		if (!HeapTupleIsValid(tuple))
 			continue;
 		con = (Form_pg_constraint) GETSTRUCT(tuple);
-		acts = con->confdeltype == FKCONSTR_ACTION_SETNULL || con->confdeltype == FKCONSTR_ACTION_SETDEFAULT ||
-			con->confupdtype == FKCONSTR_ACTION_CASCADE || con->confupdtype == FKCONSTR_ACTION_SETNULL ||
-			con->confupdtype == FKCONSTR_ACTION_SETDEFAULT;
+		acts = con->confdeltype == FKCONSTR_ACTION_SETNULL || con->confupdtype == FKCONSTR_ACTION_CASCADE ||
+			con->confupdtype == FKCONSTR_ACTION_SETNULL ||
+			((con->confdeltype == FKCONSTR_ACTION_SETDEFAULT ||
+			  con->confupdtype == FKCONSTR_ACTION_SETDEFAULT) && !keys_have_default(rel, fk));
 		ReleaseSysCache(tuple);
 		for (i = 0; acts && i < fk->nkeys; i++)
 			keys = bms_add_member(keys, fk->conkey[i] - FirstLowInvalidHeapAttributeNumber);
