@@ -289,6 +289,31 @@ def make_local_cluster(owner: User, name: str = "db-test", plan: str = "db-s-1vc
     return cluster
 
 
+@contextlib.contextmanager
+def module_cluster(django_db_blocker: object, username: str, name: str) -> Iterator[Cluster]:
+    """A real cluster that one module's tests share, owned by a user of its own; removed afterwards.
+
+    For a module-scoped fixture (``django_db_blocker`` lets it write rows outside a test). When a
+    transactional test of another module flushed the rows meanwhile, the server is stopped and
+    its files removed instead.
+    """
+    from panel.clusters.engine import postgres
+
+    with django_db_blocker.unblock():  # type: ignore[attr-defined]
+        owner = User.objects.create_user(username, f"{username}@example.com", f"{username}-password-1")
+        cluster = make_local_cluster(owner, name=name)
+    try:
+        yield cluster
+    finally:
+        with django_db_blocker.unblock():  # type: ignore[attr-defined]
+            if Cluster.objects.filter(pk=cluster.pk).exists():
+                services.delete_cluster(Cluster.objects.get(pk=cluster.pk), confirm_name=cluster.name)
+            else:
+                postgres.kill(cluster.pgdata)
+                postgres.remove_data(cluster.data_root)
+            User.objects.filter(username=username).delete()
+
+
 @pytest.fixture
 def local_cluster(owner: User, transactional_db: None) -> Iterator[Cluster]:
     """A real, running PostgreSQL cluster (1 GB plan) owned by ``owner``; removed afterwards."""

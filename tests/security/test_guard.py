@@ -15,10 +15,9 @@ from pathlib import Path
 import psycopg
 import pytest
 from django.conf import settings
-from django.contrib.auth.models import User
 from psycopg import errors, sql
 
-from conftest import make_local_cluster
+from conftest import module_cluster
 from panel.clusters import dbconn, services
 from panel.clusters.engine import guard, postgres
 from panel.clusters.lib.connstr import ConnectionDetails
@@ -40,35 +39,27 @@ class Guarded:
 
 @pytest.fixture(scope="module")
 def guarded(django_db_setup: None, django_db_blocker: object) -> Iterator[Guarded]:
-    with django_db_blocker.unblock():  # type: ignore[attr-defined]
-        owner = User.objects.create_user("guard-tenant", "guard@example.com", "guard-password-1")
-        cluster = make_local_cluster(owner, name="db-guard")
-        details = services.connection_details(cluster)
-    with dbconn.admin_connection(cluster) as conn:
-        # The monitor role may not be created by this branch's provisioning: make it as the panel
-        # would, so that the attacks on it are real.
-        if conn.execute(
-            "SELECT 1 FROM pg_roles WHERE rolname = %s", [settings.PANEL_MONITOR_ROLE]
-        ).fetchone():
-            conn.execute(
-                sql.SQL("GRANT pg_monitor TO {}").format(sql.Identifier(settings.PANEL_MONITOR_ROLE))
-            )
-        else:
-            conn.execute(
-                sql.SQL("CREATE ROLE {} LOGIN IN ROLE pg_monitor").format(
-                    sql.Identifier(settings.PANEL_MONITOR_ROLE)
+    with module_cluster(django_db_blocker, "guard-tenant", "db-guard") as cluster:
+        with django_db_blocker.unblock():  # type: ignore[attr-defined]
+            details = services.connection_details(cluster)
+        with dbconn.admin_connection(cluster) as conn:
+            # The monitor role may not be created by this branch's provisioning: make it as the
+            # panel would, so that the attacks on it are real.
+            if conn.execute(
+                "SELECT 1 FROM pg_roles WHERE rolname = %s", [settings.PANEL_MONITOR_ROLE]
+            ).fetchone():
+                conn.execute(
+                    sql.SQL("GRANT pg_monitor TO {}").format(sql.Identifier(settings.PANEL_MONITOR_ROLE))
                 )
-            )
-    with psycopg.connect(details.uri(), autocommit=True) as conn:
-        conn.execute("CREATE TABLE guard_t (line text)")
-    yield Guarded(cluster, details)
-    with django_db_blocker.unblock():  # type: ignore[attr-defined]
-        if Cluster.objects.filter(pk=cluster.pk).exists():
-            services.delete_cluster(Cluster.objects.get(pk=cluster.pk), confirm_name=cluster.name)
-        else:  # a transactional test of another module flushed the rows meanwhile
-            postgres.kill(cluster.pgdata)
-            postgres.remove_data(cluster.data_root)
-        User.objects.filter(username="guard-tenant").delete()
+            else:
+                conn.execute(
+                    sql.SQL("CREATE ROLE {} LOGIN IN ROLE pg_monitor").format(
+                        sql.Identifier(settings.PANEL_MONITOR_ROLE)
+                    )
+                )
+        with psycopg.connect(details.uri(), autocommit=True) as conn:
+            conn.execute("CREATE TABLE guard_t (line text)")
+        yield Guarded(cluster, details)
 
 
 @pytest.fixture

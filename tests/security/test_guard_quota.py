@@ -20,12 +20,11 @@ from dataclasses import dataclass
 import psycopg
 import pytest
 from django.conf import settings
-from django.contrib.auth.models import User
 from psycopg import errors
 
-from conftest import make_local_cluster
+from conftest import module_cluster
 from panel.clusters import dbconn, services
-from panel.clusters.engine import guard, postgres
+from panel.clusters.engine import guard
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster
 
@@ -109,29 +108,20 @@ def seed_owner_tables(conn: psycopg.Connection) -> None:
 
 @pytest.fixture(scope="module")
 def quota(django_db_setup: None, django_db_blocker: object) -> Iterator[Quota]:
-    with django_db_blocker.unblock():  # type: ignore[attr-defined]
-        owner = User.objects.create_user("quota-tenant", "quota@example.com", "quota-password-1")
-        cluster = make_local_cluster(owner, name="db-guard-quota")
-        details = services.connection_details(cluster)
-    quota = Quota(cluster, details)
-    with quota.tenant("defaultdb") as conn:
-        conn.execute(f"CREATE DATABASE {FROZEN_DB}")
-        conn.execute(f"CREATE DATABASE {FREE_DB}")
-        for role in (FROZEN_ROLE, FREE_ROLE):
-            conn.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{ROLE_PASSWORD}'")
-            conn.execute(f"GRANT {role} TO doadmin")
-    with quota.tenant(FROZEN_DB) as conn:
-        seed_frozen_database(conn)
-    with quota.tenant(FREE_DB) as conn:
-        seed_owner_tables(conn)
-    yield quota
-    with django_db_blocker.unblock():  # type: ignore[attr-defined]
-        if Cluster.objects.filter(pk=cluster.pk).exists():
-            services.delete_cluster(Cluster.objects.get(pk=cluster.pk), confirm_name=cluster.name)
-        else:  # a transactional test of another module flushed the rows meanwhile
-            postgres.kill(cluster.pgdata)
-            postgres.remove_data(cluster.data_root)
-        User.objects.filter(username="quota-tenant").delete()
+    with module_cluster(django_db_blocker, "quota-tenant", "db-guard-quota") as cluster:
+        with django_db_blocker.unblock():  # type: ignore[attr-defined]
+            quota = Quota(cluster, services.connection_details(cluster))
+        with quota.tenant("defaultdb") as conn:
+            conn.execute(f"CREATE DATABASE {FROZEN_DB}")
+            conn.execute(f"CREATE DATABASE {FREE_DB}")
+            for role in (FROZEN_ROLE, FREE_ROLE):
+                conn.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{ROLE_PASSWORD}'")
+                conn.execute(f"GRANT {role} TO doadmin")
+        with quota.tenant(FROZEN_DB) as conn:
+            seed_frozen_database(conn)
+        with quota.tenant(FREE_DB) as conn:
+            seed_owner_tables(conn)
+        yield quota
 
 
 def show(conn: psycopg.Connection, setting: str) -> str:
@@ -330,7 +320,7 @@ def restore_frozen_db(quota):
     with quota.tenant() as conn:
         conn.execute("DROP TABLE IF EXISTS items, plain, parent, child_cascade, child_set_null CASCADE")
         conn.execute("DROP MATERIALIZED VIEW IF EXISTS items_mv")
-        conn.execute("DROP FUNCTION IF EXISTS add_item(int)")
+        conn.execute("DROP FUNCTION IF EXISTS add_item, quota_fill")
         seed_frozen_database(conn)
 
 
@@ -344,6 +334,84 @@ def test_deletes_work_whatever_the_foreign_keys_do(restore_frozen_db, frozen_db)
     stopped(frozen_db, "UPDATE child_set_null SET pid = 3 WHERE pid IS NULL")
     frozen_db.execute("TRUNCATE parent CASCADE")
     assert [count(frozen_db, t) for t in ("parent", "child_cascade", "child_set_null")] == [0, 0, 0]
+
+
+GROW_ITEMS = "UPDATE items SET note = repeat(md5(random()::text), 1000)"
+FILL_TRIGGER = (
+    "CREATE TRIGGER quota_fill {} UPDATE ON child_set_null FOR EACH ROW EXECUTE FUNCTION quota_fill()"
+)
+FOREIGN_KEY_ACTION_ABUSES = {  # user code the child's UPDATE by the key's action runs
+    "a BEFORE trigger updating another table": [
+        f"CREATE FUNCTION quota_fill() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN {GROW_ITEMS}; RETURN NEW; END $$",
+        FILL_TRIGGER.format("BEFORE"),
+    ],
+    "a BEFORE trigger filling the row": [
+        "CREATE FUNCTION quota_fill() RETURNS trigger LANGUAGE plpgsql "
+        "AS $$ BEGIN NEW.note := repeat(md5(random()::text), 1000); RETURN NEW; END $$",
+        FILL_TRIGGER.format("BEFORE"),
+    ],
+    "an AFTER trigger updating another table": [  # fired once the action is over: refused as ever
+        f"CREATE FUNCTION quota_fill() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN {GROW_ITEMS}; RETURN NEW; END $$",
+        FILL_TRIGGER.format("AFTER"),
+    ],
+    "a CHECK constraint's function updating another table": [
+        f"CREATE FUNCTION quota_fill(int) RETURNS boolean LANGUAGE plpgsql AS $$ BEGIN {GROW_ITEMS}; RETURN true; END $$",
+        "ALTER TABLE child_set_null ADD CONSTRAINT quota_fill CHECK (quota_fill(pid)) NOT VALID",
+    ],
+}
+
+
+@pytest.mark.parametrize("setup", FOREIGN_KEY_ACTION_ABUSES.values(), ids=FOREIGN_KEY_ACTION_ABUSES.keys())
+def test_user_code_run_by_a_foreign_keys_action_does_not_write_past_the_stop(
+    restore_frozen_db, frozen_db, setup
+):
+    """ON DELETE SET NULL updates the child in a context only the referential integrity code sets,
+    and the guard lets that UPDATE of the key through; the user code it runs is in the same
+    context, and what it writes (another table, the row itself filled) is refused, with the
+    DELETE that ran it."""
+    frozen_db.execute("ALTER TABLE child_set_null ADD COLUMN note text")  # no data: allowed
+    for statement in setup:
+        frozen_db.execute(statement)
+    sizes = "SELECT pg_total_relation_size('items') + pg_total_relation_size('child_set_null')"
+    before = frozen_db.execute(sizes).fetchone()
+    stopped(frozen_db, "DELETE FROM parent WHERE id = 2")
+    assert frozen_db.execute(sizes).fetchone() == before
+    frozen_db.execute("DROP FUNCTION quota_fill CASCADE")  # beside: the action alone still works
+    frozen_db.execute("DELETE FROM parent WHERE id = 2")
+    assert frozen_db.execute("SELECT pid FROM child_set_null ORDER BY pid").fetchall() == [(3,), (None,)]
+
+
+def test_a_foreign_keys_set_default_writes_no_default_past_the_stop(quota):
+    """ON DELETE SET DEFAULT writes the keys' defaults, whatever they are: a composite key
+    MATCH SIMPLE with a NULL in it needs no parent row. With a default on a key the DELETE that
+    would write it is refused; without one the action sets NULL and goes through."""
+    with quota.tenant() as conn:
+        conn.execute("CREATE TABLE quota_keyed (a int, b text, UNIQUE (a, b))")
+        conn.execute("INSERT INTO quota_keyed VALUES (1, 'k'), (2, 'k')")
+        conn.execute(
+            "CREATE TABLE quota_defaulted (a int, b text, "
+            "FOREIGN KEY (a, b) REFERENCES quota_keyed (a, b) ON DELETE SET DEFAULT)"
+        )
+        conn.execute("INSERT INTO quota_defaulted SELECT g % 2 + 1, 'k' FROM generate_series(1, 50) g")
+        try:
+            with listed(quota, DATABASES_SETTING, FROZEN_DB):
+                wait_for_setting(conn, DATABASES_SETTING, FROZEN_DB)
+                conn.execute(
+                    "CREATE FUNCTION quota_big() RETURNS text LANGUAGE sql VOLATILE "
+                    "AS $$ SELECT string_agg(md5(random()::text), '') FROM generate_series(1, 20000) $$"
+                )
+                conn.execute("ALTER TABLE quota_defaulted ALTER COLUMN b SET DEFAULT quota_big()")
+                size = "SELECT pg_total_relation_size('quota_defaulted')"
+                before = conn.execute(size).fetchone()
+                stopped(conn, "DELETE FROM quota_keyed WHERE a = 1")
+                assert conn.execute(size).fetchone() == before
+                conn.execute("ALTER TABLE quota_defaulted ALTER COLUMN b DROP DEFAULT")  # beside: no default
+                conn.execute("DELETE FROM quota_keyed WHERE a = 1")
+                assert conn.execute("SELECT count(*) FROM quota_defaulted WHERE a IS NULL").fetchone() == (
+                    25,
+                )
+        finally:
+            conn.execute("DROP TABLE quota_defaulted, quota_keyed; DROP FUNCTION IF EXISTS quota_big()")
 
 
 def test_the_panels_superuser_still_writes_in_a_listed_database(quota, frozen_db):
@@ -558,6 +626,86 @@ def test_a_listed_role_gets_no_new_relations_and_no_ownership(frozen_role, state
     assert frozen_role.execute("SELECT tableowner FROM pg_tables WHERE tablename = 'free_t'").fetchone() == (
         FREE_ROLE,
     )
+
+
+def owned_by(conn: psycopg.Connection, role: str) -> int:
+    return conn.execute("SELECT count(*) FROM pg_class WHERE relowner = %s::regrole", [role]).fetchone()[0]
+
+
+def test_statements_on_a_parent_that_go_on_into_a_listed_roles_partition_are_stopped(frozen_role):
+    """``parted`` is FREE_ROLE's, its partition ``parted_high`` FROZEN_ROLE's: an index or a rewrite
+    of the parent is made in every partition too, and belongs to the partition's owner."""
+    owned = owned_by(frozen_role, FROZEN_ROLE)
+    stopped(frozen_role, "CREATE INDEX quota_parted_idx ON parted (note)", ROLE_STOPPED)
+    stopped(frozen_role, "ALTER TABLE parted ALTER COLUMN note TYPE varchar(300)", ROLE_STOPPED)
+    stopped(frozen_role, "ALTER TABLE parted ADD COLUMN quota_r float8 DEFAULT random()", ROLE_STOPPED)
+    stopped(frozen_role, "ALTER TABLE parted ADD CONSTRAINT quota_parted_key UNIQUE (id, note)", ROLE_STOPPED)
+    assert owned_by(frozen_role, FROZEN_ROLE) == owned
+    assert frozen_role.execute(
+        "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+        "WHERE attrelid = 'parted_high'::regclass AND attname = 'note'"
+    ).fetchone() == ("text",)
+    # Beside: the other partition on its own, and the parent ONLY (no partition's index made).
+    frozen_role.execute("CREATE INDEX quota_low_idx ON parted_low (note)")
+    frozen_role.execute("CREATE INDEX quota_only_idx ON ONLY parted (note)")
+    frozen_role.execute("DROP INDEX quota_low_idx, quota_only_idx")
+    assert owned_by(frozen_role, FROZEN_ROLE) == owned
+
+
+def test_another_roles_view_rule_or_trigger_does_not_write_into_a_listed_roles_table(frozen_role):
+    """Objects of FREE_ROLE that write into FROZEN_ROLE's table: the rewriter (an updatable view,
+    a ``DO INSTEAD`` rule) and a trigger's function run the write through the executor's check,
+    as the object's owner; moving the table to another schema or under another parent does not
+    take it away from its owner's quota."""
+    frozen_role.execute(f"SET ROLE {FREE_ROLE}")
+    try:
+        frozen_role.execute("CREATE VIEW quota_into_frozen AS SELECT * FROM frozen_t")
+        frozen_role.execute("CREATE TABLE quota_ruled (id int, note text)")
+        frozen_role.execute(
+            "CREATE RULE quota_redirect AS ON INSERT TO quota_ruled "
+            "DO INSTEAD INSERT INTO frozen_t VALUES (NEW.*)"
+        )
+        frozen_role.execute("CREATE TABLE quota_triggered (id int, note text)")
+        frozen_role.execute(
+            "CREATE FUNCTION quota_copy_row() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER "
+            "AS $$ BEGIN INSERT INTO frozen_t VALUES (NEW.id, NEW.note); RETURN NEW; END $$"
+        )
+        frozen_role.execute(
+            "CREATE TRIGGER quota_copy AFTER INSERT ON quota_triggered "
+            "FOR EACH ROW EXECUTE FUNCTION quota_copy_row()"
+        )
+        frozen_role.execute("CREATE TABLE quota_parent (id int, note text) PARTITION BY RANGE (id)")
+    finally:
+        frozen_role.execute("RESET ROLE")
+    try:
+        before = count(frozen_role, "frozen_t")
+        stopped(frozen_role, "INSERT INTO quota_into_frozen VALUES (40, 'a view')", ROLE_STOPPED)
+        stopped(frozen_role, "UPDATE quota_into_frozen SET note = 'a view'", ROLE_STOPPED)
+        stopped(frozen_role, "INSERT INTO quota_ruled VALUES (41, 'a rule')", ROLE_STOPPED)
+        stopped(frozen_role, "INSERT INTO quota_triggered VALUES (42, 'a trigger')", ROLE_STOPPED)
+        frozen_role.execute("CREATE SCHEMA quota_elsewhere")
+        frozen_role.execute("ALTER TABLE frozen_t SET SCHEMA quota_elsewhere")  # no data: allowed
+        stopped(frozen_role, "INSERT INTO quota_elsewhere.frozen_t VALUES (43, 'moved')", ROLE_STOPPED)
+        frozen_role.execute("ALTER TABLE quota_elsewhere.frozen_t SET SCHEMA public")
+        frozen_role.execute(
+            "ALTER TABLE quota_parent ATTACH PARTITION frozen_t FOR VALUES FROM (0) TO (1000)"
+        )
+        stopped(frozen_role, "INSERT INTO quota_parent VALUES (44, 'attached')", ROLE_STOPPED)
+        frozen_role.execute("ALTER TABLE quota_parent DETACH PARTITION frozen_t")
+        assert count(frozen_role, "frozen_t") == before
+        # Beside: the same objects without a listed role's table behind them still write.
+        frozen_role.execute(
+            "DROP RULE quota_redirect ON quota_ruled; DROP TRIGGER quota_copy ON quota_triggered"
+        )
+        frozen_role.execute(
+            "INSERT INTO quota_ruled VALUES (41, 'no rule'); INSERT INTO quota_triggered VALUES (42, 'x')"
+        )
+        assert count(frozen_role, "quota_ruled") == count(frozen_role, "quota_triggered") == 1
+    finally:
+        frozen_role.execute(
+            "DROP VIEW quota_into_frozen; DROP TABLE quota_ruled, quota_triggered, quota_parent; "
+            "DROP FUNCTION quota_copy_row(); DROP SCHEMA quota_elsewhere"
+        )
 
 
 def test_a_schema_made_for_a_listed_role_gets_no_table_of_its(frozen_role):

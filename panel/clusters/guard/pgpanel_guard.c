@@ -45,12 +45,17 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/table.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_constraint.h"
 #include "catalog/pg_inherits.h"
+#include "catalog/pg_trigger.h"
 #include "commands/dbcommands.h"
 #include "commands/defrem.h"
+#include "commands/trigger.h"
 #include "executor/executor.h"
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -58,7 +63,10 @@
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
+#include "utils/rel.h"
+#include "utils/relcache.h"
 #include "utils/syscache.h"
 #include "utils/varlena.h"
 
@@ -84,46 +92,81 @@ void _PG_init(void);
 static char *reserved_roles = NULL;
 static ProcessUtility_hook_type prev_hook = NULL;
 
-/* Every list of identifiers the setting may hold is checked when it is set. */
-static bool
-check_reserved_roles(char **newval, void **extra, GucSource source)
+/*
+ * The three settings are lists of identifiers, each parsed once, when the
+ * configuration is (re)loaded, into a NameList kept as the setting's "extra"
+ * (NULL when empty): the hooks compare names and never parse.
+ */
+typedef struct NameList
 {
-	char	   *copy = pstrdup(*newval);
+	int			count;
+	NameData	names[FLEXIBLE_ARRAY_MEMBER];
+} NameList;
+
+static NameList *reserved_role_list = NULL;
+
+static bool
+check_name_list(char **newval, void **extra, GucSource source)
+{
+	char	   *copy = pstrdup(*newval ? *newval : "");
 	List	   *names = NIL;
+	NameList   *list = NULL;
+	ListCell   *cell;
+	Size		size;
+	int			i = 0;
 	bool		ok = SplitIdentifierString(copy, ',', &names);
 
+	if (!ok)
+		GUC_check_errdetail("List syntax is invalid: a comma-separated list of names is expected.");
+	else if (names != NIL)
+	{
+		size = offsetof(NameList, names) + list_length(names) * sizeof(NameData);
+#if PG_VERSION_NUM >= 160000
+		list = (NameList *) guc_malloc(LOG, size);
+#else
+		list = (NameList *) malloc(size);
+#endif
+		if (list == NULL)
+			ok = false;
+		else
+		{
+			foreach(cell, names)
+				namestrcpy(&list->names[i++], (const char *) lfirst(cell));
+			list->count = i;
+		}
+	}
 	list_free(names);
 	pfree(copy);
-	if (!ok)
-		GUC_check_errdetail("List syntax is invalid: a comma-separated list of role names is expected.");
+	if (ok)
+		*extra = list;
 	return ok;
 }
 
-static List *
-reserved_list(void)
+static void
+assign_reserved_roles(const char *newval, void *extra)
 {
-	List	   *names = NIL;
+	reserved_role_list = (NameList *) extra;
+}
 
-	/* The check hook accepted it: a parse failure here cannot happen. */
-	if (reserved_roles == NULL ||
-		!SplitIdentifierString(pstrdup(reserved_roles), ',', &names))
-		return NIL;
-	return names;
+static bool
+name_listed(const NameList *list, const char *name)
+{
+	int			i;
+
+	if (list == NULL || name == NULL)
+		return false;
+	for (i = 0; i < list->count; i++)
+	{
+		if (strcmp(NameStr(list->names[i]), name) == 0)
+			return true;
+	}
+	return false;
 }
 
 static bool
 is_reserved(const char *role)
 {
-	ListCell   *cell;
-
-	if (role == NULL)
-		return false;
-	foreach(cell, reserved_list())
-	{
-		if (strcmp((const char *) lfirst(cell), role) == 0)
-			return true;
-	}
-	return false;
+	return name_listed(reserved_role_list, role);
 }
 
 /* The name a RoleSpec stands for; NULL for PUBLIC (which is no role). */
@@ -153,7 +196,7 @@ refuse_reserved_target(const char *role, const char *action)
 static void
 check_granted_role(const char *role, bool is_grant)
 {
-	ListCell   *cell;
+	int			i;
 	Oid			roleid;
 
 	if (role == NULL)
@@ -171,9 +214,9 @@ check_granted_role(const char *role, bool is_grant)
 	roleid = get_role_oid(role, true);
 	if (!OidIsValid(roleid))
 		return;
-	foreach(cell, reserved_list())
+	for (i = 0; reserved_role_list != NULL && i < reserved_role_list->count; i++)
 	{
-		const char *reserved = (const char *) lfirst(cell);
+		const char *reserved = NameStr(reserved_role_list->names[i]);
 		Oid			reservedid = get_role_oid(reserved, true);
 
 		if (OidIsValid(reservedid) && is_member_of_role_nosuper(roleid, reservedid))
@@ -560,18 +603,10 @@ is_guarded(Node *node)
 /* ------------------------------------------------------------------------
  * Storage quotas: pgpanel_guard.readonly_databases and readonly_owners.
  *
- * The panel measures sizes; here only the enforcement. Both settings are
- * lists of identifiers parsed once, when the configuration is (re)loaded,
- * into a NameList kept as the setting's "extra": the hooks below compare
- * names and never parse. With both lists empty they return at once.
+ * The panel measures sizes; here only the enforcement. With both lists empty
+ * (NULL) the hooks return at once.
  * ------------------------------------------------------------------------
  */
-
-typedef struct NameList
-{
-	int			count;
-	NameData	names[FLEXIBLE_ARRAY_MEMBER];
-} NameList;
 
 static char *readonly_databases = NULL;
 static char *readonly_owners = NULL;
@@ -584,44 +619,6 @@ static NameData my_database_name;
 
 #define QUOTA_HINT \
 	errhint("Delete data (DELETE then VACUUM, TRUNCATE or DROP) to get back under the quota, or ask for a larger quota.")
-
-static bool
-check_name_list(char **newval, void **extra, GucSource source)
-{
-	char	   *copy = pstrdup(*newval ? *newval : "");
-	List	   *names = NIL;
-	NameList   *list;
-	ListCell   *cell;
-	Size		size;
-	int			i = 0;
-
-	if (!SplitIdentifierString(copy, ',', &names))
-	{
-		GUC_check_errdetail("List syntax is invalid: a comma-separated list of names is expected.");
-		list_free(names);
-		pfree(copy);
-		return false;
-	}
-	size = offsetof(NameList, names) + list_length(names) * sizeof(NameData);
-#if PG_VERSION_NUM >= 160000
-	list = (NameList *) guc_malloc(LOG, size);
-#else
-	list = (NameList *) malloc(size);
-#endif
-	if (list == NULL)
-	{
-		list_free(names);
-		pfree(copy);
-		return false;
-	}
-	foreach(cell, names)
-		namestrcpy(&list->names[i++], (const char *) lfirst(cell));
-	list->count = i;
-	list_free(names);
-	pfree(copy);
-	*extra = list;
-	return true;
-}
 
 static void
 assign_readonly_databases(const char *newval, void *extra)
@@ -636,30 +633,9 @@ assign_readonly_owners(const char *newval, void *extra)
 }
 
 static inline bool
-list_is_empty(const NameList *list)
-{
-	return list == NULL || list->count == 0;
-}
-
-static inline bool
 quota_active(void)
 {
-	return !list_is_empty(readonly_database_list) || !list_is_empty(readonly_owner_list);
-}
-
-static bool
-name_listed(const NameList *list, const char *name)
-{
-	int			i;
-
-	if (list == NULL || name == NULL)
-		return false;
-	for (i = 0; i < list->count; i++)
-	{
-		if (strcmp(NameStr(list->names[i]), name) == 0)
-			return true;
-	}
-	return false;
+	return readonly_database_list != NULL || readonly_owner_list != NULL;
 }
 
 static const char *
@@ -678,7 +654,7 @@ current_database_name(void)
 static bool
 database_is_readonly(void)
 {
-	return !list_is_empty(readonly_database_list) &&
+	return readonly_database_list != NULL &&
 		name_listed(readonly_database_list, current_database_name());
 }
 
@@ -688,120 +664,252 @@ frozen_role(Oid roleid)
 {
 	char	   *name;
 
-	if (list_is_empty(readonly_owner_list) || !OidIsValid(roleid))
+	if (readonly_owner_list == NULL || !OidIsValid(roleid))
 		return NULL;
 	name = GetUserNameFromId(roleid, true);
 	return name_listed(readonly_owner_list, name) ? name : NULL;
 }
 
+#define DATABASE_STOPPED_DETAIL \
+	"INSERT, UPDATE, COPY FROM and statements that create or rewrite relations are refused; " \
+	"reads, DELETE, TRUNCATE, DROP, VACUUM and ANALYZE still work."
+#define ROLE_STOPPED_DETAIL \
+	"INSERT, UPDATE and COPY FROM into its tables, creating relations as it, and giving " \
+	"ownership of a relation to it or away from it are refused; reads, DELETE, TRUNCATE, " \
+	"DROP, VACUUM and ANALYZE still work."
+
+/* The one refusal of both lists: a database's or a role's name, and what is refused. */
 static void
-refuse_database_write(void)
+refuse_over_quota(bool is_database, const char *name, const char *detail)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_DISK_FULL),
-			 errmsg("database \"%s\" is over its storage quota: writes are stopped",
-					current_database_name()),
-			 errdetail("INSERT, UPDATE, COPY FROM and statements that create or rewrite relations are refused; "
-					   "reads, DELETE, TRUNCATE, DROP, VACUUM and ANALYZE still work."),
+			 is_database
+			 ? errmsg("database \"%s\" is over its storage quota: writes are stopped", name)
+			 : errmsg("role \"%s\" is over its storage quota: writes to its tables are stopped", name),
+			 errdetail("%s", detail),
 			 QUOTA_HINT));
+}
+
+static void
+refuse_database_write(void)
+{
+	refuse_over_quota(true, current_database_name(), DATABASE_STOPPED_DETAIL);
 }
 
 static void
 refuse_owner_write(const char *role)
 {
-	ereport(ERROR,
-			(errcode(ERRCODE_DISK_FULL),
-			 errmsg("role \"%s\" is over its storage quota: writes to its tables are stopped", role),
-			 errdetail("INSERT, UPDATE and COPY FROM into its tables, creating relations as it, and giving "
-					   "ownership of a relation to it or away from it are refused; reads, DELETE, TRUNCATE, "
-					   "DROP, VACUUM and ANALYZE still work."),
-			 QUOTA_HINT));
+	refuse_over_quota(false, role, ROLE_STOPPED_DETAIL);
 }
 
-/* One lookup: the owner and kind of a relation (InvalidOid when it is gone). */
-static Oid
-relation_owner(Oid relid, char *relkind)
+/* What the checks need of a relation, in one catalog-cache lookup (owner InvalidOid when it is gone). */
+typedef struct RelationFacts
 {
-	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
 	Oid			owner;
+	char		relkind;
+	bool		has_children;	/* relhassubclass: may be stale true, never stale false */
+} RelationFacts;
 
-	if (!HeapTupleIsValid(tuple))
-		return InvalidOid;
-	owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
-	if (relkind != NULL)
-		*relkind = ((Form_pg_class) GETSTRUCT(tuple))->relkind;
-	ReleaseSysCache(tuple);
-	return owner;
+static RelationFacts
+relation_facts(Oid relid)
+{
+	RelationFacts facts = {InvalidOid, 0, false};
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+
+	if (HeapTupleIsValid(tuple))
+	{
+		Form_pg_class form = (Form_pg_class) GETSTRUCT(tuple);
+
+		facts.owner = form->relowner;
+		facts.relkind = form->relkind;
+		facts.has_children = form->relhassubclass;
+		ReleaseSysCache(tuple);
+	}
+	return facts;
+}
+
+/* The listed owner of one of a relation's partitions or children that keeps data, else NULL. */
+static const char *
+frozen_inheritor(Oid relid)
+{
+	ListCell   *cell;
+
+	foreach(cell, find_all_inheritors(relid, NoLock, NULL))
+	{
+		Oid			child = lfirst_oid(cell);
+		RelationFacts facts;
+		const char *role;
+
+		if (child == relid)
+			continue;
+		facts = relation_facts(child);
+		if (RELKIND_HAS_STORAGE(facts.relkind) && (role = frozen_role(facts.owner)) != NULL)
+			return role;
+	}
+	return NULL;
 }
 
 /* The listed owner of a relation a write lands in, partitions and children included. */
 static const char *
 frozen_write_target(Oid relid, bool inh)
 {
-	char		relkind = 0;
-	Oid			owner = relation_owner(relid, &relkind);
+	RelationFacts rel = relation_facts(relid);
 	const char *role;
 
-	if (RELKIND_HAS_STORAGE(relkind) && (role = frozen_role(owner)) != NULL)
+	if (RELKIND_HAS_STORAGE(rel.relkind) && (role = frozen_role(rel.owner)) != NULL)
 		return role;
+
 	/*
 	 * Rows routed to a partition, or updated in a child table, are checked by
 	 * PostgreSQL on the parent only: the children's owners are looked at here.
+	 * relhassubclass spares the scan of pg_inherits for a table without any
+	 * (every UPDATE not ONLY asks with inh set).
 	 */
-	if (inh || relkind == RELKIND_PARTITIONED_TABLE)
-	{
-		ListCell   *cell;
-
-		foreach(cell, find_all_inheritors(relid, NoLock, NULL))
-		{
-			Oid			child = lfirst_oid(cell);
-
-			if (child == relid)
-				continue;
-			owner = relation_owner(child, &relkind);
-			if (RELKIND_HAS_STORAGE(relkind) && (role = frozen_role(owner)) != NULL)
-				return role;
-		}
-	}
+	if ((inh || rel.relkind == RELKIND_PARTITIONED_TABLE) && rel.has_children)
+		return frozen_inheritor(relid);
 	return NULL;
+}
+
+/* Whether a BEFORE UPDATE row trigger of the relation (or of a partition) may change the rows written. */
+static bool
+has_before_update_row_trigger(Oid relid)
+{
+	Relation	triggers = table_open(TriggerRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	bool		found = false;
+
+	ScanKeyInit(&key, Anum_pg_trigger_tgrelid, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
+	scan = systable_beginscan(triggers, TriggerRelidNameIndexId, true, NULL, 1, &key);
+	while (!found && HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		Form_pg_trigger trigger = (Form_pg_trigger) GETSTRUCT(tuple);
+
+		found = trigger->tgenabled != TRIGGER_DISABLED && TRIGGER_FOR_ROW(trigger->tgtype) &&
+			TRIGGER_FOR_BEFORE(trigger->tgtype) && TRIGGER_FOR_UPDATE(trigger->tgtype);
+	}
+	systable_endscan(scan);
+	table_close(triggers, AccessShareLock);
+	return found;
+}
+
+/* Whether one of a foreign key's columns has a default, which ON ... SET DEFAULT writes. */
+static bool
+keys_have_default(Relation rel, const ForeignKeyCacheInfo *fk)
+{
+	int			i;
+
+	for (i = 0; i < fk->nkeys; i++)
+	{
+		if (TupleDescAttr(RelationGetDescr(rel), fk->conkey[i] - 1)->atthasdef)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Whether the columns updated are all keys of one of the relation's foreign
+ * keys that has an action. SET DEFAULT counts only when no key has a default
+ * (it then sets NULL): a default may be of any size, a volatile function's
+ * result, and a composite key MATCH SIMPLE with a NULL in it needs no parent
+ * row to match.
+ */
+static bool
+updates_only_action_keys(Oid relid, const Bitmapset *updatedCols)
+{
+	Relation	rel = table_open(relid, NoLock);	/* the executor holds its lock */
+	ListCell   *cell;
+	bool		found = false;
+
+	foreach(cell, RelationGetFKeyList(rel))
+	{
+		ForeignKeyCacheInfo *fk = lfirst_node(ForeignKeyCacheInfo, cell);
+		HeapTuple	tuple = SearchSysCache1(CONSTROID, ObjectIdGetDatum(fk->conoid));
+		Form_pg_constraint con;
+		Bitmapset  *keys = NULL;
+		bool		acts;
+		int			i;
+
+		if (!HeapTupleIsValid(tuple))
+			continue;
+		con = (Form_pg_constraint) GETSTRUCT(tuple);
+		acts = con->confdeltype == FKCONSTR_ACTION_SETNULL || con->confupdtype == FKCONSTR_ACTION_CASCADE ||
+			con->confupdtype == FKCONSTR_ACTION_SETNULL ||
+			((con->confdeltype == FKCONSTR_ACTION_SETDEFAULT ||
+			  con->confupdtype == FKCONSTR_ACTION_SETDEFAULT) && !keys_have_default(rel, fk));
+		ReleaseSysCache(tuple);
+		for (i = 0; acts && i < fk->nkeys; i++)
+			keys = bms_add_member(keys, fk->conkey[i] - FirstLowInvalidHeapAttributeNumber);
+		found = acts && bms_is_subset(updatedCols, keys);
+		bms_free(keys);
+		if (found)
+			break;
+	}
+	table_close(rel, NoLock);
+	return found;
+}
+
+/*
+ * A foreign key's action (ON DELETE SET NULL / SET DEFAULT, ON UPDATE
+ * CASCADE ...) runs its UPDATE of the referencing rows under
+ * SECURITY_NOFORCE_RLS, which only the referential integrity code sets. It
+ * follows a DELETE (allowed, and otherwise impossible on such a parent, rows
+ * or no rows) or an UPDATE of the parent (checked on its own): let through.
+ * But the flag stays set for the user code that UPDATE runs: a trigger's or
+ * a CHECK function's own UPDATEs (of other columns, other tables: not keys of
+ * an action), and a BEFORE UPDATE row trigger, which could fill the very rows
+ * the action writes. Rare: none of this is looked at outside such an action.
+ */
+static bool
+is_foreign_key_action(Oid relid, const Bitmapset *updatedCols)
+{
+	ListCell   *cell;
+
+	if (!InNoForceRLSOperation() || !updates_only_action_keys(relid, updatedCols))
+		return false;
+	if (relation_facts(relid).relkind != RELKIND_PARTITIONED_TABLE)
+		return !has_before_update_row_trigger(relid);
+	foreach(cell, find_all_inheritors(relid, NoLock, NULL))
+	{
+		if (has_before_update_row_trigger(lfirst_oid(cell)))
+			return false;
+	}
+	return true;
 }
 
 /*
  * Whether a relation's required permissions make it a write: INSERT, or
  * UPDATE of some column (SELECT ... FOR UPDATE asks for ACL_UPDATE with no
- * column updated, and stays a read).
+ * column updated, and stays a read), but a foreign key's action.
  */
 static inline bool
-is_write(AclMode perms, const Bitmapset *updatedCols)
+is_write(Oid relid, AclMode perms, const Bitmapset *updatedCols)
 {
 	if ((perms & ACL_INSERT) != 0)
 		return true;
 	if ((perms & ACL_UPDATE) == 0 || bms_is_empty(updatedCols))
 		return false;
-
-	/*
-	 * A foreign key's action (ON DELETE SET NULL / SET DEFAULT, ON UPDATE
-	 * CASCADE) runs its UPDATE under SECURITY_NOFORCE_RLS, which only the
-	 * referential integrity code sets: it follows a DELETE (allowed, and
-	 * otherwise impossible on such a parent, rows or no rows) or an UPDATE of
-	 * the parent (checked on its own).
-	 */
-	return !InNoForceRLSOperation();
+	return !is_foreign_key_action(relid, updatedCols);
 }
 
-/* false (or an error) when one of the relations written is frozen. */
+/* A relation the plan writes: false (or an error) when it is frozen. */
 static bool
 check_write(Oid relid, bool inh, bool ereport_on_violation)
 {
 	const char *role;
 
+	/* superuser() remembers its last answer: no catalog lookup after the first write. */
+	if (superuser())
+		return true;
 	if (database_is_readonly())
 	{
 		if (!ereport_on_violation)
 			return false;
 		refuse_database_write();
 	}
-	if ((role = frozen_write_target(relid, inh)) != NULL)
+	if (readonly_owner_list != NULL && (role = frozen_write_target(relid, inh)) != NULL)
 	{
 		if (!ereport_on_violation)
 			return false;
@@ -810,12 +918,12 @@ check_write(Oid relid, bool inh, bool ereport_on_violation)
 	return true;
 }
 
+/* The two signatures differ in where a relation's required permissions are kept. */
 #if PG_VERSION_NUM >= 160000
 static bool
 pgpanel_guard_ExecutorCheckPerms(List *rangeTable, List *rtePermInfos, bool ereport_on_violation)
 {
 	ListCell   *cell;
-	bool		checked_superuser = false;
 
 	if (prev_check_perms_hook &&
 		!prev_check_perms_hook(rangeTable, rtePermInfos, ereport_on_violation))
@@ -826,15 +934,8 @@ pgpanel_guard_ExecutorCheckPerms(List *rangeTable, List *rtePermInfos, bool erep
 	{
 		RTEPermissionInfo *perm = lfirst_node(RTEPermissionInfo, cell);
 
-		if (!is_write(perm->requiredPerms, perm->updatedCols))
-			continue;
-		if (!checked_superuser)
-		{
-			if (superuser())
-				return true;
-			checked_superuser = true;
-		}
-		if (!check_write(perm->relid, perm->inh, ereport_on_violation))
+		if (is_write(perm->relid, perm->requiredPerms, perm->updatedCols) &&
+			!check_write(perm->relid, perm->inh, ereport_on_violation))
 			return false;
 	}
 	return true;
@@ -844,7 +945,6 @@ static bool
 pgpanel_guard_ExecutorCheckPerms(List *rangeTable, bool ereport_on_violation)
 {
 	ListCell   *cell;
-	bool		checked_superuser = false;
 
 	if (prev_check_perms_hook && !prev_check_perms_hook(rangeTable, ereport_on_violation))
 		return false;
@@ -854,15 +954,8 @@ pgpanel_guard_ExecutorCheckPerms(List *rangeTable, bool ereport_on_violation)
 	{
 		RangeTblEntry *rte = lfirst_node(RangeTblEntry, cell);
 
-		if (rte->rtekind != RTE_RELATION || !is_write(rte->requiredPerms, rte->updatedCols))
-			continue;
-		if (!checked_superuser)
-		{
-			if (superuser())
-				return true;
-			checked_superuser = true;
-		}
-		if (!check_write(rte->relid, rte->inh, ereport_on_violation))
+		if (rte->rtekind == RTE_RELATION && is_write(rte->relid, rte->requiredPerms, rte->updatedCols) &&
+			!check_write(rte->relid, rte->inh, ereport_on_violation))
 			return false;
 	}
 	return true;
@@ -871,14 +964,17 @@ pgpanel_guard_ExecutorCheckPerms(List *rangeTable, bool ereport_on_violation)
 
 /* The relation a utility statement names, looked up without a lock (PostgreSQL locks it next). */
 static Oid
+named_relation(RangeVar *relation)
+{
+	return relation != NULL ? RangeVarGetRelid(relation, NoLock, true) : InvalidOid;
+}
+
+static Oid
 named_relation_owner(RangeVar *relation)
 {
-	Oid			relid;
+	Oid			relid = named_relation(relation);
 
-	if (relation == NULL)
-		return InvalidOid;
-	relid = RangeVarGetRelid(relation, NoLock, true);
-	return OidIsValid(relid) ? relation_owner(relid, NULL) : InvalidOid;
+	return OidIsValid(relid) ? relation_facts(relid).owner : InvalidOid;
 }
 
 /* A relation about to be made: in a frozen database, or owned by a frozen role. */
@@ -890,6 +986,29 @@ refuse_new_relation(Oid owner)
 	if (database_is_readonly())
 		refuse_database_write();
 	if ((role = frozen_role(owner)) != NULL)
+		refuse_owner_write(role);
+}
+
+/*
+ * A statement that makes new data in a named relation and, unless ONLY, in
+ * its partitions and children too (CREATE INDEX, ALTER TABLE, CLUSTER of a
+ * parent go on into them, and what is made there is their owners').
+ */
+static void
+refuse_new_data_in(RangeVar *relation)
+{
+	Oid			relid = named_relation(relation);
+	RelationFacts rel;
+	const char *role;
+
+	if (!OidIsValid(relid))
+	{
+		refuse_new_relation(InvalidOid);
+		return;
+	}
+	rel = relation_facts(relid);
+	refuse_new_relation(rel.owner);
+	if (relation->inh && rel.has_children && (role = frozen_inheritor(relid)) != NULL)
 		refuse_owner_write(role);
 }
 
@@ -913,7 +1032,11 @@ alter_makes_data(AlterTableCmd *cmd)
 				ColumnDef  *def = castNode(ColumnDef, cmd->def);
 				ListCell   *cell;
 
-				/* A volatile default, an identity or a stored generated column fills every row. */
+				/*
+				 * A volatile default, an identity or a stored generated column
+				 * fills every row; any default is refused, a constant one not
+				 * being told apart before parse analysis.
+				 */
 				if (def->raw_default != NULL || def->identity || def->generated)
 					return true;
 				foreach(cell, def->constraints)
@@ -943,7 +1066,6 @@ alter_makes_data(AlterTableCmd *cmd)
 static void
 quota_alter_table(AlterTableStmt *stmt)
 {
-	Oid			owner = named_relation_owner(stmt->relation);
 	ListCell   *cell;
 
 	foreach(cell, stmt->cmds)
@@ -955,11 +1077,11 @@ quota_alter_table(AlterTableStmt *stmt)
 		{
 			/* Neither given to a frozen role nor taken away from one (a chown past the quota). */
 			if ((role = frozen_role(get_rolespec_oid(cmd->newowner, true))) != NULL ||
-				(role = frozen_role(owner)) != NULL)
+				(role = frozen_role(named_relation_owner(stmt->relation))) != NULL)
 				refuse_owner_write(role);
 		}
 		else if (alter_makes_data(cmd))
-			refuse_new_relation(owner);
+			refuse_new_data_in(stmt->relation);
 	}
 }
 
@@ -996,12 +1118,7 @@ quota_createdb(CreatedbStmt *stmt)
 
 		if (strcmp(opt->defname, "template") == 0 && opt->arg != NULL &&
 			name_listed(readonly_database_list, defGetString(opt)))
-			ereport(ERROR,
-					(errcode(ERRCODE_DISK_FULL),
-					 errmsg("database \"%s\" is over its storage quota: writes are stopped",
-							defGetString(opt)),
-					 errdetail("A database over its quota cannot be copied."),
-					 QUOTA_HINT));
+			refuse_over_quota(true, defGetString(opt), "A database over its quota cannot be copied.");
 	}
 }
 
@@ -1010,18 +1127,9 @@ quota_rename(RenameStmt *stmt)
 {
 	/* The quotas follow names: renaming would shed one. */
 	if (stmt->renameType == OBJECT_DATABASE && name_listed(readonly_database_list, stmt->subname))
-		ereport(ERROR,
-				(errcode(ERRCODE_DISK_FULL),
-				 errmsg("database \"%s\" is over its storage quota: writes are stopped", stmt->subname),
-				 errdetail("A database over its quota cannot be renamed."),
-				 QUOTA_HINT));
+		refuse_over_quota(true, stmt->subname, "A database over its quota cannot be renamed.");
 	if (stmt->renameType == OBJECT_ROLE && name_listed(readonly_owner_list, stmt->subname))
-		ereport(ERROR,
-				(errcode(ERRCODE_DISK_FULL),
-				 errmsg("role \"%s\" is over its storage quota: writes to its tables are stopped",
-						stmt->subname),
-				 errdetail("A role over its quota cannot be renamed."),
-				 QUOTA_HINT));
+		refuse_over_quota(false, stmt->subname, "A role over its quota cannot be renamed.");
 }
 
 static void
@@ -1070,10 +1178,9 @@ quota_statement(Node *node)
 	{
 		case T_CreateStmt:
 		case T_CreateSeqStmt:
-			/* A foreign table (CreateForeignTableStmt has its own tag) keeps no data here. */
-			refuse_new_relation(GetUserId());
-			break;
 		case T_CreateTableAsStmt:	/* CREATE TABLE AS, SELECT INTO, CREATE MATERIALIZED VIEW */
+		case T_AlterTableMoveAllStmt:	/* moves the current user's relations */
+			/* A foreign table (CreateForeignTableStmt has its own tag) keeps no data here. */
 			refuse_new_relation(GetUserId());
 			break;
 		case T_ExplainStmt:
@@ -1081,17 +1188,20 @@ quota_statement(Node *node)
 				refuse_new_relation(GetUserId());
 			break;
 		case T_IndexStmt:
-			refuse_new_relation(named_relation_owner(((IndexStmt *) node)->relation));
+			refuse_new_data_in(((IndexStmt *) node)->relation);
 			break;
 		case T_RefreshMatViewStmt:
-			refuse_new_relation(named_relation_owner(((RefreshMatViewStmt *) node)->relation));
+			refuse_new_data_in(((RefreshMatViewStmt *) node)->relation);
 			break;
 		case T_ClusterStmt:
 			{
 				ClusterStmt *stmt = (ClusterStmt *) node;
 
 				/* CLUSTER without a table rewrites those of the current user. */
-				refuse_new_relation(stmt->relation ? named_relation_owner(stmt->relation) : GetUserId());
+				if (stmt->relation != NULL)
+					refuse_new_data_in(stmt->relation);
+				else
+					refuse_new_relation(GetUserId());
 				break;
 			}
 		case T_CreatedbStmt:
@@ -1099,9 +1209,6 @@ quota_statement(Node *node)
 			break;
 		case T_AlterTableStmt:
 			quota_alter_table((AlterTableStmt *) node);
-			break;
-		case T_AlterTableMoveAllStmt:
-			refuse_new_relation(GetUserId());
 			break;
 		case T_RenameStmt:
 			quota_rename((RenameStmt *) node);
@@ -1156,8 +1263,8 @@ _PG_init(void)
 							   DEFAULT_RESERVED_ROLES,
 							   PGC_SIGHUP,
 							   GUC_LIST_INPUT,
-							   check_reserved_roles,
-							   NULL,
+							   check_name_list,
+							   assign_reserved_roles,
 							   NULL);
 	DefineCustomStringVariable("pgpanel_guard.readonly_databases",
 							   "Databases over their storage quota: no role but a superuser may write in them.",
