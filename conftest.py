@@ -297,6 +297,7 @@ def module_cluster(django_db_blocker: object, username: str, name: str) -> Itera
     transactional test of another module flushed the rows meanwhile, the server is stopped and
     its files removed instead.
     """
+    from panel.clusters import hooks
     from panel.clusters.engine import postgres
 
     with django_db_blocker.unblock():  # type: ignore[attr-defined]
@@ -308,7 +309,8 @@ def module_cluster(django_db_blocker: object, username: str, name: str) -> Itera
         with django_db_blocker.unblock():  # type: ignore[attr-defined]
             if Cluster.objects.filter(pk=cluster.pk).exists():
                 services.delete_cluster(Cluster.objects.get(pk=cluster.pk), confirm_name=cluster.name)
-            else:
+            else:  # its PgBouncer too: the teardown that would stop it cannot run without the rows
+                hooks.pooler.stop_pgbouncer(cluster)
                 postgres.kill(cluster.pgdata)
                 postgres.remove_data(cluster.data_root)
             User.objects.filter(username=username).delete()

@@ -19,11 +19,12 @@ from typing import Any
 import psycopg
 import pytest
 
+from conftest import module_cluster
 from panel.clusters import dbconn, roles
 from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster, TrustedSource
 from panel.clusters.services import firewall
-from panel.clusters.tests.conftest import client_params, module_cluster
+from panel.clusters.tests.conftest import client_params
 from panel.pools import console, disk, supervisor
 from panel.pools import services as pool_services
 from panel.pools.config import get_pooler

@@ -3,17 +3,10 @@ reaches a cluster that does run."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-from typing import Any
-
 import psycopg
 import pytest
 from django.contrib.auth.models import User
 
-from conftest import make_local_cluster
-from panel.clusters import hooks, services
-from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, Database, DatabaseUser
 
 ADMIN_PASSWORD = "admin-secret-Zq7xK2"
@@ -50,27 +43,6 @@ def make_cluster_row(owner: User, name: str = "db-row", **fields: object) -> Clu
 @pytest.fixture
 def cluster_row(owner: User) -> Cluster:
     return make_cluster_row(owner)
-
-
-@contextlib.contextmanager
-def module_cluster(django_db_blocker: Any, username: str, name: str) -> Iterator[Cluster]:
-    """A real, running cluster for one module's tests (a module-scoped fixture yields from it),
-    owned by an account of its own. Removed afterwards, its PgBouncer too, also when a
-    transactional test of another module flushed its rows meanwhile."""
-    with django_db_blocker.unblock():
-        owner = User.objects.create_user(username, f"{username}@example.com", f"{username}-password-1")
-        cluster = make_local_cluster(owner, name=name)
-    try:
-        yield cluster
-    finally:
-        with django_db_blocker.unblock():
-            if Cluster.objects.filter(pk=cluster.pk).exists():
-                services.delete_cluster(Cluster.objects.get(pk=cluster.pk), confirm_name=cluster.name)
-            else:
-                hooks.pooler.stop_pgbouncer(cluster)
-                postgres.kill(cluster.pgdata)
-                postgres.remove_data(cluster.data_root)
-            User.objects.filter(username=username).delete()
 
 
 def client_params(cluster: Cluster, **overrides: object) -> dict[str, object]:

@@ -13,12 +13,13 @@ from django.core.management.base import CommandError
 from django.test import Client
 from django.urls import reverse
 
+from conftest import module_cluster
 from panel.clusters import services
 from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster
 from panel.clusters.services import config
 from panel.clusters.services.provision import SETTINGS_FILE
-from panel.clusters.tests.conftest import connect_as_client, module_cluster
+from panel.clusters.tests.conftest import connect_as_client
 from panel.core.errors import ServiceError
 
 pytestmark = pytest.mark.integration
