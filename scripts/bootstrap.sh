@@ -80,6 +80,8 @@ have pgbouncer || missing+=(pgbouncer)
 # sysbench, the second benchmark engine (Debian's 1.0.20 has the pgsql driver and oltp_* scripts).
 have sysbench || missing+=(sysbench)
 have redis-server || missing+=(redis-server)
+# gettext's msgfmt: `compilemessages` builds the German catalogue on every run and test.
+have msgfmt || missing+=(gettext)
 if [[ "$mode" == test ]]; then
     have chromium || missing+=(chromium)
 fi
