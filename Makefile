@@ -4,7 +4,8 @@
 #   make run    migrate, create the first admin once, then run Redis (if none answers),
 #               the Celery worker and beat, and gunicorn on PANEL_BIND (Ctrl-C stops them)
 #   make test   ruff check, ruff format --check, lint-imports (pyproject.toml's import
-#               contracts), then the whole pytest suite in two sessions (pytest-xdist)
+#               contracts), compilemessages and the i18n check (scripts/i18n_check.py), then
+#               the whole pytest suite in two sessions (pytest-xdist)
 #   make test-pg  the same suite with its metadata database on a throwaway PostgreSQL
 #               (scripts/test_pg.py), as a multi-node panel's shared DATABASE_URL; not in make test
 #
@@ -16,20 +17,28 @@ PYTHON ?= python3
 VENV := .venv
 export PYTHON
 
-.PHONY: run test test-pg lint bootstrap-run bootstrap-test image-test
+.PHONY: run test test-pg lint messages i18n-check bootstrap-run bootstrap-test image-test
 
-run: bootstrap-run
+run: bootstrap-run messages
 	$(VENV)/bin/python scripts/run.py
 
 # Two test sessions side by side (pytest-xdist), a module's tests in one of them (their shared
 # cluster is made once); PYTEST_WORKERS=0 runs everything in this process.
 PYTEST_WORKERS ?= 2
 
-test: bootstrap-test lint
+test: bootstrap-test lint messages i18n-check
 	$(VENV)/bin/python -m pytest $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
 
-test-pg: bootstrap-test lint
+test-pg: bootstrap-test lint messages
 	$(VENV)/bin/python scripts/test_pg.py $(PYTEST_ARGS)
+
+# The German catalogue, compiled (locale/de/LC_MESSAGES/django.mo is built, not committed).
+messages:
+	$(VENV)/bin/python manage.py compilemessages --ignore .venv --ignore "static/*" -v 0
+
+# Every marked string translated and none fuzzy; no unmarked text in a template (issue 18).
+i18n-check:
+	$(VENV)/bin/python scripts/i18n_check.py
 
 lint:
 	$(VENV)/bin/ruff check .

@@ -99,6 +99,7 @@ INSTALLED_APPS = [
     "csp",
     "django_htmx",
     "template_partials",
+    "panel.accounts",
     "panel.clusters",
     "panel.pools",
     "panel.insights",
@@ -120,6 +121,8 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    # The account's chosen language over the cookie and Accept-Language LocaleMiddleware read.
+    "panel.accounts.middleware.AccountLanguageMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -217,6 +220,8 @@ LOGOUT_REDIRECT_URL = "login"
 LANGUAGE_CODE = "en"
 LANGUAGES = [("en", "English"), ("de", "Deutsch")]
 LOCALE_PATHS = [BASE_DIR / "locale"]
+# Dates and numbers per language (panel/formats): ISO dates in English, 24.11.2026 14:03 in German.
+FORMAT_MODULE_PATH = ["panel.formats"]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

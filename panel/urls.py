@@ -10,6 +10,7 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from panel.accounts import views as account_views
 from panel.api import views as api_views
 from panel.api.v2.api import urls as api_urls
 
@@ -24,7 +25,7 @@ urlpatterns = [
     path("login/", login_not_required(auth_views.LoginView.as_view()), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
-    path("i18n/", include("django.conf.urls.i18n")),
+    path("i18n/setlang/", account_views.set_language, name="set_language"),
     # Browsers ask for /favicon.ico on pages that link no icon (the admin, error pages).
     path("favicon.ico", login_not_required(favicon)),
     path("clusters/", include("panel.clusters.urls")),

@@ -68,11 +68,11 @@ def live_figures(run: BenchmarkRun, latest: dict[str, Any]) -> dict[str, Any]:
     template formats them, for the page's script to put in place without re-rendering the card."""
     dash = "—"
     figures: dict[str, Any] = {
-        "tps": floatformat(latest["tps"], 1),
-        "latency": f"{floatformat(latest['latency_avg_ms'], 2)} ms"
+        "tps": floatformat(latest["tps"], "1g"),
+        "latency": f"{floatformat(latest['latency_avg_ms'], '2g')} ms"
         if latest["latency_avg_ms"] is not None
         else dash,
-        "p95": f"{floatformat(latest['p95_ms'], 2)} ms" if latest["p95_ms"] is not None else dash,
+        "p95": f"{floatformat(latest['p95_ms'], '2g')} ms" if latest["p95_ms"] is not None else dash,
         "failed": str(latest["failed"]) if latest["failed"] is not None else dash,
     }
     if run.duration_s:

@@ -148,7 +148,7 @@ def test_a_running_run_polls_shows_progress_figures_and_cancel(owner_client, clu
     # Re-fetched when its state changes; bench-charts.js polls (not while the tab is hidden).
     assert 'hx-trigger="bench-run-changed"' in page
     assert "3 s of 60 s" in page and '<span class="bench-run-progress">5</span> %' in page
-    assert "2003.0" in page and "30.00 ms" in page
+    assert "2,003.0" in page and "30.00 ms" in page  # English separators (German: 2.003,0)
     assert "Cancel run" in page
     partial = owner_client.get(run_url("benchmarks:run-detail", run), headers=HTMX).content.decode()
     assert partial.lstrip().startswith('<div id="bench-run-live"')
@@ -231,7 +231,7 @@ def test_compare_shows_the_story_at_a_glance(owner_client, story):
     page = owner_client.get(url, {"run": [str(run.pk) for run in story]}).content.decode()
     for run in story:
         assert f'data-run="{run.pk}"' in page
-    assert "2301.5" in page and "1702.0" in page
+    assert "2,301.5" in page and "1,702.0" in page
     assert "bench-row-failed" in page and "remaining connection slots are reserved" in page
     assert 'data-bench-compare data-url="' in page and "js/bench-compare.js" in page
 
@@ -286,7 +286,7 @@ def test_the_history_lists_runs_with_checkboxes_and_a_compare_button(owner_clien
     for run in story:
         assert f'name="run" value="{run.pk}"' in page
         assert run_url("benchmarks:run-detail", run) in page
-    assert "Compare" in page and "2301.5" in page and "21.70 ms" in page
+    assert "Compare" in page and "2,301.5" in page and "21.70 ms" in page
     assert "pool <code>test-pool</code>" in page
 
 

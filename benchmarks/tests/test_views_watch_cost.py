@@ -49,7 +49,7 @@ def test_the_poll_sends_only_the_samples_after_after_and_the_figures(
     body = owner_client.get(run_url("benchmarks:run-samples", run) + "?after=27").json()
     assert [sample["seq"] for sample in body["samples"]] == [28, 29, 30]
     assert body["state"].startswith("running.")
-    assert body["figures"]["tps"] == "2030.0"
+    assert body["figures"]["tps"] == "2,030.0"
     assert body["figures"]["elapsed"] == "30 s of 60 s"
     assert body["figures"]["progress"] == 50
 

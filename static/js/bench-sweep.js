@@ -7,6 +7,8 @@
 (function () {
   "use strict";
 
+  window.PanelLocale.chart(window.Chart);  // tick and tooltip numbers in the page's language
+
   var POLL_MS = 2000;
   var PALETTE = ["#0069ff", "#2e9e5b", "#d63b3b", "#f0a202", "#7b4fd6", "#1c2b41"];
 

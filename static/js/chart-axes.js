@@ -4,16 +4,18 @@
  *   placed here, every 1/2/5/10/15/30 s, 1/2/5/10/15/30 min, 1/2/3/6/12 h or 1/2/7 days, on multiples
  *   of that step since the epoch: round UTC times whatever the browser's time zone. Labels are UTC
  *   too (the panel shows every time in UTC): HH:MM:SS under a minute, HH:MM under a day, MM-DD HH:MM
- *   over a window longer than a day, MM-DD for whole days.
+ *   over a window longer than a day, MM-DD for whole days (German pages: DD.MM., locale.js).
  * PanelAxes.seconds(options) — a linear axis of seconds since a run started, ticks every
  *   1/2/5/10/15/30 s, 1/2/5/10/15/30 min or 1 h, starting at 0.
- * PanelAxes.utcLabel(ms) — a point's time for a tooltip: YYYY-MM-DD HH:MM:SS UTC.
+ * PanelAxes.utcLabel(ms) — a point's time for a tooltip: YYYY-MM-DD HH:MM:SS UTC (DD.MM.YYYY in German).
  *
  * Both axes read their span from the scale when ticks are built, so a window that grows (a live
  * run, a young cluster) keeps regular ticks; at most MAX_TICKS of them.
  */
 (function () {
   "use strict";
+
+  window.PanelLocale.chart(window.Chart);  // tick and tooltip numbers in the page's language
 
   var SECOND = 1000;
   var MINUTE = 60 * SECOND;
@@ -51,8 +53,8 @@
   function utcParts(ms) {
     var d = new Date(ms);
     return {
-      date: d.getUTCFullYear() + "-" + pad(d.getUTCMonth() + 1) + "-" + pad(d.getUTCDate()),
-      day: pad(d.getUTCMonth() + 1) + "-" + pad(d.getUTCDate()),
+      date: window.PanelLocale.utcDate(ms),
+      day: window.PanelLocale.utcDay(ms),
       hm: pad(d.getUTCHours()) + ":" + pad(d.getUTCMinutes()),
       s: pad(d.getUTCSeconds()),
     };

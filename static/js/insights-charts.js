@@ -16,14 +16,7 @@
   var COLORS = ["#0069ff", "#2e9e5b", "#f0a202", "#d63b3b", "#7b4fd6", "#14a3b8", "#e0628a", "#5b6b82"];
   var LIMIT_COLOR = "#8a94a6";
 
-  function compact(value) {
-    var abs = Math.abs(value);
-    if (abs >= 1e9) return (value / 1e9).toFixed(1) + "G";
-    if (abs >= 1e6) return (value / 1e6).toFixed(1) + "M";
-    if (abs >= 1e4) return (value / 1e3).toFixed(1) + "k";
-    if (abs >= 100 || value === Math.round(value)) return String(Math.round(value));
-    return value.toFixed(abs >= 1 ? 1 : 3);
-  }
+  var compact = window.PanelLocale.compact;
 
   function bytes(value) {
     var units = ["B", "KB", "MB", "GB", "TB"];
@@ -33,7 +26,7 @@
       i++;
     }
     var whole = i === 0 && (Math.abs(value) >= 10 || value === Math.round(value));
-    return (whole ? Math.round(value) : value.toFixed(1)) + " " + units[i];
+    return window.PanelLocale.number(value, whole ? 0 : 1) + " " + units[i];
   }
 
   function formatter(unit) {

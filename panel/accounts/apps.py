@@ -1,0 +1,16 @@
+"""App config for account settings."""
+
+from __future__ import annotations
+
+from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
+
+
+class AccountsConfig(AppConfig):
+    name = "panel.accounts"
+    label = "accounts"
+    verbose_name = _("Accounts")
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from panel.accounts import signals  # noqa: F401  (connects the login receiver)

@@ -1,0 +1,79 @@
+"""The i18n check that `make test` runs (scripts/i18n_check.py): what it finds and what it lets by."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("i18n_check", ROOT / "scripts" / "i18n_check.py")
+assert _spec and _spec.loader
+i18n_check = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(i18n_check)
+
+
+def findings(tmp_path: Path, source: str) -> list[str]:
+    path = tmp_path / "page.html"
+    path.write_text(source)
+    return i18n_check.template_findings(path)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "<p>Hello world</p>",
+        '<div title="Open the pool">{% translate "x" %}</div>',
+        '<input placeholder="Search logs">',
+        "<td>{{ run.tps }} transactions</td>",
+        '<a href="{% url "x" %}">Back to the list</a>',
+    ],
+)
+def test_unmarked_text_is_found(tmp_path: Path, source: str) -> None:
+    assert findings(tmp_path, "{% load i18n %}\n" + source), source
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        '<p>{% translate "Hello world" %}</p>',
+        "<p>{% blocktranslate with n=3 %}{{ n }} runs to go{% endblocktranslate %}</p>",
+        '<a class="btn" href="{% url "x" %}" aria-label="{% translate "Close" %}">×</a>',
+        "<td>{{ run.tps }} TPS, {{ ms }} ms</td>",  # units and names are the same in German
+        "<code>pgbench -c 10 --select-only</code>",
+        "{# a comment in English #}{% comment %}Another one{% endcomment %}",
+        '<script type="application/json">{"label": "not text"}</script>',
+    ],
+)
+def test_marked_text_names_and_code_pass(tmp_path: Path, source: str) -> None:
+    assert findings(tmp_path, "{% load i18n %}\n" + source) == [], source
+
+
+def test_the_line_of_a_finding_is_where_the_text_is(tmp_path: Path) -> None:
+    [finding] = findings(
+        tmp_path, "{% load i18n %}\n<div>\n{% if x %}\n  <p>Left in English</p>\n{% endif %}</div>"
+    )
+    assert finding.endswith(":4: unmarked text 'Left in English'"), finding
+
+
+def test_the_catalogue_parser_sees_untranslated_fuzzy_and_plural_entries(tmp_path: Path) -> None:
+    po = tmp_path / "django.po"
+    po.write_text(
+        'msgid ""\nmsgstr ""\n"Language: de\\n"\n\n'
+        'msgid "Pools"\nmsgstr "Verbindungspools"\n\n'
+        'msgid "Size"\nmsgstr ""\n\n'
+        '#, fuzzy\nmsgid "Latency"\nmsgstr "Latenz"\n\n'
+        'msgid "%(n)s run"\nmsgid_plural "%(n)s runs"\nmsgstr[0] "%(n)s Lauf"\nmsgstr[1] ""\n\n'
+        'msgid ""\n"Two "\n"lines"\nmsgstr ""\n"Zwei "\n"Zeilen"\n'
+    )
+    entries = {e["msgid"]: e for e in i18n_check.parse_po(po)}
+    assert entries["Pools"]["msgstr"] == ["Verbindungspools"]
+    assert entries["Size"]["msgstr"] == [""]
+    assert "fuzzy" in entries["Latency"]["flags"]
+    assert entries["%(n)s run"]["msgstr"] == ["%(n)s Lauf", ""]
+    assert entries["Two lines"]["msgstr"] == ["Zwei Zeilen"]
+
+
+def test_the_projects_templates_have_no_unmarked_text() -> None:
+    assert i18n_check.unmarked_template_text() == []
