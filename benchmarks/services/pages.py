@@ -11,6 +11,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import QuerySet
+from django.template.defaultfilters import floatformat
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop as N_
 
@@ -161,16 +162,22 @@ def summary_rows(summary: dict[str, Any] | None) -> list[tuple[str, Any]]:
     if not summary:
         return []
     rows = [
-        (_(label), summary[key])
+        (_(label), _shown(summary[key]))
         for key, label in SUMMARY_LABELS.items()
         if key in summary and applies(key, summary[key])
     ]
     rows += [
-        (key.replace("_", " ").capitalize(), value)
+        (key.replace("_", " ").capitalize(), _shown(value))
         for key, value in summary.items()
         if key not in SUMMARY_LABELS and key != "statement_latencies" and applies(key, value)
     ]
     return rows
+
+
+def _shown(value: Any) -> Any:
+    """A summary figure as the page shows it: floats to at most 3 decimals with the language's
+    separators (118,504 in German; pgbench prints 118.504488), everything else as it is."""
+    return floatformat(value, "-3g") if isinstance(value, float) else value
 
 
 def run_page(run: BenchmarkRun) -> dict[str, Any]:

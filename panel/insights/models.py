@@ -129,6 +129,7 @@ class CounterState(models.Model):
 
 class AlertKind(models.TextChoices):
     CPU_PERCENT = "cpu_percent", _("CPU %")
+    # xgettext:no-python-format
     CONNECTIONS_PERCENT = "connections_percent", _("Connections (% of max_connections)")
     POOL_WAITING_CLIENTS = "pool_waiting_clients", _("Clients waiting in a pool")
     DISK_PERCENT = "disk_percent", _("Disk %")

@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.utils.functional import lazy
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from panel.clusters.models import Cluster
@@ -59,16 +61,24 @@ class PoolForm(PanelForm):
         return [(value, label, str(PoolMode.HELP[value])) for value, label in PoolMode.choices]
 
 
+def _name_help_text() -> str:
+    # Formatted when shown, in the page's language: `_(…) % …` in the class body would format (and
+    # translate) once, in English, when the module is imported.
+    return gettext(
+        "3 to %(max)s letters, digits, “_”, “.” or “-”. Clients connect with it as the database name; "
+        "it cannot be changed later."
+    ) % {"max": POOL_NAME_MAX}
+
+
+_name_help = lazy(_name_help_text, str)
+
+
 class CreatePoolForm(PoolForm):
     name = forms.CharField(
         label=_("Pool name"),
         max_length=NAME_INPUT_MAX,
         strip=False,
-        help_text=_(
-            "3 to %(max)s letters, digits, “_”, “.” or “-”. Clients connect with it as the database name; "
-            "it cannot be changed later."
-        )
-        % {"max": POOL_NAME_MAX},
+        help_text=_name_help(),
     )
 
     field_order = ("name", "database", "user", "mode", "size")
