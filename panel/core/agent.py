@@ -29,7 +29,7 @@ from django.conf import settings
 from django.utils.translation import gettext as _
 
 from panel.core import taskqueue
-from panel.core.errors import ServiceError
+from panel.core.errors import ServiceError, Term
 
 log = logging.getLogger(__name__)
 
@@ -218,13 +218,26 @@ def send(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], *, timeout: f
     finally:
         result.forget()
     if "error" in answer:
-        raise ServiceError(answer["error"], field=answer.get("field"), code=answer.get("code"))
+        # The template and its parameters, rendered where the error is read: in the user's language.
+        params = decode(answer["params"]) if answer.get("params") is not None else None
+        for key in answer.get("terms") or ():
+            params[key] = Term(params[key])
+        raise ServiceError(
+            answer.get("template", answer["error"]), answer.get("field"), answer.get("code"), params
+        )
     if "crash" in answer:
         raise AgentError(answer["crash"])
     return decode(answer["result"])
 
 
 # --- the agent's side ------------------------------------------------------------------------------
+
+
+def _wire_value(value: Any) -> Any:
+    """A message parameter as it crosses: numbers and text as they are, anything else (a lazy
+    label, a path) as its text. A label's words are this side's (English); labels that must be
+    translated are passed as their template (``N_``) instead."""
+    return value if isinstance(value, int | float | str) or value is None else str(value)
 
 
 def lookup(name: str) -> Callable[..., Any]:
@@ -259,7 +272,18 @@ def call(name: str, message: dict[str, Any]) -> dict[str, Any]:
     try:
         return {"result": encode(func(*args, **kwargs))}
     except ServiceError as exc:
-        return {"error": exc.message, "field": exc.field, "code": exc.code}
+        params = (
+            encode({key: _wire_value(value) for key, value in exc.params.items()}) if exc.params else None
+        )
+        terms = [key for key, value in (exc.params or {}).items() if isinstance(value, Term)]
+        return {
+            "error": exc.message,
+            "template": exc.template,
+            "params": params,
+            "terms": terms,
+            "field": exc.field,
+            "code": exc.code,
+        }
     except Exception as exc:
         log.exception("%s failed in the node agent", name)
         return {"crash": f"{name} failed in the node agent: {type(exc).__name__}: {exc}"}

@@ -1,15 +1,92 @@
-"""The one exception a service raises for the user to read."""
+"""The one exception a service raises for the user to read, and how its words reach the user.
+
+A refusal carries a stable ``code`` (``pool.name_taken``), the form ``field`` it belongs to, and its
+message as an English template with its parameters (``N_("A pool named “%(name)s” already
+exists.")``, ``{"name": name}``). The message is rendered when an edge reads it (the form, the
+page, the API, the command line), in the language active there: a refusal raised in the node
+agent, whose language is English, still reaches a German page in German. Nothing reads the words
+to decide anything: the code says what kind of refusal it is.
+
+This module imports no Django (``lib`` modules raise these errors too); the panel's app config
+installs Django's ``gettext`` as the translator at start-up (``set_translator``).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from typing import Any
 
-class ServiceError(Exception):
-    """A refusal or failure to show where the user acted; ``field`` names the form field and
-    ``code`` (optional, stable, e.g. ``pool.name_taken``) says what kind of refusal it is, so an
-    edge (the API's status, a test) never has to read the message."""
 
-    def __init__(self, message: str, field: str | None = None, code: str | None = None) -> None:
+def N_(message: str) -> str:  # noqa: N802  (the gettext convention's name)
+    """Marks ``message`` for the catalogue (makemessages knows ``N_``); translated when rendered."""
+    return message
+
+
+class Term(str):
+    """A message parameter that is itself a word to translate (``Term(N_("space"))``): rendered in
+    the active language with the message around it."""
+
+    __slots__ = ()
+
+
+def _untranslated(message: str) -> str:
+    return message
+
+
+_translate: Callable[[str], str] = _untranslated
+
+
+def set_translator(translate: Callable[[str], str]) -> None:
+    """Install the function that looks a template up in the catalogue (Django's gettext)."""
+    global _translate
+    _translate = translate
+
+
+def render(template: str, params: Mapping[str, Any] | None) -> str:
+    """``template`` in the active language, with ``params`` put in; a parameter that is itself a
+    template marked for translation (a lazy label) is rendered too."""
+    text = _translate(template)
+    if params is None:
+        return text
+    return text % {key: _param(value) for key, value in params.items()}
+
+
+def _param(value: Any) -> Any:
+    if isinstance(value, Term):
+        return _translate(str(value))
+    # A lazy label (a model's choice, a gettext_lazy text) becomes its words in the active language.
+    return value if isinstance(value, int | float | str) else str(value)
+
+
+class CodedError(Exception):
+    """A refusal with a stable code, a field, and a message rendered when read (see the module)."""
+
+    def __init__(
+        self,
+        message: str,
+        field: str | None = None,
+        code: str | None = None,
+        params: Mapping[str, Any] | None = None,
+    ) -> None:
         super().__init__(message)
-        self.message = message
+        self.template = message
+        self.params = dict(params) if params is not None else None
         self.field = field
         self.code = code
+
+    @property
+    def message(self) -> str:
+        if self.params is None:
+            # A message made before it was raised (already in the caller's language, or a text
+            # that has no translation such as a server's own error).
+            return _translate(self.template) if self.code else self.template
+        return render(self.template, self.params)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ServiceError(CodedError):
+    """A refusal or failure to show where the user acted; ``field`` names the form field and
+    ``code`` (stable, e.g. ``pool.name_taken``) says what kind of refusal it is, so an edge (the
+    API's error id and status, a test) never has to read the message."""

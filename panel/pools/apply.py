@@ -21,11 +21,10 @@ import logging
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.utils.translation import gettext as _
 
 from panel.clusters import dbconn, isolation
 from panel.clusters.models import Cluster
-from panel.core.errors import ServiceError
+from panel.core.errors import N_, ServiceError
 from panel.core.runas import EngineError
 from panel.pools import console, disk, supervisor
 from panel.pools.config import RenderedConfig, fds_needed, get_pooler, render_config
@@ -50,7 +49,10 @@ def apply_config(cluster: Cluster) -> None:
     Raises ServiceError with PgBouncer's own log line when the new configuration did not load.
     """
     if not cluster.is_local or not cluster.pooler_port:
-        raise ServiceError(_("Connection pools are available for clusters provisioned by this panel."))
+        raise ServiceError(
+            N_("Connection pools are available for clusters provisioned by this panel."),
+            code="pool.unsupported",
+        )
     with transaction.atomic():
         cluster = lock_cluster(cluster)
         pooler = get_pooler(cluster)
@@ -66,7 +68,7 @@ def apply_config(cluster: Cluster) -> None:
         except (supervisor.SupervisorError, console.ConsoleError, _Mismatch) as exc:
             said = disk.log_problems(files, written.log_offset)
             _roll_back(cluster, pooler, files, was_running=written.was_running)
-            raise ServiceError(_failure_message(cluster, exc, said)) from None
+            raise _failure(cluster, exc, said) from None
         pooler.mark_running()
 
 
@@ -101,14 +103,20 @@ def _validate_and_render(
     try:
         supervisor.check_socket_path(files)
     except supervisor.SupervisorError as exc:
-        raise ServiceError(str(exc)) from None
+        raise ServiceError(
+            N_("PgBouncer cannot be started here: %(reason)s"),
+            code="pool.pooler_unavailable",
+            params={"reason": exc},
+        ) from None
     config = render_config(cluster, pools, pooler, files)
     # PgBouncer logs in by peer authentication: the server must know every pool's role first.
     try:
         isolation.refresh_server_auth(cluster)
     except (EngineError, dbconn.DatabaseError, OSError) as exc:
         raise ServiceError(
-            _("Could not update how the server authenticates PgBouncer: %(reason)s") % {"reason": exc}
+            N_("Could not update how the server authenticates PgBouncer: %(reason)s"),
+            code="pool.server_auth_failed",
+            params={"reason": exc},
         ) from None
     return config
 
@@ -125,10 +133,16 @@ def _write(cluster: Cluster, files: disk.BouncerFiles, config: RenderedConfig) -
         disk.install(files, config.ini, config.auth, config.hba)
     except OSError as exc:
         raise ServiceError(
-            _("Could not write PgBouncer's files: %(reason)s") % {"reason": exc.strerror or exc}
+            N_("Could not write PgBouncer's files: %(reason)s"),
+            code="pool.write_failed",
+            params={"reason": exc.strerror or exc},
         ) from None
     except EngineError as exc:
-        raise ServiceError(str(exc)) from None
+        raise ServiceError(
+            N_("Could not write PgBouncer's files: %(reason)s"),
+            code="pool.write_failed",
+            params={"reason": exc},
+        ) from None
     return _Written(was_running=was_running, restart=restart, log_offset=offset)
 
 
@@ -196,11 +210,22 @@ def _roll_back(cluster: Cluster, pooler: Pooler, files: disk.BouncerFiles, *, wa
         log.warning("rolling back PgBouncer of %s: %s", cluster.pk, exc)
 
 
-def _failure_message(cluster: Cluster, exc: Exception, said: list[str]) -> str:
-    message = _(
-        "PgBouncer did not take the new configuration; the previous one stays in force. %(reason)s"
-    ) % {"reason": str(exc)}
-    if said and said[0] not in message:
-        message += " " + _("PgBouncer said: %(line)s") % {"line": said[0]}
-    log.warning("applying PgBouncer configuration of %s failed: %s", cluster.pk, message)
-    return message
+def _failure(cluster: Cluster, exc: Exception, said: list[str]) -> ServiceError:
+    reason = str(exc)
+    if said and said[0] not in reason:
+        error = ServiceError(
+            N_(
+                "PgBouncer did not take the new configuration; the previous one stays in force. "
+                "%(reason)s PgBouncer said: %(line)s"
+            ),
+            code="pool.apply_failed",
+            params={"reason": reason, "line": said[0]},
+        )
+    else:
+        error = ServiceError(
+            N_("PgBouncer did not take the new configuration; the previous one stays in force. %(reason)s"),
+            code="pool.apply_failed",
+            params={"reason": reason},
+        )
+    log.warning("applying PgBouncer configuration of %s failed: %s", cluster.pk, error.message)
+    return error

@@ -13,12 +13,11 @@ import secrets
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.utils.translation import gettext as _
 
 from panel import crypto
 from panel.clusters import dbconn
 from panel.clusters.models import Cluster
-from panel.core.errors import ServiceError
+from panel.core.errors import N_, ServiceError
 from panel.pools import supervisor
 from panel.pools.disk import BouncerFiles
 from panel.pools.lib import pgbouncer_hba
@@ -63,7 +62,9 @@ def _role_secrets(cluster: Cluster, names: list[str]) -> dict[str, str]:
             ).fetchall()
     except dbconn.DatabaseError as exc:
         raise ServiceError(
-            _("Could not read the users' secrets from PostgreSQL: %(reason)s") % {"reason": exc}
+            N_("Could not read the users' secrets from PostgreSQL: %(reason)s"),
+            code="pool.secrets_unreadable",
+            params={"reason": exc},
         ) from None
     return {name: secret for name, secret in rows if secret and secret.startswith("SCRAM-SHA-256$")}
 
@@ -125,8 +126,9 @@ def render_config(
     for pool in pools:
         if pool.user and pool.user not in users:
             raise ServiceError(
-                _("Pool “%(pool)s” uses the user “%(user)s”, which no longer exists.")
-                % {"pool": pool.name, "user": pool.user}
+                N_("Pool “%(pool)s” uses the user “%(user)s”, which no longer exists."),
+                code="pool.user_gone",
+                params={"pool": pool.name, "user": pool.user},
             )
         specs.append(PoolSpec(pool.name, pool.database, pool.user or None, pool.mode, pool.size))
     role_secrets = _role_secrets(cluster, sorted(users))
@@ -136,6 +138,11 @@ def render_config(
         ini = render(gs, target, specs)
         auth = render_auth_file(role_secrets)
     except (ConfigError, AuthFileError) as exc:
-        raise ServiceError(str(exc)) from None
+        # The lib's own checks of what it writes: technical, their detail stays in English.
+        raise ServiceError(
+            N_("PgBouncer's configuration was refused before it was written: %(detail)s"),
+            code="pool.config_invalid",
+            params={"detail": exc},
+        ) from None
     hba = pgbouncer_hba.render(cluster.trusted_source_values())
     return RenderedConfig(ini, auth, hba, specs, gs, target)

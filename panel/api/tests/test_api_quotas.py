@@ -44,11 +44,13 @@ def test_quotas_through_the_api(
     bad = put(
         api_client, f"{base}/quotas/database/defaultdb", token, {"space_soft": "3G", "space_hard": "2G"}
     )
-    assert "above the hard one" in assert_error(bad, 422, "unprocessable_entity")["message"]
+    assert "above the hard one" in assert_error(bad, 422, "quota.soft_above_hard")["message"]
     bad = put(api_client, f"{base}/quotas/database/defaultdb", token, {"space_hard": "-1"})
-    assert "not a size" in assert_error(bad, 422, "unprocessable_entity")["message"]
+    assert "not a size" in assert_error(bad, 422, "quota.bad_size")["message"]
     assert_error(
-        put(api_client, f"{base}/quotas/database/nodb", token, {"space_hard": "1G"}), 404, "not_found"
+        put(api_client, f"{base}/quotas/database/nodb", token, {"space_hard": "1G"}),
+        404,
+        "database.not_found",
     )
     assert_error(put(api_client, f"{base}/quotas/table/x", token, {"space_hard": "1G"}), 404, "not_found")
     assert list(Quota.objects.values_list("name", "space_hard")) == [("defaultdb", 2 * 1024**3)]

@@ -48,7 +48,7 @@ def test_pools_users_dbs_ca_and_events_on_a_real_cluster(
     assert api.call("get", "/dbs/appdb").json() == {"db": {"name": "appdb"}}
     listed = api.call("get", "/dbs").json()
     assert [db["name"] for db in listed["dbs"]] == ["defaultdb", "appdb"] and listed["meta"]["total"] == 2
-    assert_error(api.call("post", "/dbs", {"name": "appdb"}), 409, "conflict")
+    assert_error(api.call("post", "/dbs", {"name": "appdb"}), 409, "database.name_taken")
     assert_error(api.call("get", "/dbs/nodb"), 404, "not_found")
 
     # users: add (201, password shown with view_credentials), reset_auth (200, a new password),
@@ -73,7 +73,7 @@ def test_pools_users_dbs_ca_and_events_on_a_real_cluster(
             "unprocessable_entity",
         )["message"]
     )
-    assert_error(api.call("post", "/users", {"name": "app"}), 409, "conflict")
+    assert_error(api.call("post", "/users", {"name": "app"}), 409, "user.name_taken")
 
     # pools: add (201) with an inbound user (""), its connection on the pooler port with the
     # pool's name as database, and that URI really connects through PgBouncer.
@@ -101,11 +101,12 @@ def test_pools_users_dbs_ca_and_events_on_a_real_cluster(
     # Bad input: over the budget (a 1 GB plan has 22 for pools), a duplicate, a missing field,
     # malformed JSON, a wrong type: each the right status and body, and the pool as it was.
     over = api.call("post", "/pools", {"name": "big", "mode": "transaction", "size": 50, "db": "appdb"})
-    assert "does not fit" in assert_error(over, 422, "unprocessable_entity")["message"]
+    # A refusal's id is its code, the one its form error comes from (issue 18).
+    assert "does not fit" in assert_error(over, 422, "pool.over_budget")["message"]
     too_big = api.call("put", "/pools/web", {"mode": "session", "size": 500, "db": "appdb"})
-    assert_error(too_big, 422, "unprocessable_entity")
+    assert_error(too_big, 422, "pool.over_budget")
     dup = {"name": "web", "mode": "transaction", "size": 1, "db": "appdb"}
-    assert_error(api.call("post", "/pools", dup), 409, "conflict")
+    assert_error(api.call("post", "/pools", dup), 409, "pool.name_taken")
     assert (
         "db"
         in assert_error(
@@ -136,7 +137,7 @@ def test_pools_users_dbs_ca_and_events_on_a_real_cluster(
     assert "BEGIN CERTIFICATE" in local_cluster.ca_certificate
 
     # A pool's database or user cannot be deleted under it; after the pool goes, they can.
-    assert_error(api.call("delete", "/dbs/appdb"), 422, "unprocessable_entity")
+    assert_error(api.call("delete", "/dbs/appdb"), 422, "pool.database_in_use")
     assert api.call("delete", "/pools/web").status_code == 204
     assert api.call("get", "/pools").json()["pools"] == []
     assert api.call("delete", "/users/app").status_code == 204

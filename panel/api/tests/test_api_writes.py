@@ -81,7 +81,7 @@ def test_a_duplicate_name_or_a_missing_scope_creates_nothing(
     api_client: Client, owner: User, make_token: MakeToken, queued_tasks: Queued
 ) -> None:
     make_cluster_row(owner, name="api-made")
-    error = assert_error(post(api_client, make_token(owner, Scope.CREATE), NEW), 409, "conflict")
+    error = assert_error(post(api_client, make_token(owner, Scope.CREATE), NEW), 409, "cluster.name_taken")
     assert "already have a cluster named" in error["message"]
     assert_error(post(api_client, make_token(owner, Scope.READ), {**NEW, "name": "other"}), 403, "forbidden")
     assert list(Cluster.objects.values_list("name", flat=True)) == ["api-made"]

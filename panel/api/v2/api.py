@@ -64,7 +64,7 @@ def _validation_error(request: HttpRequest, exc: ValidationError) -> HttpRespons
 
 @api.exception_handler(ServiceError)
 def _service_error(request: HttpRequest, exc: ServiceError) -> HttpResponse:
-    return error_response(request, service_error_status(exc), exc.message)
+    return error_response(request, service_error_status(exc), exc.message, exc.code)
 
 
 @api.exception_handler(Http404)

@@ -66,9 +66,13 @@ def request_id(request: HttpRequest) -> str:
     return rid
 
 
-def error_response(request: HttpRequest, status: int, message: str | None = None) -> HttpResponse:
+def error_response(
+    request: HttpRequest, status: int, message: str | None = None, code: str | None = None
+) -> HttpResponse:
+    """The error body; ``id`` is the refusal's code where a service gave one (``pool.name_taken``,
+    the same code its form error comes from), else the status's id (``not_found``)."""
     body = {
-        "id": error_id(status),
+        "id": code or error_id(status),
         "message": message or MESSAGES.get(status, "The request could not be answered."),
         "request_id": request_id(request),
     }

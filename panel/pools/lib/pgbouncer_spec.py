@@ -18,10 +18,11 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from panel.core.errors import N_, CodedError, Term
+
 POOL_MODES = ("session", "transaction", "statement")
 POOL_NAME_MIN = 3
 POOL_NAME_MAX = 60
-POOL_NAME_CHARS = "letters, digits, '_', '.' and '-'"
 ADMIN_DATABASE = "pgbouncer"
 # PostgreSQL's NAMEDATALEN - 1: longer database and role names do not exist on the server.
 MAX_IDENTIFIER_BYTES = 63
@@ -48,8 +49,12 @@ _CHAR_NAMES = {
 }
 
 
-class InvalidPoolName(ValueError):
-    """A pool name PgBouncer cannot serve or the panel refuses; the message is for the user."""
+class InvalidPoolName(CodedError, ValueError):
+    """A pool name PgBouncer cannot serve or the panel refuses; the message is for the user
+    (code ``pool.name_invalid``, field ``name``, rendered in the user's language)."""
+
+    def __init__(self, message: str, **params: object) -> None:
+        super().__init__(message, field="name", code="pool.name_invalid", params=params)
 
 
 class ConfigError(ValueError):
@@ -147,25 +152,55 @@ def describe_char(char: str) -> str:
     return f"U+{ord(char):04X} (a control character)"
 
 
+# The names of _CHAR_NAMES for the user's language (makemessages reads them here).
+_CHAR_TERMS = {
+    "space": N_("space"),
+    "tab": N_("tab"),
+    "newline": N_("newline"),
+    "carriage return": N_("carriage return"),
+    "semicolon": N_("semicolon"),
+    "hash": N_("hash"),
+    "equals sign": N_("equals sign"),
+    "double quote": N_("double quote"),
+    "single quote": N_("single quote"),
+    "comma": N_("comma"),
+    "a control character": N_("a control character"),
+}
+
+
+def _name_refusal(char: str) -> InvalidPoolName:
+    """The refusal of a character in a pool name, named as ``describe_char`` names it, the name
+    in the user's language: ``' ' (space)`` / ``' ' (Leerzeichen)``, ``'ö' (U+00F6)``."""
+    shown, _, what = describe_char(char).partition(" (")
+    what = what.removesuffix(")")
+    return InvalidPoolName(
+        N_("Pool names may contain only letters, digits, '_', '.' and '-'; found %(char)s (%(what)s)."),
+        char=shown,
+        what=Term(_CHAR_TERMS[what]) if what in _CHAR_TERMS else what,
+    )
+
+
 def validate_pool_name(name: str) -> str:
     """Return ``name`` if it can be a pool name, else raise ``InvalidPoolName`` saying why."""
     if not name:
-        raise InvalidPoolName("A pool name is required.")
+        raise InvalidPoolName(N_("A pool name is required."))
     for char in name:
         if not _POOL_NAME_RE.fullmatch(char):
-            raise InvalidPoolName(
-                f"Pool names may contain only {POOL_NAME_CHARS}; found {describe_char(char)}."
-            )
+            raise _name_refusal(char)
     if not POOL_NAME_MIN <= len(name) <= POOL_NAME_MAX:
         raise InvalidPoolName(
-            f"A pool name must be {POOL_NAME_MIN} to {POOL_NAME_MAX} characters long; "
-            f"this one has {len(name)}."
+            N_("A pool name must be %(min)s to %(max)s characters long; this one has %(length)s."),
+            min=POOL_NAME_MIN,
+            max=POOL_NAME_MAX,
+            length=len(name),
         )
     # PgBouncer compares names case-sensitively, so "PgBouncer" would load; refusing every
     # spelling keeps anyone from mistaking a pool for the admin console.
     if name.lower() == ADMIN_DATABASE:
         raise InvalidPoolName(
-            f"'{name}' is reserved: PgBouncer's admin console is the database '{ADMIN_DATABASE}'."
+            N_("'%(name)s' is reserved: PgBouncer's admin console is the database '%(admin)s'."),
+            name=name,
+            admin=ADMIN_DATABASE,
         )
     return name
 

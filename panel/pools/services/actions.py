@@ -15,7 +15,7 @@ from django.utils.translation import gettext as _
 
 from panel.clusters.models import Cluster
 from panel.core.agent import on_node
-from panel.core.errors import ServiceError
+from panel.core.errors import N_, ServiceError
 from panel.pools.apply import apply_config, lock_cluster
 from panel.pools.lib.pgbouncer_ini import (
     InvalidPoolName,
@@ -31,23 +31,42 @@ log = logging.getLogger(__name__)
 
 def _require_poolable(cluster: Cluster) -> None:
     if not poolable(cluster):
-        raise ServiceError(_("Connection pools are available for clusters provisioned by this panel."))
+        raise ServiceError(
+            N_("Connection pools are available for clusters provisioned by this panel."),
+            code="pool.unsupported",
+        )
     cluster.require_serving()
 
 
 def _check_fields(cluster: Cluster, *, database: str, user: str, mode: str, size: object) -> None:
     if not database or not cluster.databases.filter(name=database).exists():
         raise ServiceError(
-            _("No database named “%(name)s” on this cluster.") % {"name": database}, field="database"
+            N_("No database named “%(name)s” on this cluster."),
+            field="database",
+            code="pool.database_not_found",
+            params={"name": database},
         )
     if user and not cluster.users.filter(name=user).exists():
-        raise ServiceError(_("No user named “%(name)s” on this cluster.") % {"name": user}, field="user")
+        raise ServiceError(
+            N_("No user named “%(name)s” on this cluster."),
+            field="user",
+            code="pool.user_not_found",
+            params={"name": user},
+        )
     if mode not in PoolMode.values:
         raise ServiceError(
-            _("The mode must be one of %(modes)s.") % {"modes": ", ".join(PoolMode.values)}, field="mode"
+            N_("The mode must be one of %(modes)s."),
+            field="mode",
+            code="pool.mode_invalid",
+            params={"modes": ", ".join(PoolMode.values)},
         )
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ServiceError(_("The size must be a whole number of at least 1."), field="size")
+        raise ServiceError(
+            N_("The size must be a whole number of at least 1."),
+            field="size",
+            code="pool.size_invalid",
+            params={},
+        )
 
 
 def _check_budget(cluster: Cluster, size: int, *, replacing: ConnectionPool | None = None) -> None:
@@ -56,21 +75,23 @@ def _check_budget(cluster: Cluster, size: int, *, replacing: ConnectionPool | No
     total = cluster.pool_connections or 0
     if used + size > total:
         raise ServiceError(
-            _(
+            N_(
                 "Only %(left)s of the cluster's %(total)s connections are left for pools; "
                 "a pool of %(size)s does not fit."
-            )
-            % {"left": max(total - used, 0), "total": total, "size": size},
+            ),
             field="size",
+            code="pool.over_budget",
+            params={"left": max(total - used, 0), "total": total, "size": size},
         )
 
 
 def _check_name_free(cluster: Cluster, name: str) -> None:
     if cluster.pools.filter(name=name).exists():
         raise ServiceError(
-            _("A pool named “%(name)s” already exists.") % {"name": name},
+            N_("A pool named “%(name)s” already exists."),
             field="name",
             code="pool.name_taken",
+            params={"name": name},
         )
 
 
@@ -86,7 +107,7 @@ def create_pool(
     try:
         validate_pool_name(name)
     except InvalidPoolName as exc:
-        raise ServiceError(str(exc), field="name") from None
+        raise ServiceError(exc.template, field="name", code=exc.code, params=exc.params) from None
     user = user or ""
     _check_fields(cluster, database=database, user=user, mode=mode, size=size)
     _check_name_free(cluster, name)
@@ -124,7 +145,7 @@ def update_pool(
             database=database, user=user, mode=mode, size=size
         ):
             raise ServiceError(
-                _("The pool “%(name)s” no longer exists.") % {"name": pool.name}, code="pool.not_found"
+                N_("The pool “%(name)s” no longer exists."), code="pool.not_found", params={"name": pool.name}
             )
         apply_config(locked)
     pool.refresh_from_db()

@@ -10,14 +10,13 @@ import logging
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.utils.translation import gettext as _
 
 from panel.clusters import dbconn
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster
 from panel.clusters.services.overview import database_user
 from panel.core.agent import on_node
-from panel.core.errors import ServiceError
+from panel.core.errors import N_, ServiceError
 from panel.pools import console, supervisor
 from panel.pools.console import admin_console
 from panel.pools.disk import bouncer_files
@@ -235,9 +234,10 @@ def pool_connection_details(pool: ConnectionPool, user: str | None = None) -> Co
     if pool.user:
         if user and user != pool.user:
             raise ServiceError(
-                _("The pool “%(pool)s” always logs in as “%(user)s”.")
-                % {"pool": pool.name, "user": pool.user},
+                N_("The pool “%(pool)s” always logs in as “%(user)s”."),
                 field="user",
+                code="pool.user_fixed",
+                params={"pool": pool.name, "user": pool.user},
             )
         name = pool.user
     else:

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import logging
 
-from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from panel.clusters.models import Cluster
 from panel.core.agent import on_node
-from panel.core.errors import ServiceError
+from panel.core.errors import N_, ServiceError
 from panel.core.polling import wait_for
 from panel.pools import console
 from panel.pools.console import admin_console
@@ -35,7 +34,9 @@ def release_idle_servers(cluster: Cluster, *, timeout: float = 3.0) -> int:
 def release_all(cluster: Cluster, *, timeout: float = 3.0) -> int:
     """ "Release now" of the lock-out warning: a RECONNECT of every pool; see ``release_pool``."""
     if not pooler_running(cluster):
-        raise ServiceError(_("PgBouncer is not running; the pools hold no server connections."))
+        raise ServiceError(
+            N_("PgBouncer is not running; the pools hold no server connections."), code="pool.pooler_stopped"
+        )
     released = _release(cluster, None, timeout=timeout, quiet=False)
     cluster.log_event(
         "pools-released",
@@ -58,7 +59,9 @@ def release_pool(pool: ConnectionPool, *, timeout: float = 3.0) -> int:
     """
     cluster = pool.cluster
     if not pooler_running(cluster):
-        raise ServiceError(_("PgBouncer is not running; the pool holds no server connections."))
+        raise ServiceError(
+            N_("PgBouncer is not running; the pool holds no server connections."), code="pool.pooler_stopped"
+        )
     released = _release(cluster, pool.name, timeout=timeout, quiet=False)
     cluster.log_event(
         "pool-released",
@@ -94,6 +97,8 @@ def _release(cluster: Cluster, name: str | None, *, timeout: float, quiet: bool 
         if quiet:
             return 0
         raise ServiceError(
-            _("PgBouncer did not release the server connections: %(reason)s") % {"reason": exc}
+            N_("PgBouncer did not release the server connections: %(reason)s"),
+            code="pool.release_failed",
+            params={"reason": exc},
         ) from None
     return count

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.utils.translation import gettext as _
 
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
-from panel.core.errors import ServiceError
+from panel.core.errors import N_, ServiceError
 from panel.pools import disk, supervisor
 from panel.pools.apply import apply_config
 from panel.pools.disk import bouncer_files
@@ -26,12 +26,12 @@ def ensure_not_used(cluster: Cluster, *, database: str | None = None, user: str 
         (
             "database",
             database,
-            _("The database “%(name)s” is used by the pool(s) %(pools)s; delete or change them first."),
+            N_("The database “%(name)s” is used by the pool(s) %(pools)s; delete or change them first."),
         ),
         (
             "user",
             user,
-            _("The user “%(name)s” is used by the pool(s) %(pools)s; delete or change them first."),
+            N_("The user “%(name)s” is used by the pool(s) %(pools)s; delete or change them first."),
         ),
     )
     for column, value, message in checks:
@@ -39,7 +39,11 @@ def ensure_not_used(cluster: Cluster, *, database: str | None = None, user: str 
             continue
         names = list(cluster.pools.filter(**{column: value}).values_list("name", flat=True))
         if names:
-            raise ServiceError(message % {"name": value, "pools": ", ".join(f"“{n}”" for n in names)})
+            raise ServiceError(
+                message,
+                code=f"pool.{column}_in_use",
+                params={"name": value, "pools": ", ".join(f"“{n}”" for n in names)},
+            )
 
 
 def pool_sizes(cluster: Cluster) -> dict[str, int]:

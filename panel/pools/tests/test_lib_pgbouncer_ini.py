@@ -232,6 +232,9 @@ def test_the_message_names_the_allowed_characters() -> None:
     assert str(exc_info.value) == (
         "Pool names may contain only letters, digits, '_', '.' and '-'; found ' ' (space)."
     )
+    # A code, a field and the character as a parameter: the edge renders it in the user's language.
+    assert exc_info.value.code == "pool.name_invalid" and exc_info.value.field == "name"
+    assert exc_info.value.params == {"char": "' '", "what": "space"}
 
 
 @pytest.mark.parametrize(
