@@ -218,19 +218,37 @@ def send(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], *, timeout: f
     finally:
         result.forget()
     if "error" in answer:
-        # The template and its parameters, rendered where the error is read: in the user's language.
-        params = decode(answer["params"]) if answer.get("params") is not None else None
-        for key in answer.get("terms") or ():
-            params[key] = Term(params[key])
-        raise ServiceError(
-            answer.get("template", answer["error"]), answer.get("field"), answer.get("code"), params
-        )
+        raise error_from(answer)
     if "crash" in answer:
         raise AgentError(answer["crash"])
     return decode(answer["result"])
 
 
 # --- the agent's side ------------------------------------------------------------------------------
+
+
+def error_answer(exc: ServiceError) -> dict[str, Any]:
+    """A refusal as the agent answers it: its template and parameters (rendered where the error
+    is read, in the user's language), its code and field; ``error`` its words here, for logs."""
+    params = exc.params or {}
+    return {
+        "error": exc.message,
+        "template": exc.template,
+        "params": encode({key: _wire_value(value) for key, value in params.items()}) if exc.params else None,
+        "terms": [key for key, value in params.items() if isinstance(value, Term)],
+        "field": exc.field,
+        "code": exc.code,
+    }
+
+
+def error_from(answer: dict[str, Any]) -> ServiceError:
+    """The web's side of ``error_answer``."""
+    params = decode(answer["params"]) if answer.get("params") is not None else None
+    for key in answer.get("terms") or ():
+        params[key] = Term(params[key])
+    return ServiceError(
+        answer.get("template", answer["error"]), answer.get("field"), answer.get("code"), params
+    )
 
 
 def _wire_value(value: Any) -> Any:
@@ -272,18 +290,7 @@ def call(name: str, message: dict[str, Any]) -> dict[str, Any]:
     try:
         return {"result": encode(func(*args, **kwargs))}
     except ServiceError as exc:
-        params = (
-            encode({key: _wire_value(value) for key, value in exc.params.items()}) if exc.params else None
-        )
-        terms = [key for key, value in (exc.params or {}).items() if isinstance(value, Term)]
-        return {
-            "error": exc.message,
-            "template": exc.template,
-            "params": params,
-            "terms": terms,
-            "field": exc.field,
-            "code": exc.code,
-        }
+        return error_answer(exc)
     except Exception as exc:
         log.exception("%s failed in the node agent", name)
         return {"crash": f"{name} failed in the node agent: {type(exc).__name__}: {exc}"}
