@@ -13,10 +13,10 @@ class AccountsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from django.utils.translation import gettext
+        from django.utils.translation import gettext, pgettext
 
         from panel.accounts import signals  # noqa: F401  (connects the login receiver)
         from panel.core.errors import set_translator
 
         # Refusals (panel.core.errors) are rendered in the active language when they are read.
-        set_translator(gettext)
+        set_translator(gettext, pgettext)

@@ -44,7 +44,7 @@ from panel.clusters import dbconn
 from panel.clusters.lib.hosts import InvalidHost, IPAddress, forbidden_reason, validate_host
 from panel.clusters.lib.names import InvalidName, validate_cluster_name
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, Database, DatabaseUser
-from panel.core.errors import ServiceError
+from panel.core.errors import N_, ServiceError
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,9 @@ def attach_cluster(
     privileged = operator or bool(getattr(owner, "is_staff", False))
     if not privileged and not settings.PANEL_ATTACH_FOR_ALL:
         raise ServiceError(
-            _("Attaching existing servers is reserved to staff on this panel. Ask an administrator.")
+            N_("Attaching existing servers is reserved to staff on this panel. Ask an administrator."),
+            code="attach.staff_only",
+            params={},
         )
     try:
         validate_cluster_name(name)
@@ -102,9 +104,16 @@ def attach_cluster(
     except InvalidHost as exc:
         raise ServiceError(str(exc), field="host") from None
     if not 1 <= server.port <= 65535:
-        raise ServiceError(_("A port is a number from 1 to 65535."), field="port")
+        raise ServiceError(
+            N_("A port is a number from 1 to 65535."), field="port", code="attach.port_invalid", params={}
+        )
     if Cluster.objects.filter(owner=owner, name=name).exists():
-        raise ServiceError(_("You already have a cluster named “%(name)s”.") % {"name": name}, field="name")
+        raise ServiceError(
+            N_("You already have a cluster named “%(name)s”."),
+            field="name",
+            code="cluster.name_taken",
+            params={"name": name},
+        )
     if privileged:
         version_num, databases = _probe(host=host, server=server)
     else:
@@ -199,7 +208,9 @@ def _probe(*, host: str, server: ExternalServer, **extra: Any) -> tuple[int, lis
         with _connect(host, server, **extra) as conn:
             return conn.info.server_version, dbconn.list_databases(conn)
     except dbconn.DatabaseError as exc:
-        raise ServiceError(_("Could not connect: %(reason)s") % {"reason": exc}) from None
+        raise ServiceError(
+            N_("Could not connect: %(reason)s"), code="attach.connect_failed", params={"reason": exc}
+        ) from None
 
 
 def _probe_restricted(*, host: str, server: ExternalServer) -> tuple[int, list[tuple[str, str]]]:

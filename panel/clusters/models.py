@@ -10,13 +10,12 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 from django.utils import timezone
-from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from panel import crypto
 from panel.clusters.lib.plans import Plan, get_plan
 from panel.core import runas
-from panel.core.errors import ServiceError
+from panel.core.errors import N_, ServiceError, Term
 from panel.core.runas import OsUser
 
 
@@ -40,6 +39,24 @@ class ClusterStatus(models.TextChoices):
     BUSY: ClassVar[frozenset[str]]
     # States in which the cluster is expected to accept connections.
     SERVING: ClassVar[frozenset[str]]
+
+
+# A status inside a sentence ("The cluster is stopped; …"), translated where the sentence is read.
+STATUS_WORDS = {
+    ClusterStatus.CREATING: N_("creating"),
+    ClusterStatus.ONLINE: N_("online"),
+    ClusterStatus.DEGRADED: N_("degraded"),
+    ClusterStatus.STOPPED: N_("stopped"),
+    ClusterStatus.STARTING: N_("starting"),
+    ClusterStatus.STOPPING: N_("stopping"),
+    ClusterStatus.ERROR: N_("in error"),
+    ClusterStatus.DELETING: N_("being deleted"),
+    ClusterStatus.RESIZING: N_("being resized"),
+}
+
+
+def status_word(status: str) -> Term:
+    return Term(STATUS_WORDS.get(status, status))
 
 
 ClusterStatus.BUSY = frozenset(
@@ -286,9 +303,10 @@ class Cluster(models.Model):
             self.refresh_from_db(fields=["status"])
         if not self.is_serving:
             raise ServiceError(
-                gettext("The cluster is %(status)s; start it first.")
-                % {"status": self.get_status_display().lower()},
+                N_("The cluster is %(status)s; start it first."),
                 field=field,
+                code="cluster.not_serving",
+                params={"status": status_word(self.status)},
             )
 
     @property

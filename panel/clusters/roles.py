@@ -13,7 +13,7 @@ from panel.clusters.lib.names import InvalidName, validate_database_name, valida
 from panel.clusters.models import Cluster, Database, DatabaseUser, EventLevel
 from panel.clusters.services import new_password
 from panel.core.agent import on_node
-from panel.core.errors import ServiceError
+from panel.core.errors import N_, ServiceError
 from panel.core.runas import EngineError
 
 
@@ -38,9 +38,10 @@ def add_database(cluster: Cluster, name: str) -> Database:
         raise ServiceError(str(exc), field="name") from None
     if cluster.databases.filter(name=name).exists():
         raise ServiceError(
-            _("A database named “%(name)s” already exists.") % {"name": name},
+            N_("A database named “%(name)s” already exists."),
             field="name",
             code="database.name_taken",
+            params={"name": name},
         )
     on_server(cluster, lambda conn: dbconn.create_database(conn, name, cluster.admin_user), field="name")
     database = Database.objects.create(cluster=cluster, name=name, owner_name=cluster.admin_user)
@@ -52,7 +53,11 @@ def add_database(cluster: Cluster, name: str) -> Database:
 def delete_database(cluster: Cluster, name: str) -> None:
     database = _get_database(cluster, name)
     if database.is_protected:
-        raise ServiceError(_("“%(name)s” is the default database and cannot be deleted.") % {"name": name})
+        raise ServiceError(
+            N_("“%(name)s” is the default database and cannot be deleted."),
+            code="database.default_protected",
+            params={"name": name},
+        )
     hooks.pooler.ensure_not_used(cluster, database=name)
     on_server(cluster, lambda conn: dbconn.drop_database(conn, name))
     database.delete()
@@ -67,9 +72,10 @@ def add_user(cluster: Cluster, name: str) -> DatabaseUser:
         raise ServiceError(str(exc), field="name") from None
     if cluster.users.filter(name=name).exists():
         raise ServiceError(
-            _("A user named “%(name)s” already exists.") % {"name": name},
+            N_("A user named “%(name)s” already exists."),
             field="name",
             code="user.name_taken",
+            params={"name": name},
         )
     password = new_password()
     on_server(cluster, lambda conn: dbconn.create_role(conn, name, password), field="name")
@@ -85,7 +91,11 @@ def add_user(cluster: Cluster, name: str) -> DatabaseUser:
 def delete_user(cluster: Cluster, name: str) -> None:
     user = _get_user(cluster, name)
     if user.is_protected:
-        raise ServiceError(_("“%(name)s” is the admin user and cannot be deleted.") % {"name": name})
+        raise ServiceError(
+            N_("“%(name)s” is the admin user and cannot be deleted."),
+            code="user.admin_protected",
+            params={"name": name},
+        )
     hooks.pooler.ensure_not_used(cluster, user=name)
     on_server(cluster, lambda conn: dbconn.drop_role(conn, name))
     user.delete()
@@ -97,7 +107,11 @@ def delete_user(cluster: Cluster, name: str) -> None:
 def reset_password(cluster: Cluster, name: str) -> DatabaseUser:
     user = _get_user(cluster, name)
     if not cluster.is_local and user.is_protected:
-        raise ServiceError(_("The admin password of an attached server is changed where the server runs."))
+        raise ServiceError(
+            N_("The admin password of an attached server is changed where the server runs."),
+            code="user.attached_admin_password",
+            params={},
+        )
     password = new_password()
     with transaction.atomic():
         on_server(cluster, lambda conn: dbconn.set_password(conn, name, password))
@@ -127,7 +141,7 @@ def _get_user(cluster: Cluster, name: str) -> DatabaseUser:
         return cluster.users.get(name=name)
     except DatabaseUser.DoesNotExist:
         raise ServiceError(
-            _("No user named “%(name)s” on this cluster.") % {"name": name}, code="user.not_found"
+            N_("No user named “%(name)s” on this cluster."), code="user.not_found", params={"name": name}
         ) from None
 
 
@@ -136,5 +150,7 @@ def _get_database(cluster: Cluster, name: str) -> Database:
         return cluster.databases.get(name=name)
     except Database.DoesNotExist:
         raise ServiceError(
-            _("No database named “%(name)s” on this cluster.") % {"name": name}, code="database.not_found"
+            N_("No database named “%(name)s” on this cluster."),
+            code="database.not_found",
+            params={"name": name},
         ) from None

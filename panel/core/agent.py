@@ -29,7 +29,7 @@ from django.conf import settings
 from django.utils.translation import gettext as _
 
 from panel.core import taskqueue
-from panel.core.errors import ServiceError, Term
+from panel.core.errors import C_, ServiceError, Term
 
 log = logging.getLogger(__name__)
 
@@ -235,7 +235,7 @@ def error_answer(exc: ServiceError) -> dict[str, Any]:
         "error": exc.message,
         "template": exc.template,
         "params": encode({key: _wire_value(value) for key, value in params.items()}) if exc.params else None,
-        "terms": [key for key, value in params.items() if isinstance(value, Term)],
+        "terms": [[key, value.context] for key, value in params.items() if isinstance(value, Term)],
         "field": exc.field,
         "code": exc.code,
     }
@@ -244,8 +244,8 @@ def error_answer(exc: ServiceError) -> dict[str, Any]:
 def error_from(answer: dict[str, Any]) -> ServiceError:
     """The web's side of ``error_answer``."""
     params = decode(answer["params"]) if answer.get("params") is not None else None
-    for key in answer.get("terms") or ():
-        params[key] = Term(params[key])
+    for key, context in answer.get("terms") or ():
+        params[key] = C_(context, params[key]) if context else Term(params[key])
     return ServiceError(
         answer.get("template", answer["error"]), answer.get("field"), answer.get("code"), params
     )

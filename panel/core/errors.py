@@ -24,22 +24,36 @@ def N_(message: str) -> str:  # noqa: N802  (the gettext convention's name)
 
 class Term(str):
     """A message parameter that is itself a word to translate (``Term(N_("space"))``): rendered in
-    the active language with the message around it."""
+    the active language with the message around it. ``context`` tells apart one English word with
+    two meanings (``C_("quota", "space")``: storage space, not the character)."""
 
-    __slots__ = ()
+    context: str | None = None
+
+
+def C_(context: str, message: str) -> Term:  # noqa: N802  (makemessages knows C_ as pgettext)
+    """A word marked for the catalogue with its context, translated when rendered."""
+    term = Term(message)
+    term.context = context
+    return term
 
 
 def _untranslated(message: str) -> str:
     return message
 
 
+def _untranslated_in(context: str, message: str) -> str:
+    return message
+
+
 _translate: Callable[[str], str] = _untranslated
+_translate_in: Callable[[str, str], str] = _untranslated_in
 
 
-def set_translator(translate: Callable[[str], str]) -> None:
-    """Install the function that looks a template up in the catalogue (Django's gettext)."""
-    global _translate
-    _translate = translate
+def set_translator(translate: Callable[[str], str], translate_in: Callable[[str, str], str]) -> None:
+    """Install the functions that look a template up in the catalogue (Django's gettext and
+    pgettext)."""
+    global _translate, _translate_in
+    _translate, _translate_in = translate, translate_in
 
 
 def render(template: str, params: Mapping[str, Any] | None) -> str:
@@ -53,7 +67,7 @@ def render(template: str, params: Mapping[str, Any] | None) -> str:
 
 def _param(value: Any) -> Any:
     if isinstance(value, Term):
-        return _translate(str(value))
+        return _translate_in(value.context, str(value)) if value.context else _translate(str(value))
     # A lazy label (a model's choice, a gettext_lazy text) becomes its words in the active language.
     return value if isinstance(value, int | float | str) else str(value)
 

@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils.translation import gettext as _
 
 from panel.clusters.models import Cluster, EventLevel
-from panel.core.errors import ServiceError
+from panel.core.errors import N_, ServiceError
 from panel.insights.models import AlertKind, AlertRule, AlertState
 
 log = logging.getLogger(__name__)
@@ -46,9 +46,9 @@ def _number(value: object, field: str) -> float:
     try:
         number = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        raise ServiceError(_("Enter a number."), field) from None
+        raise ServiceError(N_("Enter a number."), field, code="alert.number_invalid", params={}) from None
     if not math.isfinite(number):  # "nan", "inf", "1e400"
-        raise ServiceError(_("Enter a number."), field)
+        raise ServiceError(N_("Enter a number."), field, code="alert.number_invalid", params={})
     return number
 
 
@@ -63,25 +63,45 @@ def save_rule(
 ) -> AlertRule:
     """Create or replace the cluster's rule of ``kind``; ServiceError names the field at fault."""
     if kind not in AlertKind.values:
-        raise ServiceError(_("Unknown alert kind."), "kind")
+        raise ServiceError(N_("Unknown alert kind."), "kind", code="alert.kind_unknown", params={})
     if kind in AlertKind.HOST_ONLY and not cluster.is_local:
-        raise ServiceError(_("CPU and disk figures exist only for clusters provisioned here."), "kind")
+        raise ServiceError(
+            N_("CPU and disk figures exist only for clusters provisioned here."),
+            "kind",
+            code="alert.host_metrics_unavailable",
+            params={},
+        )
     value = _number(threshold, "threshold")
     if kind in AlertKind.PERCENTS and not 1 <= value <= 100:
-        raise ServiceError(_("Enter a percentage between 1 and 100."), "threshold")
+        raise ServiceError(
+            N_("Enter a percentage between 1 and 100."),
+            "threshold",
+            code="alert.percent_out_of_range",
+            params={},
+        )
     if kind == AlertKind.POOL_WAITING_CLIENTS and (value < 1 or value != int(value)):
-        raise ServiceError(_("Enter a whole number of clients, at least 1."), "threshold")
+        raise ServiceError(
+            N_("Enter a whole number of clients, at least 1."),
+            "threshold",
+            code="alert.clients_invalid",
+            params={},
+        )
     duration = _number(duration_seconds, "duration_seconds")
     if duration != int(duration) or not 0 <= duration <= MAX_DURATION:
         raise ServiceError(
-            _("Enter a duration between 0 and %(max)d seconds.") % {"max": MAX_DURATION}, "duration_seconds"
+            N_("Enter a duration between 0 and %(max)d seconds."),
+            "duration_seconds",
+            code="alert.duration_out_of_range",
+            params={"max": MAX_DURATION},
         )
     email = (email or "").strip()
     if email:
         try:
             validate_email(email)
         except ValidationError:
-            raise ServiceError(_("Enter a valid email address."), "email") from None
+            raise ServiceError(
+                N_("Enter a valid email address."), "email", code="alert.email_invalid", params={}
+            ) from None
     with transaction.atomic():
         rule, _created = AlertRule.objects.update_or_create(
             cluster=cluster,

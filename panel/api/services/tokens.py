@@ -16,7 +16,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from panel.api.models import ApiToken, Scope
-from panel.core.errors import ServiceError
+from panel.core.errors import N_, ServiceError
 
 TOKEN_PREFIX = "pgp_"
 # last_used_at is written at most this often, so that a busy client does not write on every call.
@@ -33,12 +33,15 @@ def parse_scopes(scopes: Iterable[str]) -> list[str]:
     unknown = sorted(wanted - set(Scope.values))
     if unknown:
         raise ServiceError(
-            _("Unknown scope: %(scopes)s. Choose from %(known)s.")
-            % {"scopes": ", ".join(unknown), "known": ", ".join(Scope.values)},
+            N_("Unknown scope: %(scopes)s. Choose from %(known)s."),
             field="scopes",
+            code="token.scope_unknown",
+            params={"scopes": ", ".join(unknown), "known": ", ".join(Scope.values)},
         )
     if not wanted:
-        raise ServiceError(_("Choose at least one scope."), field="scopes")
+        raise ServiceError(
+            N_("Choose at least one scope."), field="scopes", code="token.scope_missing", params={}
+        )
     return [scope for scope in Scope.values if scope in wanted]
 
 
@@ -61,7 +64,7 @@ def create_token(owner: AbstractBaseUser, name: str, scopes: Iterable[str]) -> t
         except IntegrityError:  # the same 12-hex-digit prefix twice: draw again
             continue
         return token, plaintext
-    raise ServiceError(_("Could not make a token; try again."))
+    raise ServiceError(N_("Could not make a token; try again."), code="token.create_failed", params={})
 
 
 def tokens_of(owner: AbstractBaseUser | None = None) -> QuerySet[ApiToken]:
@@ -73,7 +76,11 @@ def tokens_of(owner: AbstractBaseUser | None = None) -> QuerySet[ApiToken]:
 def revoke_token(token: ApiToken) -> ApiToken:
     """The token refuses every call from now on."""
     if not token.is_active:
-        raise ServiceError(_("The token “%(name)s” is already revoked.") % {"name": token.name})
+        raise ServiceError(
+            N_("The token “%(name)s” is already revoked."),
+            code="token.already_revoked",
+            params={"name": token.name},
+        )
     token.revoke()
     return token
 

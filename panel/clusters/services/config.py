@@ -23,7 +23,7 @@ from panel.clusters.services.lifecycle import require_local
 from panel.clusters.services.provision import SETTINGS_FILE, write_server_config
 from panel.core import runas
 from panel.core.agent import on_node
-from panel.core.errors import ServiceError
+from panel.core.errors import N_, ServiceError
 from panel.core.runas import EngineError
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,12 @@ def check_changes(changes: Any) -> dict[str, tunables.Value]:
     """The changes in their types, or a ServiceError naming every problem (its field: the first
     setting at fault, ``config`` for unknown names)."""
     if not isinstance(changes, dict):
-        raise ServiceError(_("The configuration is an object of setting names and values."), field="config")
+        raise ServiceError(
+            N_("The configuration is an object of setting names and values."),
+            field="config",
+            code="config.not_an_object",
+            params={},
+        )
     try:
         return tunables.validate(changes)
     except tunables.InvalidSettings as exc:
@@ -124,7 +129,10 @@ def update_config(cluster: Cluster, changes: dict[str, Any]) -> dict[str, tunabl
             EventLevel.ERROR,
         )
         raise ServiceError(
-            _("The configuration was not changed: %(reason)s") % {"reason": exc}, field="config"
+            N_("The configuration was not changed: %(reason)s"),
+            field="config",
+            code="config.not_applied",
+            params={"reason": exc},
         ) from None
     cluster.refresh_from_db(fields=["config"])
     cluster.log_event(

@@ -17,7 +17,7 @@ from panel.clusters.lib.names import InvalidName, validate_cluster_name
 from panel.clusters.lib.plans import get_plan
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, Node
 from panel.clusters.services import nodes
-from panel.core.errors import ServiceError
+from panel.core.errors import N_, ServiceError
 from panel.core.taskqueue import enqueue_task
 
 
@@ -70,11 +70,12 @@ def allocate_ports(node: Node) -> tuple[int, int]:
         if not node.is_here or (_port_free(port) and _port_free(pooler)):
             return port, pooler
     raise ServiceError(
-        _(
+        N_(
             "No free ports are left in node “%(node)s”'s range %(first)s–%(last)s; delete a cluster or widen "
             "the range (PANEL_PORT_RANGE, or manage.py node add --ports on a new node)."
-        )
-        % {"node": node.name, "first": first, "last": last}
+        ),
+        code="cluster.no_free_ports",
+        params={"node": node.name, "first": first, "last": last},
     )
 
 
@@ -102,9 +103,10 @@ def create_cluster(
         raise ServiceError(str(exc), field="plan") from None
     if Cluster.objects.filter(owner=owner, name=name).exists():
         raise ServiceError(
-            _("You already have a cluster named “%(name)s”.") % {"name": name},
+            N_("You already have a cluster named “%(name)s”."),
             field="name",
             code="cluster.name_taken",
+            params={"name": name},
         )
     for _attempt in range(5):
         try:
@@ -130,13 +132,18 @@ def create_cluster(
         except IntegrityError:
             if Cluster.objects.filter(owner=owner, name=name).exists():
                 raise ServiceError(
-                    _("You already have a cluster named “%(name)s”.") % {"name": name},
+                    N_("You already have a cluster named “%(name)s”."),
                     field="name",
                     code="cluster.name_taken",
+                    params={"name": name},
                 ) from None
             continue  # another request took the same ports: allocate again
     else:
-        raise ServiceError(_("Could not allocate ports for the cluster; try again."))
+        raise ServiceError(
+            N_("Could not allocate ports for the cluster; try again."),
+            code="cluster.ports_unavailable",
+            params={},
+        )
     cluster.log_event(
         "created",
         _("Cluster requested: plan %(plan)s, PostgreSQL %(v)s, node %(node)s, port %(port)s.")
@@ -163,15 +170,18 @@ def _check_version(node: Node, version: str | None) -> str:
         if node.is_here:
             raise ServiceError(postgres.MISSING_BINARIES, field="version")
         raise ServiceError(
-            _("Node “%(node)s” has reported no PostgreSQL installation yet.") % {"node": node.name},
+            N_("Node “%(node)s” has reported no PostgreSQL installation yet."),
             field="version",
+            code="node.no_postgresql",
+            params={"node": node.name},
         )
     version = version or versions[0]
     if version not in versions:
         raise ServiceError(
-            _("PostgreSQL %(v)s is not installed on node “%(node)s”; choose one of %(all)s.")
-            % {"v": version, "node": node.name, "all": ", ".join(versions)},
+            N_("PostgreSQL %(v)s is not installed on node “%(node)s”; choose one of %(all)s."),
             field="version",
+            code="node.version_missing",
+            params={"v": version, "node": node.name, "all": ", ".join(versions)},
         )
     return version
 
@@ -179,7 +189,11 @@ def _check_version(node: Node, version: str | None) -> str:
 def retry_cluster(cluster: Cluster, *, enqueue: bool = True) -> Cluster:
     """Provision again a cluster whose creation failed."""
     if cluster.status != ClusterStatus.ERROR or not cluster.is_local or cluster.online_since is not None:
-        raise ServiceError(_("Only a cluster whose creation failed can be retried."))
+        raise ServiceError(
+            N_("Only a cluster whose creation failed can be retried."),
+            code="cluster.retry_not_failed",
+            params={},
+        )
     previous = {"error_message": cluster.error_message, "progress": cluster.progress}
     # QuerySet.update() skips auto_now: without updated_at the reconciler would take the job,
     # queued a moment ago, for one stuck since the row last changed.
@@ -191,7 +205,9 @@ def retry_cluster(cluster: Cluster, *, enqueue: bool = True) -> Cluster:
         updated_at=timezone.now(),
     )
     if not updated:
-        raise ServiceError(_("The cluster changed meanwhile; reload the page."))
+        raise ServiceError(
+            N_("The cluster changed meanwhile; reload the page."), code="cluster.changed_meanwhile", params={}
+        )
     if enqueue:
         try:
             enqueue_task("panel.clusters.tasks.provision", str(cluster.pk), queue=cluster.tasks_queue)

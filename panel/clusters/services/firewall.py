@@ -19,7 +19,7 @@ from panel.clusters import dbconn, hooks, isolation
 from panel.clusters.lib import firewall
 from panel.clusters.models import Cluster, TrustedSource
 from panel.core.agent import on_node
-from panel.core.errors import ServiceError
+from panel.core.errors import N_, ServiceError
 from panel.core.runas import EngineError
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,12 @@ def add_trusted_source(cluster: Cluster, value: str) -> list[str]:
     source = _parse(value)
     current = cluster.trusted_source_values()
     if source in current:
-        raise ServiceError(_("“%(source)s” is already a trusted source.") % {"source": source}, field=FIELD)
+        raise ServiceError(
+            N_("“%(source)s” is already a trusted source."),
+            field=FIELD,
+            code="firewall.source_exists",
+            params={"source": source},
+        )
     wanted = _normalize([*current, source])  # within MAX_SOURCES
     return _apply(cluster, wanted, _("Trusted source “%(source)s” added.") % {"source": source})
 
@@ -46,7 +51,11 @@ def remove_trusted_source(cluster: Cluster, value: str) -> list[str]:
         value = _parse(value)
     current = cluster.trusted_source_values()
     if value not in current:
-        raise ServiceError(_("“%(source)s” is not a trusted source of this cluster.") % {"source": value})
+        raise ServiceError(
+            N_("“%(source)s” is not a trusted source of this cluster."),
+            code="firewall.source_not_found",
+            params={"source": value},
+        )
     wanted = [source for source in current if source != value]
     return _apply(cluster, wanted, _("Trusted source “%(source)s” removed.") % {"source": value})
 
@@ -79,9 +88,11 @@ def _parse(value: str) -> str:
 def _apply(cluster: Cluster, wanted: list[str], message: str) -> list[str]:
     if not cluster.is_local:
         raise ServiceError(
-            _(
+            N_(
                 "Trusted sources are for clusters this panel runs; an attached server keeps its own pg_hba.conf."
-            )
+            ),
+            code="firewall.unsupported",
+            params={},
         )
     cluster.require_serving(fresh=True, field=FIELD)
     try:
@@ -118,7 +129,10 @@ def _write_server_auth(cluster: Cluster) -> None:
         isolation.refresh_server_auth(cluster)
     except (EngineError, dbconn.DatabaseError, OSError) as exc:
         raise ServiceError(
-            _("Could not apply the trusted sources to PostgreSQL: %(reason)s") % {"reason": exc}, field=FIELD
+            N_("Could not apply the trusted sources to PostgreSQL: %(reason)s"),
+            field=FIELD,
+            code="firewall.apply_failed",
+            params={"reason": exc},
         ) from None
 
 

@@ -13,10 +13,10 @@ from django.utils.translation import gettext as _
 
 from panel.clusters import dbconn, hooks, isolation
 from panel.clusters.engine import postgres
-from panel.clusters.models import Cluster, ClusterStatus, EventLevel
+from panel.clusters.models import Cluster, ClusterStatus, EventLevel, status_word
 from panel.clusters.services.provision import clear_reserved, write_server_config
 from panel.core import runas
-from panel.core.errors import ServiceError
+from panel.core.errors import N_, ServiceError, Term
 from panel.core.runas import EngineError, OsUser
 from panel.core.taskqueue import enqueue_task
 
@@ -24,18 +24,24 @@ log = logging.getLogger(__name__)
 
 
 ACTIONS = ("start", "stop", "restart")
+# An action inside a sentence ("…; it cannot start now"), translated where the sentence is read.
+ACTION_WORDS = {"start": N_("start"), "stop": N_("stop"), "restart": N_("restart")}
 
 
 def require_local(cluster: Cluster) -> None:
     if not cluster.is_local:
-        raise ServiceError(_("The panel does not run this attached server; manage it where it runs."))
+        raise ServiceError(
+            N_("The panel does not run this attached server; manage it where it runs."),
+            code="cluster.attached_not_managed",
+            params={},
+        )
 
 
 def request_action(cluster: Cluster, action: str) -> Cluster:
     """Mark the cluster busy and queue ``action`` for a worker (the web's way)."""
     require_local(cluster)
     if action not in ACTIONS:
-        raise ServiceError(_("Unknown action %(a)s.") % {"a": action})
+        raise ServiceError(N_("Unknown action %(a)s."), code="cluster.action_unknown", params={"a": action})
     allowed = {
         "start": {ClusterStatus.STOPPED, ClusterStatus.DEGRADED},
         "stop": {ClusterStatus.ONLINE, ClusterStatus.DEGRADED},
@@ -47,8 +53,9 @@ def request_action(cluster: Cluster, action: str) -> Cluster:
         status=busy, updated_at=timezone.now()
     ):
         raise ServiceError(
-            _("The cluster is %(status)s; it cannot %(action)s now.")
-            % {"status": cluster.get_status_display().lower(), "action": action}
+            N_("The cluster is %(status)s; it cannot %(action)s now."),
+            code="cluster.action_not_now",
+            params={"status": status_word(cluster.status), "action": Term(ACTION_WORDS.get(action, action))},
         )
     try:
         enqueue_task(
@@ -119,7 +126,10 @@ def start_server(cluster: Cluster, user: OsUser, *, guard_added: bool) -> None:
 def check_confirm_name(cluster: Cluster, confirm_name: str) -> None:
     if confirm_name != cluster.name:
         raise ServiceError(
-            _("Type the cluster name “%(name)s” to confirm.") % {"name": cluster.name}, field="confirm_name"
+            N_("Type the cluster name “%(name)s” to confirm."),
+            field="confirm_name",
+            code="cluster.confirm_name_mismatch",
+            params={"name": cluster.name},
         )
 
 
@@ -147,7 +157,9 @@ def request_delete(cluster: Cluster, *, confirm_name: str) -> bool:
             updated_at=timezone.now(),
         )
     ):
-        raise ServiceError(_("The cluster is already being deleted."))
+        raise ServiceError(
+            N_("The cluster is already being deleted."), code="cluster.already_deleting", params={}
+        )
     try:
         enqueue_task("panel.clusters.tasks.delete", str(cluster.pk), queue=cluster.tasks_queue)
     except ServiceError:

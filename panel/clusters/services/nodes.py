@@ -24,7 +24,7 @@ from panel.clusters.engine import postgres
 from panel.clusters.lib.names import InvalidName, validate_node_name
 from panel.clusters.lib.plans import Plan
 from panel.clusters.models import Cluster, ClusterStatus, Node, NodeState
-from panel.core.errors import ServiceError
+from panel.core.errors import N_, ServiceError
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,10 @@ def machine_capacity() -> tuple[int, int]:
 def _check_ports(first: int, last: int) -> None:
     if not 1024 <= first < last <= 65535:
         raise ServiceError(
-            _("The port range must be two ports within 1024–65535, the first below the last."), field="ports"
+            N_("The port range must be two ports within 1024–65535, the first below the last."),
+            field="ports",
+            code="node.port_range_invalid",
+            params={},
         )
 
 
@@ -158,7 +161,10 @@ def place(plan: Plan, *, node_name: str | None = None) -> Node:
             node = Node.objects.select_for_update().get(name=node_name)
         except Node.DoesNotExist:
             raise ServiceError(
-                _("There is no node named “%(node)s”.") % {"node": node_name}, field="node"
+                N_("There is no node named “%(node)s”."),
+                field="node",
+                code="node.not_found",
+                params={"node": node_name},
             ) from None
         _check_can_take(node, plan)
         return node
@@ -167,9 +173,11 @@ def place(plan: Plan, *, node_name: str | None = None) -> Node:
     nodes = list(Node.objects.select_for_update().order_by("name"))
     if not nodes:
         raise ServiceError(
-            _(
+            N_(
                 "No node has registered yet: start the node agent (make run starts one) or add a node with manage.py node add."
-            )
+            ),
+            code="node.none_registered",
+            params={},
         )
     candidates = [u for u in map(usage, nodes) if u.node.state == NodeState.ACTIVE and u.node.is_alive]
     fitting = [u for u in candidates if u.fits(plan)]
@@ -177,8 +185,10 @@ def place(plan: Plan, *, node_name: str | None = None) -> Node:
         return max(fitting, key=lambda u: (u.free_ram_bytes, u.free_vcpus)).node
     if not candidates:
         raise ServiceError(
-            _("No node takes new clusters now: every node is draining or its agent is not answering."),
+            N_("No node takes new clusters now: every node is draining or its agent is not answering."),
             field="plan",
+            code="node.none_available",
+            params={},
         )
     return _check_can_take(max(candidates, key=lambda u: u.free_ram_bytes).node, plan)  # raises
 
@@ -186,27 +196,31 @@ def place(plan: Plan, *, node_name: str | None = None) -> Node:
 def _check_can_take(node: Node, plan: Plan) -> Node:
     if node.state != NodeState.ACTIVE:
         raise ServiceError(
-            _("Node “%(node)s” is draining: it keeps its clusters but takes no new ones.")
-            % {"node": node.name},
+            N_("Node “%(node)s” is draining: it keeps its clusters but takes no new ones."),
             field="node",
+            code="node.draining",
+            params={"node": node.name},
         )
     if not node.is_alive:
         raise ServiceError(
-            _(
+            N_(
                 "Node “%(node)s” is not answering (no heartbeat from its agent), so no cluster can be created there."
-            )
-            % {"node": node.name},
+            ),
             field="node",
+            code="node.not_answering",
+            params={"node": node.name},
         )
     room = usage(node)
     if not room.fits(plan):
         raise ServiceError(
-            _(
+            N_(
                 "Node “%(node)s” is full for plan %(plan)s: it has %(ram).1f GB of RAM and %(cpu)d vCPUs free, "
                 "the plan needs %(need_ram)d GB and %(need_cpu)d vCPUs. Choose a smaller plan or another node, "
                 "or add a node."
-            )
-            % {
+            ),
+            field="node" if Node.objects.count() > 1 else "plan",
+            code="node.full",
+            params={
                 "node": node.name,
                 "plan": plan.slug,
                 "ram": max(0, room.free_ram_bytes) / GB,
@@ -214,7 +228,6 @@ def _check_can_take(node: Node, plan: Plan) -> Node:
                 "need_ram": plan.ram_gb,
                 "need_cpu": plan.vcpus,
             },
-            field="node" if Node.objects.count() > 1 else "plan",
         )
     return node
 
@@ -263,24 +276,45 @@ def add_node(
     except InvalidName as exc:
         raise ServiceError(str(exc), field="name") from None
     if not address.strip():
-        raise ServiceError(_("Give the address clients use to reach this node's clusters."), field="address")
+        raise ServiceError(
+            N_("Give the address clients use to reach this node's clusters."),
+            field="address",
+            code="node.address_missing",
+            params={},
+        )
     _check_ports(*ports)
     if ram_gb < 1 or vcpus < 1:
-        raise ServiceError(_("A node has at least 1 GB of RAM and 1 vCPU."), field="ram_gb")
+        raise ServiceError(
+            N_("A node has at least 1 GB of RAM and 1 vCPU."),
+            field="ram_gb",
+            code="node.capacity_invalid",
+            params={},
+        )
     if not data_dir.startswith("/"):
-        raise ServiceError(_("The data directory is an absolute path on the node."), field="data_dir")
+        raise ServiceError(
+            N_("The data directory is an absolute path on the node."),
+            field="data_dir",
+            code="node.data_dir_invalid",
+            params={},
+        )
     overlapping = Node.objects.filter(address=address.strip()).filter(
         Q(port_first__lte=ports[1]) & Q(port_last__gte=ports[0])
     )
     if overlapping.exists():
         raise ServiceError(
-            _("Ports %(a)d–%(b)d overlap node “%(other)s” at the same address.")
-            % {"a": ports[0], "b": ports[1], "other": overlapping.first().name},
+            N_("Ports %(a)d–%(b)d overlap node “%(other)s” at the same address."),
             field="ports",
+            code="node.ports_overlap",
+            params={"a": ports[0], "b": ports[1], "other": overlapping.first().name},
         )
     with transaction.atomic():
         if Node.objects.filter(name=name).exists():
-            raise ServiceError(_("There is already a node named “%(node)s”.") % {"node": name}, field="name")
+            raise ServiceError(
+                N_("There is already a node named “%(node)s”."),
+                field="name",
+                code="node.name_taken",
+                params={"node": name},
+            )
         return Node.objects.create(
             name=name,
             address=address.strip(),
@@ -296,7 +330,9 @@ def get_node(name: str) -> Node:
     try:
         return Node.objects.get(name=name)
     except Node.DoesNotExist:
-        raise ServiceError(_("There is no node named “%(node)s”.") % {"node": name}) from None
+        raise ServiceError(
+            N_("There is no node named “%(node)s”."), code="node.not_found", params={"node": name}
+        ) from None
 
 
 def set_state(name: str, state: str) -> Node:
@@ -314,7 +350,8 @@ def remove_node(name: str) -> None:
     count = Cluster.objects.filter(node=node).count()
     if count:
         raise ServiceError(
-            _("Node “%(node)s” still holds %(n)d cluster(s): delete them first (draining stops new ones).")
-            % {"node": name, "n": count}
+            N_("Node “%(node)s” still holds %(n)d cluster(s): delete them first (draining stops new ones)."),
+            code="node.not_empty",
+            params={"node": name, "n": count},
         )
     node.delete()

@@ -5,14 +5,12 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from django.utils.translation import gettext as _
-
 from panel.clusters import dbconn, hooks
 from panel.clusters.engine import postgres
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster, DatabaseUser
 from panel.core.agent import on_node
-from panel.core.errors import ServiceError
+from panel.core.errors import N_, ServiceError
 
 
 @dataclass(frozen=True)
@@ -85,7 +83,10 @@ def database_user(cluster: Cluster, name: str) -> DatabaseUser:
         return cluster.users.get(name=name)
     except DatabaseUser.DoesNotExist:
         raise ServiceError(
-            _("No user named “%(name)s” on this cluster.") % {"name": name}, field="user"
+            N_("No user named “%(name)s” on this cluster."),
+            field="user",
+            code="user.not_found",
+            params={"name": name},
         ) from None
 
 
@@ -97,7 +98,10 @@ def connection_details(
     db_user = database_user(cluster, user or cluster.admin_user)
     if not cluster.databases.filter(name=db_name).exists():
         raise ServiceError(
-            _("No database named “%(name)s” on this cluster.") % {"name": db_name}, field="database"
+            N_("No database named “%(name)s” on this cluster."),
+            field="database",
+            code="database.not_found",
+            params={"name": db_name},
         )
     host = cluster.public_host
     sslmode = "require" if cluster.is_local else cluster.sslmode

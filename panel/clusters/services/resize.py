@@ -25,13 +25,13 @@ from django.utils.translation import gettext as _
 from panel.clusters import hooks
 from panel.clusters.engine import postgres
 from panel.clusters.lib.plans import PLANS, Plan, get_plan
-from panel.clusters.models import Cluster, ClusterStatus, EventLevel, Node
+from panel.clusters.models import Cluster, ClusterStatus, EventLevel, Node, status_word
 from panel.clusters.services import nodes
 from panel.clusters.services.lifecycle import require_local, start_server
 from panel.clusters.services.overview import overview
 from panel.clusters.services.provision import write_server_config
 from panel.core import runas
-from panel.core.errors import ServiceError
+from panel.core.errors import N_, ServiceError
 from panel.core.taskqueue import enqueue_task
 
 log = logging.getLogger(__name__)
@@ -135,9 +135,10 @@ def _require_online(cluster: Cluster) -> None:
     cluster.refresh_from_db(fields=["status"])
     if cluster.status != ClusterStatus.ONLINE:
         raise ServiceError(
-            _("The cluster is %(status)s; it can be resized only while online.")
-            % {"status": cluster.get_status_display().lower()},
+            N_("The cluster is %(status)s; it can be resized only while online."),
             field=FIELD,
+            code="resize.not_online",
+            params={"status": status_word(cluster.status)},
         )
 
 
@@ -167,7 +168,12 @@ def resize_cluster(cluster: Cluster, plan_slug: str, *, enqueue: bool = True) ->
         updated_at=timezone.now(),
     ):
         _require_online(cluster)  # it is no longer online: says so
-        raise ServiceError(_("The cluster changed meanwhile; try again."), field=FIELD)
+        raise ServiceError(
+            N_("The cluster changed meanwhile; try again."),
+            field=FIELD,
+            code="cluster.changed_meanwhile",
+            params={},
+        )
     cluster.log_event(
         "resize-requested",
         _("Resize from %(old)s to %(new)s requested; PostgreSQL restarts.")

@@ -12,6 +12,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from panel.core.errors import C_, N_, CodedError
+
 DEFAULT_GRACE_SECONDS = 7 * 24 * 3600  # quota-tools' default: 7 days for blocks and for inodes
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
@@ -21,8 +23,12 @@ _COUNT_UNITS = {"": 1, "K": 1000, "M": 1000**2, "G": 1000**3, "T": 1000**4}
 MAX_BYTES = 2**63 - 1
 
 
-class QuotaInputError(ValueError):
-    """A size, count or limit pair that cannot be used; the message says what was meant."""
+class QuotaInputError(CodedError, ValueError):
+    """A size, count or limit pair that cannot be used; the message says what was meant (a
+    template and its parameters, rendered in the reader's language)."""
+
+    def __init__(self, message: str, code: str, **params: object) -> None:
+        super().__init__(message, code=code, params=params)
 
 
 def parse_size(text: str | int) -> int:
@@ -33,13 +39,17 @@ def parse_size(text: str | int) -> int:
         match = _SIZE.match(str(text))
         if not match:
             raise QuotaInputError(
-                f"“{text}” is not a size: give bytes, or a whole number with K, M, G or T (e.g. 100M, 2G)."
+                N_(
+                    "“%(text)s” is not a size: give bytes, or a whole number with K, M, G or T (e.g. 100M, 2G)."
+                ),
+                "quota.bad_size",
+                text=text,
             )
         value = int(match.group(1)) * _SIZE_UNITS[match.group(2).upper()]
     if value < 0:
-        raise QuotaInputError("A size cannot be negative (0 means no limit).")
+        raise QuotaInputError(N_("A size cannot be negative (0 means no limit)."), "quota.bad_size")
     if value > MAX_BYTES:
-        raise QuotaInputError(f"“{text}” is too large.")
+        raise QuotaInputError(N_("“%(text)s” is too large."), "quota.bad_size", text=text)
     return value
 
 
@@ -51,22 +61,35 @@ def parse_count(text: str | int) -> int:
         match = _COUNT.match(str(text))
         if not match:
             raise QuotaInputError(
-                f"“{text}” is not a number of relations: give a whole number (e.g. 500, 10k)."
+                N_("“%(text)s” is not a number of relations: give a whole number (e.g. 500, 10k)."),
+                "quota.bad_count",
+                text=text,
             )
         value = int(match.group(1)) * _COUNT_UNITS[match.group(2).upper()]
     if value < 0:
-        raise QuotaInputError("A number of relations cannot be negative (0 means no limit).")
+        raise QuotaInputError(
+            N_("A number of relations cannot be negative (0 means no limit)."), "quota.bad_count"
+        )
     if value > MAX_BYTES:
-        raise QuotaInputError(f"“{text}” is too large.")
+        raise QuotaInputError(N_("“%(text)s” is too large."), "quota.bad_count", text=text)
     return value
+
+
+_WHAT = {"space": C_("quota", "space"), "relations": C_("quota", "relations")}
 
 
 def check_limits(soft: int, hard: int, *, what: str = "space") -> None:
     """A soft limit above a hard one could never act: refused (0 = no limit on either side)."""
     if soft < 0 or hard < 0:
-        raise QuotaInputError(f"The {what} limits cannot be negative.")
+        raise QuotaInputError(
+            N_("The %(what)s limits cannot be negative."), "quota.negative", what=_WHAT[what]
+        )
     if soft and hard and soft > hard:
-        raise QuotaInputError(f"The soft {what} limit is above the hard one; make it equal or lower.")
+        raise QuotaInputError(
+            N_("The soft %(what)s limit is above the hard one; make it equal or lower."),
+            "quota.soft_above_hard",
+            what=_WHAT[what],
+        )
 
 
 def human_space(num_bytes: int) -> str:

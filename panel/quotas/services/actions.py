@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from panel.clusters.models import Cluster, ClusterStatus
-from panel.core.errors import ServiceError
+from panel.core.errors import N_, ServiceError
 from panel.quotas.lib.quota import (
     QuotaInputError,
     check_limits,
@@ -31,33 +31,37 @@ def _size(value: object, field: str) -> int:
     try:
         return parse_size(value if isinstance(value, int) else str(value or "0"))
     except QuotaInputError as exc:
-        raise ServiceError(str(exc), field=field, code="quota.bad_size") from None
+        raise ServiceError(exc.template, field, exc.code, exc.params) from None
 
 
 def _count(value: object, field: str) -> int:
     try:
         return parse_count(value if isinstance(value, int) else str(value or "0"))
     except QuotaInputError as exc:
-        raise ServiceError(str(exc), field=field, code="quota.bad_count") from None
+        raise ServiceError(exc.template, field, exc.code, exc.params) from None
 
 
 def _check_target(cluster: Cluster, kind: str, name: str) -> None:
     if kind == QuotaKind.DATABASE:
         if not cluster.databases.filter(name=name).exists():
             raise ServiceError(
-                _("No database named “%(name)s” on this cluster.") % {"name": name},
+                N_("No database named “%(name)s” on this cluster."),
                 field="database",
                 code="database.not_found",
+                params={"name": name},
             )
     elif kind == QuotaKind.ROLE:
         if not cluster.users.filter(name=name).exists():
             raise ServiceError(
-                _("No user named “%(name)s” on this cluster.") % {"name": name},
+                N_("No user named “%(name)s” on this cluster."),
                 field="role",
                 code="user.not_found",
+                params={"name": name},
             )
     else:
-        raise ServiceError(_("A quota is on a database or on a role."), field="kind")
+        raise ServiceError(
+            N_("A quota is on a database or on a role."), field="kind", code="quota.kind_invalid", params={}
+        )
 
 
 def _refresh(cluster: Cluster) -> None:
@@ -79,7 +83,11 @@ def set_quota(
     """Set the limits of a database's or a role's quota (sizes as setquota takes them; 0 = no
     limit); all four 0 removes it. Returns the quota (None when removed)."""
     if not cluster.is_local:
-        raise ServiceError(_("Quotas are available for clusters provisioned by this panel."))
+        raise ServiceError(
+            N_("Quotas are available for clusters provisioned by this panel."),
+            code="quota.unsupported",
+            params={},
+        )
     _check_target(cluster, kind, name)
     limits = {
         "space_soft": _size(space_soft, "space_soft"),
@@ -90,11 +98,11 @@ def set_quota(
     try:
         check_limits(limits["space_soft"], limits["space_hard"], what="space")
     except QuotaInputError as exc:
-        raise ServiceError(str(exc), field="space_soft", code="quota.soft_above_hard") from None
+        raise ServiceError(exc.template, "space_soft", exc.code, exc.params) from None
     try:
         check_limits(limits["files_soft"], limits["files_hard"], what="relations")
     except QuotaInputError as exc:
-        raise ServiceError(str(exc), field="files_soft", code="quota.soft_above_hard") from None
+        raise ServiceError(exc.template, "files_soft", exc.code, exc.params) from None
     if not any(limits.values()):
         remove_quota(cluster, kind, name)
         return None
@@ -140,13 +148,14 @@ def set_grace(cluster: Cluster, space_seconds: object, files_seconds: object | N
             seconds = int(str(value))
         except ValueError:
             raise ServiceError(
-                _("Give the grace period in seconds."), field=field, code="quota.bad_grace"
+                N_("Give the grace period in seconds."), field=field, code="quota.bad_grace", params={}
             ) from None
         if not 0 <= seconds <= MAX_GRACE_SECONDS:
             raise ServiceError(
-                _("The grace period must be between 0 and %(max)s seconds.") % {"max": MAX_GRACE_SECONDS},
+                N_("The grace period must be between 0 and %(max)s seconds."),
                 field=field,
                 code="quota.bad_grace",
+                params={"max": MAX_GRACE_SECONDS},
             )
         values.append(seconds)
     storage = saved_storage_of(cluster)
@@ -164,13 +173,14 @@ def allow_writes(quota: Quota, now: dt.datetime | None = None) -> Quota:
     to spare; once per grace period (it comes back when usage was under the soft limit again)."""
     now = now or timezone.now()
     if quota.state != QuotaState.ENFORCED:
-        raise ServiceError(_("Writes are not stopped for this quota."), code="quota.not_enforced")
+        raise ServiceError(N_("Writes are not stopped for this quota."), code="quota.not_enforced", params={})
     if not quota.allowance_left:
         raise ServiceError(
-            _(
+            N_(
                 "Writes were already allowed once in this grace period; delete data to get back under the quota."
             ),
             code="quota.allowance_used",
+            params={},
         )
     seconds = settings.PANEL_QUOTA_ALLOW_WRITES_SECONDS
     Quota.objects.filter(pk=quota.pk).update(

@@ -1,7 +1,7 @@
 """Django's makemessages, two changes: no fuzzy matching (a new message starts empty instead of
 borrowing a near-miss translation of another one, which the i18n check would refuse as fuzzy
-anyway), and ``N_`` (the panel's alias of gettext_noop, for labels translated when shown) is a
-keyword, so that those labels reach the catalogue."""
+anyway), and ``N_`` and ``C_`` (panel.core.errors' markers of words translated when shown, C_
+with a context) are keywords, so that those words reach the catalogue."""
 
 from __future__ import annotations
 
@@ -10,4 +10,4 @@ from django.core.management.commands import makemessages
 
 class Command(makemessages.Command):
     msgmerge_options = [*makemessages.Command.msgmerge_options, "--no-fuzzy-matching"]
-    xgettext_options = [*makemessages.Command.xgettext_options, "--keyword=N_"]
+    xgettext_options = [*makemessages.Command.xgettext_options, "--keyword=N_", "--keyword=C_:1c,2"]
