@@ -98,7 +98,7 @@ def attach_cluster(
     try:
         validate_cluster_name(name)
     except InvalidName as exc:
-        raise ServiceError(str(exc), field="name") from None
+        raise ServiceError.of(exc, "name") from None
     try:
         host = validate_host(server.host)
     except InvalidHost as exc:

@@ -27,7 +27,8 @@ def on_server(
         with dbconn.admin_connection(cluster) as conn:
             change(conn)
     except dbconn.DatabaseError as exc:
-        raise ServiceError(str(exc), field=field) from None
+        # PostgreSQL's own words (its language, not the panel's).
+        raise ServiceError(str(exc), field=field, code="cluster.server_refused") from None
 
 
 @on_node(timeout=60)
@@ -35,7 +36,7 @@ def add_database(cluster: Cluster, name: str) -> Database:
     try:
         validate_database_name(name)
     except InvalidName as exc:
-        raise ServiceError(str(exc), field="name") from None
+        raise ServiceError.of(exc, "name") from None
     if cluster.databases.filter(name=name).exists():
         raise ServiceError(
             N_("A database named “%(name)s” already exists."),
@@ -69,7 +70,7 @@ def add_user(cluster: Cluster, name: str) -> DatabaseUser:
     try:
         validate_role_name(name)
     except InvalidName as exc:
-        raise ServiceError(str(exc), field="name") from None
+        raise ServiceError.of(exc, "name") from None
     if cluster.users.filter(name=name).exists():
         raise ServiceError(
             N_("A user named “%(name)s” already exists."),

@@ -104,3 +104,8 @@ class ServiceError(CodedError):
     """A refusal or failure to show where the user acted; ``field`` names the form field and
     ``code`` (stable, e.g. ``pool.name_taken``) says what kind of refusal it is, so an edge (the
     API's error id and status, a test) never has to read the message."""
+
+    @classmethod
+    def of(cls, error: CodedError, field: str | None = None) -> ServiceError:
+        """A lib's refusal as the service's, on ``field`` (or the lib's own)."""
+        return cls(error.template, field or error.field, error.code, error.params)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from panel.core.errors import N_, CodedError
+
 CLUSTER_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{1,61}[a-z0-9]$")
 IDENTIFIER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_$-]*$")
 MAX_IDENTIFIER_BYTES = 63
@@ -27,17 +29,24 @@ RESERVED_ROLES = frozenset(
 RESERVED_DATABASES = frozenset({"template0", "template1", "postgres", "pgbouncer", "defaultdb"})
 
 
-class InvalidName(ValueError):
-    """A name that cannot be used; the message says why, for the person who typed it."""
+class InvalidName(CodedError, ValueError):
+    """A name that cannot be used; the message says why, for the person who typed it (a template
+    and its parameters, rendered in that person's language)."""
+
+    def __init__(self, message: str, code: str, **params: object) -> None:
+        super().__init__(message, code=code, params=params)
 
 
 def validate_cluster_name(name: str) -> str:
     if not 3 <= len(name) <= 63:
-        raise InvalidName("A cluster name must be 3 to 63 characters long.")
+        raise InvalidName(N_("A cluster name must be 3 to 63 characters long."), "cluster.name_length")
     if not CLUSTER_NAME_RE.match(name):
         raise InvalidName(
-            "A cluster name may hold lowercase letters, digits and hyphens, must start with a "
-            "letter and must not end with a hyphen."
+            N_(
+                "A cluster name may hold lowercase letters, digits and hyphens, must start with a "
+                "letter and must not end with a hyphen."
+            ),
+            "cluster.name_invalid",
         )
     return name
 
@@ -48,22 +57,44 @@ NODE_NAME_RE = re.compile(r"^[A-Za-z0-9-]{1,40}$")
 def validate_node_name(name: str) -> str:
     """A node's name: it names the queues ``node.<name>`` and ``node.<name>.tasks``."""
     if not NODE_NAME_RE.match(name):
-        raise InvalidName("A node name is 1–40 letters, digits and hyphens (it names the queue node.<name>).")
+        raise InvalidName(
+            N_("A node name is 1–40 letters, digits and hyphens (it names the queue node.<name>)."),
+            "node.name_invalid",
+        )
     if not name[0].isalnum():
-        raise InvalidName("A node name starts with a letter or a digit.")
+        raise InvalidName(N_("A node name starts with a letter or a digit."), "node.name_invalid")
     return name
 
 
-def _validate_identifier(name: str, what: str) -> str:
-    if not name:
-        raise InvalidName(f"A {what} name is required.")
-    if len(name.encode("utf-8")) > MAX_IDENTIFIER_BYTES:
-        raise InvalidName(f"A {what} name must be at most {MAX_IDENTIFIER_BYTES} bytes long.")
-    if not IDENTIFIER_RE.match(name):
-        raise InvalidName(
-            f"A {what} name must start with a letter or underscore and hold only letters, "
+# One sentence per kind of name: the words differ by language (Benutzername, Datenbankname).
+_IDENTIFIER_MESSAGES = {
+    "user": (
+        N_("A user name is required."),
+        N_("A user name must be at most %(max)s bytes long."),
+        N_(
+            "A user name must start with a letter or underscore and hold only letters, "
             "digits, underscores, hyphens and dollar signs."
-        )
+        ),
+    ),
+    "database": (
+        N_("A database name is required."),
+        N_("A database name must be at most %(max)s bytes long."),
+        N_(
+            "A database name must start with a letter or underscore and hold only letters, "
+            "digits, underscores, hyphens and dollar signs."
+        ),
+    ),
+}
+
+
+def _validate_identifier(name: str, what: str) -> str:
+    required, too_long, invalid = _IDENTIFIER_MESSAGES[what]
+    if not name:
+        raise InvalidName(required, f"{what}.name_required")
+    if len(name.encode("utf-8")) > MAX_IDENTIFIER_BYTES:
+        raise InvalidName(too_long, f"{what}.name_too_long", max=MAX_IDENTIFIER_BYTES)
+    if not IDENTIFIER_RE.match(name):
+        raise InvalidName(invalid, f"{what}.name_invalid")
     return name
 
 
@@ -71,12 +102,16 @@ def validate_role_name(name: str) -> str:
     _validate_identifier(name, "user")
     lowered = name.lower()
     if lowered in RESERVED_ROLES or lowered.startswith(RESERVED_ROLE_PREFIXES):
-        raise InvalidName(f"“{name}” is reserved; choose another user name.")
+        raise InvalidName(
+            N_("“%(name)s” is reserved; choose another user name."), "user.name_reserved", name=name
+        )
     return name
 
 
 def validate_database_name(name: str) -> str:
     _validate_identifier(name, "database")
     if name.lower() in RESERVED_DATABASES:
-        raise InvalidName(f"“{name}” is reserved; choose another database name.")
+        raise InvalidName(
+            N_("“%(name)s” is reserved; choose another database name."), "database.name_reserved", name=name
+        )
     return name

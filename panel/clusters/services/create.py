@@ -96,7 +96,7 @@ def create_cluster(
     try:
         validate_cluster_name(name)
     except InvalidName as exc:
-        raise ServiceError(str(exc), field="name") from None
+        raise ServiceError.of(exc, "name") from None
     try:
         plan = get_plan(plan_slug)
     except ValueError as exc:

@@ -274,7 +274,7 @@ def add_node(
     try:
         validate_node_name(name)
     except InvalidName as exc:
-        raise ServiceError(str(exc), field="name") from None
+        raise ServiceError.of(exc, "name") from None
     if not address.strip():
         raise ServiceError(
             N_("Give the address clients use to reach this node's clusters."),
