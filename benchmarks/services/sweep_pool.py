@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 
+from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -64,30 +65,35 @@ def prepare_step(run: BenchmarkRun) -> None:
 
 def restore_pool(sweep: Sweep) -> bool:
     """Once no run of a pool-size sweep is left to execute: its pool's original size back, or its
-    scratch pool removed. Once per sweep; a failure is stored on the sweep (the page shows it).
-    Whether this call did it."""
+    scratch pool removed. Once per sweep (under the sweep row's lock, ``restored_at`` stamped when
+    done); a failure is stored on the sweep (the page shows it). Whether this call did it."""
     if not sweep.resizes_pool or sweep.restored_at is not None:
         return False
-    if sweep.runs.filter(status__in=RunStatus.ACTIVE).exists():
-        return False
-    if not Sweep.objects.filter(pk=sweep.pk, restored_at__isnull=True).update(restored_at=timezone.now()):
-        return False  # someone else restores it
+    with transaction.atomic():
+        locked = Sweep.objects.select_for_update().filter(pk=sweep.pk, restored_at__isnull=True).first()
+        if locked is None or locked.runs.filter(status__in=RunStatus.ACTIVE).exists():
+            return False
+        error = ""
+        try:
+            _give_back(locked)
+        except ServiceError as exc:
+            log.warning("sweep %s: could not restore pool %s: %s", sweep.pk, sweep.pool_name, exc.message)
+            error = exc.message
+        Sweep.objects.filter(pk=sweep.pk).update(restored_at=timezone.now(), restore_error=error)
     sweep.refresh_from_db()
-    pool = ConnectionPool.objects.filter(cluster_id=sweep.cluster_id, name=sweep.pool_name).first()
-    try:
-        if pool is None:
-            pass  # deleted meanwhile: nothing to give back
-        elif sweep.scratch_pool:
-            pools_services.delete_pool(pool)
-        elif sweep.original_pool_size is not None and pool.size != sweep.original_pool_size:
-            pools_services.update_pool(
-                pool, pool.database, pool.user or None, pool.mode, sweep.original_pool_size
-            )
-    except ServiceError as exc:
-        log.warning("sweep %s: could not restore pool %s: %s", sweep.pk, sweep.pool_name, exc.message)
-        Sweep.objects.filter(pk=sweep.pk).update(restore_error=exc.message)
-        sweep.restore_error = exc.message
     return True
+
+
+def _give_back(sweep: Sweep) -> None:
+    pool = ConnectionPool.objects.filter(cluster_id=sweep.cluster_id, name=sweep.pool_name).first()
+    if pool is None:
+        return  # deleted meanwhile: nothing to give back
+    if sweep.scratch_pool:
+        pools_services.delete_pool(pool)
+    elif sweep.original_pool_size is not None and pool.size != sweep.original_pool_size:
+        pools_services.update_pool(
+            pool, pool.database, pool.user or None, pool.mode, sweep.original_pool_size
+        )
 
 
 def restore_finished_sweeps() -> list[str]:
