@@ -23,9 +23,9 @@ from benchmarks.lib.sweep_grid import (
 from benchmarks.models import BenchmarkRun, RunStatus, Sweep
 
 DIRECT = "direct"
-# A run that ran gives its throughput; one that could not start or stopped gives 0 (too many
-# clients for that target is a result). Cancelled and crashed runs measured nothing.
-MEASURED = (RunStatus.SUCCEEDED, RunStatus.COMPLETED_WITH_ERRORS)
+# A run that ran gives its throughput; one that could not start or stopped on errors without one
+# gives 0 (too many clients for that target is a result). Cancelled and crashed runs measured nothing.
+MEASURED = (RunStatus.SUCCEEDED, RunStatus.COMPLETED_WITH_ERRORS)  # and FAILED, at 0 if no summary
 
 
 def series_of(sweep: Sweep, run: BenchmarkRun) -> str:
@@ -44,18 +44,14 @@ def _series_order(sweep: Sweep) -> list[str]:
 
 
 def _observation(series: str, run: BenchmarkRun) -> Observation | None:
+    if run.status not in (*MEASURED, RunStatus.FAILED):
+        return None
     summary = run.summary or {}
-    if run.status in MEASURED and run.tps:
-        return Observation(
-            series,
-            run.clients,
-            float(run.tps),
-            run.latency_avg_ms,
-            int(summary.get("failed_transactions") or 0),
-        )
-    if run.status == RunStatus.FAILED:
-        return Observation(series, run.clients, None)
-    return None
+    if run.tps is None:
+        return Observation(series, run.clients, None)  # no throughput: counts as 0
+    return Observation(
+        series, run.clients, float(run.tps), run.latency_avg_ms, int(summary.get("failed_transactions") or 0)
+    )
 
 
 def _cell_dict(cell: Cell | None, best: Cell | None) -> dict[str, Any] | None:

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from benchmarks import services
 from benchmarks.lib import pgbench_command as cmd
@@ -172,6 +173,24 @@ def test_a_scratch_pool_is_made_for_the_sweep_and_removed_after(cluster: Cluster
     assert sweep.restored_at is not None and not sweep.restore_error
     assert not ConnectionPool.objects.filter(cluster=cluster, name=sweep.pool_name).exists()
     assert sweep.pool_name not in served_sizes(cluster)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--targets", "direct", "--pool-sizes", "2"), "not both"),
+        (("--pool", POOL), "--pool names the pool --pool-sizes resizes"),
+        (("--pool-sizes", "2,x"), "--pool-sizes: whole numbers"),
+        (("--targets", "direct,nope"), "No pool named 'nope'"),
+        (("--pool-sizes", "2,40", "--pool", POOL), "40 does not fit"),
+    ],
+)
+def test_the_command_refuses_what_cannot_be_planned(
+    cluster: Cluster, args: tuple[str, ...], message: str
+) -> None:
+    with pytest.raises(CommandError, match=message):
+        bench("sweep", cluster.name, "--clients", "2", "--duration", "2", *args)
+    assert not Sweep.objects.filter(cluster=cluster, restored_at=None, kind="pool_sizes").exists()
 
 
 def test_sizes_over_the_budget_are_refused_before_anything_is_made(cluster: Cluster) -> None:

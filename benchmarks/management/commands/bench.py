@@ -429,6 +429,11 @@ def sweep_lines(sweep: Sweep, report: dict[str, Any]) -> list[str]:
         lines.append(f"{row['clients']:>7}  " + "".join(cells))
     lines.append("")
     lines.extend(report["sentences"] or ["No finding yet: no run measured a throughput."])
+    for run in sweep.runs.filter(
+        status__in=(RunStatus.FAILED, RunStatus.COMPLETED_WITH_ERRORS, RunStatus.ERRORED)
+    ):
+        reason = run.error_message.strip().splitlines()[-1] if run.error_message.strip() else ""
+        lines.append(f"run {run.sweep_index + 1} ({run}): {run.status}: {reason or run.first_error}")
     if sweep.resizes_pool:
         if sweep.restore_error:
             lines.append(f"pool {sweep.pool_name}: NOT restored: {sweep.restore_error}")
