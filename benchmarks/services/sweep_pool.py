@@ -4,7 +4,7 @@ The pool changes through the pools app's own ``update_pool`` (its budget check, 
 atomic write and online RELOAD, never a restart), from the process that executes the step: the node
 agent's worker, or ``bench sweep --wait``. Once no run of the sweep is left to execute (finished,
 failed, cancelled, or failed by the reaper) the pool gets its original size back, or the scratch
-pool the sweep made is removed; ``restored_at`` is claimed by a conditional update so that happens once.
+pool the sweep made is removed, once: under the sweep row's lock, ``restored_at`` stamped when done.
 """
 
 from __future__ import annotations
