@@ -234,3 +234,33 @@ def test_cancelling_a_sweep_cancels_its_queued_runs_and_outsiders_get_404(
     statuses = list(sweep.runs.order_by("sweep_index").values_list("status", flat=True))
     assert statuses == [RunStatus.SUCCEEDED, RunStatus.CANCELLED, RunStatus.CANCELLED]
     assert "Cancel sweep" not in owner_client.get(urls["detail"]).content.decode()
+
+
+def test_another_tenants_pool_cannot_be_resized_or_targeted(owner_client, cluster_row, other_user):
+    theirs = make_cluster_row(other_user, name="db-theirs", port=26910, pooler_port=26911)
+    their_pool = ConnectionPool.objects.create(
+        cluster=theirs, name="their-pool", database="defaultdb", size=10
+    )
+    page = post_sweep(
+        owner_client, cluster_row, kind="pool_sizes", pool=str(their_pool.pk), pool_sizes="2"
+    ).content.decode()
+    assert "Select a valid choice." in error_next_to(page, "pool")
+    page = post_sweep(owner_client, cluster_row, targets=[str(their_pool.pk)]).content.decode()
+    assert "Select a valid choice." in page
+    assert not Sweep.objects.exists() and ConnectionPool.objects.get(pk=their_pool.pk).size == 10
+
+
+def test_what_the_form_asks_of_the_service_crosses_to_the_node_agent_intact(cluster_row, pool):
+    """The web sends ``launch_sweep`` to the node agent: its arguments must survive the wire."""
+    from benchmarks.forms import SweepForm
+    from panel.core import agent
+
+    for data in (
+        {**FORM, "targets": ["direct", str(pool.pk)]},
+        {**FORM, "kind": "pool_sizes", "pool": str(pool.pk), "pool_sizes": "2,5", "engine": "sysbench",
+         "script": "oltp_read_only"},
+    ):  # fmt: skip
+        form = SweepForm(data, cluster=cluster_row)
+        assert form.is_valid(), form.errors
+        kwargs = form.service_kwargs()
+        assert agent.decode(agent.encode(kwargs)) == kwargs
