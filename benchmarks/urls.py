@@ -23,4 +23,5 @@ urlpatterns = [
     path("sweeps/new/", views.sweep_launch, name="sweep-launch"),
     path("sweeps/<uuid:sweep_id>/", views.sweep_detail, name="sweep-detail"),
     path("sweeps/<uuid:sweep_id>/data/", views.sweep_data, name="sweep-data"),
+    path("sweeps/<uuid:sweep_id>/cancel/", views.sweep_cancel, name="sweep-cancel"),
 ]

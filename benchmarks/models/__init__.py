@@ -6,7 +6,7 @@ updates (``filter(pk=…, status__in=allowed).update(…)``), so two processes r
 """
 
 from benchmarks.models.datasets import DataSet
-from benchmarks.models.runs import BenchmarkRun, RunError, RunSample, Sweep
+from benchmarks.models.runs import BenchmarkRun, RunError, RunSample, Sweep, SweepKind
 from benchmarks.models.status import Engine, InvalidTransition, JobStatus, RunStatus
 
 __all__ = [
@@ -19,4 +19,5 @@ __all__ = [
     "RunSample",
     "RunStatus",
     "Sweep",
+    "SweepKind",
 ]

@@ -15,15 +15,33 @@ from benchmarks.models.status import Engine, InvalidTransition, RunStatus
 from panel.clusters.models import Cluster
 
 
+class SweepKind(models.TextChoices):
+    """What a sweep varies beside the client count: where the runs connect, or one pool's size."""
+
+    TARGETS = "targets", _("Clients × targets")
+    POOL_SIZES = "pool_sizes", _("Clients × pool sizes")
+
+
 class Sweep(models.Model):
-    """A plan of runs (client counts × targets × repeats) executed one after the other."""
+    """A plan of runs (client counts × targets, or × sizes of one pool, × repeats) executed one
+    after the other. A pool-size sweep resizes its pool before each step and gives the pool its
+    original size back (or removes the scratch pool it made) once no run of it is left to execute."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="sweeps")
     name = models.CharField(max_length=100, blank=True)
+    kind = models.CharField(max_length=16, choices=SweepKind.choices, default=SweepKind.TARGETS)
     clients_list = models.JSONField(default=list)
     # [{"kind": "direct"} | {"kind": "pool", "pool": "<name>"}, ...]
     targets = models.JSONField(default=list)
+    pool_sizes = models.JSONField(default=list, blank=True)
+    # The pool a pool-size sweep resizes, its size before the sweep (None: a scratch pool the
+    # sweep made and removes), and when it was put back (or why that failed).
+    pool_name = models.CharField(max_length=60, blank=True)
+    original_pool_size = models.PositiveIntegerField(null=True, blank=True)
+    scratch_pool = models.BooleanField(default=False)
+    restored_at = models.DateTimeField(null=True, blank=True)
+    restore_error = models.TextField(blank=True)
     repeats = models.PositiveSmallIntegerField(default=1)
     base_options = models.JSONField(default=dict)
     created_at = models.DateTimeField(default=timezone.now)
@@ -34,6 +52,10 @@ class Sweep(models.Model):
 
     def __str__(self) -> str:
         return self.name or gettext("sweep %(id)s") % {"id": self.pk}
+
+    @property
+    def resizes_pool(self) -> bool:
+        return self.kind == SweepKind.POOL_SIZES
 
 
 class BenchmarkRun(models.Model):
@@ -53,6 +75,10 @@ class BenchmarkRun(models.Model):
     user = models.CharField(max_length=63)
     sweep = models.ForeignKey(Sweep, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs")
     sweep_index = models.PositiveIntegerField(default=0)
+    # A pool-size sweep's step: the size its pool is given before it runs, and the ``pool_size``
+    # PgBouncer's SHOW DATABASES reported for the pool once it was (what the step ran against).
+    pool_size = models.PositiveIntegerField(null=True, blank=True)
+    pool_size_applied = models.PositiveIntegerField(null=True, blank=True)
     label = models.CharField(max_length=100, blank=True)
     # Executed by the process that launched it (``bench run --wait``), never sent to a worker:
     # it takes the cluster when it is free, without waiting for the queued runs of workers.

@@ -12,7 +12,8 @@ this machine is gone, kills its pgbench process group and starts the next run.
 
 Callers use ``from benchmarks import services`` and ``services.<name>``; the modules are
 ``config`` (settings), ``enqueue`` (the broker, next in line), ``targets`` (where pgbench connects),
-``launch`` (validate, warn, launch, cancel, sweeps), ``execute`` (claim and run, with
+``launch`` (validate, warn, launch, cancel), ``sweeps`` (plan, cancel, run in the foreground),
+``sweep_pool`` (a pool-size sweep's resizes and restore), ``sweep_report`` (a sweep's grid), ``execute`` (claim and run, with
 ``percentiles``), ``reaper``, ``datasets`` (``pgbench -i``), ``read`` (samples, compare, export)
 and ``pages`` (what the benchmark pages show, read without a request).
 A test that patches a name patches it in the module that looks it up, not here.
@@ -34,7 +35,6 @@ from benchmarks.services.launch import (
     cancel_run,
     choose_sampling_rate,
     launch_run,
-    launch_sweep,
     preview_warnings,
     validate_run,
 )
@@ -52,6 +52,9 @@ from benchmarks.services.read import (
 )
 from benchmarks.services.reaper import reap
 from benchmarks.services.recorder import NOT_COUNTED
+from benchmarks.services.sweep_pool import prepare_step, restore_pool
+from benchmarks.services.sweep_report import sweep_report
+from benchmarks.services.sweeps import cancel_sweep, check_pool_sizes, execute_sweep, launch_sweep
 from benchmarks.services.targets import LOOPBACK, ResolvedTarget, resolve_target
 from panel.core.errors import ServiceError
 
@@ -67,12 +70,15 @@ __all__ = [
     "ResolvedTarget",
     "ServiceError",
     "cancel_run",
+    "cancel_sweep",
+    "check_pool_sizes",
     "choose_sampling_rate",
     "claim_run",
     "compare_records",
     "compare_runs",
     "execute_init",
     "execute_run",
+    "execute_sweep",
     "export_run",
     "heartbeat_interval",
     "cleanup_dataset",
@@ -83,10 +89,12 @@ __all__ = [
     "launch_sweep",
     "next_in_line",
     "percentile_budget",
+    "prepare_step",
     "preview_warnings",
     "reap",
     "requeue_after",
     "resolve_target",
+    "restore_pool",
     "run_margin",
     "live_figures",
     "live_state",
@@ -94,6 +102,7 @@ __all__ = [
     "run_time_limit",
     "samples_after",
     "shown_command",
+    "sweep_report",
     "sweep_results",
     "validate_run",
     "workdir_prefix",

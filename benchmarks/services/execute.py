@@ -28,6 +28,7 @@ from benchmarks.services.enqueue import kick_next, next_in_line, run_time_limit
 from benchmarks.services.launch import refuse_shell_commands
 from benchmarks.services.percentiles import Percentiles
 from benchmarks.services.recorder import PgbenchRecorder, RunRecorder
+from benchmarks.services.sweep_pool import after_run, prepare_step
 from benchmarks.services.sysbench_recorder import SysbenchRecorder
 from benchmarks.services.targets import ResolvedTarget, require_serving, resolve_target
 from panel.clusters import isolation
@@ -98,6 +99,10 @@ def execute_run(
         except InvalidTransition:
             pass
     finally:
+        try:
+            after_run(run)  # the last run of a pool-size sweep gives its pool back
+        except Exception:
+            log.exception("restoring the pool of sweep %s failed", run.sweep_id)
         kick_next(run.cluster_id)
     run.refresh_from_db()
     return run
@@ -124,6 +129,7 @@ class _Execution:
         run = self.run
         try:
             target = self._target()
+            prepare_step(run)  # a pool-size sweep's step: its pool resized first, online
         except ServiceError as exc:
             run.fail(exc.message)
             return

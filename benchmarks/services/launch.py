@@ -1,15 +1,11 @@
-"""Validating and recording runs and sweeps, their warnings, and cancelling a run."""
+"""Validating and recording runs (a sweep's too: see ``sweeps``), their warnings, and cancelling a run."""
 
 from __future__ import annotations
 
 import dataclasses
-import os
-from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from django.db import transaction
-from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from benchmarks import runner
@@ -20,7 +16,7 @@ from benchmarks.lib.pgbench_script_rules import shell_commands
 from benchmarks.models import BenchmarkRun, Engine, InvalidTransition, RunStatus, Sweep
 from benchmarks.services.config import HOSTNAME, SCRIPT_FILE, percentile_budget
 from benchmarks.services.datasets import latest_dataset
-from benchmarks.services.enqueue import enqueue_run, kick_next, next_in_line
+from benchmarks.services.enqueue import enqueue_run, kick_next
 from benchmarks.services.targets import ResolvedTarget, require_serving, resolve_target
 from panel.clusters.models import Cluster
 from panel.core.agent import on_node
@@ -290,55 +286,3 @@ def cancel_run(run: BenchmarkRun) -> BenchmarkRun:
     # The executor also sees the status within a tick and stops its pgbench wherever it runs.
     kick_next(run.cluster_id)
     return run
-
-
-def launch_sweep(
-    cluster: Cluster,
-    *,
-    clients_list: Sequence[int],
-    pools: Sequence[ConnectionPool | None],
-    repeats: int,
-    base_options: cmd.RunOptions,
-    database: str | None = None,
-    user: str | None = None,
-    name: str = "",
-    enqueue: bool = True,
-) -> Sweep:
-    """Plan runs over client counts × targets (``None`` = direct) × repeats, queued in order and
-    executed one after the other."""
-    if not clients_list or not pools:
-        raise ServiceError(_("Give at least one client count and one target."), field="clients_list")
-    if not 1 <= repeats <= 20:
-        raise ServiceError(_("Repeats must be between 1 and 20."), field="repeats")
-    cpus = os.cpu_count()
-    plan: list[tuple[ResolvedTarget, cmd.RunOptions]] = []
-    for clients in clients_list:
-        options = replace(base_options, clients=clients, threads=cmd.default_threads(clients, cpus))
-        for pool in pools:
-            target = validate_run(cluster, pool=pool, database=database, user=user, options=options)
-            plan.extend((target, options) for _repeat in range(repeats))
-    targets = [{"kind": "pool", "pool": pool.name} if pool else {"kind": "direct"} for pool in pools]
-    with transaction.atomic():
-        sweep = Sweep.objects.create(
-            cluster=cluster,
-            name=name,
-            clients_list=list(clients_list),
-            targets=targets,
-            repeats=repeats,
-            base_options=_options_dict(base_options),
-        )
-        created = timezone.now()
-        for index, (target, options) in enumerate(plan):
-            run = _new_run(cluster, target, options, None, sweep=sweep, sweep_index=index)
-            BenchmarkRun.objects.filter(pk=run.pk).update(created_at=created)  # one instant: order by index
-    if enqueue:
-        try:
-            if not BenchmarkRun.objects.filter(cluster=cluster, status=RunStatus.RUNNING).exists():
-                first = next_in_line(cluster.pk)
-                if first is not None:
-                    enqueue_run(first)
-        except ServiceError:
-            sweep.runs.all().delete()
-            sweep.delete()
-            raise
-    return sweep

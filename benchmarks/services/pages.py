@@ -18,6 +18,7 @@ from django.utils.translation import gettext_noop as N_
 from benchmarks.failure import explain_failure, kind_label
 from benchmarks.models import BenchmarkRun, DataSet, JobStatus, RunStatus, Sweep
 from benchmarks.services.read import live_state, shown_command
+from benchmarks.services.sweep_report import sweep_report
 from panel.clusters.models import Cluster
 from panel.clusters.ownership import clusters_for
 
@@ -218,13 +219,19 @@ def run_page(run: BenchmarkRun) -> dict[str, Any]:
 
 def sweep_page(sweep: Sweep) -> dict[str, Any]:
     runs = list(sweep.runs.order_by("sweep_index"))
+    report = sweep_report(sweep)
+    running = any(run.status in RunStatus.ACTIVE for run in runs)
     return {
         "cluster": sweep.cluster,
         "active_tab": "benchmarks",
         "sweep": sweep,
         "runs": runs,
-        "running": any(run.status in RunStatus.ACTIVE for run in runs),
+        "running": running,
+        # Until its pool is given back, which follows the last run by a moment.
+        "polling": running or (sweep.resizes_pool and sweep.restored_at is None and bool(runs)),
         "finished": sum(1 for run in runs if run.is_terminal),
+        "report": report,
+        "series_labels": [series["label"] for series in report["series"]],
     }
 
 

@@ -12,11 +12,13 @@ from benchmarks.models import BenchmarkRun, DataSet, JobStatus, RunStatus
 from benchmarks.services.config import HOSTNAME, requeue_after, worker_lost_after
 from benchmarks.services.enqueue import kick_next, next_in_line
 from benchmarks.services.execute import workdir_prefix
+from benchmarks.services.sweep_pool import restore_finished_sweeps
 from panel.clusters.models import Cluster
 
 
 def reap() -> list[str]:
-    """Fail runs and data sets whose worker is gone, stop their pgbench, restart stalled queues."""
+    """Fail runs and data sets whose worker is gone, stop their pgbench, restart stalled queues,
+    give back the pools of pool-size sweeps that ended that way."""
     notes: list[str] = []
     now = timezone.now()
     stale = now - dt.timedelta(seconds=worker_lost_after())
@@ -57,4 +59,5 @@ def reap() -> list[str]:
         stalled = first is not None and (first.enqueued_at is None or first.enqueued_at < resend_before)
         if stalled and kick_next(cluster_id) is not None:
             notes.append(f"run {first.pk}: enqueued again")
+    notes.extend(restore_finished_sweeps())
     return notes

@@ -117,3 +117,38 @@ def test_the_reaper_fails_a_run_whose_heartbeat_stopped(cluster: Cluster, settin
     assert services.reap() == [f"run {run.pk}: worker lost"]
     run.refresh_from_db()
     assert run.status == RunStatus.FAILED and "worker lost" in run.error_message
+
+
+def test_a_worker_resizes_the_pool_of_a_pool_size_sweep_before_each_step_and_gives_it_back(
+    cluster: Cluster, celery_worker: None, wait_until: Callable[..., object]
+) -> None:
+    """The resize is part of the step the node's worker executes, not of the request that planned it."""
+    from panel.pools import services as pool_services
+
+    pool = pool_services.create_pool(cluster, "sized", "defaultdb", None, "transaction", 10)
+    sweep = services.launch_sweep(
+        cluster, clients_list=[2], pool_sizes=[3, 6], pool=pool, repeats=1,
+        base_options=RunOptions(clients=1, threads=1, duration_s=2, builtin="select-only"),
+    )  # fmt: skip
+    assert pool_services.pool_stats(cluster) is not None
+
+    def restored() -> bool:
+        sweep.refresh_from_db()
+        return sweep.restored_at is not None
+
+    wait_until(restored, timeout=60, message="the sweep ran and gave its pool back")
+    runs = list(sweep.runs.order_by("sweep_index"))
+    assert [(r.status, r.pool_size_applied) for r in runs] == [("succeeded", 3), ("succeeded", 6)], [
+        r.error_message for r in runs
+    ]
+    assert all(r.worker_pid and r.worker_pid != os.getpid() for r in runs)
+    assert not sweep.restore_error
+    pool.refresh_from_db()
+    assert pool.size == 10
+    # Through the pools app's own change, once per size and once back, each applied by a RELOAD.
+    events = cluster.events.filter(kind="pool-updated").order_by("created_at", "id")
+    assert [m.rsplit("size ", 1)[1] for m in events.values_list("message", flat=True)] == [
+        "3).",
+        "6).",
+        "10).",
+    ]

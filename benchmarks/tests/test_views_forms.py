@@ -257,7 +257,7 @@ def test_the_sweep_form_plans_every_run(owner_client, cluster_row, redis_server)
     [
         ({"clients_list": "10, x"}, "whole numbers"),
         ({"clients_list": ""}, "This field is required."),
-        ({"targets": []}, "This field is required."),
+        ({"targets": []}, "Choose at least one target."),
         ({"repeats": "0"}, "greater than or equal to 1"),
     ],
 )

@@ -4,7 +4,7 @@ Thin: the run or cluster in the URL (404 to outsiders), a form, one service call
 JSON. What a page shows is read by ``benchmarks.services.pages``.
 """
 
-from benchmarks.views.results import compare, compare_data, sweep_data, sweep_detail
+from benchmarks.views.results import compare, compare_data, sweep_cancel, sweep_data, sweep_detail
 from benchmarks.views.runs import run_cancel, run_detail, run_export, run_samples
 from benchmarks.views.tab import dataset_init, datasets, history, run_check, run_launch, sweep_launch, tab
 
@@ -20,6 +20,7 @@ __all__ = [
     "run_export",
     "run_launch",
     "run_samples",
+    "sweep_cancel",
     "sweep_data",
     "sweep_detail",
     "sweep_launch",

@@ -5,10 +5,13 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.urls import reverse
+from django.utils.translation import ngettext
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
 
 from benchmarks import services
 from benchmarks.models import BenchmarkRun
@@ -17,6 +20,7 @@ from benchmarks.views.common import get_sweep
 from panel.clusters.models import Cluster
 from panel.clusters.ownership import get_cluster_for_user
 from panel.core.errors import ServiceError
+from panel.core.web import go_to
 
 MAX_COMPARED = 8
 
@@ -67,6 +71,23 @@ def sweep_detail(request: HttpRequest, cluster_id: uuid.UUID, sweep_id: uuid.UUI
 @never_cache
 @require_GET
 def sweep_data(request: HttpRequest, cluster_id: uuid.UUID, sweep_id: uuid.UUID) -> JsonResponse:
+    """The charts' data: one line per target or pool size, the best cell, the sentences."""
     sweep = get_sweep(request, cluster_id, sweep_id)
     results = services.sweep_results(sweep)
-    return JsonResponse({"done": not pages.sweep_running(results), "targets": results})
+    return JsonResponse({**services.sweep_report(sweep), "targets": results})
+
+
+@require_POST
+def sweep_cancel(request: HttpRequest, cluster_id: uuid.UUID, sweep_id: uuid.UUID) -> HttpResponse:
+    sweep = get_sweep(request, cluster_id, sweep_id)
+    try:
+        cancelled = services.cancel_sweep(sweep)
+    except ServiceError as exc:
+        messages.warning(request, exc.message)
+    else:
+        messages.success(
+            request,
+            ngettext("%(n)s run cancelled.", "%(n)s runs cancelled.", cancelled) % {"n": cancelled},
+        )
+    url = reverse("benchmarks:sweep-detail", kwargs={"cluster_id": sweep.cluster_id, "sweep_id": sweep.pk})
+    return go_to(request, url)

@@ -18,6 +18,7 @@ from panel.clusters.models import Cluster
 from panel.clusters.ownership import get_cluster_for_user
 from panel.core.errors import ServiceError
 from panel.core.web import add_service_error, go_to
+from panel.pools import services as pools_services
 
 
 def _datasets_context(cluster: Cluster, form: InitDataSetForm | None = None) -> dict[str, Any]:
@@ -37,6 +38,7 @@ def _render_tab(
         "run_form": run_form or RunForm(cluster=cluster),
         "sweep_form": sweep_form or SweepForm(cluster=cluster),
         "sweep_open": bool(sweep_form is not None and sweep_form.errors),
+        "pool_budget": pools_services.pool_budget(cluster),
         **_datasets_context(cluster, init_form),
         **pages.history_card(cluster),
     }
@@ -121,19 +123,8 @@ def sweep_launch(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     form = SweepForm(request.POST, cluster=cluster)
     if form.is_valid():
-        data = form.cleaned_data
-        # The database field is for direct runs; a pool implies its own.
-        pools_only = all(pool is not None for pool in data["targets"])
         try:
-            sweep = services.launch_sweep(
-                cluster,
-                clients_list=data["clients_list"],
-                pools=data["targets"],
-                repeats=data["repeats"],
-                base_options=form.base_options(),
-                database=None if pools_only else data["database"],
-                name=data["name"],
-            )
+            sweep = services.launch_sweep(cluster, **form.service_kwargs())
         except ServiceError as exc:
             add_service_error(form, exc)
         else:

@@ -1,7 +1,8 @@
 /* The run form: a pool implies its database (the select is disabled), a pool with a fixed user its
  * user (likewise, and the user is shown), the custom script box shows
  * only for "Custom script"; the engine (pgbench or sysbench) shows its own fields and scripts, in
- * the run form and the data set form; and the Compare button of the runs table needs two ticked runs.
+ * the run form, the data set form and the sweep form (which also shows only its kind's fields);
+ * and the Compare button of the runs table needs two ticked runs.
  * Reads data- attributes, no inline scripts.
  */
 (function () {
@@ -85,6 +86,17 @@
     }
   }
 
+  // The sweep form: its engine's fields and scripts, and the fields of its kind (targets, or the
+  // pool and its sizes) only.
+  function syncSweepForm(form) {
+    syncEngine(form);
+    var kind = form.querySelector("input[name='kind']:checked");
+    var chosen = kind ? kind.value : "targets";
+    form.querySelectorAll("[data-bench-sweep-kind]").forEach(function (box) {
+      box.classList.toggle("d-none", box.dataset.benchSweepKind !== chosen);
+    });
+  }
+
   function syncCompare(form) {
     var button = form.querySelector("button[type='submit']");
     if (button) {
@@ -95,6 +107,7 @@
   function syncAll() {
     document.querySelectorAll("form[data-bench-run-form]").forEach(syncRunForm);
     document.querySelectorAll("form[data-bench-init-form]").forEach(syncEngine);
+    document.querySelectorAll("form[data-bench-sweep-form]").forEach(syncSweepForm);
     document.querySelectorAll("form[data-bench-compare-form]").forEach(syncCompare);
   }
 
@@ -106,6 +119,10 @@
     var initForm = event.target.closest && event.target.closest("form[data-bench-init-form]");
     if (initForm) {
       syncEngine(initForm);
+    }
+    var sweepForm = event.target.closest && event.target.closest("form[data-bench-sweep-form]");
+    if (sweepForm) {
+      syncSweepForm(sweepForm);
     }
     var compareForm = event.target.closest && event.target.closest("form[data-bench-compare-form]");
     if (compareForm) {

@@ -1,8 +1,10 @@
-/* Sweep page: TPS against clients and latency against clients, one line per target.
+/* Sweep page: TPS against clients and latency against clients, one line per target (direct, each
+ * pool) or, for a pool-size sweep, one line per pool size; each point is the median of its repeats
+ * and the best cell (highest median TPS) is drawn larger, as a diamond.
  *
- * The element marked data-bench-sweep carries data-url (the sweep's results as JSON) and
- * translated labels; it holds <canvas data-chart="tps|latency">. Results are fetched every 2 s
- * (paused while the tab is hidden) until every run of the sweep is over.
+ * The element marked data-bench-sweep carries data-url (the sweep's results as JSON: "series", each
+ * a label and points) and translated labels; it holds <canvas data-chart="tps|latency">. Results
+ * are fetched every 2 s (paused while the tab is hidden) until every run of the sweep is over.
  */
 (function () {
   "use strict";
@@ -11,6 +13,8 @@
 
   var POLL_MS = 2000;
   var PALETTE = ["#0069ff", "#2e9e5b", "#d63b3b", "#f0a202", "#7b4fd6", "#1c2b41"];
+
+  var bestLabel = "";
 
   function chart(canvas, xLabel, yLabel) {
     return new window.Chart(canvas, {
@@ -24,29 +28,44 @@
           x: { type: "linear", title: { display: true, text: xLabel }, ticks: { precision: 0 } },
           y: { beginAtZero: true, title: { display: true, text: yLabel } },
         },
-        plugins: { legend: { position: "bottom" } },
+        plugins: {
+          legend: { position: "bottom" },
+          tooltip: {
+            callbacks: {
+              afterLabel: function (context) {
+                return context.raw && context.raw.best ? bestLabel : "";
+              },
+            },
+          },
+        },
       },
     });
   }
 
-  function datasets(targets, metric) {
-    return Object.keys(targets).map(function (target, i) {
+  function isBest(context) {
+    return Boolean(context.raw && context.raw.best);
+  }
+
+  function datasets(series, metric) {
+    return series.map(function (line, i) {
       var color = PALETTE[i % PALETTE.length];
       return {
-        label: target,
-        data: targets[target]
+        label: line.label,
+        data: line.points
           .filter(function (point) { return point[metric] !== null; })
-          .map(function (point) { return { x: point.clients, y: point[metric] }; }),
+          .map(function (point) { return { x: point.clients, y: point[metric], best: point.best }; }),
         borderColor: color,
         backgroundColor: color,
         borderWidth: 2,
-        pointRadius: 4,
+        pointRadius: function (context) { return isBest(context) ? 9 : 4; },
+        pointStyle: function (context) { return isBest(context) ? "rectRot" : "circle"; },
       };
     });
   }
 
   function watch(root) {
     var labels = root.dataset;
+    bestLabel = labels.labelBest || "best";
     var tps = chart(root.querySelector("canvas[data-chart='tps']"), labels.labelClients, labels.labelTps);
     var latency = chart(root.querySelector("canvas[data-chart='latency']"), labels.labelClients, labels.labelMs);
 
@@ -57,8 +76,8 @@
     function fetchResults() {
       window.PanelPoll.getJSON(root.dataset.url)
         .then(function (body) {
-          tps.data.datasets = datasets(body.targets, "tps");
-          latency.data.datasets = datasets(body.targets, "latency_avg_ms");
+          tps.data.datasets = datasets(body.series, "tps");
+          latency.data.datasets = datasets(body.series, "latency_avg_ms");
           tps.update("none");
           latency.update("none");
           if (body.done) {
