@@ -267,7 +267,7 @@ class RunForm(_TargetMixin, PanelForm):
             for field, message in cmd.problems(self.options()):
                 if field in ("tables", "table_size"):
                     continue
-                self.add_error(field if field in self.fields else None, message)
+                self.add_error(field if field in self.fields else None, str(message))
         return data
 
     @property

@@ -38,11 +38,13 @@ from benchmarks.lib.pgbench_options import (
     InitOptions,
     RunOptions,
     default_threads,
+    init_problems,
     run_options,
     validate,
     validate_init,
     warnings,
 )
+from panel.core.errors import N_, Message
 
 __all__ = [
     "BUILTIN_SCRIPTS",
@@ -72,18 +74,28 @@ __all__ = [
     "run_options",
     "spawned_env",
     "validate",
+    "init_problems",
     "validate_init",
     "warnings",
 ]
 
 
-def problems(options: RunOptions) -> list[tuple[str, str]]:
+def problems(options: RunOptions) -> list[tuple[str, Message]]:
     """Blocking errors of a run, by its engine's rules (see ``pgbench_options.problems``)."""
     if options.engine == sysbench_command.SYSBENCH:
         return sysbench_command.problems(options)
     found = pgbench_options.problems(options)
     if options.engine != sysbench_command.PGBENCH:
-        found.append(("engine", f"Unknown engine {options.engine!r}: choose pgbench or sysbench."))
+        found.append(
+            (
+                "engine",
+                Message(
+                    N_("Unknown engine %(e)s: choose pgbench or sysbench."),
+                    "run.engine_unknown",
+                    e=repr(options.engine),
+                ),
+            )
+        )
     return found
 
 

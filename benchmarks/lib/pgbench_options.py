@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from benchmarks.lib.pgbench_output import ProgressShape
 from benchmarks.lib.pgbench_txlog import TxLogFormat
+from panel.core.errors import N_, Count, Message
 
 BUILTIN_SCRIPTS = ("tpcb-like", "simple-update", "select-only")
 # Built-in scripts that wrap their statements in BEGIN ... END.
@@ -126,104 +127,242 @@ def default_threads(clients: int, cpu_count: int | None) -> int:
     return cap
 
 
-def problems(options: RunOptions) -> list[tuple[str, str]]:
+def problems(options: RunOptions) -> list[tuple[str, Message]]:
     """Blocking errors as ``(field, sentence)``; empty when pgbench will accept the options.
 
-    ``field`` is the run form's field (and ``bench run``'s option) the error is about.
+    ``field`` is the run form's field (and ``bench run``'s option) the error is about; the sentence
+    is a Message, put into words in the reader's language when shown.
     """
-    found: list[tuple[str, str]] = []
+    found: list[tuple[str, Message]] = []
     if not 1 <= options.clients <= MAX_CLIENTS:
-        found.append(("clients", f"Clients must be between 1 and {MAX_CLIENTS:,}."))
+        found.append(
+            (
+                "clients",
+                Message(
+                    N_("Clients must be between 1 and %(max)s."), "run.clients_range", max=Count(MAX_CLIENTS)
+                ),
+            )
+        )
     if options.threads < 1:
-        found.append(("threads", "Threads must be at least 1."))
+        found.append(("threads", Message(N_("Threads must be at least 1."), "run.threads_range")))
     elif options.threads > options.clients >= 1:
-        found.append(("threads", f"Threads ({options.threads}) cannot exceed clients ({options.clients})."))
+        found.append(
+            (
+                "threads",
+                Message(
+                    N_("Threads (%(threads)s) cannot exceed clients (%(clients)s)."),
+                    "run.threads_over_clients",
+                    threads=options.threads,
+                    clients=options.clients,
+                ),
+            )
+        )
     if options.duration_s is None and options.transactions is None:
-        found.append(("duration", "Give a duration or a number of transactions per client."))
+        found.append(
+            (
+                "duration",
+                Message(N_("Give a duration or a number of transactions per client."), "run.length_missing"),
+            )
+        )
     elif options.duration_s is not None and options.transactions is not None:
-        found.append(("duration", "Give a duration or a number of transactions per client, not both."))
+        found.append(
+            (
+                "duration",
+                Message(
+                    N_("Give a duration or a number of transactions per client, not both."), "run.length_both"
+                ),
+            )
+        )
     if options.duration_s is not None and not 1 <= options.duration_s <= MAX_DURATION_S:
-        found.append(("duration", f"Duration must be between 1 and {MAX_DURATION_S:,} seconds."))
+        found.append(
+            (
+                "duration",
+                Message(
+                    N_("Duration must be between 1 and %(max)s seconds."),
+                    "run.duration_range",
+                    max=Count(MAX_DURATION_S),
+                ),
+            )
+        )
     if options.transactions is not None and not 1 <= options.transactions <= MAX_TRANSACTIONS:
-        found.append(("transactions", f"Transactions per client must be between 1 and {MAX_TRANSACTIONS:,}."))
+        found.append(
+            (
+                "transactions",
+                Message(
+                    N_("Transactions per client must be between 1 and %(max)s."),
+                    "run.transactions_range",
+                    max=Count(MAX_TRANSACTIONS),
+                ),
+            )
+        )
     if not 1 <= options.progress_interval_s <= MAX_PROGRESS_S:
-        found.append(("progress", f"Progress interval must be between 1 and {MAX_PROGRESS_S:,} seconds."))
+        found.append(
+            (
+                "progress",
+                Message(
+                    N_("Progress interval must be between 1 and %(max)s seconds."),
+                    "run.progress_range",
+                    max=Count(MAX_PROGRESS_S),
+                ),
+            )
+        )
     if options.builtin is not None and options.custom_script_path is not None:
-        found.append(("script", "Choose a built-in script or a custom script, not both."))
+        found.append(
+            (
+                "script",
+                Message(N_("Choose a built-in script or a custom script, not both."), "run.script_both"),
+            )
+        )
     elif options.builtin is not None and options.builtin not in BUILTIN_SCRIPTS:
         found.append(
             (
                 "script",
-                f"Unknown built-in script {options.builtin!r}: choose one of {', '.join(BUILTIN_SCRIPTS)}.",
+                Message(
+                    N_("Unknown built-in script %(script)s: choose one of %(choices)s."),
+                    "run.script_unknown",
+                    script=repr(options.builtin),
+                    choices=", ".join(BUILTIN_SCRIPTS),
+                ),
             )
         )
     if options.custom_script_path is not None and not options.custom_script_path.strip():
-        found.append(("script", "The custom script path is empty."))
+        found.append(("script", Message(N_("The custom script path is empty."), "run.script_path_empty")))
     if options.query_mode not in QUERY_MODES:
         found.append(
             (
                 "query_mode",
-                f"Unknown query mode {options.query_mode!r}: choose one of {', '.join(QUERY_MODES)}.",
+                Message(
+                    N_("Unknown query mode %(mode)s: choose one of %(choices)s."),
+                    "run.query_mode_unknown",
+                    mode=repr(options.query_mode),
+                    choices=", ".join(QUERY_MODES),
+                ),
             )
         )
     if options.rate is not None and not options.rate > 0:
-        found.append(("rate", "Rate must be greater than 0 transactions per second."))
+        found.append(
+            ("rate", Message(N_("Rate must be greater than 0 transactions per second."), "run.rate_range"))
+        )
     if options.latency_limit_ms is not None and not options.latency_limit_ms > 0:
-        found.append(("latency_limit", "Latency limit must be greater than 0 ms."))
+        found.append(
+            (
+                "latency_limit",
+                Message(N_("Latency limit must be greater than 0 ms."), "run.latency_limit_range"),
+            )
+        )
     if options.max_tries is not None:
         if options.max_tries < 0:
-            found.append(("max_tries", "Maximum tries must be 0 (unlimited) or more."))
+            found.append(
+                (
+                    "max_tries",
+                    Message(N_("Maximum tries must be 0 (unlimited) or more."), "run.max_tries_range"),
+                )
+            )
         elif options.max_tries == 0 and options.latency_limit_ms is None and options.duration_s is None:
-            found.append(("max_tries", "Unlimited tries need a latency limit or a duration."))
+            found.append(
+                (
+                    "max_tries",
+                    Message(
+                        N_("Unlimited tries need a latency limit or a duration."), "run.max_tries_unbounded"
+                    ),
+                )
+            )
     found += [("log", error) for error in _log_errors(options)]
     return found
 
 
 def validate(options: RunOptions) -> list[str]:
     """The sentences of ``problems``: what the command line prints."""
-    return [message for _field, message in problems(options)]
+    return [str(message) for _field, message in problems(options)]
 
 
-def _log_errors(options: RunOptions) -> list[str]:
-    errors: list[str] = []
+def _log_errors(options: RunOptions) -> list[Message]:
+    errors: list[Message] = []
     logging_options = (options.log_prefix, options.sampling_rate, options.aggregate_interval_s)
     if not options.log_transactions and any(value is not None for value in logging_options):
-        errors.append("Log prefix, sampling rate and aggregate interval need the transaction log (-l).")
+        errors.append(
+            Message(
+                N_("Log prefix, sampling rate and aggregate interval need the transaction log (-l)."),
+                "run.log_needed",
+            )
+        )
     if options.sampling_rate is not None and not 0 < options.sampling_rate <= 1:
-        errors.append("Sampling rate must be greater than 0 and at most 1.")
+        errors.append(
+            Message(N_("Sampling rate must be greater than 0 and at most 1."), "run.sampling_range")
+        )
     if options.sampling_rate is not None and options.aggregate_interval_s is not None:
-        errors.append("Sampling and aggregation cannot be used together.")
+        errors.append(
+            Message(N_("Sampling and aggregation cannot be used together."), "run.sampling_and_aggregation")
+        )
     interval = options.aggregate_interval_s
     if interval is not None:
         if interval < 1:
-            errors.append("Aggregate interval must be at least 1 second.")
+            errors.append(Message(N_("Aggregate interval must be at least 1 second."), "run.aggregate_range"))
         elif options.duration_s is not None and (
             interval > options.duration_s or options.duration_s % interval
         ):
-            errors.append("The duration must be a multiple of the aggregate interval.")
+            errors.append(
+                Message(
+                    N_("The duration must be a multiple of the aggregate interval."), "run.aggregate_multiple"
+                )
+            )
     return errors
 
 
-def validate_init(options: InitOptions) -> list[str]:
-    """Blocking errors for ``pgbench -i``."""
-    errors: list[str] = []
+def init_problems(options: InitOptions) -> list[tuple[str, Message]]:
+    """Blocking errors for ``pgbench -i`` as ``(field, sentence)``: ``scale`` or ``init_steps``."""
+    found: list[tuple[str, Message]] = []
     if not 1 <= options.scale <= MAX_SCALE:
-        errors.append(f"Scale must be between 1 and {MAX_SCALE:,}.")
+        found.append(
+            (
+                "scale",
+                Message(
+                    N_("Scale must be between 1 and %(max)s."), "dataset.scale_range", max=Count(MAX_SCALE)
+                ),
+            )
+        )
     steps = options.init_steps
     if steps is not None:
         unknown = sorted({letter for letter in steps if letter not in INIT_STEP_LETTERS})
         if not steps:
-            errors.append("Give at least one initialization step.")
+            found.append(
+                ("init_steps", Message(N_("Give at least one initialization step."), "dataset.steps_missing"))
+            )
         elif unknown:
-            errors.append(
-                f"Unknown initialization step {', '.join(map(repr, unknown))}: "
-                f"allowed steps are {', '.join(INIT_STEP_LETTERS)}."
+            found.append(
+                (
+                    "init_steps",
+                    Message(
+                        N_("Unknown initialization step %(steps)s: allowed steps are %(allowed)s."),
+                        "dataset.steps_unknown",
+                        steps=", ".join(map(repr, unknown)),
+                        allowed=", ".join(INIT_STEP_LETTERS),
+                    ),
+                )
             )
         elif len(set(steps)) != len(steps):
-            errors.append("Each initialization step may appear only once.")
+            found.append(
+                (
+                    "init_steps",
+                    Message(N_("Each initialization step may appear only once."), "dataset.steps_repeated"),
+                )
+            )
         elif "g" in steps and "G" in steps:
-            errors.append("Generate data client-side (g) or server-side (G), not both.")
-    return errors
+            found.append(
+                (
+                    "init_steps",
+                    Message(
+                        N_("Generate data client-side (g) or server-side (G), not both."),
+                        "dataset.steps_both_g",
+                    ),
+                )
+            )
+    return found
+
+
+def validate_init(options: InitOptions) -> list[str]:
+    """The sentences of ``init_problems``: what the command line prints."""
+    return [str(message) for _field, message in init_problems(options)]
 
 
 def run_options(
@@ -285,41 +424,78 @@ def warnings(
     script_uses_transactions: bool | None = None,
     *,
     pool_size: int | None = None,
-) -> list[str]:
+) -> list[Message]:
     """Non-blocking warnings about a run that will work badly; ``pool_mode`` None means direct."""
-    found: list[str] = []
+    found: list[Message] = []
     clients = options.clients
     uses_transactions = (
         options.script_uses_transactions if script_uses_transactions is None else script_uses_transactions
     )
     if scale is not None and clients > scale and options.script == "tpcb-like":
         found.append(
-            f"{clients} clients on a scale of {scale}: every TPC-B-like transaction updates one of "
-            f"{scale} branch rows, so clients mostly wait for each other's row locks. "
-            f"Initialise with a scale of at least {clients} to measure the server rather than lock contention."
+            Message(
+                N_(
+                    "%(clients)s clients on a scale of %(scale)s: every TPC-B-like transaction updates one of "
+                    "%(scale)s branch rows, so clients mostly wait for each other's row locks. "
+                    "Initialise with a scale of at least %(clients)s to measure the server rather than lock "
+                    "contention."
+                ),
+                "run.warn_lock_contention",
+                clients=clients,
+                scale=scale,
+            )
         )
     if target_max_connections is not None and clients > target_max_connections:
         if pool_mode is None:
             found.append(
-                f"{clients} clients but the server accepts at most {target_max_connections} connections "
-                "for this user: pgbench will not start (connections refused). Use a connection pool or fewer clients."
+                Message(
+                    N_(
+                        "%(clients)s clients but the server accepts at most %(max)s connections for this "
+                        "user: pgbench will not start (connections refused). Use a connection pool or fewer "
+                        "clients."
+                    ),
+                    "run.warn_over_server_limit",
+                    clients=clients,
+                    max=target_max_connections,
+                )
             )
         else:
             found.append(
-                f"{clients} clients but PgBouncer accepts at most {target_max_connections} client connections: "
-                "the extra clients will be refused."
+                Message(
+                    N_(
+                        "%(clients)s clients but PgBouncer accepts at most %(max)s client connections: "
+                        "the extra clients will be refused."
+                    ),
+                    "run.warn_over_pooler_limit",
+                    clients=clients,
+                    max=target_max_connections,
+                )
             )
     if pool_mode == "statement" and uses_transactions:
         found.append(
-            f"Statement pools reject transaction blocks, and the {options.script} script uses BEGIN ... END: "
-            "every client will abort ('transaction blocks not allowed in statement pooling mode'). "
-            "Use select-only, a script without transactions, or a transaction pool."
+            Message(
+                N_(
+                    "Statement pools reject transaction blocks, and the %(script)s script uses BEGIN ... END: "
+                    "every client will abort ('transaction blocks not allowed in statement pooling mode'). "
+                    "Use select-only, a script without transactions, or a transaction pool."
+                ),
+                "run.warn_statement_pool_transactions",
+                script=options.script,
+            )
         )
     if pool_mode == "session" and pool_size is not None and clients > pool_size:
         found.append(
-            f"In session mode each client keeps a server connection for its whole session: "
-            f"{clients - pool_size} of {clients} clients will wait for one of the {pool_size} and may be "
-            "dropped (query_wait_timeout). Use a transaction pool to share connections."
+            Message(
+                N_(
+                    "In session mode each client keeps a server connection for its whole session: "
+                    "%(waiting)s of %(clients)s clients will wait for one of the %(size)s and may be "
+                    "dropped (query_wait_timeout). Use a transaction pool to share connections."
+                ),
+                "run.warn_session_pool_wait",
+                waiting=clients - pool_size,
+                clients=clients,
+                size=pool_size,
+            )
         )
     version = _parse_version(pgbouncer_version)
     if (
@@ -327,16 +503,35 @@ def warnings(
         and pool_mode in ("transaction", "statement")
         and (version is None or version < PGBOUNCER_PREPARED_SINCE)
     ):
-        shown = f"PgBouncer {'.'.join(map(str, version))}" if version else "PgBouncer before 1.21"
+        shown = f"PgBouncer {'.'.join(map(str, version))}" if version else "PgBouncer < 1.21"
         found.append(
-            f"{shown} does not track prepared statements in {pool_mode} pools: clients will fail with "
-            "'prepared statement \"P_0\" does not exist'. Use the simple or extended query mode."
+            Message(
+                N_(
+                    "%(pgbouncer)s does not track prepared statements in %(mode)s pools: clients will fail "
+                    "with 'prepared statement \"P_0\" does not exist'. Use the simple or extended query mode."
+                ),
+                "run.warn_prepared_through_pool",
+                pgbouncer=shown,
+                mode=pool_mode,
+            )
         )
     if options.threads > 1 and clients % options.threads:
         found.append(
-            f"{clients} clients do not divide evenly among {options.threads} threads: "
-            "some threads will drive more clients than others."
+            Message(
+                N_(
+                    "%(clients)s clients do not divide evenly among %(threads)s threads: "
+                    "some threads will drive more clients than others."
+                ),
+                "run.warn_uneven_threads",
+                clients=clients,
+                threads=options.threads,
+            )
         )
     if options.duration_s is not None and options.progress_interval_s > options.duration_s:
-        found.append("The progress interval is longer than the run: no progress will be reported.")
+        found.append(
+            Message(
+                N_("The progress interval is longer than the run: no progress will be reported."),
+                "run.warn_progress_too_long",
+            )
+        )
     return found

@@ -18,6 +18,7 @@ reads ``PGPASSWORD`` from the environment (``PQsetdbLogin`` ignores empty values
 from __future__ import annotations
 
 from benchmarks.lib.pgbench_options import MAX_CLIENTS, ConnectionTarget, RunOptions
+from panel.core.errors import N_, Count, Message
 
 PGBENCH = "pgbench"
 SYSBENCH = "sysbench"
@@ -95,82 +96,203 @@ def build_prepare_args(
     return [*args, command]
 
 
-def problems(options: RunOptions) -> list[tuple[str, str]]:
+def problems(options: RunOptions) -> list[tuple[str, Message]]:
     """Blocking errors of a sysbench run as ``(field, sentence)``, like pgbench's ``problems``."""
-    found: list[tuple[str, str]] = []
+    found: list[tuple[str, Message]] = []
     if not 1 <= options.clients <= MAX_CLIENTS:
-        found.append(("clients", f"Clients must be between 1 and {MAX_CLIENTS:,}."))
+        found.append(
+            (
+                "clients",
+                Message(
+                    N_("Clients must be between 1 and %(max)s."), "run.clients_range", max=Count(MAX_CLIENTS)
+                ),
+            )
+        )
     if options.custom_script_path is not None:
         found.append(
-            ("script", "sysbench runs its built-in OLTP scripts only; custom scripts are pgbench's.")
+            (
+                "script",
+                Message(
+                    N_("sysbench runs its built-in OLTP scripts only; custom scripts are pgbench's."),
+                    "run.sysbench_custom_script",
+                ),
+            )
         )
     elif options.builtin not in SYSBENCH_SCRIPTS:
         found.append(
             (
                 "script",
-                f"Unknown sysbench script {options.builtin!r}: choose one of {', '.join(SYSBENCH_SCRIPTS)}.",
+                Message(
+                    N_("Unknown sysbench script %(script)s: choose one of %(choices)s."),
+                    "run.script_unknown",
+                    script=repr(options.builtin),
+                    choices=", ".join(SYSBENCH_SCRIPTS),
+                ),
             )
         )
     if (options.duration_s is None) == (options.transactions is None):
-        found.append(("duration", "Give a duration or a number of transactions per client, not both."))
+        found.append(
+            (
+                "duration",
+                Message(
+                    N_("Give a duration or a number of transactions per client, not both."), "run.length_both"
+                ),
+            )
+        )
     elif options.duration_s is not None and options.duration_s < 1:
-        found.append(("duration", "Duration must be at least 1 second."))
+        found.append(("duration", Message(N_("Duration must be at least 1 second."), "run.duration_range")))
     elif options.transactions is not None and options.transactions < 1:
-        found.append(("transactions", "Transactions per client must be at least 1."))
+        found.append(
+            (
+                "transactions",
+                Message(N_("Transactions per client must be at least 1."), "run.transactions_range"),
+            )
+        )
     if options.query_mode not in PS_MODES:
-        found.append(("query_mode", f"Unknown prepared statement mode {options.query_mode!r}."))
+        found.append(
+            (
+                "query_mode",
+                Message(
+                    N_("Unknown prepared statement mode %(mode)s."),
+                    "run.query_mode_unknown",
+                    mode=repr(options.query_mode),
+                ),
+            )
+        )
     if options.rate is not None and not options.rate >= 1:
-        found.append(("rate", "sysbench's rate is a whole number of transactions per second, at least 1."))
+        found.append(
+            (
+                "rate",
+                Message(
+                    N_("sysbench's rate is a whole number of transactions per second, at least 1."),
+                    "run.rate_range",
+                ),
+            )
+        )
     unsupported = (
-        ("latency_limit", options.latency_limit_ms is not None, "a latency limit"),
-        ("connect", options.connect_per_transaction, "a new connection per transaction (-C)"),
-        ("max_tries", options.max_tries is not None, "max tries"),
+        (
+            "latency_limit",
+            options.latency_limit_ms is not None,
+            N_("sysbench has no latency limit: that option is pgbench's."),
+        ),
+        (
+            "connect",
+            options.connect_per_transaction,
+            N_("sysbench has no new connection per transaction (-C): that option is pgbench's."),
+        ),
+        (
+            "max_tries",
+            options.max_tries is not None,
+            N_("sysbench has no max tries: that option is pgbench's."),
+        ),
     )
-    for field, used, what in unsupported:
+    for field, used, sentence in unsupported:
         if used:
-            found.append((field, f"sysbench has no {what}: that option is pgbench's."))
-    for field, value, top in (
-        ("tables", options.tables, MAX_TABLES),
-        ("table_size", options.table_size, MAX_TABLE_SIZE),
-    ):
-        if value is None or not 1 <= value <= top:
-            found.append((field, f"{field.replace('_', ' ').capitalize()} must be between 1 and {top:,}."))
+            found.append((field, Message(sentence, "run.sysbench_unsupported")))
+    if options.tables is None or not 1 <= options.tables <= MAX_TABLES:
+        found.append(
+            (
+                "tables",
+                Message(
+                    N_("Tables must be between 1 and %(max)s."), "dataset.tables_range", max=Count(MAX_TABLES)
+                ),
+            )
+        )
+    if options.table_size is None or not 1 <= options.table_size <= MAX_TABLE_SIZE:
+        found.append(
+            (
+                "table_size",
+                Message(
+                    N_("Table size must be between 1 and %(max)s."),
+                    "dataset.table_size_range",
+                    max=Count(MAX_TABLE_SIZE),
+                ),
+            )
+        )
     return found
 
 
-def prepare_problems(tables: int, table_size: int) -> list[tuple[str, str]]:
-    found: list[tuple[str, str]] = []
+def prepare_problems(tables: int, table_size: int) -> list[tuple[str, Message]]:
+    found: list[tuple[str, Message]] = []
     if not 1 <= tables <= MAX_TABLES:
-        found.append(("tables", f"Tables must be between 1 and {MAX_TABLES:,}."))
+        found.append(
+            (
+                "tables",
+                Message(
+                    N_("Tables must be between 1 and %(max)s."), "dataset.tables_range", max=Count(MAX_TABLES)
+                ),
+            )
+        )
     if not 1 <= table_size <= MAX_TABLE_SIZE:
-        found.append(("table_size", f"Table size must be between 1 and {MAX_TABLE_SIZE:,} rows."))
+        found.append(
+            (
+                "table_size",
+                Message(
+                    N_("Table size must be between 1 and %(max)s rows."),
+                    "dataset.table_size_range",
+                    max=Count(MAX_TABLE_SIZE),
+                ),
+            )
+        )
     return found
 
 
-def warnings(options: RunOptions, *, target_max_connections: int | None, pool_mode: str | None) -> list[str]:
+def warnings(
+    options: RunOptions, *, target_max_connections: int | None, pool_mode: str | None
+) -> list[Message]:
     """Non-blocking advice before a sysbench run."""
-    found: list[str] = []
+    found: list[Message] = []
     if target_max_connections is not None and options.clients > target_max_connections:
         if pool_mode is None:
             found.append(
-                f"{options.clients} clients but the server accepts at most {target_max_connections} "
-                "connections for this user: sysbench will not start. Use a connection pool or fewer clients."
+                Message(
+                    N_(
+                        "%(clients)s clients but the server accepts at most %(max)s connections for this user: "
+                        "sysbench will not start. Use a connection pool or fewer clients."
+                    ),
+                    "run.warn_over_server_limit",
+                    clients=options.clients,
+                    max=target_max_connections,
+                )
             )
         else:
             found.append(
-                f"{options.clients} clients but PgBouncer accepts at most {target_max_connections} client "
-                "connections: the extra clients will be refused."
+                Message(
+                    N_(
+                        "%(clients)s clients but PgBouncer accepts at most %(max)s client connections: "
+                        "the extra clients will be refused."
+                    ),
+                    "run.warn_over_pooler_limit",
+                    clients=options.clients,
+                    max=target_max_connections,
+                )
             )
     if pool_mode == "statement" and options.builtin != "oltp_point_select":
         found.append(
-            f"Statement pools reject transaction blocks, and {options.builtin} uses BEGIN ... COMMIT: "
-            "use oltp_point_select or a transaction pool."
+            Message(
+                N_(
+                    "Statement pools reject transaction blocks, and %(script)s uses BEGIN ... COMMIT: "
+                    "use oltp_point_select or a transaction pool."
+                ),
+                "run.warn_statement_pool_transactions",
+                script=options.builtin,
+            )
         )
     if pool_mode in PS_UNSAFE_POOL_MODES:
         found.append(
-            "Through a transaction pool sysbench runs without prepared statements (--db-ps-mode=disable): "
-            "PgBouncer 1.18 does not keep them across transactions."
+            Message(
+                N_(
+                    "Through a transaction pool sysbench runs without prepared statements (--db-ps-mode=disable): "
+                    "PgBouncer 1.18 does not keep them across transactions."
+                ),
+                "run.warn_sysbench_ps_disabled",
+            )
         )
     if options.duration_s is not None and options.progress_interval_s > options.duration_s:
-        found.append("The progress interval is longer than the run: no progress will be reported.")
+        found.append(
+            Message(
+                N_("The progress interval is longer than the run: no progress will be reported."),
+                "run.warn_progress_too_long",
+            )
+        )
     return found

@@ -13,6 +13,7 @@ from django.utils.translation import gettext_lazy as _
 
 from benchmarks.models.status import Engine, InvalidTransition, RunStatus
 from panel.clusters.models import Cluster
+from panel.core.errors import message_from_json
 
 
 class SweepKind(models.TextChoices):
@@ -158,6 +159,11 @@ class BenchmarkRun(models.Model):
             "clients": self.clients,
             "target": self.target_display,
         }
+
+    @property
+    def warning_messages(self) -> list[Any]:
+        """The warnings in the reader's language (Messages; plain text for rows from before)."""
+        return [message_from_json(warning) for warning in self.warnings or []]
 
     @property
     def target_display(self) -> str:

@@ -23,7 +23,7 @@ from benchmarks.services.targets import ResolvedTarget, require_serving, resolve
 from panel.clusters import dbconn, isolation
 from panel.clusters.models import Cluster
 from panel.core.agent import on_node
-from panel.core.errors import ServiceError
+from panel.core.errors import N_, ServiceError
 
 log = logging.getLogger(__name__)
 
@@ -54,35 +54,50 @@ def init_dataset(
     require_serving(cluster)
     if not cluster.databases.filter(name=database).exists():
         raise ServiceError(
-            _("No database named “%(name)s” on this cluster.") % {"name": database}, field="database"
+            N_("No database named “%(name)s” on this cluster."),
+            field="database",
+            code="database.not_found",
+            params={"name": database},
         )
     if engine == Engine.SYSBENCH:
         tables = tables or sb.DEFAULT_TABLES
         table_size = table_size or sb.DEFAULT_TABLE_SIZE
         found = sb.prepare_problems(tables, table_size)
         if found:
-            raise ServiceError(" ".join(message for _f, message in found), field=found[0][0])
+            raise ServiceError.joined([message for _f, message in found], field=found[0][0])
         scale, init_steps, foreign_keys = None, None, False
     elif engine == Engine.PGBENCH:
         if scale is None:
-            raise ServiceError(_("Give a scale factor."), field="scale")
-        errors = cmd.validate_init(cmd.InitOptions(scale, init_steps or None, foreign_keys))
-        if errors:
-            field = "scale" if errors[0].startswith("Scale") else "init_steps"
-            raise ServiceError(" ".join(errors), field=field)
+            raise ServiceError(
+                N_("Give a scale factor."), field="scale", code="dataset.scale_missing", params={}
+            )
+        found = cmd.init_problems(cmd.InitOptions(scale, init_steps or None, foreign_keys))
+        if found:
+            raise ServiceError.joined([message for _f, message in found], field=found[0][0])
         tables = table_size = None
     else:
         raise ServiceError(
-            _("Unknown engine %(e)s: choose pgbench or sysbench.") % {"e": engine}, field="engine"
+            N_("Unknown engine %(e)s: choose pgbench or sysbench."),
+            field="engine",
+            code="dataset.engine_unknown",
+            params={"e": engine},
         )
     if BenchmarkRun.objects.filter(cluster=cluster, database=database, status=RunStatus.RUNNING).exists():
         raise ServiceError(
-            _("A benchmark is running on this database; wait for it or cancel it."), field="database"
+            N_("A benchmark is running on this database; wait for it or cancel it."),
+            field="database",
+            code="dataset.run_in_progress",
+            params={},
         )
     if DataSet.objects.filter(
         cluster=cluster, database=database, status__in=[JobStatus.QUEUED, JobStatus.RUNNING]
     ).exists():
-        raise ServiceError(_("This database is already being initialised."), field="database")
+        raise ServiceError(
+            N_("This database is already being initialised."),
+            field="database",
+            code="dataset.init_in_progress",
+            params={},
+        )
     dataset = DataSet.objects.create(
         cluster=cluster,
         database=database,
@@ -266,15 +281,26 @@ def cleanup_dataset(cluster: Cluster, database: str) -> int:
     require_serving(cluster)
     datasets = DataSet.objects.filter(cluster=cluster, database=database, engine=Engine.SYSBENCH)
     if datasets.filter(status__in=[JobStatus.QUEUED, JobStatus.RUNNING]).exists():
-        raise ServiceError(_("This database is being prepared; wait for it."), field="database")
+        raise ServiceError(
+            N_("This database is being prepared; wait for it."),
+            field="database",
+            code="dataset.prepare_in_progress",
+            params={},
+        )
     if BenchmarkRun.objects.filter(cluster=cluster, database=database, status=RunStatus.RUNNING).exists():
         raise ServiceError(
-            _("A benchmark is running on this database; wait for it or cancel it."), field="database"
+            N_("A benchmark is running on this database; wait for it or cancel it."),
+            field="database",
+            code="dataset.run_in_progress",
+            params={},
         )
     tables = max((dataset.tables or 0 for dataset in datasets), default=0)
     if not tables:
         raise ServiceError(
-            _("No sysbench data set in the database “%(db)s”.") % {"db": database}, field="database"
+            N_("No sysbench data set in the database “%(db)s”."),
+            field="database",
+            code="dataset.sysbench_missing",
+            params={"db": database},
         )
     target = resolve_target(cluster, pool=None, database=database, user=None)
     args = sb.build_prepare_args(runner.sysbench_path(), target.connection, tables, 0, command="cleanup")
@@ -293,7 +319,11 @@ def cleanup_dataset(cluster: Cluster, database: str) -> int:
     code = proc.wait(5)
     if code is None:
         proc.stop()
-        raise ServiceError(_("sysbench cleanup did not finish within %(s)s s.") % {"s": CLEANUP_TIMEOUT_S})
+        raise ServiceError(
+            N_("sysbench cleanup did not finish within %(s)s s."),
+            code="dataset.cleanup_timeout",
+            params={"s": CLEANUP_TIMEOUT_S},
+        )
     if code != 0:
         raise ServiceError(first_error or _("sysbench cleanup exited with code %(c)s") % {"c": code})
     forgotten, _by_model = datasets.delete()

@@ -177,7 +177,7 @@ class _Execution:
                 # script argument names, and a row written around the launch service is not checked.
                 found = sb.problems(options)
                 if found:
-                    run.fail(" ".join(message for _field, message in found))
+                    run.fail(" ".join(str(message) for _field, message in found))
                     return
                 args = sb.build_run_args(runner.sysbench_path(), target.connection, options)
             else:

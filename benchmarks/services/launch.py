@@ -6,8 +6,6 @@ import dataclasses
 from dataclasses import replace
 from typing import Any
 
-from django.utils.translation import gettext as _
-
 from benchmarks import runner
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib import sysbench_command as sb
@@ -20,7 +18,7 @@ from benchmarks.services.enqueue import enqueue_run, kick_next
 from benchmarks.services.targets import ResolvedTarget, require_serving, resolve_target
 from panel.clusters.models import Cluster
 from panel.core.agent import on_node
-from panel.core.errors import ServiceError
+from panel.core.errors import N_, Message, ServiceError, message_to_json
 from panel.pools.models import ConnectionPool
 
 
@@ -37,15 +35,12 @@ def refuse_shell_commands(custom_script: str) -> None:
     for command in shell_commands(custom_script):
         found.setdefault(command.line, command.name)
     if found:
-        raise ServiceError(
-            " ".join(
-                _(
-                    "Line %(line)s: \\%(command)s runs a program on the server; custom scripts may "
-                    "only talk to the database."
-                )
-                % {"line": line, "command": name}
-                for line, name in found.items()
-            ),
+        sentence = N_(
+            "Line %(line)s: \\%(command)s runs a program on the server; custom scripts may only talk to "
+            "the database."
+        )
+        raise ServiceError.joined(
+            [Message(sentence, "run.script_shell", line=line, command=name) for line, name in found.items()],
             field="custom_script",
         )
 
@@ -63,12 +58,13 @@ def sysbench_options(cluster: Cluster, target: ResolvedTarget, options: cmd.RunO
     dataset = latest_dataset(cluster, _target_database(target), Engine.SYSBENCH)
     if dataset is None:
         raise ServiceError(
-            _(
+            N_(
                 "No sysbench data set in the database “%(db)s”: prepare one first (Data sets, engine "
                 "sysbench), pgbench's tables are not sysbench's."
-            )
-            % {"db": _target_database(target)},
+            ),
             field="database",
+            code="run.sysbench_data_missing",
+            params={"db": _target_database(target)},
         )
     return replace(
         options,
@@ -89,7 +85,10 @@ def validate_run(
     """Every blocking check of a launch; raises ServiceError naming the form field."""
     if options.engine == Engine.SYSBENCH and custom_script is not None:
         raise ServiceError(
-            _("sysbench runs its built-in OLTP scripts only; custom scripts are pgbench's."), field="script"
+            N_("sysbench runs its built-in OLTP scripts only; custom scripts are pgbench's."),
+            field="script",
+            code="run.sysbench_custom_script",
+            params={},
         )
     if custom_script is not None:
         refuse_shell_commands(custom_script)
@@ -100,7 +99,7 @@ def validate_run(
         options = sysbench_options(cluster, target, options)
     found = cmd.problems(options)
     if found:
-        raise ServiceError(" ".join(message for _field, message in found), field=found[0][0])
+        raise ServiceError.joined([message for _field, message in found], field=found[0][0])
     if custom_script is not None:
         result = check_custom_script(
             runner.pgbench_path(cluster.version),
@@ -109,7 +108,8 @@ def validate_run(
             query_mode=options.query_mode,
         )
         if not result.ok:
-            raise ServiceError(result.message, field="custom_script")
+            # pgbench's own words (in English, as pgbench writes them).
+            raise ServiceError(result.message, field="custom_script", code="run.script_refused")
     return target
 
 
@@ -222,7 +222,7 @@ def _new_run(
         transactions=options.transactions,
         script=options.script,
         query_mode=options.query_mode,
-        warnings=_warnings_for(target, cluster, options),
+        warnings=[message_to_json(warning) for warning in _warnings_for(target, cluster, options)],
         # sysbench keeps no transaction log: its percentiles come from its own lines and histogram.
         percentile_sampling_rate=choose_sampling_rate(cluster, options)
         if percentiles and not sysbench
@@ -277,8 +277,9 @@ def cancel_run(run: BenchmarkRun) -> BenchmarkRun:
     except InvalidTransition:
         run.refresh_from_db()
         raise ServiceError(
-            _("The run is %(status)s; only a queued or running run can be cancelled.")
-            % {"status": run.get_status_display().lower()}
+            N_("The run is %(status)s; only a queued or running run can be cancelled."),
+            code="run.not_cancellable",
+            params={"status": run.get_status_display().lower()},
         ) from None
     run.refresh_from_db()
     if run.worker_hostname in ("", HOSTNAME):

@@ -14,7 +14,7 @@ from django.utils.translation import gettext as _
 from benchmarks.failure import explain_failure
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.models import BenchmarkRun, Engine, RunStatus, Sweep
-from panel.core.errors import ServiceError
+from panel.core.errors import N_, ServiceError
 
 SAMPLE_FIELDS = (
     "seq",
@@ -137,7 +137,9 @@ def compare_records(runs: Sequence[BenchmarkRun]) -> list[dict[str, Any]]:
     two are needed. Each says whether it has a result, why not (in words) and whether it is the
     best: the highest TPS among the runs with a result, never a run that failed."""
     if len(runs) < 2:
-        raise ServiceError(_("Pick at least two runs to compare."), field="runs")
+        raise ServiceError(
+            N_("Pick at least two runs to compare."), field="runs", code="run.compare_too_few", params={}
+        )
     with_result = [run for run in runs if has_result(run)]
     best = max(with_result, key=lambda run: run.tps or 0.0) if len(with_result) > 1 else None
     records = []
@@ -201,7 +203,12 @@ def export_run(run: BenchmarkRun, fmt: str = "csv") -> str:
         for error in errors:
             error["at"] = error["at"].isoformat()
         return json.dumps({**run_record(run), "samples": samples, "errors": errors}, indent=2)
-    raise ServiceError(_("Unknown export format %(f)s: choose csv or json.") % {"f": fmt}, field="format")
+    raise ServiceError(
+        N_("Unknown export format %(f)s: choose csv or json."),
+        field="format",
+        code="run.export_format_unknown",
+        params={"f": fmt},
+    )
 
 
 def sweep_results(sweep: Sweep) -> dict[str, list[dict[str, Any]]]:

@@ -13,11 +13,10 @@ import logging
 
 from django.db import transaction
 from django.utils import timezone
-from django.utils.translation import gettext as _
 
 from benchmarks.models import BenchmarkRun, RunStatus, Sweep, SweepKind
 from panel.clusters.models import Cluster
-from panel.core.errors import ServiceError
+from panel.core.errors import N_, ServiceError
 from panel.pools import console
 from panel.pools import services as pools_services
 from panel.pools.console import admin_console
@@ -43,7 +42,9 @@ def prepare_step(run: BenchmarkRun) -> None:
         return
     pool = ConnectionPool.objects.filter(cluster_id=run.cluster_id, name=run.pool_name).first()
     if pool is None:
-        raise ServiceError(_("The pool “%(name)s” no longer exists.") % {"name": run.pool_name})
+        raise ServiceError(
+            N_("The pool “%(name)s” no longer exists."), code="pool.not_found", params={"name": run.pool_name}
+        )
     shrinking = run.pool_size < pool.size
     if pool.size != run.pool_size:
         pool = pools_services.update_pool(pool, pool.database, pool.user or None, pool.mode, run.pool_size)
@@ -53,13 +54,18 @@ def prepare_step(run: BenchmarkRun) -> None:
     try:
         served = _served_size(run.cluster, pool.name)
     except (console.ConsoleError, ValueError) as exc:
-        raise ServiceError(_("PgBouncer did not answer SHOW DATABASES: %(e)s") % {"e": exc}) from None
+        raise ServiceError(
+            N_("PgBouncer did not answer SHOW DATABASES: %(e)s"),
+            code="sweep.pooler_silent",
+            params={"e": exc},
+        ) from None
     BenchmarkRun.objects.filter(pk=run.pk).update(pool_size_applied=served)
     run.pool_size_applied = served
     if served != run.pool_size:
         raise ServiceError(
-            _("PgBouncer serves the pool “%(name)s” with %(served)s connections, not %(size)s.")
-            % {"name": pool.name, "served": served, "size": run.pool_size}
+            N_("PgBouncer serves the pool “%(name)s” with %(served)s connections, not %(size)s."),
+            code="sweep.pool_size_not_applied",
+            params={"name": pool.name, "served": served, "size": run.pool_size},
         )
 
 

@@ -25,7 +25,7 @@ from benchmarks.services.sweep_pool import restore_pool
 from benchmarks.services.targets import ResolvedTarget
 from panel.clusters.models import Cluster
 from panel.core.agent import on_node
-from panel.core.errors import ServiceError
+from panel.core.errors import N_, ServiceError
 from panel.pools import services as pools_services
 from panel.pools.models import ConnectionPool, PoolMode
 
@@ -37,22 +37,38 @@ def check_pool_sizes(cluster: Cluster, sizes: Sequence[int], pool: ConnectionPoo
     """Every size must fit the cluster's connection budget beside the other pools (the rule
     ``update_pool`` applies at each step); a ServiceError on the ``pool_sizes`` field otherwise."""
     if not sizes:
-        raise ServiceError(_("Give at least one pool size, e.g. 2,5,10,20."), field="pool_sizes")
+        raise ServiceError(
+            N_("Give at least one pool size, e.g. 2,5,10,20."),
+            field="pool_sizes",
+            code="sweep.pool_sizes_missing",
+            params={},
+        )
     if len(sizes) > MAX_POOL_SIZES:
-        raise ServiceError(_("At most %(n)s pool sizes.") % {"n": MAX_POOL_SIZES}, field="pool_sizes")
+        raise ServiceError(
+            N_("At most %(n)s pool sizes."),
+            field="pool_sizes",
+            code="sweep.pool_sizes_too_many",
+            params={"n": MAX_POOL_SIZES},
+        )
     if min(sizes) < 1:
-        raise ServiceError(_("Pool sizes must be at least 1."), field="pool_sizes")
+        raise ServiceError(
+            N_("Pool sizes must be at least 1."),
+            field="pool_sizes",
+            code="sweep.pool_size_invalid",
+            params={},
+        )
     used, total = pools_services.pool_budget(cluster)
     left = max(total - (used - (pool.size if pool is not None else 0)), 0)
     too_big = [size for size in sizes if size > left]
     if too_big:
         raise ServiceError(
-            _(
+            N_(
                 "Only %(left)s of the cluster's %(total)s connections are left for this pool beside "
                 "the other pools: %(sizes)s does not fit."
-            )
-            % {"left": left, "total": total, "sizes": ", ".join(str(size) for size in too_big)},
+            ),
             field="pool_sizes",
+            code="sweep.pool_size_over_budget",
+            params={"left": left, "total": total, "sizes": ", ".join(str(size) for size in too_big)},
         )
 
 
@@ -93,9 +109,16 @@ def launch_sweep(
     sizes = sorted(set(pool_sizes))
     resizes = bool(pool_sizes)
     if not clients_list or not (pools or resizes):
-        raise ServiceError(_("Give at least one client count and one target."), field="clients_list")
+        raise ServiceError(
+            N_("Give at least one client count and one target."),
+            field="clients_list",
+            code="sweep.plan_empty",
+            params={},
+        )
     if not 1 <= repeats <= 20:
-        raise ServiceError(_("Repeats must be between 1 and 20."), field="repeats")
+        raise ServiceError(
+            N_("Repeats must be between 1 and 20."), field="repeats", code="sweep.repeats_range", params={}
+        )
     if resizes:
         check_pool_sizes(cluster, sizes, pool)
         busy = Sweep.objects.filter(
@@ -103,9 +126,10 @@ def launch_sweep(
         )
         if pool is not None and busy.exists():
             raise ServiceError(
-                _("Another pool-size sweep is resizing the pool “%(name)s”; wait for it to end.")
-                % {"name": pool.name},
+                N_("Another pool-size sweep is resizing the pool “%(name)s”; wait for it to end."),
                 field="pool",
+                code="sweep.pool_busy",
+                params={"name": pool.name},
             )
     cpus = os.cpu_count()
     scratch = None

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.utils.translation import gettext as _
-
 from benchmarks.lib import pgbench_command as cmd
 from panel.clusters.models import Cluster, DatabaseUser
-from panel.core.errors import ServiceError
+from panel.core.errors import N_, ServiceError
 from panel.pools.config import MAX_CLIENT_CONN
 from panel.pools.models import ConnectionPool
 
@@ -39,7 +37,12 @@ def _current_pool(
     found = query.filter(pk=pool.pk).first() if pool is not None else query.filter(name=pool_name).first()
     if found is None:
         name = pool.name if pool is not None else pool_name
-        raise ServiceError(_("The pool “%(name)s” no longer exists.") % {"name": name}, field="pool")
+        raise ServiceError(
+            N_("The pool “%(name)s” no longer exists."),
+            field="pool",
+            code="pool.not_found",
+            params={"name": name},
+        )
     return found
 
 
@@ -48,7 +51,10 @@ def _password(cluster: Cluster, user: str) -> str:
         return cluster.users.get(name=user).password
     except DatabaseUser.DoesNotExist:
         raise ServiceError(
-            _("No user named “%(name)s” on this cluster.") % {"name": user}, field="user"
+            N_("No user named “%(name)s” on this cluster."),
+            field="user",
+            code="user.not_found",
+            params={"name": user},
         ) from None
 
 
@@ -66,9 +72,10 @@ def resolve_target(
     if current is not None:
         if current.user and user and user != current.user:
             raise ServiceError(
-                _("The pool “%(pool)s” always logs in as “%(user)s”.")
-                % {"pool": current.name, "user": current.user},
+                N_("The pool “%(pool)s” always logs in as “%(user)s”."),
                 field="user",
+                code="pool.user_fixed",
+                params={"pool": current.name, "user": current.user},
             )
         user_name = current.user or user or cluster.admin_user
         target = cmd.ConnectionTarget(
@@ -79,7 +86,10 @@ def resolve_target(
     db_name = database or cluster.default_database
     if not cluster.databases.filter(name=db_name).exists():
         raise ServiceError(
-            _("No database named “%(name)s” on this cluster.") % {"name": db_name}, field="database"
+            N_("No database named “%(name)s” on this cluster."),
+            field="database",
+            code="database.not_found",
+            params={"name": db_name},
         )
     user_name = user or cluster.admin_user
     host = LOOPBACK if cluster.is_local else cluster.host

@@ -295,7 +295,7 @@ def test_no_warnings_for_the_baseline() -> None:
 
 def test_it_warns_about_branch_contention() -> None:
     [message] = warnings(BASELINE, scale=20)
-    assert message.startswith(
+    assert str(message).startswith(
         "50 clients on a scale of 20: every TPC-B-like transaction updates one of 20 branch rows"
     )
     select_only = RunOptions(clients=50, threads=2, duration_s=30, builtin="select-only")
@@ -304,9 +304,9 @@ def test_it_warns_about_branch_contention() -> None:
 
 def test_it_warns_that_a_direct_server_will_refuse_clients() -> None:
     [message] = warnings(OVERLOAD, scale=150, target_max_connections=97)
-    assert message.startswith("150 clients but the server accepts at most 97 connections for this user")
+    assert str(message).startswith("150 clients but the server accepts at most 97 connections for this user")
     [pooled] = warnings(OVERLOAD, scale=150, target_max_connections=100, pool_mode="transaction")
-    assert pooled.startswith("150 clients but PgBouncer accepts at most 100 client connections")
+    assert str(pooled).startswith("150 clients but PgBouncer accepts at most 100 client connections")
 
 
 def test_it_warns_about_transactions_in_statement_pools() -> None:
@@ -324,7 +324,7 @@ def test_it_warns_about_transactions_in_statement_pools() -> None:
 def test_it_warns_about_prepared_statements_on_old_pgbouncer() -> None:
     prepared = RunOptions(clients=4, threads=2, duration_s=5, query_mode="prepared")
     [message] = warnings(prepared, pool_mode="transaction", pgbouncer_version="1.18.0")
-    assert message.startswith("PgBouncer 1.18.0 does not track prepared statements in transaction pools")
+    assert str(message).startswith("PgBouncer 1.18.0 does not track prepared statements in transaction pools")
     assert len(warnings(prepared, pool_mode="transaction")) == 1  # unknown version
     assert warnings(prepared, pool_mode="transaction", pgbouncer_version="PgBouncer 1.21.0") == []
     assert warnings(prepared, pool_mode="transaction", pgbouncer_version=(1, 22)) == []
@@ -334,7 +334,7 @@ def test_it_warns_about_prepared_statements_on_old_pgbouncer() -> None:
 
 def test_it_warns_about_session_pools_smaller_than_the_clients() -> None:
     [message] = warnings(OVERLOAD, pool_mode="session", pool_size=20)
-    assert message.startswith(
+    assert str(message).startswith(
         "In session mode each client keeps a server connection for its whole session: 130 of 150"
     )
 

@@ -13,10 +13,11 @@ class AccountsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.utils.formats import number_format
         from django.utils.translation import gettext, pgettext
 
         from panel.accounts import signals  # noqa: F401  (connects the login receiver)
         from panel.core.errors import set_translator
 
         # Refusals (panel.core.errors) are rendered in the active language when they are read.
-        set_translator(gettext, pgettext)
+        set_translator(gettext, pgettext, lambda n: number_format(n, force_grouping=True))

@@ -29,7 +29,14 @@ from django.conf import settings
 from django.utils.translation import gettext as _
 
 from panel.core import taskqueue
-from panel.core.errors import C_, ServiceError, Term
+from panel.core.errors import (
+    Message,
+    ServiceError,
+    message_from_json,
+    message_to_json,
+    params_from_wire,
+    params_to_wire,
+)
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +151,8 @@ def encode(value: Any) -> Any:
         return {"$datetime": value.isoformat()}
     if isinstance(value, Path):
         return {"$path": str(value)}
+    if isinstance(value, Message):
+        return {"$text": message_to_json(value)}
     raise TypeError(f"cannot send a {type(value).__name__} to the node agent")
 
 
@@ -182,6 +191,8 @@ def decode(value: Any) -> Any:
         return dt.datetime.fromisoformat(value["$datetime"])
     if "$path" in value:
         return Path(value["$path"])
+    if "$text" in value:
+        return message_from_json(value["$text"])
     raise ValueError(f"unknown value on the wire: {sorted(value)}")
 
 
@@ -230,12 +241,10 @@ def send(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], *, timeout: f
 def error_answer(exc: ServiceError) -> dict[str, Any]:
     """A refusal as the agent answers it: its template and parameters (rendered where the error
     is read, in the user's language), its code and field; ``error`` its words here, for logs."""
-    params = exc.params or {}
     return {
         "error": exc.message,
         "template": exc.template,
-        "params": encode({key: _wire_value(value) for key, value in params.items()}) if exc.params else None,
-        "terms": [[key, value.context] for key, value in params.items() if isinstance(value, Term)],
+        "params": params_to_wire(exc.params) if exc.params is not None else None,
         "field": exc.field,
         "code": exc.code,
     }
@@ -243,19 +252,10 @@ def error_answer(exc: ServiceError) -> dict[str, Any]:
 
 def error_from(answer: dict[str, Any]) -> ServiceError:
     """The web's side of ``error_answer``."""
-    params = decode(answer["params"]) if answer.get("params") is not None else None
-    for key, context in answer.get("terms") or ():
-        params[key] = C_(context, params[key]) if context else Term(params[key])
+    params = params_from_wire(answer["params"]) if answer.get("params") is not None else None
     return ServiceError(
         answer.get("template", answer["error"]), answer.get("field"), answer.get("code"), params
     )
-
-
-def _wire_value(value: Any) -> Any:
-    """A message parameter as it crosses: numbers and text as they are, anything else (a lazy
-    label, a path) as its text. A label's words are this side's (English); labels that must be
-    translated are passed as their template (``N_``) instead."""
-    return value if isinstance(value, int | float | str) or value is None else str(value)
 
 
 def lookup(name: str) -> Callable[..., Any]:

@@ -37,6 +37,11 @@ def C_(context: str, message: str) -> Term:  # noqa: N802  (makemessages knows C
     return term
 
 
+class Count(int):
+    """A message parameter that is a quantity: written with the language's digit grouping
+    (10,000 / 10.000), unlike a port or an id."""
+
+
 def _untranslated(message: str) -> str:
     return message
 
@@ -47,13 +52,19 @@ def _untranslated_in(context: str, message: str) -> str:
 
 _translate: Callable[[str], str] = _untranslated
 _translate_in: Callable[[str, str], str] = _untranslated_in
+_group: Callable[[int], str] = "{:,}".format
 
 
-def set_translator(translate: Callable[[str], str], translate_in: Callable[[str, str], str]) -> None:
+def set_translator(
+    translate: Callable[[str], str],
+    translate_in: Callable[[str, str], str],
+    group: Callable[[int], str] | None = None,
+) -> None:
     """Install the functions that look a template up in the catalogue (Django's gettext and
-    pgettext)."""
-    global _translate, _translate_in
+    pgettext) and that write a Count in the active language."""
+    global _translate, _translate_in, _group
     _translate, _translate_in = translate, translate_in
+    _group = group or _group
 
 
 def render(template: str, params: Mapping[str, Any] | None) -> str:
@@ -68,8 +79,81 @@ def render(template: str, params: Mapping[str, Any] | None) -> str:
 def _param(value: Any) -> Any:
     if isinstance(value, Term):
         return _translate_in(value.context, str(value)) if value.context else _translate(str(value))
-    # A lazy label (a model's choice, a gettext_lazy text) becomes its words in the active language.
+    if isinstance(value, Count):
+        return _group(int(value))
+    # A lazy label (a model's choice, a gettext_lazy text) or a Message becomes its words in the
+    # active language.
     return value if isinstance(value, int | float | str) else str(value)
+
+
+class Message:
+    """A sentence for a person that a ``lib`` function returns (a problem of a form's value, a
+    warning): its template, parameters and code, put into words when ``str()`` is called, in the
+    language active then. Equal to the string it renders to, so code and tests may compare."""
+
+    __slots__ = ("code", "params", "template")
+
+    def __init__(self, template: str, code: str | None = None, **params: Any) -> None:
+        self.template = template
+        self.code = code
+        self.params = params
+
+    def __str__(self) -> str:
+        return render(self.template, self.params)
+
+    def __repr__(self) -> str:
+        return f"Message({str(self)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Message):
+            return (self.template, self.params) == (other.template, other.params)
+        return isinstance(other, str) and str(self) == other
+
+    def __hash__(self) -> int:
+        return hash(self.template)
+
+    def __contains__(self, text: str) -> bool:
+        return text in str(self)
+
+
+def params_to_wire(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Message parameters as JSON, keeping what is rendered where it is read: a Term stays a word
+    to translate, a Message a template with its own parameters; anything else its text here."""
+    return {key: _to_wire(value) for key, value in params.items()}
+
+
+def _to_wire(value: Any) -> Any:
+    if isinstance(value, Term):
+        return {"$term": str(value), "context": value.context}
+    if isinstance(value, Message):
+        return {"$message": value.template, "code": value.code, "params": params_to_wire(value.params)}
+    if isinstance(value, Count):
+        return {"$count": int(value)}
+    return value if isinstance(value, int | float | str) or value is None else str(value)
+
+
+def message_to_json(message: Message | str) -> dict[str, Any] | str:
+    """A Message kept in a JSON column (a run's warnings): rendered when the page is read."""
+    return _to_wire(message) if isinstance(message, Message) else message
+
+
+def message_from_json(value: Any) -> Message | str:
+    """``message_to_json``'s reverse; a plain string (rows from before) stays as it is."""
+    return _from_wire(value) if isinstance(value, dict) else str(value)
+
+
+def params_from_wire(wire: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: _from_wire(value) for key, value in wire.items()}
+
+
+def _from_wire(value: Any) -> Any:
+    if isinstance(value, dict) and "$term" in value:
+        return C_(value["context"], value["$term"]) if value.get("context") else Term(value["$term"])
+    if isinstance(value, dict) and "$count" in value:
+        return Count(value["$count"])
+    if isinstance(value, dict) and "$message" in value:
+        return Message(value["$message"], value.get("code"), **params_from_wire(value["params"]))
+    return value
 
 
 class CodedError(Exception):
@@ -104,6 +188,16 @@ class ServiceError(CodedError):
     """A refusal or failure to show where the user acted; ``field`` names the form field and
     ``code`` (stable, e.g. ``pool.name_taken``) says what kind of refusal it is, so an edge (the
     API's error id and status, a test) never has to read the message."""
+
+    @classmethod
+    def joined(
+        cls, messages: list[Message], field: str | None = None, code: str | None = None
+    ) -> ServiceError:
+        """One refusal of several problems (a form's values), their sentences side by side; its
+        code is the first problem's unless given."""
+        template = " ".join(f"%(p{index})s" for index in range(len(messages)))
+        params = {f"p{index}": message for index, message in enumerate(messages)}
+        return cls(template, field, code or messages[0].code, params)
 
     @classmethod
     def of(cls, error: CodedError, field: str | None = None) -> ServiceError:

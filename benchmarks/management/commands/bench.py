@@ -251,7 +251,7 @@ class Command(PanelCommand):
             enqueue=not opts["wait"],
         )
         if opts["format"] == "text":
-            for warning in run.warnings:
+            for warning in run.warning_messages:
                 self.stderr.write(f"warning: {warning}")
         if not opts["wait"]:
             if opts["format"] == "json":
