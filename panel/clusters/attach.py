@@ -44,7 +44,7 @@ from panel.clusters import dbconn
 from panel.clusters.lib.hosts import InvalidHost, IPAddress, forbidden_reason, validate_host
 from panel.clusters.lib.names import InvalidName, validate_cluster_name
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, Database, DatabaseUser
-from panel.core.errors import N_, ServiceError
+from panel.core.errors import N_, Message, ServiceError
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +147,7 @@ def attach_cluster(
             Database.objects.create(
                 cluster=cluster, name=db_name, owner_name=db_owner, is_protected=db_name == server.database
             )
-        cluster.log_event("attached", _("Attached %(host)s:%(port)s.") % {"host": host, "port": server.port})
+        cluster.log_event("attached", Message(N_("Attached %(host)s:%(port)s."), host=host, port=server.port))
     return cluster
 
 

@@ -9,13 +9,13 @@ from typing import ClassVar
 from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext_lazy as _
 
 from panel import crypto
 from panel.clusters.lib.plans import Plan, get_plan
 from panel.core import runas
-from panel.core.errors import N_, ServiceError, Term
+from panel.core.errors import N_, Message, ServiceError, Term, message_from_json, message_to_json
 from panel.core.runas import OsUser
 
 
@@ -371,7 +371,15 @@ class Cluster(models.Model):
         """Its trusted sources as pg_hba.conf and PgBouncer's hba file are written from them."""
         return list(self.trusted_sources.order_by("created_at", "value").values_list("value", flat=True))
 
-    def log_event(self, kind: str, message: str, level: str = "info") -> ClusterEvent:
+    def log_event(self, kind: str, message: str | Message, level: str = "info") -> ClusterEvent:
+        """Record an event; a Message is kept as its template and parameters, so each reader sees it
+        in their language (``ClusterEvent.shown``), and in English in ``message``."""
+        if isinstance(message, Message):
+            with translation.override("en"):
+                english = str(message)
+            return ClusterEvent.objects.create(
+                cluster=self, kind=kind, message=english, text=message_to_json(message), level=level
+            )
         return ClusterEvent.objects.create(cluster=self, kind=kind, message=message, level=level)
 
 
@@ -436,13 +444,21 @@ class ClusterEvent(models.Model):
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     level = models.CharField(max_length=16, choices=EventLevel.choices, default=EventLevel.INFO)
     kind = models.CharField(max_length=32)
-    message = models.TextField()
+    message = models.TextField()  # in English (the command line, search)
+    # The message as a template and its parameters (panel.core.errors.message_to_json), rendered
+    # in the reader's language; empty for events recorded before, or with text of their own.
+    text = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ("-created_at", "-id")
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.kind}: {self.message}"
+
+    @property
+    def shown(self) -> str:
+        """The message in the active language."""
+        return str(message_from_json(self.text)) if self.text else self.message
 
 
 class TrustedSource(models.Model):

@@ -18,7 +18,7 @@ from panel.clusters.engine import guard, postgres
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
 from panel.clusters.services import new_password
 from panel.core import osusers, runas
-from panel.core.errors import ServiceError
+from panel.core.errors import N_, Message, ServiceError
 from panel.core.runas import EngineError
 
 log = logging.getLogger(__name__)
@@ -39,15 +39,19 @@ def reconcile() -> list[str]:
         ):
             continue
         cluster.refresh_from_db()
-        cluster.log_event("degraded", _("PostgreSQL was not running; starting it again."), EventLevel.WARNING)
+        cluster.log_event(
+            "degraded", Message(N_("PostgreSQL was not running; starting it again.")), EventLevel.WARNING
+        )
         try:
             isolation.start_server(cluster, cluster.os_user(), settings.PANEL_COMMAND_TIMEOUT)
         except EngineError as exc:
-            cluster.log_event("error", _("Restart failed: %(reason)s") % {"reason": exc}, EventLevel.ERROR)
+            cluster.log_event(
+                "error", Message(N_("Restart failed: %(reason)s"), reason=exc), EventLevel.ERROR
+            )
             notes.append(f"{cluster.name}: restart failed: {exc}")
             continue
         cluster.mark_online()
-        cluster.log_event("recovered", _("PostgreSQL restarted by the reconciler."))
+        cluster.log_event("recovered", Message(N_("PostgreSQL restarted by the reconciler.")))
         notes.append(f"{cluster.name}: restarted")
     for cluster in Cluster.objects.here().filter(status__in=ClusterStatus.SERVING):
         pid = postgres.postmaster_pid(cluster.pgdata)
@@ -58,7 +62,9 @@ def reconcile() -> list[str]:
             # The restart that loads the guard starts the server in its cgroup too.
             notes += _install_guard(cluster, configured=configured)
         elif isolation.place_in_server_cgroup(cluster, pid):
-            cluster.log_event("limits", _("The plan's memory and CPU limits now apply to this cluster."))
+            cluster.log_event(
+                "limits", Message(N_("The plan's memory and CPU limits now apply to this cluster."))
+            )
             notes.append(f"{cluster.name}: placed in its cgroup")
     stuck_before = timezone.now() - STUCK_AFTER
     for cluster in Cluster.objects.here().filter(status__in=ClusterStatus.BUSY, updated_at__lt=stuck_before):
@@ -93,7 +99,7 @@ def _install_guard(cluster: Cluster, *, configured: bool) -> list[str]:
     cluster.refresh_from_db()
     cluster.log_event(
         "guard-upgrade",
-        _("This cluster predates the privilege guard: restarting it with the guard loaded."),
+        Message(N_("This cluster predates the privilege guard: restarting it with the guard loaded.")),
         EventLevel.WARNING,
     )
     try:
@@ -101,7 +107,7 @@ def _install_guard(cluster: Cluster, *, configured: bool) -> list[str]:
         services.perform_action(cluster, "restart")
         if configured:
             services.clear_reserved(cluster)
-            cluster.log_event("guard-installed", _("The privilege guard is now loaded."))
+            cluster.log_event("guard-installed", Message(N_("The privilege guard is now loaded.")))
     except (ServiceError, dbconn.DatabaseError) as exc:
         message = exc.message if isinstance(exc, ServiceError) else str(exc)
         return [f"{cluster.name}: loading the privilege guard failed: {message}"]
@@ -161,7 +167,7 @@ def move_to_own_os_user(cluster: Cluster) -> str | None:
             isolation.start_server(cluster, user, timeout)
             if guard_added:
                 services.clear_reserved(cluster)
-                cluster.log_event("guard-installed", _("The privilege guard is now loaded."))
+                cluster.log_event("guard-installed", Message(N_("The privilege guard is now loaded.")))
             cluster.mark_online()
             hooks.pooler.refresh_auth(cluster)  # starts PgBouncer again if the cluster has pools
     except (EngineError, dbconn.DatabaseError, OSError) as exc:
@@ -172,14 +178,16 @@ def move_to_own_os_user(cluster: Cluster) -> str | None:
         cluster.save(update_fields=["status", "error_message", "updated_at"])
         cluster.log_event(
             "error",
-            _("Could not move the cluster to a system user of its own: %(reason)s") % {"reason": exc},
+            Message(N_("Could not move the cluster to a system user of its own: %(reason)s"), reason=exc),
             EventLevel.ERROR,
         )
         return f"{cluster.name}: moving to its own OS user failed: {exc}"
     cluster.log_event(
         "os-user",
-        _("The cluster now runs as a system user of its own, %(user)s, which alone can read its files.")
-        % {"user": cluster.os_user_name},
+        Message(
+            N_("The cluster now runs as a system user of its own, %(user)s, which alone can read its files."),
+            user=cluster.os_user_name,
+        ),
     )
     return f"{cluster.name}: now runs as {cluster.os_user_name}"
 
@@ -213,8 +221,10 @@ def create_missing_monitor_roles() -> list[str]:
             continue
         cluster.log_event(
             "monitor-role",
-            _("Created the monitoring role %(role)s: statistics are now read without superuser rights.")
-            % {"role": settings.PANEL_MONITOR_ROLE},
+            Message(
+                N_("Created the monitoring role %(role)s: statistics are now read without superuser rights."),
+                role=settings.PANEL_MONITOR_ROLE,
+            ),
         )
         notes.append(f"{cluster.name}: monitoring role created")
     return notes

@@ -6,14 +6,13 @@ from collections.abc import Callable
 
 import psycopg
 from django.db import transaction
-from django.utils.translation import gettext as _
 
 from panel.clusters import dbconn, hooks, isolation
 from panel.clusters.lib.names import InvalidName, validate_database_name, validate_role_name
 from panel.clusters.models import Cluster, Database, DatabaseUser, EventLevel
 from panel.clusters.services import new_password
 from panel.core.agent import on_node
-from panel.core.errors import N_, ServiceError
+from panel.core.errors import N_, Message, ServiceError
 from panel.core.runas import EngineError
 
 
@@ -46,7 +45,7 @@ def add_database(cluster: Cluster, name: str) -> Database:
         )
     on_server(cluster, lambda conn: dbconn.create_database(conn, name, cluster.admin_user), field="name")
     database = Database.objects.create(cluster=cluster, name=name, owner_name=cluster.admin_user)
-    cluster.log_event("database-added", _("Database “%(name)s” added.") % {"name": name})
+    cluster.log_event("database-added", Message(N_("Database “%(name)s” added."), name=name))
     return database
 
 
@@ -62,7 +61,7 @@ def delete_database(cluster: Cluster, name: str) -> None:
     hooks.pooler.ensure_not_used(cluster, database=name)
     on_server(cluster, lambda conn: dbconn.drop_database(conn, name))
     database.delete()
-    cluster.log_event("database-deleted", _("Database “%(name)s” deleted.") % {"name": name})
+    cluster.log_event("database-deleted", Message(N_("Database “%(name)s” deleted."), name=name))
 
 
 @on_node(timeout=30)
@@ -84,7 +83,7 @@ def add_user(cluster: Cluster, name: str) -> DatabaseUser:
     user.password = password
     user.save()
     _roles_changed(cluster)
-    cluster.log_event("user-added", _("User “%(name)s” added.") % {"name": name})
+    cluster.log_event("user-added", Message(N_("User “%(name)s” added."), name=name))
     return user
 
 
@@ -101,7 +100,7 @@ def delete_user(cluster: Cluster, name: str) -> None:
     on_server(cluster, lambda conn: dbconn.drop_role(conn, name))
     user.delete()
     _roles_changed(cluster)
-    cluster.log_event("user-deleted", _("User “%(name)s” deleted.") % {"name": name})
+    cluster.log_event("user-deleted", Message(N_("User “%(name)s” deleted."), name=name))
 
 
 @on_node(timeout=30)
@@ -119,7 +118,7 @@ def reset_password(cluster: Cluster, name: str) -> DatabaseUser:
         user.password = password
         user.save(update_fields=["password_encrypted"])
     hooks.pooler.refresh_auth(cluster)  # PgBouncer's auth file holds the role's SCRAM secret
-    cluster.log_event("password-reset", _("Password of “%(name)s” reset.") % {"name": name})
+    cluster.log_event("password-reset", Message(N_("Password of “%(name)s” reset."), name=name))
     return user
 
 
@@ -131,7 +130,7 @@ def _roles_changed(cluster: Cluster) -> None:
     except (EngineError, dbconn.DatabaseError, OSError) as exc:
         cluster.log_event(
             "auth-error",
-            _("Could not update how the server authenticates PgBouncer: %(reason)s") % {"reason": exc},
+            Message(N_("Could not update how the server authenticates PgBouncer: %(reason)s"), reason=exc),
             EventLevel.ERROR,
         )
     hooks.pooler.refresh_auth(cluster)

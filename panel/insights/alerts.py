@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils.translation import gettext as _
 
 from panel.clusters.models import Cluster, EventLevel
-from panel.core.errors import N_, ServiceError
+from panel.core.errors import N_, Message, ServiceError
 from panel.insights.models import AlertKind, AlertRule, AlertState
 
 log = logging.getLogger(__name__)
@@ -175,7 +175,7 @@ def notify_owner(cluster: Cluster, what: str, body: str, *, to: str = "") -> boo
     except Exception as exc:  # an unreachable mail server must not stop the collection
         log.warning("insights: alert email for %s failed: %s", cluster.pk, exc)
         cluster.log_event(
-            "alert-email", _("Could not send the alert email: %(r)s") % {"r": exc}, EventLevel.ERROR
+            "alert-email", Message(N_("Could not send the alert email: %(r)s"), r=exc), EventLevel.ERROR
         )
         return False
     return True
@@ -212,8 +212,12 @@ def evaluate_alerts(cluster: Cluster, values: dict[tuple[str, str], float], now:
                 state.firing_since = None
                 cluster.log_event(
                     "alert-resolved",
-                    _("%(what)s is back to %(value).1f, under %(threshold)g.")
-                    % {"what": AlertKind(rule.kind).label, "value": value, "threshold": rule.threshold},
+                    Message(
+                        N_("%(what)s is back to %(value).1f, under %(threshold)g."),
+                        what=AlertKind(rule.kind).label,
+                        value=value,
+                        threshold=rule.threshold,
+                    ),
                 )
                 transitions.append(f"{rule.kind} resolved")
         state.save()

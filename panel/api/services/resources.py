@@ -62,7 +62,7 @@ def event(row: ClusterEvent) -> dict[str, Any]:
         "event_type": row.kind,
         "create_time": row.created_at,
         "level": row.level,
-        "message": row.message,
+        "message": row.shown,  # in the language the client asks for
     }
 
 

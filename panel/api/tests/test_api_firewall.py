@@ -130,7 +130,7 @@ def test_an_attached_server_keeps_its_own_rules(
     error = assert_error(
         put(api_client, cluster, make_token(owner, Scope.UPDATE), rules("10.99.0.0/16")),
         422,
-        "unprocessable_entity",
+        "firewall.unsupported",  # the refusal's code (issue 18)
     )
     assert "attached" in error["message"]
     assert values_of(cluster) == []

@@ -23,7 +23,7 @@ from panel.clusters.services.lifecycle import require_local
 from panel.clusters.services.provision import SETTINGS_FILE, write_server_config
 from panel.core import runas
 from panel.core.agent import on_node
-from panel.core.errors import N_, ServiceError
+from panel.core.errors import N_, Message, ServiceError
 from panel.core.runas import EngineError
 
 log = logging.getLogger(__name__)
@@ -124,8 +124,11 @@ def update_config(cluster: Cluster, changes: dict[str, Any]) -> dict[str, tunabl
         _restore(cluster, previous_text)
         cluster.log_event(
             "config-failed",
-            _("The configuration was not changed (%(changes)s): %(reason)s")
-            % {"changes": _describe(values), "reason": exc},
+            Message(
+                N_("The configuration was not changed (%(changes)s): %(reason)s"),
+                changes=_describe(values),
+                reason=exc,
+            ),
             EventLevel.ERROR,
         )
         raise ServiceError(
@@ -136,7 +139,7 @@ def update_config(cluster: Cluster, changes: dict[str, Any]) -> dict[str, tunabl
         ) from None
     cluster.refresh_from_db(fields=["config"])
     cluster.log_event(
-        "config-changed", _("Configuration changed: %(changes)s.") % {"changes": _describe(values)}
+        "config-changed", Message(N_("Configuration changed: %(changes)s."), changes=_describe(values))
     )
     return current_config(cluster)
 

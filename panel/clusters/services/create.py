@@ -17,7 +17,7 @@ from panel.clusters.lib.names import InvalidName, validate_cluster_name
 from panel.clusters.lib.plans import get_plan
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, Node
 from panel.clusters.services import nodes
-from panel.core.errors import N_, ServiceError
+from panel.core.errors import N_, Message, ServiceError
 from panel.core.taskqueue import enqueue_task
 
 
@@ -146,8 +146,13 @@ def create_cluster(
         )
     cluster.log_event(
         "created",
-        _("Cluster requested: plan %(plan)s, PostgreSQL %(v)s, node %(node)s, port %(port)s.")
-        % {"plan": plan_slug, "v": version, "node": target.name, "port": port},
+        Message(
+            N_("Cluster requested: plan %(plan)s, PostgreSQL %(v)s, node %(node)s, port %(port)s."),
+            plan=plan_slug,
+            v=version,
+            node=target.name,
+            port=port,
+        ),
     )
     if enqueue:
         queue_provisioning(cluster)
@@ -219,5 +224,5 @@ def retry_cluster(cluster: Cluster, *, enqueue: bool = True) -> Cluster:
             cluster.refresh_from_db()
             raise
     cluster.refresh_from_db()
-    cluster.log_event("retry", _("Provisioning retried."))
+    cluster.log_event("retry", Message(N_("Provisioning retried.")))
     return cluster

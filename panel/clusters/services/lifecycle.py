@@ -16,7 +16,7 @@ from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel, status_word
 from panel.clusters.services.provision import clear_reserved, write_server_config
 from panel.core import runas
-from panel.core.errors import N_, ServiceError, Term
+from panel.core.errors import N_, Message, ServiceError, Term
 from panel.core.runas import EngineError, OsUser
 from panel.core.taskqueue import enqueue_task
 
@@ -86,7 +86,7 @@ def perform_action(cluster: Cluster, action: str) -> Cluster:
             postgres.stop(cluster.version, cluster.pgdata, user=user, timeout=timeout)
             cluster.mark(ClusterStatus.STOPPED)
             if action == "stop":
-                cluster.log_event("stopped", _("Cluster stopped."))
+                cluster.log_event("stopped", Message(N_("Cluster stopped.")))
         if action in {"start", "restart"}:
             cluster.mark(ClusterStatus.STARTING)
             start_server(cluster, user, guard_added=guard_added)
@@ -103,7 +103,7 @@ def perform_action(cluster: Cluster, action: str) -> Cluster:
         cluster.save(update_fields=["status", "error_message", "updated_at"])
         cluster.log_event(
             "error",
-            _("Could not %(action)s: %(reason)s") % {"action": action, "reason": exc},
+            Message(N_("Could not %(action)s: %(reason)s"), action=action, reason=exc),
             EventLevel.ERROR,
         )
         raise ServiceError(str(exc)) from None
@@ -117,7 +117,7 @@ def start_server(cluster: Cluster, user: OsUser, *, guard_added: bool) -> None:
     isolation.start_server(cluster, user, settings.PANEL_COMMAND_TIMEOUT)
     if guard_added:
         clear_reserved(cluster)
-        cluster.log_event("guard-installed", _("The privilege guard is now loaded."))
+        cluster.log_event("guard-installed", Message(N_("The privilege guard is now loaded.")))
 
 
 # --- delete ----------------------------------------------------------------------------------
@@ -168,7 +168,7 @@ def request_delete(cluster: Cluster, *, confirm_name: str) -> bool:
         )
         raise
     cluster.refresh_from_db()
-    cluster.log_event("deleting", _("Deletion requested."))
+    cluster.log_event("deleting", Message(N_("Deletion requested.")))
     return False
 
 

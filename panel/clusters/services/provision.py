@@ -36,6 +36,7 @@ from panel.clusters.lib.plans import SUPERUSER_RESERVED_CONNECTIONS
 from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser, EventLevel
 from panel.clusters.services.create import new_password
 from panel.core import runas
+from panel.core.errors import N_, Message
 from panel.core.runas import EngineError
 
 log = logging.getLogger(__name__)
@@ -158,7 +159,7 @@ def record(job: Provisioning) -> None:
         )
     isolation.refresh_server_auth(cluster)  # PgBouncer may log in as the admin user
     cluster.mark_online()
-    cluster.log_event("online", _("Cluster is online on port %(port)s.") % {"port": cluster.port})
+    cluster.log_event("online", Message(N_("Cluster is online on port %(port)s."), port=cluster.port))
 
 
 # (progress in %, what the page shows while the step runs, the step); no label: progress unchanged.
@@ -189,7 +190,9 @@ def fail(cluster: Cluster, exc: Exception) -> None:
     log.warning("provisioning %s failed: %s", cluster.pk, reason)
     postgres.kill(cluster.pgdata)
     cluster.mark_error(reason)
-    cluster.log_event("error", _("Provisioning failed: %(reason)s") % {"reason": reason}, EventLevel.ERROR)
+    cluster.log_event(
+        "error", Message(N_("Provisioning failed: %(reason)s"), reason=reason), EventLevel.ERROR
+    )
 
 
 # --- the server's configuration ------------------------------------------------------------
@@ -248,22 +251,27 @@ def clear_reserved(cluster: Cluster) -> list[str]:
         for role in dbconn.demote_privileged_roles(conn, keep=settings.PANEL_SUPERUSER):
             cluster.log_event(
                 "guard-demoted",
-                _(
-                    "Role “%(role)s” lost SUPERUSER, REPLICATION and BYPASSRLS: only the panel's own "
-                    "superuser may hold them."
-                )
-                % {"role": role},
+                Message(
+                    N_(
+                        "Role “%(role)s” lost SUPERUSER, REPLICATION and BYPASSRLS: only the panel's own "
+                        "superuser may hold them."
+                    ),
+                    role=role,
+                ),
                 EventLevel.WARNING,
             )
             notes.append(f"demoted {role}")
         for role, member in dbconn.revoke_memberships(conn, guard.reserved_roles()):
             cluster.log_event(
                 "guard-revoked",
-                _(
-                    "Membership of “%(member)s” in the reserved role “%(role)s” was revoked: only the "
-                    "panel's own superuser may grant it."
-                )
-                % {"member": member, "role": role},
+                Message(
+                    N_(
+                        "Membership of “%(member)s” in the reserved role “%(role)s” was revoked: only the "
+                        "panel's own superuser may grant it."
+                    ),
+                    member=member,
+                    role=role,
+                ),
                 EventLevel.WARNING,
             )
             notes.append(f"revoked {role} from {member}")

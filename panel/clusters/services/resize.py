@@ -31,7 +31,7 @@ from panel.clusters.services.lifecycle import require_local, start_server
 from panel.clusters.services.overview import overview
 from panel.clusters.services.provision import write_server_config
 from panel.core import runas
-from panel.core.errors import N_, ServiceError
+from panel.core.errors import N_, Message, ServiceError
 from panel.core.taskqueue import enqueue_task
 
 log = logging.getLogger(__name__)
@@ -176,8 +176,11 @@ def resize_cluster(cluster: Cluster, plan_slug: str, *, enqueue: bool = True) ->
         )
     cluster.log_event(
         "resize-requested",
-        _("Resize from %(old)s to %(new)s requested; PostgreSQL restarts.")
-        % {"old": cluster.plan_slug, "new": plan.slug},
+        Message(
+            N_("Resize from %(old)s to %(new)s requested; PostgreSQL restarts."),
+            old=cluster.plan_slug,
+            new=plan.slug,
+        ),
     )
     if enqueue:
         try:
@@ -245,17 +248,17 @@ def perform_resize(cluster_id: uuid.UUID | str, plan_slug: str) -> Cluster | Non
     cluster.mark_online()
     cluster.log_event(
         "resized",
-        _(
-            "Resized from %(old)s to %(new)s: %(ram)d GB RAM, %(cpu)d vCPUs, %(disk)d GB disk, %(conn)d connections."
-        )
-        % {
-            "old": old,
-            "new": plan.slug,
-            "ram": plan.ram_gb,
-            "cpu": plan.vcpus,
-            "disk": plan.disk_gb,
-            "conn": plan.max_connections,
-        },
+        Message(
+            N_(
+                "Resized from %(old)s to %(new)s: %(ram)d GB RAM, %(cpu)d vCPUs, %(disk)d GB disk, %(conn)d connections."
+            ),
+            old=old,
+            new=plan.slug,
+            ram=plan.ram_gb,
+            cpu=plan.vcpus,
+            disk=plan.disk_gb,
+            conn=plan.max_connections,
+        ),
     )
     return cluster
 

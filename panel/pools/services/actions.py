@@ -11,11 +11,10 @@ from __future__ import annotations
 import logging
 
 from django.db import transaction
-from django.utils.translation import gettext as _
 
 from panel.clusters.models import Cluster
 from panel.core.agent import on_node
-from panel.core.errors import N_, ServiceError
+from panel.core.errors import N_, Message, ServiceError
 from panel.pools.apply import apply_config, lock_cluster
 from panel.pools.lib.pgbouncer_ini import (
     InvalidPoolName,
@@ -123,7 +122,7 @@ def create_pool(
         apply_config(locked)
     cluster.log_event(
         "pool-created",
-        _("Pool “%(name)s” created (%(mode)s, size %(size)s).") % {"name": name, "mode": mode, "size": size},
+        Message(N_("Pool “%(name)s” created (%(mode)s, size %(size)s)."), name=name, mode=mode, size=size),
     )
     return pool
 
@@ -151,8 +150,9 @@ def update_pool(
     pool.refresh_from_db()
     cluster.log_event(
         "pool-updated",
-        _("Pool “%(name)s” changed (%(mode)s, size %(size)s).")
-        % {"name": pool.name, "mode": mode, "size": size},
+        Message(
+            N_("Pool “%(name)s” changed (%(mode)s, size %(size)s)."), name=pool.name, mode=mode, size=size
+        ),
     )
     return pool
 
@@ -168,7 +168,10 @@ def delete_pool(pool: ConnectionPool) -> int:
         apply_config(locked)
     cluster.log_event(
         "pool-deleted",
-        _("Pool “%(name)s” deleted; %(n)s connected clients were disconnected.")
-        % {"name": pool.name, "n": clients},
+        Message(
+            N_("Pool “%(name)s” deleted; %(n)s connected clients were disconnected."),
+            name=pool.name,
+            n=clients,
+        ),
     )
     return clients

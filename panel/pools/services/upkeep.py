@@ -5,10 +5,9 @@ from __future__ import annotations
 import logging
 
 from django.conf import settings
-from django.utils.translation import gettext as _
 
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
-from panel.core.errors import N_, ServiceError
+from panel.core.errors import N_, Message, ServiceError
 from panel.pools import disk, supervisor
 from panel.pools.apply import apply_config
 from panel.pools.disk import bouncer_files
@@ -136,7 +135,7 @@ def reconcile_pgbouncer(cluster: Cluster) -> str | None:
         return f"{cluster.name}: PgBouncer server_idle_timeout set to {settings.PANEL_POOL_SERVER_IDLE_TIMEOUT} s"
     if not running:
         cluster.log_event(
-            "pooler-down", _("PgBouncer was not running; starting it again."), EventLevel.WARNING
+            "pooler-down", Message(N_("PgBouncer was not running; starting it again.")), EventLevel.WARNING
         )
     try:
         apply_config(cluster)
@@ -146,7 +145,7 @@ def reconcile_pgbouncer(cluster: Cluster) -> str | None:
         if not already:
             cluster.log_event("pooler-error", exc.message, EventLevel.ERROR)
         return f"{cluster.name}: PgBouncer failed: {exc.message}"
-    cluster.log_event("pooler-recovered", _("PgBouncer restarted by the reconciler."))
+    cluster.log_event("pooler-recovered", Message(N_("PgBouncer restarted by the reconciler.")))
     return f"{cluster.name}: PgBouncer restarted"
 
 

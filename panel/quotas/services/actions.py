@@ -9,10 +9,9 @@ import datetime as dt
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
-from django.utils.translation import gettext as _
 
 from panel.clusters.models import Cluster, ClusterStatus
-from panel.core.errors import N_, ServiceError
+from panel.core.errors import N_, Message, ServiceError
 from panel.quotas.lib.quota import (
     QuotaInputError,
     check_limits,
@@ -112,15 +111,17 @@ def set_quota(
         )
     cluster.log_event(
         "quota-set",
-        _("Quota on %(kind)s “%(name)s”: space %(ss)s soft, %(sh)s hard; relations %(fs)s soft, %(fh)s hard.")
-        % {
-            "kind": quota.get_kind_display().lower(),
-            "name": name,
-            "ss": human_space(quota.space_soft),
-            "sh": human_space(quota.space_hard),
-            "fs": human_count(quota.files_soft),
-            "fh": human_count(quota.files_hard),
-        },
+        Message(
+            N_(
+                "Quota on %(kind)s “%(name)s”: space %(ss)s soft, %(sh)s hard; relations %(fs)s soft, %(fh)s hard."
+            ),
+            kind=quota.get_kind_display().lower(),
+            name=name,
+            ss=human_space(quota.space_soft),
+            sh=human_space(quota.space_hard),
+            fs=human_count(quota.files_soft),
+            fh=human_count(quota.files_hard),
+        ),
     )
     _refresh(cluster)
     quota.refresh_from_db()
@@ -131,7 +132,7 @@ def remove_quota(cluster: Cluster, kind: str, name: str) -> bool:
     deleted, _rows = Quota.objects.filter(cluster=cluster, kind=kind, name=name).delete()
     if deleted:
         cluster.log_event(
-            "quota-removed", _("Quota on %(kind)s “%(name)s” removed.") % {"kind": kind, "name": name}
+            "quota-removed", Message(N_("Quota on %(kind)s “%(name)s” removed."), kind=kind, name=name)
         )
         _refresh(cluster)
     return bool(deleted)
@@ -163,7 +164,9 @@ def set_grace(cluster: Cluster, space_seconds: object, files_seconds: object | N
     storage.save(update_fields=["space_grace_seconds", "files_grace_seconds"])
     cluster.log_event(
         "quota-grace",
-        _("Grace periods set to %(b)s s (space) and %(i)s s (relations).") % {"b": values[0], "i": values[1]},
+        Message(
+            N_("Grace periods set to %(b)s s (space) and %(i)s s (relations)."), b=values[0], i=values[1]
+        ),
     )
     _refresh(cluster)
 
@@ -188,8 +191,12 @@ def allow_writes(quota: Quota, now: dt.datetime | None = None) -> Quota:
     )
     quota.cluster.log_event(
         "quota-allowance",
-        _("Writes allowed for %(m)s minutes on %(kind)s “%(name)s”.")
-        % {"m": seconds // 60, "kind": quota.get_kind_display().lower(), "name": quota.name},
+        Message(
+            N_("Writes allowed for %(m)s minutes on %(kind)s “%(name)s”."),
+            m=seconds // 60,
+            kind=quota.get_kind_display().lower(),
+            name=quota.name,
+        ),
     )
     _refresh(quota.cluster)
     quota.refresh_from_db()

@@ -15,6 +15,7 @@ from django.utils.translation import gettext as _
 
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
 from panel.core.agent import on_node
+from panel.core.errors import N_, Message
 from panel.insights import alerts, metrics
 from panel.insights.models import MetricPoint
 from panel.quotas.lib.quota import Limit, State, human_space, judge, watermark
@@ -124,8 +125,10 @@ def _disk_full(cluster: Cluster, storage: Storage, used: int, now: dt.datetime) 
         storage.disk_full_since = None
         cluster.log_event(
             "disk-ok",
-            _("The cluster's data is back to %(percent).0f%% of its disk; writes work again.")
-            % {"percent": percent},
+            Message(
+                N_("The cluster's data is back to %(percent).0f%% of its disk; writes work again."),
+                percent=percent,
+            ),
         )
         return ["disk: ok"]
     return []
@@ -170,7 +173,7 @@ def _volume(cluster: Cluster, storage: Storage, now: dt.datetime) -> list[str]:
         storage.volume_full_since = None
         cluster.log_event(
             "volume-ok",
-            _("The node's disk is back to %(percent).0f%%; writes work again.") % {"percent": percent},
+            Message(N_("The node's disk is back to %(percent).0f%%; writes work again."), percent=percent),
         )
         changes.append("volume: ok")
     return changes
@@ -264,7 +267,7 @@ def run_cycle(cluster: Cluster, now: dt.datetime | None = None) -> list[str]:
     if ended:
         cluster.log_event(
             "quota-sessions-ended",
-            _("%(n)s sessions in a write transaction were ended when writes stopped.") % {"n": ended},
+            Message(N_("%(n)s sessions in a write transaction were ended when writes stopped."), n=ended),
             EventLevel.WARNING,
         )
     return changes
