@@ -142,7 +142,7 @@ def test_pools_users_dbs_ca_and_events_on_a_real_cluster(
     assert api.call("get", "/pools").json()["pools"] == []
     assert api.call("delete", "/users/app").status_code == 204
     assert api.call("delete", "/dbs/appdb").status_code == 204
-    assert_error(api.call("delete", "/users/doadmin"), 422, "unprocessable_entity")
+    assert_error(api.call("delete", "/users/doadmin"), 422, "user.admin_protected")
     assert_error(api.call("get", "/users/app"), 404, "not_found")
 
     # events: newest first, with the managed service's names.
