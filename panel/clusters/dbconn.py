@@ -124,12 +124,16 @@ class TenantDatabaseRefused(ValueError):
 
 
 @contextmanager
-def admin_connection(cluster: Cluster, dbname: str | None = None) -> Iterator[psycopg.Connection]:
+def admin_connection(
+    cluster: Cluster, dbname: str | None = None, *, quiet_log: bool = True
+) -> Iterator[psycopg.Connection]:
     """An autocommit connection with the panel's maintenance rights on ``cluster``.
 
     On a local cluster that is the superuser, so only into the maintenance database: the
     superuser never enters a tenant's database, where the tenant's objects could run with its
-    rights. Reading inside a tenant's database is ``monitor_connection``'s job.
+    rights. Reading inside a tenant's database is ``monitor_connection``'s job. Its statements
+    stay out of the server's log (``QUIET_LOG_OPTIONS``) unless ``quiet_log`` is false, for a
+    session that must see the logging settings as a tenant's session does, and runs no secret.
     """
     if cluster.is_local:
         if dbname not in (None, MAINTENANCE_DATABASE):
@@ -144,7 +148,7 @@ def admin_connection(cluster: Cluster, dbname: str | None = None) -> Iterator[ps
             "password": cluster.superuser_password,
             "dbname": MAINTENANCE_DATABASE,
         }
-        with connect(quiet_log=True, **params) as conn:
+        with connect(quiet_log=quiet_log, **params) as conn:
             yield conn
     else:
         with connect(unpinned_behind_pooler=True, **_attached_params(cluster, dbname)) as conn:
