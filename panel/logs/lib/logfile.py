@@ -51,9 +51,11 @@ _BOUNCER_WHO_RE = re.compile(r"^[CS]-0x[0-9a-f]+: (?P<database>[^/\s]*)/(?P<user
 
 REDACTED = "[redacted]"
 # Literals after PASSWORD (CREATE/ALTER ROLE … [ENCRYPTED] PASSWORD '…'), plain, E'…' or
-# dollar-quoted, even when the literal runs over several lines or is cut at the end.
+# dollar-quoted, even when the literal runs over several lines or is cut at the end. A backslash
+# escapes the next character in any literal: in a standard one that may redact a little more
+# than the literal, never less.
 _PASSWORD_LITERAL_RE = re.compile(
-    r"(?P<head>\bPASSWORD\s*)(?:[EU]&?)?(?:'(?:[^']|'')*(?:'|$)|(?P<tag>\$[A-Za-z_0-9]*\$).*?(?:(?P=tag)|$))",
+    r"(?P<head>\bPASSWORD\s*)(?:[EU]&?)?(?:'(?:[^'\\]|\\.|'')*(?:'|$)|(?P<tag>\$[A-Za-z_0-9]*\$).*?(?:(?P=tag)|$))",
     re.IGNORECASE | re.DOTALL,
 )
 # ``password=…`` in a connection string (dblink, CREATE SUBSCRIPTION, postgres_fdw options).

@@ -4,6 +4,7 @@ is the pooler source; and the panel's own statements (a password change) never r
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
 import time
@@ -63,11 +64,8 @@ def poll(predicate: Callable[[], object], what: str) -> object:
 
 def tenant_runs(cluster: Cluster, statement: str) -> None:
     """``statement`` as doadmin over TCP and TLS, as a tenant's application; errors are expected."""
-    with connect_as_client(cluster) as conn:
-        try:
-            conn.execute(statement)
-        except psycopg.Error:
-            pass
+    with connect_as_client(cluster) as conn, contextlib.suppress(psycopg.Error):
+        conn.execute(statement)
 
 
 def test_a_tenants_error_shows_within_seconds_and_search_finds_it(
@@ -145,7 +143,9 @@ def test_the_panels_password_change_never_reaches_the_tenant(fresh: Cluster, own
         user = roles.reset_password(fresh, "logs_app")
         verifier = ""
         with dbconn.admin_connection(fresh) as conn:
-            row = conn.execute("SELECT rolpassword FROM pg_catalog.pg_authid WHERE rolname = 'logs_app'").fetchone()
+            row = conn.execute(
+                "SELECT rolpassword FROM pg_catalog.pg_authid WHERE rolname = 'logs_app'"
+            ).fetchone()
             verifier = row[0]
         # The tenant's own slow statement (any statement, at 0 ms) does show.
         tenant_runs(fresh, "SELECT 'tenant-slow-marker'")
@@ -219,7 +219,9 @@ def test_the_command_prints_and_filters(fresh: Cluster) -> None:
     def printed() -> str:
         out.seek(0)
         out.truncate()
-        call_command("logs", fresh.name, "--level", "ERROR", "--search", "command_marker", "--lines", "5", stdout=out)
+        call_command(
+            "logs", fresh.name, "--level", "ERROR", "--search", "command_marker", "--lines", "5", stdout=out
+        )
         return out.getvalue()
 
     text = str(poll(lambda: "command_marker" in printed() and out.getvalue(), "the error in manage.py logs"))

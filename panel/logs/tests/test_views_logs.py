@@ -1,0 +1,71 @@
+"""The Logs tab's pages without a running server: who may see them, an attached server, a
+cluster whose log does not exist yet, the filters' defaults, and the page crossing to the node
+agent and back."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
+
+from panel.clusters.models import Cluster, ClusterKind
+from panel.clusters.tests.conftest import make_cluster_row
+from panel.core import agent
+from panel.core.errors import ServiceError
+from panel.logs import services
+from panel.logs.lib.logfile import LogEntry
+
+
+@pytest.fixture
+def cluster(owner: User) -> Cluster:
+    return make_cluster_row(owner)
+
+
+def test_outsiders_get_404_on_every_logs_url(cluster: Cluster, other_client: Client) -> None:
+    for name in ("logs:tab", "logs:tail", "logs:download", "logs:slow-queries"):
+        assert other_client.get(reverse(name, args=[cluster.pk])).status_code == 404
+    response = other_client.post(
+        reverse("logs:slow-queries", args=[cluster.pk]), {"log_min_duration_statement": 0}
+    )
+    assert response.status_code == 404
+    cluster.refresh_from_db()
+    assert "log_min_duration_statement" not in cluster.config
+
+
+def test_anonymous_users_are_sent_to_login(cluster: Cluster) -> None:
+    response = Client().get(reverse("logs:download", args=[cluster.pk]))
+    assert response.status_code == 302 and "/login/" in response["Location"]
+
+
+def test_a_cluster_without_a_log_yet_shows_an_empty_tab(cluster: Cluster, owner_client: Client) -> None:
+    html = owner_client.get(reverse("logs:tab", args=[cluster.pk])).content.decode()
+    assert "The log is empty so far." in html
+    assert 'aria-current="page" href="{}"'.format(reverse("logs:tab", args=[cluster.pk])) in html
+    assert "Slow-query logging" in html and "log_min_duration_statement</code> = -1" in html
+    pooler = owner_client.get(reverse("logs:tab", args=[cluster.pk]), {"source": "pooler", "level": "PANIC"})
+    # PANIC is not one of PgBouncer's levels: the filter falls back to every level.
+    assert "The log is empty so far." in pooler.content.decode()
+
+
+def test_an_attached_server_says_where_its_log_is(owner: User, owner_client: Client) -> None:
+    attached = make_cluster_row(owner, name="attached", kind=ClusterKind.EXTERNAL)
+    html = owner_client.get(reverse("logs:tab", args=[attached.pk])).content.decode()
+    assert "keeps its log where it runs" in html
+    download = owner_client.get(reverse("logs:download", args=[attached.pk]))
+    assert download.status_code == 400
+
+
+def test_an_unknown_source_or_level_is_refused_by_the_service(cluster: Cluster) -> None:
+    with pytest.raises(ServiceError, match="Unknown log source"):
+        services.read_log(cluster, "kernel")
+    with pytest.raises(ServiceError, match="Unknown level"):
+        services.read_log(cluster, "pooler", level="PANIC")
+
+
+def test_a_page_crosses_to_the_node_agent_and_back() -> None:
+    entry = LogEntry("postgresql.log", 12, "2026-01-01 00:00:00.000 UTC", "7", "ERROR", "doadmin", "db")
+    entry.lines += ["… ERROR:  division by zero", "… STATEMENT:  SELECT 1/0"]
+    entry.levels += ["ERROR", "STATEMENT"]
+    page = services.LogPage("postgres", [entry], "1:2", older_not_read=True, files=["postgresql.log"])
+    assert agent.decode(agent.encode(page)) == page
