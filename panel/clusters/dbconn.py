@@ -32,11 +32,13 @@ CONNECT_TIMEOUT = 5
 PINNED_OPTIONS = "-c search_path=pg_catalog,pg_temp"
 # The superuser's sessions log no statement text, whatever the cluster's owner set (say
 # log_min_duration_statement = 0): what it runs carries secrets (ALTER ROLE … PASSWORD with a
-# SCRAM verifier), and the owner reads the log on the Logs tab. Superuser-only settings, so a
-# startup option of the superuser's own; a tenant cannot change them for that role.
+# SCRAM verifier), and the owner reads the log on the Logs tab. Nor does pg_stat_statements keep
+# their text, where a reader with pg_read_all_stats would see it. Superuser-only settings, so a
+# startup option of the superuser's own; a tenant cannot change them for that role. (Without
+# pg_stat_statements loaded its setting is a mere placeholder, accepted as such.)
 QUIET_LOG_OPTIONS = (
     "-c log_statement=none -c log_min_duration_statement=-1 -c log_min_error_statement=panic"
-    " -c log_duration=off"
+    " -c log_duration=off -c pg_stat_statements.track=none"
 )
 MAINTENANCE_DATABASE = "postgres"
 
