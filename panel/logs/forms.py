@@ -24,17 +24,18 @@ class LogFilterForm(PanelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        levels = sorted({level for each in services.LEVELS.values() for level in each})
+        source = self.data.get("source") if self.data.get("source") in services.SOURCES else services.POSTGRES
+        levels = services.LEVELS[source]
         self.fields["level"].choices = [("", _("All levels")), *[(level, level) for level in levels]]
 
     def filters(self) -> dict[str, str]:
         """source, level and search, with the defaults for what is missing or invalid."""
-        data = self.cleaned_data if self.is_valid() else {}
+        self.is_valid()
+        data = getattr(self, "cleaned_data", {})
+        # A level the source does not have (PANIC after switching to PgBouncer) is dropped, as
+        # any other invalid value: the other filters still hold.
         source = data.get("source") or services.POSTGRES
-        level = data.get("level") or ""
-        if level and level not in services.LEVELS[source]:
-            level = ""
-        return {"source": source, "level": level, "search": data.get("q") or ""}
+        return {"source": source, "level": data.get("level") or "", "search": data.get("q") or ""}
 
 
 class SlowQueryForm(PanelForm):

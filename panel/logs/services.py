@@ -104,7 +104,9 @@ def panel_secrets(cluster: Cluster) -> list[str]:
 
 def _visible(cluster: Cluster, source: str, read: logfile.Read) -> list[LogEntry]:
     entries = logfile.parse(read.chunks, _kind(source))
-    return logfile.shown(entries, hidden_roles(source), panel_secrets(cluster))
+    # Where the panel keeps the cluster on the node is no business of the tenant's.
+    paths = (str(cluster.data_root), str(settings.PANEL_DATA_DIR))
+    return logfile.shown(entries, hidden_roles(source), panel_secrets(cluster), paths)
 
 
 def _read(cluster: Cluster, source: str, cap: int, after: Position | None = None) -> logfile.Read:

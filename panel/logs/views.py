@@ -64,15 +64,17 @@ def logs_tab(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
         "page": page,
         "entries": page.entries if page else [],
         "error": error,
-        "query": _query(filters),
         "tail_query": _query(filters, after=page.cursor) if page else "",
         "tail_seconds": TAIL_SECONDS,
+        "sources": list(services.SOURCES.items()),
         "levels": services.LEVELS[filters["source"]],
         **_slow_context(cluster),
     }
-    template = (
-        "logs/tab.html#results" if request.htmx and request.GET.get("part") == "results" else "logs/tab.html"
-    )
+    # The filter form swaps the results alone (with the level choices of the source, out of
+    # band); anything else (a reload, a link) gets the page.
+    results_only = request.htmx and request.htmx.target == "log-results"
+    context["level_oob"] = results_only
+    template = "logs/tab.html#results" if results_only else "logs/tab.html"
     return render(request, template, context)
 
 

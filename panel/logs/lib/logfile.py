@@ -194,24 +194,31 @@ def hidden(entry: LogEntry, roles: Iterable[str]) -> bool:
     return any(role in users for role in roles)
 
 
-def redact(text: str, secrets: Iterable[str] = ()) -> str:
-    """``text`` with password literals, stored secrets and the given ``secrets`` replaced."""
+def redact(text: str, secrets: Iterable[str] = (), paths: Iterable[str] = ()) -> str:
+    """``text`` with password literals, stored secrets and the given ``secrets`` replaced, and
+    the server's own directories (``paths``) shortened to ``…``."""
     for secret in sorted({s for s in secrets if s and len(s) >= MIN_SECRET_LENGTH}, key=len, reverse=True):
         text = text.replace(secret, REDACTED)
+    for path in sorted({p.rstrip("/") for p in paths if len(p.rstrip("/")) > 1}, key=len, reverse=True):
+        text = text.replace(path, "…")
     text = _PASSWORD_LITERAL_RE.sub(lambda m: f"{m.group('head')}'{REDACTED}'", text)
     text = _CONNINFO_PASSWORD_RE.sub(lambda m: f"{m.group('head')}{REDACTED}", text)
     return _STORED_SECRET_RE.sub(REDACTED, text)
 
 
-def shown(entries: Iterable[LogEntry], roles: Iterable[str], secrets: Iterable[str] = ()) -> list[LogEntry]:
-    """The entries a tenant may see: the panel's own sessions left out, secrets redacted."""
+def shown(
+    entries: Iterable[LogEntry], roles: Iterable[str], secrets: Iterable[str] = (), paths: Iterable[str] = ()
+) -> list[LogEntry]:
+    """The entries a tenant may see: the panel's own sessions left out, secrets redacted, the
+    server's directories shortened."""
     roles = tuple(roles)
     secrets = tuple(secrets)
+    paths = tuple(paths)
     result = []
     for entry in entries:
         if hidden(entry, roles):
             continue
-        entry.lines = redact(entry.text, secrets).split("\n")
+        entry.lines = redact(entry.text, secrets, paths).split("\n")
         entry.user = entry.user.split("\n")[0]
         result.append(entry)
     return result

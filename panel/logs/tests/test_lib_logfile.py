@@ -172,6 +172,14 @@ def test_known_secrets_are_redacted_anywhere_and_short_ones_left() -> None:
     )
 
 
+def test_the_servers_directories_are_shortened() -> None:
+    root = "/tmp/pgpanel-test-o1_lt_dw/clusters/99ff9b352b9f474bbcce4832cdca0e3c"
+    entries = logfile.shown(postgres_entries(), PANEL_ROLES, paths=[root, "/tmp/pgpanel-test-o1_lt_dw", "/"])
+    socket = by_message(entries, "listening on Unix socket")
+    assert socket.message == 'listening on Unix socket "…/run/.s.PGSQL.26010"'
+    assert not any("pgpanel-test" in entry.text for entry in entries)
+
+
 def test_a_search_runs_on_redacted_text() -> None:
     entries = logfile.shown(postgres_entries(), PANEL_ROLES, ["x-secret-literal"])
     assert not [entry for entry in entries if logfile.matches(entry, search="x-secret")]

@@ -85,9 +85,14 @@ def test_a_tenants_error_shows_within_seconds_and_search_finds_it(
     assert entry is not None
     assert "division by zero" in entry.group(0) and "SELECT 1/0 AS logs_test_marker" in entry.group(0)
     assert "doadmin@defaultdb" in entry.group(0)
+    # The server's start lines name its socket directory: not where the panel keeps it.
+    assert "listening on Unix socket" in owner_of.get(tab, {"q": "socket"}).content.decode()
+    assert str(fresh.data_root) not in owner_of.get(tab).content.decode()
     # A search for another word does not show it; the HTMX partial carries the same results.
     assert "division by zero" not in owner_of.get(tab, {"q": "no-such-words-here"}).content.decode()
-    partial = owner_of.get(tab, {"q": "logs_test_marker", "part": "results"}, HTTP_HX_REQUEST="true")
+    partial = owner_of.get(
+        tab, {"q": "logs_test_marker"}, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="log-results"
+    )
     assert "division by zero" in partial.content.decode() and "<html" not in partial.content.decode()
 
     # The live tail returns it after the cursor from before, and nothing once past it.
