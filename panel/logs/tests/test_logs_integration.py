@@ -231,3 +231,27 @@ def test_the_command_prints_and_filters(fresh: Cluster) -> None:
 
     text = str(poll(lambda: "command_marker" in printed() and out.getvalue(), "the error in manage.py logs"))
     assert "ERROR:  division by zero" in text and "STATEMENT:  SELECT 1/0 AS command_marker" in text
+
+
+def test_the_command_follows_until_interrupted(fresh: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--follow prints what is written after its first read; Ctrl-C ends it quietly."""
+    from panel.logs.management.commands import logs as command
+
+    out = io.StringIO()
+    naps = []
+
+    def nap() -> None:
+        naps.append(1)
+        if len(naps) == 1:  # after the first read: a new error, once it is in the file
+            tenant_runs(fresh, "SELECT 1/0 AS follow_marker")
+            poll(lambda: "follow_marker" in fresh.log_file.read_text(), "the error in the file")
+        elif "follow_marker" in out.getvalue() or len(naps) > 50:
+            raise KeyboardInterrupt
+        else:
+            time.sleep(0.1)
+
+    monkeypatch.setattr(command, "pause", nap)
+    call_command("logs", fresh.name, "--follow", "--lines", "1", "--search", "follow_marker", stdout=out)
+    text = out.getvalue()
+    assert text.count("ERROR:  division by zero") == 1 and "STATEMENT:  SELECT 1/0 AS follow_marker" in text
+    assert len(naps) == 2  # printed by the first read after the nap, then interrupted

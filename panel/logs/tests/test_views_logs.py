@@ -4,6 +4,8 @@ agent and back."""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
@@ -69,3 +71,49 @@ def test_a_page_crosses_to_the_node_agent_and_back() -> None:
     entry.levels += ["ERROR", "STATEMENT"]
     page = services.LogPage("postgres", [entry], "1:2", older_not_read=True, files=["postgresql.log"])
     assert agent.decode(agent.encode(page)) == page
+
+
+def write_log(cluster: Cluster, text: bytes) -> None:
+    cluster.log_file.parent.mkdir(parents=True, exist_ok=True)
+    cluster.log_file.write_bytes(text)
+
+
+def test_a_log_larger_than_a_read_says_older_lines_were_not_read(
+    cluster: Cluster, owner_client: Client
+) -> None:
+    line = b"2026-01-01 00:00:00.000 UTC [9] doadmin@defaultdb LOG:  filler line to grow the log file\n"
+    first = b"2026-01-01 00:00:00.000 UTC [9] doadmin@defaultdb ERROR:  the oldest error\n"
+    write_log(cluster, first + line * (services.READ_CAP_BYTES // len(line) + 10))
+    try:
+        html = owner_client.get(reverse("logs:tab", args=[cluster.pk])).content.decode()
+        assert 'id="log-older-not-read"' in html and "older lines are not shown" in html
+        assert html.count('class="log-entry') == services.DEFAULT_ENTRIES
+        assert (
+            "the oldest error"
+            not in owner_client.get(reverse("logs:tab", args=[cluster.pk]), {"q": "oldest"}).content.decode()
+        )
+        # The download reaches further back (its own, larger cap), whole.
+        download = owner_client.get(reverse("logs:download", args=[cluster.pk])).content
+        assert b"the oldest error" in download and not download.startswith(b"#")
+    finally:
+        shutil.rmtree(cluster.data_root)
+
+
+def test_what_the_panel_logged_is_hidden_and_secrets_redacted_on_the_page(
+    cluster: Cluster, owner_client: Client
+) -> None:
+    superuser = "pgpanel"
+    write_log(
+        cluster,
+        f"2026-01-01 00:00:00.000 UTC [9] {superuser}@postgres LOG:  statement: ALTER ROLE x PASSWORD 'SCRAM-SHA-256$4096:a$b:c'\n"
+        "2026-01-01 00:00:01.000 UTC [10] doadmin@defaultdb LOG:  statement: CREATE ROLE y PASSWORD 'mine-own-secret'\n"
+        "2026-01-01 00:00:02.000 UTC [10] doadmin@defaultdb LOG:  statement: SELECT 'admin-secret-Zq7xK2'\n".encode(),
+    )
+    try:
+        html = owner_client.get(reverse("logs:tab", args=[cluster.pk])).content.decode()
+        assert "ALTER ROLE x" not in html and "SCRAM-SHA-256" not in html
+        assert "CREATE ROLE y PASSWORD &#x27;[redacted]&#x27;" in html and "mine-own-secret" not in html
+        # The tenant's own password (shown in its connection details) is not the panel's secret.
+        assert "admin-secret-Zq7xK2" in html
+    finally:
+        shutil.rmtree(cluster.data_root)

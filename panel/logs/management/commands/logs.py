@@ -18,6 +18,11 @@ from panel.logs.lib.logfile import LogEntry
 FOLLOW_SECONDS = 1.0
 
 
+def pause() -> None:
+    """Between two reads of --follow."""
+    time.sleep(FOLLOW_SECONDS)
+
+
 class Command(PanelCommand):
     help = "Print a cluster's PostgreSQL or PgBouncer log, newest last; --follow keeps printing."
 
@@ -44,7 +49,7 @@ class Command(PanelCommand):
             self._print(reversed(page.entries))
             cursor = page.cursor
             while options["follow"]:
-                time.sleep(FOLLOW_SECONDS)
+                pause()
                 page = services.read_log(cluster, options["source"], after=cursor, **filters)
                 self._print(reversed(page.entries))
                 cursor = page.cursor or cursor
@@ -57,3 +62,5 @@ class Command(PanelCommand):
         entry: LogEntry
         for entry in entries:
             self.stdout.write(entry.text)
+        # Followed output goes to a pipe or a file as it comes, not when a buffer fills.
+        self.stdout.flush()
