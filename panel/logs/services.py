@@ -102,11 +102,14 @@ def panel_secrets(cluster: Cluster) -> list[str]:
     return secrets
 
 
-def _visible(cluster: Cluster, source: str, read: logfile.Read) -> list[LogEntry]:
-    entries = logfile.parse(read.chunks, _kind(source))
-    # Where the panel keeps the cluster on the node is no business of the tenant's.
-    paths = (str(cluster.data_root), str(settings.PANEL_DATA_DIR))
-    return logfile.shown(entries, hidden_roles(source), panel_secrets(cluster), paths)
+def _hiding(cluster: Cluster, source: str) -> dict[str, tuple[str, ...]]:
+    """What ``logfile.shown`` and ``logfile.newest`` leave out or redact for this cluster."""
+    return {
+        "roles": hidden_roles(source),
+        "secrets": tuple(panel_secrets(cluster)),
+        # Where the panel keeps the cluster on the node is no business of the tenant's.
+        "paths": (str(cluster.data_root), str(settings.PANEL_DATA_DIR)),
+    }
 
 
 def _read(cluster: Cluster, source: str, cap: int, after: Position | None = None) -> logfile.Read:
@@ -137,14 +140,14 @@ def read_log(
     limit = max(1, min(int(limit), MAX_ENTRIES))
     position = Position.parse(after) if after else None
     read = _read(cluster, source, READ_CAP_BYTES, position)
-    found = [entry for entry in _visible(cluster, source, read) if logfile.matches(entry, level, search)]
-    found.reverse()
+    entries = logfile.parse(read.chunks, _kind(source))
+    found, more = logfile.newest(entries, limit, level=level, search=search, **_hiding(cluster, source))
     return LogPage(
         source=source,
-        entries=found[:limit],
+        entries=found,
         cursor=str(read.end) if read.end else "",
         older_not_read=read.older_not_read,
-        more_entries=len(found) > limit,
+        more_entries=more,
         bytes_read=read.bytes_read,
         files=list(read.files),
     )
@@ -156,7 +159,9 @@ def log_text(cluster: Cluster, source: str = POSTGRES) -> LogText:
     ``DOWNLOAD_CAP_BYTES`` of the files at most)."""
     _check(cluster, source)
     read = _read(cluster, source, DOWNLOAD_CAP_BYTES)
-    lines = [line for entry in _visible(cluster, source, read) for line in entry.lines]
+    hiding = _hiding(cluster, source)
+    entries = logfile.shown(logfile.parse(read.chunks, _kind(source)), **hiding)
+    lines = [line for entry in entries for line in entry.lines]
     return LogText(
         source=source,
         text="\n".join(lines) + ("\n" if lines else ""),

@@ -206,22 +206,45 @@ def redact(text: str, secrets: Iterable[str] = (), paths: Iterable[str] = ()) ->
     return _STORED_SECRET_RE.sub(REDACTED, text)
 
 
+def _cleaned(entry: LogEntry, secrets: Sequence[str], paths: Sequence[str]) -> LogEntry:
+    entry.lines = redact(entry.text, secrets, paths).split("\n")
+    entry.user = entry.user.split("\n")[0]
+    return entry
+
+
 def shown(
     entries: Iterable[LogEntry], roles: Iterable[str], secrets: Iterable[str] = (), paths: Iterable[str] = ()
 ) -> list[LogEntry]:
     """The entries a tenant may see: the panel's own sessions left out, secrets redacted, the
     server's directories shortened."""
-    roles = tuple(roles)
-    secrets = tuple(secrets)
-    paths = tuple(paths)
-    result = []
-    for entry in entries:
-        if hidden(entry, roles):
+    roles, secrets, paths = tuple(roles), tuple(secrets), tuple(paths)
+    return [_cleaned(entry, secrets, paths) for entry in entries if not hidden(entry, roles)]
+
+
+def newest(
+    entries: Sequence[LogEntry],
+    limit: int,
+    *,
+    roles: Iterable[str],
+    secrets: Iterable[str] = (),
+    paths: Iterable[str] = (),
+    level: str = "",
+    search: str = "",
+) -> tuple[list[LogEntry], bool]:
+    """The newest ``limit`` entries a tenant may see that match, newest first, and whether more
+    matched. ``shown`` then ``matches``, newest first, redacting only what it looks at (a read
+    holds tens of thousands of entries; a page shows a few hundred)."""
+    roles, secrets, paths = tuple(roles), tuple(secrets), tuple(paths)
+    found: list[LogEntry] = []
+    for entry in reversed(entries):
+        # The level is no secret: checked before the redaction it spares.
+        if hidden(entry, roles) or not matches(entry, level):
             continue
-        entry.lines = redact(entry.text, secrets, paths).split("\n")
-        entry.user = entry.user.split("\n")[0]
-        result.append(entry)
-    return result
+        if matches(_cleaned(entry, secrets, paths), search=search):
+            if len(found) == limit:
+                return found, True
+            found.append(entry)
+    return found, False
 
 
 def matches(entry: LogEntry, level: str = "", search: str = "") -> bool:

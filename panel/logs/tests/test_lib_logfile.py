@@ -197,6 +197,23 @@ def test_level_and_search_filters() -> None:
     assert [entry.level for entry in entries if logfile.matches(entry, level="FATAL")] == ["FATAL"]
 
 
+def test_newest_gives_the_newest_matches_first_and_says_when_more_matched() -> None:
+    entries = postgres_entries()
+    found, more = logfile.newest(entries, 2, roles=PANEL_ROLES, level="ERROR", secrets=["x-secret-literal"])
+    assert more and [entry.message for entry in found] == [
+        "division by zero",
+        "function nosuchfunc(integer) does not exist at character 8",
+    ]
+    everything, more = logfile.newest(postgres_entries(), 10_000, roles=PANEL_ROLES, search="capx")
+    assert not more and len(everything) == 1 and "[redacted]" in everything[0].text
+    shown = logfile.shown(postgres_entries(), PANEL_ROLES)
+    assert [e.offset for e in logfile.newest(postgres_entries(), 10_000, roles=PANEL_ROLES)[0]] == [
+        e.offset for e in reversed(shown)
+    ]
+    # The search sees the redacted text only.
+    assert logfile.newest(postgres_entries(), 10, roles=PANEL_ROLES, search="x-secret") == ([], False)
+
+
 # --- reading within a cap -----------------------------------------------------------------------
 
 
