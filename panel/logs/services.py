@@ -145,7 +145,8 @@ def read_log(
     return LogPage(
         source=source,
         entries=found,
-        cursor=str(read.end) if read.end else "",
+        # No log yet: the tail reads the file from its start once it exists.
+        cursor=str(read.end) if read.end else logfile.NOTHING_READ,
         older_not_read=read.older_not_read,
         more_entries=more,
         bytes_read=read.bytes_read,

@@ -26,6 +26,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 POSTGRES = "postgres"
 PGBOUNCER = "pgbouncer"
@@ -261,7 +262,8 @@ def matches(entry: LogEntry, level: str = "", search: str = "") -> bool:
 @dataclass(frozen=True)
 class Position:
     """The end of what was read from the newest file: a later read starts there (the live tail).
-    A file with another inode, or shorter than ``offset``, was rotated or truncated meanwhile."""
+    A file with another inode, or shorter than ``offset``, was rotated or truncated meanwhile;
+    ``NOTHING_READ`` stands for a file that did not exist yet."""
 
     inode: int
     offset: int
@@ -275,6 +277,9 @@ class Position:
         if not (sep and inode.isdigit() and offset.isdigit()):
             return None
         return cls(int(inode), int(offset))
+
+
+NOTHING_READ = "0:0"
 
 
 @dataclass(frozen=True)
@@ -300,9 +305,9 @@ def log_files(current: Path) -> list[Path]:
     return found + [path for _n, path in sorted(rotated)]
 
 
-def _read_range(fh: object, start: int, end: int) -> bytes:
-    fh.seek(start)  # type: ignore[attr-defined]
-    return fh.read(end - start)  # type: ignore[attr-defined,no-any-return]
+def _read_range(fh: BinaryIO, start: int, end: int) -> bytes:
+    fh.seek(start)
+    return fh.read(end - start)
 
 
 def _whole_lines(data: bytes, start: int, *, cut_head: bool) -> tuple[bytes, int]:
@@ -318,7 +323,8 @@ def _whole_lines(data: bytes, start: int, *, cut_head: bool) -> tuple[bytes, int
 
 def read_tail(current: Path, cap: int, after: Position | None = None) -> Read:
     """The last ``cap`` bytes (at most) of the log, in whole lines; with ``after``, only what the
-    newest file gained since that position (its last ``cap`` bytes if it gained more)."""
+    newest file gained since that position (its last ``cap`` bytes if it gained more), or all of
+    it when it is another file than the one ``after`` was in."""
     files = log_files(current)
     names = tuple(path.name for path in files)
     if not files or files[0] != current:
@@ -329,11 +335,14 @@ def read_tail(current: Path, cap: int, after: Position | None = None) -> Read:
     with open(current, "rb") as fh:
         stat = os.fstat(fh.fileno())
         size = stat.st_size
-        if after is not None and after.inode == stat.st_ino and after.offset <= size:
-            begin = after.offset
+        if after is not None:
+            # Another file than the cursor's (rotated, or created since), or one cut shorter: all
+            # of it is new.
+            same = after.inode == stat.st_ino and after.offset <= size
+            begin = since = after.offset if same else 0
             if size - begin > cap:
                 begin, older_not_read = size - cap, True
-            data, start = _whole_lines(_read_range(fh, begin, size), begin, cut_head=begin != after.offset)
+            data, start = _whole_lines(_read_range(fh, begin, size), begin, cut_head=begin != since)
             end = Position(stat.st_ino, start + len(data))
             return Read((Chunk(current.name, start, data),), end, older_not_read, len(data), names)
         begin = max(0, size - budget)

@@ -281,10 +281,22 @@ def test_a_rotated_or_truncated_file_is_read_again_from_its_end(tmp_path: Path) 
     path.write_bytes(line(99))  # truncated in place: same inode, shorter
     read = logfile.read_tail(path, 1 << 20, before)
     assert [e.message for e in logfile.parse(read.chunks, logfile.POSTGRES)] == ["entry 00099"]
+    after_truncation = read.end
     path.rename(tmp_path / "postgresql.log.1")  # rotated: a new file with another inode
-    path.write_bytes(line(100))
-    read = logfile.read_tail(path, 1 << 20, Position(before.inode, 0))
-    assert "entry 00100" in [e.message for e in logfile.parse(read.chunks, logfile.POSTGRES)]
+    path.write_bytes(line(100) + line(101))
+    read = logfile.read_tail(path, 1 << 20, after_truncation)
+    # The new file only, all of it: nothing shown before comes again.
+    assert [e.message for e in logfile.parse(read.chunks, logfile.POSTGRES)] == ["entry 00100", "entry 00101"]
+
+
+def test_a_log_that_did_not_exist_is_tailed_from_its_start(tmp_path: Path) -> None:
+    path = tmp_path / "pgbouncer.log"
+    assert logfile.read_tail(path, 1000).end is None
+    path.write_bytes(line(1) + line(2))
+    read = logfile.read_tail(path, 1 << 20, Position.parse(logfile.NOTHING_READ))
+    assert [e.message for e in logfile.parse(read.chunks, logfile.POSTGRES)] == ["entry 00001", "entry 00002"]
+    again = logfile.read_tail(path, 1 << 20, read.end)
+    assert again.chunks[0].data == b""
 
 
 def test_rotated_files_are_read_oldest_first_while_the_cap_allows(tmp_path: Path) -> None:

@@ -117,3 +117,22 @@ def test_what_the_panel_logged_is_hidden_and_secrets_redacted_on_the_page(
         assert "admin-secret-Zq7xK2" in html
     finally:
         shutil.rmtree(cluster.data_root)
+
+
+def test_the_tail_of_a_log_that_appears_later_brings_its_entries_once(
+    cluster: Cluster, owner_client: Client
+) -> None:
+    html = owner_client.get(reverse("logs:tab", args=[cluster.pk])).content.decode()
+    assert "after=0%3A0" in html
+    tail = reverse("logs:tail", args=[cluster.pk])
+    assert "log-entry" not in owner_client.get(tail, {"after": "0:0"}).content.decode()
+    write_log(
+        cluster, b"2026-01-01 00:00:00.000 UTC [9] LOG:  database system is ready to accept connections\n"
+    )
+    try:
+        first = owner_client.get(tail, {"after": "0:0"}).content.decode()
+        assert first.count('class="log-entry') == 1 and "ready to accept connections" in first
+        cursor = first.split("after=", 1)[1].split('"', 1)[0].split("&", 1)[0].replace("%3A", ":")
+        assert "log-entry" not in owner_client.get(tail, {"after": cursor}).content.decode()
+    finally:
+        shutil.rmtree(cluster.data_root)
