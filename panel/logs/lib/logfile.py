@@ -47,6 +47,8 @@ _PG_LINE_RE = re.compile(
 _BOUNCER_LINE_RE = re.compile(
     rf"^(?P<ts>{_STAMP}) \[(?P<pid>\d+)\] (?P<level>FATAL|ERROR|WARNING|LOG|DEBUG|NOISE) (?P<message>.*)$"
 )
+# The start of a line whose level never came (see ``_take``).
+_PG_CUT_PREFIX_RE = re.compile(rf"^(?P<ts>{_STAMP}) \[(?P<pid>\d+)\] (?P<who>[^\t]*@.*)$")
 # ``C-0x55d0c8: defaultdb/doadmin@127.0.0.1:5000 …``: a client's (C) or server's (S) connection.
 _BOUNCER_WHO_RE = re.compile(r"^[CS]-0x[0-9a-f]+: (?P<database>[^/\s]*)/(?P<user>[^@\s]*)@")
 
@@ -167,6 +169,16 @@ def _take(
             entry = LogEntry(file, offset, match.group("ts"), match.group("pid"), level, user, database)
             entry.lines.append(line)
             entry.levels.append(level)
+            return entry, entry
+        cut = _PG_CUT_PREFIX_RE.match(line)
+        if cut:
+            # A prefix cut by a line break in a user or database name (a quoted name may hold
+            # one): its own entry, whose user is what precedes the first "@", so that a panel
+            # session's line is hidden with what follows it rather than joined to the line before.
+            user, database = _who(cut.group("who"))
+            entry = LogEntry(
+                file, offset, cut.group("ts"), cut.group("pid"), "LOG", user, database, [line], ["LOG"]
+            )
             return entry, entry
     else:
         match = _BOUNCER_LINE_RE.match(line)

@@ -131,6 +131,18 @@ def test_an_entry_with_any_line_of_a_panel_role_is_hidden() -> None:
     assert len(entries) == 1 and logfile.shown(entries, PANEL_ROLES) == []
 
 
+def test_a_line_break_in_a_database_name_does_not_join_a_panel_line_to_the_tenants() -> None:
+    text = (
+        b'2026-01-01 00:00:00.000 UTC [6] doadmin@x LOG:  statement: CREATE DATABASE "a\nb"\n'
+        b"2026-01-01 00:00:01.000 UTC [7] pgpanel_monitor@a\n"
+        b"b LOG:  duration: 1.0 ms  statement: SELECT pg_catalog.pg_database_size('a\nb')\n"
+    )
+    entries = logfile.parse([Chunk("f", 0, text)], logfile.POSTGRES)
+    assert [entry.user for entry in entries] == ["doadmin", "pgpanel_monitor"]
+    shown = logfile.shown(entries, PANEL_ROLES)
+    assert len(shown) == 1 and "pg_database_size" not in shown[0].text
+
+
 def test_a_role_named_like_a_panel_role_with_more_is_not_the_panel() -> None:
     text = b"2026-01-01 00:00:00.000 UTC [7] pgpanel_x@db LOG:  mine\n"
     entries = logfile.parse([Chunk("f", 0, text)], logfile.POSTGRES)
