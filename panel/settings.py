@@ -103,6 +103,7 @@ INSTALLED_APPS = [
     "panel.pools",
     "panel.insights",
     "panel.quotas",
+    "panel.logs",
     "benchmarks",
     "panel.api",
 ]
