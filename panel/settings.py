@@ -104,6 +104,7 @@ INSTALLED_APPS = [
     "panel.pools",
     "panel.insights",
     "panel.quotas",
+    "panel.logs",
     "benchmarks",
     "panel.api",
 ]

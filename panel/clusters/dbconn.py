@@ -30,6 +30,16 @@ from panel.clusters.models import Cluster
 CONNECT_TIMEOUT = 5
 # Sent as libpq ``options``: a client setting outranks ALTER DATABASE/ROLE … SET search_path.
 PINNED_OPTIONS = "-c search_path=pg_catalog,pg_temp"
+# The superuser's sessions log no statement text, whatever the cluster's owner set (say
+# log_min_duration_statement = 0): what it runs carries secrets (ALTER ROLE … PASSWORD with a
+# SCRAM verifier), and the owner reads the log on the Logs tab. Nor does pg_stat_statements keep
+# their text, where a reader with pg_read_all_stats would see it. Superuser-only settings, so a
+# startup option of the superuser's own; a tenant cannot change them for that role. (Without
+# pg_stat_statements loaded its setting is a mere placeholder, accepted as such.)
+QUIET_LOG_OPTIONS = (
+    "-c log_statement=none -c log_min_duration_statement=-1 -c log_min_error_statement=panic"
+    " -c log_duration=off -c pg_stat_statements.track=none"
+)
 MAINTENANCE_DATABASE = "postgres"
 
 
@@ -77,6 +87,7 @@ def connect(
     *,
     pin_search_path: bool = True,
     unpinned_behind_pooler: bool = False,
+    quiet_log: bool = False,
     connect_timeout: int = CONNECT_TIMEOUT,
     **params: Any,
 ) -> Iterator[psycopg.Connection]:
@@ -87,13 +98,15 @@ def connect(
     console needs: it refuses startup parameters it does not know. A server the user attached
     may sit behind such a pooler too; with ``unpinned_behind_pooler`` the connection is retried
     without the pin then (the credentials are the user's own, so the user's objects would gain
-    nothing from running with them).
+    nothing from running with them). ``quiet_log`` (the panel's superuser only: the settings are
+    a superuser's) keeps the session's statements out of the server's log.
     """
     if "options" in params:
         raise ValueError("the panel sends no libpq options but the pinned search_path")
     if pin_search_path:
+        options = f"{PINNED_OPTIONS} {QUIET_LOG_OPTIONS}" if quiet_log else PINNED_OPTIONS
         try:
-            conn = _open({**params, "options": PINNED_OPTIONS}, connect_timeout)
+            conn = _open({**params, "options": options}, connect_timeout)
         except DatabaseError as exc:
             if not (unpinned_behind_pooler and "unsupported startup parameter" in str(exc)):
                 raise
@@ -113,12 +126,16 @@ class TenantDatabaseRefused(ValueError):
 
 
 @contextmanager
-def admin_connection(cluster: Cluster, dbname: str | None = None) -> Iterator[psycopg.Connection]:
+def admin_connection(
+    cluster: Cluster, dbname: str | None = None, *, quiet_log: bool = True
+) -> Iterator[psycopg.Connection]:
     """An autocommit connection with the panel's maintenance rights on ``cluster``.
 
     On a local cluster that is the superuser, so only into the maintenance database: the
     superuser never enters a tenant's database, where the tenant's objects could run with its
-    rights. Reading inside a tenant's database is ``monitor_connection``'s job.
+    rights. Reading inside a tenant's database is ``monitor_connection``'s job. Its statements
+    stay out of the server's log (``QUIET_LOG_OPTIONS``) unless ``quiet_log`` is false, for a
+    session that must see the logging settings as a tenant's session does, and runs no secret.
     """
     if cluster.is_local:
         if dbname not in (None, MAINTENANCE_DATABASE):
@@ -133,7 +150,7 @@ def admin_connection(cluster: Cluster, dbname: str | None = None) -> Iterator[ps
             "password": cluster.superuser_password,
             "dbname": MAINTENANCE_DATABASE,
         }
-        with connect(**params) as conn:
+        with connect(quiet_log=quiet_log, **params) as conn:
             yield conn
     else:
         with connect(unpinned_behind_pooler=True, **_attached_params(cluster, dbname)) as conn:

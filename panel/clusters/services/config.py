@@ -75,7 +75,8 @@ def _write(cluster: Cluster) -> None:
 
 def _verify(cluster: Cluster, values: dict[str, tunables.Value]) -> None:
     """What a new session sees (pg_settings, in PostgreSQL's base units) is what was written."""
-    with dbconn.admin_connection(cluster) as conn:
+    # Not the quiet log of the panel's other sessions: its logging settings are the session's own.
+    with dbconn.admin_connection(cluster, quiet_log=False) as conn:
         rows = conn.execute(
             "SELECT lower(name), setting FROM pg_catalog.pg_settings WHERE lower(name) = ANY(%s)",
             [list(values)],
