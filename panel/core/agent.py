@@ -26,10 +26,10 @@ from typing import Any, TypeVar
 
 from celery import shared_task
 from django.conf import settings
-from django.utils.translation import gettext as _
 
 from panel.core import taskqueue
 from panel.core.errors import (
+    N_,
     Message,
     ServiceError,
     message_from_json,
@@ -212,19 +212,21 @@ def send(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], *, timeout: f
     if callable(silent) and silent():
         # Its heartbeats stopped: say so now rather than after the whole timeout.
         raise ServiceError(
-            _("The node agent “%(node)s” is not answering (no heartbeat lately), so nothing was done.")
-            % {"node": queue.removeprefix("node.")}
+            N_("The node agent “%(node)s” is not answering (no heartbeat lately), so nothing was done."),
+            code="agent.not_answering",
+            params={"node": queue.removeprefix("node.")},
         )
     result = taskqueue.send(TASK, [name, message], queue=queue, expires=timeout)
     try:
         answer = result.get(timeout=timeout, propagate=True, disable_sync_subtasks=False)
     except CeleryTimeout:
         raise ServiceError(
-            _(
+            N_(
                 "The node agent “%(node)s” did not answer within %(seconds)d s, so nothing was done. "
                 "Check that its worker runs (make run starts it)."
-            )
-            % {"node": queue.removeprefix("node."), "seconds": timeout}
+            ),
+            code="agent.timeout",
+            params={"node": queue.removeprefix("node."), "seconds": timeout},
         ) from None
     finally:
         result.forget()

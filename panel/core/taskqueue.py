@@ -6,9 +6,8 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.utils.translation import gettext as _
 
-from panel.core.errors import ServiceError
+from panel.core.errors import N_, ServiceError
 
 if TYPE_CHECKING:
     from celery.result import AsyncResult
@@ -43,8 +42,9 @@ def send(task_name: str, args: list[Any], **options: Any) -> AsyncResult:
     except Exception as exc:  # kombu raises several types for an unreachable broker
         log.warning("could not enqueue %s: %s (%s)", task_name, type(exc).__name__, exc)
         raise ServiceError(
-            _(
+            N_(
                 "The task queue (Redis at %(url)s) is not reachable, so nothing was started. Try again when it is back."
-            )
-            % {"url": settings.REDIS_URL.split("@")[-1]}
+            ),
+            code="agent.queue_unreachable",
+            params={"url": settings.REDIS_URL.split("@")[-1]},
         ) from None

@@ -12,12 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.conf import settings
-from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from panel.clusters.models import Cluster
 from panel.core.agent import on_node
-from panel.core.errors import ServiceError
+from panel.core.errors import N_, ServiceError
 from panel.logs.lib import logfile
 from panel.logs.lib.logfile import LogEntry, Position
 from panel.pools.config import ADMIN_ROLE
@@ -63,14 +62,18 @@ class LogText:
 def _check(cluster: Cluster, source: str) -> None:
     if source not in SOURCES:
         raise ServiceError(
-            _("Unknown log source “%(source)s”; choose postgres or pooler.") % {"source": source},
+            N_("Unknown log source “%(source)s”; choose postgres or pooler."),
             field="source",
+            code="logs.source_unknown",
+            params={"source": source},
         )
     if not cluster.is_local:
         raise ServiceError(
-            _(
+            N_(
                 "The panel reads the logs of the clusters it runs; an attached server keeps its log where it runs."
-            )
+            ),
+            code="logs.attached_unsupported",
+            params={},
         )
 
 
@@ -117,7 +120,9 @@ def _read(cluster: Cluster, source: str, cap: int, after: Position | None = None
         return logfile.read_tail(_path(cluster, source), cap, after)
     except OSError as exc:
         raise ServiceError(
-            _("Could not read the log: %(reason)s") % {"reason": exc.strerror or exc}
+            N_("Could not read the log: %(reason)s"),
+            code="logs.read_failed",
+            params={"reason": exc.strerror or exc},
         ) from None
 
 
@@ -136,7 +141,12 @@ def read_log(
     _check(cluster, source)
     level = level.upper()
     if level and level not in LEVELS[source]:
-        raise ServiceError(_("Unknown level “%(level)s”.") % {"level": level}, field="level")
+        raise ServiceError(
+            N_("Unknown level “%(level)s”."),
+            field="level",
+            code="logs.level_unknown",
+            params={"level": level},
+        )
     limit = max(1, min(int(limit), MAX_ENTRIES))
     position = Position.parse(after) if after else None
     read = _read(cluster, source, READ_CAP_BYTES, position)

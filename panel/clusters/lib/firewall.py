@@ -12,6 +12,8 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable, Sequence
 
+from panel.core.errors import N_, CodedError
+
 # The managed service's own limit on rules per cluster.
 MAX_SOURCES = 100
 # Written for "every address" when a cluster has no trusted source.
@@ -20,34 +22,48 @@ EVERY_ADDRESS = ("0.0.0.0/0", "::/0")
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
-class InvalidSource(ValueError):
-    """A trusted source that cannot be used; the message is for the user."""
+class InvalidSource(CodedError, ValueError):
+    """A trusted source that cannot be used; the message is for the user (a template and its
+    parameters, rendered in the user's language)."""
+
+    def __init__(self, message: str, **params: object) -> None:
+        super().__init__(message, code="firewall.source_invalid", params=params)
 
 
 def parse_source(value: str) -> Network:
     """The network ``value`` names: an address is a network of one (``/32`` or ``/128``)."""
     text = value.strip()
     if not text:
-        raise InvalidSource("Enter an IP address or a network.")
+        raise InvalidSource(N_("Enter an IP address or a network."))
     if "%" in text:
         # A zone id (fe80::1%eth0) means something on this machine only; pg_hba.conf refuses it.
-        raise InvalidSource(f"“{text}”: an address with a zone id (%) cannot be a trusted source.")
+        raise InvalidSource(
+            N_("“%(text)s”: an address with a zone id (%%) cannot be a trusted source."), text=text
+        )
     try:
         network = ipaddress.ip_network(text, strict=True)
     except ValueError as exc:
         if "has host bits set" in str(exc):
             wider = ipaddress.ip_network(text, strict=False)
             raise InvalidSource(
-                f"“{text}” is not a network address: its host bits are set. "
-                f"Did you mean {wider} (the whole network) or {text.split('/')[0]} (one address)?"
+                N_(
+                    "“%(text)s” is not a network address: its host bits are set. "
+                    "Did you mean %(network)s (the whole network) or %(address)s (one address)?"
+                ),
+                text=text,
+                network=str(wider),
+                address=text.split("/")[0],
             ) from None
         raise InvalidSource(
-            f"“{text}” is neither an IP address nor a network in CIDR notation "
-            "(such as 203.0.113.7, 203.0.113.0/24 or 2001:db8::/32); host names are not supported."
+            N_(
+                "“%(text)s” is neither an IP address nor a network in CIDR notation "
+                "(such as 203.0.113.7, 203.0.113.0/24 or 2001:db8::/32); host names are not supported."
+            ),
+            text=text,
         ) from None
     if isinstance(network, ipaddress.IPv6Network) and network.network_address.ipv4_mapped is not None:
         # PostgreSQL matches an IPv4 client against IPv4 rules only, so ::ffff:a.b.c.d would never match.
-        raise InvalidSource(f"“{text}” is an IPv4 address written as IPv6: write it as IPv4.")
+        raise InvalidSource(N_("“%(text)s” is an IPv4 address written as IPv6: write it as IPv4."), text=text)
     return network
 
 
@@ -66,7 +82,9 @@ def normalize(values: Iterable[str]) -> list[str]:
         seen.setdefault(display(parse_source(value)), None)
     if len(seen) > MAX_SOURCES:
         raise InvalidSource(
-            f"A cluster can have at most {MAX_SOURCES} trusted sources; this list has {len(seen)}."
+            N_("A cluster can have at most %(max)s trusted sources; this list has %(count)s."),
+            max=MAX_SOURCES,
+            count=len(seen),
         )
     return list(seen)
 

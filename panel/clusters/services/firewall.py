@@ -75,14 +75,14 @@ def _normalize(values: list[str]) -> list[str]:
     try:
         return firewall.normalize(values)
     except firewall.InvalidSource as exc:
-        raise ServiceError(str(exc), field=FIELD) from None
+        raise ServiceError.of(exc, FIELD) from None
 
 
 def _parse(value: str) -> str:
     try:
         return firewall.display(firewall.parse_source(value))
     except firewall.InvalidSource as exc:
-        raise ServiceError(str(exc), field=FIELD) from None
+        raise ServiceError.of(exc, FIELD) from None
 
 
 def _apply(cluster: Cluster, wanted: list[str], message: str) -> list[str]:
@@ -104,7 +104,8 @@ def _apply(cluster: Cluster, wanted: list[str], message: str) -> list[str]:
             _write_server_auth(cluster)
             problem = hooks.pooler.refresh_auth(cluster)
             if problem:
-                raise ServiceError(problem, field=FIELD)
+                # PgBouncer's own words about its hba file.
+                raise ServiceError(problem, field=FIELD, code="firewall.pooler_refused")
     except ServiceError:
         _restore(cluster)
         raise
