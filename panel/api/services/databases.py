@@ -15,9 +15,12 @@ from panel.clusters import services as cluster_services
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.lib.plans import PLANS
 from panel.clusters.models import Cluster, Node, NodeState
-from panel.core.errors import ServiceError
+from panel.core.errors import N_, ServiceError
 
 ENGINE = "pg"
+
+
+ONE_NODE = N_("This panel runs one-node clusters: num_nodes must be 1 (no standby nodes).")
 
 
 def connection(cluster: Cluster, *, with_password: bool) -> dict[str, Any]:
@@ -119,18 +122,24 @@ def create_database(
     ``size`` a plan slug, ``region`` a node (or placement's choice); its provisioning queued."""
     if engine != ENGINE:
         raise ServiceError(
-            f"Only the engine {ENGINE!r} (PostgreSQL) is offered here, not {engine!r}.", field="engine"
+            N_("Only the engine '%(offered)s' (PostgreSQL) is offered here, not '%(engine)s'."),
+            field="engine",
+            code="database.engine_unsupported",
+            params={"offered": ENGINE, "engine": engine},
         )
     if num_nodes != 1:
-        raise ServiceError(
-            "This panel runs one-node clusters: num_nodes must be 1 (no standby nodes).", field="num_nodes"
-        )
+        raise ServiceError(ONE_NODE, field="num_nodes", code="database.num_nodes_unsupported", params={})
     if region and not Node.objects.filter(name=region).exists():
         names = (
             ", ".join(Node.objects.order_by("name").values_list("name", flat=True))
             or settings.PANEL_NODE_NAME
         )
-        raise ServiceError(f"No region {region!r}: the regions here are the nodes ({names}).", field="region")
+        raise ServiceError(
+            N_("No region '%(region)s': the regions here are the nodes (%(names)s)."),
+            field="region",
+            code="database.region_unknown",
+            params={"region": region, "names": names},
+        )
     return cluster_services.create_cluster(
         owner, name=name, plan_slug=size, version=version, node=region or None
     )

@@ -59,7 +59,12 @@ def test_a_resize_is_accepted_and_the_database_then_says_resizing(
 @pytest.mark.parametrize(
     ("body", "status", "error_id", "words"),
     [
-        ({"size": "db-s-4vcpu-8gb", "num_nodes": 2}, 422, "unprocessable_entity", "num_nodes must be 1"),
+        (
+            {"size": "db-s-4vcpu-8gb", "num_nodes": 2},
+            422,
+            "database.num_nodes_unsupported",
+            "num_nodes must be 1",
+        ),
         ({"size": "db-s-64vcpu-1tb"}, 422, "unprocessable_entity", "db-s-64vcpu-1tb"),
         ({"size": "db-s-2vcpu-4gb"}, 422, "unprocessable_entity", "already on plan"),
         ({"num_nodes": 1}, 422, "unprocessable_entity", "size"),

@@ -53,11 +53,11 @@ def test_a_cluster_is_created_and_its_provisioning_queued_on_its_node(
         ('{"name": "x", "engine": ', 400, "bad_request", "parse"),
         ({**NEW, "num_nodes": "two"}, 422, "unprocessable_entity", "num_nodes"),
         ({k: v for k, v in NEW.items() if k != "size"}, 422, "unprocessable_entity", "size"),
-        ({**NEW, "engine": "mysql"}, 422, "unprocessable_entity", "Only the engine 'pg'"),
-        ({**NEW, "num_nodes": 3}, 422, "unprocessable_entity", "num_nodes must be 1"),
+        ({**NEW, "engine": "mysql"}, 422, "database.engine_unsupported", "Only the engine 'pg'"),
+        ({**NEW, "num_nodes": 3}, 422, "database.num_nodes_unsupported", "num_nodes must be 1"),
         ({**NEW, "size": "db-s-64vcpu-1tb"}, 422, "unprocessable_entity", "db-s-64vcpu-1tb"),
-        ({**NEW, "region": "nyc1"}, 422, "unprocessable_entity", "No region 'nyc1'"),
-        ({**NEW, "name": "Not A Name"}, 422, "unprocessable_entity", "lowercase"),
+        ({**NEW, "region": "nyc1"}, 422, "database.region_unknown", "No region 'nyc1'"),
+        ({**NEW, "name": "Not A Name"}, 422, "cluster.name_invalid", "lowercase"),
     ],
 )
 def test_bad_input_gets_its_status_and_creates_nothing(

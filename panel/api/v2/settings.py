@@ -11,6 +11,7 @@ from ninja import Router, Schema
 from ninja.responses import Status
 
 from panel.api.models import Scope
+from panel.api.services.databases import ONE_NODE
 from panel.api.v2.auth import caller
 from panel.api.v2.common import ERRORS, WRITE_ERRORS, owned_cluster
 from panel.clusters.services import config, resize
@@ -41,9 +42,7 @@ def resize_database(request: HttpRequest, database_id: uuid.UUID, payload: Resiz
     user, _token = caller(request, Scope.UPDATE)
     cluster = owned_cluster(user, database_id)
     if payload.num_nodes != 1:
-        raise ServiceError(
-            "This panel runs one-node clusters: num_nodes must be 1 (no standby nodes).", field="num_nodes"
-        )
+        raise ServiceError(ONE_NODE, field="num_nodes", code="database.num_nodes_unsupported", params={})
     # Accepted: the cluster is "resizing" until its node has restarted it on the new plan.
     resize.resize_cluster(cluster, payload.size)
     return Status(202, None)
