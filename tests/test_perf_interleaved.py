@@ -27,7 +27,7 @@ stats = _load()
 
 def test_summary_of_odd_and_even_rounds():
     odd = stats.summarize([100.0, 90.0, 110.0, 95.0, 105.0])
-    assert (odd.n, odd.refused, odd.median, odd.low, odd.high) == (5, 0, 100.0, 90.0, 110.0)
+    assert (odd.n, odd.missing, odd.median, odd.low, odd.high) == (5, 0, 100.0, 90.0, 110.0)
     assert (odd.q1, odd.q3) == (92.5, 107.5)
     assert odd.spread == pytest.approx(0.20)
     even = stats.summarize([4.0, 1.0, 3.0, 2.0])
@@ -36,13 +36,13 @@ def test_summary_of_odd_and_even_rounds():
     assert (one.median, one.q1, one.q3, one.spread) == (7.0, 7.0, 7.0, 0.0)
 
 
-def test_refused_rounds_are_counted_not_averaged():
+def test_rounds_that_did_not_run_are_counted_not_averaged():
     summary = stats.summarize([None, 200.0, None, 100.0])
-    assert (summary.n, summary.refused, summary.median) == (2, 2, 150.0)
+    assert (summary.n, summary.missing, summary.median) == (2, 2, 150.0)
     nothing = stats.summarize([None, None])
-    assert (nothing.n, nothing.refused, nothing.median, nothing.spread) == (0, 2, None, None)
-    assert stats.format_summary(nothing) == "refused in all 2 rounds"
-    assert "refused in 2 of 4 rounds" in stats.format_summary(summary)
+    assert (nothing.n, nothing.missing, nothing.median, nothing.spread) == (0, 2, None, None)
+    assert stats.format_summary(nothing) == "no figure: did not run in any of 2 rounds"
+    assert "did not run in 2 of 4 rounds" in stats.format_summary(summary)
 
 
 def test_a_zero_median_has_no_spread():

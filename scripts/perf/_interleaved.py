@@ -22,10 +22,10 @@ NOISY_SPREAD = 0.20
 
 @dataclass(frozen=True)
 class Summary:
-    """One variant's figures over the rounds it completed (``refused``: rounds that did not run)."""
+    """One variant's figures over the rounds it completed (``missing``: rounds that did not run)."""
 
     n: int
-    refused: int
+    missing: int
     median: float | None = None
     low: float | None = None
     high: float | None = None
@@ -55,15 +55,15 @@ def quartiles(values: Sequence[float]) -> tuple[float, float]:
 
 
 def summarize(values: Sequence[float | None]) -> Summary:
-    """Median, min–max and IQR of the rounds that ran; ``None`` is a refused round."""
+    """Median, min–max and IQR of the rounds that ran; ``None`` is a round that did not run."""
     ran = [v for v in values if v is not None]
-    refused = len(values) - len(ran)
+    missing = len(values) - len(ran)
     if not ran:
-        return Summary(n=0, refused=refused)
+        return Summary(n=0, missing=missing)
     q1, q3 = quartiles(ran)
     return Summary(
         n=len(ran),
-        refused=refused,
+        missing=missing,
         median=statistics.median(ran),
         low=min(ran),
         high=max(ran),
@@ -147,7 +147,7 @@ def rotation(names: Sequence[str], round_index: int) -> list[str]:
 def format_summary(summary: Summary) -> str:
     """``12,345  (min–max 11,900–12,800, IQR 12,100–12,500, spread 7 %)`` or why there is no figure."""
     if summary.median is None:
-        return f"refused in all {summary.refused} rounds"
+        return f"no figure: did not run in any of {summary.missing} rounds"
     assert summary.low is not None and summary.high is not None
     assert summary.q1 is not None and summary.q3 is not None
     spread = "" if summary.spread is None else f", spread {summary.spread * 100:.0f} %"
@@ -157,6 +157,6 @@ def format_summary(summary: Summary) -> str:
     )
     if summary.noisy:
         text += ", noisy"
-    if summary.refused:
-        text += f"; refused in {summary.refused} of {summary.n + summary.refused} rounds"
+    if summary.missing:
+        text += f"; did not run in {summary.missing} of {summary.n + summary.missing} rounds"
     return text + ")"
