@@ -76,6 +76,10 @@ def test_paired_ratios_decide_only_when_every_round_agrees():
 def test_rounds_where_either_did_not_run_are_left_out():
     c = stats.compare([None, 300.0, 200.0], [100.0, None, 100.0])
     assert (c.n, c.ratio) == (1, 2.0)
+    # One round agreeing with itself is no verdict.
+    assert not c.decided and c.within(0.03) is None
+    assert c.verdict("panel", "direct").endswith("too few to conclude")
+    assert "too few" in stats.within_verdict("panel", "best", c, 0.03)
     none = stats.compare([None, None], [100.0, 100.0])
     assert none.n == 0 and not none.decided
     assert none.verdict("panel", "direct") == "panel vs direct: no round where both ran"

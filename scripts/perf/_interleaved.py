@@ -18,6 +18,9 @@ from dataclasses import dataclass
 
 # A variant whose min–max spread passes this share of its median is flagged as noisy.
 NOISY_SPREAD = 0.20
+# Fewer rounds where both variants ran than this, and no verdict is stated: one or two rounds
+# agreeing says little on a shared machine.
+MIN_ROUNDS = 3
 
 
 @dataclass(frozen=True)
@@ -83,16 +86,18 @@ class Comparison:
 
     @property
     def decided(self) -> bool:
-        """Whether every round puts ``a`` on the same side of ``b`` (and there were rounds)."""
-        return (
-            self.n > 0 and self.low is not None and self.high is not None and (self.low > 1 or self.high < 1)
-        )
+        """Whether every round puts ``a`` on the same side of ``b``, over at least MIN_ROUNDS rounds."""
+        if self.n < MIN_ROUNDS or self.low is None or self.high is None:
+            return False
+        return self.low > 1 or self.high < 1
 
     def verdict(self, a: str, b: str) -> str:
         """``a`` ahead of / behind ``b``, or that the rounds disagree."""
         if self.n == 0 or self.ratio is None or self.low is None or self.high is None:
             return f"{a} vs {b}: no round where both ran"
         shown = f"{self.ratio:.2f}× {b} (rounds {self.low:.2f}–{self.high:.2f})"
+        if self.n < MIN_ROUNDS:
+            return f"{a} vs {b}: {shown}, only {self.n} round(s) where both ran: too few to conclude"
         if self.low > 1:
             return f"{a} ahead of {b}: {shown}"
         if self.high < 1:
@@ -102,7 +107,7 @@ class Comparison:
     def within(self, tolerance: float) -> bool | None:
         """Whether ``a`` is no more than ``tolerance`` behind ``b`` in every round (True), more than
         that behind in every round (False), or the rounds disagree (None)."""
-        if self.n == 0 or self.low is None or self.high is None:
+        if self.n < MIN_ROUNDS or self.low is None or self.high is None:
             return None
         if self.low >= 1 - tolerance:
             return True
@@ -128,6 +133,8 @@ def within_verdict(a: str, b: str, comparison: Comparison, tolerance: float) -> 
     if comparison.n == 0 or comparison.ratio is None:
         return f"{a} within {percent} of {b}: no round where both ran"
     shown = f"{comparison.ratio:.3f}× {b} (rounds {comparison.low:.3f}–{comparison.high:.3f})"
+    if comparison.n < MIN_ROUNDS:
+        return f"{a} within {percent} of {b}? {shown}, only {comparison.n} round(s) where both ran: too few"
     if met is True:
         return f"{a} within {percent} of {b} or ahead, in every round: {shown}"
     if met is False:

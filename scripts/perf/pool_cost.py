@@ -102,10 +102,15 @@ client_tls_cert_file = {tls_cert}
 server_tls_sslmode = require
 """
 
-# The best configuration found with --explore (select-only, 10 and 150 clients and -C, 2 cores):
-# the server over its Unix socket with peer authentication (no TCP, no TLS, no SCRAM to the server),
-# TLS only where the clients are. The candidates tried are in CANDIDATES.
-BEST_SETTINGS: dict[str, str] = {}
+# "best": SOCKET_BASE (the server over its Unix socket with peer authentication: no TCP, no TLS and
+# no SCRAM towards the server; TLS only where the clients are) plus BEST_SETTINGS, in BEST_PROCESSES
+# processes. Chosen with --explore on the 2-core machine while it was shared (load ~12): the socket
+# was the one large win (hand-written over TCP+TLS cost 1.3–2× the CPU per transaction); among the
+# candidates below no difference rose above the noise, and the quiet log (no line per login and
+# logout) is kept because it removes work per connection without losing anything; so_reuseport
+# with 2 processes showed no gain where PgBouncer shares 2 cores with pgbench and PostgreSQL.
+# Rerun --explore on a quiet machine (or one with cores to spare) before changing it.
+BEST_SETTINGS: dict[str, str] = {"log_connections": "0", "log_disconnections": "0"}
 BEST_PROCESSES = 1
 
 # name -> (settings added to the "socket" baseline, PgBouncer processes sharing the port).
@@ -356,10 +361,13 @@ def report(scenario: Scenario, runs: Results, reference: str = "panel") -> None:
     )
     _summary_table("of which PgBouncer's own:", {n: bouncer_of(r) for n, r in runs.items() if n != "direct"})
     others = [o for o in ("direct", reference) if o in runs]
-    print("   ratios round by round, median (range): " + ", ".join(f"TPS ÷ {o}'s" for o in others))
+    print("   TPS ratios round by round, median (range), against: " + ", ".join(others))
     for name in names:
-        parts = [f"{_ratio(tps_of(runs[name]), tps_of(runs[o]))}" for o in others if o != name]
-        print(f"     {name:<{width}} " + "; ".join(parts))
+        parts = [
+            f"{'—':<17}" if o == name else f"{_ratio(tps_of(runs[name]), tps_of(runs[o])):<17}"
+            for o in others
+        ]
+        print(f"     {name:<{width}} " + "  ".join(parts))
     print(f"   verdict, {scenario.label}:")
     for line in verdicts(scenario, runs, reference):
         print(f"     {line}")
