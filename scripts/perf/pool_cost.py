@@ -78,6 +78,7 @@ TPS_RE = re.compile(r"^tps = ([0-9.]+) \(", re.MULTILINE)
 REFUSED_RE = re.compile(r"too many clients|remaining connection slots are reserved")
 DONE_RE = re.compile(r"^number of transactions actually processed: (\d+)", re.MULTILINE)
 POOL_DB = "defaultdb"
+SETTLE_S = 0.3
 GOAL_TOLERANCE = 0.03
 
 # PgBouncer settings a person writes in a minimal file; everything else is PgBouncer's default.
@@ -279,6 +280,8 @@ def pgbench(cluster: Cluster, variant: Variant, scenario: Scenario, seconds: int
     result = subprocess.run(
         [*command, variant.dbname], env=env, capture_output=True, text=True, timeout=seconds + 120
     )
+    # Backends that end with pgbench count once the postmaster has reaped them: give it a moment.
+    time.sleep(SETTLE_S)
     server_used, bouncer_used = server_cpu(cluster) - server_before, bouncer_cpu(variant) - bouncer_before
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     pgbench_used = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
