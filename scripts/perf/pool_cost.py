@@ -377,8 +377,9 @@ def report(scenario: Scenario, runs: Results, reference: str = "panel") -> None:
 
 
 def verdicts(scenario: Scenario, runs: Results, reference: str) -> list[str]:
-    """One line per goal by TPS, then the same by CPU per transaction (less sensitive to the
-    machine's other load: efficiency = the other's CPU ÷ the panel's, above 1 when the panel is cheaper)."""
+    """One line per goal by TPS, then the same by CPU per transaction, all of it and PgBouncer's
+    alone (less sensitive to the machine's other load: efficiency = the other's CPU ÷ the panel's,
+    above 1 when the panel is cheaper)."""
     lines: list[str] = []
     if reference not in runs:
         return lines
@@ -406,6 +407,13 @@ def verdicts(scenario: Scenario, runs: Results, reference: str) -> list[str]:
             lines.append("CPU/txn: " + within_verdict(reference, "best", efficiency, GOAL_TOLERANCE))
         else:
             lines.append("CPU/txn: " + efficiency.verdict(reference, other))
+    for other in ("best", "hand"):
+        if other in runs and summarize(bouncer_of(runs[other])).n:
+            own = compare(bouncer_of(runs[other]), bouncer_of(mine))
+            if other == "best":
+                lines.append("PgBouncer's CPU/txn: " + within_verdict(reference, "best", own, GOAL_TOLERANCE))
+            else:
+                lines.append("PgBouncer's CPU/txn: " + own.verdict(reference, other))
     return lines
 
 
@@ -518,9 +526,10 @@ def run(args: argparse.Namespace) -> None:
         print(
             f"PgBouncer's own cost: pgbench -S, {args.rounds} interleaved rounds × {args.seconds} s, "
             f"pool size {args.pool_size}, {os.cpu_count()} cores. Ratios are per round, then the median;\n"
-            "a verdict is stated only when every round agrees. CPU per transaction counts pgbench, the "
-            "server and PgBouncer,\nso it moves less than TPS when other processes load the machine "
-            "(CPU/txn efficiency = the other's CPU ÷ the panel's)."
+            "a verdict is stated only when every round (at least 3) agrees. CPU per transaction counts "
+            "pgbench, the server and PgBouncer,\nso it moves less than TPS when other processes load the "
+            "machine; in the CPU verdicts the ratio is the other's CPU ÷ the panel's (above 1: the panel "
+            "spends less)."
         )
         for scenario, runs in results:
             print()
