@@ -126,6 +126,8 @@ def render(settings: GlobalSettings, target: ServerTarget, pools: list[PoolSpec]
         ("server_reset_query", settings.server_reset_query),
         ("ignore_startup_parameters", ",".join(settings.ignore_startup_parameters)),
         ("pkt_buf", str(settings.pkt_buf)),
+        ("log_connections", "1" if settings.log_connections else "0"),
+        ("log_disconnections", "1" if settings.log_disconnections else "0"),
     ]
     lines += [f"{key} = {value}".rstrip() for key, value in values]
     return "\n".join(lines) + "\n"

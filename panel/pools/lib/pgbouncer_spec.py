@@ -133,6 +133,13 @@ class GlobalSettings:
     ignore_startup_parameters: tuple[str, ...] = ("extra_float_digits",)
     # PgBouncer's default; pgbench's small statements never need a larger buffer.
     pkt_buf: int = 4096
+    # PgBouncer logs every login and logout by default: two lines per connection, which under
+    # connection churn (a web app without a pool of its own, pgbench -C) is most of the log and
+    # grows it without bound (about 300 bytes per connection), and a formatted write per event in
+    # the pooler's single thread. Off, as in PostgreSQL; refused logins and pooler errors are still
+    # logged (log_pooler_errors), and SHOW STATS counts connections. scripts/perf/pool_cost.py.
+    log_connections: bool = False
+    log_disconnections: bool = False
     # Only the panel (the same Unix user, or root) talks to the admin console over the socket.
     unix_socket_mode: str = "0700"
 
@@ -327,6 +334,9 @@ def validate_globals(settings: GlobalSettings) -> None:
         if not _STARTUP_PARAM_RE.fullmatch(param):
             raise ConfigError(f"ignore_startup_parameters holds an invalid parameter name: {param!r}.")
     _check_int(settings.pkt_buf, "pkt_buf", 512)
+    for field in ("log_connections", "log_disconnections"):
+        if not isinstance(getattr(settings, field), bool):
+            raise ConfigError(f"{field} must be true or false, not {getattr(settings, field)!r}.")
     if not re.fullmatch(r"0[0-7]{3}", settings.unix_socket_mode):
         raise ConfigError(
             f"unix_socket_mode must be an octal mode such as 0700: {settings.unix_socket_mode!r}."

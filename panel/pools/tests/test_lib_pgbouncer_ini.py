@@ -333,6 +333,8 @@ def test_it_refuses_bad_targets(target: ServerTarget, fragment: str) -> None:
         ({"server_reset_query": "DISCARD ALL; DROP"}, "';' (semicolon)"),
         ({"ignore_startup_parameters": ("extra_float_digits", "bad name")}, "invalid parameter name"),
         ({"pkt_buf": 100}, "pkt_buf must be at least 512"),
+        ({"log_connections": "yes"}, "log_connections must be true or false"),
+        ({"log_disconnections": 1}, "log_disconnections must be true or false"),
         ({"unix_socket_mode": "777"}, "unix_socket_mode must be an octal mode"),
     ],
 )

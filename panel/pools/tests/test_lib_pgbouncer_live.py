@@ -211,6 +211,10 @@ def test_pgbouncer_loads_what_the_panel_renders(bouncer_dir: Path) -> None:
             bouncer.connect(host="127.0.0.1", sslmode="disable")
         with pytest.raises(psycopg.OperationalError, match="SASL authentication failed"):
             bouncer.connect(password="wrong")
+        # Logins and logouts are not logged (two lines per connection under churn), refusals are.
+        log = (bouncer_dir / "pgbouncer.log").read_text()
+        assert "login attempt" not in log and "closing because: client close request" not in log
+        assert "SASL authentication failed" in log
     finally:
         proc.terminate()
         proc.wait(timeout=10)
