@@ -140,6 +140,30 @@ def admin_connection(cluster: Cluster, dbname: str | None = None) -> Iterator[ps
             yield conn
 
 
+STATEMENTS_EXTENSION = "pg_stat_statements"
+
+
+def ensure_statements_extension(conn: psycopg.Connection) -> bool:
+    """``CREATE EXTENSION IF NOT EXISTS pg_stat_statements`` in the connected database (in
+    ``public``: the pinned search_path names no schema to create in); True when it was missing.
+
+    The superuser's maintenance database is the one place: the extension is not trusted (only a
+    superuser creates it), the superuser never enters a tenant's database, and its view there
+    shows every database's statements. Its reset function stays the superuser's (the extension
+    revokes it from PUBLIC)."""
+    exists = conn.execute(
+        "SELECT 1 FROM pg_catalog.pg_extension WHERE extname = %s", [STATEMENTS_EXTENSION]
+    ).fetchone()
+    if exists:
+        return False
+    conn.execute(
+        sql.SQL("CREATE EXTENSION IF NOT EXISTS {} SCHEMA public").format(
+            sql.Identifier(STATEMENTS_EXTENSION)
+        )
+    )
+    return True
+
+
 @contextmanager
 def monitor_connection(cluster: Cluster, dbname: str | None = None) -> Iterator[psycopg.Connection]:
     """An autocommit connection for collection and measurement, in ``dbname`` (by default the

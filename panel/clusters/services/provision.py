@@ -144,6 +144,7 @@ def create_roles(job: Provisioning) -> None:
         dbconn.create_database(conn, cluster.default_database, cluster.admin_user)
         conn.execute("REVOKE CONNECT ON DATABASE postgres FROM PUBLIC")
         dbconn.ensure_monitor_role(conn, settings.PANEL_MONITOR_ROLE, monitor_password)
+        dbconn.ensure_statements_extension(conn)  # the Queries tab reads it (panel/insights)
 
 
 def record(job: Provisioning) -> None:
