@@ -35,6 +35,7 @@ from panel.insights.snapshot import (
 from panel.insights.sources.host import collect_host, tree_memory
 from panel.insights.sources.pgbouncer import collect_pgbouncer
 from panel.insights.sources.postgres import collect_postgres, collect_scans
+from panel.insights.sources.statements import collect_statements
 from panel.pools import console, supervisor
 from panel.pools.disk import bouncer_files
 
@@ -64,6 +65,8 @@ def collect(target: Target, *, budget: float = BUDGET_SECONDS, now: dt.datetime 
         snap.up[POSTGRES] = False
         snap.errors[POSTGRES] = str(exc)
         databases = []
+    if snap.up[POSTGRES]:
+        collect_statements(snap, target, deadline)
     if databases:
         collect_scans(snap, cluster, databases, deadline)
     if cluster.is_local:

@@ -1,0 +1,126 @@
+"""``pg_stat_statements``, read as the monitor role in the maintenance database, where the panel
+created the extension (its view there shows every database's statements).
+
+The panel's own roles (its superuser, the monitor role) are left out by their oids: the tab shows
+the tenant's workload. The monitor role is a member of ``pg_read_all_stats`` and sees every
+role's text; the tenant's ``doadmin`` is not, and sees only its own (PostgreSQL's rule).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+
+import psycopg
+from django.conf import settings
+
+from panel.clusters import dbconn
+from panel.insights import statements
+from panel.insights.snapshot import STATEMENT_TIMEOUT_MS, CollectTimeout, Deadline, Snapshot, Target, watchdog
+from panel.insights.sources.postgres import stats_connection
+
+log = logging.getLogger(__name__)
+
+# Statements stored per collection (the top ones by time); texts are capped at this many characters.
+TOP_PER_COLLECTION = 50
+TEXT_LIMIT = 16_384
+
+# Top-level statements only (track = top); never the panel's own roles nor a superuser's.
+READ = """
+SELECT s.queryid, s.dbid::bigint, s.userid::bigint, coalesce(d.datname, ''), coalesce(r.rolname, ''),
+       s.calls, s.total_exec_time, s.mean_exec_time, s.stddev_exec_time, s.rows,
+       s.shared_blks_hit, s.shared_blks_read
+FROM public.pg_stat_statements(false) s
+LEFT JOIN pg_catalog.pg_database d ON d.oid = s.dbid
+LEFT JOIN pg_catalog.pg_roles r ON r.oid = s.userid
+WHERE s.toplevel AND s.queryid IS NOT NULL
+  AND s.userid NOT IN (SELECT oid FROM pg_catalog.pg_roles
+                       WHERE rolsuper OR rolname = ANY(%s::pg_catalog.name[]))
+"""
+RESET_TIME = "SELECT extract(epoch FROM stats_reset)::double precision FROM public.pg_stat_statements_info"
+TEXTS = """
+SELECT DISTINCT ON (queryid) queryid, pg_catalog.left(query, %s)
+FROM public.pg_stat_statements(true) WHERE queryid = ANY(%s::bigint[])
+"""
+NOT_LOADED = "55000"  # "pg_stat_statements must be loaded via shared_preload_libraries"
+MISSING = ("42883", "42P01", "3F000")  # no such function, relation or schema: no extension here
+
+
+def panel_roles() -> list[str]:
+    return [settings.PANEL_SUPERUSER, settings.PANEL_MONITOR_ROLE]
+
+
+def collect_statements(snap: Snapshot, target: Target, deadline: Deadline) -> None:
+    """Read the statements into ``snap.statements``: deltas from ``target.statements`` (the
+    previous reading), the top ones kept, with the texts not stored yet. A local cluster without
+    the extension gets it created (by the superuser, in the maintenance database) and read again."""
+    baseline = target.statements
+    if baseline is None:
+        return
+    cluster = target.cluster
+    created = False
+    snap.statements = statements.Collected("unavailable", "not read", baseline=baseline)
+    for attempt in (1, 2):
+        try:
+            collected = _read(snap, target, baseline, deadline)
+        except dbconn.DatabaseError as exc:
+            if exc.sqlstate == NOT_LOADED:
+                snap.statements = statements.Collected(
+                    "not_loaded",
+                    "pg_stat_statements is not loaded: restart the cluster to load it.",
+                    baseline=baseline,
+                )
+                return
+            if exc.sqlstate in MISSING and cluster.is_local and attempt == 1:
+                try:
+                    with dbconn.admin_connection(cluster) as conn:
+                        created = dbconn.ensure_statements_extension(conn)
+                except dbconn.DatabaseError as again:
+                    snap.statements = statements.Collected("unavailable", str(again), baseline=baseline)
+                    return
+                continue
+            snap.statements = statements.Collected("unavailable", str(exc), baseline=baseline)
+            return
+        except (CollectTimeout, psycopg.Error) as exc:
+            snap.statements = statements.Collected("unavailable", str(exc), baseline=baseline)
+            return
+        collected.created_extension = created
+        snap.statements = collected
+        return
+
+
+def _read(
+    snap: Snapshot, target: Target, baseline: statements.Baseline, deadline: Deadline
+) -> statements.Collected:
+    with stats_connection(target.cluster) as conn, watchdog(conn, deadline):
+        started = time.perf_counter()
+        conn.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
+        rows = conn.execute(READ, [panel_roles()]).fetchall()
+        reset_row = conn.execute(RESET_TIME).fetchone()
+        stats_reset = None if reset_row is None else reset_row[0]
+        readings = [statements.Reading.from_stats(*row) for row in rows]
+        reset = (
+            baseline.stats_reset is not None
+            and stats_reset is not None
+            and abs(stats_reset - baseline.stats_reset) > 1e-3
+        )
+        kept = statements.top(statements.deltas(baseline.counters, readings, reset=reset), TOP_PER_COLLECTION)
+        wanted = sorted({d.queryid for d in kept} - baseline.known_texts)
+        texts: dict[int, str] = {}
+        if wanted:
+            texts = dict(conn.execute(TEXTS, [TEXT_LIMIT, wanted]).fetchall())
+        snap.query_seconds += time.perf_counter() - started
+    return statements.Collected(
+        "collecting",
+        "",
+        stats_reset=stats_reset,
+        readings=readings,
+        deltas=kept,
+        texts=texts,
+        baseline=baseline,
+    )
+
+
+def epoch(value: dt.datetime | None) -> float | None:
+    return None if value is None else value.timestamp()
