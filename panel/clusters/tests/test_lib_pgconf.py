@@ -110,7 +110,7 @@ RESERVED = ("pg_execute_server_program", "pg_read_server_files", "pgpanel", "pgp
 
 def test_it_loads_the_privilege_guard_by_absolute_path_with_its_reserved_roles():
     conf = _conf(_settings(preload_libraries=(GUARD,), reserved_roles=RESERVED).render())
-    assert conf["shared_preload_libraries"] == f"'\"{GUARD}\", \"pg_stat_statements\"'"
+    assert conf["shared_preload_libraries"] == f'\'"{GUARD}", "pg_stat_statements"\''
     assert conf["pgpanel_guard.reserved_roles"] == (
         '\'"pg_execute_server_program", "pg_read_server_files", "pgpanel", "pgpanel_monitor"\''
     )
@@ -145,7 +145,10 @@ def test_a_configuration_rendered_before_pg_stat_statements_still_counts_as_load
 def test_it_escapes_quotes_and_backslashes_in_paths():
     odd = "/srv/it's\\here/pgpanel_guard.so"
     conf = _conf(_settings(preload_libraries=(odd,), reserved_roles=RESERVED).render())
-    assert conf["shared_preload_libraries"] == "'\"/srv/it''s\\\\here/pgpanel_guard.so\", \"pg_stat_statements\"'"
+    assert (
+        conf["shared_preload_libraries"]
+        == "'\"/srv/it''s\\\\here/pgpanel_guard.so\", \"pg_stat_statements\"'"
+    )
     with pytest.raises(ValueError):
         _settings(preload_libraries=('/a"b.so',), reserved_roles=RESERVED).render()
 

@@ -16,6 +16,7 @@ from django.db import transaction
 from django.db.models import Sum
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from panel.clusters import dbconn
 from panel.clusters.models import Cluster
@@ -43,6 +44,21 @@ WINDOWS: dict[str, dt.timedelta] = {
     "24h": dt.timedelta(hours=24),
 }
 DEFAULT_WINDOW = "1h"
+WINDOW_CHOICES = (
+    ("5m", gettext_lazy("5 minutes")),
+    ("1h", gettext_lazy("1 hour")),
+    ("6h", gettext_lazy("6 hours")),
+    ("24h", gettext_lazy("24 hours")),
+)
+SORT_CHOICES = (
+    ("total", gettext_lazy("Total time")),
+    ("calls", gettext_lazy("Calls")),
+    ("mean", gettext_lazy("Mean")),
+    ("stddev", gettext_lazy("Std dev")),
+    ("rows", gettext_lazy("Rows")),
+    ("hit", gettext_lazy("Cache hit")),
+)
+TAB_ROWS = 50
 
 
 def _epoch(value: dt.datetime | None) -> float | None:
@@ -186,6 +202,23 @@ def window_of(key: str | None, now: dt.datetime | None = None) -> Window:
     return Window(now - WINDOWS[key], now, key)
 
 
+def window_between(start: str, end: str) -> Window | None:
+    """A window given by its ends in ISO 8601 (UTC when no offset is given); None when either end
+    is not a time or the end is not after the start."""
+    ends = []
+    for text in (start, end):
+        try:
+            value = dt.datetime.fromisoformat(
+                text.strip().replace(" ", "+", 1) if "T" in text else text.strip()
+            )
+        except ValueError:
+            return None
+        ends.append(value if value.tzinfo else value.replace(tzinfo=dt.UTC))
+    if ends[1] <= ends[0]:
+        return None
+    return Window(ends[0], ends[1])
+
+
 def run_window(started_at: dt.datetime, finished_at: dt.datetime | None) -> Window:
     """The collections that saw a run's statements: from its start to the first one after its end."""
     end = (finished_at or timezone.now()) + dt.timedelta(seconds=interval() + 5)
@@ -200,9 +233,13 @@ class Row:
     text: str
 
 
-def top_statements(cluster: Cluster, window: Window, *, by: str = "total", limit: int = 50) -> list[Row]:
+def top_statements(
+    cluster: Cluster, window: Window, *, by: str = "total", limit: int = 50, queryid: int | None = None
+) -> list[Row]:
     """The statements of a window, summed per statement, database and role, in the order asked."""
     deltas = StatementDelta.objects.filter(cluster=cluster, ts__gt=window.start, ts__lte=window.end)
+    if queryid is not None:
+        deltas = deltas.filter(queryid=queryid)
     sums = deltas.values("queryid", "database", "role").annotate(**{f"s_{n}": Sum(n) for n in COUNTER_FIELDS})
     totals = [
         statements.Totals(
@@ -225,6 +262,12 @@ def top_statements(cluster: Cluster, window: Window, *, by: str = "total", limit
         )
     )
     return [Row(t, texts.get(t.queryid, "")) for t in chosen]
+
+
+def statement_rows(cluster: Cluster, queryid: int, window: Window) -> list[Row]:
+    """One statement's lines of the window, one per database and role."""
+    rows = top_statements(cluster, window, limit=10_000, queryid=queryid)
+    return rows
 
 
 def statement_text(cluster: Cluster, queryid: int) -> str | None:
