@@ -4,15 +4,20 @@ doadmin can and cannot do with pg_stat_statements."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
 from collections.abc import Iterator
+from io import StringIO
 
 import psycopg
 import pytest
 from django.conf import settings
+from django.core.management import CommandError, call_command
+from django.test import Client
+from django.urls import reverse
 
 from conftest import module_cluster
 from panel.clusters import dbconn
@@ -167,3 +172,49 @@ def test_doadmin_gets_no_way_to_the_panels_statements(cluster: Cluster) -> None:
             conn.execute("SELECT pg_stat_statements_reset()")
         member = conn.execute("SELECT pg_has_role('doadmin', 'pg_read_all_stats', 'MEMBER')").fetchone()
     assert member == (False,)
+
+
+def server_calls(cluster: Cluster, prefix: str) -> int:
+    with dbconn.admin_connection(cluster) as conn:
+        row = conn.execute(
+            "SELECT coalesce(sum(calls), 0)::bigint FROM public.pg_stat_statements WHERE query LIKE %s",
+            [prefix + "%"],
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+@pytest.mark.django_db
+def test_the_tab_and_the_command_show_the_run_with_its_calls(cluster: Cluster, client: Client) -> None:
+    services.collect_cluster(cluster)
+    calls = processed(pgbench(cluster, ["-n", "-S", "-c", "2", "-j", "1", "-t", "90"]))
+    call_command("queries", "collect", cluster.name)
+
+    out = StringIO()
+    call_command("queries", "top", cluster.name, "--window", "5m", "--format", "json", stdout=out)
+    top_rows = json.loads(out.getvalue())
+    assert top_rows[0]["text"].startswith("SELECT abalance") and top_rows[0]["calls"] == calls == 180
+    out = StringIO()
+    call_command("queries", "top", cluster.name, "--by", "calls", "--limit", "3", stdout=out)
+    assert "SELECT abalance FROM pgbench_accounts" in out.getvalue() and " 180 " in out.getvalue()
+
+    client.force_login(cluster.owner)
+    html = client.get(reverse("insights:queries", args=[cluster.pk]), {"window": "5m"}).content.decode()
+    assert "SELECT abalance FROM pgbench_accounts WHERE aid = $1" in html
+    assert f'<td class="text-end" data-figure="calls">{calls}</td>' in html
+
+
+@pytest.mark.django_db
+def test_a_reset_from_the_tab_needs_its_confirmation(cluster: Cluster, client: Client) -> None:
+    pgbench(cluster, ["-n", "-S", "-c", "1", "-t", "30"])
+    assert server_calls(cluster, "SELECT abalance") >= 30
+    with pytest.raises(CommandError, match="--yes"):
+        call_command("queries", "reset", cluster.name)
+    client.force_login(cluster.owner)
+    reset_url = reverse("insights:queries-reset", args=[cluster.pk])
+    client.post(reset_url)  # no confirmation: nothing happens
+    assert server_calls(cluster, "SELECT abalance") >= 30
+    response = client.post(reset_url, {"confirm": "reset"}, follow=True)
+    assert "Query statistics were reset." in response.content.decode()
+    assert server_calls(cluster, "SELECT abalance") == 0
+    assert StatementsState.objects.get(cluster=cluster).reset_at is not None
+    assert cluster.events.filter(kind="statements-reset").exists()
