@@ -117,6 +117,10 @@ def store_statements(cluster: Cluster, snap: Snapshot) -> None:
             return
         state.status = collected.status
         state.message = collected.message
+        if collected.created_extension:
+            cluster.log_event(
+                "statements", _("Created the pg_stat_statements extension for the Queries tab.")
+            )
         if collected.readings is None:
             # Not read: the counters stay, so the next reading's deltas cover the gap.
             state.save(update_fields=["status", "message"])

@@ -58,36 +58,39 @@ def collect_statements(snap: Snapshot, target: Target, deadline: Deadline) -> No
     baseline = target.statements
     if baseline is None:
         return
+    snap.statements = _collect(snap, target, baseline, deadline)
+
+
+def _collect(
+    snap: Snapshot, target: Target, baseline: statements.Baseline, deadline: Deadline
+) -> statements.Collected:
     cluster = target.cluster
     created = False
-    snap.statements = statements.Collected("unavailable", "not read", baseline=baseline)
+
+    def failed(status: str, message: str) -> statements.Collected:
+        return statements.Collected(status, message, baseline=baseline, created_extension=created)
+
     for attempt in (1, 2):
         try:
             collected = _read(snap, target, baseline, deadline)
         except dbconn.DatabaseError as exc:
             if exc.sqlstate == NOT_LOADED:
-                snap.statements = statements.Collected(
-                    "not_loaded",
-                    "pg_stat_statements is not loaded: restart the cluster to load it.",
-                    baseline=baseline,
+                return failed(
+                    "not_loaded", "pg_stat_statements is not loaded: restart the cluster to load it."
                 )
-                return
             if exc.sqlstate in MISSING and cluster.is_local and attempt == 1:
                 try:
                     with dbconn.admin_connection(cluster) as conn:
                         created = dbconn.ensure_statements_extension(conn)
                 except dbconn.DatabaseError as again:
-                    snap.statements = statements.Collected("unavailable", str(again), baseline=baseline)
-                    return
+                    return failed("unavailable", str(again))
                 continue
-            snap.statements = statements.Collected("unavailable", str(exc), baseline=baseline)
-            return
+            return failed("unavailable", str(exc))
         except (CollectTimeout, psycopg.Error) as exc:
-            snap.statements = statements.Collected("unavailable", str(exc), baseline=baseline)
-            return
+            return failed("unavailable", str(exc))
         collected.created_extension = created
-        snap.statements = collected
-        return
+        return collected
+    return failed("unavailable", "pg_stat_statements could not be read")
 
 
 def _read(
