@@ -65,8 +65,6 @@ def collect(target: Target, *, budget: float = BUDGET_SECONDS, now: dt.datetime 
         snap.up[POSTGRES] = False
         snap.errors[POSTGRES] = str(exc)
         databases = []
-    if snap.up[POSTGRES]:
-        collect_statements(snap, target, deadline)
     if databases:
         collect_scans(snap, cluster, databases, deadline)
     if cluster.is_local:
@@ -87,4 +85,7 @@ def collect(target: Target, *, budget: float = BUDGET_SECONDS, now: dt.datetime 
             except (console.ConsoleError, CollectTimeout, psycopg.Error) as exc:
                 snap.up[PGBOUNCER] = False
                 snap.errors[PGBOUNCER] = str(exc)
+    if snap.up[POSTGRES]:
+        # Last, with what the budget leaves: the older figures never wait for it.
+        collect_statements(snap, target, deadline)
     return snap

@@ -8,7 +8,6 @@ role's text; the tenant's ``doadmin`` is not, and sees only its own (PostgreSQL'
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import time
 
@@ -25,6 +24,8 @@ log = logging.getLogger(__name__)
 # Statements stored per collection (the top ones by time); texts are capped at this many characters.
 TOP_PER_COLLECTION = 50
 TEXT_LIMIT = 16_384
+# Read only with this much of the collection's budget left.
+STATEMENTS_RESERVE_SECONDS = 0.5
 
 # Top-level statements only (track = top); never the panel's own roles nor a superuser's.
 READ = """
@@ -58,12 +59,16 @@ def collect_statements(snap: Snapshot, target: Target, deadline: Deadline) -> No
     baseline = target.statements
     if baseline is None:
         return
+    if deadline.remaining() < STATEMENTS_RESERVE_SECONDS:
+        log.info("insights: no time left for the statements of %s", target.cluster.pk)
+        return  # nothing stored: the next reading's deltas cover this one
     snap.statements = _collect(snap, target, baseline, deadline)
 
 
 def _collect(
     snap: Snapshot, target: Target, baseline: statements.Baseline, deadline: Deadline
-) -> statements.Collected:
+) -> statements.Collected | None:
+    """What was read, or why not; None when the budget ran out (a gap, not a state)."""
     cluster = target.cluster
     created = False
 
@@ -86,7 +91,10 @@ def _collect(
                     return failed("unavailable", str(again))
                 continue
             return failed("unavailable", str(exc))
-        except (CollectTimeout, psycopg.Error) as exc:
+        except CollectTimeout as exc:
+            log.info("insights: statements of %s: %s", cluster.pk, exc)
+            return None
+        except psycopg.Error as exc:
             return failed("unavailable", str(exc))
         collected.created_extension = created
         return collected
@@ -123,7 +131,3 @@ def _read(
         texts=texts,
         baseline=baseline,
     )
-
-
-def epoch(value: dt.datetime | None) -> float | None:
-    return None if value is None else value.timestamp()
