@@ -285,9 +285,12 @@ def query_data(request: HttpRequest, cluster_id: uuid.UUID, queryid: str) -> Jso
     cluster = get_cluster_for_user(request, cluster_id)
     window, _ok = _queries_window(request)
     points = statement_services.statement_series(cluster, _queryid(queryid), window)
+    state = statement_services.state_of(cluster)
+    # A window longer than the cluster's collections starts where they start, as on the Insights tab.
+    start = max(window.start, state.baseline_at) if state and state.baseline_at else window.start
     return JsonResponse(
         {
-            "start": int(window.start.timestamp() * 1000),
+            "start": int(start.timestamp() * 1000),
             "end": int(window.end.timestamp() * 1000),
             "points": points,
         }

@@ -20,6 +20,8 @@
             type: "bar",
             label: canvas.dataset.labelCalls,
             yAxisID: "calls",
+            maxBarThickness: 24,
+            minBarLength: 2,
             data: body.points.map(function (p) { return { x: p.t, y: p.calls }; }),
           },
           {
