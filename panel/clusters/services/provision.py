@@ -26,6 +26,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
+from psycopg import sql
 
 from panel import crypto
 from panel.clusters import dbconn, isolation
@@ -139,12 +140,28 @@ def create_roles(job: Provisioning) -> None:
     monitor_password = new_password()
     cluster.monitor_password_encrypted = crypto.encrypt(monitor_password)
     cluster.save(update_fields=["monitor_password_encrypted"])
+    make_statements_template(cluster)  # before any tenant role exists
     with dbconn.admin_connection(cluster) as conn:
         dbconn.create_role(conn, cluster.admin_user, job.admin_password, admin=True)
         dbconn.create_database(conn, cluster.default_database, cluster.admin_user)
         conn.execute("REVOKE CONNECT ON DATABASE postgres FROM PUBLIC")
         dbconn.ensure_monitor_role(conn, settings.PANEL_MONITOR_ROLE, monitor_password)
         dbconn.ensure_statements_extension(conn)  # the Queries tab reads it (panel/insights)
+
+
+def make_statements_template(cluster: Cluster) -> None:
+    """The panel's template database with pg_stat_statements (``dbconn.STATEMENTS_TEMPLATE``),
+    closed to every connection once made; the databases the panel creates are copies of it."""
+    template = sql.Identifier(dbconn.STATEMENTS_TEMPLATE)
+    with dbconn.admin_connection(cluster) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(template))
+        conn.execute(sql.SQL("REVOKE ALL ON DATABASE {} FROM PUBLIC").format(template))
+    with dbconn.statements_template_connection(cluster) as conn:
+        dbconn.ensure_statements_extension(conn)
+    with dbconn.admin_connection(cluster) as conn:
+        conn.execute(
+            sql.SQL("ALTER DATABASE {} WITH IS_TEMPLATE true ALLOW_CONNECTIONS false").format(template)
+        )
 
 
 def record(job: Provisioning) -> None:

@@ -20,7 +20,7 @@ from django.test import Client
 from django.urls import reverse
 
 from conftest import module_cluster
-from panel.clusters import dbconn
+from panel.clusters import dbconn, roles
 from panel.clusters import services as cluster_services
 from panel.clusters.models import Cluster
 from panel.insights import services
@@ -63,7 +63,7 @@ def processed(output: str) -> int:
 
 
 def as_doadmin(cluster: Cluster, dbname: str = "defaultdb") -> psycopg.Connection:
-    details = cluster_services.connection_details(cluster)
+    details = cluster_services.connection_details(cluster)  # the password; dbname as asked
     return psycopg.connect(
         host=details.host,
         port=details.port,
@@ -159,19 +159,44 @@ def test_a_reset_clears_the_servers_counters_and_windows_stay_right(cluster: Clu
 
 
 @pytest.mark.django_db
-def test_doadmin_gets_no_way_to_the_panels_statements(cluster: Cluster) -> None:
-    """The extension lives in the maintenance database, which doadmin cannot enter; it cannot
-    create it elsewhere (not a trusted extension), reset the counters, or join pg_read_all_stats
-    through the panel."""
-    with pytest.raises(psycopg.OperationalError, match="permission denied for database"):
-        as_doadmin(cluster, "postgres").close()
+def test_doadmin_reads_its_own_statements_and_nothing_more(cluster: Cluster) -> None:
+    """defaultdb and every database the panel adds are copies of the panel's template, which has
+    pg_stat_statements: doadmin sees its own statements' text there and, by PostgreSQL's rule,
+    not the panel's; it cannot reset the counters, enter the template or the maintenance
+    database, create the extension where it is missing, or join pg_read_all_stats through the panel."""
+    roles.add_database(cluster, "reports")
+    services.collect_cluster(cluster)  # the monitor role's statements are recorded
+    for dbname in ("defaultdb", "reports"):
+        with as_doadmin(cluster, dbname) as conn:
+            conn.execute("SELECT 1 AS doadmin_marker")
+            texts = dict(
+                conn.execute(
+                    "SELECT r.rolname, pg_catalog.string_agg(DISTINCT s.query, ' | ') FROM public.pg_stat_statements s "
+                    "JOIN pg_catalog.pg_roles r ON r.oid = s.userid GROUP BY 1"
+                ).fetchall()
+            )
+            assert "doadmin_marker" in texts["doadmin"]
+            assert texts[settings.PANEL_MONITOR_ROLE] == "<insufficient privilege>", texts
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute("SELECT public.pg_stat_statements_reset()")
+            member = conn.execute("SELECT pg_has_role('doadmin', 'pg_read_all_stats', 'MEMBER')").fetchone()
+            assert member == (False,)
+    for dbname in ("postgres", dbconn.STATEMENTS_TEMPLATE):
+        with pytest.raises(
+            psycopg.OperationalError, match="not currently accepting connections|permission denied"
+        ):
+            as_doadmin(cluster, dbname).close()
     with as_doadmin(cluster) as conn:
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        conn.execute("CREATE DATABASE made_with_sql")  # from template1: no extension there
+    try:
+        with (
+            as_doadmin(cluster, "made_with_sql") as conn,
+            pytest.raises(psycopg.errors.InsufficientPrivilege),
+        ):
             conn.execute("CREATE EXTENSION pg_stat_statements")
-        with pytest.raises(psycopg.errors.UndefinedFunction):
-            conn.execute("SELECT pg_stat_statements_reset()")
-        member = conn.execute("SELECT pg_has_role('doadmin', 'pg_read_all_stats', 'MEMBER')").fetchone()
-    assert member == (False,)
+    finally:
+        with as_doadmin(cluster) as conn:
+            conn.execute("DROP DATABASE made_with_sql")
 
 
 def server_calls(cluster: Cluster, prefix: str) -> int:
