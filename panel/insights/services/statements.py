@@ -119,16 +119,13 @@ def store_statements(cluster: Cluster, snap: Snapshot) -> None:
         state.message = collected.message
         if collected.created_extension:
             cluster.log_event(
-                "statements", _("Created the pg_stat_statements extension for the Queries tab.")
+                "statements",
+                _("Set up pg_stat_statements for the Queries tab and the databases the panel creates."),
             )
         if collected.readings is None:
             # Not read: the counters stay, so the next reading's deltas cover the gap.
             state.save(update_fields=["status", "message"])
             return
-        if collected.created_extension:
-            cluster.log_event(
-                "statements", _("Created the pg_stat_statements extension for the Queries tab.")
-            )
         _store_counters(cluster, collected.readings, baseline)
         StatementDelta.objects.bulk_create(
             StatementDelta(cluster=cluster, ts=at, **_delta_fields(d)) for d in collected.deltas or []

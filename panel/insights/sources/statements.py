@@ -15,6 +15,7 @@ import psycopg
 from django.conf import settings
 
 from panel.clusters import dbconn
+from panel.clusters import services as cluster_services
 from panel.insights import statements
 from panel.insights.snapshot import STATEMENT_TIMEOUT_MS, CollectTimeout, Deadline, Snapshot, Target, watchdog
 from panel.insights.sources.postgres import stats_connection
@@ -55,7 +56,8 @@ def panel_roles() -> list[str]:
 def collect_statements(snap: Snapshot, target: Target, deadline: Deadline) -> None:
     """Read the statements into ``snap.statements``: deltas from ``target.statements`` (the
     previous reading), the top ones kept, with the texts not stored yet. A local cluster without
-    the extension gets it created (by the superuser, in the maintenance database) and read again."""
+    the extension (one from before it) gets it created by the superuser in the maintenance
+    database, and the panel's template database made (``ensure_statements``), then read again."""
     baseline = target.statements
     if baseline is None:
         return
@@ -85,8 +87,7 @@ def _collect(
                 )
             if exc.sqlstate in MISSING and cluster.is_local and attempt == 1:
                 try:
-                    with dbconn.admin_connection(cluster) as conn:
-                        created = dbconn.ensure_statements_extension(conn)
+                    created = bool(cluster_services.ensure_statements(cluster))
                 except dbconn.DatabaseError as again:
                     return failed("unavailable", str(again))
                 continue

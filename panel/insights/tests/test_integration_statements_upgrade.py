@@ -1,6 +1,7 @@
 """A cluster from before pg_stat_statements: its Queries tab asks for a restart (and the reconciler
 does not take it for a cluster without the privilege guard); the restart the panel already has
-loads the library, and the next collection creates the extension and collects."""
+loads the library; the collections create the extension and the panel's template database, and
+collect."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from django.test import Client
 from django.urls import reverse
 
 from conftest import module_cluster
-from panel.clusters import dbconn, isolation
+from panel.clusters import dbconn, isolation, roles
 from panel.clusters import services as cluster_services
 from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster
@@ -34,6 +35,8 @@ def make_it_old(cluster: Cluster) -> None:
     """panel.conf as the panel wrote it before (the guard alone), no extension, restarted on it."""
     with dbconn.admin_connection(cluster) as conn:
         conn.execute("DROP EXTENSION pg_stat_statements")
+        conn.execute(f"ALTER DATABASE {dbconn.STATEMENTS_TEMPLATE} WITH IS_TEMPLATE false")
+        conn.execute(f"DROP DATABASE {dbconn.STATEMENTS_TEMPLATE}")
     conf = cluster.pgdata / "panel.conf"
     text = conf.read_text()
     text = re.sub(r'^(shared_preload_libraries = .*), "pg_stat_statements"\'$', r"\1'", text, flags=re.M)
@@ -67,3 +70,12 @@ def test_an_old_cluster_asks_for_a_restart_and_collects_after_it(cluster: Cluste
         tenant_db.execute("SELECT 1")  # the monitor's own: never listed
     html = client.get(reverse("insights:queries", args=[cluster.pk])).content.decode()
     assert "Restart to enable" not in html and "No statements in this window" in html
+
+    # The template made on the way: databases the panel adds from now on have the extension.
+    with dbconn.admin_connection(cluster) as conn:
+        assert dbconn.statements_template(conn) == dbconn.STATEMENTS_TEMPLATE
+    roles.add_database(cluster, "after_upgrade")
+    with dbconn.monitor_connection(cluster, "after_upgrade") as conn:
+        assert conn.execute(
+            "SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'pg_stat_statements'"
+        ).fetchone()
