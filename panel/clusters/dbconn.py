@@ -157,6 +157,65 @@ def admin_connection(
             yield conn
 
 
+STATEMENTS_EXTENSION = "pg_stat_statements"
+
+
+def ensure_statements_extension(conn: psycopg.Connection) -> bool:
+    """``CREATE EXTENSION IF NOT EXISTS pg_stat_statements`` in the connected database (in
+    ``public``: the pinned search_path names no schema to create in); True when it was missing.
+
+    The superuser's maintenance database is the one place: the extension is not trusted (only a
+    superuser creates it), the superuser never enters a tenant's database, and its view there
+    shows every database's statements. Its reset function stays the superuser's (the extension
+    revokes it from PUBLIC)."""
+    exists = conn.execute(
+        "SELECT 1 FROM pg_catalog.pg_extension WHERE extname = %s", [STATEMENTS_EXTENSION]
+    ).fetchone()
+    if exists:
+        return False
+    conn.execute(
+        sql.SQL("CREATE EXTENSION IF NOT EXISTS {} SCHEMA public").format(
+            sql.Identifier(STATEMENTS_EXTENSION)
+        )
+    )
+    return True
+
+
+# A template database of the panel's own: made by provisioning before any tenant role exists,
+# owned by the superuser, nobody may connect to it once made; it holds pg_stat_statements, so
+# that every database the panel creates from it has the extension (the view, its own statements'
+# texts for the tenant, PostgreSQL's rules for the others'; the reset stays the superuser's).
+STATEMENTS_TEMPLATE = "pgpanel_template"
+
+
+@contextmanager
+def statements_template_connection(cluster: Cluster) -> Iterator[psycopg.Connection]:
+    """The superuser in the panel's template database, while provisioning makes it (a local
+    cluster only; no tenant role exists yet, and no role may connect to it afterwards)."""
+    if not cluster.is_local:
+        raise TenantDatabaseRefused("only a cluster provisioned here has the panel's template database")
+    params = {
+        "host": str(cluster.socket_dir),
+        "port": cluster.port,
+        "user": settings.PANEL_SUPERUSER,
+        "password": cluster.superuser_password,
+        "dbname": STATEMENTS_TEMPLATE,
+    }
+    with connect(**params) as conn:
+        yield conn
+
+
+def statements_template(conn: psycopg.Connection) -> str | None:
+    """The panel's template database if it is the panel's: a template a superuser owns (a
+    database of that name a tenant made is never used)."""
+    row = conn.execute(
+        "SELECT 1 FROM pg_catalog.pg_database d JOIN pg_catalog.pg_roles r ON r.oid = d.datdba "
+        "WHERE d.datname = %s AND d.datistemplate AND NOT d.datallowconn AND r.rolsuper",
+        [STATEMENTS_TEMPLATE],
+    ).fetchone()
+    return STATEMENTS_TEMPLATE if row else None
+
+
 @contextmanager
 def monitor_connection(cluster: Cluster, dbname: str | None = None) -> Iterator[psycopg.Connection]:
     """An autocommit connection for collection and measurement, in ``dbname`` (by default the
@@ -260,7 +319,18 @@ def drop_role(conn: psycopg.Connection, role: str) -> None:
 
 
 def create_database(conn: psycopg.Connection, name: str, owner: str) -> None:
-    conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(name), sql.Identifier(owner)))
+    """From the panel's template when the cluster has it (pg_stat_statements in it), else template1."""
+    template = statements_template(conn)
+    if template is None:
+        conn.execute(
+            sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(name), sql.Identifier(owner))
+        )
+        return
+    conn.execute(
+        sql.SQL("CREATE DATABASE {} OWNER {} TEMPLATE {}").format(
+            sql.Identifier(name), sql.Identifier(owner), sql.Identifier(template)
+        )
+    )
 
 
 def drop_database(conn: psycopg.Connection, name: str) -> None:

@@ -35,6 +35,7 @@ from panel.insights.snapshot import (
 from panel.insights.sources.host import collect_host, tree_memory
 from panel.insights.sources.pgbouncer import collect_pgbouncer
 from panel.insights.sources.postgres import collect_postgres, collect_scans
+from panel.insights.sources.statements import collect_statements
 from panel.pools import console, supervisor
 from panel.pools.disk import bouncer_files
 
@@ -84,4 +85,7 @@ def collect(target: Target, *, budget: float = BUDGET_SECONDS, now: dt.datetime 
             except (console.ConsoleError, CollectTimeout, psycopg.Error) as exc:
                 snap.up[PGBOUNCER] = False
                 snap.errors[PGBOUNCER] = str(exc)
+    if snap.up[POSTGRES]:
+        # Last, with what the budget leaves: the older figures never wait for it.
+        collect_statements(snap, target, deadline)
     return snap

@@ -187,3 +187,105 @@ class AlertState(models.Model):
     @property
     def is_firing(self) -> bool:
         return self.firing_since is not None
+
+
+# --- statement statistics (pg_stat_statements): the Queries tab ----------------------------------
+
+
+class StatementsStatus(models.TextChoices):
+    COLLECTING = "collecting", _("Collecting")
+    NOT_LOADED = "not_loaded", _("Restart needed")
+    UNAVAILABLE = "unavailable", _("Unavailable")
+
+
+class StatementsState(models.Model):
+    """Where the collection of one cluster's statement statistics stands.
+
+    ``checked_at`` is the collection the counters (``StatementCounter``) were last read at: the
+    next one stores deltas from them only if nobody stored in between. ``stats_reset`` is the
+    server's own time of the last reset (``pg_stat_statements_info``): when it changes, every
+    counter counts from zero.
+    """
+
+    cluster = models.OneToOneField(Cluster, on_delete=models.CASCADE, related_name="statements_state")
+    status = models.CharField(max_length=16, choices=StatementsStatus.choices)
+    message = models.TextField(blank=True)
+    checked_at = models.DateTimeField(null=True, blank=True)
+    baseline_at = models.DateTimeField(null=True, blank=True)
+    stats_reset = models.DateTimeField(null=True, blank=True)
+    reset_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id}: {self.status}"
+
+
+class StatementCounter(models.Model):
+    """The last reading of one statement of one database and role, for the next delta."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="statement_counters")
+    queryid = models.BigIntegerField()
+    dbid = models.BigIntegerField()
+    userid = models.BigIntegerField()
+    database = models.CharField(max_length=64, blank=True)
+    role = models.CharField(max_length=64, blank=True)
+    calls = models.BigIntegerField()
+    total_ms = models.FloatField()
+    sq_ms = models.FloatField()
+    rows = models.BigIntegerField()
+    blks_hit = models.BigIntegerField()
+    blks_read = models.BigIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=("cluster", "queryid", "dbid", "userid"), name="statementcounter_one_per_entry"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.queryid} {self.database}/{self.role}: {self.calls} calls"
+
+
+class StatementText(models.Model):
+    """A statement's normalised text, once per cluster and ``queryid``."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="statement_texts")
+    queryid = models.BigIntegerField()
+    text = models.TextField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=("cluster", "queryid"), name="statementtext_one_per_query")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.queryid}: {self.text[:60]}"
+
+
+class StatementDelta(models.Model):
+    """What one statement did between the previous collection and ``ts`` (in one database, as one
+    role); each collection stores its top statements by time only. Kept 24 hours."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="statement_deltas")
+    ts = models.DateTimeField()
+    queryid = models.BigIntegerField()
+    database = models.CharField(max_length=64, blank=True)
+    role = models.CharField(max_length=64, blank=True)
+    calls = models.BigIntegerField()
+    total_ms = models.FloatField()
+    sq_ms = models.FloatField()
+    rows = models.BigIntegerField()
+    blks_hit = models.BigIntegerField()
+    blks_read = models.BigIntegerField()
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=Q(calls__gt=0), name="statementdelta_calls_positive")]
+        indexes = [
+            # the tab: every statement of a cluster over a window; the detail: one statement's
+            models.Index(fields=("cluster", "ts"), name="statementdelta_window_idx"),
+            models.Index(fields=("cluster", "queryid", "ts"), name="statementdelta_query_idx"),
+            models.Index(fields=("ts",), name="statementdelta_ts_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.queryid} {self.ts:%H:%M:%S}: {self.calls} calls"

@@ -19,6 +19,7 @@ import psycopg
 
 from panel.clusters import dbconn
 from panel.clusters.models import Cluster
+from panel.insights.statements import Baseline, Collected
 from panel.pools import console
 from panel.pools.models import Pooler
 
@@ -39,6 +40,7 @@ class Target:
     cluster: Cluster
     pools: dict[str, int]  # pool name → size
     pooler: Pooler | None
+    statements: Baseline | None = None  # None: statements are not collected this time
 
 
 @dataclass
@@ -52,6 +54,7 @@ class Snapshot:
     errors: dict[str, str] = field(default_factory=dict)  # source → why not
     query_seconds: float = 0.0  # time spent waiting on PostgreSQL and PgBouncer
     started_at: float | None = None  # the postmaster's start time (epoch seconds)
+    statements: Collected | None = None  # pg_stat_statements (the Queries tab)
 
     def gauge(self, metric: str, labels: str, value: float | None) -> None:
         if value is not None:

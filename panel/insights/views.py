@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import hmac
 import uuid
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_not_required
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.functional import Promise
 from django.utils.translation import gettext as _
@@ -27,6 +28,8 @@ from panel.insights.charts import RESOLUTION_LABELS, chart_page_data, charts_for
 from panel.insights.forms import DEFAULT_RANGE, RANGE_CHOICES, AlertRuleForm, Window, WindowForm, range_window
 from panel.insights.models import AlertRule, MetricPoint, MetricRollup
 from panel.insights.prometheus import exposition
+from panel.insights.services import statements as statement_services
+from panel.insights.statements import SORTS
 
 StrOrPromise = str | Promise
 
@@ -177,3 +180,118 @@ def alert_rule_delete(request: HttpRequest, cluster_id: uuid.UUID, rule_id: int)
         messages.success(request, notice)
         return redirect("insights:tab", cluster_id=cluster.pk)
     return _alerts_response(request, _alerts_context(cluster, AlertRuleForm(cluster=cluster), notice))
+
+
+# --- the Queries tab ---------------------------------------------------------------------------------
+
+
+def _queries_window(request: HttpRequest) -> tuple[statement_services.Window, bool]:
+    """The window asked for: ``?window=`` (5m, 1h, 6h, 24h), or ``?start=&end=`` (ISO 8601, UTC
+    when naive: a benchmark run's); False as second item when what was asked could not be read."""
+    start, end = request.GET.get("start"), request.GET.get("end")
+    if start or end:
+        window = statement_services.window_between(start or "", end or "")
+        if window is not None:
+            return window, True
+        return statement_services.window_of(None), False
+    key = request.GET.get("window")
+    return statement_services.window_of(key), key in (None, "", *statement_services.WINDOWS)
+
+
+def _queries_context(request: HttpRequest, cluster: Cluster) -> dict[str, object]:
+    window, window_ok = _queries_window(request)
+    by = request.GET.get("by", "total")
+    if by not in SORTS:
+        by = "total"
+    rows = statement_services.top_statements(cluster, window, by=by, limit=statement_services.TAB_ROWS)
+    query = (
+        {"window": window.key}
+        if window.key
+        else {"start": window.start.isoformat(), "end": window.end.isoformat()}
+    )
+    return {
+        "cluster": cluster,
+        "active_tab": "queries",
+        "rows": rows,
+        "window": window,
+        "window_ok": window_ok,
+        "window_query": urlencode(query),
+        "windows": statement_services.WINDOW_CHOICES,
+        "by": by,
+        "sorts": statement_services.SORT_CHOICES,
+        "state": statement_services.state_of(cluster),
+        "interval": services.interval(),
+    }
+
+
+@require_GET
+def queries_tab(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    cluster = get_cluster_for_user(request, cluster_id)
+    context = _queries_context(request, cluster)
+    template = "insights/queries.html#table" if request.htmx else "insights/queries.html"
+    return render(request, template, context)
+
+
+@require_POST
+def queries_reset(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    """Reset the cluster's statement statistics; the modal's form confirms with ``confirm=reset``."""
+    cluster = get_cluster_for_user(request, cluster_id)
+    if request.POST.get("confirm") != "reset":
+        messages.error(request, _("Confirm the reset to clear the statistics."))
+        return redirect("insights:queries", cluster_id=cluster.pk)
+    try:
+        statement_services.reset_statements(cluster)
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, _("Query statistics were reset."))
+    return redirect("insights:queries", cluster_id=cluster.pk)
+
+
+def _queryid(value: str) -> int:
+    try:
+        queryid = int(value)
+    except ValueError:
+        raise Http404("No such statement.") from None
+    if not -(2**63) <= queryid < 2**63:
+        raise Http404("No such statement.")
+    return queryid
+
+
+@require_GET
+def query_detail(request: HttpRequest, cluster_id: uuid.UUID, queryid: str) -> HttpResponse:
+    cluster = get_cluster_for_user(request, cluster_id)
+    qid = _queryid(queryid)
+    text = statement_services.statement_text(cluster, qid)
+    if text is None:
+        raise Http404("No such statement.")
+    context = _queries_context(request, cluster)
+    window = context["window"]
+    assert isinstance(window, statement_services.Window)
+    context.update(
+        {
+            "queryid": qid,
+            "text": text,
+            "lines": statement_services.statement_rows(cluster, qid, window),
+        }
+    )
+    return render(request, "insights/query_detail.html", context)
+
+
+@never_cache
+@require_GET
+def query_data(request: HttpRequest, cluster_id: uuid.UUID, queryid: str) -> JsonResponse:
+    """One statement's calls and mean time per collection over the window, for its chart."""
+    cluster = get_cluster_for_user(request, cluster_id)
+    window, _ok = _queries_window(request)
+    points = statement_services.statement_series(cluster, _queryid(queryid), window)
+    state = statement_services.state_of(cluster)
+    # A window longer than the cluster's collections starts where they start, as on the Insights tab.
+    start = max(window.start, state.baseline_at) if state and state.baseline_at else window.start
+    return JsonResponse(
+        {
+            "start": int(start.timestamp() * 1000),
+            "end": int(window.end.timestamp() * 1000),
+            "points": points,
+        }
+    )

@@ -150,6 +150,10 @@ def _walk_cluster(page: Page, base: str, watch: ConsoleWatch, cluster: Cluster) 
     page.get_by_role("link", name="Insights").click()
     expect(page).to_have_url(re.compile(r".*/insights/$"))
 
+    watch.at("queries")
+    page.locator(".cluster-tabs").get_by_role("link", name="Queries").click()
+    expect(page.locator("#queries-body")).to_be_visible()
+
     watch.at("settings tab: resize, configuration, trusted sources")
     page.locator(".cluster-tabs").get_by_role("link", name="Settings").click()
     expect(page.locator("#settings-trusted-sources")).to_be_visible()

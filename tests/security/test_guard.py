@@ -106,8 +106,11 @@ def test_the_tenant_is_doadmin_over_tls_with_createrole_and_the_guard_is_loaded(
     assert [part.strip().strip('"') for part in reserved.split(",")] == list(guard.reserved_roles())
     pid = postgres.postmaster_pid(guarded.cluster.pgdata)
     assert pid is not None and guard.is_loaded(pid)
-    library = Path(superuser.execute("SHOW shared_preload_libraries").fetchone()[0].strip('"'))
+    preloaded = superuser.execute("SHOW shared_preload_libraries").fetchone()[0]
+    first, *others = [part.strip().strip('"') for part in preloaded.split(",")]
+    library = Path(first)
     assert library == guard.library_path(guarded.cluster.version)
+    assert others == ["pg_stat_statements"]  # the Queries tab's, beside the guard
     assert library.stat().st_mode & 0o777 == 0o644
     assert library.parent.stat().st_mode & 0o777 == 0o755
 

@@ -209,7 +209,7 @@ def test_the_cluster_runs_this_build_of_the_guard_with_both_settings_empty(quota
     stamp = (library.parent / guard.STAMP).read_text().strip()
     assert stamp == guard._digest(pg_config)  # built from this worktree's sources, not a stale copy
     with dbconn.admin_connection(quota.cluster) as conn:
-        assert show(conn, "shared_preload_libraries").strip('"') == str(library)
+        assert show(conn, "shared_preload_libraries") == f'"{library}", "pg_stat_statements"'
     with quota.tenant() as conn:
         assert show(conn, DATABASES_SETTING) == ""
         assert show(conn, OWNERS_SETTING) == ""

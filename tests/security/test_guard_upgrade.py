@@ -22,7 +22,7 @@ from psycopg import errors
 
 from panel.clusters import dbconn, reconciler, services
 from panel.clusters.engine import guard, postgres
-from panel.clusters.lib.pgconf import guard_lines
+from panel.clusters.lib.pgconf import STATEMENTS_LIBRARY, guard_lines
 from panel.clusters.models import Cluster, ClusterStatus
 from panel.core import runas
 
@@ -32,7 +32,8 @@ pytestmark = pytest.mark.integration
 def _strip_guard(cluster: Cluster) -> None:
     """Make the cluster one from before the guard: panel.conf without it, and restarted so."""
     conf = cluster.pgdata / "panel.conf"
-    lines = guard_lines((str(guard.library_path(cluster.version)),), guard.reserved_roles())
+    library = str(guard.library_path(cluster.version))
+    lines = guard_lines((library, STATEMENTS_LIBRARY), guard.reserved_roles())
     text = conf.read_text()
     assert all(line in text for line in lines)
     kept = [line for line in text.splitlines() if line not in lines]

@@ -17,7 +17,7 @@ from benchmarks.tests.test_views_pages import make_run
 from panel.clusters import roles
 from panel.clusters.models import Cluster
 from panel.clusters.tests.conftest import make_cluster_row
-from panel.insights.models import AlertRule
+from panel.insights.models import AlertRule, StatementText
 from panel.pools import services as pool_services
 from panel.pools.models import ConnectionPool
 from panel.quotas.models import Quota
@@ -58,6 +58,7 @@ CSP_PARTS = ("default-src 'self'", "script-src 'self'", "style-src 'self'", "fra
              "object-src 'none'", "form-action 'self'", "base-uri 'self'")  # fmt: skip
 INLINE_SCRIPT = re.compile(r"<script(?![^>]*\bsrc=)(?![^>]*type=\"application/json\")[^>]*>", re.I)
 EVENT_HANDLER = re.compile(r"<[^>]+\son[a-z]+\s*=", re.I)
+QUERYID = -4242  # a statement of the Queries tab (pg_stat_statements' ids are signed)
 
 
 def _values(
@@ -75,6 +76,7 @@ def _values(
         "clusters:user-delete.name": "app",
         "clusters:user-reset-password.name": "app",
         "clusters:database-delete.name": "appdb",
+        "queryid": QUERYID,
     }
 
 
@@ -87,6 +89,9 @@ def _objects(cluster: Cluster, pool: ConnectionPool | None = None) -> tuple:
     make_run(cluster, sweep=sweep)
     rule = AlertRule.objects.create(cluster=cluster, kind="connections_percent", threshold=90)
     quota = Quota.objects.create(cluster=cluster, kind="database", name="appdb", space_hard=10**9)
+    StatementText.objects.create(
+        cluster=cluster, queryid=QUERYID, text="SELECT abalance FROM pgbench_accounts"
+    )
     return pool, run, sweep, rule, quota
 
 

@@ -26,7 +26,9 @@ RESERVED_ROLES = frozenset(
         "doadmin",
     }
 )
-RESERVED_DATABASES = frozenset({"template0", "template1", "postgres", "pgbouncer", "defaultdb"})
+RESERVED_DATABASES = frozenset(
+    {"template0", "template1", "postgres", "pgbouncer", "defaultdb", "pgpanel_template"}
+)
 
 
 class InvalidName(CodedError, ValueError):

@@ -9,6 +9,15 @@ from dataclasses import dataclass
 from panel.clusters.lib import firewall
 
 GUARD_LIBRARY_NAME = "pgpanel_guard"
+# Loaded beside the guard for the Queries tab (panel/insights). track = top: a function's inner
+# statements would count twice; no utility statements (the panel's own role changes among them).
+STATEMENTS_LIBRARY = "pg_stat_statements"
+STATEMENTS_SETTINGS = (
+    "pg_stat_statements.max = 1000",
+    "pg_stat_statements.track = top",
+    "pg_stat_statements.track_utility = off",
+    "pg_stat_statements.save = on",
+)
 
 
 def _conf_string(value: str) -> str:
@@ -53,9 +62,13 @@ def render_quota_conf(readonly_databases: Sequence[str], readonly_owners: Sequen
 
 
 def loads_guard(conf_text: str, preload_libraries: Sequence[str], reserved_roles: Sequence[str]) -> bool:
-    """Whether a rendered configuration carries exactly these guard settings."""
+    """Whether a rendered configuration carries exactly these guard settings (with the statistics
+    library beside the guard, or without it as rendered before it was added)."""
     lines = {line.strip() for line in conf_text.splitlines()}
-    return all(line in lines for line in guard_lines(preload_libraries, reserved_roles))
+    return any(
+        all(line in lines for line in guard_lines(libraries, reserved_roles))
+        for libraries in ((*preload_libraries, STATEMENTS_LIBRARY), tuple(preload_libraries))
+    )
 
 
 @dataclass(frozen=True)
@@ -103,7 +116,8 @@ class ServerSettings:
             "dynamic_shared_memory_type = posix",
         ]
         if self.preload_libraries:
-            lines += guard_lines(self.preload_libraries, self.reserved_roles)
+            lines += guard_lines((*self.preload_libraries, STATEMENTS_LIBRARY), self.reserved_roles)
+            lines += STATEMENTS_SETTINGS
             # The storage quotas' write stops (panel/quotas), in a file of their own so that a
             # quota's change rewrites and reloads that file alone.
             lines.append(f"include_if_exists = '{QUOTA_FILE}'")

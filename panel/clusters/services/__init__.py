@@ -31,6 +31,7 @@ from panel.clusters.services.lifecycle import (
 from panel.clusters.services.overview import Overview, connection_details, overview
 from panel.clusters.services.provision import (
     clear_reserved,
+    ensure_statements,
     guard_configured,
     provision_cluster,
     write_server_config,
@@ -47,6 +48,7 @@ __all__ = [
     "default_cluster_name",
     "delete_cluster",
     "delete_queued",
+    "ensure_statements",
     "guard_configured",
     "new_password",
     "overview",

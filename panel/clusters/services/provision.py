@@ -21,11 +21,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import psutil
+import psycopg
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
+from psycopg import sql
 
 from panel import crypto
 from panel.clusters import dbconn, isolation
@@ -140,11 +142,56 @@ def create_roles(job: Provisioning) -> None:
     monitor_password = new_password()
     cluster.monitor_password_encrypted = crypto.encrypt(monitor_password)
     cluster.save(update_fields=["monitor_password_encrypted"])
+    make_statements_template(cluster)  # before any tenant role exists
     with dbconn.admin_connection(cluster) as conn:
         dbconn.create_role(conn, cluster.admin_user, job.admin_password, admin=True)
         dbconn.create_database(conn, cluster.default_database, cluster.admin_user)
         conn.execute("REVOKE CONNECT ON DATABASE postgres FROM PUBLIC")
         dbconn.ensure_monitor_role(conn, settings.PANEL_MONITOR_ROLE, monitor_password)
+        dbconn.ensure_statements_extension(conn)  # the Queries tab reads it (panel/insights)
+
+
+def make_statements_template(cluster: Cluster) -> bool:
+    """The panel's template database with pg_stat_statements (``dbconn.STATEMENTS_TEMPLATE``),
+    closed to every connection once made; the databases the panel creates are copies of it.
+    False when a database of that name exists already (then it is only used if it is the
+    panel's: ``dbconn.statements_template``).
+
+    Provisioning makes it before any tenant role exists. On a cluster from before, a tenant may
+    connect in the instant before CONNECT is revoked, but can create nothing in it (no CREATE on
+    the database; its public schema is the superuser's), only temporary objects of its own
+    session, which is ended before the database is used."""
+    template = sql.Identifier(dbconn.STATEMENTS_TEMPLATE)
+    with dbconn.admin_connection(cluster) as conn:
+        try:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(template))
+        except psycopg.errors.DuplicateDatabase:
+            return False
+        conn.execute(sql.SQL("REVOKE ALL ON DATABASE {} FROM PUBLIC").format(template))
+    with dbconn.statements_template_connection(cluster) as conn:
+        dbconn.ensure_statements_extension(conn)
+    with dbconn.admin_connection(cluster) as conn:
+        conn.execute(
+            sql.SQL("ALTER DATABASE {} WITH IS_TEMPLATE true ALLOW_CONNECTIONS false").format(template)
+        )
+        conn.execute(
+            "SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity "
+            "WHERE datname = %s AND pid <> pg_catalog.pg_backend_pid()",
+            [dbconn.STATEMENTS_TEMPLATE],
+        )
+    return True
+
+
+def ensure_statements(cluster: Cluster) -> list[str]:
+    """What a cluster from before pg_stat_statements lacks (the extension in the maintenance
+    database, the panel's template database), made; returns what was made."""
+    made = []
+    with dbconn.admin_connection(cluster) as conn:
+        if dbconn.ensure_statements_extension(conn):
+            made.append(dbconn.STATEMENTS_EXTENSION)
+    if cluster.is_local and make_statements_template(cluster):
+        made.append(dbconn.STATEMENTS_TEMPLATE)
+    return made
 
 
 def record(job: Provisioning) -> None:

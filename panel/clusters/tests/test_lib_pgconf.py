@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from panel.clusters.lib.pgconf import ServerSettings, loads_guard, render_hba, render_ident
+from panel.clusters.lib.pgconf import ServerSettings, guard_lines, loads_guard, render_hba, render_ident
 
 
 def _settings(**kwargs: object) -> ServerSettings:
@@ -110,7 +110,7 @@ RESERVED = ("pg_execute_server_program", "pg_read_server_files", "pgpanel", "pgp
 
 def test_it_loads_the_privilege_guard_by_absolute_path_with_its_reserved_roles():
     conf = _conf(_settings(preload_libraries=(GUARD,), reserved_roles=RESERVED).render())
-    assert conf["shared_preload_libraries"] == f"'\"{GUARD}\"'"
+    assert conf["shared_preload_libraries"] == f'\'"{GUARD}", "pg_stat_statements"\''
     assert conf["pgpanel_guard.reserved_roles"] == (
         '\'"pg_execute_server_program", "pg_read_server_files", "pgpanel", "pgpanel_monitor"\''
     )
@@ -129,10 +129,26 @@ def test_it_tells_a_configuration_with_the_guard_from_one_without():
     assert not loads_guard(with_guard, (GUARD,), RESERVED[:2])
 
 
+def test_it_preloads_pg_stat_statements_beside_the_guard_for_top_level_statements_only():
+    conf = _conf(_settings(preload_libraries=(GUARD,), reserved_roles=RESERVED).render())
+    assert conf["pg_stat_statements.track"] == "top"
+    assert conf["pg_stat_statements.track_utility"] == "off"
+    assert int(conf["pg_stat_statements.max"]) >= 100
+
+
+def test_a_configuration_rendered_before_pg_stat_statements_still_counts_as_loading_the_guard():
+    # Otherwise the reconciler would restart every existing cluster as one "without the guard".
+    before = "\n".join(guard_lines((GUARD,), RESERVED))
+    assert loads_guard(before, (GUARD,), RESERVED)
+
+
 def test_it_escapes_quotes_and_backslashes_in_paths():
     odd = "/srv/it's\\here/pgpanel_guard.so"
     conf = _conf(_settings(preload_libraries=(odd,), reserved_roles=RESERVED).render())
-    assert conf["shared_preload_libraries"] == "'\"/srv/it''s\\\\here/pgpanel_guard.so\"'"
+    assert (
+        conf["shared_preload_libraries"]
+        == "'\"/srv/it''s\\\\here/pgpanel_guard.so\", \"pg_stat_statements\"'"
+    )
     with pytest.raises(ValueError):
         _settings(preload_libraries=('/a"b.so',), reserved_roles=RESERVED).render()
 

@@ -22,6 +22,7 @@ from panel.insights import collector, metrics
 from panel.insights.alerts import evaluate_alerts
 from panel.insights.metrics import CATALOGUE, COUNTER_RATES, HOST, PGBOUNCER, POSTGRES
 from panel.insights.models import CounterState, MetricPoint
+from panel.insights.services.statements import baseline_for, store_statements
 from panel.insights.services.tiers import ABANDON_AFTER, MAX_WORKERS, START_COUNTER, interval
 from panel.pools.models import Pooler
 
@@ -31,7 +32,7 @@ log = logging.getLogger(__name__)
 def target_for(cluster: Cluster) -> collector.Target:
     pools = dict(cluster.pools.values_list("name", "size")) if cluster.is_local else {}
     pooler = Pooler.objects.filter(cluster=cluster).first() if pools else None
-    return collector.Target(cluster=cluster, pools=pools, pooler=pooler)
+    return collector.Target(cluster=cluster, pools=pools, pooler=pooler, statements=baseline_for(cluster))
 
 
 def _collect_in_thread(target: collector.Target) -> collector.Snapshot:
@@ -203,6 +204,7 @@ def store(cluster: Cluster, snap: collector.Snapshot) -> list[MetricPoint]:
                 unique_fields=["cluster", "counter", "labels"],
                 update_fields=["source", "ts", "value"],
             )
+    store_statements(cluster, snap)
     evaluate_alerts(cluster, current_values(points), at)
     return points
 

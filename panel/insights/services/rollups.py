@@ -26,6 +26,7 @@ from django.utils import timezone
 from panel.clusters.models import Cluster
 from panel.insights import metrics
 from panel.insights.models import CounterState, EpochMs, MetricPoint, MetricRollup
+from panel.insights.services.statements import prune_statements
 from panel.insights.services.tiers import (
     FIVE_MINUTES,
     MERGED_TIERS,
@@ -153,4 +154,10 @@ def prune_and_rollup(now: dt.datetime | None = None) -> dict[str, int]:
     now = now or timezone.now()
     built = rollup(now)
     raw, rolled = prune(now)
-    return {"rollups_built": built, "points_pruned": raw, "rollups_pruned": rolled}
+    statements = prune_statements(now)
+    return {
+        "rollups_built": built,
+        "points_pruned": raw,
+        "rollups_pruned": rolled,
+        "statements_pruned": statements,
+    }

@@ -97,7 +97,7 @@ def test_rollup_and_prune_produce_the_expected_aggregates(cluster_row: Cluster) 
     result = services.prune_and_rollup(NOW)
     # 30 one-minute buckets, six 5-minute ones, the hour holding them and its 4-hour bucket; and,
     # the coarser tiers being empty, the hour and 4 hours of the 5-minute rollup of 2 days ago
-    assert result == {"rollups_built": 40, "points_pruned": 1, "rollups_pruned": 2}
+    assert result == {"rollups_built": 40, "points_pruned": 1, "rollups_pruned": 2, "statements_pruned": 0}
     minute = MetricRollup.objects.get(cluster=cluster_row, seconds=60, bucket=start + dt.timedelta(minutes=2))
     # 11:32:00 … 11:32:45 are i = 8…11, and i = 9 is a gap
     assert (minute.min, minute.max, minute.avg, minute.count) == (32.0, 32.0, 32.0, 3)
