@@ -76,6 +76,11 @@ def render(template: str, params: Mapping[str, Any] | None) -> str:
     return text % {key: _param(value) for key, value in params.items()}
 
 
+def words(value: Any) -> str:
+    """Any message part in the active language: a Term or a Message rendered, text as it is."""
+    return str(_param(value))
+
+
 def _param(value: Any) -> Any:
     if isinstance(value, Term):
         return _translate_in(value.context, str(value)) if value.context else _translate(str(value))

@@ -11,10 +11,12 @@ from django.core.exceptions import ValidationError
 from django.core.mail import get_connection, send_mail
 from django.core.validators import validate_email
 from django.db import transaction
+from django.utils import translation
 from django.utils.translation import gettext as _
 
+from panel.accounts.services import account_language
 from panel.clusters.models import Cluster, EventLevel
-from panel.core.errors import N_, Message, ServiceError
+from panel.core.errors import N_, Message, ServiceError, words
 from panel.insights.models import AlertKind, AlertRule, AlertState
 
 log = logging.getLogger(__name__)
@@ -142,27 +144,30 @@ def state_of(rule: AlertRule) -> AlertState | None:
 # --- evaluation -------------------------------------------------------------------------------------
 
 
-def _describe(rule: AlertRule, value: float) -> str:
-    label = AlertKind(rule.kind).label
-    return _("%(what)s is %(value).1f, at or above %(threshold)g for %(duration)d s.") % {
-        "what": label,
-        "value": value,
-        "threshold": rule.threshold,
-        "duration": rule.duration_seconds,
-    }
+def _describe(rule: AlertRule, value: float) -> Message:
+    return Message(
+        N_("%(what)s is %(value).1f, at or above %(threshold)g for %(duration)d s."),
+        what=AlertKind(rule.kind).label,
+        value=value,
+        threshold=rule.threshold,
+        duration=rule.duration_seconds,
+    )
 
 
 def _notify(cluster: Cluster, rule: AlertRule, value: float) -> bool:
     return notify_owner(cluster, AlertKind(rule.kind).label, _describe(rule, value), to=rule.email)
 
 
-def notify_owner(cluster: Cluster, what: str, body: str, *, to: str = "") -> bool:
+def notify_owner(cluster: Cluster, what: str | Message, body: str | Message, *, to: str = "") -> bool:
     """The alert channel: one email to ``to`` or the cluster owner's address, "[pgpanel]
-    <cluster>: <what> alert"; a mail server that fails is an error event, never an exception."""
+    <cluster>: <what> alert", in the owner's language (their account's choice, else the panel's
+    default); a mail server that fails is an error event, never an exception."""
     recipient = to or cluster.owner.email
     if not recipient:
         return False
-    subject = _("[pgpanel] %(cluster)s: %(what)s alert") % {"cluster": cluster.name, "what": what}
+    with translation.override(account_language(cluster.owner) or settings.LANGUAGE_CODE):
+        subject = _("[pgpanel] %(cluster)s: %(what)s alert") % {"cluster": cluster.name, "what": words(what)}
+        body = words(body)
     try:
         timeout = settings.EMAIL_TIMEOUT or EMAIL_TIMEOUT_SECONDS
         send_mail(

@@ -21,7 +21,7 @@ from django.utils.translation import gettext_lazy
 from panel.clusters import dbconn
 from panel.clusters.models import Cluster
 from panel.core.agent import on_node
-from panel.core.errors import ServiceError
+from panel.core.errors import N_, ServiceError
 from panel.insights import statements
 from panel.insights.models import (
     StatementCounter,
@@ -314,7 +314,11 @@ def reset_statements(cluster: Cluster) -> StatementsState:
         with dbconn.admin_connection(cluster) as conn:
             conn.execute("SELECT public.pg_stat_statements_reset()")
     except dbconn.DatabaseError as exc:
-        raise ServiceError(_("The statistics could not be reset: %(reason)s") % {"reason": exc}) from None
+        raise ServiceError(
+            N_("The statistics could not be reset: %(reason)s"),
+            code="queries.reset_failed",
+            params={"reason": exc},
+        ) from None
     now = timezone.now()
     state, _created = StatementsState.objects.get_or_create(
         cluster=cluster, defaults={"status": StatementsStatus.COLLECTING}

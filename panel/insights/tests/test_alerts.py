@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from panel.clusters.models import Cluster
 from panel.core.errors import ServiceError
 from panel.insights import alerts, services
-from panel.insights.models import AlertState
+from panel.insights.models import AlertKind, AlertState
 from panel.insights.tests.conftest import snapshot
 
 NOW = dt.datetime(2025, 3, 1, 12, 0, tzinfo=dt.UTC)
@@ -152,3 +152,25 @@ def test_a_mail_server_that_never_answers_is_given_up_and_recorded(
     assert [r.kind for r in services.firing_alerts(cluster_row)] == ["cpu_percent"]
     assert AlertState.objects.get().last_notified_at is None
     assert cluster_row.events.filter(kind="alert-email", level="error").exists()
+
+
+def test_the_alert_email_is_in_the_owners_language(
+    cluster_row: Cluster, mailoutbox: list[mail.EmailMessage]
+) -> None:
+    """Issue 18: the email goes out in the language the owner chose in the header's menu, whatever
+    language the collecting process runs in (English); the event stays readable in both."""
+    from django.utils import translation
+
+    from panel.accounts.services import set_account_language
+
+    set_account_language(cluster_row.owner, "de")
+    services.save_rule(cluster_row, "pool_waiting_clients", 5, 0)
+    with translation.override("en"):
+        services.store(cluster_row, snapshot(at(0), pool_cl_waiting__test_pool=8))
+        services.store(cluster_row, snapshot(at(15), pool_cl_waiting__test_pool=9))
+    [email] = mailoutbox
+    assert "Warnung" in email.subject or "Alarm" in email.subject, email.subject
+    assert "alert" not in email.subject
+    with translation.override("de"):
+        german_kind = str(AlertKind("pool_waiting_clients").label)
+    assert german_kind in email.body and "Clients waiting" not in email.body

@@ -11,11 +11,10 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
-from django.utils.translation import gettext as _
 
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
 from panel.core.agent import on_node
-from panel.core.errors import N_, Message
+from panel.core.errors import C_, N_, Message, Term
 from panel.insights import alerts, metrics
 from panel.insights.models import MetricPoint
 from panel.quotas.lib.quota import Limit, State, human_space, judge, watermark
@@ -61,35 +60,48 @@ def _usage_of(quota: Quota, usage: Usage) -> tuple[int, int]:
 
 
 def _announce(cluster: Cluster, quota: Quota, old: str) -> str:
-    """The event (and, past ok, the alert email) of a quota's change of state."""
-    what = _("database “%(name)s”") if quota.kind == QuotaKind.DATABASE else _("role “%(name)s”")
-    what = what % {"name": quota.name}
+    """The event (and, past ok, the alert email) of a quota's change of state, each in its
+    reader's language."""
+    if quota.kind == QuotaKind.DATABASE:
+        what = Message(N_("database “%(name)s”"), name=quota.name)
+    else:
+        what = Message(N_("role “%(name)s”"), name=quota.name)
     used = human_space(quota.space_used or 0)
     if quota.state == QuotaState.OVER_SOFT:
-        message = _(
-            "The %(what)s is over its soft storage limit (%(used)s used): writes stop when the grace "
-            "period ends."
-        ) % {"what": what, "used": used}
+        message = Message(
+            N_(
+                "The %(what)s is over its soft storage limit (%(used)s used): writes stop when the grace "
+                "period ends."
+            ),
+            what=what,
+            used=used,
+        )
         level = EventLevel.WARNING
     elif quota.state == QuotaState.ENFORCED:
-        message = _(
-            "Writes are stopped for the %(what)s (%(reason)s; %(used)s used). Reads, DELETE, TRUNCATE "
-            "and DROP still work: delete data to get back under the quota."
-        ) % {"what": what, "reason": quota.reason, "used": used}
+        message = Message(
+            N_(
+                "Writes are stopped for the %(what)s (%(reason)s; %(used)s used). Reads, DELETE, TRUNCATE "
+                "and DROP still work: delete data to get back under the quota."
+            ),
+            what=what,
+            reason=quota.reason,
+            used=used,
+        )
         level = EventLevel.ERROR
     else:
-        message = _("The %(what)s is back under its storage quota (%(used)s used); writes work again.") % {
-            "what": what,
-            "used": used,
-        }
+        message = Message(
+            N_("The %(what)s is back under its storage quota (%(used)s used); writes work again."),
+            what=what,
+            used=used,
+        )
         level = EventLevel.INFO
     cluster.log_event(f"quota-{quota.state}".replace("_", "-"), message, level)
     if quota.state != QuotaState.OK or old == QuotaState.ENFORCED:
-        transaction.on_commit(lambda: alerts.notify_owner(cluster, _("Storage quota"), message))
+        transaction.on_commit(lambda: alerts.notify_owner(cluster, C_("alert", "Storage quota"), message))
     return f"{quota.kind} {quota.name}: {old} → {quota.state}"
 
 
-def _alert(cluster: Cluster, kind: str, what: str, message: str, level: str) -> None:
+def _alert(cluster: Cluster, kind: str, what: Term, message: Message, level: str) -> None:
     """An event on the cluster and, once the cycle's transaction commits, the owner's email."""
     cluster.log_event(kind, message, level)
     transaction.on_commit(lambda: alerts.notify_owner(cluster, what, message))
@@ -110,16 +122,17 @@ def _disk_full(cluster: Cluster, storage: Storage, used: int, now: dt.datetime) 
     )
     if full is True:
         storage.disk_full_since = now
-        message = _(
-            "The cluster's data (%(used)s) reached %(percent).0f%% of its plan's %(disk)s disk: every "
-            "database is read-only until it is under %(low)s%%. Delete data or resize to a larger plan."
-        ) % {
-            "used": human_space(used),
-            "percent": percent,
-            "disk": human_space(plan.disk_bytes),
-            "low": settings.PANEL_DISK_WRITABLE_PERCENT,
-        }
-        _alert(cluster, "disk-full", _("Disk full"), message, EventLevel.ERROR)
+        message = Message(
+            N_(
+                "The cluster's data (%(used)s) reached %(percent).0f%% of its plan's %(disk)s disk: every "
+                "database is read-only until it is under %(low)s%%. Delete data or resize to a larger plan."
+            ),
+            used=human_space(used),
+            percent=percent,
+            disk=human_space(plan.disk_bytes),
+            low=settings.PANEL_DISK_WRITABLE_PERCENT,
+        )
+        _alert(cluster, "disk-full", C_("alert", "Disk full"), message, EventLevel.ERROR)
         return ["disk: full"]
     if full is False:
         storage.disk_full_since = None
@@ -148,10 +161,14 @@ def _volume(cluster: Cluster, storage: Storage, now: dt.datetime) -> list[str]:
     )
     if warned is True:
         storage.volume_warned_since = now
-        message = _(
-            "The node's disk is %(percent).0f%% full: at %(high)s%% every cluster on it becomes read-only."
-        ) % {"percent": percent, "high": settings.PANEL_VOLUME_READONLY_PERCENT}
-        _alert(cluster, "volume-warning", _("Node disk"), message, EventLevel.WARNING)
+        message = Message(
+            N_(
+                "The node's disk is %(percent).0f%% full: at %(high)s%% every cluster on it becomes read-only."
+            ),
+            percent=percent,
+            high=settings.PANEL_VOLUME_READONLY_PERCENT,
+        )
+        _alert(cluster, "volume-warning", C_("alert", "Node disk"), message, EventLevel.WARNING)
         changes.append("volume: warning")
     elif warned is False:
         storage.volume_warned_since = None
@@ -163,11 +180,15 @@ def _volume(cluster: Cluster, storage: Storage, now: dt.datetime) -> list[str]:
     )
     if full is True:
         storage.volume_full_since = now
-        message = _(
-            "The node's disk is %(percent).0f%% full: every database of this cluster is read-only until "
-            "it is under %(low)s%%, before PostgreSQL would stop on a full disk. Delete data to make room."
-        ) % {"percent": percent, "low": settings.PANEL_VOLUME_WRITABLE_PERCENT}
-        _alert(cluster, "volume-full", _("Disk full"), message, EventLevel.ERROR)
+        message = Message(
+            N_(
+                "The node's disk is %(percent).0f%% full: every database of this cluster is read-only until "
+                "it is under %(low)s%%, before PostgreSQL would stop on a full disk. Delete data to make room."
+            ),
+            percent=percent,
+            low=settings.PANEL_VOLUME_WRITABLE_PERCENT,
+        )
+        _alert(cluster, "volume-full", C_("alert", "Disk full"), message, EventLevel.ERROR)
         changes.append("volume: full")
     elif full is False:
         storage.volume_full_since = None
