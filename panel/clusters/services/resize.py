@@ -58,7 +58,7 @@ class PlanChoice:
 
     plan: Plan
     current: bool
-    problem: str | None
+    problem: Message | None
 
 
 def circumstances(cluster: Cluster) -> Circumstances:
@@ -80,43 +80,53 @@ def circumstances(cluster: Cluster) -> Circumstances:
     )
 
 
-def plan_problem(plan: Plan, now: Circumstances) -> str | None:
-    """Why the cluster cannot move to ``plan``, or None."""
+def plan_problem(plan: Plan, now: Circumstances) -> Message | None:
+    """Why the cluster cannot move to ``plan`` (in the reader's language when shown), or None."""
     if plan.slug == now.current:
-        return _("The cluster is already on plan %(plan)s.") % {"plan": plan.slug}
+        return Message(N_("The cluster is already on plan %(plan)s."), "resize.same_plan", plan=plan.slug)
     if (
         now.free_ram_bytes is not None
         and now.free_vcpus is not None
         and (now.free_ram_bytes < plan.ram_bytes or now.free_vcpus < plan.vcpus)
     ):
-        return _(
-            "Node “%(node)s” has no room for plan %(plan)s: it can give this cluster %(ram).1f GB of "
-            "RAM and %(cpu)d vCPUs, the plan needs %(need_ram)d GB and %(need_cpu)d vCPUs."
-        ) % {
-            "node": now.node_name,
-            "plan": plan.slug,
-            "ram": max(0, now.free_ram_bytes) / GB,
-            "cpu": max(0, now.free_vcpus),
-            "need_ram": plan.ram_gb,
-            "need_cpu": plan.vcpus,
-        }
+        return Message(
+            N_(
+                "Node “%(node)s” has no room for plan %(plan)s: it can give this cluster %(ram).1f GB of "
+                "RAM and %(cpu)d vCPUs, the plan needs %(need_ram)d GB and %(need_cpu)d vCPUs."
+            ),
+            "resize.node_full",
+            node=now.node_name,
+            plan=plan.slug,
+            ram=max(0, now.free_ram_bytes) / GB,
+            cpu=max(0, now.free_vcpus),
+            need_ram=plan.ram_gb,
+            need_cpu=plan.vcpus,
+        )
     used = sum(now.pool_sizes.values())
     if used > plan.pool_connections:
         pools = ", ".join(f"“{name}” ({size})" for name, size in now.pool_sizes.items())
-        return _(
-            "The pools use %(used)d connections (%(pools)s) and plan %(plan)s leaves %(budget)d for "
-            "pools: make them smaller by %(shrink)d in all, or delete some, first."
-        ) % {
-            "used": used,
-            "pools": pools,
-            "plan": plan.slug,
-            "budget": plan.pool_connections,
-            "shrink": used - plan.pool_connections,
-        }
+        return Message(
+            N_(
+                "The pools use %(used)d connections (%(pools)s) and plan %(plan)s leaves %(budget)d for "
+                "pools: make them smaller by %(shrink)d in all, or delete some, first."
+            ),
+            "resize.pools_too_big",
+            used=used,
+            pools=pools,
+            plan=plan.slug,
+            budget=plan.pool_connections,
+            shrink=used - plan.pool_connections,
+        )
     if now.data_size_bytes is not None and now.data_size_bytes > plan.disk_bytes:
-        return _(
-            "The data takes %(size).1f GB and plan %(plan)s has a %(disk)d GB disk: free some space first."
-        ) % {"size": now.data_size_bytes / GB, "plan": plan.slug, "disk": plan.disk_gb}
+        return Message(
+            N_(
+                "The data takes %(size).1f GB and plan %(plan)s has a %(disk)d GB disk: free some space first."
+            ),
+            "resize.data_too_big",
+            size=now.data_size_bytes / GB,
+            plan=plan.slug,
+            disk=plan.disk_gb,
+        )
     return None
 
 
@@ -152,7 +162,7 @@ def check_resize(cluster: Cluster, plan_slug: str) -> Plan:
     _require_online(cluster)
     problem = plan_problem(plan, circumstances(cluster))
     if problem:
-        raise ServiceError(problem, field=FIELD)
+        raise ServiceError.joined([problem], FIELD)
     return plan
 
 
@@ -207,7 +217,7 @@ def _record_plan(cluster: Cluster, plan: Plan) -> None:
             Node.objects.select_for_update().get(pk=cluster.node_id)
         problem = plan_problem(plan, circumstances(cluster))
         if problem:
-            raise ServiceError(problem, field=FIELD)
+            raise ServiceError.joined([problem], FIELD)
         cluster.plan_slug = plan.slug
         cluster.save(update_fields=["plan_slug", "updated_at"])
 
