@@ -162,7 +162,7 @@ class ConfigForm(PanelForm):
                 try:
                     tunables.validate({name: data[name]})
                 except tunables.InvalidSettings as exc:
-                    self.add_error(name, exc.problems.get(name, str(exc)))
+                    self.add_error(name, str(exc.problems.get(name, exc)))
         return data
 
     def changes(self) -> dict[str, tunables.Value]:

@@ -196,11 +196,11 @@ class ServiceError(CodedError):
 
     @classmethod
     def joined(
-        cls, messages: list[Message], field: str | None = None, code: str | None = None
+        cls, messages: list[Message], field: str | None = None, code: str | None = None, sep: str = " "
     ) -> ServiceError:
         """One refusal of several problems (a form's values), their sentences side by side; its
         code is the first problem's unless given."""
-        template = " ".join(f"%(p{index})s" for index in range(len(messages)))
+        template = sep.join(f"%(p{index})s" for index in range(len(messages)))
         params = {f"p{index}": message for index, message in enumerate(messages)}
         return cls(template, field, code or messages[0].code, params)
 

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from panel.core.errors import N_, Message
+
 Value = int | bool | str
 
 
@@ -109,42 +111,57 @@ def _conf_string(value: str) -> str:
 
 
 class InvalidSettings(ValueError):
-    """Some values are refused: ``problems`` maps each setting (or ``unknown``) to the reason."""
+    """Some values are refused: ``problems`` maps each setting (or ``unknown``) to the reason, a
+    Message rendered in the reader's language."""
 
-    def __init__(self, problems: dict[str, str]) -> None:
+    def __init__(self, problems: dict[str, Message]) -> None:
         super().__init__("; ".join(f"{key}: {why}" for key, why in problems.items()))
         self.problems = problems
 
 
-def _check(tunable: Tunable, value: Any) -> tuple[Value | None, str | None]:
+def _check(tunable: Tunable, value: Any) -> tuple[Value | None, Message | None]:
     """The value in its type, or why it is refused."""
     if tunable.kind == "int":
         if isinstance(value, bool) or not isinstance(value, int):
-            return None, f"must be a whole number of {tunable.unit}"
+            return None, Message(
+                N_("must be a whole number of %(unit)s"), "config.not_a_number", unit=tunable.unit
+            )
         assert tunable.minimum is not None and tunable.maximum is not None
         if not tunable.minimum <= value <= tunable.maximum:
-            return None, f"must be between {tunable.minimum} and {tunable.maximum} {tunable.unit}"
+            return None, Message(
+                N_("must be between %(min)s and %(max)s %(unit)s"),
+                "config.out_of_range",
+                min=tunable.minimum,
+                max=tunable.maximum,
+                unit=tunable.unit,
+            )
         return value, None
     if tunable.kind == "bool":
         if isinstance(value, bool):
             return value, None
-        return None, "must be true or false"
+        return None, Message(N_("must be true or false"), "config.not_a_bool")
     if tunable.kind == "choice":
         if isinstance(value, str) and value in tunable.choices:
             return value, None
-        return None, "must be one of " + ", ".join(tunable.choices)
+        return None, Message(
+            N_("must be one of %(choices)s"), "config.not_a_choice", choices=", ".join(tunable.choices)
+        )
     if isinstance(value, str) and _TIMEZONE_RE.fullmatch(value) and value in _timezones():
         return value, None
-    return None, "must be a time zone name such as UTC or Europe/Paris"
+    return None, Message(N_("must be a time zone name such as UTC or Europe/Paris"), "config.not_a_time_zone")
 
 
 def validate(changes: Mapping[str, Any]) -> dict[str, Value]:
     """Every change checked (all of them, so that every problem is told at once): the values in
     their types, or InvalidSettings. Unknown names are refused together under ``unknown``."""
-    problems: dict[str, str] = {}
+    problems: dict[str, Message] = {}
     unknown = sorted(str(name) for name in changes if name not in TUNABLES_BY_NAME)
     if unknown:
-        problems["unknown"] = "not settings that can be changed here: " + ", ".join(unknown)
+        problems["unknown"] = Message(
+            N_("not settings that can be changed here: %(names)s"),
+            "config.unknown_setting",
+            names=", ".join(unknown),
+        )
     values: dict[str, Value] = {}
     for name, raw in changes.items():
         tunable = TUNABLES_BY_NAME.get(name)

@@ -53,7 +53,14 @@ def check_changes(changes: Any) -> dict[str, tunables.Value]:
     except tunables.InvalidSettings as exc:
         problems = exc.problems
         field = next((name for name in problems if name != "unknown"), "config")
-        raise ServiceError("; ".join(f"{k}: {v}" for k, v in problems.items()), field=field) from None
+        raise ServiceError.joined(
+            [
+                Message(N_("%(setting)s: %(problem)s"), v.code, setting=k, problem=v)
+                for k, v in problems.items()
+            ],
+            field,
+            sep="; ",
+        ) from None
 
 
 def _include_in_force(cluster: Cluster) -> bool:
