@@ -48,6 +48,15 @@ def _private_port_window() -> None:
 
 
 @pytest.fixture(autouse=True)
+def _english() -> None:
+    """Every test starts in English: a request in German (the language menu, Accept-Language)
+    leaves its language active in the thread, and a refusal read later would be in German."""
+    from django.utils import translation
+
+    translation.activate("en")
+
+
+@pytest.fixture(autouse=True)
 def _fresh_cache() -> None:
     """Counters kept in Django's cache (the attach rate limit, per account id) start from zero in
     every test: ids are reused from one test to the next."""

@@ -121,7 +121,7 @@ def test_too_many_clients_fail_direct_with_the_reserved_slots_message_and_run_th
     assert "remaining connection slots are reserved" in refused.error_message
     assert "remaining connection slots are reserved" in refused.first_error
     assert refused.error_count >= 1 and refused.errors.exists()
-    assert any("will not start" in warning for warning in refused.warnings)
+    assert any("will not start" in warning for warning in map(str, refused.warning_messages))
 
     pool = pool_services.create_pool(cluster, "test-pool", "defaultdb", "", "transaction", 22)
     pooled = run_now(cluster, pool=pool, clients=30, duration_s=4)
@@ -134,7 +134,7 @@ def test_too_many_clients_fail_direct_with_the_reserved_slots_message_and_run_th
     # still runs, because the panel closes them first, and says so on the run.
     direct = run_now(cluster, clients=4, duration_s=2)
     assert direct.status == RunStatus.SUCCEEDED, (direct.error_message, direct.first_error)
-    assert any("idle server connections" in warning for warning in direct.warnings)
+    assert any("idle server connections" in warning for warning in map(str, direct.warning_messages))
 
 
 def test_cancel_stops_pgbench_within_two_seconds_and_keeps_the_samples(

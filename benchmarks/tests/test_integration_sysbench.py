@@ -84,7 +84,7 @@ def test_direct_and_pooled_runs_record_samples_summaries_and_compare(cluster: Cl
     # PgBouncer 1.18 keeps no prepared statement across transactions: sysbench goes without.
     assert "--db-ps-mode=disable" in pooled.argv and pooled.query_mode == "disable"
     assert "--pgsql-db=txpool" in pooled.argv and "--tables=2" in pooled.argv
-    assert any("--db-ps-mode=disable" in warning for warning in pooled.warnings)
+    assert any("--db-ps-mode=disable" in warning for warning in map(str, pooled.warning_messages))
 
     compared = services.compare_runs([direct, pooled])
     assert compared["lines"] == [str(direct.pk), str(pooled.pk)]

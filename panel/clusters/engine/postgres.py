@@ -267,7 +267,8 @@ def kill(pgdata: Path, *, timeout: float = 10) -> None:
 
 def remove_data(data_root: Path, *, attempts: int = 5) -> None:
     # A process of the cluster that is still exiting (the logging collector of a server stopped in
-    # immediate mode) can add a file while the tree is removed: try again a few times.
+    # immediate mode) can add a file while the tree is removed, or remove one (postmaster.pid)
+    # between its listing and its unlink: try again a few times.
     for attempt in range(attempts):
         if not data_root.exists():
             return
@@ -275,7 +276,7 @@ def remove_data(data_root: Path, *, attempts: int = 5) -> None:
             shutil.rmtree(data_root)
             return
         except OSError as exc:
-            if exc.errno != errno.ENOTEMPTY or attempt == attempts - 1:
+            if exc.errno not in (errno.ENOTEMPTY, errno.ENOENT) or attempt == attempts - 1:
                 raise
             time.sleep(0.2)
 
