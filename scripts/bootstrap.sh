@@ -80,6 +80,8 @@ have pgbouncer || missing+=(pgbouncer)
 # sysbench, the second benchmark engine (Debian's 1.0.20 has the pgsql driver and oltp_* scripts).
 have sysbench || missing+=(sysbench)
 have redis-server || missing+=(redis-server)
+# pgBackRest (2.45 in Debian 12) archives every cluster's WAL and takes its backups (panel/backups).
+have pgbackrest || missing+=(pgbackrest)
 if [[ "$mode" == test ]]; then
     have chromium || missing+=(chromium)
 fi
