@@ -30,6 +30,7 @@ urlpatterns = [
     path("clusters/", include("panel.clusters.urls")),
     path("clusters/<uuid:cluster_id>/pools/", include("panel.pools.urls")),
     path("clusters/<uuid:cluster_id>/quotas/", include("panel.quotas.urls")),
+    path("clusters/<uuid:cluster_id>/backups/", include("panel.backups.urls")),
     path("", include("panel.insights.urls")),  # /metrics (token auth, no login)
     path("clusters/<uuid:cluster_id>/benchmarks/", include("benchmarks.urls")),
     path("account/", include("panel.api.urls")),

@@ -121,3 +121,29 @@ class KeptRepository(models.Model):
 
     def __str__(self) -> str:
         return f"backups of {self.cluster_name} until {self.expires_at:%Y-%m-%d}"
+
+
+class ArchiveHealth(models.Model):
+    """How a cluster's WAL archiving went at the last look (the periodic job, the Backups tab):
+    the banner on every tab of the cluster while it fails or waits for a restart."""
+
+    cluster = models.OneToOneField(Cluster, on_delete=models.CASCADE, related_name="archive_health")
+    failing = models.BooleanField(default=False)
+    needs_restart = models.BooleanField(default=False)
+    last_failed_wal = models.CharField(max_length=64, blank=True)
+    failing_since = models.DateTimeField(null=True, blank=True)
+    checked_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"archiving of {self.cluster_id}: {'failing' if self.failing else 'ok'}"
+
+
+class DeleteChoice(models.Model):
+    """What the owner chose in the delete form: keep the cluster's backups for the retention
+    period (the default) or remove them with it."""
+
+    cluster = models.OneToOneField(Cluster, on_delete=models.CASCADE, related_name="backup_delete_choice")
+    keep_backups = models.BooleanField(default=True)
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id}: keep backups {self.keep_backups}"

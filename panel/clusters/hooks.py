@@ -168,3 +168,18 @@ def after_provision(cluster: Cluster) -> None:
             step(cluster)
         except Exception:
             log.exception("after creating cluster %s: %s failed", cluster.pk, getattr(step, "__name__", step))
+
+
+_delete_choices: list[Callable[[Cluster, Any], object]] = []
+
+
+def register_delete_choice(step: Callable[[Cluster, Any], object]) -> None:
+    """``step(cluster, form_data)`` records what the owner chose in the delete form for an app's
+    part of the cluster (keep its backups?) before the deletion is queued."""
+    if step not in _delete_choices:
+        _delete_choices.append(step)
+
+
+def delete_choices(cluster: Cluster, data: Any) -> None:
+    for step in list(_delete_choices):
+        step(cluster, data)

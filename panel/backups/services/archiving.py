@@ -27,6 +27,7 @@ def register() -> None:
     from panel.backups.services import retention
 
     hooks.register_before_teardown(retention.before_teardown)
+    hooks.register_delete_choice(retention.delete_choice)
 
 
 def server_config(cluster: Cluster) -> list[str]:
@@ -78,9 +79,13 @@ class ArchiveStatus:
     last_failed_wal: str = ""
     last_failed_at: dt.datetime | None = None
 
+    serving: bool = True
+
     @property
     def needs_restart(self) -> bool:
-        return self.configured and not self.active
+        """A running server that does not archive (created before backups, or its archiving
+        settings written since): archive_mode only changes with a restart."""
+        return self.serving and not self.active
 
     @property
     def failing(self) -> bool:
@@ -95,7 +100,7 @@ def archive_status(cluster: Cluster) -> ArchiveStatus:
     """What the running server says (its settings and ``pg_stat_archiver``)."""
     configured = cluster.is_local and (cluster.pgdata / engine.SERVER_FILE).is_file()
     if not cluster.is_serving:
-        return ArchiveStatus(configured=configured, active=False)
+        return ArchiveStatus(configured=configured, active=False, serving=False)
     wanted = engine.paths(cluster).config
     try:
         with dbconn.admin_connection(cluster) as conn:
@@ -122,19 +127,35 @@ def archive_status(cluster: Cluster) -> ArchiveStatus:
 
 
 def check_archiving(cluster: Cluster) -> ArchiveStatus | None:
-    """The periodic look: a failing archive_command is an event (once per failed segment) and an
-    alert (insights), and the cluster page shows a banner while it lasts."""
+    """The periodic look: a failing archive_command is an event (once per failure) and a banner
+    on the cluster's pages while it lasts (``ArchiveHealth``); so is a restart still needed."""
     try:
         status = archive_status(cluster)
     except ServiceError:
         return None
-    if status.failing:
-        seen = cluster.events.filter(kind="archive-failed", message__contains=status.last_failed_wal).exists()
-        if not seen:
-            cluster.log_event(
-                "archive-failed",
-                _("WAL archiving fails (segment %(wal)s): the WAL piles up until it works again.")
-                % {"wal": status.last_failed_wal},
-                EventLevel.ERROR,
-            )
+    record_health(cluster, status)
     return status
+
+
+def record_health(cluster: Cluster, status: ArchiveStatus) -> None:
+    from django.utils import timezone
+
+    from panel.backups.models import ArchiveHealth
+
+    health, _created = ArchiveHealth.objects.get_or_create(cluster=cluster)
+    if status.failing and not health.failing:
+        health.failing_since = timezone.now()
+        cluster.log_event(
+            "archive-failed",
+            _("WAL archiving fails (segment %(wal)s): the WAL piles up until it works again.")
+            % {"wal": status.last_failed_wal},
+            EventLevel.ERROR,
+        )
+    elif health.failing and not status.failing:
+        health.failing_since = None
+        cluster.log_event("archive-recovered", _("WAL archiving works again."))
+    health.failing = status.failing
+    health.needs_restart = status.needs_restart
+    health.last_failed_wal = status.last_failed_wal
+    health.checked_at = timezone.now()
+    health.save()

@@ -6,31 +6,28 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+from typing import Any
 
 from django.utils import timezone
 
 from panel.backups import engine
 from panel.backups.lib import pgbackrest
-from panel.backups.models import BackupJob, JobKind, JobStatus, KeptRepository
+from panel.backups.models import BackupJob, DeleteChoice, JobKind, JobStatus, KeptRepository
 from panel.clusters.models import Cluster
 from panel.core.runas import current_user
 
 log = logging.getLogger(__name__)
 
-# Clusters whose owner chose, when deleting, not to keep the backups (cluster id → False).
-_KEEP_MARK = ".discard-on-delete"
-
 
 def choose_on_delete(cluster: Cluster, *, keep: bool) -> None:
-    """Remember the owner's choice for the teardown (a file beside the repository: the teardown
-    runs on the node)."""
-    mark = engine.paths(cluster).root / _KEEP_MARK
-    if not mark.parent.is_dir():
-        return
-    if keep:
-        mark.unlink(missing_ok=True)
-    else:
-        mark.write_text("discard\n")
+    """Remember the owner's choice for the teardown, which runs later on the cluster's node."""
+    DeleteChoice.objects.update_or_create(cluster=cluster, defaults={"keep_backups": keep})
+
+
+def delete_choice(cluster: Cluster, data: Any) -> None:
+    """The delete form's checkbox (a form without it: keep, the default)."""
+    if data.get("backups_choice"):
+        choose_on_delete(cluster, keep=bool(data.get("keep_backups")))
 
 
 def before_teardown(cluster: Cluster) -> None:
@@ -42,7 +39,8 @@ def before_teardown(cluster: Cluster) -> None:
     has_backups = BackupJob.objects.filter(
         cluster=cluster, kind=JobKind.BACKUP, status=JobStatus.SUCCEEDED
     ).exists()
-    if not has_backups or (where.root / _KEEP_MARK).exists():
+    choice = DeleteChoice.objects.filter(cluster=cluster).first()
+    if not has_backups or (choice is not None and not choice.keep_backups):
         engine.remove(cluster.id.hex)
         return
     me = current_user()
