@@ -14,7 +14,7 @@ from django.utils.translation import gettext as _
 from panel.backups import engine
 from panel.backups.lib import pgbackrest
 from panel.backups.models import BackupJob, JobKind, JobStatus
-from panel.backups.services.archiving import ArchiveStatus, archive_status, ensure_stanza
+from panel.backups.services.archiving import ArchiveStatus, archive_status
 from panel.clusters.models import Cluster, EventLevel
 from panel.core.agent import on_node
 from panel.core.errors import ServiceError

@@ -56,7 +56,7 @@ def test_outsiders_get_404s(fresh: Cluster, other_client: Client) -> None:
 def test_the_tab_lists_backups_and_the_window(fresh: Cluster, tenant: Client) -> None:
     page = tenant.get(reverse("backups:tab", args=[fresh.pk])).content.decode()
     assert "No backups yet." in page and "a full backup on Sundays" in page
-    assert 'href="/clusters/%s/backups/"' % fresh.pk in page  # the tab, before Settings
+    assert f'href="/clusters/{fresh.pk}/backups/"' in page  # the tab, before Settings
     assert page.index(">Backups</a>") < page.index(">Settings</a>")
     job = backups.create_backup(fresh, "full")
     page = tenant.get(reverse("backups:tab", args=[fresh.pk])).content.decode()
