@@ -179,3 +179,70 @@ def test_the_backup_command(fresh: Cluster) -> None:
             "2001-01-01T00:00:00Z",
         )
     assert not Cluster.objects.filter(name="bkv-cli").exists()
+
+
+def test_a_cluster_from_before_backups_archives_after_its_restart(fresh: Cluster, tenant: Client) -> None:
+    from panel.backups.services import archiving
+    from panel.clusters import isolation
+    from panel.clusters.engine import postgres
+
+    # As a cluster created before this app: stopped, no backup.conf, started as it was.
+    services.perform_action(fresh, "stop")
+    (fresh.pgdata / engine.SERVER_FILE).unlink()
+    isolation.start_server(fresh, fresh.os_user(), 60)
+    fresh.mark_online()
+    assert postgres.postmaster_pid(fresh.pgdata) is not None
+    status = archiving.archive_status(fresh)
+    assert status.needs_restart and not status.active
+    page = tenant.get(reverse("backups:tab", args=[fresh.pk])).content.decode()
+    assert "Restart the cluster to enable backups" in page
+    with pytest.raises(Exception, match="restart the cluster to enable backups"):
+        backups.create_backup(fresh, "full")
+    services.perform_action(fresh, "restart")
+    assert archiving.archive_status(fresh).active
+    page = tenant.get(reverse("backups:tab", args=[fresh.pk])).content.decode()
+    assert "Restart the cluster to enable backups" not in page
+    assert backups.create_backup(fresh, "incr").status == JobStatus.SUCCEEDED
+
+
+def test_failing_archiving_is_an_event_and_a_banner(fresh: Cluster, tenant: Client) -> None:
+    import os
+    import time
+
+    from panel.backups.services import archiving
+
+    archive = engine.paths(fresh).repo / "archive" / "main"
+    directories = [archive, *(p for p in archive.rglob("*") if p.is_dir())]
+    modes = {p: p.stat().st_mode & 0o777 for p in directories}
+    for p in directories:
+        os.chmod(p, 0o500)
+    try:
+        with connect_as_client(fresh) as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS churn (i int)")
+            conn.execute("INSERT INTO churn VALUES (1)")
+            conn.commit()
+        from panel.clusters import dbconn
+
+        with dbconn.admin_connection(fresh) as conn:
+            conn.execute("SELECT pg_catalog.pg_switch_wal()")
+        deadline = time.monotonic() + 30
+        while not archiving.archive_status(fresh).failing:
+            assert time.monotonic() < deadline, "archiving did not fail"
+            time.sleep(0.5)
+        archiving.check_archiving(fresh)
+        page = tenant.get(reverse("clusters:detail", args=[fresh.pk])).content.decode()
+        assert 'data-banner="archive-failing"' in page
+        assert fresh.events.filter(kind="archive-failed").count() == 1
+        archiving.check_archiving(fresh)  # still failing: no second event
+        assert fresh.events.filter(kind="archive-failed").count() == 1
+    finally:
+        for p, mode in modes.items():
+            os.chmod(p, mode)
+    deadline = time.monotonic() + 90
+    while archiving.archive_status(fresh).failing:
+        assert time.monotonic() < deadline, "archiving did not recover"
+        time.sleep(1)
+    archiving.check_archiving(fresh)
+    assert fresh.events.filter(kind="archive-recovered").exists()
+    page = tenant.get(reverse("clusters:detail", args=[fresh.pk])).content.decode()
+    assert 'data-banner="archive-failing"' not in page
