@@ -310,7 +310,12 @@ def _point_restore_command(new: Cluster, scratch: object) -> None:
 def wait_promoted(new: Cluster, timeout: float) -> None:
     """Until the replay ended and the server was promoted (or it stopped: its log says why)."""
     deadline = time.monotonic() + timeout
+    beat = 0.0
     while time.monotonic() < deadline:
+        if time.monotonic() - beat > 30:
+            # A long replay is work in progress, not a stuck job (the reconciler's rule).
+            Cluster.objects.filter(pk=new.pk).update(updated_at=timezone.now())
+            beat = time.monotonic()
         if postgres.postmaster_pid(new.pgdata) is None:
             raise EngineError(f"PostgreSQL stopped during the replay: {postgres._log_tail(new.log_file)}")
         try:
