@@ -9,6 +9,7 @@ import logging
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.db import transaction
 from django.utils.translation import gettext as _
 
 from panel.backups import engine
@@ -17,6 +18,7 @@ from panel.clusters.models import Cluster, EventLevel
 from panel.core.agent import on_node
 from panel.core.errors import ServiceError
 from panel.core.runas import EngineError
+from panel.insights import alerts
 
 log = logging.getLogger(__name__)
 
@@ -145,12 +147,13 @@ def record_health(cluster: Cluster, status: ArchiveStatus) -> None:
     health, _created = ArchiveHealth.objects.get_or_create(cluster=cluster)
     if status.failing and not health.failing:
         health.failing_since = timezone.now()
-        cluster.log_event(
-            "archive-failed",
-            _("WAL archiving fails (segment %(wal)s): the WAL piles up until it works again.")
-            % {"wal": status.last_failed_wal},
-            EventLevel.ERROR,
-        )
+        message = _(
+            "WAL archiving fails (segment %(wal)s): the WAL piles up on the cluster's disk and recent "
+            "changes cannot be restored until it works again."
+        ) % {"wal": status.last_failed_wal}
+        cluster.log_event("archive-failed", message, EventLevel.ERROR)
+        # The alert channel of Insights: the owner's email.
+        transaction.on_commit(lambda: alerts.notify_owner(cluster, _("WAL archiving"), message))
     elif health.failing and not status.failing:
         health.failing_since = None
         cluster.log_event("archive-recovered", _("WAL archiving works again."))

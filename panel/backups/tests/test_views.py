@@ -205,7 +205,9 @@ def test_a_cluster_from_before_backups_archives_after_its_restart(fresh: Cluster
     assert backups.create_backup(fresh, "incr").status == JobStatus.SUCCEEDED
 
 
-def test_failing_archiving_is_an_event_and_a_banner(fresh: Cluster, tenant: Client) -> None:
+def test_failing_archiving_is_an_event_an_alert_and_a_banner(
+    fresh: Cluster, tenant: Client, mailoutbox: list, django_capture_on_commit_callbacks: object
+) -> None:
     import os
     import time
 
@@ -229,7 +231,9 @@ def test_failing_archiving_is_an_event_and_a_banner(fresh: Cluster, tenant: Clie
         while not archiving.archive_status(fresh).failing:
             assert time.monotonic() < deadline, "archiving did not fail"
             time.sleep(0.5)
-        archiving.check_archiving(fresh)
+        with django_capture_on_commit_callbacks(execute=True):  # type: ignore[operator]
+            archiving.check_archiving(fresh)
+        assert len(mailoutbox) == 1 and "WAL archiving" in mailoutbox[0].subject
         page = tenant.get(reverse("clusters:detail", args=[fresh.pk])).content.decode()
         assert 'data-banner="archive-failing"' in page
         assert fresh.events.filter(kind="archive-failed").count() == 1
