@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 STANZA = "main"
@@ -272,17 +271,3 @@ def error_text(stderr: str, stdout: str = "", returncode: int = 0) -> str:
 
 def in_window(moment: dt.datetime, start: dt.datetime | None, end: dt.datetime) -> bool:
     return start is not None and start <= moment <= end
-
-
-def wal_names(names: Sequence[str], first: str) -> list[str]:
-    """The archive's files a restore from a backup starting at segment ``first`` may need: that
-    segment and every later one (timeline history files always)."""
-    keep = []
-    for name in names:
-        if (
-            name.endswith(".history")
-            or name[:24] >= first[:24]
-            or name in {"archive.info", "archive.info.copy"}
-        ):
-            keep.append(name)
-    return keep
