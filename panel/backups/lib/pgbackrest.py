@@ -181,8 +181,9 @@ class RunningBackup:
     done: int
 
     @property
-    def percent(self) -> int:
-        return min(100, int(100 * self.done / self.size)) if self.size else 0
+    def percent(self) -> int | None:
+        """None until pgBackRest knows the total (at the start, only ``held`` is shown)."""
+        return min(100, int(100 * self.done / self.size)) if self.size else None
 
 
 @dataclass(frozen=True)

@@ -120,6 +120,7 @@ class BackupsPage:
     backups: list[pgbackrest.BackupSet] = field(default_factory=list)
     window_start: dt.datetime | None = None
     window_end: dt.datetime | None = None
+    running: bool = False
     running_percent: int | None = None
     archive: ArchiveStatus | None = None
     problem: str = ""
@@ -142,6 +143,7 @@ def page(cluster: Cluster) -> BackupsPage:
         backups=list(reversed(info.backups)),
         window_start=start,
         window_end=recovery_end(archive) if start else None,
+        running=info.running is not None,
         running_percent=info.running.percent if info.running else None,
         archive=archive,
     )

@@ -94,6 +94,13 @@ def test_a_running_backup_shows_its_progress() -> None:
     assert running is not None and running.percent == 25
 
 
+def test_a_backup_starting_shows_running_without_a_total() -> None:
+    info = pgbackrest.parse_info((DATA / "info_backup_running.json").read_text())
+    assert info.exists and info.status_code == 2 and info.backups == []
+    assert info.running is not None and info.running.percent is None
+    assert info.wal_max == "000000010000000000000027"
+
+
 def test_target_time_is_utc_with_milliseconds() -> None:
     moment = dt.datetime(2026, 11, 25, 19, 17, 15, 511999, tzinfo=dt.timezone(dt.timedelta(hours=1)))
     assert pgbackrest.target_time(moment) == "2026-11-25 18:17:15.511+00"
