@@ -20,6 +20,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from panel import crypto
 from panel.backups.lib import pgbackrest
 from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster
@@ -81,9 +82,30 @@ def program() -> str:
     return path
 
 
+def s3_repository() -> pgbackrest.S3Repository | None:
+    """The S3-compatible repository the settings name (None: each cluster's local one)."""
+    if not settings.PANEL_BACKUP_S3_ENDPOINT:
+        return None
+    host, _sep, port = settings.PANEL_BACKUP_S3_ENDPOINT.partition(":")
+    return pgbackrest.S3Repository(
+        endpoint=host,
+        port=int(port) if port else None,
+        bucket=settings.PANEL_BACKUP_S3_BUCKET,
+        region=settings.PANEL_BACKUP_S3_REGION,
+        key=settings.PANEL_BACKUP_S3_KEY,
+        key_secret=crypto.decrypt(settings.PANEL_BACKUP_S3_KEY_SECRET_ENCRYPTED),
+        path=settings.PANEL_BACKUP_S3_PATH,
+        verify_tls=settings.PANEL_BACKUP_S3_VERIFY_TLS,
+        uri_style=settings.PANEL_BACKUP_S3_URI_STYLE,
+    )
+
+
 def repo_config(cluster: Cluster, where: Paths) -> pgbackrest.RepoConfig:
+    s3 = s3_repository()
     return pgbackrest.RepoConfig(
-        repo_path=str(where.repo),
+        # In a bucket: a prefix of the cluster's own (the bucket is shared by every node).
+        repo_path=cluster.id.hex if s3 else str(where.repo),
+        s3=s3,
         log_path=str(where.log_dir),
         lock_path=str(where.lock_dir),
         pg_path=str(cluster.pgdata),
@@ -193,8 +215,23 @@ def copy_archive(source: Cluster, destination: Path, first_segment: str) -> None
     shutil.copytree(origin, target, ignore=ignore)
 
 
-def restore_config(repo: Path, scratch: Path, pgdata: Path) -> str:
-    """The configuration a restored server's ``restore_command`` reads (archive-get only)."""
+def restore_config(repo: Path, scratch: Path, pgdata: Path, source: Cluster | None = None) -> str:
+    """The configuration a restored server's ``restore_command`` reads (archive-get only): the
+    local copy of the WAL, or, with an S3 repository, the source's prefix in the bucket."""
+    if source is not None and s3_repository() is not None:
+        conf = repo_config(source, paths(source))
+        return pgbackrest.render_config(
+            pgbackrest.RepoConfig(
+                repo_path=conf.repo_path,
+                log_path=str(scratch / "log"),
+                lock_path=str(scratch / "lock"),
+                pg_path=str(pgdata),
+                pg_port=conf.pg_port,
+                pg_socket_path=conf.pg_socket_path,
+                pg_user=conf.pg_user,
+                s3=conf.s3,
+            )
+        )
     return (
         "[global]\n"
         f"repo1-path={repo}\n"

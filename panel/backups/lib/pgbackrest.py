@@ -40,6 +40,7 @@ class S3Repository:
     path: str = "/pgbackrest"
     verify_tls: bool = True
     uri_style: str = "host"
+    port: int | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,8 @@ def render_config(conf: RepoConfig, stanza: str = STANZA) -> str:
             f"repo1-s3-uri-style={_value(s3.uri_style)}",
             f"repo1-storage-verify-tls={'y' if s3.verify_tls else 'n'}",
         ]
+        if s3.port:
+            lines.append(f"repo1-storage-port={int(s3.port)}")
     lines += [
         "",
         f"[{stanza}]",

@@ -242,8 +242,11 @@ def _pipeline(job: BackupJob, source: Cluster, new: Cluster) -> None:
     match = _START_WAL.search(label)
     if match is None:
         raise EngineError("The restored backup has no start WAL location in its backup_label.")
-    engine.copy_archive(source, scratch / "repo", match.group(1))
-    (scratch / "pgbackrest.conf").write_text(engine.restore_config(scratch / "repo", scratch, new.pgdata))
+    if engine.s3_repository() is None:
+        engine.copy_archive(source, scratch / "repo", match.group(1))
+    (scratch / "pgbackrest.conf").write_text(
+        engine.restore_config(scratch / "repo", scratch, new.pgdata, source)
+    )
     _point_restore_command(new, scratch)
     postgres.chown_tree(new.data_root, steps.user)
 

@@ -119,3 +119,21 @@ def test_error_text_keeps_pgbackrests_error_lines() -> None:
     stderr = "WARN: something\nERROR: [041]: unable to open '/x'\n       HINT: check it\n"
     assert pgbackrest.error_text(stderr) == "ERROR: [041]: unable to open '/x' HINT: check it"
     assert pgbackrest.error_text("", "", 3) == "pgbackrest exited with code 3"
+
+
+def test_an_s3_repository_is_a_prefix_of_the_clusters_own_in_the_bucket() -> None:
+    s3 = pgbackrest.S3Repository(
+        endpoint="s3.example.com",
+        port=9000,
+        bucket="backups",
+        region="eu-west-1",
+        key="AK",
+        key_secret="SK",
+        path="/pgpanel",
+        uri_style="path",
+    )
+    lines = pgbackrest.render_config(conf(repo_path="abc123", s3=s3)).splitlines()
+    assert "repo1-type=s3" in lines and "repo1-path=/pgpanel/abc123" in lines
+    assert "repo1-s3-endpoint=s3.example.com" in lines and "repo1-storage-port=9000" in lines
+    assert "repo1-s3-uri-style=path" in lines and "repo1-storage-verify-tls=y" in lines
+    assert not any(line.startswith("repo1-path=/var") for line in lines)

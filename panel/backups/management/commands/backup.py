@@ -3,16 +3,19 @@
 backup list CLUSTER                              # the repository's backups and the recovery window
 backup create CLUSTER [--type full|diff|incr]    # take one now
 backup restore CLUSTER --to NEW [--time ISO8601] [--plan SLUG]   # no --time: the latest point (fork)
+backup encrypt-secret < key.txt                  # an S3 secret key, for PANEL_BACKUP_S3_KEY_SECRET_ENCRYPTED
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import sys
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 from django.template.defaultfilters import filesizeformat
 
+from panel import crypto
 from panel.backups.lib import pgbackrest
 from panel.backups.services import backups, restore
 from panel.clusters.cli import PanelCommand, find_cluster
@@ -53,6 +56,19 @@ class Command(PanelCommand):
                 p.add_argument(
                     "--plan", metavar="SLUG", help="the new cluster's plan (default: the source's)"
                 )
+        sub.add_parser(
+            "encrypt-secret",
+            help="Read an S3 secret key on stdin; print it encrypted for PANEL_BACKUP_S3_KEY_SECRET_ENCRYPTED.",
+        )
+
+    def needs_database(self, options: dict[str, Any]) -> bool:
+        return options.get("subcommand") != "encrypt-secret"
+
+    def do_encrypt_secret(self, options: dict[str, Any]) -> None:
+        secret = sys.stdin.readline().strip()
+        if not secret:
+            raise CommandError("Give the secret key on stdin (it is never taken from argv).")
+        self.stdout.write(crypto.encrypt(secret))
 
     def do_list(self, options: dict[str, Any]) -> None:
         cluster = find_cluster(options["cluster"], options.get("owner"))

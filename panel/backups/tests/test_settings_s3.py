@@ -1,0 +1,34 @@
+"""The S3 repository's settings: off by default; the secret key only ever given encrypted with the
+panel's key (``manage.py backup encrypt-secret`` reads it on stdin) and decrypted into the
+clusters' 0600 pgbackrest.conf. (No S3 server is run here: moto's TLS development server drops
+pgBackRest's connections, so the repository itself is not exercised.)"""
+
+from __future__ import annotations
+
+import io
+import sys
+
+import pytest
+from django.core.management import call_command
+
+from panel import crypto
+from panel.backups import engine
+
+
+def test_no_endpoint_means_the_local_repository(settings: object) -> None:
+    settings.PANEL_BACKUP_S3_ENDPOINT = ""  # type: ignore[attr-defined]
+    assert engine.s3_repository() is None
+
+
+def test_the_secret_is_read_encrypted(settings: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO("very-secret\n"))
+    out = io.StringIO()
+    call_command("backup", "encrypt-secret", stdout=out)
+    token = out.getvalue().strip()
+    assert "very-secret" not in token and crypto.decrypt(token) == "very-secret"
+    settings.PANEL_BACKUP_S3_ENDPOINT = "minio.internal:9000"  # type: ignore[attr-defined]
+    settings.PANEL_BACKUP_S3_BUCKET = "pg"  # type: ignore[attr-defined]
+    settings.PANEL_BACKUP_S3_KEY = "AK"  # type: ignore[attr-defined]
+    settings.PANEL_BACKUP_S3_KEY_SECRET_ENCRYPTED = token  # type: ignore[attr-defined]
+    s3 = engine.s3_repository()
+    assert s3 is not None and (s3.endpoint, s3.port, s3.key_secret) == ("minio.internal", 9000, "very-secret")
