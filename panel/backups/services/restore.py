@@ -35,6 +35,7 @@ from panel.backups.services import archiving
 from panel.backups.services.backups import active_job, page
 from panel.clusters import dbconn, isolation
 from panel.clusters.engine import postgres
+from panel.clusters.lib.pgconf import QUOTA_FILE
 from panel.clusters.lib.plans import get_plan
 from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser, EventLevel
 from panel.clusters.services import create_cluster, lifecycle, provision
@@ -248,6 +249,8 @@ def _pipeline(job: BackupJob, source: Cluster, new: Cluster) -> None:
         engine.restore_config(scratch / "repo", scratch, new.pgdata, source)
     )
     _point_restore_command(new, scratch)
+    # The source's storage-quota stops are not the new cluster's (it has no quotas yet).
+    (new.pgdata / QUOTA_FILE).unlink(missing_ok=True)
     postgres.chown_tree(new.data_root, steps.user)
 
     new.set_progress(60, _("Generating TLS certificates"))

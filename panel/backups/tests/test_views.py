@@ -250,3 +250,18 @@ def test_failing_archiving_is_an_event_an_alert_and_a_banner(
     assert fresh.events.filter(kind="archive-recovered").exists()
     page = tenant.get(reverse("clusters:detail", args=[fresh.pk])).content.decode()
     assert 'data-banner="archive-failing"' not in page
+
+
+def test_the_daily_round_queues_the_days_backup_once(fresh: Cluster, queued_tasks: object) -> None:
+    if not BackupJob.objects.filter(cluster=fresh, backup_type="full", status=JobStatus.SUCCEEDED).exists():
+        backups.create_backup(fresh, "full")
+    monday_night = dt.datetime(2030, 12, 2, 23, 0, tzinfo=dt.UTC)
+    notes = backups.scheduled_round(now=monday_night)
+    assert f"{fresh.name}: diff backup queued" in notes
+    job = BackupJob.objects.get(cluster=fresh, status=JobStatus.QUEUED)
+    assert job.scheduled and job.backup_type == "diff"
+    assert ("panel.backups.tasks.backup", [str(job.pk)]) in queued_tasks(fresh.tasks_queue)  # type: ignore[operator]
+    assert not any(fresh.name in note for note in backups.scheduled_round(now=monday_night))  # one at a time
+    job.delete()
+    early_today = timezone.now().replace(hour=0, minute=1)
+    assert not any(fresh.name in note for note in backups.scheduled_round(now=early_today))
