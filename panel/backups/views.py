@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 
+from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -32,6 +33,11 @@ def render_tab(
     if overview is not None and overview.archive is not None:
         archiving.record_health(cluster, overview.archive)
     jobs = list(cluster.backup_jobs.all()[:10])
+    # A restore's new cluster, linked from its job once it exists.
+    names = [job.target_name for job in jobs if job.target_name]
+    made = dict(Cluster.objects.filter(owner=cluster.owner, name__in=names).values_list("name", "pk"))
+    for job in jobs:
+        job.target_pk = made.get(job.target_name)  # type: ignore[attr-defined]
     running = any(job.status in (JobStatus.QUEUED, JobStatus.RUNNING) for job in jobs)
     form = restore_form or RestoreForm(initial={"plan": cluster.plan_slug, "point": "latest"})
     if overview is not None:
@@ -84,4 +90,10 @@ def restore_view(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     except ServiceError as exc:
         add_service_error(form, exc)
         return render_tab(request, cluster, restore_form=form)
-    return go_to(request, reverse("clusters:detail", args=[new.pk]))
+    # The source's tab follows the restore job (its progress, then a link or the reason it failed):
+    # a restore that fails leaves no new cluster to look at.
+    notice = _("Restoring into “%(name)s”; it is listed below and opens when it is online.") % {
+        "name": new.name
+    }
+    messages.info(request, notice)
+    return go_to(request, reverse("backups:tab", args=[cluster.pk]))

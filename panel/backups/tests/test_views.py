@@ -116,7 +116,7 @@ def test_fork_from_the_form_then_delete_keeping_or_removing_backups(
         HTTP_HX_REQUEST="true",
     )
     fork = Cluster.objects.get(owner=fresh.owner, name="bkv-fork")
-    assert response.headers["HX-Redirect"] == reverse("clusters:detail", args=[fork.pk])
+    assert response.headers["HX-Redirect"] == reverse("backups:tab", args=[fresh.pk])
     job = BackupJob.objects.get(cluster=fresh, kind=JobKind.RESTORE)
     assert queued_tasks(fresh.tasks_queue) == [("panel.backups.tasks.restore", [str(job.pk)])]  # type: ignore[operator]
     restore.perform_restore(job.pk)
@@ -124,6 +124,8 @@ def test_fork_from_the_form_then_delete_keeping_or_removing_backups(
     assert fork.status == "online", fork.error_message
     with connect_as_client(fork) as conn:
         assert conn.execute("SELECT current_database()").fetchone() == ("defaultdb",)
+    tab = tenant.get(reverse("backups:tab", args=[fresh.pk])).content.decode()
+    assert f'href="{reverse("clusters:detail", args=[fork.pk])}">bkv-fork</a>' in tab
     page = tenant.get(reverse("clusters:detail", args=[fork.pk])).content.decode()
     assert "Forked from bkv-source" in page
     assert 'name="keep_backups"' in page and "checked" in page[page.index('name="keep_backups"') :][:200]
