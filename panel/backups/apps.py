@@ -15,6 +15,7 @@ class BackupsConfig(AppConfig):
     def ready(self) -> None:
         # clusters writes the server's configuration, provisions and deletes; it may not import
         # the apps built on it: they register what it calls.
+        from panel.backups import checks  # noqa: F401  (registers the system check)
         from panel.backups.services import archiving
 
         archiving.register()

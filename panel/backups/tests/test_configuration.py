@@ -32,3 +32,12 @@ def test_the_secret_is_read_encrypted(settings: object, monkeypatch: pytest.Monk
     settings.PANEL_BACKUP_S3_KEY_SECRET_ENCRYPTED = token  # type: ignore[attr-defined]
     s3 = engine.s3_repository()
     assert s3 is not None and (s3.endpoint, s3.port, s3.key_secret) == ("minio.internal", 9000, "very-secret")
+
+
+def test_a_missing_pgbackrest_is_a_system_check_warning(settings: object) -> None:
+    from panel.backups.checks import check_pgbackrest
+
+    assert check_pgbackrest(None) == []
+    settings.PANEL_PGBACKREST = "/nonexistent/pgbackrest"  # type: ignore[attr-defined]
+    (warning,) = check_pgbackrest(None)
+    assert warning.id == "backups.W001" and "without WAL archiving" in warning.msg
