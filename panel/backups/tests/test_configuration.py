@@ -41,3 +41,26 @@ def test_a_missing_pgbackrest_is_a_system_check_warning(settings: object) -> Non
     settings.PANEL_PGBACKREST = "/nonexistent/pgbackrest"  # type: ignore[attr-defined]
     (warning,) = check_pgbackrest(None)
     assert warning.id == "backups.W001" and "without WAL archiving" in warning.msg
+
+
+def test_the_tabs_figures_cross_to_the_web_and_back() -> None:
+    """What the node agent answers a web process (panel/core/agent.py) decodes to the same page."""
+    import datetime as dt
+    from pathlib import Path
+
+    from panel.backups.lib import pgbackrest
+    from panel.backups.services.archiving import ArchiveStatus
+    from panel.backups.services.backups import BackupsPage
+    from panel.core import agent
+
+    info = pgbackrest.parse_info((Path(__file__).parent / "data" / "info_one_full.json").read_text())
+    now = dt.datetime(2026, 11, 25, 18, 0, tzinfo=dt.timezone.utc)
+    page = BackupsPage(
+        backups=info.backups,
+        window_start=info.window_start(),
+        window_end=now,
+        running=True,
+        running_percent=None,
+        archive=ArchiveStatus(configured=True, active=True, failed_count=1, last_failed_at=now),
+    )
+    assert agent.decode(agent.encode(page)) == page
