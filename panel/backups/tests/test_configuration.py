@@ -54,7 +54,7 @@ def test_the_tabs_figures_cross_to_the_web_and_back() -> None:
     from panel.core import agent
 
     info = pgbackrest.parse_info((Path(__file__).parent / "data" / "info_one_full.json").read_text())
-    now = dt.datetime(2026, 11, 25, 18, 0, tzinfo=dt.timezone.utc)
+    now = dt.datetime(2026, 11, 25, 18, 0, tzinfo=dt.UTC)
     page = BackupsPage(
         backups=info.backups,
         window_start=info.window_start(),
