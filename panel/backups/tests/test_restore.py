@@ -61,6 +61,10 @@ def test_a_new_cluster_archives_and_doadmin_cannot_change_it(fresh: Cluster) -> 
             "ALTER SYSTEM SET archive_command = 'touch /tmp/pwned-%f'",
             "SET archive_command = 'touch /tmp/pwned'",
             "ALTER DATABASE defaultdb SET archive_command = 'x'",
+            "ALTER ROLE doadmin SET archive_command = 'x'",
+            "SELECT set_config('archive_command', 'x', false)",
+            "ALTER SYSTEM SET archive_mode = off",
+            "ALTER SYSTEM RESET ALL",
         ):
             with pytest.raises(psycopg.Error):
                 conn.execute(statement)
