@@ -20,6 +20,7 @@ import logging
 import re
 import shutil
 import time
+from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -299,7 +300,7 @@ def seal_source(source: Cluster) -> None:
     engine.check(result, "pgbackrest check")
 
 
-def _point_restore_command(new: Cluster, scratch: object) -> None:
+def _point_restore_command(new: Cluster, scratch: Path) -> None:
     """pgBackRest wrote a restore_command reading the source's repository, which the new
     cluster's user may not read: point it at the copy in ``scratch``."""
     auto = new.pgdata / "postgresql.auto.conf"
@@ -323,7 +324,7 @@ def wait_promoted(new: Cluster, timeout: float) -> None:
             Cluster.objects.filter(pk=new.pk).update(updated_at=timezone.now())
             beat = time.monotonic()
         if postgres.postmaster_pid(new.pgdata) is None:
-            raise EngineError(f"PostgreSQL stopped during the replay: {postgres._log_tail(new.log_file)}")
+            raise EngineError(f"PostgreSQL stopped during the replay: {_log_tail(new)}")
         try:
             with dbconn.admin_connection(new) as conn:
                 row = conn.execute("SELECT pg_catalog.pg_is_in_recovery()").fetchone()
@@ -333,6 +334,16 @@ def wait_promoted(new: Cluster, timeout: float) -> None:
             pass
         time.sleep(0.5)
     raise EngineError(f"The replay did not end within {timeout:.0f} s.")
+
+
+def _log_tail(new: Cluster, lines: int = 3) -> str:
+    """The server's last FATAL/PANIC lines (why the replay stopped: a target not reached, …)."""
+    try:
+        text = new.log_file.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    important = [line for line in text if "FATAL" in line or "PANIC" in line]
+    return " ".join((important or text)[-lines:])
 
 
 def own_secrets(new: Cluster) -> None:
