@@ -28,9 +28,11 @@ def test_back_up_now_then_fork_from_the_tab(
     page.get_by_role("button", name="Back up now").click()
     expect(page.get_by_text("Backup queued.")).to_be_visible()
     # The tab polls while the job runs, and stops once the backup is listed.
-    expect(page.locator("tr[data-backup]")).to_have_count(1, timeout=120_000)
+    expect(page.locator("tr[data-backup]")).to_have_count(1, timeout=240_000)
     expect(page.locator("[data-window]")).to_contain_text("Restorable from")
-    expect(page.locator("[data-job][data-status='succeeded']")).to_have_count(1)
+    expect(page.locator("[data-job][data-status='succeeded']")).to_have_count(1, timeout=60_000)
+    # Polling stopped with the job: no swap can wipe the form while it is filled in.
+    expect(page.locator("#backups-tab")).not_to_have_attribute("hx-trigger", "every 2s")
     snapshot(page, "backups-0-tab")
     wait_for_htmx(page)
 
@@ -39,7 +41,7 @@ def test_back_up_now_then_fork_from_the_tab(
     page.get_by_role("button", name="Restore").click()
     expect(page).to_have_url(f"{live_server.url}/clusters/{cluster.pk}/backups/")
     link = page.get_by_role("link", name="db-journey-fork")
-    expect(link).to_be_visible(timeout=180_000)
+    expect(link).to_be_visible(timeout=300_000)
     fork = Cluster.objects.get(owner=cluster.owner, name="db-journey-fork")
     try:
         link.click()
