@@ -57,6 +57,23 @@ PANEL_CLUSTER_USER_PREFIX = env_str("PANEL_CLUSTER_USER_PREFIX", "pgc-")
 PANEL_RECONCILE_SECONDS = env_int("PANEL_RECONCILE_SECONDS", 15, minimum=1)
 PANEL_COMMAND_TIMEOUT = env_int("PANEL_COMMAND_TIMEOUT", 120, minimum=5)
 PANEL_METRICS_INTERVAL = env_int("PANEL_METRICS_INTERVAL", 15, minimum=5)
+# Backups (panel/backups): the pgBackRest program, the first full backup queued as soon as a new
+# cluster is online, the hour (UTC) of the daily backup, and the longest a backup or restore may run.
+PANEL_PGBACKREST = env_str("PANEL_PGBACKREST", "pgbackrest")
+PANEL_BACKUP_AFTER_CREATE = env_bool("PANEL_BACKUP_AFTER_CREATE", True)
+PANEL_BACKUP_HOUR = env_int("PANEL_BACKUP_HOUR", 3, minimum=0)
+PANEL_BACKUP_TIMEOUT = env_int("PANEL_BACKUP_TIMEOUT", 6 * 3600, minimum=60)
+# An S3-compatible repository for every cluster instead of the local one (several nodes): set the
+# endpoint (host or host:port, HTTPS) and bucket to use it. The secret key is given encrypted with
+# the panel's key (`manage.py backup encrypt-secret`), never in clear in the environment.
+PANEL_BACKUP_S3_ENDPOINT = env_str("PANEL_BACKUP_S3_ENDPOINT", "")
+PANEL_BACKUP_S3_BUCKET = env_str("PANEL_BACKUP_S3_BUCKET", "")
+PANEL_BACKUP_S3_REGION = env_str("PANEL_BACKUP_S3_REGION", "us-east-1")
+PANEL_BACKUP_S3_KEY = env_str("PANEL_BACKUP_S3_KEY", "")
+PANEL_BACKUP_S3_KEY_SECRET_ENCRYPTED = env_str("PANEL_BACKUP_S3_KEY_SECRET_ENCRYPTED", "")
+PANEL_BACKUP_S3_PATH = env_str("PANEL_BACKUP_S3_PATH", "/pgpanel")
+PANEL_BACKUP_S3_URI_STYLE = env_str("PANEL_BACKUP_S3_URI_STYLE", "host")
+PANEL_BACKUP_S3_VERIFY_TLS = env_bool("PANEL_BACKUP_S3_VERIFY_TLS", True)
 # Storage quotas (panel/quotas): how long "Allow writes" lifts a stop, and the plan's disk as the
 # outer hard limit: read-only from the high watermark until the data is under the low one.
 PANEL_QUOTA_ALLOW_WRITES_SECONDS = env_int("PANEL_QUOTA_ALLOW_WRITES_SECONDS", 900, minimum=60)
@@ -105,6 +122,7 @@ INSTALLED_APPS = [
     "panel.insights",
     "panel.quotas",
     "panel.logs",
+    "panel.backups",
     "benchmarks",
     "panel.api",
 ]
@@ -342,6 +360,14 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": float(PANEL_METRICS_INTERVAL)},
     },
     "rollup-metrics": {"task": "panel.insights.tasks.rollup", "schedule": 300.0},
+    # Backups: each node takes the day's backup of its clusters once PANEL_BACKUP_HOUR has passed
+    # (and a first one of a cluster that has none), checks archiving, expires kept repositories.
+    "backups": {
+        "task": "panel.clusters.tasks.fan_out",
+        "args": ("panel.backups.tasks.periodic", 600.0),
+        "schedule": 600.0,
+        "options": {"expires": 600.0},
+    },
     # Storage quotas: measured and judged on every collection cycle, on each cluster's node.
     "measure-quotas": {
         "task": "panel.clusters.tasks.fan_out",

@@ -63,5 +63,7 @@ STORAGES = {
     **STORAGES,  # noqa: F405
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
+# A new cluster's first backup is taken by the tests that want one (panel/backups/tests).
+PANEL_BACKUP_AFTER_CREATE = False
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = True

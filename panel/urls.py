@@ -32,6 +32,7 @@ urlpatterns = [
     path("clusters/<uuid:cluster_id>/pools/", include("panel.pools.urls")),
     path("clusters/<uuid:cluster_id>/quotas/", include("panel.quotas.urls")),
     path("clusters/<uuid:cluster_id>/logs/", include("panel.logs.urls")),
+    path("clusters/<uuid:cluster_id>/backups/", include("panel.backups.urls")),
     path("", include("panel.insights.urls")),  # /metrics (token auth, no login)
     path("clusters/<uuid:cluster_id>/benchmarks/", include("benchmarks.urls")),
     path("account/", include("panel.api.urls")),

@@ -82,6 +82,8 @@ have sysbench || missing+=(sysbench)
 have redis-server || missing+=(redis-server)
 # gettext's msgfmt: `compilemessages` builds the German catalogue on every run and test.
 have msgfmt || missing+=(gettext)
+# pgBackRest (2.45 in Debian 12) archives every cluster's WAL and takes its backups (panel/backups).
+have pgbackrest || missing+=(pgbackrest)
 if [[ "$mode" == test ]]; then
     have chromium || missing+=(chromium)
 fi

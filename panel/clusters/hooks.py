@@ -131,3 +131,55 @@ def register_metrics(implementation: Metrics) -> None:
 def register_disk_full(implementation: Callable[[Cluster], bool]) -> None:
     global disk_full
     disk_full = implementation
+
+
+# --- the server's configuration, a new cluster (panel.backups) --------------------------------
+
+_server_config: list[Callable[[Cluster], list[str]]] = []
+_after_provision: list[Callable[[Cluster], object]] = []
+
+
+def register_server_config(step: Callable[[Cluster], list[str]]) -> None:
+    """``step(cluster)`` runs whenever the server's configuration is written (creation, start,
+    restart, resize), before the server reads it; it writes files of its own into PGDATA and
+    returns their names, which panel.conf includes after the owner's settings (so they win)."""
+    if step not in _server_config:
+        _server_config.append(step)
+
+
+def server_config(cluster: Cluster) -> list[str]:
+    """Every registered step's files; a step that fails fails the write (and the start)."""
+    names: list[str] = []
+    for step in list(_server_config):
+        names += step(cluster)
+    return names
+
+
+def register_after_provision(step: Callable[[Cluster], object]) -> None:
+    """``step(cluster)`` runs once a new cluster is online (a backup of it, for instance)."""
+    if step not in _after_provision:
+        _after_provision.append(step)
+
+
+def after_provision(cluster: Cluster) -> None:
+    """Every registered step; one that fails is logged and the cluster stays online."""
+    for step in list(_after_provision):
+        try:
+            step(cluster)
+        except Exception:
+            log.exception("after creating cluster %s: %s failed", cluster.pk, getattr(step, "__name__", step))
+
+
+_delete_choices: list[Callable[[Cluster, Any], object]] = []
+
+
+def register_delete_choice(step: Callable[[Cluster, Any], object]) -> None:
+    """``step(cluster, form_data)`` records what the owner chose in the delete form for an app's
+    part of the cluster (keep its backups?) before the deletion is queued."""
+    if step not in _delete_choices:
+        _delete_choices.append(step)
+
+
+def delete_choices(cluster: Cluster, data: Any) -> None:
+    for step in list(_delete_choices):
+        step(cluster, data)

@@ -16,7 +16,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import trigger_client_event
 
-from panel.clusters import attach, ownership, roles, services
+from panel.clusters import attach, hooks, ownership, roles, services
 from panel.clusters.connection import SECRET_FORMATS, connection_box
 from panel.clusters.forms import AttachClusterForm, CreateClusterForm, DeleteClusterForm, NameForm
 from panel.clusters.lib.connstr import ConnectionDetails
@@ -218,6 +218,8 @@ def cluster_delete(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     form = DeleteClusterForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
+            if form.cleaned_data["confirm_name"] == cluster.name:
+                hooks.delete_choices(cluster, request.POST)  # e.g. keep the backups or not
             gone = services.request_delete(cluster, confirm_name=form.cleaned_data["confirm_name"])
         except ServiceError as exc:
             add_service_error(form, exc)

@@ -119,15 +119,18 @@ def run_as(
     timeout: float,
     cwd: Path | None = None,
     join: Sequence[Path] = (),
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run a program to completion as ``user``, from an argument list, in its own session, with a
     minimal environment and a timeout (PgBouncer's supervisor uses it too). ``join``: the
-    ``cgroup.procs`` files of the cgroups it (and all it starts) runs in (panel/core/cgexec.py)."""
+    ``cgroup.procs`` files of the cgroups it (and all it starts) runs in (panel/core/cgexec.py).
+    ``env``: variables added to the minimal environment (e.g. ``PGPASSFILE``)."""
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": user.home,
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
+        **(env or {}),
     }
     args, kwargs = spawn_in(user, args, join)
     log.debug("running %s", args[0])

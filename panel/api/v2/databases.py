@@ -12,6 +12,7 @@ from ninja.responses import Status
 from panel.api import services
 from panel.api.models import Scope
 from panel.api.services import resources
+from panel.api.v2 import backups as backups_api
 from panel.api.v2.auth import caller
 from panel.api.v2.common import ERRORS, WRITE_ERRORS, Pagination, owned_cluster, page_of
 from panel.api.v2.schemas import (
@@ -50,6 +51,12 @@ def list_databases(request: HttpRequest, pagination: Query[Pagination]) -> dict[
 @router.post("", response={201: DatabaseOut, **WRITE_ERRORS}, summary="Create a new database cluster")
 def create_database(request: HttpRequest, payload: DatabaseCreateIn) -> Status[dict[str, Any]]:
     user, token = caller(request, Scope.CREATE)
+    if payload.backup_restore is not None:
+        cluster = backups_api.restore_database(user, payload)
+        return Status(
+            201,
+            {"database": services.database(cluster, with_password=token.has_scope(Scope.VIEW_CREDENTIALS))},
+        )
     cluster = services.create_database(
         user,
         name=payload.name,

@@ -9,6 +9,14 @@ import uuid
 from ninja import Schema
 
 
+class BackupRestoreIn(Schema):
+    """Restore another cluster of the caller's (by name) at ``backup_created_at`` (any moment of
+    its recovery window; none: the latest point) instead of making an empty one."""
+
+    database_name: str
+    backup_created_at: dt.datetime | None = None
+
+
 class DatabaseCreateIn(Schema):
     """A new cluster, as the managed service's create call sends it (other fields are ignored)."""
 
@@ -18,6 +26,16 @@ class DatabaseCreateIn(Schema):
     region: str | None = None
     size: str
     num_nodes: int = 1
+    backup_restore: BackupRestoreIn | None = None
+
+
+class BackupOut(Schema):
+    created_at: dt.datetime
+    size_gigabytes: float
+
+
+class BackupListOut(Schema):
+    backups: list[BackupOut]
 
 
 class Error(Schema):

@@ -30,7 +30,7 @@ from django.utils.translation import gettext_lazy
 from psycopg import sql
 
 from panel import crypto
-from panel.clusters import dbconn, isolation
+from panel.clusters import dbconn, hooks, isolation
 from panel.clusters.engine import guard, postgres
 from panel.clusters.lib import tls, tunables
 from panel.clusters.lib.pgconf import ServerSettings, loads_guard
@@ -207,6 +207,7 @@ def record(job: Provisioning) -> None:
     isolation.refresh_server_auth(cluster)  # PgBouncer may log in as the admin user
     cluster.mark_online()
     cluster.log_event("online", Message(N_("Cluster is online on port %(port)s."), port=cluster.port))
+    hooks.after_provision(cluster)
 
 
 # (progress in %, what the page shows while the step runs, the step); no label: progress unchanged.
@@ -276,7 +277,8 @@ def write_server_config(cluster: Cluster) -> bool:
         log_dir=str(cluster.log_file.parent),
         preload_libraries=(str(library),),
         reserved_roles=guard.reserved_roles(),
-        includes=(SETTINGS_FILE,),
+        # The apps' files (archiving, panel.backups) after the owner's: theirs win.
+        includes=(SETTINGS_FILE, *hooks.server_config(cluster)),
     )
     runas.make_private_dir(cluster.log_file.parent, user)
     runas.write_private_file(cluster.pgdata / SETTINGS_FILE, tunables.render(cluster.config), owner=user)

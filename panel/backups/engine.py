@@ -1,0 +1,248 @@
+"""The pgBackRest runner: the only module that spawns pgBackRest.
+
+Each cluster has its own configuration, repository, log and lock directories under
+``PANEL_DATA_DIR/backups/<cluster id>/`` (0700, the cluster's system user), outside the cluster's
+data root so that a deleted cluster's backups can be kept for their retention period. pgBackRest
+runs as the cluster's user, from an argument list, with a timeout; it logs in to the server over
+the cluster's socket as the panel's superuser, whose password it reads from a 0600 passfile
+(``PGPASSFILE``), never from argv. Only a restore runs as root: it reads the source's repository
+and writes the new cluster's data directory, which is then given to the new cluster's user.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+
+from panel import crypto
+from panel.backups.lib import pgbackrest
+from panel.clusters.engine import postgres
+from panel.clusters.models import Cluster
+from panel.core import runas
+from panel.core.runas import EngineError, OsUser
+
+log = logging.getLogger(__name__)
+
+# What PostgreSQL reads after the owner's settings.conf (panel/clusters/services/provision.py).
+SERVER_FILE = "backup.conf"
+
+
+@dataclass(frozen=True)
+class Paths:
+    """A cluster's backup files."""
+
+    root: Path
+
+    @property
+    def config(self) -> Path:
+        return self.root / "pgbackrest.conf"
+
+    @property
+    def passfile(self) -> Path:
+        return self.root / "pgpass"
+
+    @property
+    def repo(self) -> Path:
+        return self.root / "repo"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.root / "log"
+
+    @property
+    def lock_dir(self) -> Path:
+        return self.root / "lock"
+
+
+def backups_dir() -> Path:
+    return Path(settings.PANEL_DATA_DIR) / "backups"
+
+
+def paths_for(cluster_id_hex: str) -> Paths:
+    return Paths(backups_dir() / cluster_id_hex)
+
+
+def paths(cluster: Cluster) -> Paths:
+    return paths_for(cluster.id.hex)
+
+
+def program() -> str:
+    found = shutil.which(settings.PANEL_PGBACKREST) if not os.path.isabs(settings.PANEL_PGBACKREST) else None
+    path = found or settings.PANEL_PGBACKREST
+    if not os.path.isfile(path):
+        raise EngineError(
+            f"pgBackRest was not found ({settings.PANEL_PGBACKREST}); install the 'pgbackrest' package."
+        )
+    return path
+
+
+def s3_repository() -> pgbackrest.S3Repository | None:
+    """The S3-compatible repository the settings name (None: each cluster's local one)."""
+    if not settings.PANEL_BACKUP_S3_ENDPOINT:
+        return None
+    host, _sep, port = settings.PANEL_BACKUP_S3_ENDPOINT.partition(":")
+    return pgbackrest.S3Repository(
+        endpoint=host,
+        port=int(port) if port else None,
+        bucket=settings.PANEL_BACKUP_S3_BUCKET,
+        region=settings.PANEL_BACKUP_S3_REGION,
+        key=settings.PANEL_BACKUP_S3_KEY,
+        key_secret=crypto.decrypt(settings.PANEL_BACKUP_S3_KEY_SECRET_ENCRYPTED),
+        path=settings.PANEL_BACKUP_S3_PATH,
+        verify_tls=settings.PANEL_BACKUP_S3_VERIFY_TLS,
+        uri_style=settings.PANEL_BACKUP_S3_URI_STYLE,
+    )
+
+
+def repo_config(cluster: Cluster, where: Paths) -> pgbackrest.RepoConfig:
+    s3 = s3_repository()
+    return pgbackrest.RepoConfig(
+        # In a bucket: a prefix of the cluster's own (the bucket is shared by every node).
+        repo_path=cluster.id.hex if s3 else str(where.repo),
+        s3=s3,
+        log_path=str(where.log_dir),
+        lock_path=str(where.lock_dir),
+        pg_path=str(cluster.pgdata),
+        pg_port=int(cluster.port or 0),
+        pg_socket_path=str(cluster.socket_dir),
+        pg_user=settings.PANEL_SUPERUSER,
+    )
+
+
+def write_files(cluster: Cluster, user: OsUser) -> Paths:
+    """The cluster's pgbackrest.conf, passfile and directories, and the archiving settings in its
+    data directory (``backup.conf``), each written atomically where it changed."""
+    where = paths(cluster)
+    for directory in (backups_dir(),):
+        directory.mkdir(parents=True, exist_ok=True)
+        os.chmod(directory, 0o711)
+    runas.make_private_dir(where.root, user)
+    for directory in (where.repo, where.log_dir, where.lock_dir):
+        runas.make_private_dir(directory, user)
+    _write_if_changed(where.config, pgbackrest.render_config(repo_config(cluster, where)), user)
+    # host:port:database:user:password, over the socket (its directory as the host).
+    line = ":".join(
+        part.replace("\\", "\\\\").replace(":", "\\:")
+        for part in (str(cluster.socket_dir), str(cluster.port), "*", settings.PANEL_SUPERUSER)
+    )
+    secret = cluster.superuser_password.replace("\\", "\\\\").replace(":", "\\:")
+    _write_if_changed(where.passfile, f"{line}:{secret}\n", user)
+    _write_if_changed(
+        cluster.pgdata / SERVER_FILE, pgbackrest.archive_settings(program(), str(where.config)), user
+    )
+    return where
+
+
+def _write_if_changed(path: Path, content: str, user: OsUser) -> None:
+    try:
+        if path.read_text() == content:
+            return
+    except OSError:
+        pass
+    runas.write_private_file(path, content, owner=user)
+
+
+def run(cluster: Cluster, action: str, *options: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """One pgBackRest call on the cluster's stanza, as its user."""
+    where = paths(cluster)
+    argv = pgbackrest.command(program(), str(where.config), action, *options)
+    return runas.run_as(
+        cluster.os_user(), argv, timeout=timeout, cwd=where.root, env={"PGPASSFILE": str(where.passfile)}
+    )
+
+
+def check(result: subprocess.CompletedProcess[str], what: str) -> None:
+    if result.returncode != 0:
+        raise EngineError(
+            f"{what} failed: {pgbackrest.error_text(result.stderr, result.stdout, result.returncode)}"
+        )
+
+
+def info(cluster: Cluster, *, timeout: float = 30) -> pgbackrest.StanzaInfo:
+    if not paths(cluster).config.is_file():
+        return pgbackrest.StanzaInfo(status_code=1, status_message="not configured")
+    result = run(cluster, "info", "--output=json", timeout=timeout)
+    check(result, "pgbackrest info")
+    return pgbackrest.parse_info(result.stdout)
+
+
+def restore(source: Cluster, pgdata: Path, scratch: Path, options: list[str], *, timeout: float) -> None:
+    """``pgbackrest restore`` of the source's stanza into ``pgdata`` (an empty 0700 directory), as
+    root: the caller gives the files to the new cluster's user. Locks and logs of this run go to
+    ``scratch``, so nothing of the source's changes owner."""
+    where = paths(source)
+    for directory in (scratch / "lock", scratch / "log"):
+        directory.mkdir(parents=True, exist_ok=True)
+        os.chmod(directory, 0o700)
+    argv = pgbackrest.command(
+        program(),
+        str(where.config),
+        "restore",
+        f"--pg1-path={pgdata}",
+        f"--lock-path={scratch / 'lock'}",
+        f"--log-path={scratch / 'log'}",
+        "--log-level-file=off",
+        *options,
+    )
+    result = runas.run_as(runas.current_user(), argv, timeout=timeout, cwd=scratch)
+    check(result, "pgbackrest restore")
+
+
+def copy_archive(source: Cluster, destination: Path, first_segment: str) -> None:
+    """The source's archived WAL from ``first_segment`` on (and its history files), copied into a
+    repository of the new cluster's own: its server replays them as its own user, who may not
+    read the source's repository."""
+    origin = paths(source).repo / "archive" / pgbackrest.STANZA
+    target = destination / "archive" / pgbackrest.STANZA
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        if Path(directory) == origin:
+            return set()
+        return {
+            name
+            for name in names
+            if not os.path.isdir(os.path.join(directory, name))
+            and not name.endswith(".history")
+            and name[:24] < first_segment[:24]
+        }
+
+    shutil.copytree(origin, target, ignore=ignore)
+
+
+def restore_config(repo: Path, scratch: Path, pgdata: Path, source: Cluster | None = None) -> str:
+    """The configuration a restored server's ``restore_command`` reads (archive-get only): the
+    local copy of the WAL, or, with an S3 repository, the source's prefix in the bucket."""
+    if source is not None and s3_repository() is not None:
+        conf = repo_config(source, paths(source))
+        return pgbackrest.render_config(
+            pgbackrest.RepoConfig(
+                repo_path=conf.repo_path,
+                log_path=str(scratch / "log"),
+                lock_path=str(scratch / "lock"),
+                pg_path=str(pgdata),
+                pg_port=conf.pg_port,
+                pg_socket_path=conf.pg_socket_path,
+                pg_user=conf.pg_user,
+                s3=conf.s3,
+            )
+        )
+    return (
+        "[global]\n"
+        f"repo1-path={repo}\n"
+        f"log-path={scratch / 'log'}\n"
+        f"lock-path={scratch / 'lock'}\n"
+        "log-level-console=warn\n"
+        "log-level-file=off\n"
+        f"\n[{pgbackrest.STANZA}]\n"
+        f"pg1-path={pgdata}\n"
+    )
+
+
+def remove(cluster_id_hex: str) -> None:
+    postgres.remove_data(paths_for(cluster_id_hex).root)

@@ -1,0 +1,1 @@
+"""Backups: archiving (``archiving``), backups (``backups``), restores and forks (``restore``)."""

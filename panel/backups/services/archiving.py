@@ -1,0 +1,164 @@
+"""Continuous archiving of every local cluster: its pgBackRest files written with the server's
+configuration (a hook of panel.clusters), its stanza created once it is online, and what
+``pg_stat_archiver`` says of it (a failing ``archive_command`` becomes an alert and a banner)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+from django.utils.translation import gettext as _
+
+from panel.backups import engine
+from panel.clusters import dbconn, hooks
+from panel.clusters.models import Cluster, EventLevel
+from panel.core.agent import on_node
+from panel.core.errors import ServiceError
+from panel.core.runas import EngineError
+from panel.insights import alerts
+
+log = logging.getLogger(__name__)
+
+
+def register() -> None:
+    hooks.register_server_config(server_config)
+    hooks.register_after_provision(after_provision)
+    from panel.backups.services import retention
+
+    hooks.register_before_teardown(retention.before_teardown)
+    hooks.register_delete_choice(retention.delete_choice)
+
+
+def server_config(cluster: Cluster) -> list[str]:
+    """The hook run whenever a local cluster's configuration is written: its pgBackRest files and
+    ``backup.conf`` (archive_mode, archive_command, archive_timeout). A machine without pgBackRest
+    runs its clusters without archiving (said in the log), rather than not at all."""
+    if not cluster.is_local:
+        return []
+    try:
+        engine.program()
+    except EngineError as exc:
+        log.warning("cluster %s runs without WAL archiving: %s", cluster.pk, exc)
+        return []
+    engine.write_files(cluster, cluster.os_user())
+    return [engine.SERVER_FILE]
+
+
+def ensure_stanza(cluster: Cluster) -> None:
+    """``stanza-create`` (it does nothing on a stanza that exists for this server)."""
+    result = engine.run(cluster, "stanza-create", timeout=settings.PANEL_COMMAND_TIMEOUT)
+    engine.check(result, "pgbackrest stanza-create")
+
+
+def after_provision(cluster: Cluster) -> None:
+    """A new cluster's stanza, and its first full backup queued."""
+    if not (cluster.pgdata / engine.SERVER_FILE).is_file():
+        return
+    ensure_stanza(cluster)
+    cluster.log_event("archiving", _("WAL archiving to the cluster's backup repository is on."))
+    if settings.PANEL_BACKUP_AFTER_CREATE:
+        from panel.backups.services import backups
+
+        try:
+            backups.request_backup(cluster, "full", scheduled=True)
+        except ServiceError as exc:
+            log.warning("first backup of %s not queued: %s", cluster.pk, exc.message)
+
+
+@dataclass(frozen=True)
+class ArchiveStatus:
+    """Whether the running server archives to its repository, and how that goes."""
+
+    configured: bool  # backup.conf is written
+    active: bool  # the running server archives with the panel's command
+    archived_count: int = 0
+    failed_count: int = 0
+    last_archived_wal: str = ""
+    last_archived_at: dt.datetime | None = None
+    last_failed_wal: str = ""
+    last_failed_at: dt.datetime | None = None
+
+    serving: bool = True
+
+    @property
+    def needs_restart(self) -> bool:
+        """A running server that does not archive (created before backups, or its archiving
+        settings written since): archive_mode only changes with a restart."""
+        return self.serving and not self.active
+
+    @property
+    def failing(self) -> bool:
+        """The last attempt failed: nothing archived since (pg_wal grows meanwhile)."""
+        if self.last_failed_at is None:
+            return False
+        return self.last_archived_at is None or self.last_failed_at > self.last_archived_at
+
+
+@on_node()
+def archive_status(cluster: Cluster) -> ArchiveStatus:
+    """What the running server says (its settings and ``pg_stat_archiver``)."""
+    configured = cluster.is_local and (cluster.pgdata / engine.SERVER_FILE).is_file()
+    if not cluster.is_serving:
+        return ArchiveStatus(configured=configured, active=False, serving=False)
+    wanted = engine.paths(cluster).config
+    try:
+        with dbconn.admin_connection(cluster) as conn:
+            mode = conn.execute("SELECT pg_catalog.current_setting('archive_mode')").fetchone()
+            command = conn.execute("SELECT pg_catalog.current_setting('archive_command')").fetchone()
+            row = conn.execute(
+                "SELECT archived_count, failed_count, coalesce(last_archived_wal, ''), last_archived_time,"
+                " coalesce(last_failed_wal, ''), last_failed_time FROM pg_catalog.pg_stat_archiver"
+            ).fetchone()
+    except dbconn.DatabaseError as exc:
+        raise ServiceError(str(exc)) from None
+    active = bool(mode and mode[0] == "on" and command and f"--config={wanted} " in command[0])
+    assert row is not None
+    return ArchiveStatus(
+        configured=configured,
+        active=active,
+        archived_count=int(row[0]),
+        failed_count=int(row[1]),
+        last_archived_wal=row[2],
+        last_archived_at=row[3],
+        last_failed_wal=row[4],
+        last_failed_at=row[5],
+    )
+
+
+def check_archiving(cluster: Cluster) -> ArchiveStatus | None:
+    """The periodic look: a failing archive_command is an event (once per failure) and a banner
+    on the cluster's pages while it lasts (``ArchiveHealth``); so is a restart still needed."""
+    try:
+        status = archive_status(cluster)
+    except ServiceError:
+        return None
+    record_health(cluster, status)
+    return status
+
+
+def record_health(cluster: Cluster, status: ArchiveStatus) -> None:
+    from django.utils import timezone
+
+    from panel.backups.models import ArchiveHealth
+
+    health, _created = ArchiveHealth.objects.get_or_create(cluster=cluster)
+    if status.failing and not health.failing:
+        health.failing_since = timezone.now()
+        message = _(
+            "WAL archiving fails (segment %(wal)s): the WAL piles up on the cluster's disk and recent "
+            "changes cannot be restored until it works again."
+        ) % {"wal": status.last_failed_wal}
+        cluster.log_event("archive-failed", message, EventLevel.ERROR)
+        # The alert channel of Insights: the owner's email.
+        transaction.on_commit(lambda: alerts.notify_owner(cluster, _("WAL archiving"), message))
+    elif health.failing and not status.failing:
+        health.failing_since = None
+        cluster.log_event("archive-recovered", _("WAL archiving works again."))
+    health.failing = status.failing
+    health.needs_restart = status.needs_restart
+    health.last_failed_wal = status.last_failed_wal
+    health.checked_at = timezone.now()
+    health.save()

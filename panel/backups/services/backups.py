@@ -1,0 +1,190 @@
+"""Backups of a cluster: "Back up now" and the scheduled ones (a row, a task on the cluster's
+node), taking one in the foreground, and what the Backups tab shows."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from panel.backups import engine
+from panel.backups.lib import pgbackrest
+from panel.backups.models import BackupJob, JobKind, JobStatus
+from panel.backups.services.archiving import ArchiveStatus, archive_status
+from panel.clusters.models import Cluster, EventLevel
+from panel.core.agent import on_node
+from panel.core.errors import ServiceError
+from panel.core.runas import EngineError
+from panel.core.taskqueue import enqueue_task
+
+log = logging.getLogger(__name__)
+
+SCHEDULE_TEXT = _(
+    "Daily at %(hour)02d:00 UTC: a full backup on Sundays, a differential one on the other days; "
+    "backups are kept for %(days)d days, with the WAL to restore to any moment in between."
+)
+
+
+def schedule_text() -> str:
+    return str(SCHEDULE_TEXT) % {"hour": settings.PANEL_BACKUP_HOUR, "days": pgbackrest.RETENTION_DAYS}
+
+
+def active_job(cluster: Cluster) -> BackupJob | None:
+    return cluster.backup_jobs.filter(status__in=(JobStatus.QUEUED, JobStatus.RUNNING)).first()
+
+
+def request_backup(cluster: Cluster, backup_type: str = "full", *, scheduled: bool = False) -> BackupJob:
+    """Queue a backup on the cluster's node (the web's "Back up now", the schedule)."""
+    if not cluster.is_local:
+        raise ServiceError(_("The panel backs up the clusters it runs, not attached servers."))
+    if backup_type not in pgbackrest.BACKUP_TYPES:
+        raise ServiceError(_("Unknown backup type %(t)s.") % {"t": backup_type}, field="backup_type")
+    cluster.require_serving()
+    if active_job(cluster) is not None:
+        raise ServiceError(_("A backup or restore of this cluster is already running."))
+    job = BackupJob.objects.create(
+        cluster=cluster, kind=JobKind.BACKUP, backup_type=backup_type, scheduled=scheduled
+    )
+    try:
+        enqueue_task(
+            "panel.backups.tasks.backup",
+            str(job.pk),
+            queue=cluster.tasks_queue,
+            time_limit=settings.PANEL_BACKUP_TIMEOUT,
+        )
+    except ServiceError:
+        job.delete()
+        raise
+    return job
+
+
+def create_backup(cluster: Cluster, backup_type: str = "full") -> BackupJob:
+    """Take a backup in the foreground (the command line): a row, then ``perform_backup``."""
+    cluster.require_serving()
+    if active_job(cluster) is not None:
+        raise ServiceError(_("A backup or restore of this cluster is already running."))
+    job = BackupJob.objects.create(cluster=cluster, kind=JobKind.BACKUP, backup_type=backup_type)
+    perform_backup(job.pk)
+    job.refresh_from_db()
+    if job.status == JobStatus.FAILED:
+        raise ServiceError(job.error_message)
+    return job
+
+
+def perform_backup(job_id: int) -> BackupJob | None:
+    """The worker's half: ``pgbackrest backup`` as the cluster's user (expiring what the
+    retention no longer needs), the job succeeded with the backup's label, or failed with
+    pgBackRest's words."""
+    job = BackupJob.objects.select_related("cluster").filter(pk=job_id).first()
+    if job is None or not job.claim():
+        return job
+    cluster = job.cluster
+    try:
+        status = archive_status(cluster)
+        if not status.active:
+            raise EngineError(
+                _("WAL archiving is not active on the running server; restart the cluster to enable backups.")
+            )
+        result = engine.run(
+            cluster, "backup", f"--type={job.backup_type}", timeout=settings.PANEL_BACKUP_TIMEOUT
+        )
+        engine.check(result, "pgbackrest backup")
+        latest = engine.info(cluster).latest()
+    except (EngineError, ServiceError, OSError) as exc:
+        reason = getattr(exc, "message", None) or str(exc)
+        job.fail(reason)
+        cluster.log_event(
+            "backup-failed", _("Backup failed: %(reason)s") % {"reason": reason}, EventLevel.ERROR
+        )
+        return job
+    job.succeed(latest.label if latest else "")
+    cluster.log_event(
+        "backup",
+        _("%(type)s backup %(label)s taken.") % {"type": job.backup_type.capitalize(), "label": job.label},
+    )
+    return job
+
+
+# --- what the tab shows ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BackupsPage:
+    """The Backups tab: the repository's backups (newest first), the recovery window, a running
+    backup's progress, and how archiving goes."""
+
+    backups: list[pgbackrest.BackupSet] = field(default_factory=list)
+    window_start: dt.datetime | None = None
+    window_end: dt.datetime | None = None
+    running: bool = False
+    running_percent: int | None = None
+    archive: ArchiveStatus | None = None
+    problem: str = ""
+
+
+@on_node()
+def page(cluster: Cluster) -> BackupsPage:
+    """Read on the cluster's node: ``pgbackrest info`` and ``pg_stat_archiver``."""
+    try:
+        info = engine.info(cluster)
+    except (EngineError, OSError) as exc:
+        return BackupsPage(problem=str(exc))
+    archive = None
+    try:
+        archive = archive_status(cluster)
+    except ServiceError as exc:
+        return BackupsPage(backups=list(reversed(info.backups)), problem=exc.message)
+    start = info.window_start()
+    return BackupsPage(
+        backups=list(reversed(info.backups)),
+        window_start=start,
+        window_end=recovery_end(archive) if start else None,
+        running=info.running is not None,
+        running_percent=info.running.percent if info.running else None,
+        archive=archive,
+    )
+
+
+def recovery_end(archive: ArchiveStatus | None) -> dt.datetime:
+    """The latest moment a restore reaches: now, while archiving works (the restore switches the
+    WAL segment first); else the last segment archived."""
+    if archive is not None and archive.active and not archive.failing:
+        return timezone.now()
+    if archive is not None and archive.last_archived_at is not None:
+        return archive.last_archived_at
+    return timezone.now()
+
+
+def scheduled_round(now: dt.datetime | None = None) -> list[str]:
+    """The periodic job on one node: each serving cluster with no backup gets a full one; after
+    PANEL_BACKUP_HOUR each gets the day's (full on Sundays, differential otherwise) unless it
+    has one from today; failing archiving is reported."""
+    from panel.backups.services.archiving import check_archiving
+
+    now = now or timezone.now()
+    notes = []
+    for cluster in Cluster.objects.here().select_related("node"):
+        if not cluster.is_serving:
+            continue
+        status = check_archiving(cluster)
+        if status is None or not status.active or active_job(cluster) is not None:
+            continue
+        done = cluster.backup_jobs.filter(kind=JobKind.BACKUP, status=JobStatus.SUCCEEDED)
+        has_full = done.filter(backup_type="full").exists()
+        due = not has_full
+        if now.hour >= settings.PANEL_BACKUP_HOUR:
+            today = now.replace(hour=0, minute=0, second=0, microsecond=0)
+            due = due or not done.filter(finished_at__gte=today).exists()
+        if not due:
+            continue
+        kind = pgbackrest.backup_type_for(now.date(), has_full)
+        try:
+            request_backup(cluster, kind, scheduled=True)
+            notes.append(f"{cluster.name}: {kind} backup queued")
+        except ServiceError as exc:
+            notes.append(f"{cluster.name}: {exc.message}")
+    return notes
