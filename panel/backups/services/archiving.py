@@ -16,7 +16,7 @@ from panel.backups import engine
 from panel.clusters import dbconn, hooks
 from panel.clusters.models import Cluster, EventLevel
 from panel.core.agent import on_node
-from panel.core.errors import ServiceError
+from panel.core.errors import N_, Message, ServiceError
 from panel.core.runas import EngineError
 from panel.insights import alerts
 
@@ -58,7 +58,7 @@ def after_provision(cluster: Cluster) -> None:
     if not (cluster.pgdata / engine.SERVER_FILE).is_file():
         return
     ensure_stanza(cluster)
-    cluster.log_event("archiving", _("WAL archiving to the cluster's backup repository is on."))
+    cluster.log_event("archiving", Message(N_("WAL archiving to the cluster's backup repository is on.")))
     if settings.PANEL_BACKUP_AFTER_CREATE:
         from panel.backups.services import backups
 
@@ -156,7 +156,7 @@ def record_health(cluster: Cluster, status: ArchiveStatus) -> None:
         transaction.on_commit(lambda: alerts.notify_owner(cluster, _("WAL archiving"), message))
     elif health.failing and not status.failing:
         health.failing_since = None
-        cluster.log_event("archive-recovered", _("WAL archiving works again."))
+        cluster.log_event("archive-recovered", Message(N_("WAL archiving works again.")))
     health.failing = status.failing
     health.needs_restart = status.needs_restart
     health.last_failed_wal = status.last_failed_wal

@@ -17,7 +17,7 @@ from panel.backups.models import BackupJob, JobKind, JobStatus
 from panel.backups.services.archiving import ArchiveStatus, archive_status
 from panel.clusters.models import Cluster, EventLevel
 from panel.core.agent import on_node
-from panel.core.errors import ServiceError
+from panel.core.errors import N_, Message, ServiceError
 from panel.core.runas import EngineError
 from panel.core.taskqueue import enqueue_task
 
@@ -40,12 +40,23 @@ def active_job(cluster: Cluster) -> BackupJob | None:
 def request_backup(cluster: Cluster, backup_type: str = "full", *, scheduled: bool = False) -> BackupJob:
     """Queue a backup on the cluster's node (the web's "Back up now", the schedule)."""
     if not cluster.is_local:
-        raise ServiceError(_("The panel backs up the clusters it runs, not attached servers."))
+        raise ServiceError(
+            N_("The panel backs up the clusters it runs, not attached servers."),
+            code="backup.unsupported",
+            params={},
+        )
     if backup_type not in pgbackrest.BACKUP_TYPES:
-        raise ServiceError(_("Unknown backup type %(t)s.") % {"t": backup_type}, field="backup_type")
+        raise ServiceError(
+            N_("Unknown backup type %(t)s."),
+            field="backup_type",
+            code="backup.type_unknown",
+            params={"t": backup_type},
+        )
     cluster.require_serving()
     if active_job(cluster) is not None:
-        raise ServiceError(_("A backup or restore of this cluster is already running."))
+        raise ServiceError(
+            N_("A backup or restore of this cluster is already running."), code="backup.busy", params={}
+        )
     job = BackupJob.objects.create(
         cluster=cluster, kind=JobKind.BACKUP, backup_type=backup_type, scheduled=scheduled
     )
@@ -66,7 +77,9 @@ def create_backup(cluster: Cluster, backup_type: str = "full") -> BackupJob:
     """Take a backup in the foreground (the command line): a row, then ``perform_backup``."""
     cluster.require_serving()
     if active_job(cluster) is not None:
-        raise ServiceError(_("A backup or restore of this cluster is already running."))
+        raise ServiceError(
+            N_("A backup or restore of this cluster is already running."), code="backup.busy", params={}
+        )
     job = BackupJob.objects.create(cluster=cluster, kind=JobKind.BACKUP, backup_type=backup_type)
     perform_backup(job.pk)
     job.refresh_from_db()
@@ -98,13 +111,13 @@ def perform_backup(job_id: int) -> BackupJob | None:
         reason = getattr(exc, "message", None) or str(exc)
         job.fail(reason)
         cluster.log_event(
-            "backup-failed", _("Backup failed: %(reason)s") % {"reason": reason}, EventLevel.ERROR
+            "backup-failed", Message(N_("Backup failed: %(reason)s"), reason=reason), EventLevel.ERROR
         )
         return job
     job.succeed(latest.label if latest else "")
     cluster.log_event(
         "backup",
-        _("%(type)s backup %(label)s taken.") % {"type": job.backup_type.capitalize(), "label": job.label},
+        Message(N_("%(type)s backup %(label)s taken."), type=job.backup_type.capitalize(), label=job.label),
     )
     return job
 

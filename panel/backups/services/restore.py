@@ -42,7 +42,7 @@ from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser
 from panel.clusters.services import create_cluster, lifecycle, provision
 from panel.clusters.services.create import new_password
 from panel.core import runas
-from panel.core.errors import ServiceError
+from panel.core.errors import N_, Message, ServiceError
 from panel.core.runas import EngineError
 from panel.core.taskqueue import enqueue_task
 
@@ -64,32 +64,51 @@ def prepare_restore(
     """Check what can be checked before anything is made (each refusal names its field), then
     record the new cluster (``creating``), its origin and the restore job."""
     if not source.is_local:
-        raise ServiceError(_("Only clusters the panel runs have backups."))
+        raise ServiceError(
+            N_("Only clusters the panel runs have backups."), code="backup.unsupported", params={}
+        )
     source.require_serving()
     if active_job(source) is not None:
         raise ServiceError(
-            _("A backup or restore of this cluster is already running; try again when it ends.")
+            N_("A backup or restore of this cluster is already running; try again when it ends."),
+            code="backup.busy",
+            params={},
         )
     overview = page(source)
     if overview.problem:
         raise ServiceError(
-            _("The backup repository cannot be read: %(reason)s") % {"reason": overview.problem}
+            N_("The backup repository cannot be read: %(reason)s"),
+            code="backup.repository_unreadable",
+            params={"reason": overview.problem},
         )
     if overview.archive is None or not overview.archive.active:
-        raise ServiceError(_("WAL archiving is not active on this cluster; restart it to enable backups."))
+        raise ServiceError(
+            N_("WAL archiving is not active on this cluster; restart it to enable backups."),
+            code="backup.archiving_inactive",
+            params={},
+        )
     if overview.window_start is None or not overview.backups:
-        raise ServiceError(_("The cluster has no backup yet; back it up first."), field="time")
+        raise ServiceError(
+            N_("The cluster has no backup yet; back it up first."),
+            field="time",
+            code="backup.none_yet",
+            params={},
+        )
     if target_time is not None:
         if target_time.tzinfo is None:
             target_time = target_time.replace(tzinfo=dt.UTC)
         end = overview.window_end or timezone.now()
         if not pgbackrest.in_window(target_time, overview.window_start, end):
             raise ServiceError(
-                _(
+                N_(
                     "Choose a time between %(start)s and %(end)s (UTC): the cluster can be restored to that window only."
-                )
-                % {"start": f"{overview.window_start:%Y-%m-%d %H:%M:%S}", "end": f"{end:%Y-%m-%d %H:%M:%S}"},
+                ),
                 field="time",
+                code="backup.time_outside_window",
+                params={
+                    "start": f"{overview.window_start:%Y-%m-%d %H:%M:%S}",
+                    "end": f"{end:%Y-%m-%d %H:%M:%S}",
+                },
             )
     plan_slug = plan_slug or source.plan_slug
     try:
@@ -99,11 +118,12 @@ def prepare_restore(
     needed = max(b.size for b in overview.backups)
     if needed > plan.disk_bytes:
         raise ServiceError(
-            _(
+            N_(
                 "The plan %(plan)s has %(disk)s GB of disk; the cluster's data needs %(size)s bytes. Choose a larger plan."
-            )
-            % {"plan": plan_slug, "disk": plan.disk_gb, "size": needed},
+            ),
             field="plan",
+            code="backup.plan_too_small",
+            params={"plan": plan_slug, "disk": plan.disk_gb, "size": needed},
         )
     assert source.node is not None
     # On the source's node: its repository is there.
@@ -189,7 +209,7 @@ def perform_restore(job_id: int) -> BackupJob | None:
         job.fail(reason)
         source.log_event(
             "restore-failed",
-            _("Restore into “%(name)s” failed: %(reason)s") % {"name": job.target_name, "reason": reason},
+            Message(N_("Restore into “%(name)s” failed: %(reason)s"), name=job.target_name, reason=reason),
             EventLevel.ERROR,
         )
         return job
@@ -282,11 +302,15 @@ def _pipeline(job: BackupJob, source: Cluster, new: Cluster) -> None:
     when = f"{origin.target_time:%Y-%m-%d %H:%M:%S} UTC" if origin.target_time else _("the latest point")
     new.log_event(
         "restored",
-        _("Restored from “%(source)s” at %(when)s; online on port %(port)s.")
-        % {"source": source.name, "when": when, "port": new.port},
+        Message(
+            N_("Restored from “%(source)s” at %(when)s; online on port %(port)s."),
+            source=source.name,
+            when=when,
+            port=new.port,
+        ),
     )
     source.log_event(
-        "restored-into", _("Restored into “%(name)s” at %(when)s.") % {"name": new.name, "when": when}
+        "restored-into", Message(N_("Restored into “%(name)s” at %(when)s."), name=new.name, when=when)
     )
 
 
