@@ -184,7 +184,15 @@ def test_clusters_pools_and_benchmarks_run_on_their_own_node(
         on_a.error_message,
     )
     # Each was provisioned by its own node's worker, into its own node's data directory and ports.
-    assert b.served("panel.clusters.tasks.provision") == 1 and a.served("panel.clusters.tasks.provision") == 1
+    # (The task ends a little after the cluster is online: its backups stanza comes after.)
+    wait_for(
+        lambda: (
+            b.served("panel.clusters.tasks.provision") == 1
+            and a.served("panel.clusters.tasks.provision") == 1
+        ),
+        60,
+        "each provisioning task finished on its own node",
+    )
     assert (b.data_dir / "clusters" / on_b.pk.hex / "pgdata").is_dir()
     assert not (a.data_dir / "clusters" / on_b.pk.hex).exists()
     assert not (Path(django_settings.PANEL_DATA_DIR) / "clusters" / on_b.pk.hex).exists()

@@ -28,6 +28,13 @@ class JobStatus(models.TextChoices):
 JobStatus.TERMINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED})
 
 
+BACKUP_TYPE_LABELS = {
+    "full": _("Full backup"),
+    "diff": _("Differential backup"),
+    "incr": _("Incremental backup"),
+}
+
+
 class BackupJob(models.Model):
     """One backup of a cluster (``backup_type`` full/diff/incr), or one restore of it into a new
     cluster (``target_name``, at ``target_time``; none: the latest point): its state, progress and
@@ -58,6 +65,11 @@ class BackupJob(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.backup_type} of {self.cluster_id}: {self.status}"
+
+    @property
+    def type_label(self) -> str:
+        """ "Full backup", "Differential backup"… in the reader's language."""
+        return str(BACKUP_TYPE_LABELS.get(self.backup_type, self.backup_type))
 
     @property
     def is_terminal(self) -> bool:
