@@ -308,7 +308,9 @@ def cleanup_dataset(cluster: Cluster, database: str) -> int:
     try:
         proc = runner.PgbenchProcess(args, env, join=isolation.server_cgroup(cluster))
     except runner.RunnerError as exc:
-        raise ServiceError(str(exc)) from None
+        raise ServiceError(
+            N_("sysbench could not start: %(reason)s"), code="dataset.cleanup_failed", params={"reason": exc}
+        ) from None
     first_error = ""
     deadline = time.monotonic() + CLEANUP_TIMEOUT_S
     while not proc.done and time.monotonic() < deadline:
@@ -325,6 +327,10 @@ def cleanup_dataset(cluster: Cluster, database: str) -> int:
             params={"s": CLEANUP_TIMEOUT_S},
         )
     if code != 0:
-        raise ServiceError(first_error or _("sysbench cleanup exited with code %(c)s") % {"c": code})
+        if first_error:  # sysbench's own words
+            raise ServiceError(first_error, code="dataset.cleanup_failed")
+        raise ServiceError(
+            N_("sysbench cleanup exited with code %(c)s"), code="dataset.cleanup_failed", params={"c": code}
+        )
     forgotten, _by_model = datasets.delete()
     return forgotten

@@ -102,7 +102,7 @@ def attach_cluster(
     try:
         host = validate_host(server.host)
     except InvalidHost as exc:
-        raise ServiceError(str(exc), field="host") from None
+        raise ServiceError.of(exc, "host") from None
     if not 1 <= server.port <= 65535:
         raise ServiceError(
             N_("A port is a number from 1 to 65535."), field="port", code="attach.port_invalid", params={}
@@ -124,7 +124,7 @@ def attach_cluster(
         except _Refused as exc:
             log.info("attach by %s to %s:%s refused: %s", owner.pk, host, server.port, exc)
             time.sleep(max(0.0, settings.PANEL_ATTACH_FAILURE_SECONDS - (time.monotonic() - started)))
-            raise ServiceError(uniform_failure()) from None
+            raise ServiceError(uniform_failure(), code="attach.failed") from None
     with transaction.atomic():
         cluster = Cluster.objects.create(
             owner=owner,
@@ -169,7 +169,8 @@ def _count_attempt(owner: AbstractBaseUser) -> None:
                 "Too many attach attempts from this account. Try again in %(minutes)d minutes.",
                 wait,
             )
-            % {"minutes": wait}
+            % {"minutes": wait},
+            code="attach.rate_limited",
         )
     recent.append(now)
     cache.set(key, recent, window)

@@ -37,7 +37,7 @@ from panel.backups.services.backups import active_job, page
 from panel.clusters import dbconn, isolation
 from panel.clusters.engine import postgres
 from panel.clusters.lib.pgconf import QUOTA_FILE
-from panel.clusters.lib.plans import get_plan
+from panel.clusters.lib.plans import PLANS_BY_SLUG, get_plan
 from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser, EventLevel
 from panel.clusters.services import create_cluster, lifecycle, provision
 from panel.clusters.services.create import new_password
@@ -113,8 +113,13 @@ def prepare_restore(
     plan_slug = plan_slug or source.plan_slug
     try:
         plan = get_plan(plan_slug)
-    except ValueError as exc:
-        raise ServiceError(str(exc), field="plan") from None
+    except ValueError:
+        raise ServiceError(
+            N_("Unknown plan %(plan)s; choose one of %(plans)s"),
+            field="plan",
+            code="cluster.plan_unknown",
+            params={"plan": repr(plan_slug), "plans": ", ".join(PLANS_BY_SLUG)},
+        ) from None
     needed = max(b.size for b in overview.backups)
     if needed > plan.disk_bytes:
         raise ServiceError(

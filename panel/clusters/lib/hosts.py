@@ -14,6 +14,8 @@ import ipaddress
 import re
 from collections.abc import Collection
 
+from panel.core.errors import N_, CodedError
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 MAX_NAME_LENGTH = 253
@@ -21,8 +23,12 @@ _LABEL = re.compile(r"^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$")
 _NUMERIC_LABEL = re.compile(r"^(?:0x[0-9a-f]*|[0-9]+)$")
 
 
-class InvalidHost(ValueError):
-    """The text is not a host name or an IP address; the message says what is wrong."""
+class InvalidHost(CodedError, ValueError):
+    """The text is not a host name or an IP address; the message says what is wrong (a template
+    and its parameters, rendered in the reader's language)."""
+
+    def __init__(self, message: str, **params: object) -> None:
+        super().__init__(message, field="host", code="attach.host_invalid", params=params)
 
 
 def validate_host(text: str) -> str:
@@ -30,44 +36,49 @@ def validate_host(text: str) -> str:
     ASCII (IDNA-encoded, without a final dot). Raises InvalidHost."""
     host = text.strip()
     if not host:
-        raise InvalidHost("Enter a host name or an IP address.")
+        raise InvalidHost(N_("Enter a host name or an IP address."))
     if any(ch.isspace() for ch in host):
-        raise InvalidHost("A host name cannot contain spaces.")
+        raise InvalidHost(N_("A host name cannot contain spaces."))
     if host.startswith("/") or "," in host:
-        raise InvalidHost("Enter one host name or IP address (not a socket directory or a list).")
+        raise InvalidHost(N_("Enter one host name or IP address (not a socket directory or a list)."))
     bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     try:
         return str(ipaddress.ip_address(bare))
     except ValueError:
         pass
     if ":" in bare:
-        raise InvalidHost("This is not a valid IPv6 address.")
+        raise InvalidHost(N_("This is not a valid IPv6 address."))
     name = host[:-1] if host.endswith(".") else host
     if not name:
-        raise InvalidHost("Enter a host name or an IP address.")
+        raise InvalidHost(N_("Enter a host name or an IP address."))
     labels = name.split(".")
     ascii_labels = []
     for label in labels:
         if not label:
             raise InvalidHost(
-                "A host name cannot contain an empty part (two dots in a row, or a leading dot)."
+                N_("A host name cannot contain an empty part (two dots in a row, or a leading dot).")
             )
         try:
             encoded = encodings.idna.ToASCII(label).decode("ascii").lower()
         except UnicodeError:
-            raise InvalidHost(f"“{label[:70]}” is not a valid part of a host name.") from None
+            raise InvalidHost(
+                N_("“%(label)s” is not a valid part of a host name."), label=label[:70]
+            ) from None
         if not _LABEL.match(encoded):
             raise InvalidHost(
-                f"“{label[:70]}” is not a valid part of a host name: letters, digits and hyphens, "
-                "at most 63 characters."
+                N_(
+                    "“%(label)s” is not a valid part of a host name: letters, digits and hyphens, "
+                    "at most 63 characters."
+                ),
+                label=label[:70],
             )
         ascii_labels.append(encoded)
     if _NUMERIC_LABEL.match(ascii_labels[-1]):
         # "127.1", "2130706433" or "0x7f.1" are addresses to inet_aton, not names.
-        raise InvalidHost("Write an IP address as four decimal numbers (e.g. 192.0.2.10).")
+        raise InvalidHost(N_("Write an IP address as four decimal numbers (e.g. 192.0.2.10)."))
     result = ".".join(ascii_labels)
     if len(result) > MAX_NAME_LENGTH:
-        raise InvalidHost(f"A host name has at most {MAX_NAME_LENGTH} characters.")
+        raise InvalidHost(N_("A host name has at most %(max)s characters."), max=MAX_NAME_LENGTH)
     return result
 
 

@@ -14,7 +14,7 @@ from django.utils.translation import gettext as _
 
 from panel.clusters.engine import postgres
 from panel.clusters.lib.names import InvalidName, validate_cluster_name
-from panel.clusters.lib.plans import get_plan
+from panel.clusters.lib.plans import PLANS_BY_SLUG, get_plan
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, Node
 from panel.clusters.services import nodes
 from panel.core.errors import N_, Message, ServiceError
@@ -99,8 +99,13 @@ def create_cluster(
         raise ServiceError.of(exc, "name") from None
     try:
         plan = get_plan(plan_slug)
-    except ValueError as exc:
-        raise ServiceError(str(exc), field="plan") from None
+    except ValueError:
+        raise ServiceError(
+            N_("Unknown plan %(plan)s; choose one of %(plans)s"),
+            field="plan",
+            code="cluster.plan_unknown",
+            params={"plan": repr(plan_slug), "plans": ", ".join(PLANS_BY_SLUG)},
+        ) from None
     if Cluster.objects.filter(owner=owner, name=name).exists():
         raise ServiceError(
             N_("You already have a cluster named “%(name)s”."),
@@ -173,7 +178,7 @@ def _check_version(node: Node, version: str | None) -> str:
     versions = _node_versions(node)
     if not versions:
         if node.is_here:
-            raise ServiceError(postgres.MISSING_BINARIES, field="version")
+            raise ServiceError(postgres.MISSING_BINARIES, field="version", code="node.binaries_missing")
         raise ServiceError(
             N_("Node “%(node)s” has reported no PostgreSQL installation yet."),
             field="version",

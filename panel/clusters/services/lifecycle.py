@@ -103,10 +103,15 @@ def perform_action(cluster: Cluster, action: str) -> Cluster:
         cluster.save(update_fields=["status", "error_message", "updated_at"])
         cluster.log_event(
             "error",
-            Message(N_("Could not %(action)s: %(reason)s"), action=action, reason=exc),
+            Message(
+                N_("Could not %(action)s: %(reason)s"),
+                action=Term(ACTION_WORDS.get(action, action)),
+                reason=exc,
+            ),
             EventLevel.ERROR,
         )
-        raise ServiceError(str(exc)) from None
+        # The engine's own words (PostgreSQL's, pg_ctl's) under a code.
+        raise ServiceError(str(exc), code="cluster.action_failed") from None
     return cluster
 
 
