@@ -6,6 +6,8 @@ import dataclasses
 from dataclasses import replace
 from typing import Any
 
+from django.utils import translation
+
 from benchmarks import runner
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib import sysbench_command as sb
@@ -18,7 +20,7 @@ from benchmarks.services.enqueue import enqueue_run, kick_next
 from benchmarks.services.targets import ResolvedTarget, require_serving, resolve_target
 from panel.clusters.models import Cluster
 from panel.core.agent import on_node
-from panel.core.errors import N_, Message, ServiceError, message_to_json
+from panel.core.errors import N_, Message, ServiceError, Term, message_to_json
 from panel.pools.models import ConnectionPool
 
 
@@ -276,10 +278,12 @@ def cancel_run(run: BenchmarkRun) -> BenchmarkRun:
         run.cancel()
     except InvalidTransition:
         run.refresh_from_db()
+        with translation.override("en"):  # the label's msgid, translated where the error is read
+            status = Term(str(RunStatus(run.status).label))
         raise ServiceError(
-            N_("The run is %(status)s; only a queued or running run can be cancelled."),
+            N_("The run is “%(status)s”; only a queued or running run can be cancelled."),
             code="run.not_cancellable",
-            params={"status": run.get_status_display().lower()},
+            params={"status": status},
         ) from None
     run.refresh_from_db()
     if run.worker_hostname in ("", HOSTNAME):
