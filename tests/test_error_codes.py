@@ -117,3 +117,20 @@ def test_insights_an_alert_threshold_out_of_range(owner: User, cluster: Cluster)
     data = {"kind": "cpu_percent", "threshold": "150", "duration_seconds": "60", "enabled": "on", "email": ""}
     page = german_page(owner).post(reverse("insights:alerts", args=[cluster.pk]), data, headers=HTMX)
     assert german in field_errors(page.content.decode())
+
+
+def test_benchmarks_a_run_with_more_threads_than_clients(owner: User, cluster: Cluster) -> None:
+    """Benchmarks have no API: the lib's problem (code and parameters) is the form's error, in the
+    page's language, on its field."""
+    from benchmarks.lib import pgbench_command as cmd
+    from benchmarks.tests.test_views_forms import RUN, field_errors
+
+    [(field, problem)] = cmd.problems(cmd.RunOptions(clients=4, threads=8, duration_s=5))
+    assert (field, problem.code) == ("threads", "run.threads_over_clients")
+    with translation.override("de"):
+        german = str(problem)
+    assert german != str(problem) and "8" in german and "4" in german
+    page = german_page(owner).post(
+        reverse("benchmarks:run-launch", args=[cluster.pk]), {**RUN, "threads": "8"}, headers=HTMX
+    )
+    assert [html.unescape(e) for e in field_errors(page.content.decode(), "threads")] == [german]
