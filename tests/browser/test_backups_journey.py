@@ -20,7 +20,9 @@ def test_back_up_now_then_fork_from_the_tab(
 ) -> None:
     cluster = journey_cluster
     log_in(page, live_server.url, f"/clusters/{cluster.pk}/backups/")
-    expect(page.get_by_role("link", name="Backups", exact=True)).to_have_attribute("aria-current", "page")
+    expect(page.locator(".cluster-tabs").get_by_role("link", name="Backups", exact=True)).to_have_attribute(
+        "aria-current", "page"
+    )
     expect(page.get_by_text("No backups yet.")).to_be_visible()
     expect(page.get_by_text("a full backup on Sundays")).to_be_visible()
 
