@@ -55,7 +55,7 @@ def test_a_cluster_is_created_and_its_provisioning_queued_on_its_node(
         ({k: v for k, v in NEW.items() if k != "size"}, 422, "unprocessable_entity", "size"),
         ({**NEW, "engine": "mysql"}, 422, "database.engine_unsupported", "Only the engine 'pg'"),
         ({**NEW, "num_nodes": 3}, 422, "database.num_nodes_unsupported", "num_nodes must be 1"),
-        ({**NEW, "size": "db-s-64vcpu-1tb"}, 422, "unprocessable_entity", "db-s-64vcpu-1tb"),
+        ({**NEW, "size": "db-s-64vcpu-1tb"}, 422, "cluster.plan_unknown", "db-s-64vcpu-1tb"),
         ({**NEW, "region": "nyc1"}, 422, "database.region_unknown", "No region 'nyc1'"),
         ({**NEW, "name": "Not A Name"}, 422, "cluster.name_invalid", "lowercase"),
     ],
