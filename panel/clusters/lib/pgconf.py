@@ -158,8 +158,13 @@ def render_hba(superuser: str, monitor_role: str, trusted_sources: Sequence[str]
     return "\n".join(lines) + "\n"
 
 
+def ident_token_ok(value: str) -> bool:
+    """Whether ``value`` can be written to pg_ident.conf."""
+    return _IDENT_TOKEN_RE.fullmatch(value) is not None
+
+
 def _ident_token(value: str, what: str) -> str:
-    if not _IDENT_TOKEN_RE.fullmatch(value):
+    if not ident_token_ok(value):
         raise ValueError(f"{what} {value!r} cannot be written to pg_ident.conf.")
     # Quoted, so that no role name can be read as a keyword or a regular expression.
     return f'"{value}"'
