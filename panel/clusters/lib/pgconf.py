@@ -71,6 +71,15 @@ def loads_guard(conf_text: str, preload_libraries: Sequence[str], reserved_roles
     )
 
 
+JSON_LOG_LINE = "log_destination = 'stderr,jsonlog'"
+
+
+def writes_json_log(conf_text: str) -> bool:
+    """Whether a rendered panel.conf has PostgreSQL write its ``jsonlog`` (clusters made before
+    issue 29 did not: the reconciler rewrites their file and reloads)."""
+    return JSON_LOG_LINE in {line.strip() for line in conf_text.splitlines()}
+
+
 @dataclass(frozen=True)
 class ServerSettings:
     """What the panel decides about one server; rendered into ``postgresql.auto-panel.conf``."""
@@ -106,6 +115,9 @@ class ServerSettings:
             "ssl_ca_file = 'ca.crt'",
             "ssl_min_protocol_version = 'TLSv1.2'",
             "logging_collector = on",
+            # The Logs tab reads the JSON records (panel/logs/lib/jsonlog.py): who wrote an entry
+            # is a field there, not a text prefix a name with a line break could forge.
+            JSON_LOG_LINE,
             f"log_directory = '{self.log_dir}'",
             "log_filename = 'postgresql.log'",
             "log_file_mode = 0600",
