@@ -13,7 +13,7 @@ from pathlib import Path
 import dj_database_url
 from cryptography.fernet import Fernet
 
-from panel import files
+from panel import files, signing
 from panel.env import (
     env_bool,
     env_int,
@@ -324,6 +324,18 @@ REDIS_URL = env_str("REDIS_URL", "") or (
     + "@127.0.0.1:6379/0"
 )
 CELERY_BROKER_URL = REDIS_URL
+# Every message is signed (Celery's auth serializer) and only signed ones are taken: results too,
+# since the web decodes the agent's answers. A task pushed onto Redis by anyone without the key
+# is refused by the workers and agents before it is decoded (panel/signing.py, issue 29).
+_signing_key, _signing_cert = signing.ensure_keys(PANEL_DATA_DIR / "keys")
+CELERY_SECURITY_KEY = env_str("PANEL_TASK_SIGNING_KEY", "") or str(_signing_key)
+CELERY_SECURITY_CERTIFICATE = env_str("PANEL_TASK_SIGNING_CERT", "") or str(_signing_cert)
+CELERY_SECURITY_CERT_STORE = CELERY_SECURITY_CERTIFICATE
+CELERY_SECURITY_DIGEST = "sha256"
+CELERY_TASK_SERIALIZER = "auth"
+CELERY_RESULT_SERIALIZER = "auth"
+CELERY_ACCEPT_CONTENT = ["auth"]
+CELERY_RESULT_ACCEPT_CONTENT = ["auth"]
 # Only the node agent's answers to the web are results (panel/core/agent.py); every other task
 # records its outcome in its own row.
 CELERY_RESULT_BACKEND = REDIS_URL
