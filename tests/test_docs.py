@@ -15,10 +15,26 @@ from django.core.management import call_command, get_commands, load_command_clas
 from panel.clusters.models import Cluster
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = [ROOT / "README.md", ROOT / "ARCHITECTURE.md", ROOT / "SECURITY.md", *sorted((ROOT / "docs").glob("*.md"))]
-TOP_DIRS = ("panel/", "benchmarks/", "scripts/", "tests/", "templates/", "static/", "docker/", "docs/", "locale/")
+DOCS = [
+    ROOT / "README.md",
+    ROOT / "ARCHITECTURE.md",
+    ROOT / "SECURITY.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+]
+TOP_DIRS = (
+    "panel/",
+    "benchmarks/",
+    "scripts/",
+    "tests/",
+    "templates/",
+    "static/",
+    "docker/",
+    "docs/",
+    "locale/",
+)
 # A path inside backticks, a markdown link or a code block, starting at one of the repository's folders.
-PATH_RE = re.compile(r"(?<![\w./<-])((?:%s)[\w./*{},<>-]*)" % "|".join(re.escape(d) for d in TOP_DIRS))
+_TOPS = "|".join(re.escape(d) for d in TOP_DIRS)
+PATH_RE = re.compile(rf"(?<![\w./<-])((?:{_TOPS})[\w./*{{}},<>-]*)")
 COMMAND_RE = re.compile(r"manage\.py ([a-z_]+)\b(?!\.)(?: ([a-z][a-z-]*))?")
 
 
