@@ -301,7 +301,7 @@ CONTENT_SECURITY_POLICY = {
 }
 
 # Attaching an existing server makes the panel open a connection where the form says: staff
-# only unless opened to every account (see panel/clusters/attach.py for the rules then).
+# only unless opened to every account (see panel/clusters/services/attach.py for the rules then).
 PANEL_ATTACH_FOR_ALL = env_bool("PANEL_ATTACH_FOR_ALL", False)
 PANEL_ATTACH_RATE = env_int("PANEL_ATTACH_RATE", 5, minimum=1)  # attempts per account…
 PANEL_ATTACH_RATE_SECONDS = env_int("PANEL_ATTACH_RATE_SECONDS", 600, minimum=1)  # …per this window
@@ -327,9 +327,11 @@ CELERY_BROKER_URL = REDIS_URL
 # Every message is signed (Celery's auth serializer) and only signed ones are taken: results too,
 # since the web decodes the agent's answers. A task pushed onto Redis by anyone without the key
 # is refused by the workers and agents before it is decoded (panel/signing.py, issue 29).
-_signing_key, _signing_cert = signing.ensure_keys(PANEL_DATA_DIR / "keys")
-CELERY_SECURITY_KEY = env_str("PANEL_TASK_SIGNING_KEY", "") or str(_signing_key)
-CELERY_SECURITY_CERTIFICATE = env_str("PANEL_TASK_SIGNING_CERT", "") or str(_signing_cert)
+# Several machines share one pair: copied into each node's keys/, or named by these two.
+CELERY_SECURITY_KEY = env_str("PANEL_TASK_SIGNING_KEY", "")
+CELERY_SECURITY_CERTIFICATE = env_str("PANEL_TASK_SIGNING_CERT", "")
+if not (CELERY_SECURITY_KEY and CELERY_SECURITY_CERTIFICATE):
+    CELERY_SECURITY_KEY, CELERY_SECURITY_CERTIFICATE = map(str, signing.ensure_keys(PANEL_DATA_DIR / "keys"))
 CELERY_SECURITY_CERT_STORE = CELERY_SECURITY_CERTIFICATE
 CELERY_SECURITY_DIGEST = "sha256"
 CELERY_TASK_SERIALIZER = "auth"

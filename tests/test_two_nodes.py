@@ -30,9 +30,9 @@ from benchmarks import services as bench
 from benchmarks.lib.pgbench_command import RunOptions
 from benchmarks.models import RunStatus
 from conftest import ROOT, remove_clusters_in, worker_env
-from panel.clusters import roles, services
+from panel.clusters import services
 from panel.clusters.models import Cluster, ClusterStatus, Node, NodeState
-from panel.clusters.services import nodes
+from panel.clusters.services import nodes, roles
 from panel.clusters.tests.conftest import connect_as_client
 from panel.core import agent as agent_route
 from panel.core.errors import ServiceError
@@ -92,6 +92,9 @@ def start_agent(node: Node, data_dir: Path, redis_url: str) -> Agent:
         DJANGO_SECRET_KEY=django_settings.SECRET_KEY,
         PANEL_ENCRYPTION_KEY=django_settings.PANEL_ENCRYPTION_KEY,
         PANEL_METRICS_TOKEN=django_settings.PANEL_METRICS_TOKEN,
+        # The task-signing pair, shared by every node as docs/hardening.md says.
+        PANEL_TASK_SIGNING_KEY=django_settings.CELERY_SECURITY_KEY,
+        PANEL_TASK_SIGNING_CERT=django_settings.CELERY_SECURITY_CERTIFICATE,
     )
     agent = Agent(node=node, data_dir=data_dir)
     with open(agent.log, "wb") as out:

@@ -23,10 +23,10 @@ from django.test import Client
 from django.urls import reverse
 
 from conftest import module_cluster
-from panel.clusters import dbconn, isolation, reconciler
+from panel.clusters.engine import dbconn, isolation
 from panel.clusters.lib import pgconf
 from panel.clusters.models import Cluster
-from panel.clusters.services import config
+from panel.clusters.services import config, reconciler
 from panel.clusters.tests.conftest import connect_as_client
 from panel.logs import services
 

@@ -19,9 +19,10 @@ from django.test import Client
 
 from panel.api import services as tokens
 from panel.api.models import Scope
-from panel.clusters import dbconn
+from panel.clusters.engine import dbconn
 from panel.clusters.lib import names
 from panel.clusters.models import Cluster, DatabaseUser
+from panel.clusters.services import nodes
 from panel.core import agent
 from panel.core.errors import ServiceError
 from panel.pools.lib.pgbouncer_ini import InvalidPoolName, validate_pool_name
@@ -90,6 +91,8 @@ def test_a_name_ending_in_a_newline_is_refused_and_leaves_nothing(
     agent_worker: Path,  # noqa: F811
 ) -> None:
     _plain, token = tokens.create_token(owner, "names", [Scope.READ, Scope.CREATE])
+    # The heartbeat the node agent sends every 10 s (a bare worker here): the web calls it.
+    nodes.heartbeat(inventory=False)
     client = Client()
     users = f"/v2/databases/{local_cluster.pk}/users"
     dbs = f"/v2/databases/{local_cluster.pk}/dbs"

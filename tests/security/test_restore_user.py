@@ -22,7 +22,7 @@ import pytest
 from django.conf import settings
 
 from conftest import module_cluster
-from panel.backups import engine
+from panel.backups.engine import runner as engine
 from panel.backups.lib import pgbackrest
 from panel.backups.models import JobStatus
 from panel.backups.services import backups

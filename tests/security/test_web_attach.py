@@ -22,9 +22,10 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
 
-from panel.clusters import attach, dbconn
-from panel.clusters.attach import ExternalServer, attach_cluster, password_was_used, uniform_failure
+from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
+from panel.clusters.services import attach
+from panel.clusters.services.attach import ExternalServer, attach_cluster, password_was_used, uniform_failure
 from panel.core.errors import ServiceError
 from tests import pgserver
 
