@@ -328,8 +328,13 @@ CELERY_BROKER_URL = REDIS_URL
 # since the web decodes the agent's answers. A task pushed onto Redis by anyone without the key
 # is refused by the workers and agents before it is decoded (panel/signing.py, issue 29).
 # Several machines share one pair: copied into each node's keys/, or named by these two.
-CELERY_SECURITY_KEY = env_str("PANEL_TASK_SIGNING_KEY", "")
-CELERY_SECURITY_CERTIFICATE = env_str("PANEL_TASK_SIGNING_CERT", "")
+# Each is a path, or the PEM text itself (containers: docker/compose.yaml).
+CELERY_SECURITY_KEY = signing.configured(
+    env_str("PANEL_TASK_SIGNING_KEY", ""), PANEL_DATA_DIR / "keys", "task_signing_env.key"
+)
+CELERY_SECURITY_CERTIFICATE = signing.configured(
+    env_str("PANEL_TASK_SIGNING_CERT", ""), PANEL_DATA_DIR / "keys", "task_signing_env.crt"
+)
 if not (CELERY_SECURITY_KEY and CELERY_SECURITY_CERTIFICATE):
     CELERY_SECURITY_KEY, CELERY_SECURITY_CERTIFICATE = map(str, signing.ensure_keys(PANEL_DATA_DIR / "keys"))
 CELERY_SECURITY_CERT_STORE = CELERY_SECURITY_CERTIFICATE

@@ -59,6 +59,32 @@ def _write_private(path: Path, data: bytes) -> None:
     os.replace(temporary, path)
 
 
+def configured(value: str, keys_dir: Path, name: str) -> str:
+    """A ``PANEL_TASK_SIGNING_KEY``/``_CERT`` value as the path Celery reads: a path as it is, or
+    PEM text (containers pass the pair in their environment, as the other keys) written to a
+    private file ``name`` in ``keys_dir`` first."""
+    if "-----BEGIN" not in value:
+        return value
+    path = keys_dir / name
+    text = value.replace("\\n", "\n").strip() + "\n"
+    try:
+        if path.read_text() == text:
+            return str(path)
+    except OSError:
+        pass
+    keys_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _write_private(path, text.encode())
+    return str(path)
+
+
+def main() -> None:
+    """``python -m panel.signing``: a new pair as two lines for a compose env file (PEM with its
+    line breaks written ``\\n``, which compose reads back inside double quotes)."""
+    key_pem, cert_pem = _new_pair()
+    for variable, pem in (("PANEL_TASK_SIGNING_KEY", key_pem), ("PANEL_TASK_SIGNING_CERT", cert_pem)):
+        print(f'{variable}="' + pem.decode().strip().replace("\n", "\\n") + '"')
+
+
 def ensure_keys(keys_dir: Path) -> tuple[Path, Path]:
     """The signing key and certificate in ``keys_dir``, made once: processes that start together
     (``make run`` starts the web, beat and the agents at once) wait for the first one's pair
@@ -77,3 +103,7 @@ def ensure_keys(keys_dir: Path) -> tuple[Path, Path]:
     finally:
         os.close(fd)
     return key, cert
+
+
+if __name__ == "__main__":
+    main()

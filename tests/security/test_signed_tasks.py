@@ -121,3 +121,22 @@ def test_a_task_not_signed_by_the_panel_is_refused_and_the_panels_runs(
         assert f"{TASK}[{task_id}] received" not in text and f"{TASK}[{task_id}] succeeded" not in text
     assert "Refusing to deserialize untrusted content of type json" in text
     assert "Unknown certificate" in text
+
+
+def test_containers_pass_the_pair_as_pem_in_their_environment(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docker/compose.yaml gives every container the same pair (``python -m panel.signing``
+    prints it for the env file): each writes it to a private file that Celery reads."""
+    signing.main()
+    lines = dict(line.split("=", 1) for line in capsys.readouterr().out.splitlines())
+    key_value = lines["PANEL_TASK_SIGNING_KEY"].strip('"')  # compose keeps "\n" escaped here
+    key = Path(signing.configured(key_value, tmp_path / "keys", "env.key"))
+    assert (
+        key.read_text().startswith("-----BEGIN PRIVATE KEY-----\n")
+        and oct(key.stat().st_mode & 0o777) == "0o600"
+    )
+    PrivateKey(key.read_text())  # Celery loads it
+    cert_value = lines["PANEL_TASK_SIGNING_CERT"].strip('"').replace("\\n", "\n")  # or expanded
+    Certificate(Path(signing.configured(cert_value, tmp_path / "keys", "env.crt")).read_text())
+    assert signing.configured("/etc/pgpanel/k.pem", tmp_path, "x") == "/etc/pgpanel/k.pem"
