@@ -25,11 +25,10 @@ import psycopg
 from django.conf import settings
 from psycopg import sql
 
+from panel.clusters.lib.session import CLIENT_ENCODING, PINNED_OPTIONS
 from panel.clusters.models import Cluster
 
 CONNECT_TIMEOUT = 5
-# Sent as libpq ``options``: a client setting outranks ALTER DATABASE/ROLE … SET search_path.
-PINNED_OPTIONS = "-c search_path=pg_catalog,pg_temp"
 # The superuser's sessions log no statement text, whatever the cluster's owner set (say
 # log_min_duration_statement = 0): what it runs carries secrets (ALTER ROLE … PASSWORD with a
 # SCRAM verifier), and the owner reads the log on the Logs tab. Nor does pg_stat_statements keep
@@ -76,7 +75,10 @@ def pg_message(exc: BaseException) -> str:
 def _open(params: dict[str, Any], connect_timeout: int) -> psycopg.Connection:
     try:
         return psycopg.connect(
-            **params, autocommit=True, connect_timeout=connect_timeout, application_name="pgpanel"
+            **{"client_encoding": CLIENT_ENCODING, **params},
+            autocommit=True,
+            connect_timeout=connect_timeout,
+            application_name="pgpanel",
         )
     except psycopg.Error as exc:
         raise DatabaseError(pg_message(exc), exc.sqlstate) from None

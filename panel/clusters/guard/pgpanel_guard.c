@@ -5,6 +5,8 @@
  *  - role_guard.c refuses what would let a tenant's admin role (LOGIN
  *    CREATEDB CREATEROLE, not superuser) reach the operating system or the
  *    panel's own roles;
+ *  - measure_guard.c refuses what would only blind the panel's measurement
+ *    of a tenant's storage;
  *  - write_stop.c stops writes in the databases and on the roles' relations
  *    the panel lists as over their storage quota.
  *
@@ -104,12 +106,15 @@ pgpanel_guard_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	if (node != NULL)
 	{
 		bool		guarded = is_guarded(node);
+		bool		measured = is_measure_guarded(node);
 		bool		quota = quota_active() && is_quota_statement(node);
 
-		if ((guarded || quota) && !superuser())
+		if ((guarded || measured || quota) && !superuser())
 		{
 			if (guarded)
 				guard_statement(node);
+			if (measured)
+				guard_measurement(node);
 			if (quota)
 				quota_statement(node);
 		}

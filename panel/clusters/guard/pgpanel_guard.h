@@ -5,6 +5,7 @@
  *
  *  - role_guard.c: the reserved roles, the attributes and the statements that
  *    reach the operating system (pgpanel_guard.reserved_roles);
+ *  - measure_guard.c: what would only blind the panel's measurement;
  *  - write_stop.c: the storage quotas' write stop
  *    (pgpanel_guard.readonly_databases, pgpanel_guard.readonly_owners).
  */
@@ -34,6 +35,10 @@ extern bool name_listed(const NameList *list, const char *name);
 extern void role_guard_define_settings(void);
 extern bool is_guarded(Node *node);
 extern void guard_statement(Node *node);
+
+/* measure_guard.c */
+extern bool is_measure_guarded(Node *node);
+extern void guard_measurement(Node *node);
 
 /* write_stop.c */
 extern void write_stop_define_settings(void);

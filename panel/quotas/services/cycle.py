@@ -19,7 +19,7 @@ from panel.insights import alerts, metrics
 from panel.insights.models import MetricPoint
 from panel.quotas.lib.quota import Limit, State, human_space, judge, watermark
 from panel.quotas.models import Quota, QuotaKind, QuotaState, Storage
-from panel.quotas.services import enforce, reserve
+from panel.quotas.services import blind, enforce, reserve
 from panel.quotas.services.measure import Usage, measure
 
 log = logging.getLogger(__name__)
@@ -248,7 +248,7 @@ def run_cycle(cluster: Cluster, now: dt.datetime | None = None) -> list[str]:
     changes: list[str] = []
     with transaction.atomic():
         for quota in Quota.objects.select_for_update().filter(cluster=cluster):
-            quota.space_used, quota.files_used = _usage_of(quota, usage)
+            quota.space_used, quota.files_used = blind.fail_closed(quota, _usage_of(quota, usage), usage)
             quota.measured_at = now
             verdict = judge(
                 Limit(quota.space_used, quota.space_soft, quota.space_hard),
@@ -271,6 +271,7 @@ def run_cycle(cluster: Cluster, now: dt.datetime | None = None) -> list[str]:
             quota.save()
             if quota.state != old:
                 changes.append(_announce(cluster, quota, old))
+        changes += blind.record(cluster, storage, usage)
         changes += _disk_full(cluster, storage, usage.data_dir_bytes, now)
         changes += _volume(cluster, storage, now)
         storage.data_dir_bytes = usage.data_dir_bytes
