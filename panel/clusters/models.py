@@ -113,9 +113,15 @@ class Node(models.Model):
 
     @property
     def tasks_queue(self) -> str:
-        """The queue of the node's long work: provisioning, start/stop, delete, benchmarks,
-        collection and reconciling (the node's other worker)."""
+        """The queue of the node's control work: provisioning, start/stop, delete, collection,
+        quota cycles and reconciling (the node's worker)."""
         return f"node.{self.name}.tasks"
+
+    @property
+    def work_queue(self) -> str:
+        """The queue of the tenants' long work: data sets, benchmarks, backups, restores (a worker
+        of its own, so that no tenant's work holds up the node's control work)."""
+        return f"node.{self.name}.work"
 
     @property
     def is_here(self) -> bool:
@@ -225,8 +231,13 @@ class Cluster(models.Model):
 
     @property
     def tasks_queue(self) -> str:
-        """Where this cluster's long work (provision, start/stop, delete, benchmarks) is sent."""
+        """Where this cluster's control work (provision, start/stop, delete) is sent."""
         return self.node.tasks_queue if self.node_id else f"node.{Node.for_attached()}.tasks"
+
+    @property
+    def work_queue(self) -> str:
+        """Where its tenant's long work (data sets, benchmarks, backups, restores) is sent."""
+        return self.node.work_queue if self.node_id else f"node.{Node.for_attached()}.work"
 
     @property
     def public_host(self) -> str:

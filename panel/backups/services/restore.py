@@ -163,7 +163,7 @@ def request_restore(
         enqueue_task(
             "panel.backups.tasks.restore",
             str(job.pk),
-            queue=source.tasks_queue,
+            queue=source.work_queue,  # a tenant's long work, apart from the node's control work
             time_limit=settings.PANEL_BACKUP_TIMEOUT,
         )
     except ServiceError:

@@ -24,11 +24,14 @@
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/reloptions.h"
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "catalog/namespace.h"
+#include "catalog/objectaccess.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_constraint.h"
+#include "catalog/pg_index.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_trigger.h"
 #include "commands/dbcommands.h"
@@ -466,6 +469,10 @@ alter_makes_data(AlterTableCmd *cmd)
 		case AT_SetUnLogged:
 		case AT_AddIndex:
 			return true;
+		case AT_SetRelOptions:
+		case AT_ReplaceRelOptions:
+			/* SET (fillfactor = 10) then VACUUM FULL would make a stopped table ten times as large. */
+			return true;
 		case AT_AddColumn:
 			{
 				ColumnDef  *def = castNode(ColumnDef, cmd->def);
@@ -586,6 +593,222 @@ quota_reassign_owned(ReassignOwnedStmt *stmt)
 	}
 }
 
+/* ------------------------------------------------------------------------
+ * Rewrites that would grow what is stopped: VACUUM FULL, REINDEX (and
+ * CLUSTER, refused above) pack a relation to its fillfactor. They stay
+ * allowed, to give space back after DELETE, unless a fillfactor below the
+ * default (set before the stop) would make the rewrite larger.
+ * ------------------------------------------------------------------------
+ */
+
+#define GROWING_REWRITE_DETAIL \
+	"A rewrite (VACUUM FULL, REINDEX, CLUSTER) would pack it to a fillfactor below the default and make it " \
+	"larger. RESET (fillfactor) first, or DELETE, TRUNCATE or DROP."
+
+/* Whether a relation's options pack it less densely than PostgreSQL's default would. */
+static bool
+packs_loosely(char relkind, Datum options, bool isnull)
+{
+	ListCell   *cell;
+
+	if (isnull)
+		return false;
+	foreach(cell, untransformRelOptions(options))
+	{
+		DefElem    *opt = lfirst_node(DefElem, cell);
+		int			fillfactor;
+
+		if (strcmp(opt->defname, "fillfactor") != 0)
+			continue;
+		fillfactor = pg_strtoint32(defGetString(opt));
+		/* 100 for tables, 90 for B-tree and GiST indexes (lower ones' own defaults are spared) */
+		return relkind == RELKIND_INDEX ? fillfactor < 90 : fillfactor < 100;
+	}
+	return false;
+}
+
+static bool
+relation_packs_loosely(Oid relid)
+{
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	bool		isnull;
+	bool		loose;
+	Datum		options;
+
+	if (!HeapTupleIsValid(tuple))
+		return false;
+	options = SysCacheGetAttr(RELOID, tuple, Anum_pg_class_reloptions, &isnull);
+	loose = packs_loosely(((Form_pg_class) GETSTRUCT(tuple))->relkind, options, isnull);
+	ReleaseSysCache(tuple);
+	return loose;
+}
+
+/* Whether one of a table's indexes (rebuilt with it) packs loosely. */
+static bool
+indexes_pack_loosely(Oid relid)
+{
+	Relation	indexes = table_open(IndexRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	bool		found = false;
+
+	ScanKeyInit(&key, Anum_pg_index_indrelid, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
+	scan = systable_beginscan(indexes, IndexIndrelidIndexId, true, NULL, 1, &key);
+	while (!found && HeapTupleIsValid(tuple = systable_getnext(scan)))
+		found = relation_packs_loosely(((Form_pg_index) GETSTRUCT(tuple))->indexrelid);
+	systable_endscan(scan);
+	table_close(indexes, AccessShareLock);
+	return found;
+}
+
+/* The one refusal of a growing rewrite: the database's name, or the role's. */
+static void
+refuse_growing_rewrite(Oid owner)
+{
+	const char *role;
+
+	if (database_is_readonly())
+		refuse_over_quota(true, current_database_name(), GROWING_REWRITE_DETAIL);
+	if ((role = frozen_role(owner)) != NULL)
+		refuse_over_quota(false, role, GROWING_REWRITE_DETAIL);
+}
+
+/* A named relation (and, for a parent, its partitions and children) about to be rewritten. */
+static void
+check_rewrite_of(Oid relid, bool indexes_only)
+{
+	RelationFacts rel;
+	List	   *relids;
+	ListCell   *cell;
+
+	if (!OidIsValid(relid))
+		return;
+	rel = relation_facts(relid);
+	relids = rel.has_children ? find_all_inheritors(relid, NoLock, NULL) : list_make1_oid(relid);
+	foreach(cell, relids)
+	{
+		Oid			one = lfirst_oid(cell);
+		RelationFacts facts = relation_facts(one);
+
+		if (!database_is_readonly() && frozen_role(facts.owner) == NULL)
+			continue;
+		if ((facts.relkind == RELKIND_INDEX || !indexes_only) && relation_packs_loosely(one))
+			refuse_growing_rewrite(facts.owner);
+		if (facts.relkind != RELKIND_INDEX && indexes_pack_loosely(one))
+			refuse_growing_rewrite(facts.owner);
+	}
+}
+
+/* A rewrite of everything in reach (VACUUM FULL, REINDEX SCHEMA / DATABASE without a table). */
+static void
+check_rewrite_of_all(bool indexes_only)
+{
+	Relation	classes = table_open(RelationRelationId, AccessShareLock);
+	SysScanDesc scan = systable_beginscan(classes, InvalidOid, false, NULL, 0, NULL);
+	HeapTuple	tuple;
+	Oid			owner = InvalidOid;
+	bool		found = false;
+
+	while (!found && HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		Form_pg_class form = (Form_pg_class) GETSTRUCT(tuple);
+		bool		isnull;
+		Datum		options;
+
+		if (!RELKIND_HAS_STORAGE(form->relkind) || (indexes_only && form->relkind != RELKIND_INDEX))
+			continue;
+		if (!database_is_readonly() && frozen_role(form->relowner) == NULL)
+			continue;
+		options = heap_getattr(tuple, Anum_pg_class_reloptions, RelationGetDescr(classes), &isnull);
+		if (packs_loosely(form->relkind, options, isnull))
+		{
+			found = true;
+			owner = form->relowner;
+		}
+	}
+	systable_endscan(scan);
+	table_close(classes, AccessShareLock);
+	if (found)
+		refuse_growing_rewrite(owner);
+}
+
+static void
+quota_vacuum(VacuumStmt *stmt)
+{
+	ListCell   *cell;
+	bool		full = false;
+
+	foreach(cell, stmt->options)
+	{
+		DefElem    *opt = lfirst_node(DefElem, cell);
+
+		if (strcmp(opt->defname, "full") == 0)
+			full = defGetBoolean(opt);
+	}
+	if (!stmt->is_vacuumcmd || !full)
+		return;
+	if (stmt->rels == NIL)
+		check_rewrite_of_all(false);
+	foreach(cell, stmt->rels)
+	{
+		VacuumRelation *rel = lfirst_node(VacuumRelation, cell);
+
+		if (rel->relation != NULL)
+			check_rewrite_of(named_relation(rel->relation), false);
+	}
+}
+
+static void
+quota_reindex(ReindexStmt *stmt)
+{
+	if (stmt->kind == REINDEX_OBJECT_INDEX || stmt->kind == REINDEX_OBJECT_TABLE)
+		check_rewrite_of(named_relation(stmt->relation), true);
+	else
+		check_rewrite_of_all(true);
+}
+
+/* ------------------------------------------------------------------------
+ * Functions that write outside any relation the executor checks: large
+ * objects (pg_largeobject) and WAL messages. Refused in a stopped database
+ * when an expression calling one is set up (every call goes through it).
+ * ------------------------------------------------------------------------
+ */
+
+static object_access_hook_type prev_object_access_hook = NULL;
+
+static bool
+function_grows_database(Oid funcid)
+{
+	switch (funcid)
+	{
+		case F_LO_CREAT:
+		case F_LO_CREATE:
+		case F_LO_FROM_BYTEA:
+		case F_LO_IMPORT_TEXT:
+		case F_LO_IMPORT_TEXT_OID:
+		case F_LOWRITE:
+		case F_LO_PUT:
+		case F_PG_LOGICAL_EMIT_MESSAGE_BOOL_TEXT_TEXT:
+		case F_PG_LOGICAL_EMIT_MESSAGE_BOOL_TEXT_BYTEA:
+			return true;
+		default:
+			return false;
+	}
+}
+
+static void
+pgpanel_guard_object_access(ObjectAccessType access, Oid classId, Oid objectId, int subId, void *arg)
+{
+	if (prev_object_access_hook)
+		prev_object_access_hook(access, classId, objectId, subId, arg);
+	if (access == OAT_FUNCTION_EXECUTE && readonly_database_list != NULL &&
+		function_grows_database(objectId) && database_is_readonly() && !superuser())
+		refuse_over_quota(true, current_database_name(),
+						  "Writing large objects (lo_from_bytea, lo_create, lowrite, lo_put) and WAL messages "
+						  "is refused; reading large objects and lo_unlink still work.");
+}
+
 bool
 is_quota_statement(Node *node)
 {
@@ -603,6 +826,8 @@ is_quota_statement(Node *node)
 		case T_ExplainStmt:
 		case T_RenameStmt:
 		case T_ReassignOwnedStmt:
+		case T_VacuumStmt:
+		case T_ReindexStmt:
 			return true;
 		default:
 			return false;
@@ -655,6 +880,12 @@ quota_statement(Node *node)
 		case T_ReassignOwnedStmt:
 			quota_reassign_owned((ReassignOwnedStmt *) node);
 			break;
+		case T_VacuumStmt:
+			quota_vacuum((VacuumStmt *) node);
+			break;
+		case T_ReindexStmt:
+			quota_reindex((ReindexStmt *) node);
+			break;
 		default:
 			break;
 	}
@@ -690,4 +921,6 @@ write_stop_install_hooks(void)
 {
 	prev_check_perms_hook = ExecutorCheckPerms_hook;
 	ExecutorCheckPerms_hook = pgpanel_guard_ExecutorCheckPerms;
+	prev_object_access_hook = object_access_hook;
+	object_access_hook = pgpanel_guard_object_access;
 }

@@ -20,7 +20,7 @@ from panel.clusters import dbconn, isolation
 from panel.clusters.lib import tunables
 from panel.clusters.models import Cluster, EventLevel
 from panel.clusters.services.lifecycle import require_local
-from panel.clusters.services.provision import SETTINGS_FILE, write_server_config
+from panel.clusters.services.provision import SETTINGS_FILE, owner_settings, write_server_config
 from panel.core import runas
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
@@ -74,8 +74,9 @@ def _include_in_force(cluster: Cluster) -> bool:
 def _write(cluster: Cluster) -> None:
     """settings.conf from the row; a panel.conf from before settings.conf gets its include."""
     if _include_in_force(cluster):
-        text = tunables.render(cluster.config)
-        runas.write_private_file(cluster.pgdata / SETTINGS_FILE, text, owner=cluster.os_user())
+        runas.write_private_file(
+            cluster.pgdata / SETTINGS_FILE, owner_settings(cluster), owner=cluster.os_user()
+        )
     else:
         write_server_config(cluster)
 
