@@ -18,9 +18,11 @@ import pytest
 from psycopg import errors, sql
 
 from conftest import module_cluster
-from panel.clusters import dbconn, roles, services
+from panel.clusters import services
+from panel.clusters.engine import dbconn
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster
+from panel.clusters.services import roles
 from panel.quotas import services as quotas
 from panel.quotas.models import Quota, QuotaKind, QuotaState
 from panel.quotas.services import enforce

@@ -19,10 +19,11 @@ import pytest
 from psycopg import errors
 
 from conftest import module_cluster
-from panel.clusters import roles, services
+from panel.clusters import services
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.lib.pgconf import TEMP_FILE_DISK_FRACTION
 from panel.clusters.models import Cluster
+from panel.clusters.services import roles
 from panel.quotas.services import enforce
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]

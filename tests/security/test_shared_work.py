@@ -23,9 +23,9 @@ from django.contrib.auth.models import User
 from benchmarks import services as bench
 from benchmarks.models import DataSet
 from conftest import remove_clusters_in
-from panel.clusters import roles, services
+from panel.clusters import services
 from panel.clusters.models import Cluster, ClusterStatus, Node
-from panel.clusters.services import nodes
+from panel.clusters.services import nodes, roles
 from panel.clusters.tests.conftest import connect_as_client
 from panel.core import agent as agent_route
 from panel.core import taskqueue

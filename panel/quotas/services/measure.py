@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from psycopg import sql
 
-from panel.clusters import dbconn
+from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
 
 log = logging.getLogger(__name__)
