@@ -11,7 +11,7 @@ database, and temporary files had no bound. Next to each refusal, the way back u
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import psycopg
@@ -19,12 +19,16 @@ import pytest
 from psycopg import errors
 
 from conftest import module_cluster
+from panel.backups.engine import runner
 from panel.clusters import services
+from panel.clusters.engine import dbconn
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.lib.pgconf import TEMP_FILE_DISK_FRACTION
 from panel.clusters.models import Cluster
 from panel.clusters.services import roles
+from panel.quotas import services as quotas
 from panel.quotas.services import enforce
+from panel.quotas.services.measure import measure
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 DB = "grow"
@@ -189,3 +193,36 @@ def test_temporary_files_are_bounded_by_the_plan_and_not_raised_by_the_tenant(te
         ):
             with pytest.raises(errors.InsufficientPrivilege):
                 conn.execute(statement)
+
+
+def test_wal_and_the_backup_repository_count_against_the_plans_disk(
+    clean: Tenant, settings: object, wait_until: Callable[..., object]
+) -> None:
+    """WAL a tenant makes (pg_logical_emit_message in a database that is not stopped) ends in the
+    cluster's backup repository on the node's disk: the plan's disk counts it and stops writes."""
+    tenant = clean
+    cluster = tenant.cluster
+    with tenant.connect(FREE) as conn:
+        conn.execute("SELECT pg_logical_emit_message(false, 'p', repeat('x', 3 * 1024 * 1024))")
+    with dbconn.admin_connection(cluster) as conn:
+        conn.execute("SELECT pg_switch_wal()")
+    wait_until(lambda: runner.repository_bytes(cluster) > 2 * 1024**2, timeout=60, message="WAL archived")
+    repository = runner.repository_bytes(cluster)
+    data_only = measure(cluster).data_dir_bytes
+    assert cluster.plan is not None
+    disk = cluster.plan.disk_bytes
+    # A full disk between the data directory alone and with the repository.
+    settings.PANEL_DISK_READONLY_PERCENT = 100 * (data_only + repository // 2) / disk  # type: ignore[attr-defined]
+    settings.PANEL_DISK_WRITABLE_PERCENT = settings.PANEL_DISK_READONLY_PERCENT * 0.999  # type: ignore[attr-defined]
+    try:
+        quotas.run_cycle(cluster)
+        storage = quotas.storage_of(cluster)
+        assert storage.data_dir_bytes is not None and storage.data_dir_bytes >= data_only + repository * 0.9
+        assert storage.disk_full_since is not None
+        with tenant.connect(FREE) as conn:
+            refused(conn, "CREATE TABLE more_wal (x int)", "are refused")
+    finally:
+        settings.PANEL_DISK_READONLY_PERCENT = 97  # type: ignore[attr-defined]
+        settings.PANEL_DISK_WRITABLE_PERCENT = 93  # type: ignore[attr-defined]
+        quotas.run_cycle(cluster)
+    assert quotas.storage_of(cluster).disk_full_since is None

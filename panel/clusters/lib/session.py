@@ -30,3 +30,5 @@ _SETTINGS = (
 )
 # libpq ``options``: "-c name=value" each, blanks in a value escaped with a backslash.
 PINNED_OPTIONS = " ".join(f"-c {name}={value}" for name, value in _SETTINGS)
+# The one a session that must see the server's configured settings keeps (it reads settings only).
+SEARCH_PATH_OPTION = "-c search_path=pg_catalog,pg_temp"

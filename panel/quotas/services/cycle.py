@@ -12,6 +12,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from panel.clusters import hooks
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
 from panel.core.agent import on_node
 from panel.core.errors import C_, N_, Message, Term
@@ -273,9 +274,11 @@ def run_cycle(cluster: Cluster, now: dt.datetime | None = None) -> list[str]:
             if quota.state != old:
                 changes.append(_announce(cluster, quota, old))
         changes += blind.record(cluster, storage, usage)
-        changes += _disk_full(cluster, storage, usage.data_dir_bytes, now)
+        # The plan's disk holds the data directory (WAL included) and the backup repository.
+        disk_bytes = usage.data_dir_bytes + hooks.disk_usage(cluster)
+        changes += _disk_full(cluster, storage, disk_bytes, now)
         changes += _volume(cluster, storage, now)
-        storage.data_dir_bytes = usage.data_dir_bytes
+        storage.data_dir_bytes = disk_bytes
         storage.measured_at = now
         storage.measure_ms = usage.database_ms
         _record_metrics(cluster, now)
