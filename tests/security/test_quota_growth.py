@@ -25,7 +25,8 @@ from panel.clusters.engine import dbconn
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.lib.pgconf import TEMP_FILE_DISK_FRACTION
 from panel.clusters.models import Cluster
-from panel.clusters.services import roles
+from panel.clusters.services import config, roles
+from panel.core.errors import ServiceError
 from panel.quotas import services as quotas
 from panel.quotas.services import enforce
 from panel.quotas.services.measure import measure
@@ -226,3 +227,22 @@ def test_wal_and_the_backup_repository_count_against_the_plans_disk(
         settings.PANEL_DISK_WRITABLE_PERCENT = 93  # type: ignore[attr-defined]
         quotas.run_cycle(cluster)
     assert quotas.storage_of(cluster).disk_full_since is None
+
+
+def test_the_owner_may_lower_temp_file_limit_but_not_raise_it(tenant: Tenant) -> None:
+    cluster = tenant.cluster
+    assert cluster.plan is not None
+    bound = cluster.plan.disk_bytes // TEMP_FILE_DISK_FRACTION // 1024
+    for too_much in (-1, bound + 1):
+        with pytest.raises(ServiceError) as refused_change:
+            config.update_config(cluster, {"temp_file_limit": too_much})
+        assert refused_change.value.field == "temp_file_limit"
+        assert refused_change.value.code == "config.temp_file_limit_over_plan"
+    config.update_config(cluster, {"temp_file_limit": 64 * 1024})  # lower: the owner's own
+    with tenant.connect() as conn:
+        assert conn.execute("SHOW temp_file_limit").fetchone()[0] == "64MB"
+        with pytest.raises(errors.ConfigurationLimitExceeded, match="temp_file_limit"):
+            conn.execute(
+                "SELECT count(*) FROM (SELECT g FROM generate_series(1, 20000000) g ORDER BY g DESC) s"
+            )
+    config.update_config(cluster, {"temp_file_limit": bound})
