@@ -115,23 +115,24 @@ def test_a_quota_is_still_measured_after_the_owner_revokes_connect_from_public(c
         conn.execute("CREATE TABLE one_more (x int)")
 
 
-@pytest.mark.parametrize(
-    "setting",
-    [
-        "client_encoding = 'SQL_ASCII'",  # role names would come back as bytes
-        "statement_timeout = 1",
-        "lock_timeout = 1",
-        "idle_session_timeout = 1",
-        "idle_in_transaction_session_timeout = 1",
-        "search_path = 'nowhere'",
-        "default_transaction_isolation = 'serializable'",
-        "exit_on_error = on",
-    ],
+BLINDING_SETTINGS = (
+    "client_encoding = 'SQL_ASCII'",  # role names would come back as bytes
+    "statement_timeout = 1",
+    "lock_timeout = 1",
+    "idle_session_timeout = 1",
+    "idle_in_transaction_session_timeout = 1",
+    "search_path = 'nowhere'",
+    "default_transaction_isolation = 'serializable'",
+    "exit_on_error = on",
 )
-def test_database_settings_do_not_blind_the_measurement(clean: Tenant, setting: str) -> None:
+
+
+def test_database_and_role_settings_do_not_blind_the_measurement(clean: Tenant) -> None:
+    """Each of these alone made the cycle read "ok, 0" (or fail) on the old code."""
     tenant = clean
     with tenant.connect() as conn:
-        conn.execute(f"ALTER DATABASE {DB} SET {setting}")  # the tenant may: its own database
+        for setting in BLINDING_SETTINGS:  # the tenant may: its own database
+            conn.execute(f"ALTER DATABASE {DB} SET {setting}")
     quotas.set_quota(tenant.cluster, QuotaKind.ROLE, "app", space_hard=MB)
     reset_database_settings(tenant)  # the tenant's own sessions would suffer from some of them
     assert_app_stopped(tenant)
@@ -203,4 +204,25 @@ def test_a_blind_measurement_keeps_the_enforced_state_and_says_why(clean: Tenant
     quotas.run_cycle(cluster)
     assert quotas.storage_of(cluster).blind == ""
     assert cluster.events.filter(kind="quota-seen").exists()
+    assert_app_stopped(tenant)
+
+
+def test_a_cycle_that_measures_nothing_keeps_every_state_and_says_so(
+    clean: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever keeps the whole measurement from running (here the cluster's socket, moved away)
+    is not "ok, 0" either: the stop holds and the cluster says why; the next good cycle clears it."""
+    tenant = clean
+    cluster = tenant.cluster
+    quotas.set_quota(cluster, QuotaKind.ROLE, "app", space_hard=MB)
+    assert_app_stopped(tenant)
+    real_socket_dir = Cluster.socket_dir
+    monkeypatch.setattr(Cluster, "socket_dir", property(lambda self: real_socket_dir.fget(self) / "gone"))
+    results = quotas.run_all()
+    assert results[cluster.name][0].startswith("error:")
+    assert cluster.name in quotas.storage_of(cluster).blind
+    assert cluster.events.filter(kind="quota-blind").exists()
+    monkeypatch.undo()
+    quotas.run_cycle(cluster)
+    assert quotas.storage_of(cluster).blind == ""
     assert_app_stopped(tenant)

@@ -40,7 +40,18 @@ def describe(usage: Usage) -> str:
 
 def record(cluster: Cluster, storage: Storage, usage: Usage) -> list[str]:
     """Keep why on the storage record (the banner reads it) and log an event when it changes."""
-    now = describe(usage)
+    return _record(cluster, storage, describe(usage))
+
+
+def record_unmeasured(cluster: Cluster, reason: str) -> list[str]:
+    """A cycle that could measure nothing (every quota keeps its state): said like a blind one."""
+    storage = Storage.objects.get_or_create(cluster=cluster)[0]
+    changes = _record(cluster, storage, f"{cluster.name}: {reason}")
+    storage.save(update_fields=["blind"])
+    return changes
+
+
+def _record(cluster: Cluster, storage: Storage, now: str) -> list[str]:
     if now == storage.blind:
         return []
     storage.blind = now
