@@ -226,3 +226,27 @@ def test_a_cycle_that_measures_nothing_keeps_every_state_and_says_so(
     quotas.run_cycle(cluster)
     assert quotas.storage_of(cluster).blind == ""
     assert_app_stopped(tenant)
+
+
+def test_a_lock_on_a_new_databases_row_blinds_that_database_only(clean: Tenant) -> None:
+    """The cycle's GRANT of CONNECT to the monitor role waits on no tenant's lock past
+    lock_timeout: a database whose row the tenant keeps locked is blind, the others measured."""
+    tenant = clean
+    quotas.set_quota(tenant.cluster, QuotaKind.ROLE, "app", space_hard=MB)
+    with tenant.connect("defaultdb") as conn:
+        conn.execute("DROP DATABASE IF EXISTS locked_new")
+        conn.execute("CREATE DATABASE locked_new")
+        conn.execute("REVOKE CONNECT ON DATABASE locked_new FROM PUBLIC")
+    holder = tenant.connect("defaultdb")
+    try:
+        holder.autocommit = False
+        holder.execute("ALTER DATABASE locked_new CONNECTION LIMIT 50")  # its row, locked until the end
+        quotas.run_cycle(tenant.cluster)
+        assert "locked_new" in quotas.storage_of(tenant.cluster).blind
+        assert_app_stopped(tenant)
+    finally:
+        holder.close()
+    with tenant.connect("defaultdb") as conn:
+        conn.execute("DROP DATABASE locked_new")
+    quotas.run_cycle(tenant.cluster)
+    assert quotas.storage_of(tenant.cluster).blind == ""

@@ -11,6 +11,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+import psycopg
 from django.conf import settings
 from psycopg import sql
 
@@ -105,11 +106,14 @@ def measure(cluster: Cluster, databases: list[str] | None = None) -> Usage:
         }
         oids = {name: int(oid) for name, oid in conn.execute(DATABASES, params).fetchall()}
         for (name,) in conn.execute(UNGRANTED, params).fetchall():
-            conn.execute(
-                sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(
-                    sql.Identifier(name), sql.Identifier(settings.PANEL_MONITOR_ROLE)
+            try:
+                conn.execute(
+                    sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(
+                        sql.Identifier(name), sql.Identifier(settings.PANEL_MONITOR_ROLE)
+                    )
                 )
-            )
+            except psycopg.Error as exc:  # a lock a tenant holds on it (lock_timeout): blind there only
+                log.warning("quotas: CONNECT on %s in %s not granted again: %s", name, cluster.pk, exc)
         usage.database_ms += (time.perf_counter() - started) * 1000
         files = (
             {name: _file_sizes(str(base / str(oid))) for name, oid in oids.items()}
