@@ -124,6 +124,7 @@ BLINDING_SETTINGS = (
     "search_path = 'nowhere'",
     "default_transaction_isolation = 'serializable'",
     "exit_on_error = on",
+    "role = 'doadmin'",  # the monitor role is no member: SET ROLE at the session's start fails
 )
 
 
