@@ -2,7 +2,8 @@
 (scripts/children.py: node_agent_children), under a supervisor made for a container's PID 1: the
 worker for ``node.<PANEL_NODE_NAME>.tasks`` and ``default`` (provisioning, actions, collection,
 quota cycles, the reconciler), the work worker for ``node.<PANEL_NODE_NAME>.work`` (the tenants'
-data sets, benchmarks, backups and restores, apart from that control work) and the agent worker on ``node.<PANEL_NODE_NAME>`` (what the web asks
+data sets and benchmarks, apart from that control work), the backups worker for
+``node.<PANEL_NODE_NAME>.backups`` (backups and restores) and the agent worker on ``node.<PANEL_NODE_NAME>`` (what the web asks
 of the clusters' processes, sockets and files, in threads of its own; the heartbeat). Run as root (docker/entrypoint.sh agent, or
 docker/systemd/pgpanel-agent.service).
 

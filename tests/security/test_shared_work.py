@@ -38,14 +38,14 @@ HOLD_DATABASES = ("defaultdb", "second")
 
 
 def wait_ready(agent: Agent, wait_until: Callable[..., object]) -> None:
-    names = (f"worker-{agent.node.name}@", f"work-{agent.node.name}@", f"agent-{agent.node.name}@")
+    names = tuple(f"{kind}-{agent.node.name}@" for kind in ("worker", "work", "backups", "agent"))
 
     def ready() -> bool:
         lines = agent.log.read_text(errors="replace").splitlines()
         assert agent.proc is not None and agent.proc.poll() is None, "\n".join(lines[-40:])
         return all(any(name in line and " ready." in line for line in lines) for name in names)
 
-    wait_until(ready, timeout=90, message="the node agent's three workers")
+    wait_until(ready, timeout=90, message="the node agent's four workers")
 
 
 @pytest.fixture
