@@ -15,7 +15,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from benchmarks import runner
+from benchmarks.engine import runner
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib import sysbench_command as sb
 from benchmarks.lib.pgbench_output import (
@@ -31,7 +31,6 @@ from benchmarks.services.recorder import PgbenchRecorder, RunRecorder
 from benchmarks.services.sweep_pool import after_run, prepare_step
 from benchmarks.services.sysbench_recorder import SysbenchRecorder
 from benchmarks.services.targets import ResolvedTarget, require_serving, resolve_target
-from panel.clusters import isolation
 from panel.clusters.models import Cluster
 from panel.core.errors import ServiceError
 from panel.pools import services as pools_services
@@ -116,6 +115,7 @@ class _Execution:
         self.txlog_copy_to = txlog_copy_to
         self.stopped_reason = ""
         self.cancelled = False
+        self.client: dict[str, object] = {}
 
     def _target(self) -> ResolvedTarget:
         run = self.run
@@ -193,13 +193,20 @@ class _Execution:
             )
             if not BenchmarkRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING).exists():
                 return  # cancelled between the claim and now
+            # The client off the server's plan: the node's clients' group, never the cluster's.
+            group = runner.client_cgroup()
             try:
-                proc = runner.PgbenchProcess(
-                    args, env, cwd=workdir, join=isolation.server_cgroup(run.cluster)
-                )
+                proc = runner.LoadProcess(args, env, cwd=workdir, join=group.procs_files)
             except runner.RunnerError as exc:
                 run.fail(str(exc))
                 return
+            self.client = {
+                "node": HOSTNAME,
+                "cgroup": group.path,
+                "memory_bytes": group.memory_bytes,
+                "cpu_weight": group.cpu_weight,
+                "weight_of_default": group.weight_of_default,
+            }
             self._follow(proc, options, args, env, workdir)
         finally:
             if self.txlog_copy_to is not None:
@@ -210,7 +217,7 @@ class _Execution:
 
     def _follow(
         self,
-        proc: runner.PgbenchProcess,
+        proc: runner.LoadProcess,
         options: cmd.RunOptions,
         args: list[str],
         env: dict[str, str],
@@ -225,6 +232,7 @@ class _Execution:
             argv=list(args),
             argv_env=cmd.spawned_env(env),
             workdir=str(workdir),
+            client=self.client,
         )
         recorder = _recorder(run, proc, options, workdir)
         limit = run_time_limit(run)
@@ -238,6 +246,7 @@ class _Execution:
                 now = time.monotonic()
                 if now >= next_tick:
                     next_tick = now + TICK_S
+                    proc.sample_cpu()
                     recorder.tick()
                     if not BenchmarkRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING).exists():
                         self.cancelled = True
@@ -256,14 +265,18 @@ class _Execution:
         except BaseException:
             proc.stop()
             raise
+        proc.sample_cpu()  # if it has not closed its streams yet, the last reading before it is reaped
         returncode = proc.wait(10)
         if returncode is None:
             returncode = proc.stop()
+        BenchmarkRun.objects.filter(pk=run.pk).update(
+            client={**self.client, "cpu_s": proc.cpu_s, "wall_s": round(proc.wall_s, 3)}
+        )
         recorder.finish(returncode, cancelled=self.cancelled, stopped_reason=self.stopped_reason)
 
 
 def _recorder(
-    run: BenchmarkRun, proc: runner.PgbenchProcess, options: cmd.RunOptions, workdir: Path
+    run: BenchmarkRun, proc: runner.LoadProcess, options: cmd.RunOptions, workdir: Path
 ) -> RunRecorder:
     """What reads the tool's output: sysbench's stdout, or pgbench's streams and transaction log."""
     if options.engine == Engine.SYSBENCH:

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.utils import translation
 
-from benchmarks import runner
+from benchmarks.engine import runner
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib import sysbench_command as sb
 from benchmarks.lib.pgbench_check import check_custom_script

@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from benchmarks import runner
+from benchmarks.engine import runner
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.models import BenchmarkRun, Engine, InvalidTransition, RunStatus, Sweep, SweepKind
 from benchmarks.services.config import HOSTNAME

@@ -64,7 +64,7 @@ def bench_cluster(name: str, scale: int) -> Iterator[BenchCluster]:
 
 def by_hand(bench: BenchCluster, options: Any) -> float:
     """The same pgbench run as the runner builds it, as a plain subprocess: its TPS."""
-    from benchmarks import runner
+    from benchmarks.engine import runner
     from benchmarks.lib.pgbench_command import build_env, build_run_args
     from benchmarks.lib.pgbench_output import parse_summary
 
