@@ -10,6 +10,7 @@ from typing import Any
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
+from benchmarks.lib import engines
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib import sysbench_command as sb
 from benchmarks.models import SweepKind
@@ -264,7 +265,7 @@ class RunForm(_TargetMixin, PanelForm):
             # The rules between fields (threads and clients, duration or transactions…) are the
             # library's, the same the services and ``bench run`` apply. A sysbench run's tables
             # come from its data set, checked by the service.
-            for field, message in cmd.problems(self.options()):
+            for field, message in engines.problems(self.options()):
                 if field in ("tables", "table_size"):
                     continue
                 self.add_error(field if field in self.fields else None, str(message))

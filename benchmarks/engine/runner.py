@@ -81,6 +81,11 @@ def pgbench_path(version: str | None = None) -> str:
     return DEFAULT_PGBENCH
 
 
+def program_path(engine: str, version: str | None = None) -> str:
+    """The program of a load generator by its engine's name (pgbench of the cluster's version)."""
+    return sysbench_path() if engine == "sysbench" else pgbench_path(version)
+
+
 def sysbench_path() -> str:
     """sysbench on PATH (Debian's package: /usr/bin/sysbench, its Lua scripts under /usr/share)."""
     return shutil.which("sysbench", path=PATH) or DEFAULT_SYSBENCH

@@ -17,7 +17,7 @@ reads ``PGPASSWORD`` from the environment (``PQsetdbLogin`` ignores empty values
 
 from __future__ import annotations
 
-from benchmarks.lib.pgbench_options import MAX_CLIENTS, ConnectionTarget, RunOptions
+from benchmarks.lib.run_options import MAX_CLIENTS, ConnectionTarget, RunOptions
 from panel.core.errors import N_, Count, Message
 
 PGBENCH = "pgbench"

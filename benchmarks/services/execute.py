@@ -16,6 +16,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from benchmarks.engine import runner
+from benchmarks.lib import engines
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib import sysbench_command as sb
 from benchmarks.lib.pgbench_output import (
@@ -143,7 +144,8 @@ class _Execution:
                     % {"n": released},
                 ]
                 run.save(update_fields=["warnings"])
-        options = cmd.RunOptions(**run.options)
+        options = cmd.RunOptions.from_json(run.options)
+        engine = engines.ENGINES[options.engine]
         if run.custom_script:
             # Queued before the rule existed, or written around the launch service: never run it.
             try:
@@ -173,19 +175,17 @@ class _Execution:
                 options = replace(
                     options, query_mode=sb.ps_mode_for(target.pool.mode if target.pool else None)
                 )
-                # Again here, as the shell-command rule above: sysbench runs whatever Lua file its
-                # script argument names, and a row written around the launch service is not checked.
-                found = sb.problems(options)
-                if found:
-                    run.fail(" ".join(str(message) for _field, message in found))
-                    return
-                args = sb.build_run_args(runner.sysbench_path(), target.connection, options)
-            else:
-                args = cmd.build_run_args(
-                    runner.pgbench_path(run.cluster.version), target.connection, options
-                )
-            # The same environment for both tools: libpq reads the password and TLS mode from it.
-            env = cmd.build_env(
+            # Again here, as the shell-command rule above: sysbench runs whatever Lua file its
+            # script argument names, and a row written around the launch service is not checked.
+            found = engine.problems(options)
+            if found:
+                run.fail(" ".join(str(message) for _field, message in found))
+                return
+            args = engine.run_args(
+                runner.program_path(engine.name, run.cluster.version), target.connection, options
+            )
+            # libpq reads the password and TLS mode from the environment, never from argv.
+            env = engine.env(
                 target.password,
                 target.connection.sslmode,
                 base=runner.base_env(),
@@ -234,7 +234,7 @@ class _Execution:
             workdir=str(workdir),
             client=self.client,
         )
-        recorder = _recorder(run, proc, options, workdir)
+        recorder = _recorder(engine_name=options.engine, run=run, proc=proc, options=options, workdir=workdir)
         limit = run_time_limit(run)
         deadline = time.monotonic() + limit
         next_tick = next_beat = 0.0
@@ -275,16 +275,30 @@ class _Execution:
         recorder.finish(returncode, cancelled=self.cancelled, stopped_reason=self.stopped_reason)
 
 
-def _recorder(
+def _pgbench_recorder(
     run: BenchmarkRun, proc: runner.LoadProcess, options: cmd.RunOptions, workdir: Path
 ) -> RunRecorder:
-    """What reads the tool's output: sysbench's stdout, or pgbench's streams and transaction log."""
-    if options.engine == Engine.SYSBENCH:
-        return SysbenchRecorder(run, options.progress_interval_s)
+    """pgbench's streams, and its transaction log for the percentiles."""
     tail = TxLogTail(workdir / "txlog", pid=proc.pid, fmt=options.txlog_format)
     return PgbenchRecorder(
         run, StderrParser(options.progress_shape), Percentiles(run, tail, options.progress_interval_s)
     )
+
+
+def _sysbench_recorder(
+    run: BenchmarkRun, proc: runner.LoadProcess, options: cmd.RunOptions, workdir: Path
+) -> RunRecorder:
+    return SysbenchRecorder(run, options.progress_interval_s)
+
+
+# What reads each engine's output (``Engine.recorder``, benchmarks/lib/engines.py).
+RECORDERS = {"pgbench": _pgbench_recorder, "sysbench": _sysbench_recorder}
+
+
+def _recorder(
+    *, engine_name: str, run: BenchmarkRun, proc: runner.LoadProcess, options: cmd.RunOptions, workdir: Path
+) -> RunRecorder:
+    return RECORDERS[engines.ENGINES[engine_name].recorder](run, proc, options, workdir)
 
 
 def workdir_prefix(run: BenchmarkRun) -> str:
