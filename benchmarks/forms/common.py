@@ -5,6 +5,7 @@ from __future__ import annotations
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
+from benchmarks.lib import engines
 from benchmarks.lib import sysbench_command as sb
 from panel.clusters.models import Cluster
 from panel.pools.models import ConnectionPool
@@ -22,7 +23,8 @@ SYSBENCH_SCRIPT_CHOICES = [
     ("oltp_point_select", _("OLTP point select")),
     ("oltp_write_only", _("OLTP write only")),
 ]
-ENGINE_CHOICES = [("pgbench", "pgbench"), ("sysbench", "sysbench")]
+# One choice per engine (benchmarks/lib/engines.py): a new engine shows up here by itself.
+ENGINE_CHOICES = [(name, name) for name in engines.ENGINES]
 QUERY_MODE_CHOICES = [
     ("simple", _("Simple")),
     ("extended", _("Extended")),

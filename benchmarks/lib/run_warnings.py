@@ -50,32 +50,7 @@ def warnings(
                 scale=scale,
             )
         )
-    if target_max_connections is not None and clients > target_max_connections:
-        if pool_mode is None:
-            found.append(
-                Message(
-                    N_(
-                        "%(clients)s clients but the server accepts at most %(max)s connections for this "
-                        "user: pgbench will not start (connections refused). Use a connection pool or fewer "
-                        "clients."
-                    ),
-                    "run.warn_over_server_limit",
-                    clients=clients,
-                    max=target_max_connections,
-                )
-            )
-        else:
-            found.append(
-                Message(
-                    N_(
-                        "%(clients)s clients but PgBouncer accepts at most %(max)s client connections: "
-                        "the extra clients will be refused."
-                    ),
-                    "run.warn_over_pooler_limit",
-                    clients=clients,
-                    max=target_max_connections,
-                )
-            )
+    found += client_limit_warnings(options, "pgbench", target_max_connections, pool_mode)
     if pool_mode == "statement" and uses_transactions:
         found.append(
             Message(
@@ -132,11 +107,51 @@ def warnings(
                 threads=options.threads,
             )
         )
+    found += progress_warnings(options)
+    return found
+
+
+def client_limit_warnings(
+    options: RunOptions, tool: str, target_max_connections: int | None, pool_mode: str | None
+) -> list[Message]:
+    """More clients than the server (direct) or PgBouncer (through a pool) accepts: every engine."""
+    clients = options.clients
+    if target_max_connections is None or clients <= target_max_connections:
+        return []
+    if pool_mode is None:
+        return [
+            Message(
+                N_(
+                    "%(clients)s clients but the server accepts at most %(max)s connections for this "
+                    "user: %(tool)s will not start (connections refused). Use a connection pool or fewer "
+                    "clients."
+                ),
+                "run.warn_over_server_limit",
+                clients=clients,
+                max=target_max_connections,
+                tool=tool,
+            )
+        ]
+    return [
+        Message(
+            N_(
+                "%(clients)s clients but PgBouncer accepts at most %(max)s client connections: "
+                "the extra clients will be refused."
+            ),
+            "run.warn_over_pooler_limit",
+            clients=clients,
+            max=target_max_connections,
+        )
+    ]
+
+
+def progress_warnings(options: RunOptions) -> list[Message]:
+    """A progress interval longer than the run: every engine."""
     if options.duration_s is not None and options.progress_interval_s > options.duration_s:
-        found.append(
+        return [
             Message(
                 N_("The progress interval is longer than the run: no progress will be reported."),
                 "run.warn_progress_too_long",
             )
-        )
-    return found
+        ]
+    return []

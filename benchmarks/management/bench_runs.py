@@ -15,7 +15,7 @@ from benchmarks import services
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib import sysbench_command as sb
 from benchmarks.models import BenchmarkRun, RunStatus
-from panel.clusters.cli import PanelCommand, find_cluster
+from panel.clusters.management.cli import PanelCommand, find_cluster
 from panel.pools.models import ConnectionPool
 
 WAIT_TURN_S = 24 * 3600

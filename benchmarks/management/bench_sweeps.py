@@ -13,7 +13,7 @@ from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib import sysbench_command as sb
 from benchmarks.management.bench_runs import WAIT_TURN_S, RunSubcommands
 from benchmarks.models import RunStatus, Sweep
-from panel.clusters.cli import find_cluster
+from panel.clusters.management.cli import find_cluster
 from panel.clusters.models import Cluster
 from panel.pools.models import ConnectionPool
 

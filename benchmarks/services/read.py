@@ -11,9 +11,9 @@ from typing import Any
 from django.template.defaultfilters import floatformat
 from django.utils.translation import gettext as _
 
-from benchmarks.failure import explain_failure
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.models import BenchmarkRun, Engine, RunStatus, Sweep
+from benchmarks.services.failure import explain_failure
 from panel.core.errors import N_, ServiceError
 
 SAMPLE_FIELDS = (

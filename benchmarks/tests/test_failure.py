@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.failure import explain_failure, kind_label
 from benchmarks.lib.pgbench_output import FATAL_KINDS, StderrParser, classify_exit, parse_summary
+from benchmarks.services.failure import explain_failure, kind_label
 
 REFERENCE = Path(__file__).parent / "fixtures" / "pgbench"
 _TAGGED = re.compile(r"^\[\s*[\d.]+\] ([OE])\| ?(.*)$")

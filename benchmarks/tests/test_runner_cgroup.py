@@ -16,7 +16,7 @@ from benchmarks import services
 from benchmarks.engine import runner
 from benchmarks.lib.pgbench_command import RunOptions
 from benchmarks.models import JobStatus, RunStatus
-from panel.clusters import cgroups
+from panel.clusters.engine import cgroups
 from panel.clusters.models import Cluster
 
 pytestmark = pytest.mark.integration
