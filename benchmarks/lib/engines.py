@@ -5,13 +5,15 @@ An ``Engine`` answers, for a run's :class:`~benchmarks.lib.run_options.RunOption
 argument list, built once), its ``env`` (the password and TLS mode through libpq's variables,
 never argv), and which ``recorder`` reads its output (the services' recorder of that name stores
 what the tool says). ``ENGINES`` holds them by name: adding a third tool is one module with such
-an engine, registered here, plus its form fields.
+an engine, registered here, plus its form fields. ``for_target`` makes the options whole for where
+the run connects (sysbench's prepared statements through a pool), at launch and again when it
+executes (the pool's mode then).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from benchmarks.lib import pgbench_command, run_problems, run_warnings, sysbench_command
@@ -38,6 +40,8 @@ class Engine(Protocol):
     logs_transactions: bool
     #: The services' recorder that reads this tool's output ("pgbench" or "sysbench").
     recorder: str
+
+    def for_target(self, options: RunOptions, pool_mode: str | None) -> RunOptions: ...
 
     def problems(self, options: RunOptions) -> list[tuple[str, Message]]: ...
 
@@ -74,6 +78,9 @@ class Pgbench(_Libpq):
     logs_transactions = True
     recorder = "pgbench"
 
+    def for_target(self, options: RunOptions, pool_mode: str | None) -> RunOptions:
+        return options  # the user's query mode; the warnings say when a pool will refuse it
+
     def problems(self, options: RunOptions) -> list[tuple[str, Message]]:
         return run_problems.problems(options)
 
@@ -95,6 +102,10 @@ class Sysbench(_Libpq):
     name = sysbench_command.SYSBENCH
     logs_transactions = False  # its percentiles come from its own lines and histogram
     recorder = "sysbench"
+
+    def for_target(self, options: RunOptions, pool_mode: str | None) -> RunOptions:
+        # Prepared statements off through transaction and statement pools (PgBouncer 1.18).
+        return replace(options, query_mode=sysbench_command.ps_mode_for(pool_mode))
 
     def problems(self, options: RunOptions) -> list[tuple[str, Message]]:
         return sysbench_command.problems(options)

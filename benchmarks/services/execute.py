@@ -18,12 +18,11 @@ from django.utils.translation import gettext as _
 from benchmarks.engine import runner
 from benchmarks.lib import engines
 from benchmarks.lib import pgbench_command as cmd
-from benchmarks.lib import sysbench_command as sb
 from benchmarks.lib.pgbench_output import (
     StderrParser,
 )
 from benchmarks.lib.pgbench_txlog import TxLogTail
-from benchmarks.models import BenchmarkRun, Engine, InvalidTransition, RunStatus
+from benchmarks.models import BenchmarkRun, InvalidTransition, RunStatus
 from benchmarks.services.config import HOSTNAME, SCRIPT_FILE, heartbeat_interval
 from benchmarks.services.enqueue import kick_next, next_in_line, run_time_limit
 from benchmarks.services.launch import refuse_shell_commands
@@ -170,11 +169,8 @@ class _Execution:
                 log_prefix=str(workdir / "txlog") if sampling is not None else None,
                 sampling_rate=sampling if sampling is not None and sampling < 1 else None,
             )
-            if options.engine == Engine.SYSBENCH:
-                # The pool's mode now, not at launch: prepared statements off through a transaction pool.
-                options = replace(
-                    options, query_mode=sb.ps_mode_for(target.pool.mode if target.pool else None)
-                )
+            # The pool's mode now, not at launch (sysbench: prepared statements off through a pool).
+            options = engine.for_target(options, target.pool.mode if target.pool else None)
             # Again here, as the shell-command rule above: sysbench runs whatever Lua file its
             # script argument names, and a row written around the launch service is not checked.
             found = engine.problems(options)

@@ -9,7 +9,6 @@ from django.utils import translation
 from benchmarks.engine import runner
 from benchmarks.lib import engines
 from benchmarks.lib import pgbench_command as cmd
-from benchmarks.lib import sysbench_command as sb
 from benchmarks.lib.pgbench_check import check_custom_script
 from benchmarks.lib.pgbench_script_rules import shell_commands
 from benchmarks.models import BenchmarkRun, Engine, InvalidTransition, RunStatus, Sweep
@@ -53,7 +52,7 @@ def _target_database(target: ResolvedTarget) -> str:
 def sysbench_options(cluster: Cluster, target: ResolvedTarget, options: cmd.RunOptions) -> cmd.RunOptions:
     """A sysbench run made whole for its target: the tables and rows of the database's sysbench data
     set (unless given), and prepared statements off through transaction and statement pools."""
-    options = replace(options, query_mode=sb.ps_mode_for(target.pool.mode if target.pool else None))
+    options = engines.ENGINES[Engine.SYSBENCH].for_target(options, target.pool.mode if target.pool else None)
     if options.tables is not None and options.table_size is not None:
         return options
     dataset = latest_dataset(cluster, _target_database(target), Engine.SYSBENCH)

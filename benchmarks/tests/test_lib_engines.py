@@ -55,3 +55,11 @@ def test_warnings_are_the_engines_and_an_unknown_engine_is_a_problem() -> None:
     assert [
         field for field, _m in engines.problems(RunOptions(clients=1, threads=1, duration_s=1, engine="k6"))
     ] == ["engine"]
+
+
+def test_sysbench_turns_prepared_statements_off_through_a_pool_and_pgbench_keeps_its_mode() -> None:
+    sysbench = RunOptions(clients=4, threads=4, duration_s=5, engine="sysbench", builtin="oltp_read_only")
+    assert engines.ENGINES["sysbench"].for_target(sysbench, "transaction").query_mode == "disable"
+    assert engines.ENGINES["sysbench"].for_target(sysbench, None).query_mode == "auto"
+    pgbench = RunOptions(clients=4, threads=2, duration_s=5, query_mode="prepared")
+    assert engines.ENGINES["pgbench"].for_target(pgbench, "transaction") == pgbench

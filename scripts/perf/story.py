@@ -75,11 +75,17 @@ def measure(args: argparse.Namespace, bench: BenchCluster) -> None:
     figures: dict[str, list[tuple[float, float, float | None]]] = {name: [] for name in cases}
     for pair in range(args.pairs):
         for name, (options, target_pool, target) in cases.items():
+            if target_pool is None:
+                # As the panel does before a direct run: the pool's idle server connections (kept
+                # for server_idle_timeout after the pooled run) would take the direct run's slots.
+                pools.release_idle_servers(cluster)
             if pair % 2 == 0:
                 hand = by_hand(bench, options, target)
                 tps, cores = through_panel(cluster, name, options, target_pool)
             else:
                 tps, cores = through_panel(cluster, name, options, target_pool)
+                if target_pool is None:
+                    pools.release_idle_servers(cluster)
                 hand = by_hand(bench, options, target)
             figures[name].append((hand, tps, cores))
             shown = f"{cores:.2f}" if cores is not None else "?"
