@@ -49,7 +49,8 @@ def through_panel(cluster: Any, name: str, options: Any, pool: Any) -> tuple[flo
     """One run launched and executed through the panel's services: its TPS and client CPU."""
     from benchmarks import services
 
-    run = services.launch_run(cluster, pool=pool, options=options, enqueue=False)
+    # No percentiles (no transaction log): the same pgbench command as the run by hand.
+    run = services.launch_run(cluster, pool=pool, options=options, percentiles=False, enqueue=False)
     run = services.execute_run(run.pk, wait_turn_s=60)
     if run.status != "succeeded" or run.tps is None:
         sys.exit(f"{name}: panel run {run.status}: {run.error_message} {run.first_error}")
