@@ -11,7 +11,7 @@ import uuid
 from django.db import transaction
 from django.utils import timezone
 
-from panel.clusters import dbconn
+from panel.clusters import dbconn, hooks
 from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster, ClusterStatus, status_word
 from panel.clusters.services import perform_action
@@ -22,6 +22,8 @@ from panel.core.runas import EngineError
 from panel.core.taskqueue import enqueue_task
 from panel.managed.lib.updates import DAYS, in_window, newer, parse_hour, parse_version
 from panel.managed.models import Maintenance
+from panel.pools import console, supervisor
+from panel.pools.services.figures import pooler_running
 
 log = logging.getLogger(__name__)
 # A cluster updated in its window is not restarted again in the same window.
@@ -102,9 +104,37 @@ def check_updates(cluster: Cluster) -> list[str]:
         except dbconn.DatabaseError as exc:
             raise ServiceError(str(exc), code="maintenance.check_failed") from None
         row.postgres_running = parse_version(str(found[0])) if found else ""
+    _check_pgbouncer(cluster, row)
     row.checked_at = timezone.now()
-    row.save(update_fields=["postgres_installed", "postgres_running", "checked_at"])
+    row.save(
+        update_fields=[
+            "postgres_installed",
+            "postgres_running",
+            "pgbouncer_installed",
+            "pgbouncer_running",
+            "checked_at",
+        ]
+    )
     return [str(message) for message in pending(row)]
+
+
+def _check_pgbouncer(cluster: Cluster, row: Maintenance) -> None:
+    """PgBouncer's two versions; the running one only while it runs (a cluster without pools
+    runs none: nothing of it to update)."""
+    try:
+        row.pgbouncer_installed = parse_version(supervisor.installed_release())
+    except supervisor.SupervisorError as exc:
+        log.warning("maintenance: %s", exc)
+        row.pgbouncer_installed = ""
+    row.pgbouncer_running = ""
+    if pooler_running(cluster):
+        try:
+            with console.admin_console(cluster) as conn:
+                found = conn.execute("SHOW VERSION").fetchone()
+        except (console.ConsoleError, ValueError) as exc:
+            log.info("maintenance: SHOW VERSION on %s failed: %s", cluster.pk, exc)
+        else:
+            row.pgbouncer_running = parse_version(str(found[0])) if found else ""
 
 
 def install_update(cluster: Cluster) -> None:
@@ -139,7 +169,13 @@ def perform_update(cluster_id: uuid.UUID | str) -> Cluster | None:
         return None
     row = window_of(cluster)
     before = row.postgres_running
+    bouncer = newer(row.pgbouncer_installed, row.pgbouncer_running)
     perform_action(cluster, "restart")  # a ServiceError (it did not come back) is on the cluster's events
+    if bouncer:
+        # A restart of PostgreSQL leaves PgBouncer up; its new release needs its own restart
+        # (its clients reconnect).
+        hooks.pooler.stop_pgbouncer(cluster)
+        hooks.pooler.refresh_auth(cluster)
     check_updates(cluster)
     row.refresh_from_db()
     row.last_installed_at = timezone.now()

@@ -18,6 +18,9 @@ from panel.clusters.models import Cluster
 from panel.clusters.tests.conftest import make_cluster_row
 from panel.managed.models import Maintenance
 from panel.managed.services import maintenance
+from panel.pools import supervisor
+from panel.pools.disk import bouncer_files
+from panel.pools.services.actions import create_pool
 
 TUESDAY_1430 = dt.datetime(2026, 11, 24, 14, 30, tzinfo=dt.UTC)
 
@@ -34,16 +37,21 @@ def test_the_nodes_round_installs_a_newer_minor_in_the_window_only(
     local_cluster: Cluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     maintenance.set_window(local_cluster, "tuesday", "14:00")
+    create_pool(local_cluster, "maint-pool", "defaultdb", None, "transaction", 2)  # PgBouncer runs
     assert maintenance.periodic(now=TUESDAY_1430) == []  # nothing pending: no restart
-    running = Maintenance.objects.get(cluster=local_cluster).postgres_running
-    assert running.startswith("15.")
-    # The node reports a newer minor installed (as after apt upgrade).
+    row = Maintenance.objects.get(cluster=local_cluster)
+    running, bouncer = row.postgres_running, row.pgbouncer_running
+    assert running.startswith("15.") and bouncer.startswith("1.")
+    # The node reports newer releases installed (as after apt upgrade).
     monkeypatch.setattr(postgres, "release", lambda version: "postgres (PostgreSQL) 15.999 (Debian)")
+    monkeypatch.setattr(supervisor, "installed_release", lambda: "PgBouncer 1.999.0")
     before = _started_at(local_cluster)
+    bouncer_pid = supervisor.running_pid(bouncer_files(local_cluster))
     assert maintenance.periodic(now=TUESDAY_1430 + dt.timedelta(hours=1)) == []  # outside the window
     assert _started_at(local_cluster) == before
     assert [str(m) for m in maintenance.pending(Maintenance.objects.get(cluster=local_cluster))] == [
-        f"PostgreSQL {running} → 15.999 (a restart)"
+        f"PostgreSQL {running} → 15.999 (a restart)",
+        f"PgBouncer {bouncer} → 1.999.0 (a restart)",
     ]
 
     assert maintenance.periodic(now=TUESDAY_1430) == [f"{local_cluster.name}: updated"]
@@ -51,6 +59,8 @@ def test_the_nodes_round_installs_a_newer_minor_in_the_window_only(
     assert local_cluster.status == "online"
     assert _started_at(local_cluster) > before  # type: ignore[operator]
     assert local_cluster.events.filter(kind="update-installed").exists()
+    new_pid = supervisor.running_pid(bouncer_files(local_cluster))
+    assert new_pid is not None and new_pid != bouncer_pid
     # Once per window: the next round in the same window leaves it running.
     again = _started_at(local_cluster)
     assert maintenance.periodic(now=TUESDAY_1430 + dt.timedelta(minutes=10)) == []
