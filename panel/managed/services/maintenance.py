@@ -11,8 +11,8 @@ import uuid
 from django.db import transaction
 from django.utils import timezone
 
-from panel.clusters import dbconn, hooks
-from panel.clusters.engine import postgres
+from panel.clusters import hooks
+from panel.clusters.engine import dbconn, postgres
 from panel.clusters.models import Cluster, ClusterStatus, status_word
 from panel.clusters.services import perform_action
 from panel.clusters.services.lifecycle import require_local
@@ -22,7 +22,7 @@ from panel.core.runas import EngineError
 from panel.core.taskqueue import enqueue_task
 from panel.managed.lib.updates import DAYS, in_window, newer, parse_hour, parse_version
 from panel.managed.models import Maintenance
-from panel.pools import console, supervisor
+from panel.pools.engine import console, supervisor
 from panel.pools.services.figures import pooler_running
 
 log = logging.getLogger(__name__)

@@ -12,14 +12,13 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
-from panel.clusters import dbconn
-from panel.clusters.engine import postgres
+from panel.clusters.engine import dbconn, postgres
 from panel.clusters.models import Cluster
 from panel.clusters.tests.conftest import make_cluster_row
 from panel.managed.models import Maintenance
 from panel.managed.services import maintenance
-from panel.pools import supervisor
-from panel.pools.disk import bouncer_files
+from panel.pools.engine import supervisor
+from panel.pools.engine.disk import bouncer_files
 from panel.pools.services.actions import create_pool
 
 TUESDAY_1430 = dt.datetime(2026, 11, 24, 14, 30, tzinfo=dt.UTC)

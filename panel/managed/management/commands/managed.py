@@ -13,7 +13,7 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from panel.clusters.cli import PanelCommand, find_cluster
+from panel.clusters.management.cli import PanelCommand, find_cluster
 from panel.managed.services import autoscale, maintenance, tags
 
 
