@@ -171,3 +171,30 @@ def test_a_tenants_metrics_credentials_do_not_open_another_tenants_cluster(
         .status_code
         == 200
     )
+
+
+def test_the_cluster_object_is_complete(owner: User, make_token: MakeToken) -> None:
+    cluster = make_cluster_row(owner)
+    ClusterTag.objects.create(cluster=cluster, name="prod")
+    cluster.trusted_sources.create(value="10.0.0.0/8")
+    token = make_token(owner, Scope.READ)
+    got = json.loads(Client().get(f"/v2/databases/{cluster.pk}", headers=bearer(token)).content)["database"]
+    assert [(u["name"], u["role"], u["password"]) for u in got["users"]] == [
+        ("doadmin", "primary", ""),
+        ("app", "normal", ""),
+    ]
+    assert got["db_names"] == ["defaultdb", "appdb"]
+    assert got["tags"] == ["prod"]
+    assert [(r["type"], r["value"]) for r in got["rules"]] == [("ip_addr", "10.0.0.0/8")]
+    assert got["storage_size_mib"] == 38 * 1024  # db-s-2vcpu-4gb's disk
+    assert got["num_nodes"] == 1 and got["standby_connection"] is None
+    assert got["private_connection"] == got["connection"]
+    assert got["maintenance_window"] == {
+        "day": "sunday",
+        "hour": "03:00:00",
+        "pending": False,
+        "description": [],
+    }
+    assert got["semantic_version"] == "15" and got["version_end_of_life"] == "2027-11-11"
+    assert got["metrics_endpoints"] == [{"host": "testserver", "port": 80}]
+    assert got["project_id"] is None and got["private_network_uuid"] is None
