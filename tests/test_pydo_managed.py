@@ -136,6 +136,12 @@ def test_pydo_drives_the_managed_extras(
         with psycopg.connect(uri, connect_timeout=10) as conn:  # the trusted source lets loopback in
             assert conn.execute("SELECT 1").fetchone() == (1,)
 
+        # A replication user (logical only: tests/security/test_guard_replication.py), and back.
+        cdc = client.databases.add_user(uuid, {"name": "cdc", "settings": {"pg_allow_replication": True}})
+        assert cdc["user"]["settings"] == {"pg_allow_replication": True}
+        back = client.databases.update_user(uuid, "cdc", {"settings": {"pg_allow_replication": False}})
+        assert back["user"]["settings"] == {"pg_allow_replication": False}
+
         # Tags filter the list.
         assert [db["id"] for db in client.databases.list_clusters(tag_name="prod")["databases"]] == [uuid]
         assert client.databases.list_clusters(tag_name="staging")["databases"] == []

@@ -12,3 +12,11 @@ class ManagedConfig(AppConfig):
     label = "managed"
     verbose_name = _("Managed service")
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # The server's configuration includes replication.conf (wal_level, the guard's list of
+        # logical-only replication roles); clusters cannot import the apps built on it.
+        from panel.clusters import hooks
+        from panel.managed.services import replication
+
+        hooks.register_server_config(replication.server_config)

@@ -10,7 +10,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from panel import crypto
-from panel.clusters.models import Cluster
+from panel.clusters.models import Cluster, DatabaseUser
 
 
 class ClusterTag(models.Model):
@@ -101,3 +101,14 @@ class MetricsCredentials(models.Model):
     @password.setter
     def password(self, value: str) -> None:
         self.password_encrypted = crypto.encrypt(value)
+
+
+class ReplicationUser(models.Model):
+    """A database user granted ``pg_allow_replication``: REPLICATION, restricted by the privilege
+    guard to logical replication (``pgpanel_guard.logical_replication_roles``)."""
+
+    user = models.OneToOneField(DatabaseUser, on_delete=models.CASCADE, related_name="replication")
+    granted_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return self.user.name

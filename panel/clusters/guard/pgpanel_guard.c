@@ -42,6 +42,15 @@
  * Both refuse with SQLSTATE 53100 (disk_full); reads, DELETE, TRUNCATE, DROP,
  * VACUUM (FULL) and ANALYZE stay allowed, to get back under the quota. With
  * both lists empty the hooks return at once.
+ *
+ * And the tenants' replication roles (pg_allow_replication), listed in
+ * pgpanel_guard.logical_replication_roles (the configuration file only): such
+ * a role may decode logically, never copy the server (BASE_BACKUP streams its
+ * files, physical START_REPLICATION its WAL). Replication commands never reach
+ * ProcessUtility; the one hook they pass is emit_log_hook, on the "received
+ * replication command" line that log_replication_commands makes a LOG: the
+ * guard turns that setting on for good.
+ * A listed role is not renamed (that would take it off the list).
  */
 #include "postgres.h"
 
@@ -60,6 +69,7 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
+#include "replication/walsender.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -104,6 +114,7 @@ typedef struct NameList
 } NameList;
 
 static NameList *reserved_role_list = NULL;
+static NameList *logical_role_list = NULL;
 
 static bool
 check_name_list(char **newval, void **extra, GucSource source)
@@ -489,6 +500,12 @@ guard_statement(Node *node)
 				if (stmt->renameType == OBJECT_ROLE)
 				{
 					refuse_reserved_target(stmt->subname, "rename");
+					if (name_listed(logical_role_list, stmt->subname))
+						ereport(ERROR,
+								(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+								 errmsg("permission denied to rename role \"%s\"", stmt->subname),
+								 errdetail("A replication role keeps its name: the control panel restricts it by name."),
+								 ONLY_SUPERUSER_HINT));
 					if (is_reserved(stmt->newname))
 						ereport(ERROR,
 								(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
@@ -1253,6 +1270,135 @@ pgpanel_guard_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
 }
 
+/* ------------------------------------------------------------------------
+ * Logical replication only: pgpanel_guard.logical_replication_roles.
+ * ------------------------------------------------------------------------
+ */
+
+static char *logical_replication_roles = NULL;
+static emit_log_hook_type prev_emit_log_hook = NULL;
+
+#define REPLICATION_COMMAND_PREFIX "received replication command: "
+#define LOGICAL_ONLY_DETAIL(role) \
+	errdetail("Role \"%s\" may use logical replication only.", (role))
+
+static void
+assign_logical_replication_roles(const char *newval, void *extra)
+{
+	logical_role_list = (NameList *) extra;
+}
+
+/*
+ * The login role of this replication connection if it is listed, else NULL.
+ * session_authorization is the login role's name (set at login; only a
+ * superuser may change it), read without the catalogs.
+ */
+static const char *
+logical_only_session(void)
+{
+	const char *role;
+
+	if (!am_walsender || logical_role_list == NULL)
+		return NULL;
+	role = GetConfigOption("session_authorization", true, false);
+	return name_listed(logical_role_list, role) ? role : NULL;
+}
+
+/*
+ * The next token of a replication command into buf: an unquoted word upper-cased,
+ * a quoted identifier as '"' (never a keyword), any other character by itself.
+ */
+static const char *
+next_token(const char *p, char *buf, size_t size)
+{
+	size_t		n = 0;
+
+	while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '\f' || *p == '\v')
+		p++;
+	if (*p == '"')
+	{
+		for (p++; *p; p++)
+		{
+			if (*p == '"' && p[1] == '"')
+				p++;
+			else if (*p == '"')
+			{
+				p++;
+				break;
+			}
+		}
+		buf[n++] = '"';
+	}
+	else if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || *p == '_')
+	{
+		for (; (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+			 (*p >= '0' && *p <= '9') || *p == '_'; p++)
+		{
+			if (n + 1 < size)
+				buf[n++] = (*p >= 'a' && *p <= 'z') ? *p - 'a' + 'A' : *p;
+		}
+	}
+	else if (*p)
+		buf[n++] = *p++;
+	buf[n] = '\0';
+	return p;
+}
+
+/* Whether a listed role may run this replication command; anything not named here is refused. */
+static bool
+logical_command(const char *command)
+{
+	char		word[NAMEDATALEN + 2];
+	const char *p = next_token(command, word, sizeof(word));
+
+	if (strcmp(word, "IDENTIFY_SYSTEM") == 0 || strcmp(word, "SHOW") == 0 ||
+		strcmp(word, "DROP_REPLICATION_SLOT") == 0 || strcmp(word, "READ_REPLICATION_SLOT") == 0)
+		return true;
+	if (strcmp(word, "CREATE_REPLICATION_SLOT") == 0)
+	{
+		p = next_token(p, word, sizeof(word));	/* the slot's name */
+		p = next_token(p, word, sizeof(word));
+		if (strcmp(word, "TEMPORARY") == 0)
+			p = next_token(p, word, sizeof(word));
+		return strcmp(word, "LOGICAL") == 0;
+	}
+	if (strcmp(word, "START_REPLICATION") == 0)
+	{
+		p = next_token(p, word, sizeof(word));
+		if (strcmp(word, "SLOT") != 0)
+			return false;
+		p = next_token(p, word, sizeof(word));	/* the slot's name */
+		p = next_token(p, word, sizeof(word));
+		return strcmp(word, "LOGICAL") == 0;
+	}
+	return false;
+}
+
+static void
+pgpanel_guard_emit_log(ErrorData *edata)
+{
+	char		command[64];
+	char		role[NAMEDATALEN];
+	const char *listed;
+
+	if (prev_emit_log_hook)
+		prev_emit_log_hook(edata);
+	if (edata->elevel != LOG || edata->message == NULL ||
+		strncmp(edata->message, REPLICATION_COMMAND_PREFIX, strlen(REPLICATION_COMMAND_PREFIX)) != 0)
+		return;
+	listed = logical_only_session();
+	if (listed == NULL || logical_command(edata->message + strlen(REPLICATION_COMMAND_PREFIX)))
+		return;
+	/* Both live in memory the FATAL below resets or frees: keep copies. */
+	strlcpy(command, edata->message + strlen(REPLICATION_COMMAND_PREFIX), sizeof(command));
+	strlcpy(role, listed, sizeof(role));
+	ereport(FATAL,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("permission denied to run replication command \"%s\"", command),
+			 LOGICAL_ONLY_DETAIL(role),
+			 ONLY_SUPERUSER_HINT));
+}
+
 void
 _PG_init(void)
 {
@@ -1286,7 +1432,25 @@ _PG_init(void)
 							   check_name_list,
 							   assign_readonly_owners,
 							   NULL);
+	DefineCustomStringVariable("pgpanel_guard.logical_replication_roles",
+							   "Replication roles of tenants: logical replication only.",
+							   "A comma-separated list of role names, written by the control panel.",
+							   &logical_replication_roles,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_LIST_INPUT,
+							   check_name_list,
+							   assign_logical_replication_roles,
+							   NULL);
 	MarkGUCPrefixReserved("pgpanel_guard");
+
+	prev_emit_log_hook = emit_log_hook;
+	emit_log_hook = pgpanel_guard_emit_log;
+	/*
+	 * The command hook sees replication commands through their LOG line only:
+	 * on for good (above the configuration file, which a reload re-reads).
+	 */
+	SetConfigOption("log_replication_commands", "on", PGC_POSTMASTER, PGC_S_OVERRIDE);
 
 	prev_check_perms_hook = ExecutorCheckPerms_hook;
 	ExecutorCheckPerms_hook = pgpanel_guard_ExecutorCheckPerms;
