@@ -18,7 +18,7 @@ from panel.api.tests.conftest import MakeToken, bearer
 from panel.api.tests.test_api_databases import assert_error
 from panel.clusters.models import Cluster
 from panel.clusters.tests.conftest import make_cluster_row
-from panel.managed.models import Autoscale, ClusterTag, Maintenance, MetricsCredentials
+from panel.managed.models import Autoscale, ClusterTag, Maintenance, MetricsCredentials, ReplicationUser
 from panel.managed.services import metrics
 
 pytestmark = pytest.mark.django_db
@@ -198,3 +198,15 @@ def test_the_cluster_object_is_complete(owner: User, make_token: MakeToken) -> N
     assert got["semantic_version"] == "15" and got["version_end_of_life"] == "2027-11-11"
     assert got["metrics_endpoints"] == [{"host": "testserver", "port": 80}]
     assert got["project_id"] is None and got["private_network_uuid"] is None
+
+
+def test_replication_on_an_attached_server_is_refused_and_changes_nothing(
+    owner: User, make_token: MakeToken
+) -> None:
+    cluster = make_cluster_row(owner, kind="external")
+    token = make_token(owner, Scope.UPDATE)
+    response = _put(
+        Client(), f"/v2/databases/{cluster.pk}/users/app", token, {"settings": {"pg_allow_replication": True}}
+    )
+    assert_error(response, 422, "cluster.attached_not_managed")
+    assert not ReplicationUser.objects.exists()

@@ -13,6 +13,7 @@ from psycopg import sql
 
 from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster, DatabaseUser
+from panel.clusters.services.lifecycle import require_local
 from panel.core import runas
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
@@ -86,6 +87,7 @@ def set_replication(cluster: Cluster, name: str, allow: bool) -> bool:
     user = _user(cluster, name)
     if is_allowed(user) == allow:
         return allow
+    require_local(cluster)  # an attached server's roles are its owner's business
     cluster.require_serving(fresh=True)
     try:
         if allow:
