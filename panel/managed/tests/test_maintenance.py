@@ -1,22 +1,31 @@
 """The maintenance window on a real cluster: the node's round restarts a cluster onto a newer
 installed minor inside its window only, and the Settings tab's card shows the window and what
 is pending (404 to outsiders). The newer minor is simulated through what the node reports (the
-installed server's ``--version`` line); the restart and the running version read are real."""
+installed server's ``--version`` line); the restart and the running version read are real. Then,
+as the web process, the same services through the node's real agent."""
 
 from __future__ import annotations
 
 import datetime as dt
+import secrets
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
+from django.conf import settings as django_settings
 from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
+from conftest import start_celery_worker
 from panel.clusters.engine import dbconn, postgres
 from panel.clusters.models import Cluster
+from panel.clusters.services import roles
 from panel.clusters.tests.conftest import make_cluster_row
 from panel.managed.models import Maintenance
-from panel.managed.services import maintenance
+from panel.managed.services import maintenance, replication
 from panel.pools.engine import supervisor
 from panel.pools.engine.disk import bouncer_files
 from panel.pools.services.actions import create_pool
@@ -31,9 +40,23 @@ def _started_at(cluster: Cluster) -> object:
         return row[0]
 
 
+@pytest.fixture
+def agent_log(redis_server: str) -> Iterator[Path]:
+    """This node's agent (a real Celery worker on ``node.local``), for the calls a web process
+    sends it; the test switches its own role to "web" when it acts as the web."""
+    log = Path(django_settings.PANEL_DATA_DIR) / f"agent-managed-{secrets.token_hex(3)}.log"
+    proc = start_celery_worker(redis_server, f"node.{django_settings.PANEL_NODE_NAME}", log, concurrency=1)
+    yield log
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 @pytest.mark.integration
 def test_the_nodes_round_installs_a_newer_minor_in_the_window_only(
-    local_cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+    local_cluster: Cluster, monkeypatch: pytest.MonkeyPatch, settings: Any, agent_log: Path
 ) -> None:
     maintenance.set_window(local_cluster, "tuesday", "14:00")
     create_pool(local_cluster, "maint-pool", "defaultdb", None, "transaction", 2)  # PgBouncer runs
@@ -64,6 +87,21 @@ def test_the_nodes_round_installs_a_newer_minor_in_the_window_only(
     again = _started_at(local_cluster)
     assert maintenance.periodic(now=TUESDAY_1430 + dt.timedelta(minutes=10)) == []
     assert _started_at(local_cluster) == again
+
+    # As the web (make run's gunicorn, which opens no socket of a cluster): the check and a
+    # replication grant are the agent's work, and come back as if run in place.
+    monkeypatch.undo()
+    settings.PANEL_PROCESS_ROLE = "web"
+    try:
+        assert maintenance.check_updates(local_cluster) == []  # the agent reads the real versions
+        roles.add_user(local_cluster, "cdc")
+        assert replication.set_replication(local_cluster, "cdc", True) is True
+    finally:
+        settings.PANEL_PROCESS_ROLE = "all"
+    with dbconn.admin_connection(local_cluster) as conn:
+        assert conn.execute("SELECT rolreplication FROM pg_roles WHERE rolname = 'cdc'").fetchone() == (True,)
+    served = agent_log.read_text(errors="replace")
+    assert served.count("panel.core.agent.call[") >= 3 and "succeeded" in served
 
 
 @pytest.mark.django_db
