@@ -10,11 +10,13 @@ import uuid
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_http_methods
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from panel.clusters.ownership import get_cluster_for_user
 from panel.core.errors import ServiceError
+from panel.core.web import add_service_error
+from panel.managed.forms import MaintenanceWindowForm
 from panel.managed.services import maintenance, metrics
 
 
@@ -50,17 +52,34 @@ def scrape(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
 
 
-@require_GET
+@require_http_methods(["GET", "POST"])
 def maintenance_card(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
-    """The window and what is pending, as the node last reported (``?check=1``: asked again)."""
+    """The window and what is pending, as the node last reported (``?check=1``: asked again);
+    POST sets the window (an invalid form comes back in the card, status 200)."""
     cluster = get_cluster_for_user(request, cluster_id)
     row = maintenance.window_of(cluster)
     problem = ""
-    if request.GET.get("check") and cluster.is_local:
+    form = MaintenanceWindowForm(initial={"day": row.day, "hour": row.hour})
+    if request.method == "POST":
+        form = MaintenanceWindowForm(request.POST)
+        if form.is_valid():
+            try:
+                row = maintenance.set_window(
+                    cluster, form.cleaned_data["day"], str(form.cleaned_data["hour"])
+                )
+            except ServiceError as exc:
+                add_service_error(form, exc)
+    elif request.GET.get("check") and cluster.is_local:
         try:
             maintenance.check_updates(cluster)
         except ServiceError as exc:
             problem = exc.message
         row.refresh_from_db()
-    context = {"cluster": cluster, "window": row, "pending": maintenance.pending(row), "problem": problem}
+    context = {
+        "cluster": cluster,
+        "window": row,
+        "pending": maintenance.pending(row),
+        "problem": problem,
+        "form": form,
+    }
     return render(request, "managed/_maintenance.html", context)

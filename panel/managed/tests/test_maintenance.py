@@ -119,3 +119,20 @@ def test_the_settings_card_shows_the_window_and_what_is_pending(
     assert other_client.get(url).status_code == 404
     settings_page = owner_client.get(reverse("clusters:settings", args=[cluster.pk])).content.decode()
     assert url in settings_page
+
+
+@pytest.mark.django_db
+def test_the_settings_card_sets_the_window_and_shows_a_bad_one_in_place(
+    owner: User, owner_client: Client, other_client: Client
+) -> None:
+    cluster = make_cluster_row(owner)
+    url = reverse("managed:maintenance", args=[cluster.pk])
+    page = owner_client.post(url, {"day": "thursday", "hour": "5"}, headers={"HX-Request": "true"})
+    assert page.status_code == 200 and "Thursday at 05:00 UTC" in page.content.decode()
+    bad = owner_client.post(url, {"day": "someday", "hour": "25"}, headers={"HX-Request": "true"})
+    assert bad.status_code == 200 and "invalid-feedback" in bad.content.decode()
+    assert (Maintenance.objects.get(cluster=cluster).day, Maintenance.objects.get(cluster=cluster).hour) == (
+        "thursday",
+        5,
+    )
+    assert other_client.post(url, {"day": "monday", "hour": "1"}).status_code == 404
