@@ -64,6 +64,7 @@ def test_the_nodes_round_installs_a_newer_minor_in_the_window_only(
     row = Maintenance.objects.get(cluster=local_cluster)
     running, bouncer = row.postgres_running, row.pgbouncer_running
     assert running.startswith("15.") and bouncer.startswith("1.")
+    assert (row.postgres_installed, row.pgbouncer_installed) == (running, bouncer)  # read, and equal
     # The node reports newer releases installed (as after apt upgrade).
     monkeypatch.setattr(postgres, "release", lambda version: "postgres (PostgreSQL) 15.999 (Debian)")
     monkeypatch.setattr(supervisor, "installed_release", lambda: "PgBouncer 1.999.0")
