@@ -50,7 +50,7 @@ def _replication(cluster: Cluster, user: str) -> psycopg.Connection:
 def _refused(cluster: Cluster, command: str) -> None:
     with _replication(cluster, "cdc") as conn, pytest.raises(errors.InsufficientPrivilege) as caught:
         conn.execute(command)
-    assert DENIED in str(caught.value) and caught.value.diag.source_file == "pgpanel_guard.c"
+    assert DENIED in str(caught.value) and caught.value.diag.source_file == "replication_guard.c"
     assert "may use logical replication only" in (caught.value.diag.message_detail or "")
 
 
@@ -102,7 +102,7 @@ def test_a_replication_user_decodes_logically_and_copies_nothing_of_the_server(c
     with psycopg.connect(admin.uri(), autocommit=True) as conn:
         with pytest.raises(errors.InsufficientPrivilege) as caught:
             conn.execute("ALTER ROLE cdc RENAME TO cdc_free")
-        assert caught.value.diag.source_file == "pgpanel_guard.c"
+        assert caught.value.diag.source_file == "replication_guard.c"
         with pytest.raises(errors.InsufficientPrivilege):
             conn.execute("ALTER ROLE cdc NOREPLICATION")  # the attribute stays the panel's
         assert conn.execute(
