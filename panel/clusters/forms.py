@@ -30,6 +30,20 @@ class CreateClusterForm(PanelForm):
         initial=DEFAULT_PLAN_SLUG,
         widget=forms.RadioSelect,
     )
+    num_nodes = forms.TypedChoiceField(
+        label=_("Standby nodes"),
+        coerce=int,
+        choices=[
+            (1, _("None: one server")),
+            (2, _("One standby (2 members)")),
+            (3, _("Two standbys (3 members)")),
+        ],
+        initial=1,
+        help_text=_(
+            "Standbys take over automatically when the primary fails (plans of 2 GB or more); each "
+            "counts against the node's capacity like the primary."
+        ),
+    )
     node = forms.ChoiceField(
         label=_("Node"),
         required=False,

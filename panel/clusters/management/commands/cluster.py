@@ -54,6 +54,13 @@ class Command(SettingsSubcommands, RoleSubcommands, PanelCommand):
         p.add_argument(
             "--node", metavar="NODE", help="the node to create it on (default: most free capacity)"
         )
+        p.add_argument(
+            "--num-nodes",
+            type=int,
+            default=1,
+            metavar="N",
+            help="members: 1 (default), or 2-3 for a primary with standbys (plans of 2 GB or more)",
+        )
 
         add("list", "List clusters.", named=False)
         add("show", "Show a cluster's details and recent events.")
@@ -115,6 +122,7 @@ class Command(SettingsSubcommands, RoleSubcommands, PanelCommand):
             version=options["pg_version"],
             enqueue=False,
             node=options.get("node"),
+            num_nodes=options["num_nodes"],
         )
         self.stdout.write(
             f"Creating {cluster.name}: plan {cluster.plan_slug}, PostgreSQL {cluster.version}, "
