@@ -182,3 +182,13 @@ class ConfigForm(PanelForm):
     def changes(self) -> dict[str, tunables.Value]:
         """Only what the owner changed: the other settings keep their values (or defaults)."""
         return {name: self.cleaned_data[name] for name in self.changed_data}
+
+
+class SwitchoverForm(PanelForm):
+    """The standby to promote (the services refuse a missing or lagging one)."""
+
+    to = forms.CharField(label=_("New primary"), max_length=32, required=False)
+
+    def set_members(self, standbys: list[str]) -> None:
+        """The standbys to offer; ``to`` stays free text so that the service judges any name."""
+        self.standbys = standbys

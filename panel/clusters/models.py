@@ -233,6 +233,16 @@ class Cluster(models.Model):
         return self.is_local and self.num_nodes > 1
 
     @property
+    def server_port(self) -> int:
+        """The port of the server the panel and PgBouncer reach over the socket: the cluster's
+        own, or with standbys the primary member's (the first member's before any is known)."""
+        if not self.is_ha:
+            return int(self.port or 0)
+        members = self.members.order_by("-role", "name")  # "primary" before "standby"/"unknown"
+        primary = members.filter(role="primary").values_list("port", flat=True).first()
+        return int(primary or members.values_list("port", flat=True).first() or self.port or 0)
+
+    @property
     def agent_queue(self) -> str:
         """Where the web sends calls on this cluster's processes: its node's agent (an attached
         server, reached over the network, by ``Node.for_attached``)."""
@@ -519,6 +529,8 @@ class ClusterMember(models.Model):
     lag_bytes = models.BigIntegerField(null=True, blank=True)
     timeline = models.PositiveIntegerField(null=True, blank=True)
     pid = models.PositiveIntegerField(null=True, blank=True)
+    # When it was last seen running (primary) or streaming (standby) with its postmaster up.
+    healthy_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

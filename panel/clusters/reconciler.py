@@ -16,7 +16,7 @@ from panel import crypto
 from panel.clusters import dbconn, hooks, isolation, services
 from panel.clusters.engine import guard, postgres
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
-from panel.clusters.services import new_password
+from panel.clusters.services import ha, new_password
 from panel.core import osusers, runas
 from panel.core.errors import N_, Message, ServiceError
 from panel.core.runas import EngineError
@@ -30,7 +30,9 @@ def reconcile() -> list[str]:
     """Bring back every online local cluster whose postmaster died; fail stuck creations; bring
     clusters from before up to date (own OS user, privilege guard, monitor role)."""
     notes: list[str] = move_legacy_clusters()
-    for cluster in Cluster.objects.here().filter(status__in=ClusterStatus.SERVING):
+    # Patroni supervises the members of a cluster with standbys; the reconciler supervises Patroni.
+    notes += ha.supervise_all()
+    for cluster in Cluster.objects.here().filter(status__in=ClusterStatus.SERVING, num_nodes=1):
         if postgres.postmaster_pid(cluster.pgdata) is not None:
             continue
         # Re-read: a user may have stopped or deleted it since the query ran.
@@ -53,7 +55,7 @@ def reconcile() -> list[str]:
         cluster.mark_online()
         cluster.log_event("recovered", Message(N_("PostgreSQL restarted by the reconciler.")))
         notes.append(f"{cluster.name}: restarted")
-    for cluster in Cluster.objects.here().filter(status__in=ClusterStatus.SERVING):
+    for cluster in Cluster.objects.here().filter(status__in=ClusterStatus.SERVING, num_nodes=1):
         pid = postgres.postmaster_pid(cluster.pgdata)
         if pid is None:
             continue

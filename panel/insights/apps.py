@@ -18,3 +18,6 @@ class InsightsConfig(AppConfig):
         from panel.insights import services
 
         hooks.register_metrics(services)
+        from panel.insights import alerts
+
+        hooks.register_role_changed(alerts.notify_role_change)

@@ -178,7 +178,10 @@ def create_cluster(
                         node=target,
                         port=member_port,
                         rest_port=rest_port,
-                        data_dir=str(cluster.data_root / "members" / member_name),
+                        # Member 1 is what provisioning makes (PGDATA); Patroni copies the others.
+                        data_dir=str(
+                            cluster.pgdata if index == 1 else cluster.data_root / "members" / member_name
+                        ),
                     )
             break
         except IntegrityError:

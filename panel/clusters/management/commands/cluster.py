@@ -21,6 +21,7 @@ from panel.clusters import attach, reconciler, services
 from panel.clusters.cli import PanelCommand, find_cluster, find_user, print_table
 from panel.clusters.lib.connstr import FORMATS, SSLMODES
 from panel.clusters.lib.hosts import InvalidHost, validate_host
+from panel.clusters.management.cluster_members import MemberSubcommands
 from panel.clusters.management.cluster_parts import RoleSubcommands, describe_cluster
 from panel.clusters.management.cluster_settings import SettingsSubcommands
 from panel.clusters.models import Cluster, ClusterStatus
@@ -31,7 +32,7 @@ RECENT_EVENTS = 10
 PROVISION_WAIT_SECONDS = 600
 
 
-class Command(SettingsSubcommands, RoleSubcommands, PanelCommand):
+class Command(MemberSubcommands, SettingsSubcommands, RoleSubcommands, PanelCommand):
     help = "Create, inspect and manage PostgreSQL clusters in the foreground (no worker needed)."
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -88,6 +89,7 @@ class Command(SettingsSubcommands, RoleSubcommands, PanelCommand):
         p.add_argument("--sslmode", choices=SSLMODES, default="require")
 
         self.add_role_arguments(add)
+        self.add_member_arguments(add)
         self.add_settings_arguments(add)
 
         add(
