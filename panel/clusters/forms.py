@@ -8,12 +8,12 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from panel.clusters import services
-from panel.clusters.attach import ExternalServer
 from panel.clusters.lib import tunables
 from panel.clusters.lib.connstr import SSLMODES
 from panel.clusters.lib.hosts import InvalidHost, validate_host
 from panel.clusters.lib.plans import DEFAULT_PLAN_SLUG, PLANS, Plan
 from panel.clusters.services import nodes
+from panel.clusters.services.attach import ExternalServer
 from panel.core.forms import PanelForm
 
 
@@ -33,6 +33,8 @@ class CreateClusterForm(PanelForm):
     num_nodes = forms.TypedChoiceField(
         label=_("Standby nodes"),
         coerce=int,
+        required=False,
+        empty_value=1,  # a form without the field (older pages, scripts): one server
         choices=[
             (1, _("None: one server")),
             (2, _("One standby (2 members)")),

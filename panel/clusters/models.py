@@ -295,6 +295,16 @@ class Cluster(models.Model):
         return self.data_root / "pgdata"
 
     @property
+    def hba_path(self) -> Path:
+        """pg_hba.conf; with standbys outside every data directory (pg_rewind copies a data
+        directory's files from another member), shared by all members."""
+        return (self.data_root / "auth" if self.is_ha else self.pgdata) / "pg_hba.conf"
+
+    @property
+    def ident_path(self) -> Path:
+        return self.hba_path.with_name("pg_ident.conf")
+
+    @property
     def socket_dir(self) -> Path:
         return self.data_root / "run"
 

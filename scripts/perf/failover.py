@@ -79,10 +79,9 @@ class Trial:
 def trial(cluster, scenario: str, params: dict) -> Trial:  # type: ignore[no-untyped-def]
     import psycopg
 
-    from panel.clusters import reconciler
     from panel.clusters.engine import patroni
     from panel.clusters.models import MemberRole
-    from panel.clusters.services import ha, members
+    from panel.clusters.services import ha, members, reconciler
 
     deadline = time.monotonic() + RECOVERY_TIMEOUT
     while not ha.wait_healthy(cluster, 2) and time.monotonic() < deadline:

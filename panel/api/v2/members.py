@@ -35,7 +35,7 @@ class MembersOut(Schema):
 
 
 class SwitchoverIn(Schema):
-    """The standby to promote; none: the one furthest ahead."""
+    """The standby to promote; none: the synchronous one."""
 
     to: str | None = None
 

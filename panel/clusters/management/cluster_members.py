@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from panel.clusters.cli import PanelCommand, find_cluster, print_table
+from panel.clusters.management.cli import PanelCommand, find_cluster, print_table
 from panel.clusters.services import members
 
 
@@ -18,7 +18,7 @@ class MemberSubcommands(PanelCommand):
     def add_member_arguments(self, add: Callable[..., argparse.ArgumentParser]) -> None:
         p = add("members", "List a cluster's members: primary and standbys, with state and lag.")
         p.add_argument("--json", action="store_true", help="a JSON list of objects")
-        p = add("switchover", "Make a standby the primary (by default the one furthest ahead).")
+        p = add("switchover", "Make a standby the primary (by default the synchronous one).")
         p.add_argument("--to", metavar="MEMBER", help="the standby to promote")
 
     def do_members(self, options: dict[str, Any]) -> None:

@@ -19,8 +19,8 @@ from pathlib import Path
 from django.conf import settings
 from django.utils import timezone
 
-from panel.clusters import dbconn, hooks, isolation
-from panel.clusters.engine import patroni, postgres
+from panel.clusters import hooks
+from panel.clusters.engine import dbconn, isolation, patroni, postgres
 from panel.clusters.lib import patroni as patroni_lib
 from panel.clusters.models import Cluster, ClusterMember, ClusterStatus, EventLevel, MemberRole, Node
 from panel.clusters.services.create import etcd_ports
@@ -79,8 +79,8 @@ def spec(cluster: Cluster) -> patroni_lib.HaCluster:
             patroni_lib.Member(m.name, m.port, m.rest_port, m.data_dir) for m in members_of(cluster)
         ),
         panel_conf=str(ha_dir(cluster) / "postgresql.base.conf"),
-        hba_file=str(cluster.pgdata / "pg_hba.conf"),
-        ident_file=str(cluster.pgdata / "pg_ident.conf"),
+        hba_file=str(cluster.hba_path),
+        ident_file=str(cluster.ident_path),
         on_role_change=_callback_command(cluster),
     )
 

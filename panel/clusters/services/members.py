@@ -53,8 +53,8 @@ def _refuse_single(cluster: Cluster) -> None:
 
 
 def pick_candidate(cluster: Cluster, statuses: list[MemberStatus], to: str | None) -> MemberStatus:
-    """The standby to promote: ``to``, or the streaming one furthest ahead; refused when it is
-    missing, the primary already, not streaming, or lagging."""
+    """The standby to promote: ``to``, or the synchronous one; refused when it is missing, the
+    primary already, not streaming, not synchronous or lagging."""
     names = [m.name for m in cluster.members.order_by("name")]
     if to and to not in names:
         raise ServiceError(
@@ -80,7 +80,12 @@ def pick_candidate(cluster: Cluster, statuses: list[MemberStatus], to: str | Non
     fit = [
         s
         for s in standbys
-        if s.state == "streaming" and s.lag_bytes is not None and s.lag_bytes <= MAX_SWITCHOVER_LAG_BYTES
+        # Synchronous mode: only the synchronous standby is sure to have every commit (Patroni
+        # refuses the others too).
+        if s.state == "streaming"
+        and s.sync
+        and s.lag_bytes is not None
+        and s.lag_bytes <= MAX_SWITCHOVER_LAG_BYTES
     ]
     by_name.update({s.name: s for s in standbys})
     if not fit:

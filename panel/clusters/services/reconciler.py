@@ -13,10 +13,11 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from panel import crypto
-from panel.clusters import dbconn, hooks, isolation, services
-from panel.clusters.engine import guard, postgres
+from panel.clusters import hooks, services
+from panel.clusters.engine import dbconn, guard, isolation, postgres
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
 from panel.clusters.services import ha, new_password
+from panel.clusters.services.provision import SETTINGS_FILE
 from panel.core import osusers, runas
 from panel.core.errors import N_, Message, ServiceError
 from panel.core.runas import EngineError
@@ -32,6 +33,8 @@ def reconcile() -> list[str]:
     notes: list[str] = move_legacy_clusters()
     # Patroni supervises the members of a cluster with standbys; the reconciler supervises Patroni.
     notes += ha.supervise_all()
+    for cluster in Cluster.objects.here().filter(status__in=ClusterStatus.SERVING, num_nodes__gt=1):
+        notes += _restore_member_config(cluster)
     for cluster in Cluster.objects.here().filter(status__in=ClusterStatus.SERVING, num_nodes=1):
         if postgres.postmaster_pid(cluster.pgdata) is not None:
             continue
@@ -83,6 +86,23 @@ def reconcile() -> list[str]:
     notes += create_missing_monitor_roles()
     notes += hooks.pooler.reconcile_all()
     return notes
+
+
+def _restore_member_config(cluster: Cluster) -> list[str]:
+    """A member rewound with pg_rewind gets the panel's files in its data directory from another
+    member, stale ones if member 1 (PGDATA, whose panel.conf every member includes) was the one
+    rewound: written again, and the members reloaded when they differed."""
+    path = cluster.pgdata / "panel.conf"
+    try:
+        before = [path.read_text(), (cluster.pgdata / SETTINGS_FILE).read_text()]
+        services.write_server_config(cluster)
+        after = [path.read_text(), (cluster.pgdata / SETTINGS_FILE).read_text()]
+        if before == after:
+            return []
+        isolation.reload_server_config(cluster)
+    except (EngineError, OSError, dbconn.DatabaseError) as exc:
+        return [f"{cluster.name}: restoring the members' configuration failed: {exc}"]
+    return [f"{cluster.name}: the members' configuration written again"]
 
 
 def _install_guard(cluster: Cluster, *, configured: bool) -> list[str]:

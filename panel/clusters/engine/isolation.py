@@ -19,8 +19,7 @@ from pathlib import Path
 import psutil
 from django.conf import settings
 
-from panel.clusters import cgroups, dbconn
-from panel.clusters.engine import postgres
+from panel.clusters.engine import cgroups, dbconn, postgres
 from panel.clusters.lib.pgconf import render_hba, render_ident
 from panel.clusters.models import Cluster
 from panel.core import osusers, runas
@@ -100,15 +99,17 @@ def write_auth_config(cluster: Cluster, user: OsUser | None = None) -> bool:
     from what they should be; True if one changed."""
     user = user or cluster.os_user()
     wanted = {
-        cluster.pgdata / "pg_hba.conf": render_hba(
+        cluster.hba_path: render_hba(
             settings.PANEL_SUPERUSER,
             settings.PANEL_MONITOR_ROLE,
             cluster.trusted_source_values(),
             members_from="127.0.0.1/32" if cluster.is_ha else "",
         ),
-        cluster.pgdata / "pg_ident.conf": render_ident(user.name, mapped_roles(cluster)),
+        cluster.ident_path: render_ident(user.name, mapped_roles(cluster)),
     }
     changed = False
+    if cluster.is_ha:
+        runas.make_private_dir(cluster.hba_path.parent, user)
     for path, content in wanted.items():
         try:
             if path.read_text() == content:
@@ -166,7 +167,8 @@ def refresh_server_auth(cluster: Cluster) -> bool:
         return False
     if not write_auth_config(cluster):
         return False
-    if postgres.postmaster_pid(cluster.pgdata) is not None:
+    # With standbys member 1 (PGDATA) may be the one down; the primary reads the files too.
+    if cluster.is_ha or postgres.postmaster_pid(cluster.pgdata) is not None:
         problems = hba_errors(cluster)
         if problems:
             raise EngineError(f"PostgreSQL cannot read the new pg_hba.conf: {'; '.join(problems)}")
@@ -176,7 +178,7 @@ def refresh_server_auth(cluster: Cluster) -> bool:
 
 def server_cgroup(cluster: Cluster) -> list[Path]:
     """The ``cgroup.procs`` files of the cluster's cgroup, made or updated with its plan's RAM as
-    the memory limit and its vCPUs as the CPU quota (panel/clusters/cgroups.py); none for a
+    the memory limit and its vCPUs as the CPU quota (panel/clusters/engine/cgroups.py); none for a
     cluster without a plan, or where cgroups cannot be written (said once in the log)."""
     plan = cluster.plan
     if plan is None:
