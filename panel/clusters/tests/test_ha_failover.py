@@ -220,6 +220,20 @@ def test_switchover_refuses_missing_primary_and_lagging_members_and_one_member_c
         startup.resume()
 
 
+def test_the_overview_refuses_a_switchover_to_a_missing_member_next_to_the_field(ha_cluster, other_client):
+    browser = Client()
+    browser.force_login(ha_cluster.owner)
+    url = f"/clusters/{ha_cluster.pk}/members/switchover/"
+    response = browser.post(url, {"to": "member-9"}, headers={"HX-Request": "true"})
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "has no member “member-9”" in page and "is-invalid" in page
+    assert 'data-role="primary"' in page
+    # Another account's user gets a 404 for the card and the action alike.
+    assert other_client.get(f"/clusters/{ha_cluster.pk}/members/").status_code == 404
+    assert other_client.post(url, {"to": "member-2"}).status_code == 404
+
+
 def test_a_switchover_is_an_event_with_its_duration(ha_cluster):
     assert ha.wait_healthy(ha_cluster, RECOVERY_TIMEOUT)
     target = next(s for s in ha.read_statuses(ha_cluster) if s.sync)
