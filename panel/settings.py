@@ -127,6 +127,7 @@ INSTALLED_APPS = [
     "panel.logs",
     "panel.backups",
     "benchmarks",
+    "panel.managed",
     "panel.api",
 ]
 
@@ -370,6 +371,14 @@ CELERY_BEAT_SCHEDULE = {
         "args": ("panel.backups.tasks.periodic", 600.0),
         "schedule": 600.0,
         "options": {"expires": 600.0},
+    },
+    # Maintenance windows (versions checked, updates installed in their hour) and storage
+    # autoscale, on each cluster's node.
+    "managed-round": {
+        "task": "panel.clusters.tasks.fan_out",
+        "args": ("panel.managed.tasks.periodic", 300.0),
+        "schedule": 300.0,
+        "options": {"expires": 300.0},
     },
     # Storage quotas: measured and judged on every collection cycle, on each cluster's node.
     "measure-quotas": {

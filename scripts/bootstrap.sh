@@ -91,6 +91,8 @@ have etcdctl || missing+=(etcd-client)
 [[ -x /usr/sbin/haproxy ]] || missing+=(haproxy)
 if [[ "$mode" == test ]]; then
     have chromium || missing+=(chromium)
+    # A real Prometheus scrapes the clusters' metrics endpoints in tests/test_pydo_managed.py.
+    have prometheus || missing+=(prometheus)
 fi
 if ! have "$PYTHON"; then
     missing+=(python3 python3-venv)
