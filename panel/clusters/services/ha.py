@@ -14,6 +14,7 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from django.conf import settings
@@ -247,7 +248,11 @@ def wait_healthy(cluster: Cluster, timeout: float) -> bool:
     return bool(refresh_until(cluster, healthy, timeout))
 
 
-def refresh_until(cluster: Cluster, condition, timeout: float) -> list[patroni_lib.MemberStatus] | None:  # type: ignore[no-untyped-def]
+def refresh_until(
+    cluster: Cluster, condition: Callable[[list[patroni_lib.MemberStatus]], bool], timeout: float
+) -> list[patroni_lib.MemberStatus] | None:
+    """Patroni asked every half second until ``condition`` holds of the members (then recorded);
+    None after ``timeout``."""
     deadline = time.monotonic() + timeout
     while True:
         statuses = read_statuses(cluster)
