@@ -44,10 +44,20 @@ def patroni_program() -> Path:
     return Path(sys.executable).parent / "patroni"
 
 
-def check_installed() -> None:
+def check_installed(user: OsUser) -> None:
+    """etcd, HAProxy and Patroni installed, and Patroni runnable by the cluster's user: Patroni
+    runs its Python again as that user, and a virtualenv it cannot read (under a 0700 home) makes
+    the bootstrap hang without a word (DESIGN §7)."""
     for program in (ETCD, HAPROXY, str(patroni_program())):
         if not os.access(program, os.X_OK):
             raise EngineError(f"{MISSING} ({program} is missing.)")
+    probe = run_as(user, [sys.executable, "-c", "import patroni"], timeout=60)
+    if probe.returncode != 0:
+        raise EngineError(
+            f"The cluster's system user {user.name} cannot run Patroni from {sys.executable}: make the "
+            f"panel's virtual environment and every directory above it readable by other users. "
+            f"({(probe.stderr or probe.stdout).strip()[-300:]})"
+        )
 
 
 def _processes_with(argument: str) -> list[psutil.Process]:

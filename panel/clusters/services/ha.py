@@ -150,7 +150,7 @@ def ensure_etcd(node: Node, timeout: float) -> None:
 def start_members(cluster: Cluster, user: OsUser, timeout: float) -> None:
     """etcd, then every member's Patroni (member 1 first: it holds the data and becomes the
     primary; the others are copied from it), then HAProxy."""
-    patroni.check_installed()
+    patroni.check_installed(user)
     ensure_etcd(cluster.node, timeout)
     write_configs(cluster, user)
     runas.make_private_dir(cluster.socket_dir, user)
