@@ -299,7 +299,9 @@ def make_local_cluster(owner: User, name: str = "db-test", plan: str = "db-s-1vc
 
 
 @contextlib.contextmanager
-def module_cluster(django_db_blocker: object, username: str, name: str) -> Iterator[Cluster]:
+def module_cluster(
+    django_db_blocker: object, username: str, name: str, plan: str = "db-s-1vcpu-1gb"
+) -> Iterator[Cluster]:
     """A real cluster that one module's tests share, owned by a user of its own; removed afterwards.
 
     For a module-scoped fixture (``django_db_blocker`` lets it write rows outside a test). When a
@@ -311,7 +313,7 @@ def module_cluster(django_db_blocker: object, username: str, name: str) -> Itera
 
     with django_db_blocker.unblock():  # type: ignore[attr-defined]
         owner = User.objects.create_user(username, f"{username}@example.com", f"{username}-password-1")
-        cluster = make_local_cluster(owner, name=name)
+        cluster = make_local_cluster(owner, name=name, plan=plan)
     try:
         yield cluster
     finally:

@@ -101,7 +101,10 @@ def write_auth_config(cluster: Cluster, user: OsUser | None = None) -> bool:
     user = user or cluster.os_user()
     wanted = {
         cluster.pgdata / "pg_hba.conf": render_hba(
-            settings.PANEL_SUPERUSER, settings.PANEL_MONITOR_ROLE, cluster.trusted_source_values()
+            settings.PANEL_SUPERUSER,
+            settings.PANEL_MONITOR_ROLE,
+            cluster.trusted_source_values(),
+            settings.PANEL_REPLICATION_ROLE,
         ),
         cluster.pgdata / "pg_ident.conf": render_ident(user.name, mapped_roles(cluster)),
     }

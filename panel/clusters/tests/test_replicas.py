@@ -1,0 +1,145 @@
+"""Read-only replicas on real clusters: a replica serves reads through its own URI and through a
+pool on it, refuses writes, follows its source, is promoted to a cluster that accepts writes,
+and is deleted completely; what cannot be done is refused with nothing changed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from conftest import module_cluster
+from panel.clusters import services
+from panel.clusters.models import Cluster
+from panel.clusters.services import replicas
+from panel.clusters.tests.conftest import connect_as_client
+from panel.core.errors import ServiceError
+from panel.pools import services as pools
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def source(django_db_setup: None, django_db_blocker: object) -> Iterator[Cluster]:
+    """A 2 GB cluster (so that a smaller plan exists), shared by the module's tests."""
+    with module_cluster(django_db_blocker, "replica-owner", "db-source", plan="db-s-1vcpu-2gb") as cluster:
+        yield cluster
+        with django_db_blocker.unblock():  # type: ignore[attr-defined]
+            for replica in Cluster.objects.filter(replica_of=cluster.pk):
+                services.delete_cluster(replica, confirm_name=replica.name)
+
+
+@pytest.fixture(autouse=True)
+def _rows(db: None) -> None:
+    """Each test's rows are rolled back; the module's source row was made outside them."""
+
+
+def fresh(cluster: Cluster) -> Cluster:
+    return Cluster.objects.select_related("node", "replica_of").get(pk=cluster.pk)
+
+
+def test_a_replica_serves_reads_refuses_writes_and_is_promoted(source: Cluster) -> None:
+    source = fresh(source)
+    with connect_as_client(source) as conn:
+        conn.execute("CREATE TABLE items (id int PRIMARY KEY, label text)")
+        conn.execute("INSERT INTO items VALUES (1, 'before')")
+
+    replica = replicas.add_replica(source, name="db-source-replica")
+    assert replica.status == "online" and replica.replica_of_id == source.pk
+    assert replica.port != source.port and replica.os_user_name != source.os_user_name
+    assert replica.ca_certificate and replica.ca_certificate != source.ca_certificate
+
+    # Reads through its own URI (its own CA verifies its certificate), writes refused.
+    uri = services.connection_details(replica).uri()
+    assert f":{replica.port}/" in uri
+    ca = replica.data_root / "test-ca.crt"
+    ca.write_text(replica.ca_certificate)
+    with psycopg.connect(uri.replace("sslmode=require", f"sslmode=verify-ca&sslrootcert={ca}")) as conn:
+        assert conn.execute("SELECT label FROM items").fetchone() == ("before",)
+        assert conn.execute("SELECT pg_is_in_recovery()").fetchone() == (True,)
+        with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+            conn.execute("INSERT INTO items VALUES (2, 'refused')")
+
+    # It follows the source; the source lists it with its lag.
+    with connect_as_client(source) as conn:
+        conn.execute("INSERT INTO items VALUES (3, 'streamed')")
+    (row,) = replicas.list_replicas(source)
+    assert row.replica.name == "db-source-replica" and row.state == "streaming"
+
+    # A pool on the replica serves reads.
+    pool = pools.create_pool(replica, "read-pool", "defaultdb", None, "transaction", 3)
+    pool_uri = pools.pool_connection_details(pool).uri()
+    assert f":{replica.pooler_port}/read-pool" in pool_uri
+
+    def streamed() -> bool:
+        with psycopg.connect(pool_uri, connect_timeout=5) as conn:
+            return conn.execute("SELECT count(*) FROM items WHERE id = 3").fetchone() == (1,)
+
+    from panel.core.polling import wait_for
+
+    assert wait_for(streamed, 10, interval=0.2)
+
+    # The source cannot be deleted under it.
+    with pytest.raises(ServiceError) as refused:
+        services.delete_cluster(source, confirm_name=source.name)
+    assert refused.value.code == "cluster.has_replicas"
+    assert fresh(source).status == "online"
+
+    # Promoted: a cluster of its own that accepts writes, the pool keeps serving.
+    promoted = replicas.promote_replica(fresh(replica))
+    assert promoted.replica_of_id is None and promoted.status == "online"
+    assert promoted.superuser_password_encrypted != source.superuser_password_encrypted
+    with psycopg.connect(uri) as conn:
+        conn.execute("INSERT INTO items VALUES (4, 'written')")
+    with psycopg.connect(pool_uri, connect_timeout=5) as conn:
+        assert conn.execute("SELECT count(*) FROM items").fetchone() == (3,)
+    with connect_as_client(source) as conn:  # the source goes on alone, without the slot
+        assert conn.execute("SELECT count(*) FROM items").fetchone() == (2,)
+        slots = conn.execute("SELECT count(*) FROM pg_replication_slots").fetchone()
+        assert slots == (0,)
+    data_root, user = promoted.data_root, promoted.os_user_name
+    services.delete_cluster(promoted, confirm_name=promoted.name)
+    assert not data_root.exists() and not Cluster.objects.filter(name=promoted.name).exists()
+    assert not user or not Path(f"/home/{user}").exists()
+
+
+def test_bad_requests_are_refused_with_nothing_made(source: Cluster) -> None:
+    source = fresh(source)
+    before = Cluster.objects.count()
+    cases = [
+        ({"name": "db-small", "plan_slug": "db-s-1vcpu-1gb"}, "replica.plan_too_small"),
+        ({"name": "db-odd", "plan_slug": "db-s-1vcpu-512mb"}, "cluster.plan_unknown"),
+        ({"name": "bad name!", "plan_slug": None}, None),
+        ({"name": "db-source", "plan_slug": None}, "cluster.name_taken"),
+    ]
+    for kwargs, code in cases:
+        with pytest.raises(ServiceError) as refused:
+            replicas.create_replica(source, enqueue=False, **kwargs)  # type: ignore[arg-type]
+        if code:
+            assert refused.value.code == code
+        assert refused.value.field in {"name", "plan"}
+    assert Cluster.objects.count() == before
+
+    with pytest.raises(ServiceError) as not_replica:
+        replicas.promote_replica(source)
+    assert not_replica.value.code == "replica.not_a_replica"
+    with connect_as_client(source) as conn:
+        assert conn.execute("SELECT pg_is_in_recovery()").fetchone() == (False,)
+
+    # The tenant cannot take over the panel's replication role on its source.
+    with connect_as_client(source, autocommit=True) as conn:
+        for statement in (
+            f"ALTER ROLE {settings.PANEL_REPLICATION_ROLE} PASSWORD 'mine'",
+            f"GRANT {settings.PANEL_REPLICATION_ROLE} TO doadmin",
+            "CREATE ROLE thief REPLICATION LOGIN PASSWORD 'x'",
+        ):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(statement)
+
+    with pytest.raises(CommandError):
+        call_command("replica", "promote", source.name, "--name", "nope")
