@@ -4,7 +4,7 @@ and is deleted completely; what cannot be done is refused with nothing changed."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -143,3 +143,60 @@ def test_bad_requests_are_refused_with_nothing_made(source: Cluster) -> None:
 
     with pytest.raises(CommandError):
         call_command("replica", "promote", source.name, "--name", "nope")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_pydo_makes_and_promotes_a_replica_through_a_real_worker(
+    source: Cluster, live_server: object, celery_worker: None, wait_until: Callable[..., object]
+) -> None:
+    """pydo 0.44's replica calls, unchanged, against the panel; the replica is made by a real
+    Celery worker process. Last in the module: its flush removes the module's rows."""
+    from azure.core.credentials import AzureKeyCredential
+    from azure.core.exceptions import HttpResponseError
+    from azure.core.pipeline.policies import AzureKeyCredentialPolicy
+    from pydo import Client
+
+    from panel.api import services as api_services
+    from panel.api.models import Scope
+
+    source = fresh(source)
+    token = api_services.create_token(source.owner, "pydo", [scope.value for scope in Scope])[1]
+    policy = AzureKeyCredentialPolicy(AzureKeyCredential(token), "Authorization", prefix="Bearer")
+    client = Client(token, endpoint=live_server.url, authentication_policy=policy, retry_total=0)  # type: ignore[attr-defined]
+    uuid = str(source.pk)
+
+    made = client.databases.create_replica(uuid, {"name": "db-api-replica", "size": "db-s-1vcpu-2gb"})[
+        "replica"
+    ]
+    assert made["status"] == "forking" and made["size"] == "db-s-1vcpu-2gb"
+    wait_until(
+        lambda: client.databases.get_replica(uuid, "db-api-replica")["replica"]["status"] == "online",
+        timeout=120,
+        message="the worker made the replica",
+    )
+    (listed,) = client.databases.list_replicas(uuid)["replicas"]
+    uri = listed["connection"]["uri"]
+    assert listed["connection"]["port"] != source.port and listed["connection"]["password"]
+    with psycopg.connect(uri, connect_timeout=10) as conn:
+        assert conn.execute("SELECT pg_is_in_recovery()").fetchone() == (True,)
+        with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+            conn.execute("CREATE TABLE refused (id int)")
+
+    # Refusals in the managed service's error shape; nothing made.
+    for body, status in (
+        ({"name": "db-small", "size": "db-s-1vcpu-1gb"}, 422),
+        ({"name": "db-api-replica"}, 409),
+        ({"name": "no spaces"}, 422),
+    ):
+        with pytest.raises(HttpResponseError) as refused:
+            client.databases.create_replica(uuid, body)
+        assert refused.value.status_code == status
+    assert client.databases.promote_replica(uuid, "nope")["id"] == "replica.not_found"  # 404: a body
+    assert len(client.databases.list_replicas(uuid)["replicas"]) == 1
+
+    assert client.databases.promote_replica(uuid, "db-api-replica") is None
+    assert client.databases.list_replicas(uuid)["replicas"] == []
+    with psycopg.connect(uri, connect_timeout=10) as conn:
+        conn.execute("CREATE TABLE written (id int)")
+    assert client.databases.destroy_cluster(listed["id"]) is None
+    wait_until(lambda: not Cluster.objects.filter(pk=listed["id"]).exists(), timeout=60)
