@@ -168,3 +168,14 @@ class ConfigForm(PanelForm):
     def changes(self) -> dict[str, tunables.Value]:
         """Only what the owner changed: the other settings keep their values (or defaults)."""
         return {name: self.cleaned_data[name] for name in self.changed_data}
+
+
+class ReplicaForm(PanelForm):
+    """Add a read-only replica: its name and plan (the service checks it is at least the source's)."""
+
+    name = forms.CharField(
+        label=_("Replica name"),
+        max_length=63,
+        help_text=_("Lowercase letters, digits and hyphens; it starts with a letter."),
+    )
+    plan = forms.ChoiceField(label=_("Plan"), choices=[(plan.slug, plan.slug) for plan in PLANS])

@@ -10,8 +10,11 @@ from pathlib import Path
 import psycopg
 import pytest
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.test import Client
+from django.urls import reverse
 
 from conftest import module_cluster
 from panel.clusters import services
@@ -90,6 +93,14 @@ def test_a_replica_serves_reads_refuses_writes_and_is_promoted(source: Cluster) 
     assert refused.value.code == "cluster.has_replicas"
     assert fresh(source).status == "online"
 
+    # The replica's page says what it follows and offers Promote; the source's lists it.
+    web = Client()
+    web.force_login(source.owner)
+    page = web.get(reverse("clusters:replicas", args=[replica.pk])).content.decode()
+    assert "db-source</a>" in page and "Promote to a cluster" in page
+    page = web.get(reverse("clusters:replicas", args=[source.pk])).content.decode()
+    assert 'data-replica="db-source-replica"' in page and f":{replica.port}<" in page
+
     # Promoted: a cluster of its own that accepts writes, the pool keeps serving.
     promoted = replicas.promote_replica(fresh(replica))
     assert promoted.replica_of_id is None and promoted.status == "online"
@@ -106,6 +117,29 @@ def test_a_replica_serves_reads_refuses_writes_and_is_promoted(source: Cluster) 
     services.delete_cluster(promoted, confirm_name=promoted.name)
     assert not data_root.exists() and not Cluster.objects.filter(name=promoted.name).exists()
     assert not user or not Path(f"/home/{user}").exists()
+
+
+def test_the_replicas_card_refuses_bad_input_and_outsiders(source: Cluster, other_user: User) -> None:
+    source = fresh(source)
+    web = Client()
+    web.force_login(source.owner)
+    before = Cluster.objects.count()
+    add = reverse("clusters:replica-add", args=[source.pk])
+    response = web.post(add, {"name": "db-small", "plan": "db-s-1vcpu-1gb"}, headers={"HX-Request": "true"})
+    assert response.status_code == 200
+    assert "at least its source&#x27;s" in response.content.decode()
+    response = web.post(add, {"name": "Bad Name", "plan": "db-s-1vcpu-2gb"}, headers={"HX-Request": "true"})
+    assert response.status_code == 200 and "invalid-feedback" in response.content.decode()
+    assert Cluster.objects.count() == before
+    promote = web.post(reverse("clusters:replica-promote", args=[source.pk]), headers={"HX-Request": "true"})
+    assert "is not a read-only replica" in promote.content.decode()
+
+    outsider = Client()
+    outsider.force_login(other_user)
+    assert outsider.get(reverse("clusters:replicas", args=[source.pk])).status_code == 404
+    assert outsider.post(add, {"name": "db-mine", "plan": "db-s-1vcpu-2gb"}).status_code == 404
+    assert outsider.post(reverse("clusters:replica-promote", args=[source.pk])).status_code == 404
+    assert Cluster.objects.count() == before
 
 
 def test_bad_requests_are_refused_with_nothing_made(source: Cluster) -> None:
