@@ -124,27 +124,32 @@ def record(job: Job) -> None:
     )
 
 
-def follow_source_rows(replica: Cluster) -> None:
-    """The replica's user and database rows become the source's (its server has the source's)."""
+def follow_source_rows(replica: Cluster) -> bool:
+    """The replica's user and database rows become the source's (its server has the source's
+    roles and databases, replayed); True when one changed."""
     source = replica.replica_of
     assert source is not None
+    changed = False
     with transaction.atomic():
-        replica.users.all().delete()
-        replica.databases.all().delete()
-        for user in source.users.all():
-            DatabaseUser.objects.create(
+        users = {user.name: user for user in source.users.all()}
+        changed |= bool(replica.users.exclude(name__in=list(users)).delete()[0])
+        for user in users.values():
+            _row, made = DatabaseUser.objects.update_or_create(
                 cluster=replica,
                 name=user.name,
-                password_encrypted=user.password_encrypted,
-                is_protected=user.is_protected,
+                defaults={"password_encrypted": user.password_encrypted, "is_protected": user.is_protected},
             )
-        for database in source.databases.all():
-            Database.objects.create(
+            changed |= made
+        databases = {database.name: database for database in source.databases.all()}
+        changed |= bool(replica.databases.exclude(name__in=list(databases)).delete()[0])
+        for database in databases.values():
+            _row, made = Database.objects.update_or_create(
                 cluster=replica,
                 name=database.name,
-                owner_name=database.owner_name,
-                is_protected=database.is_protected,
+                defaults={"owner_name": database.owner_name, "is_protected": database.is_protected},
             )
+            changed |= made
+    return changed
 
 
 STEPS: tuple[tuple[int, str, Callable[[Job], None]], ...] = (

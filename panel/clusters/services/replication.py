@@ -21,6 +21,7 @@ from panel.clusters.models import Cluster
 from panel.clusters.services.create import new_password
 from panel.core import runas
 from panel.core.agent import on_node
+from panel.core.polling import wait_for
 
 PASSFILE = "replication.pgpass"
 SOURCE_CA = "source-ca.crt"
@@ -148,3 +149,23 @@ def replica_lag(source: Cluster) -> dict[str, Lag]:
             "WHERE application_name LIKE 'pgpanel_replica_%'"
         ).fetchall()
     return {name: Lag(state or "", lag, seconds) for name, state, lag, seconds in rows}
+
+
+def wait_replayed(replica: Cluster, timeout: float = 5.0) -> bool:
+    """Until the replica has replayed everything its source has written so far (a role or a
+    password just changed there); False if it has not within ``timeout``."""
+    source = replica.replica_of
+    assert source is not None
+    with dbconn.admin_connection(source) as conn:
+        row = conn.execute("SELECT pg_catalog.pg_current_wal_lsn()::text").fetchone()
+    assert row is not None
+    target = row[0]
+
+    def replayed() -> bool:
+        with dbconn.admin_connection(replica) as conn:
+            done = conn.execute(
+                "SELECT pg_catalog.pg_last_wal_replay_lsn() >= %s::pg_lsn", [target]
+            ).fetchone()
+        return bool(done and done[0])
+
+    return wait_for(replayed, timeout, interval=0.05)

@@ -17,10 +17,11 @@ from django.test import Client
 from django.urls import reverse
 
 from conftest import module_cluster
-from panel.clusters import services
+from panel import crypto
+from panel.clusters import roles, services
 from panel.clusters.models import Cluster
 from panel.clusters.services import replicas
-from panel.clusters.tests.conftest import connect_as_client
+from panel.clusters.tests.conftest import can_log_in, client_params, connect_as_client
 from panel.core.errors import ServiceError
 from panel.pools import services as pools
 
@@ -74,8 +75,21 @@ def test_a_replica_serves_reads_refuses_writes_and_is_promoted(source: Cluster) 
     (row,) = replicas.list_replicas(source)
     assert row.replica.name == "db-source-replica" and row.state == "streaming"
 
+    # Users follow the source (rows, passwords, PgBouncer's auth); none is made on the replica.
+    reader = roles.add_user(source, "reader")
+    with connect_as_client(source) as conn:
+        conn.execute("GRANT SELECT ON items TO reader")
+    assert can_log_in(replica, "reader", reader.password)
+    with pytest.raises(ServiceError) as read_only:
+        roles.add_user(fresh(replica), "writer")
+    assert read_only.value.code == "replica.read_only"
+    # The panel's replication role streams, nothing more: no database login, even with its password.
+    secret = crypto.decrypt(fresh(source).replication_password_encrypted)
+    with pytest.raises(psycopg.OperationalError, match="pg_hba.conf rejects"):
+        psycopg.connect(**client_params(source, user=settings.PANEL_REPLICATION_ROLE, password=secret))
+
     # A pool on the replica serves reads.
-    pool = pools.create_pool(replica, "read-pool", "defaultdb", None, "transaction", 3)
+    pool = pools.create_pool(fresh(replica), "read-pool", "defaultdb", "reader", "transaction", 3)
     pool_uri = pools.pool_connection_details(pool).uri()
     assert f":{replica.pooler_port}/read-pool" in pool_uri
 
@@ -109,6 +123,7 @@ def test_a_replica_serves_reads_refuses_writes_and_is_promoted(source: Cluster) 
         conn.execute("INSERT INTO items VALUES (4, 'written')")
     with psycopg.connect(pool_uri, connect_timeout=5) as conn:
         assert conn.execute("SELECT count(*) FROM items").fetchone() == (3,)
+        assert conn.execute("SELECT current_user").fetchone() == ("reader",)
     with connect_as_client(source) as conn:  # the source goes on alone, without the slot
         assert conn.execute("SELECT count(*) FROM items").fetchone() == (2,)
         slots = conn.execute("SELECT count(*) FROM pg_replication_slots").fetchone()
