@@ -43,12 +43,6 @@ def _plan(slug: str) -> Plan:
         ) from None
 
 
-def smaller(plan: Plan, than: Plan) -> bool:
-    """A replica must have at least its source's RAM (its max_connections and the replayed
-    settings must fit), vCPUs and disk (the source's data)."""
-    return plan.ram_gb < than.ram_gb or plan.vcpus < than.vcpus or plan.disk_gb < than.disk_gb
-
-
 def create_replica(
     source: Cluster, *, name: str, plan_slug: str | None = None, enqueue: bool = True
 ) -> Cluster:
@@ -65,7 +59,7 @@ def create_replica(
     source_plan = source.plan
     assert source_plan is not None and source.node is not None
     plan_slug = plan_slug or source.plan_slug
-    if smaller(_plan(plan_slug), source_plan):
+    if _plan(plan_slug).smaller_than(source_plan):
         raise ServiceError(
             N_("A replica's plan must be at least its source's (%(plan)s); %(chosen)s is smaller."),
             field="plan",

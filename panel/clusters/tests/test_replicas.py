@@ -20,7 +20,7 @@ from conftest import module_cluster
 from panel import crypto
 from panel.clusters import roles, services
 from panel.clusters.models import Cluster
-from panel.clusters.services import replicas
+from panel.clusters.services import replicas, resize
 from panel.clusters.tests.conftest import can_log_in, client_params, connect_as_client
 from panel.core.errors import ServiceError
 from panel.pools import services as pools
@@ -100,6 +100,15 @@ def test_a_replica_serves_reads_refuses_writes_and_is_promoted(source: Cluster) 
     from panel.core.polling import wait_for
 
     assert wait_for(streamed, 10, interval=0.2)
+
+    # Neither outgrows the other: the source stays at most, the replica at least, the other's plan.
+    for cluster, plan, code in (
+        (source, "db-s-2vcpu-4gb", "resize.replicas_too_small"),
+        (replica, "db-s-1vcpu-1gb", "replica.plan_too_small"),
+    ):
+        with pytest.raises(ServiceError) as refused:
+            resize.check_resize(fresh(cluster), plan)
+        assert refused.value.code == code, refused.value
 
     # The source cannot be deleted under it.
     with pytest.raises(ServiceError) as refused:
