@@ -18,6 +18,7 @@ from django.urls import reverse
 
 from conftest import module_cluster
 from panel import crypto
+from panel.backups.services import archiving, backups
 from panel.clusters import roles, services
 from panel.clusters.models import Cluster
 from panel.clusters.services import replicas, resize
@@ -83,6 +84,9 @@ def test_a_replica_serves_reads_refuses_writes_and_is_promoted(source: Cluster) 
     with pytest.raises(ServiceError) as read_only:
         roles.add_user(fresh(replica), "writer")
     assert read_only.value.code == "replica.read_only"
+    with pytest.raises(ServiceError) as no_backup:
+        backups.request_backup(fresh(replica))
+    assert no_backup.value.code == "backup.replica"
     # The panel's replication role streams, nothing more: no database login, even with its password.
     secret = crypto.decrypt(fresh(source).replication_password_encrypted)
     with pytest.raises(psycopg.OperationalError, match="pg_hba.conf rejects"):
@@ -128,6 +132,7 @@ def test_a_replica_serves_reads_refuses_writes_and_is_promoted(source: Cluster) 
     promoted = replicas.promote_replica(fresh(replica))
     assert promoted.replica_of_id is None and promoted.status == "online"
     assert promoted.superuser_password_encrypted != source.superuser_password_encrypted
+    assert archiving.archive_status(promoted).active  # its own WAL archive and stanza
     with psycopg.connect(uri) as conn:
         conn.execute("INSERT INTO items VALUES (4, 'written')")
     with psycopg.connect(pool_uri, connect_timeout=5) as conn:
