@@ -21,8 +21,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from panel.clusters import dbconn, isolation
-from panel.clusters.engine import postgres
+from panel.clusters.engine import dbconn, isolation, postgres
 from panel.clusters.lib.pgconf import QUOTA_FILE
 from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser, EventLevel
 from panel.clusters.services import lifecycle, provision, replication

@@ -16,8 +16,8 @@ from django.utils.translation import gettext as _
 from psycopg import sql
 
 from panel import crypto
-from panel.clusters import dbconn, hooks, isolation
-from panel.clusters.engine import postgres
+from panel.clusters import hooks
+from panel.clusters.engine import dbconn, isolation, postgres
 from panel.clusters.lib.plans import PLANS_BY_SLUG, Plan, get_plan
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
 from panel.clusters.services import lifecycle, replication

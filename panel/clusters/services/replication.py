@@ -15,7 +15,7 @@ from django.conf import settings
 from psycopg import sql
 
 from panel import crypto
-from panel.clusters import dbconn
+from panel.clusters.engine import dbconn
 from panel.clusters.lib.pgconf import STANDBY_FILE, render_standby_conf, standby_conninfo
 from panel.clusters.models import Cluster
 from panel.clusters.services.create import new_password

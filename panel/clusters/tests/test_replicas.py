@@ -19,9 +19,9 @@ from django.urls import reverse
 from conftest import module_cluster
 from panel import crypto
 from panel.backups.services import archiving, backups
-from panel.clusters import roles, services
+from panel.clusters import services
 from panel.clusters.models import Cluster
-from panel.clusters.services import replicas, resize
+from panel.clusters.services import replicas, resize, roles
 from panel.clusters.tests.conftest import can_log_in, client_params, connect_as_client
 from panel.core.errors import ServiceError
 from panel.pools import services as pools

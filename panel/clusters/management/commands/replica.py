@@ -14,8 +14,8 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from panel.clusters import services
-from panel.clusters.cli import PanelCommand, find_cluster, human_size, print_table
 from panel.clusters.lib.connstr import FORMATS
+from panel.clusters.management.cli import PanelCommand, find_cluster, human_size, print_table
 from panel.clusters.services import replicas
 
 
