@@ -105,7 +105,7 @@ def _install_guard(cluster: Cluster, *, configured: bool) -> list[str]:
     try:
         # With panel.conf lacking the guard, the restart writes it and clears the roles itself.
         services.perform_action(cluster, "restart")
-        if configured:
+        if configured and not cluster.is_replica:  # a replica's roles are its source's
             services.clear_reserved(cluster)
             cluster.log_event("guard-installed", Message(N_("The privilege guard is now loaded.")))
     except (ServiceError, dbconn.DatabaseError) as exc:

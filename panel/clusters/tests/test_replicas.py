@@ -170,6 +170,11 @@ def test_the_replicas_card_refuses_bad_input_and_outsiders(source: Cluster, othe
     assert outsider.post(reverse("clusters:replica-promote", args=[source.pk])).status_code == 404
     assert Cluster.objects.count() == before
 
+    # A replica being made shows as forking, and the card polls until it is online.
+    replicas.create_replica(source, name="db-pending", enqueue=False)
+    page = web.get(reverse("clusters:replicas", args=[source.pk])).content.decode()
+    assert 'data-status="forking"' in page and "every 2s" in page
+
 
 def test_bad_requests_are_refused_with_nothing_made(source: Cluster) -> None:
     source = fresh(source)
