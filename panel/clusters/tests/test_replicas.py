@@ -260,6 +260,9 @@ def test_pydo_makes_and_promotes_a_replica_through_a_real_worker(
             client.databases.create_replica(uuid, body)
         assert refused.value.status_code == status
     assert client.databases.promote_replica(uuid, "nope")["id"] == "replica.not_found"  # 404: a body
+    with pytest.raises(HttpResponseError) as kept:  # the source is not deleted under its replica
+        client.databases.destroy_cluster(uuid)
+    assert kept.value.response.json()["id"] == "cluster.has_replicas"
     assert len(client.databases.list_replicas(uuid)["replicas"]) == 1
 
     assert client.databases.promote_replica(uuid, "db-api-replica") is None
