@@ -319,6 +319,7 @@ def module_cluster(
     finally:
         with django_db_blocker.unblock():  # type: ignore[attr-defined]
             if Cluster.objects.filter(pk=cluster.pk).exists():
+                delete_replicas_of(cluster)
                 services.delete_cluster(Cluster.objects.get(pk=cluster.pk), confirm_name=cluster.name)
             else:  # its PgBouncer too: the teardown that would stop it cannot run without the rows
                 hooks.pooler.stop_pgbouncer(cluster)
@@ -333,8 +334,15 @@ def local_cluster(owner: User, transactional_db: None) -> Iterator[Cluster]:
     cluster = make_local_cluster(owner)
     yield cluster
     if Cluster.objects.filter(pk=cluster.pk).exists():
+        delete_replicas_of(cluster)
         cluster.refresh_from_db()
         services.delete_cluster(cluster, confirm_name=cluster.name)
+
+
+def delete_replicas_of(cluster: Cluster) -> None:
+    """A test's read-only replicas of ``cluster`` go first: a source is not deleted under them."""
+    for replica in Cluster.objects.filter(replica_of=cluster.pk):
+        services.delete_cluster(replica, confirm_name=replica.name)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -34,9 +34,6 @@ def source(django_db_setup: None, django_db_blocker: object) -> Iterator[Cluster
     """A 2 GB cluster (so that a smaller plan exists), shared by the module's tests."""
     with module_cluster(django_db_blocker, "replica-owner", "db-source", plan="db-s-1vcpu-2gb") as cluster:
         yield cluster
-        with django_db_blocker.unblock():  # type: ignore[attr-defined]
-            for replica in Cluster.objects.filter(replica_of=cluster.pk):
-                services.delete_cluster(replica, confirm_name=replica.name)
 
 
 @pytest.fixture(autouse=True)
