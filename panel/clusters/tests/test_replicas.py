@@ -4,6 +4,7 @@ and is deleted completely; what cannot be done is refused with nothing changed."
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -101,6 +102,14 @@ def test_a_replica_serves_reads_refuses_writes_and_is_promoted(source: Cluster) 
     from panel.core.polling import wait_for
 
     assert wait_for(streamed, 10, interval=0.2)
+
+    # The command line lists it and prints its own URI.
+    out = io.StringIO()
+    call_command("replica", "list", source.name, stdout=out)
+    assert "db-source-replica" in out.getvalue() and "streaming" in out.getvalue()
+    out = io.StringIO()
+    call_command("replica", "connection", source.name, "db-source-replica", "--format", "uri", stdout=out)
+    assert out.getvalue().strip() == uri
 
     # Neither outgrows the other: the source stays at most, the replica at least, the other's plan.
     for cluster, plan, code in (
