@@ -40,10 +40,12 @@ def replication_dir(replica: Cluster) -> str:
 def ensure_replication_role(source: Cluster) -> str:
     """The source's replication role, created or repaired (LOGIN REPLICATION and nothing else,
     no member, no membership), with the password on the source's row; returns the password."""
-    if source.replication_password_encrypted:
-        password = crypto.decrypt(source.replication_password_encrypted)
-    else:
-        password = new_password()
+    # Claimed once: two replicas made at the same time must not each set a password of their own.
+    Cluster.objects.filter(pk=source.pk, replication_password_encrypted="").update(
+        replication_password_encrypted=crypto.encrypt(new_password())
+    )
+    source.refresh_from_db(fields=["replication_password_encrypted"])
+    password = crypto.decrypt(source.replication_password_encrypted)
     role = settings.PANEL_REPLICATION_ROLE
     ident = sql.Identifier(role)
     with dbconn.admin_connection(source) as conn, conn.transaction():
@@ -63,9 +65,6 @@ def ensure_replication_role(source: Cluster) -> str:
         ).fetchall()
         for granted, member in related:
             conn.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(granted), sql.Identifier(member)))
-    if not source.replication_password_encrypted:
-        source.replication_password_encrypted = crypto.encrypt(password)
-        source.save(update_fields=["replication_password_encrypted", "updated_at"])
     return password
 
 

@@ -22,7 +22,7 @@ from panel import crypto
 from panel.backups.services import archiving, backups
 from panel.clusters import services
 from panel.clusters.models import Cluster
-from panel.clusters.services import replicas, resize, roles
+from panel.clusters.services import replicas, replication, resize, roles
 from panel.clusters.tests.conftest import can_log_in, client_params, connect_as_client
 from panel.core.errors import ServiceError
 from panel.pools import services as pools
@@ -243,11 +243,27 @@ def test_pydo_makes_and_promotes_a_replica_through_a_real_worker(
         "replica"
     ]
     assert made["status"] == "forking" and made["size"] == "db-s-1vcpu-2gb"
-    wait_until(
-        lambda: client.databases.get_replica(uuid, "db-api-replica")["replica"]["status"] == "online",
-        timeout=120,
-        message="the worker made the replica",
-    )
+    gone = client.databases.create_replica(uuid, {"name": "db-api-gone"})["replica"]  # the source's plan
+    assert gone["size"] == source.plan_slug
+    for name in ("db-api-replica", "db-api-gone"):
+        wait_until(
+            lambda name=name: client.databases.get_replica(uuid, name)["replica"]["status"] == "online",
+            timeout=120,
+            message=f"the worker made {name}",
+        )
+
+    # Deleted: its processes, files, system user, slot on the source and rows are gone.
+    doomed = Cluster.objects.get(pk=gone["id"])
+    data_root, slot = doomed.data_root, replication.slot_name(doomed)
+    assert client.databases.destroy_replica(uuid, "db-api-gone") is None
+    wait_until(lambda: not Cluster.objects.filter(pk=gone["id"]).exists(), timeout=60)
+    assert not data_root.exists()
+    with connect_as_client(source) as conn:
+        assert conn.execute("SELECT slot_name FROM pg_replication_slots").fetchall() == [
+            (replication.slot_name(Cluster.objects.get(pk=made["id"])),)
+        ]
+    assert slot not in replication.replica_lag(source)
+
     (listed,) = client.databases.list_replicas(uuid)["replicas"]
     uri = listed["connection"]["uri"]
     assert listed["connection"]["port"] != source.port and listed["connection"]["password"]
