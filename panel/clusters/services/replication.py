@@ -49,6 +49,8 @@ def ensure_replication_role(source: Cluster) -> str:
     role = settings.PANEL_REPLICATION_ROLE
     ident = sql.Identifier(role)
     with dbconn.admin_connection(source) as conn, conn.transaction():
+        # One at a time: concurrent ALTER ROLEs of one role fail ("tuple concurrently updated").
+        conn.execute("SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext(%s))", [role])
         exists = conn.execute("SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = %s", [role]).fetchone()
         attributes = sql.SQL(
             "LOGIN REPLICATION NOINHERIT NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS PASSWORD {}"
