@@ -21,8 +21,9 @@ from conftest import module_cluster
 from panel import crypto
 from panel.backups.services import archiving, backups
 from panel.clusters import services
+from panel.clusters.engine import dbconn, isolation, postgres
 from panel.clusters.models import Cluster
-from panel.clusters.services import replicas, replication, resize, roles
+from panel.clusters.services import reconciler, replicas, replication, resize, roles
 from panel.clusters.tests.conftest import can_log_in, client_params, connect_as_client
 from panel.core.errors import ServiceError
 from panel.pools import services as pools
@@ -217,6 +218,35 @@ def test_bad_requests_are_refused_with_nothing_made(source: Cluster) -> None:
 
     with pytest.raises(CommandError):
         call_command("replica", "promote", source.name, "--name", "nope")
+
+
+def test_a_cluster_from_before_gets_the_replication_role_reserved_without_a_restart(source: Cluster) -> None:
+    """The upgrade: panel.conf reserving only the older roles is rewritten and reloaded by the
+    reconciler (no restart), and the tenant cannot take the replication role any more."""
+    source = fresh(source)
+    conf = source.pgdata / "panel.conf"
+    role = settings.PANEL_REPLICATION_ROLE
+    old = "\n".join(
+        line.replace(f', "{role}"', "") if "reserved_roles" in line else line
+        for line in conf.read_text().splitlines()
+    )
+    conf.write_text(old + "\n")
+    isolation.reload_server_config(source)
+    pid = postgres.postmaster_pid(source.pgdata)
+
+    def reserved() -> str:
+        with dbconn.admin_connection(source) as conn:
+            return conn.execute("SHOW pgpanel_guard.reserved_roles").fetchone()[0]
+
+    assert role not in reserved()
+    reconciler.reconcile()
+    assert role in reserved() and postgres.postmaster_pid(source.pgdata) == pid
+    assert source.events.filter(kind="guard-updated").exists()
+    with (
+        connect_as_client(source, autocommit=True) as conn,
+        pytest.raises(psycopg.errors.InsufficientPrivilege),
+    ):
+        conn.execute(f"CREATE ROLE {role} LOGIN PASSWORD 'mine'")
 
 
 @pytest.mark.django_db(transaction=True)
