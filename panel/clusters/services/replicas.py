@@ -30,6 +30,10 @@ from panel.core.polling import wait_for
 from panel.core.runas import EngineError
 from panel.core.taskqueue import enqueue_task
 
+# PostgreSQL's default max_wal_senders and max_replication_slots are 10: one sender and one slot
+# per replica, and pg_basebackup needs two senders while it copies.
+MAX_REPLICAS = 8
+
 
 def _plan(slug: str) -> Plan:
     try:
@@ -56,6 +60,12 @@ def create_replica(
             params={"name": source.name},
         )
     source.require_serving(fresh=True)
+    if source.replicas.count() >= MAX_REPLICAS:
+        raise ServiceError(
+            N_("A cluster has at most %(count)s read-only replicas."),
+            code="replica.too_many",
+            params={"count": MAX_REPLICAS},
+        )
     source_plan = source.plan
     assert source_plan is not None and source.node is not None
     plan_slug = plan_slug or source.plan_slug

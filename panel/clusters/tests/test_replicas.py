@@ -183,9 +183,14 @@ def test_the_replicas_card_refuses_bad_input_and_outsiders(source: Cluster, othe
     assert 'data-status="forking"' in page and "every 2s" in page
 
 
-def test_bad_requests_are_refused_with_nothing_made(source: Cluster) -> None:
+def test_bad_requests_are_refused_with_nothing_made(source: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
     source = fresh(source)
     before = Cluster.objects.count()
+    monkeypatch.setattr(replicas, "MAX_REPLICAS", 0)
+    with pytest.raises(ServiceError) as too_many:
+        replicas.create_replica(source, name="db-one-more", enqueue=False)
+    assert too_many.value.code == "replica.too_many"
+    monkeypatch.undo()
     cases = [
         ({"name": "db-small", "plan_slug": "db-s-1vcpu-1gb"}, "replica.plan_too_small"),
         ({"name": "db-odd", "plan_slug": "db-s-1vcpu-512mb"}, "cluster.plan_unknown"),
