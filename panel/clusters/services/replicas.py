@@ -195,9 +195,20 @@ def promote_replica(replica: Cluster) -> Cluster:
     slot = replication.slot_name(replica)
     replica.replica_of = None
     replica.save(update_fields=["replica_of", "updated_at"])
-    _own_secrets(replica)
-    write_server_config(replica)  # standby.conf gone; pgBackRest's passfile gets the new password
-    isolation.reload_server_config(replica)
+    try:
+        _own_secrets(replica)
+        write_server_config(replica)  # standby.conf gone; pgBackRest's passfile gets the new password
+        isolation.reload_server_config(replica)
+    except (EngineError, dbconn.DatabaseError, OSError) as exc:
+        # Promoted already (it accepts writes): what is left is said, and a restart redoes the files.
+        replica.log_event(
+            "error", Message(N_("Promoted, but finishing failed: %(reason)s"), reason=exc), EventLevel.ERROR
+        )
+        raise ServiceError(
+            N_("Promoted, but finishing failed: %(reason)s"),
+            code="replica.promote_failed",
+            params={"reason": exc},
+        ) from None
     if not wait_for(lambda: _dropped(source, slot), 10, interval=0.2):
         source.log_event(
             "replica-slot",
