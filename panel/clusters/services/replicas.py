@@ -202,12 +202,14 @@ def promote_replica(replica: Cluster) -> Cluster:
     except (EngineError, dbconn.DatabaseError, OSError) as exc:
         # Promoted already (it accepts writes): what is left is said, and a restart redoes the files.
         replica.log_event(
-            "error", Message(N_("Promoted, but finishing failed: %(reason)s"), reason=exc), EventLevel.ERROR
+            "error",
+            Message(N_("Promoted, but finishing failed: %(reason)s"), reason=str(exc)),
+            EventLevel.ERROR,
         )
         raise ServiceError(
             N_("Promoted, but finishing failed: %(reason)s"),
             code="replica.promote_failed",
-            params={"reason": exc},
+            params={"reason": str(exc)},
         ) from None
     if not wait_for(lambda: _dropped(source, slot), 10, interval=0.2):
         source.log_event(
