@@ -134,6 +134,7 @@ def test_a_replica_serves_reads_refuses_writes_and_is_promoted(source: Cluster) 
     assert "db-source</a>" in page and "Promote to a cluster" in page
     page = web.get(reverse("clusters:replicas", args=[source.pk])).content.decode()
     assert 'data-replica="db-source-replica"' in page and f":{replica.port}<" in page
+    assert "Read-only replica of db-source" in web.get(reverse("clusters:list")).content.decode()
 
     # Promoted: a cluster of its own that accepts writes, the pool keeps serving.
     promoted = replicas.promote_replica(fresh(replica))
