@@ -69,7 +69,8 @@ def delete_database(cluster: Cluster, name: str) -> None:
             code="database.default_protected",
             params={"name": name},
         )
-    hooks.pooler.ensure_not_used(cluster, database=name)
+    for served in (cluster, *cluster.replicas.all()):  # a replica's pools serve the source's databases
+        hooks.pooler.ensure_not_used(served, database=name)
     on_server(cluster, lambda conn: dbconn.drop_database(conn, name))
     database.delete()
     follow_on_replicas(cluster)
@@ -108,7 +109,8 @@ def delete_user(cluster: Cluster, name: str) -> None:
             code="user.admin_protected",
             params={"name": name},
         )
-    hooks.pooler.ensure_not_used(cluster, user=name)
+    for served in (cluster, *cluster.replicas.all()):
+        hooks.pooler.ensure_not_used(served, user=name)
     on_server(cluster, lambda conn: dbconn.drop_role(conn, name))
     user.delete()
     _roles_changed(cluster)

@@ -96,6 +96,11 @@ def test_a_replica_serves_reads_refuses_writes_and_is_promoted(source: Cluster) 
     pool_uri = pools.pool_connection_details(pool).uri()
     assert f":{replica.pooler_port}/read-pool" in pool_uri
 
+    # The source's user that pool logs in as is not deleted under it.
+    with pytest.raises(ServiceError) as in_use:
+        roles.delete_user(fresh(source), "reader")
+    assert "read-pool" in in_use.value.message
+
     def streamed() -> bool:
         with psycopg.connect(pool_uri, connect_timeout=5) as conn:
             return conn.execute("SELECT count(*) FROM items WHERE id = 3").fetchone() == (1,)
