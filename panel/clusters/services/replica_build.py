@@ -71,8 +71,12 @@ def base_backup(job: Job) -> None:
     """The source's replication role and pg_hba line, then its data over a streaming connection."""
     replica, source = job.cluster, job.cluster.replica_of
     assert source is not None
-    password = replication.ensure_replication_role(source)
-    isolation.refresh_server_auth(source)
+    # One replica at a time sets up its source (role, pg_hba.conf written and reloaded): two at
+    # once would write the same file; the lock goes with the connection.
+    with dbconn.admin_connection(source) as lock:
+        lock.execute("SELECT pg_catalog.pg_advisory_lock(pg_catalog.hashtext('pgpanel_replica_setup'))")
+        password = replication.ensure_replication_role(source)
+        isolation.refresh_server_auth(source)
     postgres.make_data_root(replica.data_root, job.user)
     replication.write_login_files(replica, password)
     replication.drop_slot(source, replication.slot_name(replica))  # a failed attempt's
@@ -168,6 +172,7 @@ def abandon(replica: Cluster, exc: Exception) -> str:
     reason = str(exc) or type(exc).__name__
     if not expected:
         log.exception("building replica %s crashed", replica.pk)
+    log.warning("building replica %s failed: %s", replica.pk, reason)
     source = replica.replica_of
     try:
         lifecycle.tear_down(replica)

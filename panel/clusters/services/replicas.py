@@ -91,7 +91,14 @@ def create_replica(
     source.log_event("replica-requested", Message(N_("Read-only replica “%(name)s” requested."), name=name))
     if enqueue:
         try:
-            enqueue_task("panel.clusters.tasks.build_replica", str(replica.pk), queue=replica.tasks_queue)
+            # A copy of the source's data: long work, on the worker of backups and restores (a
+            # tenant's replicas never hold up the node's control work).
+            enqueue_task(
+                "panel.clusters.tasks.build_replica",
+                str(replica.pk),
+                queue=replica.backups_queue,
+                time_limit=settings.PANEL_BACKUP_TIMEOUT + settings.PANEL_COMMAND_TIMEOUT * 2,
+            )
         except ServiceError:
             replica.delete()
             raise

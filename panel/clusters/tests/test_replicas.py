@@ -286,12 +286,14 @@ def test_pydo_makes_and_promotes_a_replica_through_a_real_worker(
     assert made["status"] == "forking" and made["size"] == "db-s-1vcpu-2gb"
     gone = client.databases.create_replica(uuid, {"name": "db-api-gone"})["replica"]  # the source's plan
     assert gone["size"] == source.plan_slug
+
+    def online(name: str) -> bool:
+        got = client.databases.get_replica(uuid, name)
+        assert "replica" in got, list(source.events.filter(level="error").values_list("message", flat=True))
+        return got["replica"]["status"] == "online"
+
     for name in ("db-api-replica", "db-api-gone"):
-        wait_until(
-            lambda name=name: client.databases.get_replica(uuid, name)["replica"]["status"] == "online",
-            timeout=120,
-            message=f"the worker made {name}",
-        )
+        wait_until(lambda name=name: online(name), timeout=120, message=f"the worker made {name}")
 
     # Deleted: its processes, files, system user, slot on the source and rows are gone.
     doomed = Cluster.objects.get(pk=gone["id"])
