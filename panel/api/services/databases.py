@@ -14,13 +14,13 @@ from django.db.models import QuerySet
 from panel.clusters import services as cluster_services
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.lib.plans import PLANS
-from panel.clusters.models import Cluster, Node, NodeState
+from panel.clusters.models import MAX_NUM_NODES, MIN_HA_RAM_GB, Cluster, Node, NodeState
 from panel.core.errors import N_, ServiceError
 
 ENGINE = "pg"
 
 
-ONE_NODE = N_("This panel runs one-node clusters: num_nodes must be 1 (no standby nodes).")
+ONE_NODE = N_("A resize cannot change num_nodes yet: send the cluster's own num_nodes (%(n)s).")
 
 
 def connection(cluster: Cluster, *, with_password: bool) -> dict[str, Any]:
@@ -71,7 +71,7 @@ def database(cluster: Cluster, *, with_password: bool) -> dict[str, Any]:
         "status": cluster.status,
         "size": cluster.plan_slug,
         "region": region(cluster),
-        "num_nodes": 1,
+        "num_nodes": cluster.num_nodes,
         "created_at": cluster.created_at,
         "connection": connection(cluster, with_password=with_password),
     }
@@ -108,6 +108,40 @@ def paginate(qs: QuerySet[Any], *, page: int, per_page: int, base_url: str) -> P
     return Page(items, total, {"pages": pages})
 
 
+def check_create(*, engine: str, num_nodes: int, region: str | None) -> None:
+    """What the managed service's create call asks that this panel cannot give, refused."""
+    if engine != ENGINE:
+        raise ServiceError(
+            N_("Only the engine '%(offered)s' (PostgreSQL) is offered here, not '%(engine)s'."),
+            field="engine",
+            code="database.engine_unsupported",
+            params={"offered": ENGINE, "engine": engine},
+        )
+    if region and not Node.objects.filter(name=region).exists():
+        names = (
+            ", ".join(Node.objects.order_by("name").values_list("name", flat=True))
+            or settings.PANEL_NODE_NAME
+        )
+        raise ServiceError(
+            N_("No region '%(region)s': the regions here are the nodes (%(names)s)."),
+            field="region",
+            code="database.region_unknown",
+            params={"region": region, "names": names},
+        )
+
+
+def refuse_rule_type(index: int, kind: str) -> None:
+    raise ServiceError(
+        N_(
+            "rules.%(index)d: the type '%(type)s' is not supported here: only IP addresses and CIDR "
+            "ranges (type 'ip_addr') can be trusted sources of this panel's clusters."
+        ),
+        field="rules",
+        code="firewall.rule_type_unsupported",
+        params={"index": index, "type": kind},
+    )
+
+
 def create_database(
     owner: Any,
     *,
@@ -120,28 +154,9 @@ def create_database(
 ) -> Cluster:
     """A new cluster from the managed service's create call: ``engine`` pg only, one node,
     ``size`` a plan slug, ``region`` a node (or placement's choice); its provisioning queued."""
-    if engine != ENGINE:
-        raise ServiceError(
-            N_("Only the engine '%(offered)s' (PostgreSQL) is offered here, not '%(engine)s'."),
-            field="engine",
-            code="database.engine_unsupported",
-            params={"offered": ENGINE, "engine": engine},
-        )
-    if num_nodes != 1:
-        raise ServiceError(ONE_NODE, field="num_nodes", code="database.num_nodes_unsupported", params={})
-    if region and not Node.objects.filter(name=region).exists():
-        names = (
-            ", ".join(Node.objects.order_by("name").values_list("name", flat=True))
-            or settings.PANEL_NODE_NAME
-        )
-        raise ServiceError(
-            N_("No region '%(region)s': the regions here are the nodes (%(names)s)."),
-            field="region",
-            code="database.region_unknown",
-            params={"region": region, "names": names},
-        )
+    check_create(engine=engine, num_nodes=num_nodes, region=region)
     return cluster_services.create_cluster(
-        owner, name=name, plan_slug=size, version=version, node=region or None
+        owner, name=name, plan_slug=size, version=version, node=region or None, num_nodes=num_nodes
     )
 
 
@@ -157,7 +172,13 @@ def options() -> dict[str, Any]:
             ENGINE: {
                 "regions": regions or [settings.PANEL_NODE_NAME],
                 "versions": versions,
-                "layouts": [{"num_nodes": 1, "sizes": [plan.slug for plan in PLANS]}],
+                "layouts": [
+                    {"num_nodes": 1, "sizes": [plan.slug for plan in PLANS]},
+                    *(
+                        {"num_nodes": n, "sizes": [p.slug for p in PLANS if p.ram_gb >= MIN_HA_RAM_GB]}
+                        for n in range(2, MAX_NUM_NODES + 1)
+                    ),
+                ],
             }
         },
         "version_availability": {ENGINE: [{"version": version} for version in versions]},

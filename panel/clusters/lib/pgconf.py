@@ -136,7 +136,12 @@ _IDENT_TOKEN_RE = re.compile(r"[A-Za-z0-9_$.-]+")
 
 
 def render_hba(
-    superuser: str, monitor_role: str, trusted_sources: Sequence[str] = (), replication_role: str = ""
+    superuser: str,
+    monitor_role: str,
+    trusted_sources: Sequence[str] = (),
+    replication_role: str = "",
+    *,
+    members_from: str = "",
 ) -> str:
     """Clients must use TLS and SCRAM over TCP; the panel's own roles come over the socket with a
     password. Any other role over the socket is PgBouncer logging in: ``peer`` authentication
@@ -152,7 +157,10 @@ def render_hba(
 
     ``replication_role`` (the panel's, reserved by the guard) may stream WAL to the cluster's
     read-only replicas, which run on the same node: from loopback, over TLS, with its password,
-    and nothing else (no database, no other address)."""
+    and nothing else (no database, no other address).
+
+    ``members_from`` (a cluster with standbys: the members' network): the superuser may come from
+    there over TCP with its password, for replication and pg_rewind between members only."""
     addresses = [network.with_prefixlen for network in firewall.networks(trusted_sources)]
     if not trusted_sources:
         addresses = ["all"]
@@ -162,6 +170,13 @@ def render_hba(
         f"local   all       {superuser}  scram-sha-256",
         f"local   all       {monitor_role}  scram-sha-256",
         f"local   all       all           peer map={POOLER_MAP}",
+    ]
+    if members_from:
+        lines += [
+            f"host    replication  {superuser}  {members_from}  scram-sha-256",
+            f"host    postgres  {superuser}  {members_from}  scram-sha-256",
+        ]
+    lines += [
         f"host    all       {superuser}  all  reject",
     ]
     if replication_role:
