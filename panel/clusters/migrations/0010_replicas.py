@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('clusters', '0008_event_text'),
+        ('clusters', '0009_members'),
     ]
 
     operations = [
