@@ -59,6 +59,13 @@ def create_replica(
             code="replica.of_replica",
             params={"name": source.name},
         )
+    if source.is_ha:
+        # Its slot would live on one member only: after a failover the replica could not stream.
+        raise ServiceError(
+            N_("Read-only replicas follow one-member clusters for now; this cluster has standby nodes."),
+            code="replica.source_has_standbys",
+            params={},
+        )
     source.require_serving(fresh=True)
     if source.replicas.count() >= MAX_REPLICAS:
         raise ServiceError(
