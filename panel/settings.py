@@ -56,6 +56,8 @@ PANEL_POOL_SERVER_IDLE_TIMEOUT = env_int("PANEL_POOL_SERVER_IDLE_TIMEOUT", 60)
 # and each cluster's PostgreSQL and PgBouncer run as a system user of their own named
 # PANEL_CLUSTER_USER_PREFIX + a short id (created on provision, removed on delete).
 PANEL_BENCH_USER = env_str("PANEL_BENCH_USER", "pgpanel-bench")
+# The memory limit of the node's benchmark clients' cgroup (pgbench, sysbench; docs/benchmarks.md).
+PANEL_BENCH_MEMORY_MB = env_int("PANEL_BENCH_MEMORY_MB", 1024, minimum=64)
 PANEL_CLUSTER_USER_PREFIX = env_str("PANEL_CLUSTER_USER_PREFIX", "pgc-")
 PANEL_RECONCILE_SECONDS = env_int("PANEL_RECONCILE_SECONDS", 15, minimum=1)
 PANEL_COMMAND_TIMEOUT = env_int("PANEL_COMMAND_TIMEOUT", 120, minimum=5)
