@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('clusters', '0009_members'),
+        ('clusters', '0010_replicas'),
     ]
 
     operations = [
