@@ -32,7 +32,7 @@ from panel import crypto
 from panel.backups.engine import runner as engine
 from panel.backups.lib import pgbackrest
 from panel.backups.models import BackupJob, JobKind, RestoreOrigin
-from panel.backups.services import archiving
+from panel.backups.services import cluster_hooks
 from panel.backups.services.backups import active_job, page
 from panel.clusters.engine import dbconn, isolation, postgres
 from panel.clusters.lib.pgconf import QUOTA_FILE
@@ -300,7 +300,7 @@ def _pipeline(job: BackupJob, source: Cluster, new: Cluster) -> None:
     isolation.refresh_server_auth(new)
 
     new.set_progress(95, _("Creating the cluster's own backup stanza"))
-    archiving.after_provision(new)
+    cluster_hooks.after_provision(new)
     new.mark_online()
     origin = new.restore_origin
     when = f"{origin.target_time:%Y-%m-%d %H:%M:%S} UTC" if origin.target_time else _("the latest point")
