@@ -165,6 +165,8 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
+            # `number`, the one formatter of every figure on a page (digits grouped per language).
+            "builtins": ["panel.clusters.templatetags.numbers"],
         },
     },
 ]
