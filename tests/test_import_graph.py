@@ -1,5 +1,6 @@
-"""The import graph: every module under panel/ and benchmarks/ sits in a layer of a contract in
-pyproject.toml, and no import runs in a circle, not even one inside a function.
+"""The house's shape: every module under panel/ and benchmarks/ sits in a layer of a contract in
+pyproject.toml, no import runs in a circle (not even one inside a function), and no module of
+panel/ or scripts/ is over 400 lines.
 
 lint-imports checks the layers it is told about; a module in none of them is checked by nothing.
 The contracts with containers are exhaustive for their containers, and this test catches what they
@@ -130,3 +131,19 @@ def test_no_import_runs_in_a_circle() -> None:
 def test_a_circle_is_found() -> None:
     imports = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert circles(imports) == [["a", "b", "c"]]
+
+
+# benchmarks/ joins once its long modules are split (issue 31, engineer bench's part).
+ROOMY = ("panel", "scripts")
+MAX_LINES = 400
+
+
+def test_no_module_is_over_400_lines() -> None:
+    long = {
+        str(path.relative_to(ROOT)): lines
+        for folder in ROOMY
+        for path in (ROOT / folder).rglob("*.py")
+        if not SKIPPED_FOLDERS & set(path.relative_to(ROOT).parts[:-1])
+        and (lines := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert long == {}
