@@ -148,8 +148,18 @@ class Cluster(models.Model):
 
     @property
     def tasks_queue(self) -> str:
-        """Where this cluster's long work (provision, start/stop, delete, benchmarks) is sent."""
+        """Where this cluster's control work (provision, start/stop, delete) is sent."""
         return self.node.tasks_queue if self.node_id else f"node.{Node.for_attached()}.tasks"
+
+    @property
+    def work_queue(self) -> str:
+        """Where its tenant's long work (data sets, benchmarks) is sent."""
+        return self.node.work_queue if self.node_id else f"node.{Node.for_attached()}.work"
+
+    @property
+    def backups_queue(self) -> str:
+        """Where its backups and restores are sent."""
+        return self.node.backups_queue if self.node_id else f"node.{Node.for_attached()}.backups"
 
     @property
     def public_host(self) -> str:
