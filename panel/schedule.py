@@ -42,6 +42,14 @@ def beat_schedule(reconcile_seconds: int, metrics_interval: int) -> dict[str, di
             "schedule": 600.0,
             "options": {"expires": 600.0},
         },
+        # Maintenance windows (versions checked, updates installed in their hour) and storage
+        # autoscale, on each cluster's node.
+        "managed-round": {
+            "task": "panel.clusters.tasks.fan_out",
+            "args": ("panel.managed.tasks.periodic", 300.0),
+            "schedule": 300.0,
+            "options": {"expires": 300.0},
+        },
         # Storage quotas: measured and judged on every collection cycle, on each cluster's node.
         "measure-quotas": {
             "task": "panel.clusters.tasks.fan_out",

@@ -125,6 +125,7 @@ INSTALLED_APPS = [
     "panel.logs",
     "panel.backups",
     "benchmarks",
+    "panel.managed",
     "panel.api",
 ]
 

@@ -34,6 +34,7 @@ urlpatterns = [
     path("clusters/<uuid:cluster_id>/logs/", include("panel.logs.urls")),
     path("clusters/<uuid:cluster_id>/backups/", include("panel.backups.urls")),
     path("", include("panel.insights.urls")),  # /metrics (token auth, no login)
+    path("", include("panel.managed.urls")),  # /metrics/clusters/<id> (basic auth), maintenance card
     path("clusters/<uuid:cluster_id>/benchmarks/", include("benchmarks.urls")),
     path("account/", include("panel.api.urls")),
     # Before the API's include, whose last pattern answers every other /v2/ path with a 404.

@@ -86,6 +86,8 @@ have msgfmt || missing+=(gettext)
 have pgbackrest || missing+=(pgbackrest)
 if [[ "$mode" == test ]]; then
     have chromium || missing+=(chromium)
+    # A real Prometheus scrapes the clusters' metrics endpoints in tests/test_pydo_managed.py.
+    have prometheus || missing+=(prometheus)
 fi
 if ! have "$PYTHON"; then
     missing+=(python3 python3-venv)
