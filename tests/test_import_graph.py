@@ -1,6 +1,6 @@
 """The house's shape: every module under panel/ and benchmarks/ sits in a layer of a contract in
 pyproject.toml, no import runs in a circle (not even one inside a function), and no module of
-panel/ or scripts/ is over 400 lines.
+panel/, benchmarks/ or scripts/ is over 400 lines.
 
 lint-imports checks the layers it is told about; a module in none of them is checked by nothing.
 The contracts with containers are exhaustive for their containers, and this test catches what they
@@ -133,8 +133,7 @@ def test_a_circle_is_found() -> None:
     assert circles(imports) == [["a", "b", "c"]]
 
 
-# benchmarks/ joins once its long modules are split (issue 31, engineer bench's part).
-ROOMY = ("panel", "scripts")
+ROOMY = ("panel", "benchmarks", "scripts")
 MAX_LINES = 400
 
 
