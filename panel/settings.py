@@ -45,6 +45,9 @@ PANEL_SUPERUSER = "pgpanel"
 # The non-superuser role (member of pg_monitor) that collection and measurement use inside
 # databases a tenant can write to; the superuser never enters those.
 PANEL_MONITOR_ROLE = "pgpanel_monitor"
+# The role a cluster's read-only replicas stream with (REPLICATION, from loopback over TLS only);
+# reserved by the privilege guard like the two above.
+PANEL_REPLICATION_ROLE = "pgpanel_replication"
 # PgBouncer's server_idle_timeout for every cluster (seconds). PgBouncer's own 600 s kept a busy
 # pool's idle server connections, and so the direct clients' slots, for ten minutes after a run;
 # 60 s gives them back within about a minute (measured: issue 11). PgBouncer 1.18 has no per-pool

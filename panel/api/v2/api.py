@@ -13,7 +13,18 @@ from django.views.decorators.http import require_safe
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
-from panel.api.v2 import backups, databases, firewall, managed, members, pools, quotas, roles, settings
+from panel.api.v2 import (
+    backups,
+    databases,
+    firewall,
+    managed,
+    members,
+    pools,
+    quotas,
+    replicas,
+    roles,
+    settings,
+)
 from panel.api.v2.auth import TokenAuth
 from panel.api.v2.errors import ApiError, error_response, service_error_status
 from panel.core.errors import ServiceError
@@ -37,6 +48,7 @@ api.add_router("/databases", firewall.router)
 api.add_router("/databases", settings.router)
 api.add_router("/databases", quotas.router)
 api.add_router("/databases", backups.router)
+api.add_router("/databases", replicas.router)
 api.add_router("/databases", members.router)
 
 

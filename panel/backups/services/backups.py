@@ -52,6 +52,14 @@ def request_backup(cluster: Cluster, backup_type: str = "full", *, scheduled: bo
             code="backup.type_unknown",
             params={"t": backup_type},
         )
+    if cluster.is_replica:
+        raise ServiceError(
+            N_(
+                "A read-only replica has its source's data: back up the source (once promoted, it has backups of its own)."
+            ),
+            code="backup.replica",
+            params={},
+        )
     cluster.require_serving()
     if active_job(cluster) is not None:
         raise ServiceError(
@@ -179,7 +187,7 @@ def scheduled_round(now: dt.datetime | None = None) -> list[str]:
     now = now or timezone.now()
     notes = []
     for cluster in Cluster.objects.here().select_related("node"):
-        if not cluster.is_serving:
+        if not cluster.is_serving or cluster.is_replica:  # a replica's data is its source's backups'
             continue
         status = check_archiving(cluster)
         if status is None or not status.active or active_job(cluster) is not None:

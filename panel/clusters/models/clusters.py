@@ -126,6 +126,13 @@ class Cluster(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
     online_since = models.DateTimeField(null=True, blank=True)
+    # A read-only replica streams from this cluster (panel/clusters/services/replicas.py); a
+    # source with replicas cannot be deleted. Cleared when the replica is promoted.
+    replica_of = models.ForeignKey(
+        "self", on_delete=models.RESTRICT, null=True, blank=True, related_name="replicas"
+    )
+    # The password of the source's replication role (settings.PANEL_REPLICATION_ROLE), once made.
+    replication_password_encrypted = models.TextField(blank=True)
 
     objects = ClusterQuerySet.as_manager()
 
@@ -253,6 +260,10 @@ class Cluster(models.Model):
     def os_user(self) -> OsUser:
         """Who runs this cluster's processes and owns its files (EngineError if that user is gone)."""
         return runas.os_user_named(self.os_user_name)
+
+    @property
+    def is_replica(self) -> bool:
+        return self.replica_of_id is not None
 
     @property
     def is_busy(self) -> bool:
