@@ -23,6 +23,7 @@ from panel.env import (
     new_django_secret,
     secret_from_file,
 )
+from panel.schedule import beat_schedule
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 RUNNING_AS_ROOT = os.geteuid() == 0
@@ -173,6 +174,8 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
+            # `number`, the one formatter of every figure on a page (digits grouped per language).
+            "builtins": ["panel.clusters.templatetags.numbers"],
         },
     },
 ]
@@ -364,54 +367,8 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Fail fast when Redis is down so a form can say so instead of hanging.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 3, "socket_timeout": 5}
-# Beat runs anywhere and touches no cluster: each periodic job goes to ``default`` as a fan-out,
-# which sends one message per node with a living agent to that node's tasks queue
-# (panel/clusters/tasks.py); a message a busy or dead node did not take in time expires.
-CELERY_BEAT_SCHEDULE = {
-    "reconcile-clusters": {
-        "task": "panel.clusters.tasks.fan_out",
-        "args": ("panel.clusters.tasks.reconcile", float(PANEL_RECONCILE_SECONDS)),
-        "schedule": float(PANEL_RECONCILE_SECONDS),
-        "options": {"expires": float(PANEL_RECONCILE_SECONDS)},
-    },
-    "reap-benchmarks": {
-        "task": "panel.clusters.tasks.fan_out",
-        "args": ("benchmarks.tasks.reap", 15.0),
-        "schedule": 15.0,
-        "options": {"expires": 15.0},
-    },
-    # A cycle that finds the previous one still queued is dropped rather than piled up.
-    "collect-metrics": {
-        "task": "panel.clusters.tasks.fan_out",
-        "args": ("panel.insights.tasks.collect", float(PANEL_METRICS_INTERVAL)),
-        "schedule": float(PANEL_METRICS_INTERVAL),
-        "options": {"expires": float(PANEL_METRICS_INTERVAL)},
-    },
-    "rollup-metrics": {"task": "panel.insights.tasks.rollup", "schedule": 300.0},
-    # Backups: each node takes the day's backup of its clusters once PANEL_BACKUP_HOUR has passed
-    # (and a first one of a cluster that has none), checks archiving, expires kept repositories.
-    "backups": {
-        "task": "panel.clusters.tasks.fan_out",
-        "args": ("panel.backups.tasks.periodic", 600.0),
-        "schedule": 600.0,
-        "options": {"expires": 600.0},
-    },
-    # Maintenance windows (versions checked, updates installed in their hour) and storage
-    # autoscale, on each cluster's node.
-    "managed-round": {
-        "task": "panel.clusters.tasks.fan_out",
-        "args": ("panel.managed.tasks.periodic", 300.0),
-        "schedule": 300.0,
-        "options": {"expires": 300.0},
-    },
-    # Storage quotas: measured and judged on every collection cycle, on each cluster's node.
-    "measure-quotas": {
-        "task": "panel.clusters.tasks.fan_out",
-        "args": ("panel.quotas.tasks.measure", float(PANEL_METRICS_INTERVAL)),
-        "schedule": float(PANEL_METRICS_INTERVAL),
-        "options": {"expires": float(PANEL_METRICS_INTERVAL)},
-    },
-}
+# Beat runs anywhere and touches no cluster: what it sends, and how often (panel/schedule.py).
+CELERY_BEAT_SCHEDULE = beat_schedule(PANEL_RECONCILE_SECONDS, PANEL_METRICS_INTERVAL)
 
 # What this process may touch (panel/core/agent.py): "all" runs work on a cluster's processes,
 # sockets and files in place (the tests, manage.py); "web" sends it to the node agent and waits

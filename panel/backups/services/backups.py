@@ -14,7 +14,7 @@ from django.utils.translation import gettext as _
 from panel.backups.engine import runner as engine
 from panel.backups.lib import pgbackrest
 from panel.backups.models import BackupJob, JobKind, JobStatus
-from panel.backups.services.archiving import ArchiveStatus, archive_status
+from panel.backups.services.archiving import ArchiveStatus, archive_status, check_archiving
 from panel.clusters.models import Cluster, EventLevel
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
@@ -184,8 +184,6 @@ def scheduled_round(now: dt.datetime | None = None) -> list[str]:
     """The periodic job on one node: each serving cluster with no backup gets a full one; after
     PANEL_BACKUP_HOUR each gets the day's (full on Sundays, differential otherwise) unless it
     has one from today; failing archiving is reported."""
-    from panel.backups.services.archiving import check_archiving
-
     now = now or timezone.now()
     notes = []
     for cluster in Cluster.objects.here().select_related("node"):

@@ -314,6 +314,7 @@ def test_beat_fans_periodic_work_out_to_each_living_node(
         "panel.insights.tasks.collect",
         "panel.quotas.tasks.measure",
         "panel.backups.tasks.periodic",
+        "panel.managed.tasks.periodic",
         "benchmarks.tasks.reap",
     }
 
