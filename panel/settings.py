@@ -336,25 +336,8 @@ REDIS_URL = env_str("REDIS_URL", "") or (
     + "@127.0.0.1:6379/0"
 )
 CELERY_BROKER_URL = REDIS_URL
-# Every message is signed (Celery's auth serializer) and only signed ones are taken: results too,
-# since the web decodes the agent's answers. A task pushed onto Redis by anyone without the key
-# is refused by the workers and agents before it is decoded (panel/signing.py, issue 29).
-# Several machines share one pair: copied into each node's keys/, or named by these two.
-# Each is a path, or the PEM text itself (containers: docker/compose.yaml).
-CELERY_SECURITY_KEY = signing.configured(
-    env_str("PANEL_TASK_SIGNING_KEY", ""), PANEL_DATA_DIR / "keys", "task_signing_env.key"
-)
-CELERY_SECURITY_CERTIFICATE = signing.configured(
-    env_str("PANEL_TASK_SIGNING_CERT", ""), PANEL_DATA_DIR / "keys", "task_signing_env.crt"
-)
-if not (CELERY_SECURITY_KEY and CELERY_SECURITY_CERTIFICATE):
-    CELERY_SECURITY_KEY, CELERY_SECURITY_CERTIFICATE = map(str, signing.ensure_keys(PANEL_DATA_DIR / "keys"))
-CELERY_SECURITY_CERT_STORE = CELERY_SECURITY_CERTIFICATE
-CELERY_SECURITY_DIGEST = "sha256"
-CELERY_TASK_SERIALIZER = "auth"
-CELERY_RESULT_SERIALIZER = "auth"
-CELERY_ACCEPT_CONTENT = ["auth"]
-CELERY_RESULT_ACCEPT_CONTENT = ["auth"]
+# Every message, results too, is signed and only signed ones are taken (panel/signing.py).
+globals().update(signing.celery_settings(PANEL_DATA_DIR / "keys", env_str("PANEL_TASK_SIGNING_KEY", ""), env_str("PANEL_TASK_SIGNING_CERT", "")))  # fmt: skip
 # Only the node agent's answers to the web are results (panel/core/agent.py); every other task
 # records its outcome in its own row.
 CELERY_RESULT_BACKEND = REDIS_URL

@@ -77,6 +77,26 @@ def configured(value: str, keys_dir: Path, name: str) -> str:
     return str(path)
 
 
+def celery_settings(keys_dir: Path, key: str = "", cert: str = "") -> dict[str, object]:
+    """The ``CELERY_*`` settings of message signing: Celery's auth serializer for tasks and
+    results, nothing else accepted. ``key``/``cert`` (``PANEL_TASK_SIGNING_KEY``/``_CERT``): a
+    path or PEM text, shared by several machines; by default the pair made in ``keys_dir``."""
+    key = configured(key, keys_dir, "task_signing_env.key")
+    cert = configured(cert, keys_dir, "task_signing_env.crt")
+    if not (key and cert):
+        key, cert = map(str, ensure_keys(keys_dir))
+    return {
+        "CELERY_SECURITY_KEY": key,
+        "CELERY_SECURITY_CERTIFICATE": cert,
+        "CELERY_SECURITY_CERT_STORE": cert,
+        "CELERY_SECURITY_DIGEST": "sha256",
+        "CELERY_TASK_SERIALIZER": "auth",
+        "CELERY_RESULT_SERIALIZER": "auth",
+        "CELERY_ACCEPT_CONTENT": ["auth"],
+        "CELERY_RESULT_ACCEPT_CONTENT": ["auth"],
+    }
+
+
 def main() -> None:
     """``python -m panel.signing``: a new pair as two lines for a compose env file (PEM with its
     line breaks written ``\\n``, which compose reads back inside double quotes)."""

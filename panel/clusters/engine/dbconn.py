@@ -25,6 +25,7 @@ import psycopg
 from django.conf import settings
 from psycopg import sql
 
+from panel.clusters.lib.libpq import outside_client_params
 from panel.clusters.lib.session import CLIENT_ENCODING, PINNED_OPTIONS, SEARCH_PATH_OPTION
 from panel.clusters.models import Cluster
 
@@ -252,29 +253,6 @@ def monitor_connection(cluster: Cluster, dbname: str | None = None) -> Iterator[
             yield conn
 
 
-# Files libpq would otherwise read from the home of whoever runs the panel (root's ~/.pgpass,
-# ~/.postgresql/postgresql.crt, .key, root.crt, root.crl) when it connects to a server a user
-# named: never (issue 29). Certificates of a verify-ca/verify-full server are checked against the
-# system's authorities, not root's; GSSAPI would offer root's Kerberos tickets.
-NO_FILE = "/nonexistent/pgpanel-no-client-file"
-SYSTEM_CA_FILE = "/etc/ssl/certs/ca-certificates.crt"
-
-
-def outside_client_params(sslmode: str) -> dict[str, str]:
-    """libpq parameters for a connection to a server outside the panel: no client file of this
-    process's user is read, whatever its HOME holds."""
-    verifying = sslmode in ("verify-ca", "verify-full")
-    return {
-        "passfile": NO_FILE,
-        "sslcert": NO_FILE,
-        "sslkey": NO_FILE,
-        "sslrootcert": SYSTEM_CA_FILE if verifying else NO_FILE,
-        "sslcrl": NO_FILE,
-        "sslcrldir": NO_FILE,
-        "gssencmode": "disable",
-    }
-
-
 def _attached_params(cluster: Cluster, dbname: str | None) -> dict[str, Any]:
     admin = cluster.users.get(name=cluster.admin_user)
     params: dict[str, Any] = {
@@ -284,7 +262,7 @@ def _attached_params(cluster: Cluster, dbname: str | None) -> dict[str, Any]:
         "password": admin.password,
         "dbname": dbname or cluster.default_database,
         "sslmode": cluster.sslmode,
-        **outside_client_params(cluster.sslmode),
+        **outside_client_params(cluster.sslmode),  # no ~/.pgpass, no client certificate
     }
     if cluster.host_address:
         # The address attach checked: a later DNS answer (127.0.0.1) cannot move the connection.

@@ -42,6 +42,7 @@ from django.utils.translation import ngettext
 
 from panel.clusters.engine import dbconn
 from panel.clusters.lib.hosts import InvalidHost, IPAddress, forbidden_reason, validate_host
+from panel.clusters.lib.libpq import outside_client_params
 from panel.clusters.lib.names import InvalidName, validate_cluster_name
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, Database, DatabaseUser
 from panel.core.errors import N_, Message, ServiceError
@@ -250,7 +251,7 @@ def _connect(host: str, server: ExternalServer, **extra: Any) -> Iterator[Any]:
         password=server.password,
         dbname=server.database,
         sslmode=server.sslmode,
-        **{**dbconn.outside_client_params(server.sslmode), **extra},
+        **{**outside_client_params(server.sslmode), **extra},
     ) as conn:
         yield conn
 
