@@ -20,6 +20,7 @@ import pytest
 import redis
 from django.contrib.auth.models import User
 from django.test import Client
+from kombu.serialization import loads as kombu_loads
 
 from panel.clusters import services
 from panel.clusters.models import Cluster
@@ -264,7 +265,11 @@ def queued_tasks(redis_server: str, settings: object) -> Iterator[Callable[[str]
         found = []
         for raw in reversed(client.lrange(queue, 0, -1)):  # kombu LPUSHes; workers pop the right
             message = json.loads(raw)
-            args, _kwargs, _embed = json.loads(base64.b64decode(message["body"]))
+            # Signed by the panel's key (Celery's auth serializer): verified as a worker would.
+            body = base64.b64decode(message["body"])
+            args, _kwargs, _embed = kombu_loads(
+                body, message["content-type"], message["content-encoding"], accept=["auth"]
+            )
             found.append((message["headers"]["task"], args))
         return found
 

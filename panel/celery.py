@@ -11,3 +11,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "panel.settings")
 app = Celery("panel")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@app.on_after_configure.connect
+def _sign_messages(sender: Celery, **_kwargs: object) -> None:
+    """Sign what this process sends and take only signed messages (the settings name the key)."""
+    sender.setup_security()

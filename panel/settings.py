@@ -13,7 +13,7 @@ from pathlib import Path
 import dj_database_url
 from cryptography.fernet import Fernet
 
-from panel import files
+from panel import files, signing
 from panel.env import (
     env_bool,
     env_int,
@@ -336,6 +336,8 @@ REDIS_URL = env_str("REDIS_URL", "") or (
     + "@127.0.0.1:6379/0"
 )
 CELERY_BROKER_URL = REDIS_URL
+# Every message, results too, is signed and only signed ones are taken (panel/signing.py).
+globals().update(signing.celery_settings(PANEL_DATA_DIR / "keys", env_str("PANEL_TASK_SIGNING_KEY", ""), env_str("PANEL_TASK_SIGNING_CERT", "")))  # fmt: skip
 # Only the node agent's answers to the web are results (panel/core/agent.py); every other task
 # records its outcome in its own row.
 CELERY_RESULT_BACKEND = REDIS_URL

@@ -20,6 +20,7 @@ import os
 import re
 import secrets
 import socket
+import subprocess
 import sys
 import urllib.error
 import urllib.parse
@@ -103,6 +104,14 @@ def env_file() -> int:
         "PANEL_METRICS_TOKEN": secrets.token_urlsafe(32),
     }
     print("\n".join(f"{key}={value}" for key, value in values.items()))
+    # The task-signing pair, from the checkout's own code (it needs the cryptography package).
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    venv_python = os.path.join(root, ".venv", "bin", "python")
+    python = venv_python if os.path.exists(venv_python) else sys.executable
+    pair = subprocess.run(
+        [python, "-m", "panel.signing"], cwd=root, capture_output=True, text=True, check=True, timeout=120
+    )
+    print(pair.stdout.strip())
     return 0
 
 

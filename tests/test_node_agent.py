@@ -48,7 +48,7 @@ def test_only_the_panels_own_dataclasses_are_built_from_a_message() -> None:
     with pytest.raises(ValueError, match="not one of the panel's own modules"):
         agent.decode({"$dataclass": "subprocess:CompletedProcess", "fields": {"args": [], "returncode": 0}})
     with pytest.raises(ValueError, match="not a dataclass"):
-        agent.decode({"$dataclass": "panel.core.agent:AgentError", "fields": {}})
+        agent.decode({"$dataclass": "panel.core.agent:WebMayNotTouchProcesses", "fields": {}})
 
 
 def test_values_that_cannot_cross_are_refused_before_sending() -> None:

@@ -92,6 +92,9 @@ def start_agent(node: Node, data_dir: Path, redis_url: str) -> Agent:
         DJANGO_SECRET_KEY=django_settings.SECRET_KEY,
         PANEL_ENCRYPTION_KEY=django_settings.PANEL_ENCRYPTION_KEY,
         PANEL_METRICS_TOKEN=django_settings.PANEL_METRICS_TOKEN,
+        # The task-signing pair, shared by every node as docs/hardening.md says.
+        PANEL_TASK_SIGNING_KEY=django_settings.CELERY_SECURITY_KEY,
+        PANEL_TASK_SIGNING_CERT=django_settings.CELERY_SECURITY_CERTIFICATE,
     )
     agent = Agent(node=node, data_dir=data_dir)
     with open(agent.log, "wb") as out:

@@ -93,6 +93,10 @@ def resolve_target(
         )
     user_name = user or cluster.admin_user
     host = LOOPBACK if cluster.is_local else cluster.host
+    if not cluster.is_local and cluster.host_address and cluster.sslmode != "verify-full":
+        # The address attach checked, not what the name resolves to now (issue 29); verify-full
+        # needs the name, and a server elsewhere would not have its certificate.
+        host = cluster.host_address
     sslmode = "require" if cluster.is_local else cluster.sslmode
     target = cmd.ConnectionTarget(host, int(cluster.port or 0), user_name, db_name, sslmode)
     limit = cluster.pool_connections  # max_connections minus the superuser-reserved slots

@@ -48,10 +48,6 @@ OWN_PACKAGES = ("panel.", "benchmarks.")
 _registry: dict[str, Callable[..., Any]] = {}
 
 
-class AgentError(RuntimeError):
-    """The agent ran the call and it crashed (the traceback is in the agent's log)."""
-
-
 def role() -> str:
     """``web`` (send to the agent), ``agent`` or ``all`` (run in place)."""
     return settings.PANEL_PROCESS_ROLE
@@ -233,7 +229,17 @@ def send(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], *, timeout: f
     if "error" in answer:
         raise error_from(answer)
     if "crash" in answer:
-        raise AgentError(answer["crash"])
+        # The traceback is in the agent's log; the caller gets a refusal with a code, never an
+        # exception that would become a 500 (issue 29).
+        log.error("the node agent %s could not run %s: %s", queue, name, answer["crash"])
+        raise ServiceError(
+            N_(
+                "The node agent “%(node)s” could not finish this action; its log has the details. "
+                "Nothing was kept."
+            ),
+            code="agent.failed",
+            params={"node": queue.removeprefix("node.")},
+        )
     return decode(answer["result"])
 
 

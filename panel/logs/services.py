@@ -1,9 +1,14 @@
 """A cluster's logs, read where the cluster lives: one function per use (the Logs tab and
 ``manage.py logs`` read entries and follow them, the download takes the text).
 
-Every read goes through ``_visible``: the panel's own sessions (its superuser, its monitoring
+Every read goes through ``_hiding``: the panel's own sessions (its superuser, its monitoring
 role, PgBouncer's admin console) are left out, password literals and the panel's own secrets
 redacted, before any filter or search runs, so neither the page nor a search can reveal them.
+
+PostgreSQL's source is its ``jsonlog`` file (``postgresql.json`` beside ``postgresql.log``), read
+as structured records: whose session wrote an entry is the record's ``user`` field, which no
+database or role name can forge (issue 29). A cluster made before writes it from the reload that
+follows its next reconciler pass (``panel.clusters.reconciler``), or its next start.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from django.utils.translation import gettext_lazy
 from panel.clusters.models import Cluster
 from panel.core.agent import on_node
 from panel.core.errors import N_, ServiceError
-from panel.logs.lib import logfile
+from panel.logs.lib import jsonlog, logfile
 from panel.logs.lib.logfile import LogEntry, Position
 from panel.pools.engine.disk import bouncer_files
 from panel.pools.engine.rendering import ADMIN_ROLE
@@ -77,12 +82,20 @@ def _check(cluster: Cluster, source: str) -> None:
         )
 
 
+def json_log_file(cluster: Cluster) -> Path:
+    """Where PostgreSQL writes its ``jsonlog``: ``log_filename``'s ``.log`` becomes ``.json``."""
+    return cluster.log_file.with_suffix(".json")
+
+
 def _path(cluster: Cluster, source: str) -> Path:
-    return cluster.log_file if source == POSTGRES else bouncer_files(cluster).logfile
+    return json_log_file(cluster) if source == POSTGRES else bouncer_files(cluster).logfile
 
 
-def _kind(source: str) -> str:
-    return logfile.POSTGRES if source == POSTGRES else logfile.PGBOUNCER
+def parse(read: logfile.Read, source: str) -> list[LogEntry]:
+    """The entries of a read: PostgreSQL's structured records, PgBouncer's text lines."""
+    if source == POSTGRES:
+        return jsonlog.parse(read.chunks)
+    return logfile.parse(read.chunks, logfile.PGBOUNCER)
 
 
 def hidden_roles(source: str) -> tuple[str, ...]:
@@ -150,7 +163,7 @@ def read_log(
     limit = max(1, min(int(limit), MAX_ENTRIES))
     position = Position.parse(after) if after else None
     read = _read(cluster, source, READ_CAP_BYTES, position)
-    entries = logfile.parse(read.chunks, _kind(source))
+    entries = parse(read, source)
     found, more = logfile.newest(entries, limit, level=level, search=search, **_hiding(cluster, source))
     return LogPage(
         source=source,
@@ -171,7 +184,7 @@ def log_text(cluster: Cluster, source: str = POSTGRES) -> LogText:
     _check(cluster, source)
     read = _read(cluster, source, DOWNLOAD_CAP_BYTES)
     hiding = _hiding(cluster, source)
-    entries = logfile.shown(logfile.parse(read.chunks, _kind(source)), **hiding)
+    entries = logfile.shown(parse(read, source), **hiding)
     lines = [line for entry in entries for line in entry.lines]
     return LogText(
         source=source,

@@ -12,6 +12,7 @@ import socket
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import psutil
 import psycopg
@@ -21,7 +22,9 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
 
+from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
+from panel.clusters.services import attach
 from panel.clusters.services.attach import ExternalServer, attach_cluster, password_was_used, uniform_failure
 from panel.core.errors import ServiceError
 from tests import pgserver
@@ -244,3 +247,42 @@ def test_attempts_are_limited_per_account(
     assert not Cluster.objects.exists()
     # Another account is not limited by this one.
     assert other_client.post(reverse("clusters:attach"), _form(server)).status_code == 302
+
+
+def _server_address(cluster: Cluster) -> str:
+    """The address of the server the panel's next connection to ``cluster`` reaches."""
+    with dbconn.monitor_connection(cluster, dbname="postgres") as conn:
+        return str(conn.execute("SELECT inet_server_addr()").fetchone()[0])
+
+
+def test_later_connections_go_to_the_checked_address_not_where_the_name_points_now(
+    server: Server, owner: User, open_to_all: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 29, item 6 (DNS rebinding): the name's first answer is an address the check allows;
+    by the next connection the same name answers 127.0.0.1. Here ``localhost`` is that name: the
+    check is given the first answer, libpq resolves it itself later (127.0.0.1, where the same
+    server listens too)."""
+    monkeypatch.setattr(attach, "resolve", lambda host, port: [ipaddress.ip_address(server.address)])
+    attached = attach_cluster(owner, name="db-rebound", server=_external(server, host="localhost"))
+    # Every later connection (collection, users and databases) goes to the address checked.
+    assert _server_address(attached) == server.address  # "127.0.0.1" before
+    assert (attached.host, attached.host_address) == ("localhost", server.address)
+
+
+def test_later_connections_never_read_the_panels_own_password_file(
+    server: Server, staff_user: User, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 29, item 6: libpq falls back on the panel user's ~/.pgpass (here PGPASSFILE, which
+    libpq reads the same way) when the stored password is empty. The legitimate connection with
+    the stored password still works."""
+    attached = attach_cluster(staff_user, name="db-passfile", server=_external(server))
+    assert _server_address(attached) == server.address
+    passfile = tmp_path / "pgpass"
+    passfile.write_text(f"*:*:*:app:{APP_PASSWORD}\n")
+    passfile.chmod(0o600)
+    monkeypatch.setenv("PGPASSFILE", str(passfile))
+    admin = attached.users.get(name="app")
+    admin.password = ""
+    admin.save()
+    with pytest.raises(dbconn.DatabaseError):
+        _server_address(attached)  # logged in with the file's password before

@@ -5,8 +5,9 @@ Each cluster has its own configuration, repository, log and lock directories und
 data root so that a deleted cluster's backups can be kept for their retention period. pgBackRest
 runs as the cluster's user, from an argument list, with a timeout; it logs in to the server over
 the cluster's socket as the panel's superuser, whose password it reads from a 0600 passfile
-(``PGPASSFILE``), never from argv. Only a restore runs as root: it reads the source's repository
-and writes the new cluster's data directory, which is then given to the new cluster's user.
+(``PGPASSFILE``), never from argv. A restore runs as the source cluster's user too (issue 29):
+that user may write its repository, so root never reads it; the restored files are then given to
+the new cluster's user.
 """
 
 from __future__ import annotations
@@ -174,13 +175,16 @@ def info(cluster: Cluster, *, timeout: float = 30) -> pgbackrest.StanzaInfo:
 
 
 def restore(source: Cluster, pgdata: Path, scratch: Path, options: list[str], *, timeout: float) -> None:
-    """``pgbackrest restore`` of the source's stanza into ``pgdata`` (an empty 0700 directory), as
-    root: the caller gives the files to the new cluster's user. Locks and logs of this run go to
-    ``scratch``, so nothing of the source's changes owner."""
+    """``pgbackrest restore`` of the source's stanza into ``pgdata`` (an empty directory), as the
+    source cluster's user, who can read its repository and write only what it is given here:
+    ``pgdata`` and ``scratch`` (this run's locks and logs) become its own, 0700; the caller makes
+    their parent traversable for the run and gives the files to the new cluster's user after."""
     where = paths(source)
-    for directory in (scratch / "lock", scratch / "log"):
-        directory.mkdir(parents=True, exist_ok=True)
-        os.chmod(directory, 0o700)
+    user = source.os_user()
+    for directory in (scratch, scratch / "lock", scratch / "log"):
+        runas.make_private_dir(directory, user)
+    runas.chown_to(pgdata, user)
+    os.chmod(pgdata, 0o700)
     argv = pgbackrest.command(
         program(),
         str(where.config),
@@ -191,7 +195,7 @@ def restore(source: Cluster, pgdata: Path, scratch: Path, options: list[str], *,
         "--log-level-file=off",
         *options,
     )
-    result = runas.run_as(runas.current_user(), argv, timeout=timeout, cwd=scratch)
+    result = runas.run_as(user, argv, timeout=timeout, cwd=scratch)
     check(result, "pgbackrest restore")
 
 
@@ -213,7 +217,9 @@ def copy_archive(source: Cluster, destination: Path, first_segment: str) -> None
             and name[:24] < first_segment[:24]
         }
 
-    shutil.copytree(origin, target, ignore=ignore)
+    # Symbolic links the source's user may have put in its repository are copied as links, never
+    # followed by root (they would then be given to the new cluster's user with what they name).
+    shutil.copytree(origin, target, ignore=ignore, symlinks=True)
 
 
 def restore_config(repo: Path, scratch: Path, pgdata: Path, source: Cluster | None = None) -> str:

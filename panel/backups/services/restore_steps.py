@@ -6,6 +6,7 @@ its own stanza and first backup (see ``restore`` for the whole way and its check
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import time
@@ -65,7 +66,15 @@ def run_steps(job: BackupJob, source: Cluster, new: Cluster) -> None:
         ]
     else:
         options = ["--type=default"]
-    engine.restore(source, new.pgdata, scratch, options, timeout=settings.PANEL_BACKUP_TIMEOUT)
+    # pgBackRest runs as the source's user (engine.restore), which passes through the new data
+    # root to what it is given there; closed again as soon as it exits, before root touches any
+    # file it wrote, and those become the new cluster's user's.
+    os.chmod(new.data_root, 0o711)
+    try:
+        engine.restore(source, new.pgdata, scratch, options, timeout=settings.PANEL_BACKUP_TIMEOUT)
+    finally:
+        os.chmod(new.data_root, 0o700)
+    postgres.chown_tree(new.data_root, steps.user)
 
     new.set_progress(50, _("Copying the WAL to replay"))
     label = (new.pgdata / "backup_label").read_text()

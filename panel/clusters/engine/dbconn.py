@@ -25,6 +25,7 @@ import psycopg
 from django.conf import settings
 from psycopg import sql
 
+from panel.clusters.lib.libpq import outside_client_params
 from panel.clusters.lib.session import CLIENT_ENCODING, PINNED_OPTIONS, SEARCH_PATH_OPTION
 from panel.clusters.models import Cluster
 
@@ -254,14 +255,19 @@ def monitor_connection(cluster: Cluster, dbname: str | None = None) -> Iterator[
 
 def _attached_params(cluster: Cluster, dbname: str | None) -> dict[str, Any]:
     admin = cluster.users.get(name=cluster.admin_user)
-    return {
+    params: dict[str, Any] = {
         "host": cluster.host,
         "port": cluster.port,
         "user": cluster.admin_user,
         "password": admin.password,
         "dbname": dbname or cluster.default_database,
         "sslmode": cluster.sslmode,
+        **outside_client_params(cluster.sslmode),  # no ~/.pgpass, no client certificate
     }
+    if cluster.host_address:
+        # The address attach checked: a later DNS answer (127.0.0.1) cannot move the connection.
+        params["hostaddr"] = cluster.host_address
+    return params
 
 
 def scram_verifier(conn: psycopg.Connection, role: str, password: str) -> str:

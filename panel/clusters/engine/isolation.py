@@ -20,7 +20,7 @@ import psutil
 from django.conf import settings
 
 from panel.clusters.engine import cgroups, dbconn, postgres
-from panel.clusters.lib.pgconf import render_hba, render_ident
+from panel.clusters.lib.pgconf import ident_token_ok, render_hba, render_ident
 from panel.clusters.models import Cluster
 from panel.core import osusers, runas
 from panel.core.polling import wait_for
@@ -91,7 +91,13 @@ def _uid(name: str) -> int | None:
 def mapped_roles(cluster: Cluster) -> list[str]:
     """The roles PgBouncer may log in as: the cluster's users the panel knows."""
     panel_roles = {settings.PANEL_SUPERUSER, settings.PANEL_MONITOR_ROLE, *NOT_MAPPED}
-    return sorted(name for name in cluster.users.values_list("name", flat=True) if name not in panel_roles)
+    names = [name for name in cluster.users.values_list("name", flat=True) if name not in panel_roles]
+    # A row kept from before names were matched whole (issue 29: "name\n") cannot be written
+    # to pg_ident.conf; leaving it out keeps every other role's change working.
+    unwritable = [name for name in names if not ident_token_ok(name)]
+    if unwritable:
+        log.warning("roles of %s left out of pg_ident.conf: %r", cluster.pk, unwritable)
+    return sorted(name for name in names if name not in unwritable)
 
 
 def write_auth_config(cluster: Cluster, user: OsUser | None = None) -> bool:

@@ -1,4 +1,9 @@
-"""Validation of cluster names and PostgreSQL identifiers (pure, no Django)."""
+"""Validation of every name a user gives: cluster, replica, node, user (role) and database; pool
+names follow the same rule in ``panel.pools.lib.pgbouncer_spec`` (pure, no Django).
+
+Each rule is matched against the whole string (``re.fullmatch``): ``re.match`` with ``$`` accepts a
+trailing newline, and a name with a newline breaks every file it is written to (issue 29).
+"""
 
 from __future__ import annotations
 
@@ -6,8 +11,8 @@ import re
 
 from panel.core.errors import N_, CodedError
 
-CLUSTER_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{1,61}[a-z0-9]$")
-IDENTIFIER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_$-]*$")
+CLUSTER_NAME_RE = re.compile(r"[a-z][a-z0-9-]{1,61}[a-z0-9]")
+IDENTIFIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_$-]*")
 MAX_IDENTIFIER_BYTES = 63
 
 # Names PostgreSQL itself or the panel uses; refusing them keeps users out of trouble.
@@ -39,10 +44,15 @@ class InvalidName(CodedError, ValueError):
         super().__init__(message, code=code, params=params)
 
 
+def whole(rule: re.Pattern[str], name: str) -> bool:
+    """Whether ``rule`` matches all of ``name`` (the one way every name here is checked)."""
+    return rule.fullmatch(name) is not None
+
+
 def validate_cluster_name(name: str) -> str:
     if not 3 <= len(name) <= 63:
         raise InvalidName(N_("A cluster name must be 3 to 63 characters long."), "cluster.name_length")
-    if not CLUSTER_NAME_RE.match(name):
+    if not whole(CLUSTER_NAME_RE, name):
         raise InvalidName(
             N_(
                 "A cluster name may hold lowercase letters, digits and hyphens, must start with a "
@@ -53,12 +63,25 @@ def validate_cluster_name(name: str) -> str:
     return name
 
 
-NODE_NAME_RE = re.compile(r"^[A-Za-z0-9-]{1,40}$")
+def validate_replica_name(name: str) -> str:
+    """A read-only node's name: the managed service gives replicas cluster names."""
+    if not 3 <= len(name) <= 63 or not whole(CLUSTER_NAME_RE, name):
+        raise InvalidName(
+            N_(
+                "A replica name is 3 to 63 lowercase letters, digits and hyphens, starts with a "
+                "letter and does not end with a hyphen."
+            ),
+            "replica.name_invalid",
+        )
+    return name
+
+
+NODE_NAME_RE = re.compile(r"[A-Za-z0-9-]{1,40}")
 
 
 def validate_node_name(name: str) -> str:
     """A node's name: it names the queues ``node.<name>`` and ``node.<name>.tasks``."""
-    if not NODE_NAME_RE.match(name):
+    if not whole(NODE_NAME_RE, name):
         raise InvalidName(
             N_("A node name is 1–40 letters, digits and hyphens (it names the queue node.<name>)."),
             "node.name_invalid",
@@ -95,7 +118,7 @@ def _validate_identifier(name: str, what: str) -> str:
         raise InvalidName(required, f"{what}.name_required")
     if len(name.encode("utf-8")) > MAX_IDENTIFIER_BYTES:
         raise InvalidName(too_long, f"{what}.name_too_long", max=MAX_IDENTIFIER_BYTES)
-    if not IDENTIFIER_RE.match(name):
+    if not whole(IDENTIFIER_RE, name):
         raise InvalidName(invalid, f"{what}.name_invalid")
     return name
 

@@ -71,6 +71,15 @@ def loads_guard(conf_text: str, preload_libraries: Sequence[str], reserved_roles
     )
 
 
+JSON_LOG_LINE = "log_destination = 'stderr,jsonlog'"
+
+
+def writes_json_log(conf_text: str) -> bool:
+    """Whether a rendered panel.conf has PostgreSQL write its ``jsonlog`` (clusters made before
+    issue 29 did not: the reconciler rewrites their file and reloads)."""
+    return JSON_LOG_LINE in {line.strip() for line in conf_text.splitlines()}
+
+
 @dataclass(frozen=True)
 class ServerSettings:
     """What the panel decides about one server; rendered into ``postgresql.auto-panel.conf``."""
@@ -109,6 +118,9 @@ class ServerSettings:
             "ssl_ca_file = 'ca.crt'",
             "ssl_min_protocol_version = 'TLSv1.2'",
             "logging_collector = on",
+            # The Logs tab reads the JSON records (panel/logs/lib/jsonlog.py): who wrote an entry
+            # is a field there, not a text prefix a name with a line break could forge.
+            JSON_LOG_LINE,
             f"log_directory = '{self.log_dir}'",
             "log_filename = 'postgresql.log'",
             "log_file_mode = 0600",
@@ -190,8 +202,13 @@ def render_hba(
     return "\n".join(lines) + "\n"
 
 
+def ident_token_ok(value: str) -> bool:
+    """Whether ``value`` can be written to pg_ident.conf."""
+    return _IDENT_TOKEN_RE.fullmatch(value) is not None
+
+
 def _ident_token(value: str, what: str) -> str:
-    if not _IDENT_TOKEN_RE.fullmatch(value):
+    if not ident_token_ok(value):
         raise ValueError(f"{what} {value!r} cannot be written to pg_ident.conf.")
     # Quoted, so that no role name can be read as a keyword or a regular expression.
     return f'"{value}"'

@@ -104,6 +104,9 @@ class Cluster(models.Model):
     # The node whose agent runs this cluster (none for an attached server).
     node = models.ForeignKey(Node, on_delete=models.PROTECT, null=True, blank=True, related_name="clusters")
     host = models.CharField(max_length=255, default="127.0.0.1")
+    # An attached server: the address attach checked (libpq's hostaddr), which every later
+    # connection goes to whatever the name resolves to by then; blank when none was checked.
+    host_address = models.CharField(max_length=45, blank=True)
     port = models.PositiveIntegerField(null=True, blank=True)
     pooler_port = models.PositiveIntegerField(null=True, blank=True)
     sslmode = models.CharField(max_length=16, default="require")

@@ -42,6 +42,7 @@ from django.utils.translation import ngettext
 
 from panel.clusters.engine import dbconn
 from panel.clusters.lib.hosts import InvalidHost, IPAddress, forbidden_reason, validate_host
+from panel.clusters.lib.libpq import outside_client_params
 from panel.clusters.lib.names import InvalidName, validate_cluster_name
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, Database, DatabaseUser
 from panel.core.errors import N_, Message, ServiceError
@@ -50,9 +51,6 @@ log = logging.getLogger(__name__)
 
 # The authentication methods that make a client send a password (libpq's require_auth).
 PASSWORD_METHODS = "password,md5,scram-sha-256"
-# libpq must not fall back on files of the user running the panel (root's ~/.pgpass, client
-# certificates) when an account that is not staff names the server.
-NO_FILE = "/nonexistent/pgpanel-attach"
 
 
 def uniform_failure() -> str:
@@ -114,13 +112,14 @@ def attach_cluster(
             code="cluster.name_taken",
             params={"name": name},
         )
+    address = ""
     if privileged:
         version_num, databases = _probe(host=host, server=server)
     else:
         _count_attempt(owner)
         started = time.monotonic()
         try:
-            version_num, databases = _probe_restricted(host=host, server=server)
+            version_num, databases, address = _probe_restricted(host=host, server=server)
         except _Refused as exc:
             log.info("attach by %s to %s:%s refused: %s", owner.pk, host, server.port, exc)
             time.sleep(max(0.0, settings.PANEL_ATTACH_FAILURE_SECONDS - (time.monotonic() - started)))
@@ -134,6 +133,7 @@ def attach_cluster(
             status=ClusterStatus.ONLINE,
             progress=100,
             host=host,
+            host_address=address,
             port=server.port,
             sslmode=server.sslmode,
             admin_user=server.user,
@@ -214,7 +214,9 @@ def _probe(*, host: str, server: ExternalServer, **extra: Any) -> tuple[int, lis
         ) from None
 
 
-def _probe_restricted(*, host: str, server: ExternalServer) -> tuple[int, list[tuple[str, str]]]:
+def _probe_restricted(*, host: str, server: ExternalServer) -> tuple[int, list[tuple[str, str]], str]:
+    """Check every address the host has, connect to the first; its version, databases and the
+    address (kept: later connections go there, libpq's ``hostaddr``)."""
     try:
         addresses = resolve(host, server.port)
     except (OSError, UnicodeError) as exc:
@@ -227,18 +229,12 @@ def _probe_restricted(*, host: str, server: ExternalServer) -> tuple[int, list[t
         reason = forbidden_reason(address, server.port, local_addresses=local, panel_ports=ports)  # type: ignore[arg-type]
         if reason:
             raise _Refused(f"{address}: {reason}")
-    extra = {
-        "hostaddr": str(addresses[0]),
-        "require_auth": PASSWORD_METHODS,
-        "passfile": NO_FILE,
-        "sslcert": NO_FILE,
-        "sslkey": NO_FILE,
-    }
+    extra = {"hostaddr": str(addresses[0]), "require_auth": PASSWORD_METHODS}
     try:
         with _connect(host, server, **extra) as conn:
             if not password_was_used(conn):
                 raise _Refused("the server let the user in without a password")
-            return conn.info.server_version, dbconn.list_databases(conn)
+            return conn.info.server_version, dbconn.list_databases(conn), str(addresses[0])
     except dbconn.DatabaseError as exc:
         raise _Refused(str(exc)) from None
 
@@ -255,7 +251,7 @@ def _connect(host: str, server: ExternalServer, **extra: Any) -> Iterator[Any]:
         password=server.password,
         dbname=server.database,
         sslmode=server.sslmode,
-        **extra,
+        **{**outside_client_params(server.sslmode), **extra},
     ) as conn:
         yield conn
 

@@ -15,6 +15,7 @@ from django.utils.translation import gettext as _
 from panel import crypto
 from panel.clusters import hooks, services
 from panel.clusters.engine import dbconn, guard, isolation, postgres
+from panel.clusters.lib import pgconf
 from panel.clusters.lib.pgconf import STATEMENTS_LIBRARY, guard_lines
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
 from panel.clusters.services import ha, new_password
@@ -71,11 +72,13 @@ def reconcile() -> list[str]:
         elif not configured or loaded is False:
             # The restart that loads the guard starts the server in its cgroup too.
             notes += _install_guard(cluster, configured=configured)
-        elif isolation.place_in_server_cgroup(cluster, pid):
-            cluster.log_event(
-                "limits", Message(N_("The plan's memory and CPU limits now apply to this cluster."))
-            )
-            notes.append(f"{cluster.name}: placed in its cgroup")
+        else:
+            if isolation.place_in_server_cgroup(cluster, pid):
+                cluster.log_event(
+                    "limits", Message(N_("The plan's memory and CPU limits now apply to this cluster."))
+                )
+                notes.append(f"{cluster.name}: placed in its cgroup")
+            notes += _write_json_log(cluster)
     stuck_before = timezone.now() - STUCK_AFTER
     for cluster in Cluster.objects.here().filter(status__in=ClusterStatus.BUSY, updated_at__lt=stuck_before):
         reason = _("The job working on this cluster was interrupted.")
@@ -91,6 +94,20 @@ def reconcile() -> list[str]:
     notes += create_missing_monitor_roles()
     notes += hooks.pooler.reconcile_all()
     return notes
+
+
+def _write_json_log(cluster: Cluster) -> list[str]:
+    """A cluster made before the Logs tab read structured records: its panel.conf rewritten and
+    the server reloaded, so that it writes ``postgresql.json`` from now on (no restart needed)."""
+    try:
+        if pgconf.writes_json_log((cluster.pgdata / "panel.conf").read_text()):
+            return []
+        services.write_server_config(cluster)
+        isolation.reload_server_config(cluster)
+    except (OSError, EngineError, dbconn.DatabaseError) as exc:
+        log.warning("switching %s to the JSON log failed: %s", cluster.name, exc)
+        return [f"{cluster.name}: JSON log not switched on: {exc}"]
+    return [f"{cluster.name}: JSON log switched on"]
 
 
 def _guard_preloaded(cluster: Cluster) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable
 
 import psycopg
@@ -16,6 +17,8 @@ from panel.clusters.services import new_password, replica_build, replication
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
 from panel.core.runas import EngineError
+
+log = logging.getLogger(__name__)
 
 
 def on_server(
@@ -92,12 +95,37 @@ def add_user(cluster: Cluster, name: str) -> DatabaseUser:
         )
     password = new_password()
     on_server(cluster, lambda conn: dbconn.create_role(conn, name, password), field="name")
-    user = DatabaseUser(cluster=cluster, name=name)
-    user.password = password
-    user.save()
-    _roles_changed(cluster)
+    try:
+        user = DatabaseUser(cluster=cluster, name=name)
+        user.password = password
+        user.save()
+        _roles_changed(cluster)
+    except Exception:
+        # Nothing half-made: a role the panel cannot record or map would break every later
+        # change of the cluster's roles (issue 29).
+        log.exception("adding the user %r to %s failed; undoing it", name, cluster.pk)
+        _undo_user(cluster, name)
+        raise ServiceError(
+            N_("The user “%(name)s” could not be added; nothing was kept."),
+            field="name",
+            code="user.add_failed",
+            params={"name": name},
+        ) from None
     cluster.log_event("user-added", Message(N_("User “%(name)s” added."), name=name))
     return user
+
+
+def _undo_user(cluster: Cluster, name: str) -> None:
+    cluster.users.filter(name=name).delete()
+    try:
+        with dbconn.admin_connection(cluster) as conn:
+            dbconn.drop_role(conn, name)
+    except dbconn.DatabaseError:
+        log.exception("could not drop the role %r of %s", name, cluster.pk)
+    try:
+        _roles_changed(cluster)
+    except Exception:
+        log.exception("could not rewrite the authentication files of %s", cluster.pk)
 
 
 @on_node(timeout=30)

@@ -73,7 +73,8 @@ MIN_SECRET_LENGTH = 8
 
 @dataclass
 class LogEntry:
-    """One message: its first line's fields, and every line of it (continuations included)."""
+    """One message: its first line's fields, and every line of it (continuations included). The
+    entry every reader of a log works with (the Logs tab, ``manage.py logs``, forwarding)."""
 
     file: str
     offset: int  # where its first line starts in ``file`` (bytes)
@@ -85,6 +86,11 @@ class LogEntry:
     lines: list[str] = field(default_factory=list)
     # The level of each prefixed line (ERROR, then STATEMENT…): a filter matches any of them.
     levels: list[str] = field(default_factory=list)
+    # From a structured record (lib/jsonlog.py): the prefix its lines were written with, its
+    # SQLSTATE and the kind of process that wrote it ("client backend", "checkpointer").
+    prefix: str = ""
+    sqlstate: str = ""
+    backend_type: str = ""
 
     @property
     def text(self) -> str:
@@ -94,12 +100,16 @@ class LogEntry:
     def message(self) -> str:
         """The first line without its prefix."""
         first = self.lines[0] if self.lines else ""
+        if self.prefix:
+            return first.removeprefix(self.prefix).removeprefix(f"{self.level}:  ")
         match = _PG_LINE_RE.match(first) or _BOUNCER_LINE_RE.match(first)
         return match.group("message") if match else first
 
     @property
     def details(self) -> list[str]:
         """The lines after the first, without their prefix (``STATEMENT:  SELECT 1/0``)."""
+        if self.prefix:
+            return [line.removeprefix(self.prefix) for line in self.lines[1:]]
         shown = []
         for line in self.lines[1:]:
             match = _PG_LINE_RE.match(line)
@@ -119,7 +129,7 @@ class Chunk:
 # --- parsing -----------------------------------------------------------------------------------
 
 
-def _lines(chunk: Chunk) -> Iterable[tuple[int, str]]:
+def lines_of(chunk: Chunk) -> Iterable[tuple[int, str]]:
     """(offset, text) of each line of the chunk."""
     offset = chunk.start
     for raw in chunk.data.split(b"\n"):
@@ -141,7 +151,7 @@ def parse(chunks: Sequence[Chunk], kind: str) -> list[LogEntry]:
     entries: list[LogEntry] = []
     for chunk in chunks:
         current: LogEntry | None = None
-        for offset, line in _lines(chunk):
+        for offset, line in lines_of(chunk):
             entry, current = _take(line, offset, chunk.file, kind, current)
             if entry is not None:
                 entries.append(entry)

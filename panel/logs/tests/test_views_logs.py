@@ -4,6 +4,7 @@ agent and back."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -73,16 +74,24 @@ def test_a_page_crosses_to_the_node_agent_and_back() -> None:
     assert agent.decode(agent.encode(page)) == page
 
 
+def record(pid: int, severity: str, message: str, user: str = "", dbname: str = "") -> bytes:
+    """One line of PostgreSQL's jsonlog (only the fields the reader needs; empty ones left out)."""
+    fields = {"timestamp": "2026-01-01 00:00:00.000 UTC", "user": user, "dbname": dbname, "pid": pid}
+    fields |= {"error_severity": severity, "message": message}
+    return (json.dumps({key: value for key, value in fields.items() if value != ""}) + "\n").encode()
+
+
 def write_log(cluster: Cluster, text: bytes) -> None:
-    cluster.log_file.parent.mkdir(parents=True, exist_ok=True)
-    cluster.log_file.write_bytes(text)
+    path = services.json_log_file(cluster)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text)
 
 
 def test_a_log_larger_than_a_read_says_older_lines_were_not_read(
     cluster: Cluster, owner_client: Client
 ) -> None:
-    line = b"2026-01-01 00:00:00.000 UTC [9] doadmin@defaultdb LOG:  filler line to grow the log file\n"
-    first = b"2026-01-01 00:00:00.000 UTC [9] doadmin@defaultdb ERROR:  the oldest error\n"
+    line = record(9, "LOG", "filler line to grow the log file", "doadmin", "defaultdb")
+    first = record(9, "ERROR", "the oldest error", "doadmin", "defaultdb")
     write_log(cluster, first + line * (services.READ_CAP_BYTES // len(line) + 10))
     try:
         html = owner_client.get(reverse("logs:tab", args=[cluster.pk])).content.decode()
@@ -105,9 +114,9 @@ def test_what_the_panel_logged_is_hidden_and_secrets_redacted_on_the_page(
     superuser = "pgpanel"
     write_log(
         cluster,
-        f"2026-01-01 00:00:00.000 UTC [9] {superuser}@postgres LOG:  statement: ALTER ROLE x PASSWORD 'SCRAM-SHA-256$4096:a$b:c'\n"
-        "2026-01-01 00:00:01.000 UTC [10] doadmin@defaultdb LOG:  statement: CREATE ROLE y PASSWORD 'mine-own-secret'\n"
-        "2026-01-01 00:00:02.000 UTC [10] doadmin@defaultdb LOG:  statement: SELECT 'admin-secret-Zq7xK2'\n".encode(),
+        record(9, "LOG", "statement: ALTER ROLE x PASSWORD 'SCRAM-SHA-256$4096:a$b:c'", superuser, "postgres")
+        + record(10, "LOG", "statement: CREATE ROLE y PASSWORD 'mine-own-secret'", "doadmin", "defaultdb")
+        + record(10, "LOG", "statement: SELECT 'admin-secret-Zq7xK2'", "doadmin", "defaultdb"),
     )
     try:
         html = owner_client.get(reverse("logs:tab", args=[cluster.pk])).content.decode()
@@ -126,9 +135,7 @@ def test_the_tail_of_a_log_that_appears_later_brings_its_entries_once(
     assert "after=0%3A0" in html
     tail = reverse("logs:tail", args=[cluster.pk])
     assert "log-entry" not in owner_client.get(tail, {"after": "0:0"}).content.decode()
-    write_log(
-        cluster, b"2026-01-01 00:00:00.000 UTC [9] LOG:  database system is ready to accept connections\n"
-    )
+    write_log(cluster, record(9, "LOG", "database system is ready to accept connections"))
     try:
         first = owner_client.get(tail, {"after": "0:0"}).content.decode()
         assert first.count('class="log-entry') == 1 and "ready to accept connections" in first

@@ -62,7 +62,8 @@ class Command(PanelCommand):
         )
         self.stdout.write(
             f"Start its agent on that machine with PANEL_NODE_NAME={node.name} PANEL_DATA_DIR={node.data_dir} "
-            "(scripts/node_agent.py); it takes clusters once it sends heartbeats."
+            "(scripts/node_agent.py); it takes clusters once it sends heartbeats. Copy the task-signing "
+            "pair (keys/celery_signing.key and .crt) there first: the agents take only signed tasks."
         )
 
     def do_list(self, options: dict[str, Any]) -> None:
