@@ -123,6 +123,7 @@ INSTALLED_APPS = [
     "panel.quotas",
     "panel.logs",
     "panel.backups",
+    "panel.migrate",
     "benchmarks",
     "panel.api",
 ]
@@ -307,6 +308,14 @@ PANEL_ATTACH_RATE = env_int("PANEL_ATTACH_RATE", 5, minimum=1)  # attempts per a
 PANEL_ATTACH_RATE_SECONDS = env_int("PANEL_ATTACH_RATE_SECONDS", 600, minimum=1)  # …per this window
 # Every failed attempt of such an account takes at least this long, whatever failed.
 PANEL_ATTACH_FAILURE_SECONDS = env_int("PANEL_ATTACH_FAILURE_SECONDS", 5, minimum=0)
+
+# Online migration (panel/migrate): the networks a source server may be in besides public
+# addresses (comma-separated CIDRs, e.g. "127.0.0.0/8"). Loopback, link-local, multicast and
+# reserved addresses are refused unless listed here; the panel's own cluster ports on this
+# machine always (docs/online-migration.md).
+PANEL_MIGRATION_SOURCE_NETWORKS = env_list("PANEL_MIGRATION_SOURCE_NETWORKS", [])
+# How long a cut-over waits for the target to catch up with the source before refusing.
+PANEL_MIGRATION_CUTOVER_SECONDS = env_int("PANEL_MIGRATION_CUTOVER_SECONDS", 60, minimum=1)
 # Counters shared by the web server's processes (the attach rate limit) without another service.
 CACHES = {
     "default": {
