@@ -124,6 +124,7 @@ INSTALLED_APPS = [
     "panel.logs",
     "panel.backups",
     "panel.migrate",
+    "panel.logsink",
     "benchmarks",
     "panel.api",
 ]
@@ -316,6 +317,11 @@ PANEL_ATTACH_FAILURE_SECONDS = env_int("PANEL_ATTACH_FAILURE_SECONDS", 5, minimu
 PANEL_MIGRATION_SOURCE_NETWORKS = env_list("PANEL_MIGRATION_SOURCE_NETWORKS", [])
 # How long a cut-over waits for the target to catch up with the source before refusing.
 PANEL_MIGRATION_CUTOVER_SECONDS = env_int("PANEL_MIGRATION_CUTOVER_SECONDS", 60, minimum=1)
+# Log forwarding (panel/logsink): networks a sink may be in besides public addresses (as above),
+# how often each node forwards its clusters' new log entries, and the wait for a sink's answer.
+PANEL_LOGSINK_TARGET_NETWORKS = env_list("PANEL_LOGSINK_TARGET_NETWORKS", [])
+PANEL_LOGSINK_SECONDS = env_int("PANEL_LOGSINK_SECONDS", 10, minimum=1)
+PANEL_LOGSINK_TIMEOUT = env_int("PANEL_LOGSINK_TIMEOUT", 5, minimum=1)
 # Counters shared by the web server's processes (the attach rate limit) without another service.
 CACHES = {
     "default": {
@@ -376,6 +382,13 @@ CELERY_BEAT_SCHEDULE = {
         "args": ("panel.backups.tasks.periodic", 600.0),
         "schedule": 600.0,
         "options": {"expires": 600.0},
+    },
+    # Log forwarding: each node sends its clusters' new log entries to their sinks.
+    "forward-logs": {
+        "task": "panel.clusters.tasks.fan_out",
+        "args": ("panel.logsink.tasks.forward", float(PANEL_LOGSINK_SECONDS)),
+        "schedule": float(PANEL_LOGSINK_SECONDS),
+        "options": {"expires": float(PANEL_LOGSINK_SECONDS)},
     },
     # Storage quotas: measured and judged on every collection cycle, on each cluster's node.
     "measure-quotas": {

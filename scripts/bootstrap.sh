@@ -85,6 +85,10 @@ have msgfmt || missing+=(gettext)
 # pgBackRest (2.45 in Debian 12) archives every cluster's WAL and takes its backups (panel/backups).
 have pgbackrest || missing+=(pgbackrest)
 if [[ "$mode" == test ]]; then
+    # rsyslog: the log forwarding tests (panel/logsink) send to a real one on loopback.
+    have rsyslogd || missing+=(rsyslog)
+fi
+if [[ "$mode" == test ]]; then
     have chromium || missing+=(chromium)
 fi
 if ! have "$PYTHON"; then

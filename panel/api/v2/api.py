@@ -13,7 +13,7 @@ from django.views.decorators.http import require_safe
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
-from panel.api.v2 import backups, databases, firewall, migration, pools, quotas, roles, settings
+from panel.api.v2 import backups, databases, firewall, logsink, migration, pools, quotas, roles, settings
 from panel.api.v2.auth import TokenAuth
 from panel.api.v2.errors import ApiError, error_response, service_error_status
 from panel.core.errors import ServiceError
@@ -37,6 +37,7 @@ api.add_router("/databases", settings.router)
 api.add_router("/databases", quotas.router)
 api.add_router("/databases", backups.router)
 api.add_router("/databases", migration.router)
+api.add_router("/databases", logsink.router)
 
 
 @api.exception_handler(ApiError)

@@ -1,0 +1,91 @@
+"""How records reach a sink: syslog over TCP (TLS when asked), octet-counted frames; HTTP(S)
+``POST /_bulk`` for Elasticsearch and OpenSearch. Each connection goes to the address
+``destination`` checked, with a timeout; TLS verifies the server against the sink's CA (or the
+system's) and the host name the user gave."""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import socket
+import ssl
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+
+class SinkUnreachable(Exception):
+    """The sink did not take the records; the message says why (shown on the card)."""
+
+
+def _context(config: Mapping[str, Any]) -> ssl.SSLContext:
+    context = ssl.create_default_context(cadata=config.get("ca") or None)
+    if config.get("cert") and config.get("key"):
+        import tempfile
+
+        with tempfile.NamedTemporaryFile("w") as cert, tempfile.NamedTemporaryFile("w") as key:
+            cert.write(config["cert"])
+            key.write(config["key"])
+            cert.flush()
+            key.flush()
+            context.load_cert_chain(cert.name, key.name)
+    return context
+
+
+def _open(
+    address: str, host: str, port: int, tls: bool, config: Mapping[str, Any], timeout: float
+) -> socket.socket:
+    try:
+        sock = socket.create_connection((address, port), timeout=timeout)
+    except OSError as exc:
+        raise SinkUnreachable(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
+    if not tls:
+        return sock
+    try:
+        return _context(config).wrap_socket(sock, server_hostname=host)
+    except (OSError, ssl.SSLError) as exc:
+        sock.close()
+        raise SinkUnreachable(f"TLS with {host}:{port} failed: {exc}") from None
+
+
+def send_syslog(address: str, config: Mapping[str, Any], frames: list[bytes], timeout: float) -> None:
+    host, port, tls = str(config["server"]), int(config["port"]), bool(config.get("tls"))
+    sock = _open(address, host, port, tls, config, timeout)
+    try:
+        sock.sendall(b"".join(frames))
+    except OSError as exc:
+        raise SinkUnreachable(f"sending to {host}:{port} failed: {exc}") from None
+    finally:
+        sock.close()
+
+
+def send_bulk(address: str, config: Mapping[str, Any], body: bytes, timeout: float) -> None:
+    parts = urlsplit(str(config["url"]))
+    host = parts.hostname or ""
+    tls = parts.scheme == "https"
+    port = parts.port or (443 if tls else 80)
+    sock = _open(address, host, port, tls, config, timeout)
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    conn.sock = sock
+    headers = {"Content-Type": "application/x-ndjson"}
+    if parts.username is not None:
+        pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+        headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
+    path = (parts.path.rstrip("/") or "") + "/_bulk"
+    try:
+        conn.request("POST", path, body=body, headers=headers)
+        response = conn.getresponse()
+        answer = response.read(1_000_000)
+    except (OSError, http.client.HTTPException) as exc:
+        raise SinkUnreachable(f"{host}:{port} did not answer: {exc}") from None
+    finally:
+        conn.close()
+    if response.status >= 300:
+        raise SinkUnreachable(f"{host}:{port} answered HTTP {response.status}")
+    try:
+        errors = json.loads(answer).get("errors")
+    except (ValueError, AttributeError):
+        raise SinkUnreachable(f"{host}:{port} did not answer as Elasticsearch does") from None
+    if errors:
+        raise SinkUnreachable(f"{host}:{port} refused some records (errors in the _bulk answer)")
