@@ -303,7 +303,7 @@ CONTENT_SECURITY_POLICY = {
 }
 
 # Attaching an existing server makes the panel open a connection where the form says: staff
-# only unless opened to every account (see panel/clusters/attach.py for the rules then).
+# only unless opened to every account (see panel/clusters/services/attach.py for the rules then).
 PANEL_ATTACH_FOR_ALL = env_bool("PANEL_ATTACH_FOR_ALL", False)
 PANEL_ATTACH_RATE = env_int("PANEL_ATTACH_RATE", 5, minimum=1)  # attempts per account…
 PANEL_ATTACH_RATE_SECONDS = env_int("PANEL_ATTACH_RATE_SECONDS", 600, minimum=1)  # …per this window

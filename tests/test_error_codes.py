@@ -17,11 +17,11 @@ from django.utils import translation
 
 from panel.api.models import Scope
 from panel.api.services.tokens import create_token
-from panel.clusters import roles
 from panel.clusters.models import Cluster
+from panel.clusters.services import roles
 from panel.clusters.tests.conftest import make_cluster_row
 from panel.core.errors import ServiceError
-from panel.insights import alerts
+from panel.insights.services import alerts
 from panel.quotas import services as quota_services
 
 pytestmark = pytest.mark.django_db

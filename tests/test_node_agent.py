@@ -19,8 +19,8 @@ from django.conf import settings as django_settings
 from django.db import connections
 
 from conftest import start_celery_worker
-from panel.clusters import roles
 from panel.clusters.models import Cluster, Database
+from panel.clusters.services import roles
 from panel.clusters.services.overview import Overview
 from panel.clusters.tests.conftest import connect_as_client
 from panel.core import agent
@@ -72,7 +72,7 @@ def test_the_agent_runs_only_functions_marked_for_it(name: str) -> None:
 
 
 def test_a_marked_function_is_found_by_name_after_its_module_is_imported() -> None:
-    assert agent.lookup("panel.clusters.roles.add_database").__name__ == "add_database"
+    assert agent.lookup("panel.clusters.services.roles.add_database").__name__ == "add_database"
 
 
 # --- a real agent ----------------------------------------------------------------------------------
@@ -166,5 +166,5 @@ def test_a_web_process_with_no_agent_says_so_and_does_nothing(
     settings.PANEL_PROCESS_ROLE = "web"  # type: ignore[attr-defined]
     local_cluster.node.name = f"nobody{secrets.token_hex(3)}"  # a node no agent serves
     with pytest.raises(ServiceError, match=r"node agent “nobody\w+” did not answer within 2 s"):
-        agent.send("panel.clusters.roles.add_database", [local_cluster, "lonelydb"], {}, timeout=2)
+        agent.send("panel.clusters.services.roles.add_database", [local_cluster, "lonelydb"], {}, timeout=2)
     assert not local_cluster.databases.filter(name="lonelydb").exists()

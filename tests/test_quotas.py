@@ -14,9 +14,10 @@ from django.utils import timezone
 from psycopg import errors
 
 from conftest import module_cluster
-from panel.clusters import roles, services
+from panel.clusters import services
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster
+from panel.clusters.services import roles
 from panel.core.errors import ServiceError
 from panel.insights.charts import charts_for
 from panel.insights.forms import range_window

@@ -311,7 +311,7 @@ def test_as_root_the_web_runs_unprivileged_and_reaches_clusters_only_through_the
                 "manage.py",
                 "shell",
                 "-c",
-                "from panel.clusters.models import Cluster; from panel.clusters import dbconn\n"
+                "from panel.clusters.models import Cluster; from panel.clusters.engine import dbconn\n"
                 "with dbconn.admin_connection(Cluster.objects.get(name='db-agent')) as conn:\n"
                 "    print([name for name, _owner in dbconn.list_databases(conn)])",
             ],

@@ -30,9 +30,9 @@ from benchmarks import services as bench
 from benchmarks.lib.pgbench_command import RunOptions
 from benchmarks.models import RunStatus
 from conftest import ROOT, remove_clusters_in, worker_env
-from panel.clusters import roles, services
+from panel.clusters import services
 from panel.clusters.models import Cluster, ClusterStatus, Node, NodeState
-from panel.clusters.services import nodes
+from panel.clusters.services import nodes, roles
 from panel.clusters.tests.conftest import connect_as_client
 from panel.core import agent as agent_route
 from panel.core.errors import ServiceError

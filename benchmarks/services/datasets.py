@@ -20,7 +20,7 @@ from benchmarks.lib.sysbench_output import parse_error_line, parse_init_line
 from benchmarks.models import BenchmarkRun, DataSet, Engine, InvalidTransition, JobStatus, RunStatus
 from benchmarks.services.enqueue import INIT_TASK, send_job
 from benchmarks.services.targets import ResolvedTarget, require_serving, resolve_target
-from panel.clusters import dbconn, isolation
+from panel.clusters.engine import dbconn, isolation
 from panel.clusters.models import Cluster
 from panel.core.agent import on_node
 from panel.core.errors import N_, ServiceError

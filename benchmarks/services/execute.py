@@ -31,7 +31,7 @@ from benchmarks.services.recorder import PgbenchRecorder, RunRecorder
 from benchmarks.services.sweep_pool import after_run, prepare_step
 from benchmarks.services.sysbench_recorder import SysbenchRecorder
 from benchmarks.services.targets import ResolvedTarget, require_serving, resolve_target
-from panel.clusters import isolation
+from panel.clusters.engine import isolation
 from panel.clusters.models import Cluster
 from panel.core.errors import ServiceError
 from panel.pools import services as pools_services

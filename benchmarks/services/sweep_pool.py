@@ -17,9 +17,9 @@ from django.utils import timezone
 from benchmarks.models import BenchmarkRun, RunStatus, Sweep, SweepKind
 from panel.clusters.models import Cluster
 from panel.core.errors import N_, ServiceError
-from panel.pools import console
 from panel.pools import services as pools_services
-from panel.pools.console import admin_console
+from panel.pools.engine import console
+from panel.pools.engine.console import admin_console
 from panel.pools.models import ConnectionPool
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from benchmarks.lib import pgbench_command as cmd
 from panel.clusters.models import Cluster, DatabaseUser
 from panel.core.errors import N_, ServiceError
-from panel.pools.config import MAX_CLIENT_CONN
+from panel.pools.engine.rendering import MAX_CLIENT_CONN
 from panel.pools.models import ConnectionPool
 
 LOOPBACK = "127.0.0.1"

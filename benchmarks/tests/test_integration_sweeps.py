@@ -17,9 +17,9 @@ from benchmarks.lib import pgbench_command as cmd
 from benchmarks.models import BenchmarkRun, Engine, JobStatus, RunStatus, Sweep
 from conftest import module_cluster
 from panel.clusters.models import Cluster
-from panel.pools import console, disk, supervisor
 from panel.pools import services as pool_services
-from panel.pools.console import admin_console
+from panel.pools.engine import console, disk, supervisor
+from panel.pools.engine.console import admin_console
 from panel.pools.models import ConnectionPool
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]

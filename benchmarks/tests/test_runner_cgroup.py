@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import runner
-from panel.clusters import cgroups, isolation
+from panel.clusters.engine import cgroups, isolation
 from panel.clusters.models import Cluster
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="cgroups are written by root")

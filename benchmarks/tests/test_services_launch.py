@@ -15,7 +15,7 @@ from benchmarks.models import BenchmarkRun, DataSet, InvalidTransition, JobStatu
 from benchmarks.services import enqueue
 from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser
 from panel.core.errors import ServiceError
-from panel.pools.config import MAX_CLIENT_CONN
+from panel.pools.engine.rendering import MAX_CLIENT_CONN
 from panel.pools.models import ConnectionPool
 
 OPTIONS = RunOptions(clients=4, threads=2, duration_s=3)

@@ -7,7 +7,7 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import Warning, register
 
-from panel.backups import engine
+from panel.backups.engine import runner as engine
 from panel.core.runas import EngineError
 
 

@@ -8,12 +8,12 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from panel.clusters import services
-from panel.clusters.attach import ExternalServer
 from panel.clusters.lib import tunables
 from panel.clusters.lib.connstr import SSLMODES
 from panel.clusters.lib.hosts import InvalidHost, validate_host
 from panel.clusters.lib.plans import DEFAULT_PLAN_SLUG, PLANS, Plan
 from panel.clusters.services import nodes
+from panel.clusters.services.attach import ExternalServer
 from panel.core.forms import PanelForm
 
 

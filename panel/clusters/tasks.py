@@ -11,9 +11,9 @@ from celery.signals import worker_ready, worker_shutdown
 from django.conf import settings
 from django.db import connection
 
-from panel.clusters import reconciler, services
+from panel.clusters import services
 from panel.clusters.models import Cluster, Node
-from panel.clusters.services import nodes
+from panel.clusters.services import nodes, reconciler
 from panel.clusters.services import resize as resize_service
 from panel.core import taskqueue
 from panel.core.errors import ServiceError

@@ -16,12 +16,13 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import trigger_client_event
 
-from panel.clusters import attach, hooks, ownership, roles, services
+from panel.clusters import hooks, ownership, services
 from panel.clusters.connection import SECRET_FORMATS, connection_box
 from panel.clusters.forms import AttachClusterForm, CreateClusterForm, DeleteClusterForm, NameForm
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster
 from panel.clusters.ownership import get_cluster_for_user
+from panel.clusters.services import attach, roles
 from panel.core.errors import ServiceError
 from panel.core.web import add_service_error, go_to
 

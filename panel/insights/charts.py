@@ -14,8 +14,8 @@ from django.utils.translation import gettext_lazy
 from panel.clusters.models import Cluster
 from panel.insights import services
 from panel.insights.forms import Window
-from panel.insights.metrics import label as metric_label
-from panel.insights.metrics import split_label
+from panel.insights.lib.metrics import label as metric_label
+from panel.insights.lib.metrics import split_label
 
 StrOrPromise = str | Promise
 

@@ -14,7 +14,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from panel.clusters.models import Cluster, ClusterStatus
 from panel.insights import services
-from panel.insights.metrics import CATALOGUE, split_label
+from panel.insights.lib.metrics import CATALOGUE, split_label
 
 PREFIX = "pgpanel_"
 # Stored label keys → Prometheus label names.

@@ -23,13 +23,14 @@ from panel.clusters.models import Cluster
 from panel.clusters.ownership import get_cluster_for_user
 from panel.core.errors import ServiceError
 from panel.core.web import add_service_error
-from panel.insights import alerts, services
+from panel.insights import services
 from panel.insights.charts import RESOLUTION_LABELS, chart_page_data, charts_for
 from panel.insights.forms import DEFAULT_RANGE, RANGE_CHOICES, AlertRuleForm, Window, WindowForm, range_window
+from panel.insights.lib.statements import SORTS
 from panel.insights.models import AlertRule, MetricPoint, MetricRollup
 from panel.insights.prometheus import exposition
-from panel.insights.services import statements as statement_services
-from panel.insights.statements import SORTS
+from panel.insights.services import alerts
+from panel.insights.services import queries as statement_services
 
 StrOrPromise = str | Promise
 

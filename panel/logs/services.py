@@ -19,8 +19,8 @@ from panel.core.agent import on_node
 from panel.core.errors import N_, ServiceError
 from panel.logs.lib import logfile
 from panel.logs.lib.logfile import LogEntry, Position
-from panel.pools.config import ADMIN_ROLE
-from panel.pools.disk import bouncer_files
+from panel.pools.engine.disk import bouncer_files
+from panel.pools.engine.rendering import ADMIN_ROLE
 from panel.pools.models import Pooler
 
 POSTGRES = "postgres"

@@ -46,7 +46,8 @@ def store_history(cluster: Cluster, series: list[tuple[str, str]], now: dt.datet
     coarser tiers (``services.MERGED_TIERS``), 24 hours of raw points every 15 s (a NULL now and
     then) and their 1-minute rollups, as a cluster collected for a month holds. Returns a line
     saying what was generated."""
-    from panel.insights import metrics, services
+    from panel.insights import services
+    from panel.insights.lib import metrics
     from panel.insights.models import MetricPoint, MetricRollup
 
     t0 = time.perf_counter()

@@ -25,8 +25,8 @@ def rpo_sample(cluster) -> float:
     """Commit one row, then wait until pg_stat_archiver has the segment holding it."""
     import psycopg
 
-    from panel.clusters import dbconn
     from panel.clusters import services as cluster_services
+    from panel.clusters.engine import dbconn
 
     uri = cluster_services.connection_details(cluster).uri()
     with psycopg.connect(uri, autocommit=True) as conn:
@@ -45,8 +45,8 @@ def rpo_sample(cluster) -> float:
 
 
 def set_archiving(cluster, on: bool) -> None:
-    from panel.clusters import dbconn
     from panel.clusters import services as cluster_services
+    from panel.clusters.engine import dbconn
 
     with dbconn.admin_connection(cluster) as conn:
         conn.execute("ALTER SYSTEM RESET archive_mode" if on else "ALTER SYSTEM SET archive_mode = off")

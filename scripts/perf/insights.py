@@ -38,7 +38,8 @@ def main() -> None:
     from django.utils import timezone
 
     from panel.clusters import services as cluster_services
-    from panel.insights import collector, services
+    from panel.insights import services
+    from panel.insights.engine import collector
 
     owner = User.objects.create_user("perf", "perf@example.com", "perf-password-1")
     clusters = []

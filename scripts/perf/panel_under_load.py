@@ -64,11 +64,10 @@ def measure(args: argparse.Namespace, bench: BenchCluster) -> None:
 
     from benchmarks import services
     from benchmarks.lib.pgbench_command import RunOptions
-    from panel.clusters import cgroups, isolation
-    from panel.clusters.engine import postgres
+    from panel.clusters.engine import cgroups, isolation, postgres
     from panel.pools import services as pools
-    from panel.pools import supervisor
-    from panel.pools.disk import bouncer_files
+    from panel.pools.engine import supervisor
+    from panel.pools.engine.disk import bouncer_files
 
     cluster, owner = bench.cluster, bench.owner
     limited = bool(isolation.server_cgroup(cluster))

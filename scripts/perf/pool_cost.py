@@ -12,7 +12,7 @@ the panel's connection details say:
 
   direct  PostgreSQL itself.
   panel   the panel's transaction pool, made with ``panel.pools.services.create_pool``: its
-          pgbouncer.ini is exactly what the panel writes (``panel.pools.config``).
+          pgbouncer.ini is exactly what the panel writes (``panel.pools.engine.rendering``).
   hand    a minimal pgbouncer.ini a person would write: the server at 127.0.0.1 over TCP (with
           TLS, since the clusters' pg_hba.conf takes TCP clients over TLS only), PgBouncer's
           defaults for everything else.
@@ -65,10 +65,11 @@ from _interleaved import compare, format_summary, rotation, summarize, within_ve
 from django.contrib.auth.models import User  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
-from panel.clusters import isolation  # noqa: E402
 from panel.clusters import services as cluster_services  # noqa: E402
+from panel.clusters.engine import isolation  # noqa: E402
 from panel.clusters.models import Cluster  # noqa: E402
-from panel.pools import disk, services, supervisor  # noqa: E402
+from panel.pools import services  # noqa: E402
+from panel.pools.engine import disk, supervisor  # noqa: E402
 from panel.pools.lib.authfile import parse_auth_file, render_auth_file  # noqa: E402
 
 PGBENCH = shutil.which("pgbench") or "/usr/lib/postgresql/15/bin/pgbench"

@@ -42,7 +42,8 @@ from django.core.management import call_command  # noqa: E402
 
 from panel.clusters import services as cluster_services  # noqa: E402
 from panel.clusters.models import Cluster  # noqa: E402
-from panel.pools import apply, config, disk, services  # noqa: E402
+from panel.pools import services  # noqa: E402
+from panel.pools.engine import apply, disk, rendering  # noqa: E402
 from panel.pools.lib.pgbouncer_ini import PoolSpec, render  # noqa: E402
 from panel.pools.models import ConnectionPool  # noqa: E402
 
@@ -96,7 +97,7 @@ def five_hundred_pools(cluster: Cluster) -> None:
         specs = [PoolSpec(p.name, p.database, None, p.mode, p.size) for p in cluster.pools.all()]
         files = disk.bouncer_files(cluster)
         started = time.perf_counter()
-        render(config.global_settings(cluster, files), config.server_target(cluster), specs)
+        render(rendering.global_settings(cluster, files), rendering.server_target(cluster), specs)
         render_only.append(time.perf_counter() - started)
     print(
         f"2. 500 pools: render+validate+write+RELOAD+verify {statistics.median(timings) * 1000:.0f} ms "

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Page, expect
 
-from panel.clusters import roles
 from panel.clusters.models import Cluster
+from panel.clusters.services import roles
 from panel.pools import services as pool_services
 from tests.browser.conftest import log_in, wait_for_htmx
 

@@ -18,8 +18,8 @@ from django.conf import settings
 from psycopg import errors, sql
 
 from conftest import module_cluster
-from panel.clusters import dbconn, services
-from panel.clusters.engine import guard, postgres
+from panel.clusters import services
+from panel.clusters.engine import dbconn, guard, postgres
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster
 

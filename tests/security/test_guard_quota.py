@@ -23,8 +23,8 @@ from django.conf import settings
 from psycopg import errors
 
 from conftest import module_cluster
-from panel.clusters import dbconn, services
-from panel.clusters.engine import guard
+from panel.clusters import services
+from panel.clusters.engine import dbconn, guard
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster
 

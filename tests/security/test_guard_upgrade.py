@@ -20,10 +20,11 @@ import pytest
 from django.conf import settings
 from psycopg import errors
 
-from panel.clusters import dbconn, reconciler, services
-from panel.clusters.engine import guard, postgres
+from panel.clusters import services
+from panel.clusters.engine import dbconn, guard, postgres
 from panel.clusters.lib.pgconf import STATEMENTS_LIBRARY, guard_lines
 from panel.clusters.models import Cluster, ClusterStatus
+from panel.clusters.services import reconciler
 from panel.core import runas
 
 pytestmark = pytest.mark.integration

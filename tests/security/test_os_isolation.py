@@ -26,14 +26,14 @@ from django.conf import settings
 from django.contrib.auth.models import User
 
 from conftest import make_local_cluster
-from panel.clusters import dbconn, reconciler, roles
 from panel.clusters import services as cluster_services
-from panel.clusters.engine import postgres
+from panel.clusters.engine import dbconn, postgres
 from panel.clusters.models import Cluster, ClusterStatus
+from panel.clusters.services import reconciler, roles
 from panel.core import runas
 from panel.core.runas import OsUser
-from panel.pools import config, disk, supervisor
 from panel.pools import services as pool_services
+from panel.pools.engine import disk, rendering, supervisor
 from panel.pools.models import ConnectionPool
 
 pytestmark = [
@@ -363,7 +363,7 @@ def _make_legacy(cluster: Cluster, password: str) -> None:
     runas.write_private_file(files.ini, ini, owner=runner)
     runas.write_private_file(files.previous(files.ini), ini, owner=runner)
     postgres.start(cluster.version, cluster.pgdata, cluster.log_file, user=runner, timeout=60)
-    supervisor.start(disk.bouncer_files(cluster), fds_needed=config.fds_needed(cluster))
+    supervisor.start(disk.bouncer_files(cluster), fds_needed=rendering.fds_needed(cluster))
 
 
 def test_a_cluster_from_before_moves_to_a_user_of_its_own(account: User) -> None:

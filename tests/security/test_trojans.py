@@ -24,11 +24,13 @@ from django.contrib.auth.models import User
 from benchmarks.models import JobStatus
 from benchmarks.services import datasets
 from conftest import make_local_cluster
-from panel.clusters import dbconn, roles, services
-from panel.clusters.attach import ExternalServer, attach_cluster
+from panel.clusters import services
+from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
-from panel.insights import collector
+from panel.clusters.services import roles
+from panel.clusters.services.attach import ExternalServer, attach_cluster
 from panel.insights import services as insights
+from panel.insights.engine import collector
 from panel.pools import services as pool_services
 
 pytestmark = pytest.mark.integration

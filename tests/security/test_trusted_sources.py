@@ -20,15 +20,14 @@ import psycopg
 import pytest
 
 from conftest import module_cluster
-from panel.clusters import dbconn, roles
-from panel.clusters.engine import postgres
+from panel.clusters.engine import dbconn, postgres
 from panel.clusters.models import Cluster, TrustedSource
-from panel.clusters.services import firewall
+from panel.clusters.services import firewall, roles
 from panel.clusters.tests.conftest import client_params
-from panel.pools import console, disk, supervisor
 from panel.pools import services as pool_services
-from panel.pools.config import get_pooler
-from panel.pools.disk import bouncer_files
+from panel.pools.engine import console, disk, supervisor
+from panel.pools.engine.disk import bouncer_files
+from panel.pools.engine.rendering import get_pooler
 from panel.pools.models import ConnectionPool
 
 pytestmark = pytest.mark.integration

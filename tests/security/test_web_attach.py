@@ -21,8 +21,8 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
 
-from panel.clusters.attach import ExternalServer, attach_cluster, password_was_used, uniform_failure
 from panel.clusters.models import Cluster
+from panel.clusters.services.attach import ExternalServer, attach_cluster, password_was_used, uniform_failure
 from panel.core.errors import ServiceError
 from tests import pgserver
 

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from panel.clusters.tests.conftest import make_cluster_row
 from panel.insights import services
-from panel.insights.collector import Snapshot
+from panel.insights.engine.collector import Snapshot
 
 pytestmark = pytest.mark.django_db
 

@@ -14,8 +14,8 @@ from django.test import Client
 
 from benchmarks.models import BenchmarkRun, Sweep
 from benchmarks.tests.test_views_pages import make_run
-from panel.clusters import roles
 from panel.clusters.models import Cluster
+from panel.clusters.services import roles
 from panel.clusters.tests.conftest import make_cluster_row
 from panel.insights.models import AlertRule, StatementText
 from panel.pools import services as pool_services

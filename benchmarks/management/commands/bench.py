@@ -23,7 +23,7 @@ from benchmarks import services
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib import sysbench_command as sb
 from benchmarks.models import BenchmarkRun, RunStatus, Sweep
-from panel.clusters.cli import PanelCommand, find_cluster
+from panel.clusters.management.cli import PanelCommand, find_cluster
 from panel.clusters.models import Cluster
 from panel.pools.models import ConnectionPool
 

@@ -25,8 +25,8 @@ from panel.api.v2.schemas import (
     UserSettings,
     UserUpdateIn,
 )
-from panel.clusters import roles
 from panel.clusters.models import Cluster, Database, DatabaseUser
+from panel.clusters.services import roles
 
 router = Router(tags=["databases"])
 USERS = "/{uuid:database_id}/users"

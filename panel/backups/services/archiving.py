@@ -12,13 +12,14 @@ from django.conf import settings
 from django.db import transaction
 from django.utils.translation import gettext as _
 
-from panel.backups import engine
-from panel.clusters import dbconn, hooks
+from panel.backups.engine import runner as engine
+from panel.clusters import hooks
+from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster, EventLevel
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
 from panel.core.runas import EngineError
-from panel.insights import alerts
+from panel.insights.services import alerts
 
 log = logging.getLogger(__name__)
 

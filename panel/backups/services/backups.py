@@ -11,7 +11,7 @@ from django.conf import settings
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from panel.backups import engine
+from panel.backups.engine import runner as engine
 from panel.backups.lib import pgbackrest
 from panel.backups.models import BackupJob, JobKind, JobStatus
 from panel.backups.services.archiving import ArchiveStatus, archive_status

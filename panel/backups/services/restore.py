@@ -29,13 +29,12 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from panel import crypto
-from panel.backups import engine
+from panel.backups.engine import runner as engine
 from panel.backups.lib import pgbackrest
 from panel.backups.models import BackupJob, JobKind, RestoreOrigin
 from panel.backups.services import archiving
 from panel.backups.services.backups import active_job, page
-from panel.clusters import dbconn, isolation
-from panel.clusters.engine import postgres
+from panel.clusters.engine import dbconn, isolation, postgres
 from panel.clusters.lib.pgconf import QUOTA_FILE
 from panel.clusters.lib.plans import PLANS_BY_SLUG, get_plan
 from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser, EventLevel

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from panel.backups import engine
+from panel.backups.engine import runner as engine
 from panel.backups.lib import pgbackrest
 from panel.backups.models import BackupJob, DeleteChoice, JobKind, JobStatus, KeptRepository
 from panel.clusters.models import Cluster

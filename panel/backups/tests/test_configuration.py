@@ -12,7 +12,7 @@ import pytest
 from django.core.management import call_command
 
 from panel import crypto
-from panel.backups import engine
+from panel.backups.engine import runner as engine
 
 
 def test_no_endpoint_means_the_local_repository(settings: object) -> None:

@@ -16,7 +16,7 @@ import pytest
 from django.utils import timezone
 
 from conftest import module_cluster
-from panel.backups import engine
+from panel.backups.engine import runner as engine
 from panel.backups.models import BackupJob, JobStatus, RestoreOrigin
 from panel.backups.services import archiving, backups, restore
 from panel.clusters import services

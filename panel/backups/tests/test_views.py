@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from conftest import module_cluster
-from panel.backups import engine
+from panel.backups.engine import runner as engine
 from panel.backups.models import BackupJob, JobKind, JobStatus, KeptRepository
 from panel.backups.services import backups, restore, retention
 from panel.clusters import services
@@ -186,8 +186,7 @@ def test_the_backup_command(fresh: Cluster) -> None:
 
 def test_a_cluster_from_before_backups_archives_after_its_restart(fresh: Cluster, tenant: Client) -> None:
     from panel.backups.services import archiving
-    from panel.clusters import isolation
-    from panel.clusters.engine import postgres
+    from panel.clusters.engine import isolation, postgres
 
     # As a cluster created before this app: stopped, no backup.conf, started as it was.
     services.perform_action(fresh, "stop")
@@ -226,7 +225,7 @@ def test_failing_archiving_is_an_event_an_alert_and_a_banner(
             conn.execute("CREATE TABLE IF NOT EXISTS churn (i int)")
             conn.execute("INSERT INTO churn VALUES (1)")
             conn.commit()
-        from panel.clusters import dbconn
+        from panel.clusters.engine import dbconn
 
         with dbconn.admin_connection(fresh) as conn:
             conn.execute("SELECT pg_catalog.pg_switch_wal()")

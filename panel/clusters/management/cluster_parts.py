@@ -1,5 +1,5 @@
 """Parts of ``manage.py cluster``: the role subcommands (user-add, user-delete, password-reset, db-add,
-db-delete) as a mixin calling the same services (``panel.clusters.roles``) as the Users & Databases
+db-delete) as a mixin calling the same services (``panel.clusters.services.roles``) as the Users & Databases
 tab, and what ``cluster show`` prints."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from typing import Any
 
 from django.core.management.base import CommandError
 
-from panel.clusters import roles
-from panel.clusters.cli import PanelCommand, find_cluster
+from panel.clusters.management.cli import PanelCommand, find_cluster
 from panel.clusters.models import Cluster, ClusterStatus
+from panel.clusters.services import roles
 
 SUBCOMMANDS = (
     ("user-add", "Add a database user with a generated password."),

@@ -9,8 +9,8 @@ from typing import Any
 
 from django.core.management.base import CommandError
 
-from panel.clusters.cli import PanelCommand, find_cluster
 from panel.clusters.lib import tunables
+from panel.clusters.management.cli import PanelCommand, find_cluster
 from panel.clusters.models import ClusterStatus
 from panel.clusters.services import config, resize
 from panel.core import polling

@@ -7,8 +7,8 @@
 - ``resize``: moving a cluster to another plan (checked, queued, restarted on its node).
 - ``config``: the owner's PostgreSQL settings (a safe subset, applied with a reload).
 
-Attaching an existing server lives in ``panel.clusters.attach``, the reconciler in
-``panel.clusters.reconciler``, users and databases in ``panel.clusters.roles``.
+Attaching an existing server lives in ``panel.clusters.services.attach``, the reconciler in
+``panel.clusters.services.reconciler``, users and databases in ``panel.clusters.services.roles``.
 """
 
 from panel.clusters.services.create import (

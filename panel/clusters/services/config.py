@@ -16,7 +16,7 @@ from typing import Any
 from django.db import transaction
 from django.utils.translation import gettext as _
 
-from panel.clusters import dbconn, isolation
+from panel.clusters.engine import dbconn, isolation
 from panel.clusters.lib import tunables
 from panel.clusters.models import Cluster, EventLevel
 from panel.clusters.services.lifecycle import require_local

@@ -15,7 +15,8 @@ import logging
 from django.db import transaction
 from django.utils.translation import gettext as _
 
-from panel.clusters import dbconn, hooks, isolation
+from panel.clusters import hooks
+from panel.clusters.engine import dbconn, isolation
 from panel.clusters.lib import firewall
 from panel.clusters.models import Cluster, TrustedSource
 from panel.core.agent import on_node

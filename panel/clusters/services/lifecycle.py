@@ -11,8 +11,8 @@ from django.conf import settings
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from panel.clusters import dbconn, hooks, isolation
-from panel.clusters.engine import postgres
+from panel.clusters import hooks
+from panel.clusters.engine import dbconn, isolation, postgres
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel, status_word
 from panel.clusters.services.provision import clear_reserved, write_server_config
 from panel.core import runas

@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 GB = 1024**3
 # vCPUs a node offers per core when nothing says otherwise: a plan's vCPUs are a CPU quota
-# (panel/clusters/cgroups.py), and quotas on one core share it.
+# (panel/clusters/engine/cgroups.py), and quotas on one core share it.
 VCPUS_PER_CORE = 2
 
 

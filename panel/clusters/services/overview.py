@@ -5,8 +5,8 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from panel.clusters import dbconn, hooks
-from panel.clusters.engine import postgres
+from panel.clusters import hooks
+from panel.clusters.engine import dbconn, postgres
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster, DatabaseUser
 from panel.core.agent import on_node

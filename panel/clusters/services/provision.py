@@ -30,8 +30,8 @@ from django.utils.translation import gettext_lazy
 from psycopg import sql
 
 from panel import crypto
-from panel.clusters import dbconn, hooks, isolation
-from panel.clusters.engine import guard, postgres
+from panel.clusters import hooks
+from panel.clusters.engine import dbconn, guard, isolation, postgres
 from panel.clusters.lib import tls, tunables
 from panel.clusters.lib.pgconf import ServerSettings, loads_guard
 from panel.clusters.lib.plans import SUPERUSER_RESERVED_CONNECTIONS

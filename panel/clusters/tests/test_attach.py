@@ -6,9 +6,10 @@ import socket
 
 import pytest
 
-from panel.clusters import roles, services
-from panel.clusters.attach import ExternalServer, attach_cluster
+from panel.clusters import services
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus
+from panel.clusters.services import roles
+from panel.clusters.services.attach import ExternalServer, attach_cluster
 from panel.core.errors import ServiceError
 
 pytestmark = pytest.mark.integration

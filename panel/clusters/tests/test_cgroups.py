@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from panel.clusters import cgroups, isolation
-from panel.clusters.engine import postgres
+from panel.clusters.engine import cgroups, isolation, postgres
 from panel.clusters.models import Cluster
 from panel.clusters.tests.conftest import connect_as_client
 from panel.core.runas import run_as
@@ -73,7 +72,7 @@ def test_without_cgroups_clusters_start_and_the_panel_says_so_once(
     monkeypatch.setattr(cgroups, "ROOT", tmp_path)  # no hierarchy mounted there
     monkeypatch.setattr(cgroups, "_warned", False)
     monkeypatch.setattr(os, "geteuid", lambda: 0)
-    with caplog.at_level(logging.WARNING, logger="panel.clusters.cgroups"):
+    with caplog.at_level(logging.WARNING, logger="panel.clusters.engine.cgroups"):
         assert cgroups.ensure("a", cgroups.Limits(GiB, 1.0)) is None
         assert cgroups.ensure("b", cgroups.Limits(GiB, 1.0)) is None
     said = [r.getMessage() for r in caplog.records]
@@ -90,7 +89,7 @@ def test_a_cluster_started_before_limits_is_moved_into_its_cgroup_by_the_reconci
         pytest.skip("no writable cgroup hierarchy on this machine")
     from django.conf import settings
 
-    from panel.clusters import reconciler
+    from panel.clusters.services import reconciler
 
     cluster = local_cluster
     user = cluster.os_user()
@@ -120,8 +119,8 @@ def test_the_clusters_pgbouncer_runs_in_its_cgroup(local_cluster: Cluster) -> No
     if cgroups.version() is None:
         pytest.skip("no writable cgroup hierarchy on this machine")
     from panel.pools import services as pools
-    from panel.pools import supervisor
-    from panel.pools.disk import bouncer_files
+    from panel.pools.engine import supervisor
+    from panel.pools.engine.disk import bouncer_files
 
     pools.create_pool(local_cluster, "limited-pool", "defaultdb", None, "transaction", 5)
     pid = supervisor.running_pid(bouncer_files(local_cluster))

@@ -8,9 +8,10 @@ import time
 import psycopg
 import pytest
 
-from panel.clusters import dbconn, roles, services
-from panel.clusters.engine import postgres
+from panel.clusters import services
+from panel.clusters.engine import dbconn, postgres
 from panel.clusters.models import ClusterStatus
+from panel.clusters.services import roles
 
 from .conftest import connect_as_client
 

@@ -10,9 +10,10 @@ import psutil
 import pytest
 from django.utils import timezone
 
-from panel.clusters import reconciler, services, tasks
+from panel.clusters import services, tasks
 from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster, ClusterStatus
+from panel.clusters.services import reconciler
 
 pytestmark = pytest.mark.integration
 
@@ -27,7 +28,7 @@ def _sigkill_postmaster(cluster: Cluster) -> int:
 
 
 def _answers(cluster: Cluster) -> bool:
-    from panel.clusters import dbconn
+    from panel.clusters.engine import dbconn
 
     with dbconn.admin_connection(cluster) as conn:
         return conn.execute("SELECT 1").fetchone() == (1,)
@@ -142,10 +143,10 @@ def test_reconcile_does_not_fail_an_action_that_was_just_requested(owner, transa
 def test_reconcile_gives_a_cluster_from_before_the_monitor_role_a_clean_one(local_cluster):
     from django.conf import settings
 
-    from panel.clusters import dbconn
+    from panel.clusters.engine import dbconn
     from panel.clusters.tests.conftest import can_log_in
-    from panel.insights import collector
     from panel.insights import services as insights
+    from panel.insights.engine import collector
 
     cluster = local_cluster
     role = settings.PANEL_MONITOR_ROLE
@@ -186,9 +187,9 @@ def test_reconcile_gives_a_cluster_from_before_the_monitor_role_a_clean_one(loca
 def test_reconcile_creates_a_missing_monitor_role(local_cluster):
     from django.conf import settings
 
-    from panel.clusters import dbconn
-    from panel.insights import collector
+    from panel.clusters.engine import dbconn
     from panel.insights import services as insights
+    from panel.insights.engine import collector
 
     cluster = local_cluster
     role = settings.PANEL_MONITOR_ROLE

@@ -5,7 +5,9 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from panel.clusters import dbconn, roles, services
+from panel.clusters import services
+from panel.clusters.engine import dbconn
+from panel.clusters.services import roles
 from panel.core.errors import ServiceError
 
 from .conftest import can_log_in

@@ -16,7 +16,8 @@ from django.test import Client
 from django.urls import reverse
 
 from conftest import make_local_cluster
-from panel.clusters import isolation, services
+from panel.clusters import services
+from panel.clusters.engine import isolation
 from panel.clusters.lib import firewall as firewall_rules
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, DatabaseUser, TrustedSource
 from panel.clusters.services import firewall

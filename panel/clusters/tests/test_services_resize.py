@@ -12,8 +12,8 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from panel.clusters import cgroups, isolation, tasks
-from panel.clusters.engine import postgres
+from panel.clusters import tasks
+from panel.clusters.engine import cgroups, isolation, postgres
 from panel.clusters.lib.plans import get_plan
 from panel.clusters.models import Cluster, ClusterStatus, Node
 from panel.clusters.services import resize

@@ -8,8 +8,8 @@
   and the last collection's values.
 """
 
-from panel.insights import metrics
-from panel.insights.alerts import evaluate_alerts, firing_alerts, save_rule
+from panel.insights.lib import metrics
+from panel.insights.services.alerts import evaluate_alerts, firing_alerts, save_rule
 from panel.insights.services.collection import (
     collect_all,
     collect_cluster,

@@ -18,11 +18,12 @@ from django.db.models import Q
 from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus
 from panel.clusters.services import nodes
-from panel.insights import collector, metrics
-from panel.insights.alerts import evaluate_alerts
-from panel.insights.metrics import CATALOGUE, COUNTER_RATES, HOST, PGBOUNCER, POSTGRES
+from panel.insights.engine import collector
+from panel.insights.lib import metrics
+from panel.insights.lib.metrics import CATALOGUE, COUNTER_RATES, HOST, PGBOUNCER, POSTGRES
 from panel.insights.models import CounterState, MetricPoint
-from panel.insights.services.statements import baseline_for, store_statements
+from panel.insights.services.alerts import evaluate_alerts
+from panel.insights.services.queries import baseline_for, store_statements
 from panel.insights.services.tiers import ABANDON_AFTER, MAX_WORKERS, START_COUNTER, interval
 from panel.pools.models import Pooler
 

@@ -13,8 +13,8 @@ from django.db.models import OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from panel.clusters.models import Cluster
-from panel.insights import metrics
-from panel.insights.metrics import POSTGRES
+from panel.insights.lib import metrics
+from panel.insights.lib.metrics import POSTGRES
 from panel.insights.models import CounterState, EpochMs, MetricPoint, MetricRollup
 from panel.insights.services.rollups import last_bucket
 from panel.insights.services.tiers import (

@@ -24,9 +24,9 @@ from django.db.models import (
 from django.utils import timezone
 
 from panel.clusters.models import Cluster
-from panel.insights import metrics
+from panel.insights.lib import metrics
 from panel.insights.models import CounterState, EpochMs, MetricPoint, MetricRollup
-from panel.insights.services.statements import prune_statements
+from panel.insights.services.queries import prune_statements
 from panel.insights.services.tiers import (
     FIVE_MINUTES,
     MERGED_TIERS,

@@ -7,7 +7,8 @@ import datetime as dt
 
 from django.conf import settings
 
-from panel.insights import collector, metrics
+from panel.insights.engine import collector
+from panel.insights.lib import metrics
 
 RAW_RETENTION = dt.timedelta(hours=24)
 ROLLUP_RETENTION = dt.timedelta(days=30)

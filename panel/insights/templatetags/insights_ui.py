@@ -12,7 +12,7 @@ from django.urls import reverse
 from panel.clusters.models import Cluster
 from panel.insights import services
 from panel.insights.models import AlertRule
-from panel.insights.services import statements
+from panel.insights.services import queries
 
 register = template.Library()
 
@@ -28,6 +28,6 @@ def run_queries_url(cluster: Cluster, run: Any) -> str:
     started)."""
     if getattr(run, "started_at", None) is None:
         return ""
-    window = statements.run_window(run.started_at, run.finished_at)
+    window = queries.run_window(run.started_at, run.finished_at)
     query = urlencode({"start": window.start.isoformat(), "end": window.end.isoformat()})
     return f"{reverse('insights:queries', args=[cluster.pk])}?{query}"

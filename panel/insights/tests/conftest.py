@@ -9,7 +9,7 @@ from django.contrib.auth.models import User
 
 from panel.clusters.models import Cluster
 from panel.clusters.tests.conftest import make_cluster_row
-from panel.insights.collector import Snapshot
+from panel.insights.engine.collector import Snapshot
 
 
 @pytest.fixture

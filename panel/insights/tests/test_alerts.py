@@ -14,8 +14,9 @@ from django.test.utils import CaptureQueriesContext
 
 from panel.clusters.models import Cluster
 from panel.core.errors import ServiceError
-from panel.insights import alerts, services
+from panel.insights import services
 from panel.insights.models import AlertKind, AlertState
+from panel.insights.services import alerts
 from panel.insights.tests.conftest import snapshot
 
 NOW = dt.datetime(2025, 3, 1, 12, 0, tzinfo=dt.UTC)

@@ -10,10 +10,10 @@ import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from panel.clusters import roles
 from panel.clusters import services as cluster_services
-from panel.clusters.attach import ExternalServer, attach_cluster
 from panel.clusters.models import Cluster
+from panel.clusters.services import roles
+from panel.clusters.services.attach import ExternalServer, attach_cluster
 from panel.insights import services
 from panel.insights.tests.conftest import snapshot
 

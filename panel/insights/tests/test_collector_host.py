@@ -11,7 +11,8 @@ import pytest
 from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster
 from panel.clusters.tests.conftest import connect_as_client
-from panel.insights import collector, services
+from panel.insights import services
+from panel.insights.engine import collector
 
 MB = 1024 * 1024
 

@@ -10,9 +10,10 @@ from collections.abc import Iterator
 import pytest
 
 from panel.clusters.models import Cluster
-from panel.insights import collector, services
-from panel.pools import console, disk, supervisor
+from panel.insights import services
+from panel.insights.engine import collector
 from panel.pools import services as pool_services
+from panel.pools.engine import console, disk, supervisor
 from panel.pools.lib.admin_console import PoolRow
 
 

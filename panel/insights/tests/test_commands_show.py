@@ -16,7 +16,7 @@ from django.utils import timezone
 from panel.clusters.models import Cluster
 from panel.clusters.tests.conftest import make_cluster_row
 from panel.insights import services
-from panel.insights.collector import Snapshot
+from panel.insights.engine.collector import Snapshot
 from panel.insights.tests.conftest import snapshot
 
 MB = 1024**2

@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from panel.clusters import dbconn
+from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
 from panel.insights.models import POSTGRESQL_EPOCH_MS, EpochMs, MetricPoint
 

@@ -12,12 +12,12 @@ import pytest
 from django.contrib.auth.models import User
 
 from conftest import make_local_cluster
-from panel.clusters import dbconn
 from panel.clusters import services as cluster_services
-from panel.clusters.engine import postgres
+from panel.clusters.engine import dbconn, postgres
 from panel.clusters.models import Cluster
 from panel.clusters.tests.conftest import superuser_in
-from panel.insights import collector, services
+from panel.insights import services
+from panel.insights.engine import collector
 from panel.insights.models import CounterState, MetricPoint
 from panel.pools import services as pool_services
 from panel.pools.tests.test_integration_pgbench import pgbench, pgbench_command

@@ -20,12 +20,13 @@ from django.test import Client
 from django.urls import reverse
 
 from conftest import module_cluster
-from panel.clusters import dbconn, roles
 from panel.clusters import services as cluster_services
+from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
+from panel.clusters.services import roles
 from panel.insights import services
 from panel.insights.models import StatementsState, StatementsStatus
-from panel.insights.services import statements as queries
+from panel.insights.services import queries
 
 pytestmark = pytest.mark.integration
 

@@ -14,10 +14,10 @@ from django.test import Client
 from django.urls import reverse
 
 from conftest import module_cluster
-from panel.clusters import dbconn, isolation, roles
 from panel.clusters import services as cluster_services
-from panel.clusters.engine import postgres
+from panel.clusters.engine import dbconn, isolation, postgres
 from panel.clusters.models import Cluster
+from panel.clusters.services import roles
 from panel.core import runas
 from panel.insights import services
 from panel.insights.models import StatementsState, StatementsStatus

@@ -6,8 +6,8 @@ import datetime as dt
 
 import pytest
 
-from panel.insights import metrics
-from panel.insights.metrics import Aggregate, CounterReading
+from panel.insights.lib import metrics
+from panel.insights.lib.metrics import Aggregate, CounterReading
 
 T0 = dt.datetime(2025, 1, 1, 12, 0, tzinfo=dt.UTC)
 

@@ -8,7 +8,7 @@ import statistics
 
 import pytest
 
-from panel.insights.statements import Delta, Reading, Totals, combine, deltas, ordered, top
+from panel.insights.lib.statements import Delta, Reading, Totals, combine, deltas, ordered, top
 
 
 def reading(

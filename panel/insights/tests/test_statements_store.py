@@ -9,10 +9,10 @@ import datetime as dt
 from django.utils import timezone
 
 from panel.clusters.models import Cluster
-from panel.insights.collector import Snapshot
+from panel.insights.engine.collector import Snapshot
+from panel.insights.lib.statements import Collected, Reading, deltas, top
 from panel.insights.models import StatementCounter, StatementDelta, StatementsState, StatementText
-from panel.insights.services import statements as queries
-from panel.insights.statements import Collected, Reading, deltas, top
+from panel.insights.services import queries
 
 
 def reading(queryid: int, calls: int, total: float) -> Reading:

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from panel.clusters.models import Cluster
 from panel.insights import services
-from panel.insights.collector import Snapshot
+from panel.insights.engine.collector import Snapshot
 from panel.insights.models import CounterState, MetricPoint, MetricRollup
 from panel.insights.tests.conftest import snapshot
 

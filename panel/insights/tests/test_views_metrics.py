@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from panel.clusters.models import Cluster
 from panel.clusters.tests.conftest import make_cluster_row
 from panel.insights import services
-from panel.insights.collector import Snapshot
+from panel.insights.engine.collector import Snapshot
 from panel.insights.prometheus import exposition
 
 TOKEN = "metrics-token-for-tests"

@@ -10,8 +10,8 @@ import ipaddress
 
 from django.conf import settings
 
-from panel.clusters import attach
 from panel.clusters.lib.hosts import InvalidHost, forbidden_reason, validate_host
+from panel.clusters.services import attach
 from panel.core.errors import N_, ServiceError
 
 

@@ -24,7 +24,7 @@ from pydo import Client as Pydo
 from conftest import start_celery_worker
 from panel.api import services
 from panel.api.models import Scope
-from panel.clusters import dbconn
+from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
 from panel.clusters.tests.conftest import connect_as_client
 from panel.core import taskqueue

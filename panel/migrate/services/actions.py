@@ -17,9 +17,9 @@ import logging
 
 from django.db import IntegrityError, transaction
 
-from panel.clusters import dbconn, roles
-from panel.clusters.engine import postgres
+from panel.clusters.engine import dbconn, postgres
 from panel.clusters.models import Cluster, DatabaseUser
+from panel.clusters.services import roles
 from panel.core import taskqueue
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from panel.clusters import dbconn
+from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError

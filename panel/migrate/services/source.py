@@ -23,8 +23,9 @@ import psycopg
 from django.conf import settings
 from psycopg import sql
 
-from panel.clusters import attach, dbconn
+from panel.clusters.engine import dbconn
 from panel.clusters.lib.hosts import InvalidHost, IPAddress, forbidden_reason, validate_host
+from panel.clusters.services import attach
 from panel.core.errors import N_, ServiceError
 from panel.migrate.lib import source as source_lib
 from panel.migrate.lib.source import Source

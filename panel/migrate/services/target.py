@@ -29,7 +29,7 @@ import psycopg
 from django.conf import settings
 from psycopg import sql
 
-from panel.clusters import dbconn
+from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
 from panel.core import runas
 from panel.migrate.lib import source as source_lib

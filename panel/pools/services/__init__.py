@@ -5,7 +5,7 @@
 - ``figures``: what the pages show (budget, live ``SHOW POOLS``, the server slots pools hold);
 - ``upkeep``: the hooks of the cluster services and the reconciler (guards, auth, stop, restart).
 
-Every change goes through ``panel.pools.apply.apply_config``, which reads top to bottom: render
+Every change goes through ``panel.pools.engine.apply.apply_config``, which reads top to bottom: render
 ``pgbouncer.ini`` and the auth file from the database (the pure renderer refuses what PgBouncer
 would misparse) → write atomically, keeping ``.prev`` → start PgBouncer, RELOAD it, or restart it
 for settings a RELOAD ignores → verify with ``SHOW DATABASES`` (RELOAD answers success even for a

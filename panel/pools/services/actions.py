@@ -1,6 +1,6 @@
 """The user's actions on pools: create, change, delete, each checked and applied under the cluster's lock.
 
-Every change goes through ``panel.pools.apply.apply_config`` inside a transaction that locks the
+Every change goes through ``panel.pools.engine.apply.apply_config`` inside a transaction that locks the
 cluster row (on SQLite, IMMEDIATE transactions serialise every writer), so two concurrent changes
 can never exceed the connection budget, and the files on disk always match a committed state or
 the one being committed.
@@ -15,7 +15,7 @@ from django.db import transaction
 from panel.clusters.models import Cluster
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
-from panel.pools.apply import apply_config, lock_cluster
+from panel.pools.engine.apply import apply_config, lock_cluster
 from panel.pools.lib.pgbouncer_ini import (
     InvalidPoolName,
     validate_pool_name,

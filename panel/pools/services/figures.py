@@ -11,15 +11,15 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from panel.clusters import dbconn
+from panel.clusters.engine import dbconn
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster
 from panel.clusters.services.overview import database_user
 from panel.core.agent import on_node
 from panel.core.errors import N_, ServiceError
-from panel.pools import console, supervisor
-from panel.pools.console import admin_console
-from panel.pools.disk import bouncer_files
+from panel.pools.engine import console, supervisor
+from panel.pools.engine.console import admin_console
+from panel.pools.engine.disk import bouncer_files
 from panel.pools.lib.admin_console import PoolRow, clients_by_state, pool_totals
 from panel.pools.models import ConnectionPool, Pooler, PoolerStatus
 

@@ -10,8 +10,8 @@ from panel.clusters.models import Cluster
 from panel.core.agent import on_node
 from panel.core.errors import N_, ServiceError
 from panel.core.polling import wait_for
-from panel.pools import console
-from panel.pools.console import admin_console
+from panel.pools.engine import console
+from panel.pools.engine.console import admin_console
 from panel.pools.lib.admin_console import PoolRow, pool_totals
 from panel.pools.models import ConnectionPool
 from panel.pools.services.figures import pooler_running

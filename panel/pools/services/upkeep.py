@@ -8,9 +8,9 @@ from django.conf import settings
 
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
 from panel.core.errors import N_, Message, ServiceError
-from panel.pools import disk, supervisor
-from panel.pools.apply import apply_config
-from panel.pools.disk import bouncer_files
+from panel.pools.engine import disk, supervisor
+from panel.pools.engine.apply import apply_config
+from panel.pools.engine.disk import bouncer_files
 from panel.pools.lib import pgbouncer_hba
 from panel.pools.models import Pooler, PoolerStatus
 

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from panel.clusters import roles
 from panel.clusters.models import Cluster
+from panel.clusters.services import roles
 from panel.pools import services
 from panel.pools.models import Pooler, PoolerStatus
 

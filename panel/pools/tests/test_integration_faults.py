@@ -13,7 +13,8 @@ from django.db import connection
 
 from panel.clusters.models import Cluster
 from panel.core.errors import ServiceError
-from panel.pools import config, disk, services, supervisor
+from panel.pools import services
+from panel.pools.engine import disk, rendering, supervisor
 from panel.pools.lib import pgbouncer_ini
 from panel.pools.models import ConnectionPool, Pooler, PoolerStatus
 from panel.pools.tests.test_services_create import INVALID_NAMES
@@ -77,7 +78,7 @@ def test_a_configuration_pgbouncer_misloads_is_rolled_back_with_its_log_line(
         text = real_render(*args)  # type: ignore[arg-type]
         return text.replace("late-pool = ", "this line is broken\nlate-pool = ")
 
-    monkeypatch.setattr(config, "render", render_with_a_bad_line)
+    monkeypatch.setattr(rendering, "render", render_with_a_bad_line)
     with pytest.raises(ServiceError) as exc_info:
         services.create_pool(cluster, "late-pool", "defaultdb", "", "transaction", 5)
     message = exc_info.value.message
@@ -160,7 +161,7 @@ def test_two_concurrent_creations_over_budget_cannot_both_succeed(cluster: Clust
 
 
 def test_a_pool_blocks_deleting_its_database_and_user(cluster: Cluster) -> None:
-    from panel.clusters import roles
+    from panel.clusters.services import roles
 
     roles.add_user(cluster, "app")
     roles.add_database(cluster, "appdb")

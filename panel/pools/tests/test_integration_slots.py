@@ -20,7 +20,7 @@ from django.urls import reverse
 from panel.clusters import services as cluster_services
 from panel.clusters.models import Cluster
 from panel.pools import services
-from panel.pools.disk import bouncer_files
+from panel.pools.engine.disk import bouncer_files
 from panel.pools.models import ConnectionPool
 from panel.pools.tests.test_integration_pgbench import pgbench
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from panel.pools import disk, supervisor
+from panel.pools.engine import disk, supervisor
 from panel.pools.lib import pgbouncer_ini
 from panel.pools.lib.authfile import render_auth_file, scram_sha256_verifier
 from panel.pools.lib.pgbouncer_ini import GlobalSettings, PoolSpec, ServerTarget, render

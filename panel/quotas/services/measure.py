@@ -11,7 +11,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from panel.clusters import dbconn
+from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
 
 log = logging.getLogger(__name__)

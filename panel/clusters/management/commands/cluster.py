@@ -17,13 +17,14 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.management.base import CommandError, CommandParser
 from django.db.models.signals import post_save
 
-from panel.clusters import attach, reconciler, services
-from panel.clusters.cli import PanelCommand, find_cluster, find_user, print_table
+from panel.clusters import services
 from panel.clusters.lib.connstr import FORMATS, SSLMODES
 from panel.clusters.lib.hosts import InvalidHost, validate_host
+from panel.clusters.management.cli import PanelCommand, find_cluster, find_user, print_table
 from panel.clusters.management.cluster_parts import RoleSubcommands, describe_cluster
 from panel.clusters.management.cluster_settings import SettingsSubcommands
 from panel.clusters.models import Cluster, ClusterStatus
+from panel.clusters.services import attach, reconciler
 from panel.core import polling
 
 RECENT_EVENTS = 10

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from panel.clusters.cli import PanelCommand, human_size, print_table
+from panel.clusters.management.cli import PanelCommand, human_size, print_table
 from panel.clusters.models import NodeState
 from panel.clusters.services import nodes
 

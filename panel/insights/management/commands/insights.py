@@ -17,13 +17,14 @@ from django.conf import settings
 from django.core.management.base import CommandError, CommandParser
 from django.utils import timezone
 
-from panel.clusters.cli import PanelCommand, find_cluster, human_size, print_table
+from panel.clusters.management.cli import PanelCommand, find_cluster, human_size, print_table
 from panel.clusters.models import Cluster
-from panel.insights import alerts, services
-from panel.insights.collector import Snapshot
-from panel.insights.metrics import HOST, SOURCES, label
+from panel.insights import services
+from panel.insights.engine.collector import Snapshot
+from panel.insights.engine.sources.postgres import STATES
+from panel.insights.lib.metrics import HOST, SOURCES, label
 from panel.insights.models import AlertKind, AlertRule
-from panel.insights.sources.postgres import STATES
+from panel.insights.services import alerts
 
 # save_rule's field at fault → the option that sets it
 OPTIONS = {"kind": "--kind", "threshold": "--threshold", "duration_seconds": "--duration", "email": "--email"}

@@ -14,10 +14,10 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from panel.clusters.cli import PanelCommand, find_cluster, print_table
+from panel.clusters.management.cli import PanelCommand, find_cluster, print_table
 from panel.insights import services
-from panel.insights.services import statements as queries
-from panel.insights.statements import SORTS
+from panel.insights.lib.statements import SORTS
+from panel.insights.services import queries
 
 
 class Command(PanelCommand):

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from panel import crypto
-from panel.clusters import dbconn
+from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
 from panel.core.errors import N_, ServiceError
-from panel.pools import supervisor
-from panel.pools.disk import BouncerFiles
+from panel.pools.engine import supervisor
+from panel.pools.engine.disk import BouncerFiles
 from panel.pools.lib import pgbouncer_hba
 from panel.pools.lib.authfile import AuthFileError, render_auth_file, scram_sha256_verifier
 from panel.pools.lib.pgbouncer_ini import (

@@ -6,8 +6,7 @@ import logging
 import math
 import time
 
-from panel.insights.metrics import PGBOUNCER, label
-from panel.insights.snapshot import (
+from panel.insights.engine.snapshot import (
     BUDGET_SECONDS,
     CollectTimeout,
     Deadline,
@@ -15,9 +14,10 @@ from panel.insights.snapshot import (
     Target,
     watchdog,
 )
-from panel.pools import console
-from panel.pools.config import ADMIN_ROLE
-from panel.pools.disk import bouncer_files
+from panel.insights.lib.metrics import PGBOUNCER, label
+from panel.pools.engine import console
+from panel.pools.engine.disk import bouncer_files
+from panel.pools.engine.rendering import ADMIN_ROLE
 from panel.pools.lib.admin_console import PoolTotals, pool_totals
 
 log = logging.getLogger(__name__)

@@ -22,12 +22,12 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
-from panel.clusters import dbconn, isolation
+from panel.clusters.engine import dbconn, isolation
 from panel.clusters.models import Cluster
 from panel.core.errors import N_, ServiceError
 from panel.core.runas import EngineError
-from panel.pools import console, disk, supervisor
-from panel.pools.config import RenderedConfig, fds_needed, get_pooler, render_config
+from panel.pools.engine import console, disk, supervisor
+from panel.pools.engine.rendering import RenderedConfig, fds_needed, get_pooler, render_config
 from panel.pools.lib.admin_console import diff_databases
 from panel.pools.lib.pgbouncer_ini import needs_restart
 from panel.pools.models import ConnectionPool, Pooler, PoolerStatus

@@ -13,8 +13,8 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from panel import crypto
-from panel.clusters import dbconn, hooks, isolation, services
-from panel.clusters.engine import guard, postgres
+from panel.clusters import hooks, services
+from panel.clusters.engine import dbconn, guard, isolation, postgres
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
 from panel.clusters.services import new_password
 from panel.core import osusers, runas

@@ -12,11 +12,11 @@ import psutil
 
 from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster
-from panel.insights.metrics import HOST
-from panel.insights.snapshot import (
+from panel.insights.engine.snapshot import (
     CollectTimeout,
     Snapshot,
 )
+from panel.insights.lib.metrics import HOST
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@ a window's top statements and one statement's series, resetting the statistics, 
 
 A collection stores the deltas since the previous one (``StatementDelta``, the top ones by time)
 and keeps the last reading of every statement (``StatementCounter``); a window's figures are the
-sums of its deltas (``panel.insights.statements``), so "the last hour" does not depend on when the
+sums of its deltas (``panel.insights.lib.statements``), so "the last hour" does not depend on when the
 statistics were last reset."""
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from panel.clusters import dbconn
+from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
 from panel.core.agent import on_node
 from panel.core.errors import N_, ServiceError
-from panel.insights import statements
+from panel.insights.engine.snapshot import Snapshot
+from panel.insights.lib import statements
 from panel.insights.models import (
     StatementCounter,
     StatementDelta,
@@ -31,7 +32,6 @@ from panel.insights.models import (
     StatementText,
 )
 from panel.insights.services.tiers import RAW_RETENTION, interval
-from panel.insights.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import psycopg
 
-from panel.clusters import dbconn
+from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
-from panel.pools.config import ADMIN_ROLE, get_pooler
-from panel.pools.disk import bouncer_files
+from panel.pools.engine.disk import bouncer_files
+from panel.pools.engine.rendering import ADMIN_ROLE, get_pooler
 from panel.pools.lib.admin_console import (
     AdminConsoleError,
     ClientRow,

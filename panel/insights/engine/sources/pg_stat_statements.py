@@ -14,11 +14,18 @@ import time
 import psycopg
 from django.conf import settings
 
-from panel.clusters import dbconn
 from panel.clusters import services as cluster_services
-from panel.insights import statements
-from panel.insights.snapshot import STATEMENT_TIMEOUT_MS, CollectTimeout, Deadline, Snapshot, Target, watchdog
-from panel.insights.sources.postgres import stats_connection
+from panel.clusters.engine import dbconn
+from panel.insights.engine.snapshot import (
+    STATEMENT_TIMEOUT_MS,
+    CollectTimeout,
+    Deadline,
+    Snapshot,
+    Target,
+    watchdog,
+)
+from panel.insights.engine.sources.postgres import stats_connection
+from panel.insights.lib import statements
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,8 @@ from collections.abc import Callable
 import psycopg
 from django.db import transaction
 
-from panel.clusters import dbconn, hooks, isolation
+from panel.clusters import hooks
+from panel.clusters.engine import dbconn, isolation
 from panel.clusters.lib.names import InvalidName, validate_database_name, validate_role_name
 from panel.clusters.models import Cluster, Database, DatabaseUser, EventLevel
 from panel.clusters.services import new_password

@@ -11,10 +11,9 @@ from typing import Any
 
 import psycopg
 
-from panel.clusters import dbconn
+from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
-from panel.insights.metrics import POSTGRES, label
-from panel.insights.snapshot import (
+from panel.insights.engine.snapshot import (
     SCAN_DATABASES,
     SCAN_RESERVE_SECONDS,
     STATEMENT_TIMEOUT_MS,
@@ -23,6 +22,7 @@ from panel.insights.snapshot import (
     Snapshot,
     watchdog,
 )
+from panel.insights.lib.metrics import POSTGRES, label
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ import psutil
 from panel.core import runas
 from panel.core.polling import wait_for
 from panel.core.runas import EngineError
-from panel.pools.disk import BouncerFiles, log_problems, log_size
+from panel.pools.engine.disk import BouncerFiles, log_problems, log_size
 
 log = logging.getLogger(__name__)
 

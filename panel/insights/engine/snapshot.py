@@ -17,10 +17,10 @@ from typing import Any
 
 import psycopg
 
-from panel.clusters import dbconn
+from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
-from panel.insights.statements import Baseline, Collected
-from panel.pools import console
+from panel.insights.lib.statements import Baseline, Collected
+from panel.pools.engine import console
 from panel.pools.models import Pooler
 
 log = logging.getLogger(__name__)

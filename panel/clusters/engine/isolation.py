@@ -19,8 +19,7 @@ from pathlib import Path
 import psutil
 from django.conf import settings
 
-from panel.clusters import cgroups, dbconn
-from panel.clusters.engine import postgres
+from panel.clusters.engine import cgroups, dbconn, postgres
 from panel.clusters.lib.pgconf import render_hba, render_ident
 from panel.clusters.models import Cluster
 from panel.core import osusers, runas
@@ -165,7 +164,7 @@ def refresh_server_auth(cluster: Cluster) -> bool:
 
 def server_cgroup(cluster: Cluster) -> list[Path]:
     """The ``cgroup.procs`` files of the cluster's cgroup, made or updated with its plan's RAM as
-    the memory limit and its vCPUs as the CPU quota (panel/clusters/cgroups.py); none for a
+    the memory limit and its vCPUs as the CPU quota (panel/clusters/engine/cgroups.py); none for a
     cluster without a plan, or where cgroups cannot be written (said once in the log)."""
     plan = cluster.plan
     if plan is None:

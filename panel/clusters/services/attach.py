@@ -40,7 +40,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
-from panel.clusters import dbconn
+from panel.clusters.engine import dbconn
 from panel.clusters.lib.hosts import InvalidHost, IPAddress, forbidden_reason, validate_host
 from panel.clusters.lib.names import InvalidName, validate_cluster_name
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, Database, DatabaseUser

@@ -22,9 +22,8 @@ import logging
 import psutil
 import psycopg
 
-from panel.clusters import dbconn
-from panel.insights.metrics import HOST, PGBOUNCER, POSTGRES
-from panel.insights.snapshot import (
+from panel.clusters.engine import dbconn
+from panel.insights.engine.snapshot import (
     BUDGET_SECONDS,
     CollectTimeout,
     Deadline,
@@ -32,12 +31,13 @@ from panel.insights.snapshot import (
     Target,
     watchdog,
 )
-from panel.insights.sources.host import collect_host, tree_memory
-from panel.insights.sources.pgbouncer import collect_pgbouncer
-from panel.insights.sources.postgres import collect_postgres, collect_scans
-from panel.insights.sources.statements import collect_statements
-from panel.pools import console, supervisor
-from panel.pools.disk import bouncer_files
+from panel.insights.engine.sources.host import collect_host, tree_memory
+from panel.insights.engine.sources.pg_stat_statements import collect_statements
+from panel.insights.engine.sources.pgbouncer import collect_pgbouncer
+from panel.insights.engine.sources.postgres import collect_postgres, collect_scans
+from panel.insights.lib.metrics import HOST, PGBOUNCER, POSTGRES
+from panel.pools.engine import console, supervisor
+from panel.pools.engine.disk import bouncer_files
 
 __all__ = [
     "BUDGET_SECONDS",
