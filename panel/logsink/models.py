@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import uuid
 from typing import Any
@@ -36,6 +37,7 @@ class LogSink(models.Model):
     last_sent_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)
     failing_since = models.DateTimeField(null=True, blank=True)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
     # Entries not sent because more were written between two rounds than one round reads.
     skipped_count = models.PositiveBigIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)
@@ -71,10 +73,19 @@ class LogSink(models.Model):
             last_sent_at=now if count else models.F("last_sent_at"),
             last_error="",
             failing_since=None,
+            last_attempt_at=now,
         )
 
     def failed(self, reason: str) -> None:
         """A round could not deliver: the cursors stay, the reason shows on the card."""
+        now = timezone.now()
         LogSink.objects.filter(pk=self.pk).update(
-            last_error=reason[:2000], failing_since=self.failing_since or timezone.now()
+            last_error=reason[:2000], failing_since=self.failing_since or now, last_attempt_at=now
         )
+
+    def due(self, now: dt.datetime, backoff: float) -> bool:
+        """Whether a round tries this sink now: always while it works; a failing one once every
+        ``backoff`` seconds, so a sink that hangs does not hold up every round."""
+        if self.failing_since is None or self.last_attempt_at is None:
+            return True
+        return (now - self.last_attempt_at).total_seconds() >= backoff

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import random
+import time
 from typing import Any
 
 from django.conf import settings
+from django.utils import timezone
 
 from panel.clusters.models import Cluster
 from panel.core.agent import on_node
@@ -29,6 +32,8 @@ log = logging.getLogger(__name__)
 
 APPS = {logs.POSTGRES: "postgresql", logs.POOLER: "pgbouncer"}
 BATCH = logs.MAX_ENTRIES
+# A failing sink is tried once a minute, not every round.
+FAILING_BACKOFF_SECONDS = 60.0
 
 
 def record(cluster: Cluster, source: str, entry: Any) -> formats.Record:
@@ -107,16 +112,26 @@ def forward_sink(sink: LogSink) -> int:
 
 
 @on_node(timeout=60)
-def forward_cluster(cluster: Cluster) -> int:
-    """Forward ``cluster``'s new entries to each of its sinks now; the records sent."""
+def forward_cluster(cluster: Cluster, deadline: float | None = None) -> int:
+    """Forward ``cluster``'s new entries to each of its sinks that is due; the records sent.
+    Sinks left when ``deadline`` (time.monotonic) has passed wait for the next round."""
     if not cluster.is_local or not cluster.is_serving:
         return 0
-    return sum(
-        forward_sink(sink) for sink in LogSink.objects.filter(cluster=cluster).select_related("cluster")
-    )
+    now = timezone.now()
+    sent = 0
+    for sink in LogSink.objects.filter(cluster=cluster).select_related("cluster"):
+        if deadline is not None and time.monotonic() > deadline:
+            break
+        if sink.due(now, FAILING_BACKOFF_SECONDS):
+            sent += forward_sink(sink)
+    return sent
 
 
 def forward_round() -> int:
-    """The periodic round on this node (beat's fan-out): every cluster here that has a sink."""
-    clusters = Cluster.objects.here().filter(log_sinks__isnull=False).distinct()
-    return sum(forward_cluster(cluster) for cluster in clusters)
+    """The periodic round on this node (beat's fan-out): every cluster here that has a sink,
+    in a new order each round, within one interval: a tenant whose sinks hang delays nobody
+    else's for long, and the node's worker is free again for its other work."""
+    clusters = list(Cluster.objects.here().filter(log_sinks__isnull=False).distinct())
+    random.shuffle(clusters)
+    deadline = time.monotonic() + settings.PANEL_LOGSINK_SECONDS
+    return sum(forward_cluster(cluster, deadline) for cluster in clusters if time.monotonic() <= deadline)

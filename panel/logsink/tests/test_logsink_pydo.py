@@ -162,8 +162,14 @@ def test_pydo_manages_sinks_and_rsyslog_receives_the_clusters_records(
     assert PANEL_MARKER not in everything
 
     # The failing sink shows on the card; the local log still holds the entry.
-    broken = LogSink.objects.get(cluster=local_cluster, name="broken")
-    assert broken.is_failing and "127.0.0.1:9" in broken.last_error
+    broken = wait_until(
+        lambda: LogSink.objects.filter(
+            cluster=local_cluster, name="broken", failing_since__isnull=False
+        ).first(),
+        timeout=30,
+        message="the unreachable sink is marked failing",
+    )
+    assert "127.0.0.1:9" in broken.last_error  # type: ignore[attr-defined]
     web = Client()
     web.force_login(local_cluster.owner)
     card = web.get(f"/clusters/{uuid}/logsinks/").content.decode()
@@ -171,5 +177,5 @@ def test_pydo_manages_sinks_and_rsyslog_receives_the_clusters_records(
     page = logs.read_log(local_cluster, logs.POSTGRES, search=MARKER)
     assert page.entries
 
-    assert client.databases.delete_logsink(uuid, broken.pk.hex) is None
+    assert client.databases.delete_logsink(uuid, broken.pk.hex) is None  # type: ignore[attr-defined]
     assert {s["sink_name"] for s in client.databases.list_logsink(uuid)["sinks"]} == {"syslog", "search"}
