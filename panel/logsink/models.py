@@ -38,7 +38,7 @@ class LogSink(models.Model):
     last_error = models.TextField(blank=True)
     failing_since = models.DateTimeField(null=True, blank=True)
     last_attempt_at = models.DateTimeField(null=True, blank=True)
-    # Entries not sent because more were written between two rounds than one round reads.
+    # Rounds that left older entries out because more were written than one read takes.
     skipped_count = models.PositiveBigIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)
 
