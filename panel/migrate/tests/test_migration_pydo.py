@@ -138,3 +138,19 @@ def test_pydo_migrates_a_source_while_it_is_written_and_cuts_over(
     assert not list(local_cluster.data_root.glob("*.pgpass"))
     stored.refresh_from_db()
     assert stored.password_encrypted == "" and stored.finished_at is not None
+
+    # Migrating again clashes with what is there now: the migration fails with pg_restore's words
+    # and leaves nothing behind on either side (the database it did not create stays).
+    again = client.databases.update_online_migration(uuid, body)
+
+    def failed() -> dict | None:
+        status = client.databases.get_migration_status(uuid)
+        return status if status["status"] == "error" else None
+
+    status = wait_until(failed, timeout=60, message="the second migration fails")
+    assert status["id"] == again["id"] and "already exists" in status["error"]  # type: ignore[index]
+    with logical_source.connect("shop") as src:
+        assert src.execute("SELECT count(*) FROM pg_publication").fetchone() == (0,)
+        assert src.execute("SELECT count(*) FROM pg_replication_slots").fetchone() == (0,)
+    with connect_as_client(local_cluster, dbname="shop") as dst:
+        assert dst.execute("SELECT count(*) FROM items").fetchone() == (len(expected) + 1,)
