@@ -87,6 +87,8 @@ have pgbackrest || missing+=(pgbackrest)
 if [[ "$mode" == test ]]; then
     # rsyslog: the log forwarding tests (panel/logsink) send to a real one on loopback.
     have rsyslogd || missing+=(rsyslog)
+    # rsyslog's TLS driver: the forwarding tests send to a TLS listener too.
+    compgen -G '/usr/lib/*/rsyslog/lmnsd_gtls.so' >/dev/null || missing+=(rsyslog-gnutls)
 fi
 if [[ "$mode" == test ]]; then
     have chromium || missing+=(chromium)

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from panel.clusters.lib import tls as tls_lib
+
 # One line per received message: host|app|severity|message (rsyslog's own parse of the frame).
 RSYSLOG_CONF = """
 module(load="imtcp")
@@ -31,6 +33,7 @@ input(type="imtcp" address="127.0.0.1" port="{port}" ruleset="received")
 class Rsyslog:
     port: int
     received: Path
+    ca: str = ""
 
     def lines(self) -> list[str]:
         return self.received.read_text(errors="replace").splitlines() if self.received.exists() else []
@@ -42,15 +45,33 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def rsyslog() -> Iterator[Rsyslog]:
+# TLS (rsyslog-gnutls): the server's certificate signed by a CA of the test's own.
+TLS_CONF = """
+global(DefaultNetstreamDriver="gtls" DefaultNetstreamDriverCAFile="{dir}/ca.pem"
+       DefaultNetstreamDriverCertFile="{dir}/cert.pem" DefaultNetstreamDriverKeyFile="{dir}/key.pem")
+"""
+
+
+def _rsyslog(tls: bool) -> Iterator[Rsyslog]:
     binary = shutil.which("rsyslogd") or "/usr/sbin/rsyslogd"
     if not Path(binary).exists():
         pytest.fail("rsyslogd is not installed; run `make bootstrap-test`, which installs it")
     root = Path(tempfile.mkdtemp(prefix="pgpanel-rsyslog-"))
     port = _free_port()
+    text = RSYSLOG_CONF.format(dir=root, port=port)
+    ca = ""
+    if tls:
+        certs = tls_lib.generate("rsyslog-test", ["127.0.0.1"])
+        (root / "ca.pem").write_text(certs.ca_cert_pem)
+        (root / "cert.pem").write_text(certs.server_cert_pem)
+        (root / "key.pem").write_text(certs.server_key_pem)
+        ca = certs.ca_cert_pem
+        text = TLS_CONF.format(dir=root) + text.replace(
+            'module(load="imtcp")',
+            'module(load="imtcp" StreamDriver.Name="gtls" StreamDriver.Mode="1" StreamDriver.AuthMode="anon")',
+        )
     conf = root / "rsyslog.conf"
-    conf.write_text(RSYSLOG_CONF.format(dir=root, port=port))
+    conf.write_text(text)
     proc = subprocess.Popen(
         [binary, "-n", "-f", str(conf), "-i", str(root / "rsyslogd.pid")],
         stdout=subprocess.DEVNULL,
@@ -65,10 +86,20 @@ def rsyslog() -> Iterator[Rsyslog]:
             proc.kill()
             pytest.fail(f"rsyslogd did not listen: {(root / 'stderr.log').read_text(errors='replace')}")
         time.sleep(0.05)
-    yield Rsyslog(port=port, received=root / "received.log")
+    yield Rsyslog(port=port, received=root / "received.log", ca=ca)
     proc.terminate()
     proc.wait(timeout=10)
     shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def rsyslog() -> Iterator[Rsyslog]:
+    yield from _rsyslog(tls=False)
+
+
+@pytest.fixture(scope="module")
+def rsyslog_tls() -> Iterator[Rsyslog]:
+    yield from _rsyslog(tls=True)
 
 
 @dataclass

@@ -64,6 +64,7 @@ def test_pydo_manages_sinks_and_rsyslog_receives_the_clusters_records(
     live_server: object,
     local_cluster: Cluster,
     rsyslog: Rsyslog,
+    rsyslog_tls: Rsyslog,
     bulk_server: BulkServer,
     forwarding_worker: None,
     settings: object,
@@ -87,6 +88,11 @@ def test_pydo_manages_sinks_and_rsyslog_receives_the_clusters_records(
             "config": {"url": es_url, "index_prefix": "old"},
         },
     )["sink"]
+    tls_config = {"server": "127.0.0.1", "port": rsyslog_tls.port, "tls": True, "ca": rsyslog_tls.ca,
+                  "format": "custom", "logline": "<%pri%>%timestamp% %HOSTNAME% %app-name%: %msg%"}  # fmt: skip
+    client.databases.create_logsink(
+        uuid, {"sink_name": "syslog-tls", "sink_type": "rsyslog", "config": tls_config}
+    )
     closed = {"server": "127.0.0.1", "port": 9, "format": "rfc3164"}  # nothing listens on discard
     client.databases.create_logsink(uuid, {"sink_name": "broken", "sink_type": "rsyslog", "config": closed})
     assert (
@@ -98,6 +104,7 @@ def test_pydo_manages_sinks_and_rsyslog_receives_the_clusters_records(
     assert client.databases.get_logsink(uuid, es["sink_id"])["config"]["index_prefix"] == "pg"
     assert {s["sink_name"] for s in client.databases.list_logsink(uuid)["sinks"]} == {
         "syslog",
+        "syslog-tls",
         "search",
         "broken",
     }
@@ -125,7 +132,7 @@ def test_pydo_manages_sinks_and_rsyslog_receives_the_clusters_records(
         )
     assert refused.value.status_code == 422
     assert client.databases.get_logsink(uuid, "nope")["id"] == "logsink.not_found"
-    assert LogSink.objects.filter(cluster=local_cluster).count() == 3
+    assert LogSink.objects.filter(cluster=local_cluster).count() == 4
     assert LogSink.objects.get(pk=es["sink_id"]).config["index_prefix"] == "pg"
 
     forward_round()  # a new sink starts at the end of the logs
@@ -154,6 +161,10 @@ def test_pydo_manages_sinks_and_rsyslog_receives_the_clusters_records(
     host, app, severity, message = line.split("|", 3)
     assert (host, app, severity) == (local_cluster.name, "postgresql", "err")
     assert "division by zero" in message
+    (tls_line,) = wait_until(
+        lambda: [ln for ln in rsyslog_tls.lines() if MARKER in ln], timeout=30, message="TLS"
+    )  # type: ignore[misc]
+    assert tls_line.startswith(f"{local_cluster.name}|postgresql|err|")
     docs = [doc for doc in bulk_server.documents() if MARKER in doc["message"]]
     assert docs and docs[0]["cluster"] == local_cluster.name and docs[0]["_index"].startswith("pg-")
     assert bulk_server.bodies[-1][0] == "/_bulk"
@@ -178,4 +189,8 @@ def test_pydo_manages_sinks_and_rsyslog_receives_the_clusters_records(
     assert page.entries
 
     assert client.databases.delete_logsink(uuid, broken.pk.hex) is None  # type: ignore[attr-defined]
-    assert {s["sink_name"] for s in client.databases.list_logsink(uuid)["sinks"]} == {"syslog", "search"}
+    assert {s["sink_name"] for s in client.databases.list_logsink(uuid)["sinks"]} == {
+        "syslog",
+        "syslog-tls",
+        "search",
+    }
