@@ -86,7 +86,7 @@ have msgfmt || missing+=(gettext)
 have pgbackrest || missing+=(pgbackrest)
 if [[ "$mode" == test ]]; then
     # rsyslog: the log forwarding tests (panel/logsink) send to a real one on loopback.
-    have rsyslogd || missing+=(rsyslog)
+    [[ -x /usr/sbin/rsyslogd ]] || have rsyslogd || missing+=(rsyslog)
     # rsyslog's TLS driver: the forwarding tests send to a TLS listener too.
     compgen -G '/usr/lib/*/rsyslog/lmnsd_gtls.so' >/dev/null || missing+=(rsyslog-gnutls)
 fi
