@@ -31,6 +31,7 @@ from panel.core import taskqueue
 from panel.logs import services as logs
 from panel.logsink.models import LogSink
 from panel.logsink.tests.conftest import BulkServer, Rsyslog
+from panel.pools import services as pools
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
 
@@ -135,12 +136,16 @@ def test_pydo_manages_sinks_and_rsyslog_receives_the_clusters_records(
     assert LogSink.objects.filter(cluster=local_cluster).count() == 4
     assert LogSink.objects.get(pk=es["sink_id"]).config["index_prefix"] == "pg"
 
+    pool = pools.create_pool(local_cluster, "sinkpool", "defaultdb", None, "transaction", 2)
     forward_round()  # a new sink starts at the end of the logs
     wait_until(
         lambda: all(sink.cursors for sink in LogSink.objects.filter(cluster=local_cluster)),
         timeout=60,
         message="the worker's first round sets every sink's cursors",
     )
+    details = pools.pool_connection_details(pool)
+    with pytest.raises(psycopg.OperationalError):  # PgBouncer logs a refused login
+        psycopg.connect(details.uri().replace(details.password, "not-the-password"), connect_timeout=5)
     with (
         connect_as_client(local_cluster, autocommit=True) as conn,
         pytest.raises(psycopg.errors.DivisionByZero),
@@ -152,15 +157,21 @@ def test_pydo_manages_sinks_and_rsyslog_receives_the_clusters_records(
     ):
         admin.execute(f'SELECT 1/0 AS "{PANEL_MARKER}"')
 
-    def received() -> list[str]:
+    def received(text: str = MARKER) -> list[str]:
         forward_round()
         time.sleep(0.5)
-        return [line for line in rsyslog.lines() if MARKER in line]
+        return [line for line in rsyslog.lines() if text in line]
 
     (line,) = wait_until(received, timeout=60, message="rsyslog receives the tenant's error")  # type: ignore[misc]
     host, app, severity, message = line.split("|", 3)
     assert (host, app, severity) == (local_cluster.name, "postgresql", "err")
     assert "division by zero" in message
+    bouncer = wait_until(
+        lambda: received("sinkpool/doadmin"),
+        timeout=30,
+        message="rsyslog receives PgBouncer's record",
+    )
+    assert bouncer[0].startswith(f"{local_cluster.name}|pgbouncer|")  # type: ignore[index]
     (tls_line,) = wait_until(
         lambda: [ln for ln in rsyslog_tls.lines() if MARKER in ln], timeout=30, message="TLS"
     )  # type: ignore[misc]
