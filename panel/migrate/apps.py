@@ -12,3 +12,9 @@ class MigrateConfig(AppConfig):
     label = "onlinemigration"
     verbose_name = _("Online migration")
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from panel.clusters import hooks
+        from panel.migrate.services import actions
+
+        hooks.register_before_teardown(actions.before_teardown)

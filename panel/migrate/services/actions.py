@@ -238,3 +238,11 @@ def _undo(migration: OnlineMigration, *, drop_created: bool) -> list[str]:
     for note in notes:
         log.warning("migration %s clean-up: %s", migration.pk, note)
     return notes
+
+
+def before_teardown(cluster: Cluster) -> None:
+    """A cluster deleted while a migration runs: its slots and publications on the source go
+    first (a slot left there would hold the source's WAL for ever)."""
+    for migration in OnlineMigration.objects.filter(cluster=cluster, status__in=ACTIVE):
+        _undo(migration, drop_created=False)
+        migration.finish(MigrationStatus.CANCELED)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import psycopg
@@ -101,35 +101,46 @@ def connect(
     source: Source, address: str, password: str, dbname: str | None = None
 ) -> Iterator[psycopg.Connection]:
     """An autocommit connection to the source; a ServiceError with PostgreSQL's words when it
-    cannot be had, or when the server let the user in without asking for the password."""
-    try:
-        with dbconn.connect(
-            unpinned_behind_pooler=True,
-            connect_timeout=CONNECT_TIMEOUT,
-            password=password,
-            require_auth=attach.PASSWORD_METHODS,
-            passfile=attach.NO_FILE,
-            sslcert=attach.NO_FILE,
-            sslkey=attach.NO_FILE,
-            **connection_params(source, address, dbname),
-        ) as conn:
-            if not attach.password_was_used(conn):
-                raise ServiceError(
-                    N_(
-                        "The source server let the user in without asking for a password; the panel "
-                        "migrates only from a server that asks for one."
-                    ),
-                    field="password",
-                    code="migration.source_no_password",
-                    params={},
+    cannot be had, when the server let the user in without asking for the password, or when a
+    statement sent there fails (``migration.source_refused``)."""
+    with ExitStack() as stack:
+        try:
+            conn = stack.enter_context(
+                dbconn.connect(
+                    unpinned_behind_pooler=True,
+                    connect_timeout=CONNECT_TIMEOUT,
+                    password=password,
+                    require_auth=attach.PASSWORD_METHODS,
+                    passfile=attach.NO_FILE,
+                    sslcert=attach.NO_FILE,
+                    sslkey=attach.NO_FILE,
+                    **connection_params(source, address, dbname),
                 )
+            )
+        except dbconn.DatabaseError as exc:
+            raise ServiceError(
+                N_("Could not connect to the source server: %(reason)s"),
+                code="migration.source_unreachable",
+                params={"reason": str(exc)},
+            ) from None
+        if not attach.password_was_used(conn):
+            raise ServiceError(
+                N_(
+                    "The source server let the user in without asking for a password; the panel "
+                    "migrates only from a server that asks for one."
+                ),
+                field="password",
+                code="migration.source_no_password",
+                params={},
+            )
+        try:
             yield conn
-    except dbconn.DatabaseError as exc:
-        raise ServiceError(
-            N_("Could not connect to the source server: %(reason)s"),
-            code="migration.source_unreachable",
-            params={"reason": str(exc)},
-        ) from None
+        except (psycopg.Error, dbconn.DatabaseError) as exc:
+            raise ServiceError(
+                N_("The source server refused: %(reason)s"),
+                code="migration.source_refused",
+                params={"reason": dbconn.pg_message(exc) if isinstance(exc, psycopg.Error) else str(exc)},
+            ) from None
 
 
 def preflight(conn: psycopg.Connection, source: Source) -> list[str]:
