@@ -44,6 +44,9 @@ PANEL_SUPERUSER = "pgpanel"
 # The non-superuser role (member of pg_monitor) that collection and measurement use inside
 # databases a tenant can write to; the superuser never enters those.
 PANEL_MONITOR_ROLE = "pgpanel_monitor"
+# The role that owns an online migration's subscriptions (panel/migrate): reserved by the
+# privilege guard, so a tenant can neither log in as it nor change its subscriptions.
+PANEL_MIGRATION_ROLE = "pgpanel_migrate"
 # PgBouncer's server_idle_timeout for every cluster (seconds). PgBouncer's own 600 s kept a busy
 # pool's idle server connections, and so the direct clients' slots, for ten minutes after a run;
 # 60 s gives them back within about a minute (measured: issue 11). PgBouncer 1.18 has no per-pool

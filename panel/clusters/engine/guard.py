@@ -43,7 +43,12 @@ class GuardBuildError(EngineError):
 
 def reserved_roles() -> tuple[str, ...]:
     """The roles only a superuser may grant, revoke, alter or drop."""
-    return (*RESERVED_PREDEFINED_ROLES, settings.PANEL_SUPERUSER, settings.PANEL_MONITOR_ROLE)
+    return (
+        *RESERVED_PREDEFINED_ROLES,
+        settings.PANEL_SUPERUSER,
+        settings.PANEL_MONITOR_ROLE,
+        settings.PANEL_MIGRATION_ROLE,
+    )
 
 
 def lib_root() -> Path:

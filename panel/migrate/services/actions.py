@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from panel.clusters.engine import dbconn, postgres
@@ -193,17 +194,19 @@ def _set_up(migration: OnlineMigration) -> None:
             migration.save(update_fields=["publications"])
     _progress(migration, "subscribing")
     passfile = target.write_passfile(cluster, name, password)
-    target.create_role(cluster, name)
+    target.create_role(cluster, settings.PANEL_MIGRATION_ROLE)
     for index, dbname in enumerate(migration.databases):
         if not published[dbname]:
             continue
         subscription = f"{name}_{index}"
         params = remote.connection_params(source, migration.address, dbname)
         conninfo = source_lib.conninfo({**params, "passfile": str(passfile), "connect_timeout": 10})
-        target.create_subscription(cluster, dbname, name, subscription, conninfo, name)
+        target.create_subscription(
+            cluster, dbname, settings.PANEL_MIGRATION_ROLE, subscription, conninfo, name
+        )
         migration.subscriptions = {**migration.subscriptions, dbname: subscription}
         migration.save(update_fields=["subscriptions"])
-    target.demote_and_enable(cluster, name, migration.subscriptions)
+    target.demote_and_enable(cluster, settings.PANEL_MIGRATION_ROLE, migration.subscriptions)
     _progress(migration, "rows")
 
 
@@ -218,9 +221,9 @@ def _undo(migration: OnlineMigration, *, drop_created: bool) -> list[str]:
         except dbconn.DatabaseError as exc:
             notes.append(f"subscription {subscription}: {exc}")
     try:
-        target.drop_role(cluster, name, list(migration.subscriptions))
+        target.drop_role(cluster, settings.PANEL_MIGRATION_ROLE, list(migration.subscriptions))
     except dbconn.DatabaseError as exc:
-        notes.append(f"role {name}: {exc}")
+        notes.append(f"role {settings.PANEL_MIGRATION_ROLE}: {exc}")
     target.remove_passfile(cluster, name)
     password = migration.password
     for dbname in migration.publications:

@@ -2,12 +2,14 @@
 
 PostgreSQL 15 lets only a superuser create a subscription, and a subscription's changes are
 applied with its owner's rights: a trigger the tenant marks ``ENABLE ALWAYS`` would run as that
-owner. So each migration has a role of its own (``pgpanel_mig_…``): created SUPERUSER (LOGIN,
-which the replication workers need to start as it, but with no password: nobody logs in as it),
+owner. So the subscriptions have an owner of their own, ``PANEL_MIGRATION_ROLE``
+(``pgpanel_migrate``, reserved by the privilege guard: no tenant can alter it, grant it, set its
+password or own what it owns): created SUPERUSER (LOGIN, which the replication workers need to
+start as it, but with no password: nobody logs in as it),
 it creates the subscriptions disabled (their slots are made on the source then), is demoted to an
 ordinary role with rights on the migrated tables only, and only then are the subscriptions
 enabled: no row is applied, not even the first copy, with a superuser's rights. The role owns
-nothing else and is dropped with the subscriptions.
+nothing else and is dropped with the subscriptions (one migration per cluster at a time).
 
 The panel's superuser enters the tenant's databases here, which it does nowhere else
 (``dbconn.admin_connection`` refuses to): subscriptions live in a database. Only statements that
@@ -66,8 +68,11 @@ def remove_passfile(cluster: Cluster, name: str) -> None:
 
 
 def create_role(cluster: Cluster, role: str) -> None:
+    """The subscriptions' owner, superuser for now (one left by a crashed migration is reused)."""
     with dbconn.admin_connection(cluster) as conn:
-        conn.execute(sql.SQL("CREATE ROLE {} SUPERUSER LOGIN").format(sql.Identifier(role)))
+        exists = conn.execute("SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = %s", (role,)).fetchone()
+        verb = "ALTER" if exists else "CREATE"
+        conn.execute(sql.SQL(verb + " ROLE {} SUPERUSER LOGIN PASSWORD NULL").format(sql.Identifier(role)))
 
 
 def create_subscription(
