@@ -2,8 +2,9 @@
 sinks on the live server; a real Celery worker runs the forwarding round; a real rsyslog on
 loopback receives the cluster's PostgreSQL records (RFC 5424, the cluster's name as the host),
 an Elasticsearch-shaped HTTP server gets the same as ``_bulk`` documents, and a sink that cannot
-be reached shows as failing on the Logs tab's card while the local log keeps every entry. The
-panel's own sessions never leave the node; bad input is refused with its code, nothing changed."""
+be reached shows as failing on the Logs tab's card while the local log keeps every entry. Neither
+the panel's own sessions nor another tenant's cluster on the same node reach these sinks; bad
+input is refused with its code, nothing changed."""
 
 from __future__ import annotations
 
@@ -18,14 +19,16 @@ from azure.core.credentials import AzureKeyCredential
 from azure.core.exceptions import HttpResponseError
 from azure.core.pipeline.policies import AzureKeyCredentialPolicy
 from django.conf import settings as django_settings
+from django.contrib.auth.models import User
 from django.test import Client
 from pydo import Client as Pydo
 
-from conftest import start_celery_worker
+from conftest import make_local_cluster, start_celery_worker
 from panel.api import services
 from panel.api.models import Scope
 from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
+from panel.clusters.services import delete_cluster
 from panel.clusters.tests.conftest import connect_as_client
 from panel.core import taskqueue
 from panel.logs import services as logs
@@ -38,6 +41,18 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
 QUEUE = "logsink-test"
 MARKER = "tenant-marker-4711"
 PANEL_MARKER = "panel-own-marker-0815"
+OTHER_MARKER = "other-tenant-marker-1234"
+
+
+@pytest.fixture
+def other_cluster(transactional_db: None) -> Iterator[Cluster]:
+    """A cluster of another account on the same node."""
+    other = User.objects.create_user("dave", "dave@example.com", "dave-password-1")
+    cluster = make_local_cluster(other, name="other-db")
+    yield cluster
+    if Cluster.objects.filter(pk=cluster.pk).exists():
+        cluster.refresh_from_db()
+        delete_cluster(cluster, confirm_name=cluster.name)
 
 
 @pytest.fixture
@@ -64,6 +79,7 @@ def forward_round() -> None:
 def test_pydo_manages_sinks_and_rsyslog_receives_the_clusters_records(
     live_server: object,
     local_cluster: Cluster,
+    other_cluster: Cluster,
     rsyslog: Rsyslog,
     rsyslog_tls: Rsyslog,
     bulk_server: BulkServer,
@@ -157,6 +173,13 @@ def test_pydo_manages_sinks_and_rsyslog_receives_the_clusters_records(
     ):
         admin.execute(f'SELECT 1/0 AS "{PANEL_MARKER}"')
 
+    # Another tenant's cluster on the same node, with no sink: its records go nowhere.
+    with (
+        connect_as_client(other_cluster, autocommit=True) as conn,
+        pytest.raises(psycopg.errors.DivisionByZero),
+    ):
+        conn.execute(f'SELECT 1/0 AS "{OTHER_MARKER}"')
+
     def received(text: str = MARKER) -> list[str]:
         forward_round()
         time.sleep(0.5)
@@ -181,7 +204,8 @@ def test_pydo_manages_sinks_and_rsyslog_receives_the_clusters_records(
     assert bulk_server.bodies[-1][0] == "/_bulk"
     assert bulk_server.bodies[-1][1] == "Basic " + base64.b64encode(b"elastic:s3cret").decode()
     everything = "\n".join(rsyslog.lines()) + repr(bulk_server.documents())
-    assert PANEL_MARKER not in everything
+    assert PANEL_MARKER not in everything and OTHER_MARKER not in everything
+    assert logs.read_log(other_cluster, logs.POSTGRES, search=OTHER_MARKER).entries  # it was logged
 
     # The failing sink shows on the card; the local log still holds the entry.
     broken = wait_until(
