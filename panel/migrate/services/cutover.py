@@ -81,7 +81,12 @@ def migration_status(cluster: Cluster) -> MigrationState | None:
     if migration is None:
         return None
     state = _state(migration)
-    if not migration.is_active or not migration.subscriptions:
+    if not migration.is_active:
+        return state
+    if not migration.subscriptions:
+        # Set up with nothing to replicate (the databases had no table): nothing to wait for.
+        if migration.progress_message == "rows" and migration.mark_syncing():
+            state.status, state.message = str(migration.status), ""
         return state
     password = migration.password
     try:

@@ -16,6 +16,7 @@ import pytest
 from azure.core.credentials import AzureKeyCredential
 from azure.core.pipeline.policies import AzureKeyCredentialPolicy
 from django.core.management import call_command
+from django.test import Client as WebClient
 from pydo import Client
 
 from panel.api import services
@@ -163,3 +164,20 @@ def test_pydo_migrates_a_source_while_it_is_written_and_cuts_over(
         assert src.execute("SELECT count(*) FROM pg_replication_slots").fetchone() == (0,)
     with connect_as_client(local_cluster, dbname="shop") as dst:
         assert dst.execute("SELECT count(*) FROM items").fetchone() == (len(expected) + 1,)
+
+    # A source database with no table, cut over from the Migration page.
+    web = WebClient()
+    web.force_login(local_cluster.owner)
+    third = client.databases.update_online_migration(uuid, {**body, "ignore_dbs": ["shop"]})
+    wait_until(lambda: client.databases.get_migration_status(uuid)["status"] == "syncing", timeout=60,
+               message="the empty database syncs")  # fmt: skip
+    page = web.get(f"/clusters/{uuid}/migration/").content.decode()
+    assert "scratch" in page and f"/migration/{third['id']}/stop/" in page
+    assert (
+        web.post(
+            f"/clusters/{uuid}/migration/{third['id']}/stop/", headers={"HX-Request": "true"}
+        ).status_code
+        == 200
+    )
+    assert client.databases.get_migration_status(uuid)["status"] == "done"
+    assert local_cluster.databases.filter(name="scratch").exists()
