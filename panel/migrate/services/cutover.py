@@ -49,6 +49,11 @@ class MigrationState:
     message: str = ""
     error: str = ""
 
+    @property
+    def status_word(self) -> str:
+        """The status in the active language (``syncing``: „synchronisiert“)."""
+        return str(MigrationStatus(self.status).label)
+
 
 def progress_words(step: str) -> str:
     """A running migration's step (``schema:<db>``, ``subscribing``, ``rows``) in words."""
