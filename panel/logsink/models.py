@@ -13,6 +13,7 @@ from django.utils.translation import gettext_lazy as _
 
 from panel import crypto
 from panel.clusters.models import Cluster
+from panel.core.errors import Message, message_from_json, message_to_json
 from panel.logsink.lib import config as sink_config
 
 
@@ -76,12 +77,25 @@ class LogSink(models.Model):
             last_attempt_at=now,
         )
 
-    def failed(self, reason: str) -> None:
-        """A round could not deliver: the cursors stay, the reason shows on the card."""
+    def failed(self, reason: Message) -> None:
+        """A round could not deliver: the cursors stay, the reason shows on the card (kept as a
+        template and its parameters, put into words in the reader's language)."""
         now = timezone.now()
         LogSink.objects.filter(pk=self.pk).update(
-            last_error=reason[:2000], failing_since=self.failing_since or now, last_attempt_at=now
+            last_error=json.dumps(message_to_json(reason))[:4000],
+            failing_since=self.failing_since or now,
+            last_attempt_at=now,
         )
+
+    @property
+    def error_text(self) -> str:
+        """Why the last round failed, in the active language; empty while it works."""
+        if not self.last_error:
+            return ""
+        try:
+            return str(message_from_json(json.loads(self.last_error)))
+        except (ValueError, KeyError, TypeError):
+            return self.last_error
 
     def due(self, now: dt.datetime, backoff: float) -> bool:
         """Whether a round tries this sink now: always while it works; a failing one once every

@@ -66,7 +66,7 @@ def _out(sink: LogSink) -> dict[str, Any]:
         "sink_type": sink.sink_type,
         "config": sink.config,
         "failing": sink.is_failing,
-        "last_error": sink.last_error,
+        "last_error": sink.error_text,
         "sent_count": sink.sent_count,
     }
 

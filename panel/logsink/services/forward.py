@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from panel.clusters.models import Cluster
 from panel.core.agent import on_node
-from panel.core.errors import ServiceError
+from panel.core.errors import Message, ServiceError
 from panel.logs import services as logs
 from panel.logsink.lib import config as sink_config
 from panel.logsink.lib import formats
@@ -103,7 +103,10 @@ def forward_sink(sink: LogSink) -> int:
     try:
         deliver(sink, records)
     except (transport.SinkUnreachable, ServiceError) as exc:
-        reason = exc.message if isinstance(exc, ServiceError) else str(exc)
+        if isinstance(exc, ServiceError):
+            reason = Message(exc.template, exc.code, **(exc.params or {}))
+        else:
+            reason = exc.message
         log.warning("logsink %s of %s failed: %s", sink.name, sink.cluster.name, reason)
         sink.failed(reason)
         return 0

@@ -14,9 +14,16 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from panel.core.errors import N_, Message
+
 
 class SinkUnreachable(Exception):
-    """The sink did not take the records; the message says why (shown on the card)."""
+    """The sink did not take the records; ``message`` says why (shown on the card, in the
+    reader's language)."""
+
+    def __init__(self, template: str, host: str, port: int, reason: object = "") -> None:
+        self.message = Message(template, "logsink.unreachable", host=host, port=port, reason=str(reason))
+        super().__init__(str(self.message))
 
 
 def _context(config: Mapping[str, Any]) -> ssl.SSLContext:
@@ -39,14 +46,16 @@ def _open(
     try:
         sock = socket.create_connection((address, port), timeout=timeout)
     except OSError as exc:
-        raise SinkUnreachable(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
+        raise SinkUnreachable(
+            N_("Cannot connect to %(host)s:%(port)s: %(reason)s"), host, port, exc.strerror or exc
+        ) from None
     if not tls:
         return sock
     try:
         return _context(config).wrap_socket(sock, server_hostname=host)
     except (OSError, ssl.SSLError) as exc:
         sock.close()
-        raise SinkUnreachable(f"TLS with {host}:{port} failed: {exc}") from None
+        raise SinkUnreachable(N_("TLS with %(host)s:%(port)s failed: %(reason)s"), host, port, exc) from None
 
 
 def send_syslog(address: str, config: Mapping[str, Any], frames: list[bytes], timeout: float) -> None:
@@ -55,7 +64,9 @@ def send_syslog(address: str, config: Mapping[str, Any], frames: list[bytes], ti
     try:
         sock.sendall(b"".join(frames))
     except OSError as exc:
-        raise SinkUnreachable(f"sending to {host}:{port} failed: {exc}") from None
+        raise SinkUnreachable(
+            N_("Sending to %(host)s:%(port)s failed: %(reason)s"), host, port, exc
+        ) from None
     finally:
         sock.close()
 
@@ -78,14 +89,21 @@ def send_bulk(address: str, config: Mapping[str, Any], body: bytes, timeout: flo
         response = conn.getresponse()
         answer = response.read(1_000_000)
     except (OSError, http.client.HTTPException) as exc:
-        raise SinkUnreachable(f"{host}:{port} did not answer: {exc}") from None
+        raise SinkUnreachable(N_("%(host)s:%(port)s did not answer: %(reason)s"), host, port, exc) from None
     finally:
         conn.close()
     if response.status >= 300:
-        raise SinkUnreachable(f"{host}:{port} answered HTTP {response.status}")
+        raise SinkUnreachable(N_("%(host)s:%(port)s answered HTTP %(reason)s."), host, port, response.status)
     try:
         errors = json.loads(answer).get("errors")
     except (ValueError, AttributeError):
-        raise SinkUnreachable(f"{host}:{port} did not answer as Elasticsearch does") from None
+        raise SinkUnreachable(
+            N_("%(host)s:%(port)s did not answer as Elasticsearch does."), host, port
+        ) from None
     if errors:
-        raise SinkUnreachable(f"{host}:{port} refused some records (errors in the _bulk answer)")
+        raise SinkUnreachable(
+            N_("%(host)s:%(port)s refused some records (errors in the _bulk answer)."),
+            host,
+            port,
+            "",
+        )

@@ -21,6 +21,7 @@ from azure.core.pipeline.policies import AzureKeyCredentialPolicy
 from django.conf import settings as django_settings
 from django.contrib.auth.models import User
 from django.test import Client
+from django.utils import translation
 from pydo import Client as Pydo
 
 from conftest import make_local_cluster, start_celery_worker
@@ -215,7 +216,9 @@ def test_pydo_manages_sinks_and_rsyslog_receives_the_clusters_records(
         timeout=30,
         message="the unreachable sink is marked failing",
     )
-    assert "127.0.0.1:9" in broken.last_error  # type: ignore[attr-defined]
+    assert "127.0.0.1:9" in broken.error_text  # type: ignore[attr-defined]
+    with translation.override("de"):
+        assert broken.error_text.startswith("Keine Verbindung zu 127.0.0.1:9")  # type: ignore[attr-defined]
     web = Client()
     web.force_login(local_cluster.owner)
     card = web.get(f"/clusters/{uuid}/logsinks/").content.decode()
