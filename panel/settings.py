@@ -320,6 +320,10 @@ PANEL_ATTACH_FAILURE_SECONDS = env_int("PANEL_ATTACH_FAILURE_SECONDS", 5, minimu
 PANEL_MIGRATION_SOURCE_NETWORKS = env_list("PANEL_MIGRATION_SOURCE_NETWORKS", [])
 # How long a cut-over waits for the target to catch up with the source before refusing.
 PANEL_MIGRATION_CUTOVER_SECONDS = env_int("PANEL_MIGRATION_CUTOVER_SECONDS", 60, minimum=1)
+# Starts that reach the network, per account and window: the form tells why a source refused,
+# so it must not become a fast port scanner.
+PANEL_MIGRATION_RATE = env_int("PANEL_MIGRATION_RATE", 20, minimum=1)
+PANEL_MIGRATION_RATE_SECONDS = env_int("PANEL_MIGRATION_RATE_SECONDS", 600, minimum=1)
 # Log forwarding (panel/logsink): networks a sink may be in besides public addresses (as above),
 # how often each node forwards its clusters' new log entries, and the wait for a sink's answer.
 PANEL_LOGSINK_TARGET_NETWORKS = env_list("PANEL_LOGSINK_TARGET_NETWORKS", [])

@@ -13,6 +13,7 @@ databases it created.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from django.conf import settings
@@ -94,6 +95,8 @@ def start_migration(
             code="migration.password_required",
             params={},
         )
+    source = dataclasses.replace(source, host=remote.canonical_host(source))
+    remote.count_attempt(cluster.owner_id)
     address = remote.resolve_allowed(source)
     with remote.connect(source, address, password) as conn:
         databases = remote.preflight(conn, source)

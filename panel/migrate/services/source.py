@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import psycopg
 from django.conf import settings
+from django.core.cache import cache
 from psycopg import sql
 
 from panel.clusters.engine import dbconn
@@ -50,13 +52,32 @@ def refused_address(address: IPAddress, port: int) -> str | None:
     return forbidden_reason(address, port, local_addresses=local, panel_ports=(first, last))
 
 
-def resolve_allowed(source: Source) -> str:
-    """The one address of ``source.host`` the migration will use; a ServiceError on the host
-    field when it cannot be resolved or may not be reached."""
+def count_attempt(account_id: object) -> None:
+    """Count one start that reaches the network; refuse it when the account used up its window."""
+    key = f"migration-attempts:{account_id}"
+    window = settings.PANEL_MIGRATION_RATE_SECONDS
+    now = time.time()
+    recent = [t for t in cache.get(key, []) if now - t < window]
+    if len(recent) >= settings.PANEL_MIGRATION_RATE:
+        raise ServiceError(
+            N_("Too many migration attempts from this account. Try again in %(minutes)s minutes."),
+            code="migration.rate_limited",
+            params={"minutes": int(window - (now - min(recent))) // 60 + 1},
+        )
+    cache.set(key, [*recent, now], window)
+
+
+def canonical_host(source: Source) -> str:
     try:
-        host = validate_host(source.host)
+        return validate_host(source.host)
     except InvalidHost as exc:
         raise ServiceError.of(exc, "host") from None
+
+
+def resolve_allowed(source: Source) -> str:
+    """The one address of ``source.host`` (canonical) the migration will use; a ServiceError on
+    the host field when it cannot be resolved or may not be reached."""
+    host = source.host
     try:
         addresses = attach.resolve(host, source.port)
     except (OSError, UnicodeError):

@@ -138,3 +138,18 @@ def test_command_refuses_with_the_option_named(
     call_command("migration", "status", cluster.name, stdout=out)
     assert "No online migration" in out.getvalue()
     _nothing_made(logical_source)
+
+
+def test_starts_that_reach_the_network_are_rate_limited(
+    cluster: Cluster, replica_source: Source, loopback_allowed: None, settings: Any
+) -> None:
+    settings.PANEL_MIGRATION_RATE = 2
+    token = services.create_token(cluster.owner, "t", [Scope.READ, Scope.UPDATE])[1]
+    client = Client()
+    codes = [_put(client, token, cluster, _body(replica_source))[1]["id"] for _ in range(3)]
+    assert codes == ["migration.source_wal_level", "migration.source_wal_level", "migration.rate_limited"]
+    # A value refused before anything is reached does not count, and is still told apart.
+    assert (
+        _put(client, token, cluster, _body(replica_source, source={"port": 0}))[1]["id"]
+        == "migration.port_invalid"
+    )
