@@ -39,6 +39,8 @@ class LogSink(models.Model):
     last_error = models.TextField(blank=True)
     failing_since = models.DateTimeField(null=True, blank=True)
     last_attempt_at = models.DateTimeField(null=True, blank=True)
+    # Elasticsearch/OpenSearch: the day old indices (over index_days_max) were last removed.
+    indices_expired_on = models.DateField(null=True, blank=True)
     # Rounds that left older entries out because more were written than one read takes.
     skipped_count = models.PositiveBigIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)

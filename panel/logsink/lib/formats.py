@@ -162,3 +162,19 @@ def bulk_body(records: Iterable[Record], prefix: str, today: dt.date) -> bytes:
         lines.append(json.dumps({"index": {"_index": index_name(prefix, record, today)}}))
         lines.append(json.dumps(document(record), ensure_ascii=False))
     return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def expired_indices(names: Iterable[str], prefix: str, today: dt.date, days_max: int) -> list[str]:
+    """The daily indices ``prefix-YYYY.MM.DD`` older than ``days_max`` days (others untouched)."""
+    found = []
+    for name in names:
+        match = re.fullmatch(re.escape(prefix) + r"-(\d{4})\.(\d\d)\.(\d\d)", name)
+        if match is None:
+            continue
+        try:
+            day = dt.date(int(match.group(1)), int(match.group(2)), int(match.group(3)))
+        except ValueError:
+            continue
+        if (today - day).days > days_max:
+            found.append(name)
+    return sorted(found)

@@ -111,7 +111,33 @@ def forward_sink(sink: LogSink) -> int:
         sink.failed(reason)
         return 0
     sink.sent(len(records), cursors, skipped)
+    if sink.sink_type != sink_config.RSYSLOG:
+        expire_indices(sink)
     return len(records)
+
+
+def expire_indices(sink: LogSink) -> list[str]:
+    """Once a day, remove the sink's daily indices older than its ``index_days_max``; a failure
+    here is logged and tried again the next day (the records themselves were delivered)."""
+    today = dt.datetime.now(dt.UTC).date()
+    if sink.indices_expired_on == today:
+        return []
+    config = sink.config
+    host, port, _tls = sink_config.destination(sink.sink_type, config)
+    timeout = float(settings.PANEL_LOGSINK_TIMEOUT)
+    removed: list[str] = []
+    try:
+        address = destination.checked_address(host, port)
+        names = transport.index_names(address, config, timeout)
+        for name in formats.expired_indices(
+            names, config["index_prefix"], today, int(config["index_days_max"])
+        ):
+            transport.delete_index(address, config, name, timeout)
+            removed.append(name)
+    except (transport.SinkUnreachable, ServiceError) as exc:
+        log.warning("logsink %s: old indices not removed: %s", sink.pk, exc)
+    LogSink.objects.filter(pk=sink.pk).update(indices_expired_on=today)
+    return removed
 
 
 @on_node(timeout=60)

@@ -12,7 +12,7 @@ import socket
 import ssl
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from panel.core.errors import N_, Message
 
@@ -71,7 +71,10 @@ def send_syslog(address: str, config: Mapping[str, Any], frames: list[bytes], ti
         sock.close()
 
 
-def send_bulk(address: str, config: Mapping[str, Any], body: bytes, timeout: float) -> None:
+def _request(
+    address: str, config: Mapping[str, Any], method: str, suffix: str, body: bytes | None, timeout: float
+) -> tuple[int, bytes]:
+    """One HTTP(S) request to the sink's URL + ``suffix`` (its credentials as basic auth)."""
     parts = urlsplit(str(config["url"]))
     host = parts.hostname or ""
     tls = parts.scheme == "https"
@@ -79,13 +82,12 @@ def send_bulk(address: str, config: Mapping[str, Any], body: bytes, timeout: flo
     sock = _open(address, host, port, tls, config, timeout)
     conn = http.client.HTTPConnection(host, port, timeout=timeout)
     conn.sock = sock
-    headers = {"Content-Type": "application/x-ndjson"}
+    headers = {"Content-Type": "application/x-ndjson"} if body is not None else {}
     if parts.username is not None:
         pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
         headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
-    path = (parts.path.rstrip("/") or "") + "/_bulk"
     try:
-        conn.request("POST", path, body=body, headers=headers)
+        conn.request(method, parts.path.rstrip("/") + suffix, body=body, headers=headers)
         response = conn.getresponse()
         answer = response.read(1_000_000)
     except (OSError, http.client.HTTPException) as exc:
@@ -94,6 +96,13 @@ def send_bulk(address: str, config: Mapping[str, Any], body: bytes, timeout: flo
         conn.close()
     if response.status >= 300:
         raise SinkUnreachable(N_("%(host)s:%(port)s answered HTTP %(reason)s."), host, port, response.status)
+    return response.status, answer
+
+
+def send_bulk(address: str, config: Mapping[str, Any], body: bytes, timeout: float) -> None:
+    parts = urlsplit(str(config["url"]))
+    host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+    _status, answer = _request(address, config, "POST", "/_bulk", body, timeout)
     try:
         errors = json.loads(answer).get("errors")
     except (ValueError, AttributeError):
@@ -102,8 +111,19 @@ def send_bulk(address: str, config: Mapping[str, Any], body: bytes, timeout: flo
         ) from None
     if errors:
         raise SinkUnreachable(
-            N_("%(host)s:%(port)s refused some records (errors in the _bulk answer)."),
-            host,
-            port,
-            "",
+            N_("%(host)s:%(port)s refused some records (errors in the _bulk answer)."), host, port
         )
+
+
+def index_names(address: str, config: Mapping[str, Any], timeout: float) -> list[str]:
+    """The sink's indices of its prefix (``_cat/indices``)."""
+    suffix = f"/_cat/indices/{quote(str(config['index_prefix']))}-*?format=json&h=index"
+    _status, answer = _request(address, config, "GET", suffix, None, timeout)
+    try:
+        return [str(row["index"]) for row in json.loads(answer)]
+    except (ValueError, TypeError, KeyError):
+        return []
+
+
+def delete_index(address: str, config: Mapping[str, Any], name: str, timeout: float) -> None:
+    _request(address, config, "DELETE", "/" + quote(name), None, timeout)

@@ -106,6 +106,9 @@ def rsyslog_tls() -> Iterator[Rsyslog]:
 class BulkServer:
     port: int
     bodies: list[tuple[str, str, bytes]] = field(default_factory=list)  # path, authorization, body
+    requests: list[tuple[str, str]] = field(default_factory=list)  # method, path of the others
+    # What GET _cat/indices answers: an old daily index, today's, and another prefix's.
+    indices: list[str] = field(default_factory=list)
 
     def documents(self) -> list[dict]:
         docs = []
@@ -129,6 +132,22 @@ def bulk_server() -> Iterator[BulkServer]:
             self.send_header("Content-Length", str(len(answer)))
             self.end_headers()
             self.wfile.write(answer)
+
+        def _json(self, value: object) -> None:
+            answer = json.dumps(value).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def do_GET(self) -> None:  # noqa: N802
+            found.requests.append(("GET", self.path))
+            self._json([{"index": name} for name in found.indices])
+
+        def do_DELETE(self) -> None:  # noqa: N802
+            found.requests.append(("DELETE", self.path))
+            self._json({"acknowledged": True})
 
         def log_message(self, *args: object) -> None:
             pass

@@ -82,3 +82,8 @@ def test_config_defaults_and_destination() -> None:
     assert normal["index_days_max"] == 7 and normal["timeout"] == 10
     assert config.destination("elasticsearch", normal) == ("es.example", 9243, True)
     assert config.check("rsyslog", {"server": "h", "port": 514})["format"] == "rfc5424"
+
+
+def test_expired_indices_are_the_prefixs_old_days_only() -> None:
+    names = ["pg-2026.11.01", "pg-2026.11.20", "pg-2026.13.01", "pgx-2026.01.01", "pg-latest"]
+    assert formats.expired_indices(names, "pg", dt.date(2026, 11, 27), 7) == ["pg-2026.11.01"]

@@ -9,6 +9,7 @@ input is refused with its code, nothing changed."""
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -98,6 +99,7 @@ def test_pydo_manages_sinks_and_rsyslog_receives_the_clusters_records(
     )["sink"]
     assert created["sink_type"] == "rsyslog" and created["config"]["port"] == rsyslog.port
     es_url = f"http://elastic:s3cret@127.0.0.1:{bulk_server.port}"
+    bulk_server.indices = ["pg-2000.01.01", f"pg-{dt.datetime.now(dt.UTC):%Y.%m.%d}", "other-2000.01.01"]
     es = client.databases.create_logsink(
         uuid,
         {
@@ -203,6 +205,10 @@ def test_pydo_manages_sinks_and_rsyslog_receives_the_clusters_records(
     docs = [doc for doc in bulk_server.documents() if MARKER in doc["message"]]
     assert docs and docs[0]["cluster"] == local_cluster.name and docs[0]["_index"].startswith("pg-")
     assert bulk_server.bodies[-1][0] == "/_bulk"
+    # Once a day the indices over index_days_max (7) go: only the sink's own old daily index.
+    deleted = wait_until(lambda: [path for method, path in bulk_server.requests if method == "DELETE"], timeout=30,
+                         message="the old index is removed")  # fmt: skip
+    assert deleted == ["/pg-2000.01.01"]
     assert bulk_server.bodies[-1][1] == "Basic " + base64.b64encode(b"elastic:s3cret").decode()
     everything = "\n".join(rsyslog.lines()) + repr(bulk_server.documents())
     assert PANEL_MARKER not in everything and OTHER_MARKER not in everything
