@@ -26,7 +26,7 @@ from panel.core import taskqueue
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
 from panel.core.runas import EngineError
-from panel.migrate import engine
+from panel.migrate.engine import schema
 from panel.migrate.lib import source as source_lib
 from panel.migrate.lib.source import InvalidSource, Source
 from panel.migrate.models import ACTIVE, MigrationStatus, OnlineMigration
@@ -174,7 +174,7 @@ def _set_up(migration: OnlineMigration) -> None:
             migration.save(update_fields=["created_databases"])
         with remote.connect(source, migration.address, password, dbname) as conn:
             published[dbname] = remote.tables(conn, dbname)
-        engine.copy_schema(
+        schema.copy_schema(
             bindir,
             source=source_lib.conninfo(remote.connection_params(source, migration.address, dbname)),
             source_password=password,
