@@ -185,7 +185,8 @@ def celery_worker(redis_server: str, django_db_setup: None, django_db_blocker: o
 
     proc = start_celery_worker(
         redis_server,
-        f"default,node.{settings.PANEL_NODE_NAME}.tasks",
+        f"default,node.{settings.PANEL_NODE_NAME}.tasks,node.{settings.PANEL_NODE_NAME}.work,"
+        f"node.{settings.PANEL_NODE_NAME}.backups",
         Path(settings.PANEL_DATA_DIR) / "celery-worker.log",
     )
     yield

@@ -1,11 +1,13 @@
 """The node agent's processes, as ``make run`` and scripts/node_agent.py start them
 (scripts/children.py: node_agent_children), under a supervisor made for a container's PID 1: the
-worker for ``node.<PANEL_NODE_NAME>.tasks`` and ``default`` (provisioning, actions, benchmarks,
-collection, the reconciler) and the agent worker on ``node.<PANEL_NODE_NAME>`` (what the web asks
+worker for ``node.<PANEL_NODE_NAME>.tasks`` and ``default`` (provisioning, actions, collection,
+quota cycles, the reconciler), the work worker for ``node.<PANEL_NODE_NAME>.work`` (the tenants'
+data sets and benchmarks, apart from that control work), the backups worker for
+``node.<PANEL_NODE_NAME>.backups`` (backups and restores) and the agent worker on ``node.<PANEL_NODE_NAME>`` (what the web asks
 of the clusters' processes, sockets and files, in threads of its own; the heartbeat). Run as root (docker/entrypoint.sh agent, or
 docker/systemd/pgpanel-agent.service).
 
-When either worker dies the other is stopped and this exits with the dead one's status, so the
+When any worker dies the others are stopped and this exits with the dead one's status, so the
 container (or the unit) ends and its restart policy starts both again: a node half up would take
 tasks it cannot finish. SIGTERM or SIGINT stops both (warm shutdown, then cold after
 ``WARM_SECONDS``) and exits 0.
@@ -46,7 +48,7 @@ class Worker:
 
 
 def workers(node: str) -> list[Worker]:
-    """The node agent's two workers exactly as make run and scripts/node_agent.py define them."""
+    """The node agent's workers exactly as make run and scripts/node_agent.py define them."""
     return [
         Worker(child.name, list(child.args), {"PANEL_PROCESS_ROLE": "all", **child.extra_env})
         for child in node_agent_children(sys.executable, node)

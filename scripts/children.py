@@ -233,17 +233,30 @@ def supervisor_env() -> dict[str, str]:
 
 
 def node_agent_children(python: str, node: str) -> list[Child]:
-    """The node agent of ``node``: two Celery workers on its machine. ``worker`` (processes) takes
-    the node's long work from ``node.<node>.tasks`` (provisioning, start/stop, delete, benchmarks,
-    collection, reconciling) and beat's fan-outs from ``default``; ``agent`` (threads of its own,
-    so a long benchmark never holds it up) answers the web's calls on ``node.<node>`` and sends
-    the node's heartbeat."""
+    """The node agent of ``node``: four Celery workers on its machine. ``worker`` (processes)
+    takes the node's control work from ``node.<node>.tasks`` (provisioning, start/stop, delete,
+    collection, quota cycles, reconciling) and beat's fan-outs from ``default``; ``work``
+    (processes) the tenants' long work from ``node.<node>.work`` (data sets, benchmarks) and
+    ``backups`` backups and restores from ``node.<node>.backups``, so that no tenant's work,
+    however long or stuck, holds up the control work or another tenant's backup; ``agent``
+    (threads of its own) answers the web's calls on ``node.<node>`` and sends the node's
+    heartbeat."""
     celery = [python, "-m", "celery", "-A", "panel", "worker", "--loglevel", "INFO"]
     env = {"PANEL_NODE_NAME": node}
     return [
         Child(
             "worker",
             [*celery, "-Q", f"node.{node}.tasks,default", "-n", f"worker-{node}@%h"],
+            extra_env=env,
+        ),
+        Child(
+            "work",
+            [*celery, "-Q", f"node.{node}.work", "-n", f"work-{node}@%h", "--concurrency", "2"],
+            extra_env=env,
+        ),
+        Child(
+            "backups",
+            [*celery, "-Q", f"node.{node}.backups", "-n", f"backups-{node}@%h", "--concurrency", "1"],
             extra_env=env,
         ),
         Child(

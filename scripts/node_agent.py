@@ -1,6 +1,6 @@
 """The node agent of one machine, for a panel spread over several (issue 13's nodes).
 
-Runs this machine's two Celery workers (scripts/children.py: node_agent_children) under the same
+Runs this machine's four Celery workers (scripts/children.py: node_agent_children) under the same
 supervision as `make run` (restarts with a back-off, stops together on Ctrl-C or SIGTERM). The
 agent registers its node (PANEL_NODE_NAME) when it starts, with this machine's memory and cores
 unless `manage.py node add` recorded it first, and sends a heartbeat every
@@ -11,7 +11,7 @@ settings every machine of the panel shares:
     DATABASE_URL=postgresql://panel:…@meta/panel REDIS_URL=redis://:…@broker:6379/0 \\
     DJANGO_SECRET_KEY=… PANEL_ENCRYPTION_KEY=… .venv/bin/python scripts/node_agent.py
 
-`make run` starts the same two workers for the node `local` beside the web server and beat.
+`make run` starts the same four workers for the node `local` beside the web server and beat.
 """
 
 from __future__ import annotations
@@ -32,7 +32,10 @@ def main() -> int:
     if migrated.returncode != 0:
         say("agent", "the panel's database is not migrated yet: run manage.py migrate (the web does) first")
         return 1
-    say("agent", f"node agent of {node}: queues node.{node} and node.{node}.tasks")
+    say(
+        "agent",
+        f"node agent of {node}: queues node.{node}, node.{node}.tasks, node.{node}.work and node.{node}.backups",
+    )
     return run_until_stopped(node_agent_children(sys.executable, node), env)
 
 

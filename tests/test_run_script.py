@@ -138,6 +138,8 @@ def test_it_runs_everything(panel: Panel) -> None:
     assert any("redis-server" in n for n in names)
     # This machine's node agent: its tasks worker (with beat's default queue) and its calls worker.
     assert any("-Q node.local.tasks,default -n worker-local@" in n for n in names)
+    assert any("-Q node.local.work -n work-local@" in n for n in names)  # tenants' long work apart
+    assert any("-Q node.local.backups -n backups-local@" in n for n in names)
     assert any("-Q node.local -n agent-local@" in n and "--pool threads" in n for n in names)
     assert any("celery -A panel beat" in n for n in names)
     assert any("gunicorn panel.wsgi -b " + panel.bind in n for n in names)

@@ -21,9 +21,10 @@ INIT_TASK = "benchmarks.tasks.init_dataset"
 
 
 def send_job(task_name: str, object_id: str, cluster: Cluster, *, time_limit: float | None = None) -> None:
-    """Send a task to the cluster's node now (its tasks queue, where pgbench runs beside the
-    server); an unreachable broker is a ServiceError at once."""
-    enqueue_task(task_name, object_id, queue=cluster.tasks_queue, time_limit=time_limit)
+    """Send a task to the cluster's node now (its queue of tenants' work, where pgbench runs
+    beside the server, apart from the node's control work); an unreachable broker is a
+    ServiceError at once."""
+    enqueue_task(task_name, object_id, queue=cluster.work_queue, time_limit=time_limit)
 
 
 def run_time_limit(run: BenchmarkRun) -> float:

@@ -74,12 +74,12 @@ def test_a_killed_worker_is_detected_its_pgbench_stopped_and_the_next_run_procee
     wait_until: Callable[..., object],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    living = Cluster.tasks_queue
-    monkeypatch.setattr(Cluster, "tasks_queue", DOOMED_QUEUE)  # read by enqueue.send_job
+    living = Cluster.work_queue
+    monkeypatch.setattr(Cluster, "work_queue", DOOMED_QUEUE)  # read by enqueue.send_job
     lost = services.launch_run(cluster, options=RunOptions(clients=2, threads=1, duration_s=60))
     wait_until(lambda: lost.samples.count() >= 2, timeout=30, message="the doomed run is running")
     nxt = services.launch_run(cluster, options=RunOptions(clients=2, threads=1, duration_s=3))
-    monkeypatch.setattr(Cluster, "tasks_queue", living)  # the next run goes to the living worker
+    monkeypatch.setattr(Cluster, "work_queue", living)  # the next run goes to the living worker
     lost.refresh_from_db()
     pgbench_pid = lost.pgbench_pid
     assert lost.status == RunStatus.RUNNING and runner.is_pgbench(pgbench_pid)

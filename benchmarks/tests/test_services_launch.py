@@ -101,7 +101,7 @@ def sent(queued_tasks: Callable[[str], list[tuple[str, list]]]) -> Callable[[], 
     def run_ids() -> list[str]:
         return [
             args[0]
-            for task, args in queued_tasks(f"node.{django_settings.PANEL_NODE_NAME}.tasks")
+            for task, args in queued_tasks(f"node.{django_settings.PANEL_NODE_NAME}.work")
             if task == enqueue.RUN_TASK
         ]
 

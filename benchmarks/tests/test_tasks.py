@@ -40,7 +40,7 @@ def test_a_run_that_is_not_first_in_line_stays_queued(
     cluster: Cluster, queued_tasks: Callable[[str], list[tuple[str, list]]]
 ) -> None:
     def sent() -> list[str]:  # run ids on the benchmarks queue of a real Redis no worker reads
-        return [args[0] for task, args in queued_tasks(cluster.tasks_queue) if task == enqueue.RUN_TASK]
+        return [args[0] for task, args in queued_tasks(cluster.work_queue) if task == enqueue.RUN_TASK]
 
     first = services.launch_run(cluster, options=RunOptions(clients=1, threads=1, duration_s=5))
     second = services.launch_run(cluster, options=RunOptions(clients=1, threads=1, duration_s=5))

@@ -183,3 +183,20 @@ def register_delete_choice(step: Callable[[Cluster, Any], object]) -> None:
 def delete_choices(cluster: Cluster, data: Any) -> None:
     for step in list(_delete_choices):
         step(cluster, data)
+
+
+# --- what else a cluster keeps on its node's disk (panel.backups: the repository) ---------------
+
+_disk_usage: list[Callable[[Cluster], int]] = []
+
+
+def register_disk_usage(step: Callable[[Cluster], int]) -> None:
+    """``step(cluster)`` answers the bytes of files the cluster has outside its data directory
+    on its node's disk (a backup repository): they count against the plan's disk."""
+    if step not in _disk_usage:
+        _disk_usage.append(step)
+
+
+def disk_usage(cluster: Cluster) -> int:
+    """Every registered step's bytes (an app's files the quotas cycle adds to the data directory)."""
+    return sum(step(cluster) for step in list(_disk_usage))

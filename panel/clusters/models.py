@@ -113,9 +113,21 @@ class Node(models.Model):
 
     @property
     def tasks_queue(self) -> str:
-        """The queue of the node's long work: provisioning, start/stop, delete, benchmarks,
-        collection and reconciling (the node's other worker)."""
+        """The queue of the node's control work: provisioning, start/stop, delete, collection,
+        quota cycles and reconciling (the node's worker)."""
         return f"node.{self.name}.tasks"
+
+    @property
+    def work_queue(self) -> str:
+        """The queue of the tenants' long work: data sets and benchmarks (a worker of its own, so
+        that no tenant's work holds up the node's control work)."""
+        return f"node.{self.name}.work"
+
+    @property
+    def backups_queue(self) -> str:
+        """The queue of backups and restores (a worker of its own: no tenant's data sets or
+        benchmarks hold up another tenant's backup)."""
+        return f"node.{self.name}.backups"
 
     @property
     def is_here(self) -> bool:
@@ -225,8 +237,18 @@ class Cluster(models.Model):
 
     @property
     def tasks_queue(self) -> str:
-        """Where this cluster's long work (provision, start/stop, delete, benchmarks) is sent."""
+        """Where this cluster's control work (provision, start/stop, delete) is sent."""
         return self.node.tasks_queue if self.node_id else f"node.{Node.for_attached()}.tasks"
+
+    @property
+    def work_queue(self) -> str:
+        """Where its tenant's long work (data sets, benchmarks) is sent."""
+        return self.node.work_queue if self.node_id else f"node.{Node.for_attached()}.work"
+
+    @property
+    def backups_queue(self) -> str:
+        """Where its backups and restores are sent."""
+        return self.node.backups_queue if self.node_id else f"node.{Node.for_attached()}.backups"
 
     @property
     def public_host(self) -> str:

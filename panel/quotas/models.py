@@ -107,6 +107,8 @@ class Storage(models.Model):
     volume_warned_since = models.DateTimeField(null=True, blank=True)
     # What the server was last told (the guard's lists), to write and reload only on a change.
     applied = models.TextField(blank=True)
+    # What the last measurement could not see, and why (empty: everything was measured).
+    blind = models.TextField(blank=True)
 
     def __str__(self) -> str:
         return f"storage of {self.cluster_id}"

@@ -81,7 +81,7 @@ def refused(conn: psycopg.Connection, statement: str, message: str, detail: str 
     diag = caught.value.diag
     assert message in (diag.message_primary or ""), diag.message_primary
     assert detail in (diag.message_detail or ""), diag.message_detail
-    assert diag.source_file == "pgpanel_guard.c"  # the guard refused, not PostgreSQL on its own
+    assert diag.source_file == "role_guard.c"  # the role guard refused, not PostgreSQL on its own
 
 
 def member_of(conn: psycopg.Connection, member: str, role: str) -> bool:

@@ -183,7 +183,7 @@ def stopped(conn: psycopg.Connection, statement: str, message: str = DATABASE_ST
     assert diag.message_primary == message
     assert "still work" in (diag.message_detail or "") or "cannot be" in (diag.message_detail or "")
     assert diag.message_hint == HINT
-    assert diag.source_file == "pgpanel_guard.c"  # the guard refused, not PostgreSQL on its own
+    assert diag.source_file == "write_stop.c"  # the write stop refused, not PostgreSQL on its own
 
 
 def copy_in(conn: psycopg.Connection, statement: str, row: list[object]) -> None:

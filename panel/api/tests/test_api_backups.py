@@ -79,7 +79,7 @@ def test_create_with_backup_restore_queues_a_restore(
     assert response.json()["database"]["id"] == str(new.pk) and new.status == "creating"
     assert new.restore_origin.source_id == fresh.pk
     job = BackupJob.objects.get(cluster=fresh, kind=JobKind.RESTORE)
-    assert queued_tasks(fresh.tasks_queue) == [("panel.backups.tasks.restore", [str(job.pk)])]  # type: ignore[operator]
+    assert queued_tasks(fresh.backups_queue) == [("panel.backups.tasks.restore", [str(job.pk)])]  # type: ignore[operator]
     new.delete()
     job.delete()
 

@@ -11,6 +11,7 @@ and writes the new cluster's data directory, which is then given to the new clus
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -246,3 +247,16 @@ def restore_config(repo: Path, scratch: Path, pgdata: Path, source: Cluster | No
 
 def remove(cluster_id_hex: str) -> None:
     postgres.remove_data(paths_for(cluster_id_hex).root)
+
+
+def repository_bytes(cluster: Cluster) -> int:
+    """Bytes of the cluster's local repository (WAL archived, backups), which sits on its node's
+    disk and counts against the plan's disk (0 with an S3 repository, or none yet)."""
+    if s3_repository() is not None:
+        return 0
+    total = 0
+    for directory, _dirs, files in os.walk(paths(cluster).repo):
+        for name in files:
+            with contextlib.suppress(OSError):  # expired meanwhile
+                total += os.lstat(os.path.join(directory, name)).st_size
+    return total

@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 def register() -> None:
     hooks.register_server_config(server_config)
     hooks.register_after_provision(after_provision)
+    hooks.register_disk_usage(engine.repository_bytes)  # WAL archived and backups: the plan's disk
     from panel.backups.services import retention
 
     hooks.register_before_teardown(retention.before_teardown)

@@ -64,7 +64,7 @@ def request_backup(cluster: Cluster, backup_type: str = "full", *, scheduled: bo
         enqueue_task(
             "panel.backups.tasks.backup",
             str(job.pk),
-            queue=cluster.tasks_queue,
+            queue=cluster.backups_queue,  # long work, apart from control work and tenants' benchmarks
             time_limit=settings.PANEL_BACKUP_TIMEOUT,
         )
     except ServiceError:

@@ -162,7 +162,7 @@ def request_restore(
         enqueue_task(
             "panel.backups.tasks.restore",
             str(job.pk),
-            queue=source.tasks_queue,
+            queue=source.backups_queue,  # long work, apart from control work and tenants' benchmarks
             time_limit=settings.PANEL_BACKUP_TIMEOUT,
         )
     except ServiceError:

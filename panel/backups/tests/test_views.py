@@ -71,7 +71,7 @@ def test_back_up_now_queues_a_job_on_the_node(fresh: Cluster, tenant: Client, qu
     )
     assert response.status_code == 200 and "Backup queued." in response.content.decode()
     job = BackupJob.objects.get(cluster=fresh, status=JobStatus.QUEUED)
-    assert queued_tasks(fresh.tasks_queue) == [("panel.backups.tasks.backup", [str(job.pk)])]  # type: ignore[operator]
+    assert queued_tasks(fresh.backups_queue) == [("panel.backups.tasks.backup", [str(job.pk)])]  # type: ignore[operator]
     assert 'hx-trigger="every 2s' in response.content.decode()  # the tab polls while it runs
     again = tenant.post(
         reverse("backups:now", args=[fresh.pk]), {"backup_type": "full"}, HTTP_HX_REQUEST="true"
@@ -118,7 +118,7 @@ def test_fork_from_the_form_then_delete_keeping_or_removing_backups(
     fork = Cluster.objects.get(owner=fresh.owner, name="bkv-fork")
     assert response.headers["HX-Redirect"] == reverse("backups:tab", args=[fresh.pk])
     job = BackupJob.objects.get(cluster=fresh, kind=JobKind.RESTORE)
-    assert queued_tasks(fresh.tasks_queue) == [("panel.backups.tasks.restore", [str(job.pk)])]  # type: ignore[operator]
+    assert queued_tasks(fresh.backups_queue) == [("panel.backups.tasks.restore", [str(job.pk)])]  # type: ignore[operator]
     restore.perform_restore(job.pk)
     fork.refresh_from_db()
     assert fork.status == "online", fork.error_message
@@ -262,7 +262,7 @@ def test_the_daily_round_queues_the_days_backup_once(fresh: Cluster, queued_task
     assert f"{fresh.name}: diff backup queued" in notes
     job = BackupJob.objects.get(cluster=fresh, status=JobStatus.QUEUED)
     assert job.scheduled and job.backup_type == "diff"
-    assert ("panel.backups.tasks.backup", [str(job.pk)]) in queued_tasks(fresh.tasks_queue)  # type: ignore[operator]
+    assert ("panel.backups.tasks.backup", [str(job.pk)]) in queued_tasks(fresh.backups_queue)  # type: ignore[operator]
     assert not any(fresh.name in note for note in backups.scheduled_round(now=monday_night))  # one at a time
     job.delete()
     early_today = timezone.now().replace(hour=0, minute=1)

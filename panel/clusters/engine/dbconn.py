@@ -25,11 +25,10 @@ import psycopg
 from django.conf import settings
 from psycopg import sql
 
+from panel.clusters.lib.session import CLIENT_ENCODING, PINNED_OPTIONS, SEARCH_PATH_OPTION
 from panel.clusters.models import Cluster
 
 CONNECT_TIMEOUT = 5
-# Sent as libpq ``options``: a client setting outranks ALTER DATABASE/ROLE … SET search_path.
-PINNED_OPTIONS = "-c search_path=pg_catalog,pg_temp"
 # The superuser's sessions log no statement text, whatever the cluster's owner set (say
 # log_min_duration_statement = 0): what it runs carries secrets (ALTER ROLE … PASSWORD with a
 # SCRAM verifier), and the owner reads the log on the Logs tab. Nor does pg_stat_statements keep
@@ -76,7 +75,10 @@ def pg_message(exc: BaseException) -> str:
 def _open(params: dict[str, Any], connect_timeout: int) -> psycopg.Connection:
     try:
         return psycopg.connect(
-            **params, autocommit=True, connect_timeout=connect_timeout, application_name="pgpanel"
+            **{"client_encoding": CLIENT_ENCODING, **params},
+            autocommit=True,
+            connect_timeout=connect_timeout,
+            application_name="pgpanel",
         )
     except psycopg.Error as exc:
         raise DatabaseError(pg_message(exc), exc.sqlstate) from None
@@ -88,6 +90,7 @@ def connect(
     pin_search_path: bool = True,
     unpinned_behind_pooler: bool = False,
     quiet_log: bool = False,
+    session_settings: bool = True,
     connect_timeout: int = CONNECT_TIMEOUT,
     **params: Any,
 ) -> Iterator[psycopg.Connection]:
@@ -99,12 +102,15 @@ def connect(
     may sit behind such a pooler too; with ``unpinned_behind_pooler`` the connection is retried
     without the pin then (the credentials are the user's own, so the user's objects would gain
     nothing from running with them). ``quiet_log`` (the panel's superuser only: the settings are
-    a superuser's) keeps the session's statements out of the server's log.
+    a superuser's) keeps the session's statements out of the server's log. The session's own
+    settings (``lib/session.py``: timeouts, encoding, no preloaded library) are sent too, unless
+    ``session_settings`` is false, for a session that must see the server's configuration.
     """
     if "options" in params:
         raise ValueError("the panel sends no libpq options but the pinned search_path")
     if pin_search_path:
-        options = f"{PINNED_OPTIONS} {QUIET_LOG_OPTIONS}" if quiet_log else PINNED_OPTIONS
+        options = PINNED_OPTIONS if session_settings else SEARCH_PATH_OPTION
+        options = f"{options} {QUIET_LOG_OPTIONS}" if quiet_log else options
         try:
             conn = _open({**params, "options": options}, connect_timeout)
         except DatabaseError as exc:
@@ -135,7 +141,8 @@ def admin_connection(
     superuser never enters a tenant's database, where the tenant's objects could run with its
     rights. Reading inside a tenant's database is ``monitor_connection``'s job. Its statements
     stay out of the server's log (``QUIET_LOG_OPTIONS``) unless ``quiet_log`` is false, for a
-    session that must see the logging settings as a tenant's session does, and runs no secret.
+    session that must see the server's configured settings (logging, timeouts) as a tenant's
+    session does, and runs no secret.
     """
     if cluster.is_local:
         if dbname not in (None, MAINTENANCE_DATABASE):
@@ -150,7 +157,7 @@ def admin_connection(
             "password": cluster.superuser_password,
             "dbname": MAINTENANCE_DATABASE,
         }
-        with connect(quiet_log=quiet_log, **params) as conn:
+        with connect(quiet_log=quiet_log, session_settings=quiet_log, **params) as conn:
             yield conn
     else:
         with connect(unpinned_behind_pooler=True, **_attached_params(cluster, dbname)) as conn:

@@ -27,7 +27,14 @@ from panel.clusters.engine import postgres
 from panel.core.runas import EngineError
 
 SOURCE_DIR = Path(__file__).resolve().parent.parent / "guard"
-SOURCES = ("Makefile", "pgpanel_guard.c")
+SOURCES = (
+    "Makefile",
+    "pgpanel_guard.h",
+    "pgpanel_guard.c",
+    "role_guard.c",
+    "measure_guard.c",
+    "write_stop.c",
+)
 LIBRARY = "pgpanel_guard.so"
 STAMP = "pgpanel_guard.sha256"
 # Predefined roles that reach the operating system; the panel's own roles are added to them.

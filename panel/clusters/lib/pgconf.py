@@ -175,3 +175,20 @@ def render_ident(os_user: str, roles: list[str]) -> str:
     system_user = _ident_token(os_user, "The OS user")
     lines += [f"{POOLER_MAP}  {system_user}  {_ident_token(role, 'The role')}" for role in sorted(set(roles))]
     return "\n".join(lines) + "\n"
+
+
+# A session's temporary files (sorts, hashes spilled to disk) are bounded by the plan's disk:
+# a tenth of it each. PostgreSQL's temp_file_limit is a superuser's setting (no tenant's SET or
+# ALTER ROLE/DATABASE … SET changes it); the owner's own value on the Settings tab may only be lower.
+TEMP_FILE_DISK_FRACTION = 10
+
+
+def temp_file_limit_kb(disk_bytes: int, owner_kb: int) -> int:
+    """The ``temp_file_limit`` in force: the plan's bound, or the owner's when lower (-1: none)."""
+    plan_kb = max(1024, disk_bytes // TEMP_FILE_DISK_FRACTION // 1024)
+    return plan_kb if owner_kb < 0 else min(owner_kb, plan_kb)
+
+
+def render_temp_file_limit(limit_kb: int) -> str:
+    """The line that ends the owner's settings file, so that it wins over the owner's own."""
+    return f"# The plan's disk bounds temporary files (the owner's value only if lower).\ntemp_file_limit = {limit_kb}kB\n"

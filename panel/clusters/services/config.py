@@ -18,9 +18,10 @@ from django.utils.translation import gettext as _
 
 from panel.clusters.engine import dbconn, isolation
 from panel.clusters.lib import tunables
+from panel.clusters.lib.pgconf import temp_file_limit_kb
 from panel.clusters.models import Cluster, EventLevel
 from panel.clusters.services.lifecycle import require_local
-from panel.clusters.services.provision import SETTINGS_FILE, write_server_config
+from panel.clusters.services.provision import SETTINGS_FILE, owner_settings, write_server_config
 from panel.core import runas
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
@@ -74,8 +75,9 @@ def _include_in_force(cluster: Cluster) -> bool:
 def _write(cluster: Cluster) -> None:
     """settings.conf from the row; a panel.conf from before settings.conf gets its include."""
     if _include_in_force(cluster):
-        text = tunables.render(cluster.config)
-        runas.write_private_file(cluster.pgdata / SETTINGS_FILE, text, owner=cluster.os_user())
+        runas.write_private_file(
+            cluster.pgdata / SETTINGS_FILE, owner_settings(cluster), owner=cluster.os_user()
+        )
     else:
         write_server_config(cluster)
 
@@ -112,6 +114,7 @@ def update_config(cluster: Cluster, changes: dict[str, Any]) -> dict[str, tunabl
     session runs with them; nothing changes when one value is refused."""
     require_local(cluster)
     values = check_changes(changes)
+    _check_plan_bounds(cluster, values)
     cluster.require_serving(fresh=True, field="config")
     if not values:
         return current_config(cluster)
@@ -150,6 +153,21 @@ def update_config(cluster: Cluster, changes: dict[str, Any]) -> dict[str, tunabl
         "config-changed", Message(N_("Configuration changed: %(changes)s."), changes=_describe(values))
     )
     return current_config(cluster)
+
+
+def _check_plan_bounds(cluster: Cluster, values: dict[str, tunables.Value]) -> None:
+    """Temporary files are bounded by the plan's disk (issue 29): the owner may only lower it."""
+    wanted = values.get("temp_file_limit")
+    if not isinstance(wanted, int) or isinstance(wanted, bool) or cluster.plan is None:
+        return
+    bound = temp_file_limit_kb(cluster.plan.disk_bytes, -1)
+    if wanted < 0 or wanted > bound:
+        raise ServiceError(
+            N_("temp_file_limit: at most %(bound)s kB on this plan (a tenth of its disk per session)."),
+            field="temp_file_limit",
+            code="config.temp_file_limit_over_plan",
+            params={"bound": bound},
+        )
 
 
 def _restore(cluster: Cluster, previous_text: str | None) -> None:

@@ -33,7 +33,7 @@ from panel import crypto
 from panel.clusters import hooks
 from panel.clusters.engine import dbconn, guard, isolation, postgres
 from panel.clusters.lib import tls, tunables
-from panel.clusters.lib.pgconf import ServerSettings, loads_guard
+from panel.clusters.lib.pgconf import ServerSettings, loads_guard, render_temp_file_limit, temp_file_limit_kb
 from panel.clusters.lib.plans import SUPERUSER_RESERVED_CONNECTIONS
 from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser, EventLevel
 from panel.clusters.services.create import new_password
@@ -255,6 +255,15 @@ def guard_configured(cluster: Cluster) -> bool:
     return loads_guard(text, (str(guard.library_path(cluster.version)),), guard.reserved_roles())
 
 
+def owner_settings(cluster: Cluster) -> str:
+    """settings.conf: the owner's configuration, then what the plan bounds whatever it says
+    (temporary files: a tenth of the plan's disk per session, or the owner's value if lower)."""
+    owner_temp = tunables.effective(cluster.config).get("temp_file_limit", -1)
+    disk = cluster.plan.disk_bytes if cluster.plan is not None else 0
+    limit = temp_file_limit_kb(disk, owner_temp if isinstance(owner_temp, int) else -1)
+    return tunables.render(cluster.config) + render_temp_file_limit(limit)
+
+
 def write_server_config(cluster: Cluster) -> bool:
     """Write panel.conf (with the privilege guard, built first if needed, and the plan's limits),
     settings.conf (the owner's configuration, which panel.conf includes) and pg_hba.conf.
@@ -281,7 +290,7 @@ def write_server_config(cluster: Cluster) -> bool:
         includes=(SETTINGS_FILE, *hooks.server_config(cluster)),
     )
     runas.make_private_dir(cluster.log_file.parent, user)
-    runas.write_private_file(cluster.pgdata / SETTINGS_FILE, tunables.render(cluster.config), owner=user)
+    runas.write_private_file(cluster.pgdata / SETTINGS_FILE, owner_settings(cluster), owner=user)
     runas.write_private_file(cluster.pgdata / "panel.conf", conf.render(), owner=user)
     isolation.write_auth_config(cluster, user)
     main_conf = cluster.pgdata / "postgresql.conf"

@@ -12,6 +12,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from panel.clusters import hooks
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
 from panel.core.agent import on_node
 from panel.core.errors import C_, N_, Message, Term
@@ -20,7 +21,7 @@ from panel.insights.models import MetricPoint
 from panel.insights.services import alerts
 from panel.quotas.lib.quota import Limit, State, human_space, judge, watermark
 from panel.quotas.models import Quota, QuotaKind, QuotaState, Storage
-from panel.quotas.services import enforce, reserve
+from panel.quotas.services import blind, enforce, reserve
 from panel.quotas.services.measure import Usage, measure
 
 log = logging.getLogger(__name__)
@@ -249,7 +250,7 @@ def run_cycle(cluster: Cluster, now: dt.datetime | None = None) -> list[str]:
     changes: list[str] = []
     with transaction.atomic():
         for quota in Quota.objects.select_for_update().filter(cluster=cluster):
-            quota.space_used, quota.files_used = _usage_of(quota, usage)
+            quota.space_used, quota.files_used = blind.fail_closed(quota, _usage_of(quota, usage), usage)
             quota.measured_at = now
             verdict = judge(
                 Limit(quota.space_used, quota.space_soft, quota.space_hard),
@@ -272,9 +273,12 @@ def run_cycle(cluster: Cluster, now: dt.datetime | None = None) -> list[str]:
             quota.save()
             if quota.state != old:
                 changes.append(_announce(cluster, quota, old))
-        changes += _disk_full(cluster, storage, usage.data_dir_bytes, now)
+        changes += blind.record(cluster, storage, usage)
+        # The plan's disk holds the data directory (WAL included) and the backup repository.
+        disk_bytes = usage.data_dir_bytes + hooks.disk_usage(cluster)
+        changes += _disk_full(cluster, storage, disk_bytes, now)
         changes += _volume(cluster, storage, now)
-        storage.data_dir_bytes = usage.data_dir_bytes
+        storage.data_dir_bytes = disk_bytes
         storage.measured_at = now
         storage.measure_ms = usage.database_ms
         _record_metrics(cluster, now)
@@ -317,5 +321,5 @@ def run_all() -> dict[str, list[str]]:
             results[cluster.name] = run_cycle(cluster)
         except Exception as exc:  # one cluster's failure must not stop the others' quotas
             log.warning("quotas: %s not measured: %s", cluster.pk, exc)
-            results[cluster.name] = [f"error: {exc}"]
+            results[cluster.name] = [f"error: {exc}", *blind.record_unmeasured(cluster, str(exc))]
     return results

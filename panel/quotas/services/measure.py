@@ -11,15 +11,25 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+import psycopg
+from django.conf import settings
+from psycopg import sql
+
 from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
 
 log = logging.getLogger(__name__)
 
-DATABASE_SIZES = """
-SELECT datname, pg_catalog.pg_database_size(oid)
-FROM pg_catalog.pg_database WHERE datallowconn AND NOT datistemplate
+# Every database but PostgreSQL's two templates and the panel's own (which no tenant can write):
+# one a tenant made a template, or closed to connections, still counts (its files are there).
+MEASURED = """
+datname NOT IN ('template0', 'template1')
+AND NOT (datname = %(panel_template)s AND datistemplate AND NOT datallowconn
+         AND pg_catalog.pg_get_userbyid(datdba) = %(superuser)s)
 """
+DATABASE_SIZES = (
+    f"SELECT datname, pg_catalog.pg_database_size(oid) FROM pg_catalog.pg_database WHERE {MEASURED}"
+)
 # Space: every relation with storage (tables, indexes, TOAST, sequences, materialized views),
 # main fork + free space map + visibility map, by owner (TOAST and indexes belong to the table's
 # owner). Relations (the "files"): the same without TOAST's own relations.
@@ -59,10 +69,17 @@ class Usage:
     role_relations: dict[str, int] = field(default_factory=dict)
     data_dir_bytes: int = 0
     database_ms: float = 0.0  # time spent in the server's queries, connections not counted
+    # Databases whose catalogue could not be read (why, in PostgreSQL's words): what roles own
+    # there is unknown, and the quotas that depend on it keep their last figures (fail closed).
+    blind: dict[str, str] = field(default_factory=dict)
 
 
-DATABASES = """
-SELECT datname, oid FROM pg_catalog.pg_database WHERE datallowconn AND NOT datistemplate
+DATABASES = f"SELECT datname, oid FROM pg_catalog.pg_database WHERE {MEASURED}"
+# The monitor role's CONNECT on each database, granted again by the superuser where a tenant's
+# REVOKE … FROM PUBLIC took it away; the guard refuses a REVOKE from the monitor role itself.
+UNGRANTED = f"""
+SELECT datname FROM pg_catalog.pg_database
+WHERE {MEASURED} AND NOT pg_catalog.has_database_privilege(%(monitor)s, oid, 'CONNECT')
 """
 
 
@@ -73,14 +90,30 @@ def measure(cluster: Cluster, databases: list[str] | None = None) -> Usage:
     ``databases`` (the superuser never enters a tenant's database). By default every database
     the server has, those the tenant made with SQL too: a role's relations there count against
     its quota. A database the monitor role may not enter (its owner revoked CONNECT) counts with
-    its size only. Raises dbconn.DatabaseError."""
+    its size; the monitor role's CONNECT is granted again first, so only what the tenant can
+    still do (a connection limit of 0…) leaves one in ``Usage.blind``. Raises
+    dbconn.DatabaseError."""
     usage = Usage()
     role_bytes: dict[str, int] = defaultdict(int)
     role_relations: dict[str, int] = defaultdict(int)
     base = cluster.pgdata / "base"
     with dbconn.admin_connection(cluster) as conn:
         started = time.perf_counter()
-        oids = {name: int(oid) for name, oid in conn.execute(DATABASES).fetchall()}
+        params = {
+            "panel_template": dbconn.STATEMENTS_TEMPLATE,
+            "superuser": settings.PANEL_SUPERUSER,
+            "monitor": settings.PANEL_MONITOR_ROLE,
+        }
+        oids = {name: int(oid) for name, oid in conn.execute(DATABASES, params).fetchall()}
+        for (name,) in conn.execute(UNGRANTED, params).fetchall():
+            try:
+                conn.execute(
+                    sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(
+                        sql.Identifier(name), sql.Identifier(settings.PANEL_MONITOR_ROLE)
+                    )
+                )
+            except psycopg.Error as exc:  # a lock a tenant holds on it (lock_timeout): blind there only
+                log.warning("quotas: CONNECT on %s in %s not granted again: %s", name, cluster.pk, exc)
         usage.database_ms += (time.perf_counter() - started) * 1000
         files = (
             {name: _file_sizes(str(base / str(oid))) for name, oid in oids.items()}
@@ -95,7 +128,7 @@ def measure(cluster: Cluster, databases: list[str] | None = None) -> Usage:
         else:
             files = {}
             started = time.perf_counter()
-            sizes = conn.execute(DATABASE_SIZES).fetchall()
+            sizes = conn.execute(DATABASE_SIZES, params).fetchall()
             wal = conn.execute(WAL_SIZE).fetchone()
             usage.database_ms += (time.perf_counter() - started) * 1000
             usage.database_bytes = {name: int(size) for name, size in sizes}
@@ -112,7 +145,8 @@ def measure(cluster: Cluster, databases: list[str] | None = None) -> Usage:
                     rows = [(owner, int(size or 0), int(count)) for owner, size, count in conn.execute(OWNED)]
                 usage.database_ms += (time.perf_counter() - started) * 1000
         except dbconn.DatabaseError as exc:
-            log.info("quotas: %s in %s not measured by owner: %s", name, cluster.pk, exc)
+            log.warning("quotas: %s in %s not measured by owner: %s", name, cluster.pk, exc)
+            usage.blind[name] = str(exc)
             continue
         usage.database_relations[name] = sum(int(count) for _owner, _size, count in rows)
         for owner, size, count in rows:

@@ -1,0 +1,72 @@
+"""Failing closed when a measurement cannot see everything.
+
+A database whose catalogue the monitor role could not read (a tenant set its connection limit to
+0, closed it…) leaves what roles own there unknown. Reading that as "0 bytes" would lift a stop
+and let writes through; so the quotas it concerns keep their last figures where the partial
+reading is lower, and the cluster says why, as an event and a banner, until it can see again.
+"""
+
+from __future__ import annotations
+
+from panel.clusters.models import Cluster, EventLevel
+from panel.core.errors import N_, Message
+from panel.quotas.models import Quota, QuotaKind, Storage
+from panel.quotas.services.measure import Usage
+
+
+def is_blind_for(quota: Quota, usage: Usage) -> bool:
+    """Whether ``quota``'s reading may be short: a role's, when any database was not read (it may
+    own relations there); a database's (its relations), when that database was not read."""
+    if not usage.blind:
+        return False
+    return quota.kind == QuotaKind.ROLE or quota.name in usage.blind
+
+
+def fail_closed(quota: Quota, measured: tuple[int, int], usage: Usage) -> tuple[int, int]:
+    """The (bytes, relations) to judge ``quota`` by: what was measured, or where the reading may
+    be short, never less than the last figures."""
+    space, files = measured
+    if not is_blind_for(quota, usage):
+        return space, files
+    if quota.kind == QuotaKind.DATABASE:  # its size comes from the files or the superuser: seen
+        return space, max(files, quota.files_used or 0)
+    return max(space, quota.space_used or 0), max(files, quota.files_used or 0)
+
+
+def describe(usage: Usage) -> str:
+    """What could not be measured and why, one database after another (empty: everything)."""
+    return "; ".join(f"{name}: {why}" for name, why in sorted(usage.blind.items()))
+
+
+def record(cluster: Cluster, storage: Storage, usage: Usage) -> list[str]:
+    """Keep why on the storage record (the banner reads it) and log an event when it changes."""
+    return _record(cluster, storage, describe(usage))
+
+
+def record_unmeasured(cluster: Cluster, reason: str) -> list[str]:
+    """A cycle that could measure nothing (every quota keeps its state): said like a blind one."""
+    storage = Storage.objects.get_or_create(cluster=cluster)[0]
+    changes = _record(cluster, storage, f"{cluster.name}: {reason}")
+    storage.save(update_fields=["blind"])
+    return changes
+
+
+def _record(cluster: Cluster, storage: Storage, now: str) -> list[str]:
+    if now == storage.blind:
+        return []
+    storage.blind = now
+    if now:
+        cluster.log_event(
+            "quota-blind",
+            Message(
+                N_(
+                    "Storage could not be measured in %(what)s. The quotas keep their last state and "
+                    "figures until it can be measured again."
+                ),
+                what=now,
+            ),
+            EventLevel.WARNING,
+        )
+        return [f"blind: {now}"]
+    cluster.log_event("quota-seen", Message(N_("Storage can be measured in every database again.")))
+    return ["blind: none"]
