@@ -390,10 +390,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 600.0,
         "options": {"expires": 600.0},
     },
-    # Log forwarding: each node sends its clusters' new log entries to their sinks.
+    # Log forwarding: each node sends its clusters' new log entries to their sinks (on the
+    # queue of tenants' work: a slow sink holds up no control work).
     "forward-logs": {
         "task": "panel.clusters.tasks.fan_out",
-        "args": ("panel.logsink.tasks.forward", float(PANEL_LOGSINK_SECONDS)),
+        "args": ("panel.logsink.tasks.forward", float(PANEL_LOGSINK_SECONDS), "work"),
         "schedule": float(PANEL_LOGSINK_SECONDS),
         "options": {"expires": float(PANEL_LOGSINK_SECONDS)},
     },

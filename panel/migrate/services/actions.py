@@ -127,7 +127,7 @@ def start_migration(
     if enqueue:
         try:
             taskqueue.enqueue_task(
-                TASK, str(migration.pk), queue=cluster.tasks_queue, time_limit=TASK_TIME_LIMIT
+                TASK, str(migration.pk), queue=cluster.work_queue, time_limit=TASK_TIME_LIMIT
             )
         except ServiceError:
             migration.delete()
