@@ -23,6 +23,7 @@ from panel.api import services
 from panel.api.models import Scope
 from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
+from panel.clusters.services import delete_cluster
 from panel.clusters.tests.conftest import connect_as_client
 from panel.migrate.models import OnlineMigration
 from panel.migrate.tests.conftest import SOURCE_PASSWORD, Source
@@ -181,3 +182,20 @@ def test_pydo_migrates_a_source_while_it_is_written_and_cuts_over(
     )
     assert client.databases.get_migration_status(uuid)["status"] == "done"
     assert local_cluster.databases.filter(name="scratch").exists()
+
+    # The cluster deleted while a migration syncs: its slot and publication on the source go too
+    # (a slot left there would keep the source's WAL for ever).
+    with logical_source.connect() as src:
+        src.execute("CREATE DATABASE extra")
+    with logical_source.connect("extra") as src:
+        src.execute("CREATE TABLE t (id int PRIMARY KEY)")
+    client.databases.update_online_migration(uuid, {**body, "ignore_dbs": ["shop", "scratch"]})
+    wait_until(lambda: client.databases.get_migration_status(uuid)["status"] == "syncing", timeout=60,
+               message="the extra database syncs")  # fmt: skip
+    with logical_source.connect("extra") as src:
+        assert src.execute("SELECT count(*) FROM pg_replication_slots").fetchone() == (1,)
+    local_cluster.refresh_from_db()
+    delete_cluster(local_cluster, confirm_name=local_cluster.name)
+    with logical_source.connect("extra") as src:
+        assert src.execute("SELECT count(*) FROM pg_replication_slots").fetchone() == (0,)
+        assert src.execute("SELECT count(*) FROM pg_publication").fetchone() == (0,)
