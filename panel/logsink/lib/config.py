@@ -130,8 +130,8 @@ def _rsyslog(config: Mapping[str, Any]) -> dict[str, Any]:
 
 def _http(config: Mapping[str, Any]) -> dict[str, Any]:
     url = config.get("url")
-    if not isinstance(url, str) or len(url) > 2000:
-        raise _bad("url")
+    if not isinstance(url, str) or len(url) > 2000 or any(ord(ch) <= 32 or ord(ch) >= 127 for ch in url):
+        raise _bad("url")  # no space or control character can reach the request line
     try:
         parts = urlsplit(url)
         port = parts.port

@@ -67,6 +67,7 @@ def test_a_stamp_with_an_offset_is_read() -> None:
         ("rsyslog", {"server": "h", "port": 514, "sd": "no brackets"}, "sd"),
         ("rsyslog", {"server": "h", "port": 514, "cert": "-----BEGIN CERTIFICATE-----"}, "key"),
         ("elasticsearch", {"url": "ftp://h", "index_prefix": "p"}, "url"),
+        ("elasticsearch", {"url": "http://h/a b\r\nX-Evil: 1", "index_prefix": "p"}, "url"),
         ("opensearch", {"url": "https://h", "index_prefix": "Upper"}, "index_prefix"),
         ("opensearch", {"url": "https://h", "index_prefix": "p", "timeout": 0}, "timeout"),
     ],
