@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from panel.clusters.models import Cluster
 from panel.core.agent import on_node
-from panel.core.errors import Message, ServiceError
+from panel.core.errors import N_, Message, ServiceError
 from panel.logs import services as logs
 from panel.logsink.lib import config as sink_config
 from panel.logsink.lib import formats
@@ -151,8 +151,13 @@ def forward_cluster(cluster: Cluster, deadline: float | None = None) -> int:
     for sink in LogSink.objects.filter(cluster=cluster).select_related("cluster"):
         if deadline is not None and time.monotonic() > deadline:
             break
-        if sink.due(now, FAILING_BACKOFF_SECONDS):
+        if not sink.due(now, FAILING_BACKOFF_SECONDS):
+            continue
+        try:
             sent += forward_sink(sink)
+        except Exception:  # one sink's surprise must not stop the others' forwarding
+            log.exception("logsink %s of %s crashed", sink.pk, cluster.name)
+            sink.failed(Message(N_("Forwarding failed unexpectedly; the panel's log says why.")))
     return sent
 
 
