@@ -143,6 +143,10 @@ def run_migration(migration_id: str) -> None:
     cluster = migration.cluster
     try:
         _set_up(migration)
+    except Canceled:
+        # Stopped from the page, the API or the command line while it was being set up: what
+        # was made since the stop's own clean-up goes too.
+        _undo(migration, drop_created=True)
     except (ServiceError, EngineError, dbconn.DatabaseError) as exc:
         reason = exc.message if isinstance(exc, ServiceError) else str(exc)
         log.warning("migration %s into %s failed: %s", migration.pk, cluster.name, reason)
@@ -154,9 +158,18 @@ def run_migration(migration_id: str) -> None:
                               level="error")  # fmt: skip
 
 
+class Canceled(Exception):
+    """The migration was stopped while its set-up ran."""
+
+
 def _progress(migration: OnlineMigration, text: str) -> None:
+    """Record the step about to start; Canceled when the migration was stopped meanwhile."""
     migration.progress_message = text[:200]
-    OnlineMigration.objects.filter(pk=migration.pk).update(progress_message=migration.progress_message)
+    still = OnlineMigration.objects.filter(pk=migration.pk, status=MigrationStatus.RUNNING).update(
+        progress_message=migration.progress_message
+    )
+    if not still:
+        raise Canceled
 
 
 def _set_up(migration: OnlineMigration) -> None:
@@ -201,6 +214,7 @@ def _set_up(migration: OnlineMigration) -> None:
     for index, dbname in enumerate(migration.databases):
         if not published[dbname]:
             continue
+        _progress(migration, "subscribing")
         subscription = f"{name}_{index}"
         params = remote.connection_params(source, migration.address, dbname)
         conninfo = source_lib.conninfo({**params, "passfile": str(passfile), "connect_timeout": 10})
