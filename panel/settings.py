@@ -129,6 +129,7 @@ INSTALLED_APPS = [
     "panel.migrate",
     "panel.logsink",
     "benchmarks",
+    "panel.managed",
     "panel.api",
 ]
 
@@ -397,6 +398,14 @@ CELERY_BEAT_SCHEDULE = {
         "args": ("panel.logsink.tasks.forward", float(PANEL_LOGSINK_SECONDS), "work"),
         "schedule": float(PANEL_LOGSINK_SECONDS),
         "options": {"expires": float(PANEL_LOGSINK_SECONDS)},
+    },
+    # Maintenance windows (versions checked, updates installed in their hour) and storage
+    # autoscale, on each cluster's node.
+    "managed-round": {
+        "task": "panel.clusters.tasks.fan_out",
+        "args": ("panel.managed.tasks.periodic", 300.0),
+        "schedule": 300.0,
+        "options": {"expires": 300.0},
     },
     # Storage quotas: measured and judged on every collection cycle, on each cluster's node.
     "measure-quotas": {

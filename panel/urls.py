@@ -36,6 +36,7 @@ urlpatterns = [
     path("clusters/<uuid:cluster_id>/migration/", include("panel.migrate.urls")),
     path("clusters/<uuid:cluster_id>/logsinks/", include("panel.logsink.urls")),
     path("", include("panel.insights.urls")),  # /metrics (token auth, no login)
+    path("", include("panel.managed.urls")),  # /metrics/clusters/<id> (basic auth), maintenance card
     path("clusters/<uuid:cluster_id>/benchmarks/", include("benchmarks.urls")),
     path("account/", include("panel.api.urls")),
     # Before the API's include, whose last pattern answers every other /v2/ path with a 404.

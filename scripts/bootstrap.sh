@@ -92,6 +92,8 @@ if [[ "$mode" == test ]]; then
 fi
 if [[ "$mode" == test ]]; then
     have chromium || missing+=(chromium)
+    # A real Prometheus scrapes the clusters' metrics endpoints in tests/test_pydo_managed.py.
+    have prometheus || missing+=(prometheus)
 fi
 if ! have "$PYTHON"; then
     missing+=(python3 python3-venv)

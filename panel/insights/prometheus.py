@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from django.db.models import QuerySet
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
@@ -22,11 +23,15 @@ LABEL_NAMES = {"db": "database", "pool": "pool", "state": "state", "user": "user
 
 
 class PanelCollector(Collector):
-    """One gauge family per stored metric, one sample per cluster and label value."""
+    """One gauge family per stored metric, one sample per cluster and label value (of every
+    cluster, or of ``clusters`` only: a tenant's scrape endpoint)."""
+
+    def __init__(self, clusters: QuerySet[Cluster] | None = None) -> None:
+        self.clusters = Cluster.objects.all() if clusters is None else clusters
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         families: dict[str, GaugeMetricFamily] = {}
-        clusters = Cluster.objects.exclude(status=ClusterStatus.CREATING).order_by("name")
+        clusters = self.clusters.exclude(status=ClusterStatus.CREATING).order_by("name")
         for cluster, last in services.latest_of(clusters):
             if last.at is None or last.stale:
                 continue  # no invented values: a cluster not collected lately has no samples
@@ -46,7 +51,7 @@ class PanelCollector(Collector):
         yield from families.values()
 
 
-def exposition() -> bytes:
+def exposition(clusters: QuerySet[Cluster] | None = None) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(PanelCollector())
+    registry.register(PanelCollector(clusters))
     return generate_latest(registry)

@@ -108,18 +108,8 @@ def paginate(qs: QuerySet[Any], *, page: int, per_page: int, base_url: str) -> P
     return Page(items, total, {"pages": pages})
 
 
-def create_database(
-    owner: Any,
-    *,
-    name: str,
-    engine: str,
-    version: str | None,
-    region: str | None,
-    size: str,
-    num_nodes: int,
-) -> Cluster:
-    """A new cluster from the managed service's create call: ``engine`` pg only, one node,
-    ``size`` a plan slug, ``region`` a node (or placement's choice); its provisioning queued."""
+def check_create(*, engine: str, num_nodes: int, region: str | None) -> None:
+    """What the managed service's create call asks that this panel cannot give, refused."""
     if engine != ENGINE:
         raise ServiceError(
             N_("Only the engine '%(offered)s' (PostgreSQL) is offered here, not '%(engine)s'."),
@@ -140,6 +130,33 @@ def create_database(
             code="database.region_unknown",
             params={"region": region, "names": names},
         )
+
+
+def refuse_rule_type(index: int, kind: str) -> None:
+    raise ServiceError(
+        N_(
+            "rules.%(index)d: the type '%(type)s' is not supported here: only IP addresses and CIDR "
+            "ranges (type 'ip_addr') can be trusted sources of this panel's clusters."
+        ),
+        field="rules",
+        code="firewall.rule_type_unsupported",
+        params={"index": index, "type": kind},
+    )
+
+
+def create_database(
+    owner: Any,
+    *,
+    name: str,
+    engine: str,
+    version: str | None,
+    region: str | None,
+    size: str,
+    num_nodes: int,
+) -> Cluster:
+    """A new cluster from the managed service's create call: ``engine`` pg only, one node,
+    ``size`` a plan slug, ``region`` a node (or placement's choice); its provisioning queued."""
+    check_create(engine=engine, num_nodes=num_nodes, region=region)
     return cluster_services.create_cluster(
         owner, name=name, plan_slug=size, version=version, node=region or None
     )

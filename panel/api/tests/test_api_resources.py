@@ -52,7 +52,7 @@ def test_pools_users_dbs_ca_and_events_on_a_real_cluster(
     assert_error(api.call("get", "/dbs/nodb"), 404, "not_found")
 
     # users: add (201, password shown with view_credentials), reset_auth (200, a new password),
-    # update (201: the client takes only 201), replication refused.
+    # update (201: the client takes only 201), replication granted and taken back.
     response = api.call("post", "/users", {"name": "app"})
     assert response.status_code == 201, response.content
     created = response.json()["user"]
@@ -65,14 +65,11 @@ def test_pools_users_dbs_ca_and_events_on_a_real_cluster(
     assert new_password and new_password != created["password"]
     response = api.call("put", "/users/app", {"settings": {"pg_allow_replication": False}})
     assert response.status_code == 201 and response.json()["user"]["name"] == "app"
-    assert (
-        "replication"
-        in assert_error(
-            api.call("put", "/users/app", {"settings": {"pg_allow_replication": True}}),
-            422,
-            "unprocessable_entity",
-        )["message"]
-    )
+    # Replication, granted (logical only: tests/security/test_guard_replication.py) and taken back.
+    for allow in (True, False):
+        response = api.call("put", "/users/app", {"settings": {"pg_allow_replication": allow}})
+        assert response.status_code == 201, response.content
+        assert response.json()["user"]["settings"] == {"pg_allow_replication": allow}
     assert_error(api.call("post", "/users", {"name": "app"}), 409, "user.name_taken")
 
     # pools: add (201) with an inbound user (""), its connection on the pooler port with the

@@ -13,7 +13,18 @@ from django.views.decorators.http import require_safe
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
-from panel.api.v2 import backups, databases, firewall, logsink, migration, pools, quotas, roles, settings
+from panel.api.v2 import (
+    backups,
+    databases,
+    firewall,
+    logsink,
+    managed,
+    migration,
+    pools,
+    quotas,
+    roles,
+    settings,
+)
 from panel.api.v2.auth import TokenAuth
 from panel.api.v2.errors import ApiError, error_response, service_error_status
 from panel.core.errors import ServiceError
@@ -29,6 +40,7 @@ api = NinjaAPI(
     docs_url=None,
     auth=TokenAuth(),
 )
+api.add_router("/databases", managed.router)  # before /{uuid}: /metrics/credentials
 api.add_router("/databases", databases.router)
 api.add_router("/databases", pools.router)
 api.add_router("/databases", roles.router)

@@ -10,8 +10,8 @@ from ninja import Query, Router
 from ninja.responses import Status
 
 from panel.api import services
-from panel.api.models import Scope
-from panel.api.services import resources
+from panel.api.models import ApiToken, Scope
+from panel.api.services import cluster_object, resources
 from panel.api.v2 import backups as backups_api
 from panel.api.v2.auth import caller
 from panel.api.v2.common import ERRORS, WRITE_ERRORS, Pagination, owned_cluster, page_of
@@ -24,9 +24,20 @@ from panel.api.v2.schemas import (
     OptionsOut,
 )
 from panel.clusters import services as cluster_services
+from panel.clusters.models import Cluster
 from panel.clusters.ownership import clusters_for
+from panel.managed.services import tags
 
 router = Router(tags=["databases"])
+
+
+def _shown(request: HttpRequest, cluster: Cluster, token: ApiToken) -> dict[str, Any]:
+    """The complete cluster object; the metrics endpoint is the address this call came to."""
+    return cluster_object.full(
+        cluster,
+        with_password=token.has_scope(Scope.VIEW_CREDENTIALS),
+        base_url=request.build_absolute_uri("/"),
+    )
 
 
 @router.get("/options", response={200: OptionsOut, **ERRORS}, summary="List database options")
@@ -36,13 +47,16 @@ def options(request: HttpRequest) -> dict[str, Any]:
 
 
 @router.get("", response={200: DatabaseListOut, **ERRORS}, summary="List database clusters")
-def list_databases(request: HttpRequest, pagination: Query[Pagination]) -> dict[str, Any]:
+def list_databases(
+    request: HttpRequest, pagination: Query[Pagination], tag_name: str | None = None
+) -> dict[str, Any]:
     user, token = caller(request, Scope.READ)
     clusters = clusters_for(user).select_related("node").order_by("created_at", "id")
+    if tag_name is not None:
+        clusters = tags.tagged(clusters, tag_name)
     page = page_of(request, clusters, pagination)
-    with_password = token.has_scope(Scope.VIEW_CREDENTIALS)
     return {
-        "databases": [services.database(cluster, with_password=with_password) for cluster in page.items],
+        "databases": [_shown(request, cluster, token) for cluster in page.items],
         "links": page.links,
         "meta": {"total": page.total},
     }
@@ -53,29 +67,15 @@ def create_database(request: HttpRequest, payload: DatabaseCreateIn) -> Status[d
     user, token = caller(request, Scope.CREATE)
     if payload.backup_restore is not None:
         cluster = backups_api.restore_database(user, payload)
-        return Status(
-            201,
-            {"database": services.database(cluster, with_password=token.has_scope(Scope.VIEW_CREDENTIALS))},
-        )
-    cluster = services.create_database(
-        user,
-        name=payload.name,
-        engine=payload.engine,
-        version=payload.version,
-        region=payload.region,
-        size=payload.size,
-        num_nodes=payload.num_nodes,
-    )
-    return Status(
-        201, {"database": services.database(cluster, with_password=token.has_scope(Scope.VIEW_CREDENTIALS))}
-    )
+        return Status(201, {"database": _shown(request, cluster, token)})
+    cluster = cluster_object.create(user, payload)
+    return Status(201, {"database": _shown(request, cluster, token)})
 
 
 @router.get("/{uuid:database_id}", response={200: DatabaseOut, **ERRORS}, summary="Get a database cluster")
 def get_database(request: HttpRequest, database_id: uuid.UUID) -> dict[str, Any]:
     user, token = caller(request, Scope.READ)
-    cluster = owned_cluster(user, database_id)
-    return {"database": services.database(cluster, with_password=token.has_scope(Scope.VIEW_CREDENTIALS))}
+    return {"database": _shown(request, owned_cluster(user, database_id), token)}
 
 
 @router.delete(

@@ -22,19 +22,16 @@ from panel.api.v2.schemas import (
     UserCreateIn,
     UserListOut,
     UserOut,
-    UserSettings,
     UserUpdateIn,
 )
 from panel.clusters.models import Cluster, Database, DatabaseUser
 from panel.clusters.services import roles
+from panel.core.errors import ServiceError
+from panel.managed.services import replication
 
 router = Router(tags=["databases"])
 USERS = "/{uuid:database_id}/users"
 DBS = "/{uuid:database_id}/dbs"
-NO_REPLICATION = (
-    "pg_allow_replication cannot be granted here: the panel's privilege guard keeps replication "
-    "to the panel itself."
-)
 
 
 def _user(cluster: Cluster, name: str) -> DatabaseUser:
@@ -55,11 +52,6 @@ def _shown(user: DatabaseUser, token: ApiToken) -> dict[str, Any]:
     return resources.user(user, with_password=token.has_scope(Scope.VIEW_CREDENTIALS))
 
 
-def _refuse_replication(settings: UserSettings | None) -> None:
-    if settings is not None and settings.pg_allow_replication:
-        raise ApiError(422, NO_REPLICATION)
-
-
 # --- users ---------------------------------------------------------------------------------------
 
 
@@ -78,8 +70,14 @@ def list_users(request: HttpRequest, database_id: uuid.UUID, pagination: Query[P
 def add_user(request: HttpRequest, database_id: uuid.UUID, payload: UserCreateIn) -> Status[dict[str, Any]]:
     user, token = caller(request, Scope.CREATE)
     cluster = owned_cluster(user, database_id)
-    _refuse_replication(payload.settings)
-    return Status(201, {"user": _shown(roles.add_user(cluster, payload.name), token)})
+    added = roles.add_user(cluster, payload.name)
+    if payload.settings is not None and payload.settings.pg_allow_replication:
+        try:
+            replication.set_replication(cluster, added.name, True)
+        except ServiceError:
+            roles.delete_user(cluster, added.name)  # nothing half-made
+            raise
+    return Status(201, {"user": _shown(added, token)})
 
 
 @router.get(
@@ -94,11 +92,12 @@ def get_user(request: HttpRequest, database_id: uuid.UUID, name: str) -> dict[st
 def update_user(
     request: HttpRequest, database_id: uuid.UUID, name: str, payload: UserUpdateIn
 ) -> Status[dict[str, Any]]:
-    # The one setting is pg_allow_replication, never granted here: false is accepted as it is.
-    # 201, as the managed service answers (its client takes only 201, 404 and 422).
+    # The one setting is pg_allow_replication (logical replication only: the privilege guard's
+    # rule). 201, as the managed service answers (its client takes only 201, 404 and 422).
     user, token = caller(request, Scope.UPDATE)
-    row = _user(owned_cluster(user, database_id), name)
-    _refuse_replication(payload.settings)
+    cluster = owned_cluster(user, database_id)
+    row = _user(cluster, name)
+    replication.set_replication(cluster, row.name, payload.settings.pg_allow_replication)
     return Status(201, {"user": _shown(row, token)})
 
 

@@ -7,6 +7,9 @@ import datetime as dt
 import uuid
 
 from ninja import Schema
+from pydantic import Field
+
+from panel.api.v2.managed_schemas import CreateRuleIn, MaintenanceWindow, MetricsEndpoint, RuleOut
 
 
 class BackupRestoreIn(Schema):
@@ -27,6 +30,12 @@ class DatabaseCreateIn(Schema):
     size: str
     num_nodes: int = 1
     backup_restore: BackupRestoreIn | None = None
+    tags: list[str] | None = Field(None, max_length=50)
+    rules: list[CreateRuleIn] | None = Field(None, max_length=100)
+    storage_size_mib: int | None = Field(None, ge=0)
+    # Accepted as the managed service's clients send them; their meaning here is in docs/managed-api.md.
+    project_id: str | None = None
+    private_network_uuid: str | None = None
 
 
 class BackupOut(Schema):
@@ -55,6 +64,17 @@ class Connection(Schema):
     ssl: bool
 
 
+class UserSettings(Schema):
+    pg_allow_replication: bool = False
+
+
+class User(Schema):
+    name: str
+    role: str
+    password: str
+    settings: UserSettings
+
+
 class Database(Schema):
     id: uuid.UUID
     name: str
@@ -66,6 +86,22 @@ class Database(Schema):
     num_nodes: int
     created_at: dt.datetime
     connection: Connection
+    # The managed service's other fields (docs/managed-api.md says what each means here).
+    private_connection: Connection | None = None
+    standby_connection: Connection | None = None
+    standby_private_connection: Connection | None = None
+    users: list[User] | None = None
+    db_names: list[str] | None = None
+    tags: list[str] = []
+    maintenance_window: MaintenanceWindow | None = None
+    semantic_version: str = ""
+    version_end_of_life: str | None = None
+    version_end_of_availability: str | None = None
+    private_network_uuid: str | None = None
+    project_id: str | None = None
+    rules: list[RuleOut] = []
+    storage_size_mib: int | None = None
+    metrics_endpoints: list[MetricsEndpoint] = []
 
 
 class DatabaseOut(Schema):
@@ -144,23 +180,12 @@ class PoolListOut(Schema):
     meta: Meta
 
 
-class UserSettings(Schema):
-    pg_allow_replication: bool = False
-
-
 class UserCreateIn(Schema):
     name: str
     settings: UserSettings | None = None
 
 
 class UserUpdateIn(Schema):
-    settings: UserSettings
-
-
-class User(Schema):
-    name: str
-    role: str
-    password: str
     settings: UserSettings
 
 

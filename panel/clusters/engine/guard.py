@@ -34,6 +34,7 @@ SOURCES = (
     "role_guard.c",
     "measure_guard.c",
     "write_stop.c",
+    "replication_guard.c",
 )
 LIBRARY = "pgpanel_guard.so"
 STAMP = "pgpanel_guard.sha256"

@@ -92,6 +92,19 @@ def installed_versions() -> dict[str, Path]:
     return dict(sorted(found.items(), key=lambda item: int(item[0]), reverse=True))
 
 
+def release(version: str) -> str:
+    """The ``--version`` line of the installed server of major ``version``
+    (``postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)``): after a package upgrade it names
+    the new minor while clusters started before still run the old one."""
+    stamp = _stamp(bindir_for(version) / "postgres")
+    if stamp is None:
+        raise EngineError(f"PostgreSQL {version}'s server program is missing.")
+    try:
+        return _version_output(stamp).strip()
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise EngineError(f"postgres --version failed: {exc}") from None
+
+
 def bindir_for(version: str) -> Path:
     versions = installed_versions()
     if version not in versions:

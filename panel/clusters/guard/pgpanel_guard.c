@@ -8,7 +8,9 @@
  *  - measure_guard.c refuses what would only blind the panel's measurement
  *    of a tenant's storage;
  *  - write_stop.c stops writes in the databases and on the roles' relations
- *    the panel lists as over their storage quota.
+ *    the panel lists as over their storage quota;
+ *  - replication_guard.c keeps the tenants' replication roles to logical
+ *    replication.
  *
  * Here: the module's entry point, the one utility hook both use, and the
  * parsing of the lists their settings hold. Superusers (the panel's own) are
@@ -132,9 +134,11 @@ _PG_init(void)
 {
 	role_guard_define_settings();
 	write_stop_define_settings();
+	replication_guard_define_settings();
 	MarkGUCPrefixReserved("pgpanel_guard");
 
 	write_stop_install_hooks();
+	replication_guard_install_hooks();
 
 	prev_hook = ProcessUtility_hook;
 	ProcessUtility_hook = pgpanel_guard_ProcessUtility;

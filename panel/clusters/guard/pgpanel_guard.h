@@ -7,7 +7,9 @@
  *    reach the operating system (pgpanel_guard.reserved_roles);
  *  - measure_guard.c: what would only blind the panel's measurement;
  *  - write_stop.c: the storage quotas' write stop
- *    (pgpanel_guard.readonly_databases, pgpanel_guard.readonly_owners).
+ *    (pgpanel_guard.readonly_databases, pgpanel_guard.readonly_owners);
+ *  - replication_guard.c: the tenants' replication roles, logical only
+ *    (pgpanel_guard.logical_replication_roles).
  */
 #ifndef PGPANEL_GUARD_H
 #define PGPANEL_GUARD_H
@@ -46,5 +48,10 @@ extern void write_stop_install_hooks(void);
 extern bool quota_active(void);
 extern bool is_quota_statement(Node *node);
 extern void quota_statement(Node *node);
+
+/* replication_guard.c */
+extern void replication_guard_define_settings(void);
+extern void replication_guard_install_hooks(void);
+extern void refuse_logical_role_rename(const char *role);
 
 #endif							/* PGPANEL_GUARD_H */

@@ -375,6 +375,7 @@ guard_statement(Node *node)
 				if (stmt->renameType == OBJECT_ROLE)
 				{
 					refuse_reserved_target(stmt->subname, "rename");
+					refuse_logical_role_rename(stmt->subname);
 					if (is_reserved(stmt->newname))
 						ereport(ERROR,
 								(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),

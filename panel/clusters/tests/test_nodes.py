@@ -318,6 +318,7 @@ def test_beat_fans_periodic_work_out_to_each_living_node(
         "panel.quotas.tasks.measure",
         "panel.backups.tasks.periodic",
         "panel.logsink.tasks.forward",
+        "panel.managed.tasks.periodic",
         "benchmarks.tasks.reap",
     }
 

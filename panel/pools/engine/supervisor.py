@@ -53,6 +53,17 @@ def binary() -> str:
     raise SupervisorError("PgBouncer is not installed: install the 'pgbouncer' package.")
 
 
+def installed_release() -> str:
+    """The installed PgBouncer's ``--version`` output (``PgBouncer 1.18.0`` …): after a package
+    upgrade it names the new release while a PgBouncer started before still runs the old one."""
+    try:
+        return subprocess.run(
+            [binary(), "--version"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise SupervisorError(f"pgbouncer --version failed: {exc}") from None
+
+
 def check_socket_path(files: BouncerFiles) -> None:
     length = len(str(files.socket_path).encode())
     if length >= MAX_SOCKET_PATH:

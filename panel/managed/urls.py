@@ -1,0 +1,14 @@
+"""The scrape endpoint and the maintenance card (namespace "managed")."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from panel.managed import views
+
+app_name = "managed"
+
+urlpatterns = [
+    path("metrics/clusters/<uuid:cluster_id>", views.scrape, name="scrape"),
+    path("clusters/<uuid:cluster_id>/maintenance/", views.maintenance_card, name="maintenance"),
+]
