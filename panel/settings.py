@@ -59,6 +59,9 @@ PANEL_BENCH_USER = env_str("PANEL_BENCH_USER", "pgpanel-bench")
 PANEL_CLUSTER_USER_PREFIX = env_str("PANEL_CLUSTER_USER_PREFIX", "pgc-")
 PANEL_RECONCILE_SECONDS = env_int("PANEL_RECONCILE_SECONDS", 15, minimum=1)
 PANEL_COMMAND_TIMEOUT = env_int("PANEL_COMMAND_TIMEOUT", 120, minimum=5)
+# How often a node agent reads the roles of its clusters' members from Patroni (clusters with
+# standbys): PgBouncer follows a new primary within this, should Patroni's callback have failed.
+PANEL_MEMBER_WATCH_SECONDS = env_int("PANEL_MEMBER_WATCH_SECONDS", 2, minimum=1)
 PANEL_METRICS_INTERVAL = env_int("PANEL_METRICS_INTERVAL", 15, minimum=5)
 # Backups (panel/backups): the pgBackRest program, the first full backup queued as soon as a new
 # cluster is online, the hour (UTC) of the daily backup, and the longest a backup or restore may run.

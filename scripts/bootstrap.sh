@@ -84,6 +84,11 @@ have redis-server || missing+=(redis-server)
 have msgfmt || missing+=(gettext)
 # pgBackRest (2.45 in Debian 12) archives every cluster's WAL and takes its backups (panel/backups).
 have pgbackrest || missing+=(pgbackrest)
+# High availability (clusters of 2-3 members): etcd is Patroni's consensus store, HAProxy keeps the
+# cluster's port on whichever member is primary (Patroni itself comes from requirements.txt).
+[[ -x /usr/bin/etcd ]] || missing+=(etcd-server)
+have etcdctl || missing+=(etcd-client)
+[[ -x /usr/sbin/haproxy ]] || missing+=(haproxy)
 if [[ "$mode" == test ]]; then
     # rsyslog: the log forwarding tests (panel/logsink) send to a real one on loopback.
     [[ -x /usr/sbin/rsyslogd ]] || have rsyslogd || missing+=(rsyslog)

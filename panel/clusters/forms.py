@@ -30,6 +30,22 @@ class CreateClusterForm(PanelForm):
         initial=DEFAULT_PLAN_SLUG,
         widget=forms.RadioSelect,
     )
+    num_nodes = forms.TypedChoiceField(
+        label=_("Standby nodes"),
+        coerce=int,
+        required=False,
+        empty_value=1,  # a form without the field (older pages, scripts): one server
+        choices=[
+            (1, _("None: one server")),
+            (2, _("One standby (2 members)")),
+            (3, _("Two standbys (3 members)")),
+        ],
+        initial=1,
+        help_text=_(
+            "Standbys take over automatically when the primary fails (plans of 2 GB or more); each "
+            "counts against the node's capacity like the primary."
+        ),
+    )
     node = forms.ChoiceField(
         label=_("Node"),
         required=False,
@@ -168,3 +184,13 @@ class ConfigForm(PanelForm):
     def changes(self) -> dict[str, tunables.Value]:
         """Only what the owner changed: the other settings keep their values (or defaults)."""
         return {name: self.cleaned_data[name] for name in self.changed_data}
+
+
+class SwitchoverForm(PanelForm):
+    """The standby to promote (the services refuse a missing or lagging one)."""
+
+    to = forms.CharField(label=_("New primary"), max_length=32, required=False)
+
+    def set_members(self, standbys: list[str]) -> None:
+        """The standbys to offer; ``to`` stays free text so that the service judges any name."""
+        self.standbys = standbys

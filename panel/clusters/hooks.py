@@ -200,3 +200,23 @@ def register_disk_usage(step: Callable[[Cluster], int]) -> None:
 def disk_usage(cluster: Cluster) -> int:
     """Every registered step's bytes (an app's files the quotas cycle adds to the data directory)."""
     return sum(step(cluster) for step in list(_disk_usage))
+
+
+# --- a cluster with standbys changed its primary (panel.insights: the owner's email) ------------
+
+_role_changed: list[Callable[[Cluster, Any], object]] = []
+
+
+def register_role_changed(step: Callable[[Cluster, Any], object]) -> None:
+    """``step(cluster, message)`` runs after a failover or switchover was recorded as an event."""
+    if step not in _role_changed:
+        _role_changed.append(step)
+
+
+def role_changed(cluster: Cluster, message: Any) -> None:
+    """Every registered step; one that fails is logged (the event is recorded already)."""
+    for step in list(_role_changed):
+        try:
+            step(cluster, message)
+        except Exception:
+            log.exception("role change of cluster %s: %s failed", cluster.pk, getattr(step, "__name__", step))

@@ -18,6 +18,10 @@ from panel.core import runas
 from panel.core.errors import N_, Message, ServiceError, Term, message_from_json, message_to_json
 from panel.core.runas import OsUser
 
+# A primary and up to two standbys (the managed service's standby nodes), on plans of 2 GB or more.
+MAX_NUM_NODES = 3
+MIN_HA_RAM_GB = 2
+
 
 class ClusterKind(models.TextChoices):
     LOCAL = "local", _("Provisioned here")
@@ -205,6 +209,9 @@ class Cluster(models.Model):
     # The PostgreSQL settings its owner changed (panel/clusters/lib/tunables.py: name → value);
     # the others keep PostgreSQL's defaults. Rendered into PGDATA/settings.conf.
     config = models.JSONField(default=dict, blank=True)
+    # Members: 1 is one postmaster the reconciler supervises; 2-3 are a primary and standbys run by
+    # Patroni (ClusterMember rows), with etcd, HAProxy on ``port`` and PgBouncer following the primary.
+    num_nodes = models.PositiveSmallIntegerField(_("nodes"), default=1)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
     online_since = models.DateTimeField(null=True, blank=True)
@@ -219,6 +226,9 @@ class Cluster(models.Model):
                 fields=("node", "port"), condition=Q(kind="local"), name="cluster_local_port_unique_per_node"
             ),
             models.CheckConstraint(condition=Q(progress__lte=100), name="cluster_progress_at_most_100"),
+            models.CheckConstraint(
+                condition=Q(num_nodes__gte=1, num_nodes__lte=MAX_NUM_NODES), name="cluster_num_nodes_1_to_3"
+            ),
         ]
         indexes = [models.Index(fields=("kind", "status"), name="cluster_kind_status_idx")]
 
@@ -228,6 +238,21 @@ class Cluster(models.Model):
     @property
     def is_local(self) -> bool:
         return self.kind == ClusterKind.LOCAL
+
+    @property
+    def is_ha(self) -> bool:
+        """Run by Patroni with standbys (a local cluster of 2-3 members)."""
+        return self.is_local and self.num_nodes > 1
+
+    @property
+    def server_port(self) -> int:
+        """The port of the server the panel and PgBouncer reach over the socket: the cluster's
+        own, or with standbys the primary member's (the first member's before any is known)."""
+        if not self.is_ha:
+            return int(self.port or 0)
+        members = self.members.order_by("-role", "name")  # "primary" before "standby"/"unknown"
+        primary = members.filter(role="primary").values_list("port", flat=True).first()
+        return int(primary or members.values_list("port", flat=True).first() or self.port or 0)
 
     @property
     def agent_queue(self) -> str:
@@ -290,6 +315,16 @@ class Cluster(models.Model):
     @property
     def pgdata(self) -> Path:
         return self.data_root / "pgdata"
+
+    @property
+    def hba_path(self) -> Path:
+        """pg_hba.conf; with standbys outside every data directory (pg_rewind copies a data
+        directory's files from another member), shared by all members."""
+        return (self.data_root / "auth" if self.is_ha else self.pgdata) / "pg_hba.conf"
+
+    @property
+    def ident_path(self) -> Path:
+        return self.hba_path.with_name("pg_ident.conf")
 
     @property
     def socket_dir(self) -> Path:
@@ -501,3 +536,46 @@ class TrustedSource(models.Model):
 
     def __str__(self) -> str:
         return self.value
+
+
+class MemberRole(models.TextChoices):
+    PRIMARY = "primary", _("Primary")
+    STANDBY = "standby", _("Standby")
+    UNKNOWN = "unknown", _("Unknown")
+
+
+class ClusterMember(models.Model):
+    """One PostgreSQL server of a cluster with standbys, run by Patroni: its own data directory,
+    port and Patroni REST port on a node. Role, state, lag and timeline are what Patroni said last
+    (the node agent's poll or a callback writes them)."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="members")
+    name = models.CharField(max_length=32)
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="members")
+    port = models.PositiveIntegerField()
+    rest_port = models.PositiveIntegerField()
+    data_dir = models.CharField(max_length=500)
+    role = models.CharField(max_length=16, choices=MemberRole.choices, default=MemberRole.UNKNOWN)
+    # Patroni's word for it: running, streaming, starting, stopped, creating replica, …
+    state = models.CharField(max_length=32, default="creating")
+    lag_bytes = models.BigIntegerField(null=True, blank=True)
+    timeline = models.PositiveIntegerField(null=True, blank=True)
+    pid = models.PositiveIntegerField(null=True, blank=True)
+    # When it was last seen running (primary) or streaming (standby) with its postmaster up.
+    healthy_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("cluster", "name")
+        constraints = [
+            models.UniqueConstraint(fields=("cluster", "name"), name="member_name_unique_per_cluster"),
+            models.UniqueConstraint(fields=("node", "port"), name="member_port_unique_per_node"),
+            models.UniqueConstraint(fields=("node", "rest_port"), name="member_rest_port_unique_per_node"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster.name}/{self.name}"
+
+    @property
+    def pgdata(self) -> Path:
+        return Path(self.data_dir)

@@ -12,8 +12,8 @@ from django.conf import settings
 from django.db import connection
 
 from panel.clusters import services
-from panel.clusters.models import Cluster, Node
-from panel.clusters.services import nodes, reconciler
+from panel.clusters.models import Cluster, ClusterStatus, Node
+from panel.clusters.services import ha, nodes, reconciler
 from panel.clusters.services import resize as resize_service
 from panel.core import taskqueue
 from panel.core.errors import ServiceError
@@ -82,6 +82,7 @@ def _at_start(sender: Any = None, **_kwargs: Any) -> None:
         nodes.register_this_node()
         connection.close()
         _Heartbeat.start()
+        _MemberWatch.start()
     own = f"node.{settings.PANEL_NODE_NAME}.tasks"
     if own in consuming:
         reconcile.apply_async(queue=own)
@@ -90,6 +91,7 @@ def _at_start(sender: Any = None, **_kwargs: Any) -> None:
 @worker_shutdown.connect
 def _at_stop(**_kwargs: Any) -> None:
     _Heartbeat.stop()
+    _MemberWatch.stop()
 
 
 # Beats between two looks at the installed PostgreSQL versions (30 × 10 s: five minutes).
@@ -132,5 +134,39 @@ class _Heartbeat:
                 warned = not found
             except Exception:  # a database hiccup must not end the heartbeats for good
                 log.exception("node heartbeat failed")
+            finally:
+                connection.close()
+
+
+class _MemberWatch:
+    """The agent's look at the members of its clusters with standbys, every
+    PANEL_MEMBER_WATCH_SECONDS: their rows, and after a failover PgBouncer repointed, the event
+    and the owner's email (Patroni's callback repoints PgBouncer first; this is the backup)."""
+
+    _stop = threading.Event()
+    _thread: threading.Thread | None = None
+
+    @classmethod
+    def start(cls) -> None:
+        if cls._thread is not None:
+            return
+        cls._stop.clear()
+        cls._thread = threading.Thread(target=cls._watch, name="member-watch", daemon=True)
+        cls._thread.start()
+
+    @classmethod
+    def stop(cls) -> None:
+        cls._stop.set()
+
+    @classmethod
+    def _watch(cls) -> None:
+        while not cls._stop.wait(settings.PANEL_MEMBER_WATCH_SECONDS):
+            try:
+                for cluster in Cluster.objects.here().filter(
+                    num_nodes__gt=1, status__in=ClusterStatus.SERVING
+                ):
+                    ha.refresh_members(cluster)
+            except Exception:  # a database hiccup must not end the watch for good
+                log.exception("member watch failed")
             finally:
                 connection.close()

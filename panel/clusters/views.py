@@ -58,6 +58,7 @@ def cluster_create(request: HttpRequest) -> HttpResponse:
                 plan_slug=data["plan"],
                 version=data["version"],
                 node=data.get("node") or None,
+                num_nodes=data["num_nodes"],
             )
         except ServiceError as exc:
             add_service_error(form, exc)

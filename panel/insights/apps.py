@@ -16,5 +16,7 @@ class InsightsConfig(AppConfig):
         # clusters calls back through its hooks: it may not import the apps built on it.
         from panel.clusters import hooks
         from panel.insights import services
+        from panel.insights.services import alerts
 
         hooks.register_metrics(services)
+        hooks.register_role_changed(alerts.notify_role_change)

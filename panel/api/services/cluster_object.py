@@ -110,4 +110,5 @@ def create(owner: Any, payload: Any) -> Cluster:
         tags=payload.tags or [],
         sources=sources,
         storage_size_mib=payload.storage_size_mib,
+        num_nodes=payload.num_nodes,
     )

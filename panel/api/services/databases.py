@@ -14,13 +14,13 @@ from django.db.models import QuerySet
 from panel.clusters import services as cluster_services
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.lib.plans import PLANS
-from panel.clusters.models import Cluster, Node, NodeState
+from panel.clusters.models import MAX_NUM_NODES, MIN_HA_RAM_GB, Cluster, Node, NodeState
 from panel.core.errors import N_, ServiceError
 
 ENGINE = "pg"
 
 
-ONE_NODE = N_("This panel runs one-node clusters: num_nodes must be 1 (no standby nodes).")
+ONE_NODE = N_("A resize cannot change num_nodes yet: send the cluster's own num_nodes (%(n)s).")
 
 
 def connection(cluster: Cluster, *, with_password: bool) -> dict[str, Any]:
@@ -71,7 +71,7 @@ def database(cluster: Cluster, *, with_password: bool) -> dict[str, Any]:
         "status": cluster.status,
         "size": cluster.plan_slug,
         "region": region(cluster),
-        "num_nodes": 1,
+        "num_nodes": cluster.num_nodes,
         "created_at": cluster.created_at,
         "connection": connection(cluster, with_password=with_password),
     }
@@ -117,8 +117,6 @@ def check_create(*, engine: str, num_nodes: int, region: str | None) -> None:
             code="database.engine_unsupported",
             params={"offered": ENGINE, "engine": engine},
         )
-    if num_nodes != 1:
-        raise ServiceError(ONE_NODE, field="num_nodes", code="database.num_nodes_unsupported", params={})
     if region and not Node.objects.filter(name=region).exists():
         names = (
             ", ".join(Node.objects.order_by("name").values_list("name", flat=True))
@@ -158,7 +156,7 @@ def create_database(
     ``size`` a plan slug, ``region`` a node (or placement's choice); its provisioning queued."""
     check_create(engine=engine, num_nodes=num_nodes, region=region)
     return cluster_services.create_cluster(
-        owner, name=name, plan_slug=size, version=version, node=region or None
+        owner, name=name, plan_slug=size, version=version, node=region or None, num_nodes=num_nodes
     )
 
 
@@ -174,7 +172,13 @@ def options() -> dict[str, Any]:
             ENGINE: {
                 "regions": regions or [settings.PANEL_NODE_NAME],
                 "versions": versions,
-                "layouts": [{"num_nodes": 1, "sizes": [plan.slug for plan in PLANS]}],
+                "layouts": [
+                    {"num_nodes": 1, "sizes": [plan.slug for plan in PLANS]},
+                    *(
+                        {"num_nodes": n, "sizes": [p.slug for p in PLANS if p.ram_gb >= MIN_HA_RAM_GB]}
+                        for n in range(2, MAX_NUM_NODES + 1)
+                    ),
+                ],
             }
         },
         "version_availability": {ENGINE: [{"version": version} for version in versions]},

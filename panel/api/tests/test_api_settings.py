@@ -63,7 +63,7 @@ def test_a_resize_is_accepted_and_the_database_then_says_resizing(
             {"size": "db-s-4vcpu-8gb", "num_nodes": 2},
             422,
             "database.num_nodes_unsupported",
-            "num_nodes must be 1",
+            "cannot change num_nodes",
         ),
         ({"size": "db-s-64vcpu-1tb"}, 422, "unprocessable_entity", "db-s-64vcpu-1tb"),
         ({"size": "db-s-2vcpu-4gb"}, 422, "resize.same_plan", "already on plan"),

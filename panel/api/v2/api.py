@@ -19,6 +19,7 @@ from panel.api.v2 import (
     firewall,
     logsink,
     managed,
+    members,
     migration,
     pools,
     quotas,
@@ -48,6 +49,7 @@ api.add_router("/databases", firewall.router)
 api.add_router("/databases", settings.router)
 api.add_router("/databases", quotas.router)
 api.add_router("/databases", backups.router)
+api.add_router("/databases", members.router)
 api.add_router("/databases", migration.router)
 api.add_router("/databases", logsink.router)
 

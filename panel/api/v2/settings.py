@@ -24,7 +24,7 @@ class ResizeIn(Schema):
     """The managed service's resize call: a plan slug as ``size``, one node."""
 
     size: str
-    num_nodes: int = 1
+    num_nodes: int | None = None
 
 
 class ConfigBody(Schema):
@@ -41,8 +41,13 @@ class ConfigBody(Schema):
 def resize_database(request: HttpRequest, database_id: uuid.UUID, payload: ResizeIn) -> Status[None]:
     user, _token = caller(request, Scope.UPDATE)
     cluster = owned_cluster(user, database_id)
-    if payload.num_nodes != 1:
-        raise ServiceError(ONE_NODE, field="num_nodes", code="database.num_nodes_unsupported", params={})
+    if payload.num_nodes is not None and payload.num_nodes != cluster.num_nodes:
+        raise ServiceError(
+            ONE_NODE,
+            field="num_nodes",
+            code="database.num_nodes_unsupported",
+            params={"n": cluster.num_nodes},
+        )
     # Accepted: the cluster is "resizing" until its node has restarted it on the new plan.
     resize.resize_cluster(cluster, payload.size)
     return Status(202, None)

@@ -110,7 +110,7 @@ def repo_config(cluster: Cluster, where: Paths) -> pgbackrest.RepoConfig:
         log_path=str(where.log_dir),
         lock_path=str(where.lock_dir),
         pg_path=str(cluster.pgdata),
-        pg_port=int(cluster.port or 0),
+        pg_port=cluster.server_port,
         pg_socket_path=str(cluster.socket_dir),
         pg_user=settings.PANEL_SUPERUSER,
     )
@@ -130,7 +130,7 @@ def write_files(cluster: Cluster, user: OsUser) -> Paths:
     # host:port:database:user:password, over the socket (its directory as the host).
     line = ":".join(
         part.replace("\\", "\\\\").replace(":", "\\:")
-        for part in (str(cluster.socket_dir), str(cluster.port), "*", settings.PANEL_SUPERUSER)
+        for part in (str(cluster.socket_dir), str(cluster.server_port), "*", settings.PANEL_SUPERUSER)
     )
     secret = cluster.superuser_password.replace("\\", "\\\\").replace(":", "\\:")
     _write_if_changed(where.passfile, f"{line}:{secret}\n", user)

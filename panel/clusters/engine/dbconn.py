@@ -133,9 +133,10 @@ class TenantDatabaseRefused(ValueError):
 
 @contextmanager
 def admin_connection(
-    cluster: Cluster, dbname: str | None = None, *, quiet_log: bool = True
+    cluster: Cluster, dbname: str | None = None, *, quiet_log: bool = True, port: int | None = None
 ) -> Iterator[psycopg.Connection]:
-    """An autocommit connection with the panel's maintenance rights on ``cluster``.
+    """An autocommit connection with the panel's maintenance rights on ``cluster`` (``port``: one
+    member of a cluster with standbys; by default the primary).
 
     On a local cluster that is the superuser, so only into the maintenance database: the
     superuser never enters a tenant's database, where the tenant's objects could run with its
@@ -152,7 +153,7 @@ def admin_connection(
             )
         params = {
             "host": str(cluster.socket_dir),
-            "port": cluster.port,
+            "port": port or cluster.server_port,
             "user": settings.PANEL_SUPERUSER,
             "password": cluster.superuser_password,
             "dbname": MAINTENANCE_DATABASE,
@@ -203,7 +204,7 @@ def statements_template_connection(cluster: Cluster) -> Iterator[psycopg.Connect
         raise TenantDatabaseRefused("only a cluster provisioned here has the panel's template database")
     params = {
         "host": str(cluster.socket_dir),
-        "port": cluster.port,
+        "port": cluster.server_port,
         "user": settings.PANEL_SUPERUSER,
         "password": cluster.superuser_password,
         "dbname": STATEMENTS_TEMPLATE,
@@ -239,7 +240,7 @@ def monitor_connection(cluster: Cluster, dbname: str | None = None) -> Iterator[
             )
         params = {
             "host": str(cluster.socket_dir),
-            "port": cluster.port,
+            "port": cluster.server_port,
             "user": settings.PANEL_MONITOR_ROLE,
             "password": cluster.monitor_password,
             "dbname": dbname or MAINTENANCE_DATABASE,

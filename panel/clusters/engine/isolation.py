@@ -99,12 +99,17 @@ def write_auth_config(cluster: Cluster, user: OsUser | None = None) -> bool:
     from what they should be; True if one changed."""
     user = user or cluster.os_user()
     wanted = {
-        cluster.pgdata / "pg_hba.conf": render_hba(
-            settings.PANEL_SUPERUSER, settings.PANEL_MONITOR_ROLE, cluster.trusted_source_values()
+        cluster.hba_path: render_hba(
+            settings.PANEL_SUPERUSER,
+            settings.PANEL_MONITOR_ROLE,
+            cluster.trusted_source_values(),
+            members_from="127.0.0.1/32" if cluster.is_ha else "",
         ),
-        cluster.pgdata / "pg_ident.conf": render_ident(user.name, mapped_roles(cluster)),
+        cluster.ident_path: render_ident(user.name, mapped_roles(cluster)),
     }
     changed = False
+    if cluster.is_ha:
+        runas.make_private_dir(cluster.hba_path.parent, user)
     for path, content in wanted.items():
         try:
             if path.read_text() == content:
@@ -136,6 +141,14 @@ def reload_server_config(cluster: Cluster, *, timeout: float = RELOAD_TIMEOUT) -
         row = conn.execute("SELECT pg_catalog.pg_conf_load_time()").fetchone()
         conn.execute("SELECT pg_catalog.pg_reload_conf()")
     before = row[0] if row else None
+    # Standbys read the same pg_hba.conf and pg_ident.conf: they load them too (one that is not
+    # running reads them when Patroni starts it).
+    for port in cluster.members.exclude(port=cluster.server_port).values_list("port", flat=True):
+        try:
+            with dbconn.admin_connection(cluster, port=port) as conn:
+                conn.execute("SELECT pg_catalog.pg_reload_conf()")
+        except dbconn.DatabaseError as exc:
+            log.info("reloading member on port %s of %s: %s", port, cluster.pk, exc)
 
     def reloaded() -> bool:
         with dbconn.admin_connection(cluster) as conn:
@@ -154,7 +167,8 @@ def refresh_server_auth(cluster: Cluster) -> bool:
         return False
     if not write_auth_config(cluster):
         return False
-    if postgres.postmaster_pid(cluster.pgdata) is not None:
+    # With standbys member 1 (PGDATA) may be the one down; the primary reads the files too.
+    if cluster.is_ha or postgres.postmaster_pid(cluster.pgdata) is not None:
         problems = hba_errors(cluster)
         if problems:
             raise EngineError(f"PostgreSQL cannot read the new pg_hba.conf: {'; '.join(problems)}")

@@ -130,7 +130,9 @@ POOLER_MAP = "pgbouncer"
 _IDENT_TOKEN_RE = re.compile(r"[A-Za-z0-9_$.-]+")
 
 
-def render_hba(superuser: str, monitor_role: str, trusted_sources: Sequence[str] = ()) -> str:
+def render_hba(
+    superuser: str, monitor_role: str, trusted_sources: Sequence[str] = (), *, members_from: str = ""
+) -> str:
     """Clients must use TLS and SCRAM over TCP; the panel's own roles come over the socket with a
     password. Any other role over the socket is PgBouncer logging in: ``peer`` authentication
     through the ``pgbouncer`` map, which lets only the cluster's own OS user in, as the roles the
@@ -141,7 +143,10 @@ def render_hba(superuser: str, monitor_role: str, trusted_sources: Sequence[str]
     cluster had before trusted sources). An address not listed matches no line, so PostgreSQL
     answers "no pg_hba.conf entry for host"; a listed one without TLS gets the same refusal as
     before (the ``host … reject`` line). The socket lines come first and do not depend on them:
-    the panel and PgBouncer's server logins never use TCP."""
+    the panel and PgBouncer's server logins never use TCP.
+
+    ``members_from`` (a cluster with standbys: the members' network): the superuser may come from
+    there over TCP with its password, for replication and pg_rewind between members only."""
     addresses = [network.with_prefixlen for network in firewall.networks(trusted_sources)]
     if not trusted_sources:
         addresses = ["all"]
@@ -151,6 +156,13 @@ def render_hba(superuser: str, monitor_role: str, trusted_sources: Sequence[str]
         f"local   all       {superuser}  scram-sha-256",
         f"local   all       {monitor_role}  scram-sha-256",
         f"local   all       all           peer map={POOLER_MAP}",
+    ]
+    if members_from:
+        lines += [
+            f"host    replication  {superuser}  {members_from}  scram-sha-256",
+            f"host    postgres  {superuser}  {members_from}  scram-sha-256",
+        ]
+    lines += [
         f"host    all       {superuser}  all  reject",
     ]
     lines += [f"hostssl all       all           {address}  scram-sha-256" for address in addresses]

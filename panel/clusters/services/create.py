@@ -14,8 +14,16 @@ from django.utils.translation import gettext as _
 
 from panel.clusters.engine import postgres
 from panel.clusters.lib.names import InvalidName, validate_cluster_name
-from panel.clusters.lib.plans import PLANS_BY_SLUG, get_plan
-from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, Node
+from panel.clusters.lib.plans import PLANS_BY_SLUG, Plan, get_plan
+from panel.clusters.models import (
+    MAX_NUM_NODES,
+    MIN_HA_RAM_GB,
+    Cluster,
+    ClusterKind,
+    ClusterMember,
+    ClusterStatus,
+    Node,
+)
 from panel.clusters.services import nodes
 from panel.core.errors import N_, Message, ServiceError
 from panel.core.taskqueue import enqueue_task
@@ -54,21 +62,45 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def allocate_ports(node: Node) -> tuple[int, int]:
-    """The lowest free (server, pooler) pair of the node's range. On this process's own node its
-    own PANEL_PORT_RANGE is the range, and the ports must be free to bind here too."""
+def port_range(node: Node) -> tuple[int, int]:
+    """The node's port range: on this process's own node its own PANEL_PORT_RANGE."""
     first, last = settings.PANEL_PORT_RANGE if node.is_here else (node.port_first, node.port_last)
-    taken: set[int] = set()
+    return int(first), int(last)
+
+
+def etcd_ports(node: Node) -> tuple[int, int]:
+    """The (client, peer) ports of the node's etcd: the last two of its range, never a cluster's."""
+    _first, last = port_range(node)
+    return last - 1, last
+
+
+def _taken_ports(node: Node) -> set[int]:
+    taken: set[int] = set(etcd_ports(node))
     for port, pooler in Cluster.objects.filter(kind=ClusterKind.LOCAL, node=node).values_list(
         "port", "pooler_port"
     ):
         taken.update(p for p in (port, pooler) if p)
+    for port, rest in ClusterMember.objects.filter(node=node).values_list("port", "rest_port"):
+        taken.update((port, rest))
+    return taken
+
+
+def allocate_ports(node: Node, members: int = 0) -> tuple[int, int, list[tuple[int, int]]]:
+    """The lowest free (server, pooler) pair of the node's range, and a (port, REST port) pair for
+    each of ``members`` members. On this process's own node the ports must be free to bind here
+    too."""
+    first, last = port_range(node)
+    taken = _taken_ports(node)
+    pairs: list[tuple[int, int]] = []
     for port in range(first, last, 2):
-        pooler = port + 1
-        if port in taken or pooler in taken:
+        pair = (port, port + 1)
+        if pair[0] in taken or pair[1] in taken:
             continue
-        if not node.is_here or (_port_free(port) and _port_free(pooler)):
-            return port, pooler
+        if node.is_here and not (_port_free(pair[0]) and _port_free(pair[1])):
+            continue
+        pairs.append(pair)
+        if len(pairs) == members + 1:
+            return pairs[0][0], pairs[0][1], pairs[1:]
     raise ServiceError(
         N_(
             "No free ports are left in node “%(node)s”'s range %(first)s–%(last)s; delete a cluster or widen "
@@ -90,9 +122,11 @@ def create_cluster(
     version: str | None = None,
     enqueue: bool = True,
     node: str | None = None,
+    num_nodes: int = 1,
 ) -> Cluster:
     """Record a new local cluster on a node (``node``, or the one with the most free capacity)
-    and queue its provisioning there (or leave it for the caller)."""
+    and queue its provisioning there (or leave it for the caller). With ``num_nodes`` 2 or 3 it
+    has a primary and standbys (``ClusterMember`` rows), each counted against the node."""
     try:
         validate_cluster_name(name)
     except InvalidName as exc:
@@ -106,6 +140,7 @@ def create_cluster(
             code="cluster.plan_unknown",
             params={"plan": repr(plan_slug), "plans": ", ".join(PLANS_BY_SLUG)},
         ) from None
+    check_num_nodes(plan, num_nodes)
     if Cluster.objects.filter(owner=owner, name=name).exists():
         raise ServiceError(
             N_("You already have a cluster named “%(name)s”."),
@@ -116,9 +151,10 @@ def create_cluster(
     for _attempt in range(5):
         try:
             with transaction.atomic():
-                target = nodes.place(plan, node_name=node)
+                # Every member is a server of the plan's size on the node (they share it here).
+                target = nodes.place(nodes.scaled(plan, num_nodes), node_name=node)
                 version = _check_version(target, version)
-                port, pooler_port = allocate_ports(target)
+                port, pooler_port, member_ports = allocate_ports(target, num_nodes if num_nodes > 1 else 0)
                 cluster = Cluster.objects.create(
                     owner=owner,
                     name=name,
@@ -132,7 +168,21 @@ def create_cluster(
                     host="127.0.0.1",
                     port=port,
                     pooler_port=pooler_port,
+                    num_nodes=num_nodes,
                 )
+                for index, (member_port, rest_port) in enumerate(member_ports, start=1):
+                    member_name = f"member-{index}"
+                    ClusterMember.objects.create(
+                        cluster=cluster,
+                        name=member_name,
+                        node=target,
+                        port=member_port,
+                        rest_port=rest_port,
+                        # Member 1 is what provisioning makes (PGDATA); Patroni copies the others.
+                        data_dir=str(
+                            cluster.pgdata if index == 1 else cluster.data_root / "members" / member_name
+                        ),
+                    )
             break
         except IntegrityError:
             if Cluster.objects.filter(owner=owner, name=name).exists():
@@ -159,9 +209,37 @@ def create_cluster(
             port=port,
         ),
     )
+    if num_nodes > 1:
+        cluster.log_event(
+            "members",
+            Message(
+                N_("%(n)s members (a primary and %(standbys)s standbys), all on node %(node)s."),
+                n=num_nodes,
+                standbys=num_nodes - 1,
+                node=target.name,
+            ),
+        )
     if enqueue:
         queue_provisioning(cluster)
     return cluster
+
+
+def check_num_nodes(plan: Plan, num_nodes: int) -> None:
+    """1 to 3 members; standbys only on plans of 2 GB or more (the managed service's rules)."""
+    if not 1 <= num_nodes <= MAX_NUM_NODES:
+        raise ServiceError(
+            N_("A cluster has 1 to %(max)s nodes (a primary and up to two standbys), not %(n)s."),
+            field="num_nodes",
+            code="cluster.num_nodes_range",
+            params={"max": MAX_NUM_NODES, "n": num_nodes},
+        )
+    if num_nodes > 1 and plan.ram_gb < MIN_HA_RAM_GB:
+        raise ServiceError(
+            N_("Standby nodes need a plan with %(gb)s GB of RAM or more; %(plan)s has %(has)s GB."),
+            field="num_nodes",
+            code="cluster.standbys_need_larger_plan",
+            params={"gb": MIN_HA_RAM_GB, "plan": plan.slug, "has": plan.ram_gb},
+        )
 
 
 def queue_provisioning(cluster: Cluster) -> None:

@@ -14,6 +14,7 @@ from django.utils.translation import gettext as _
 from panel.clusters import hooks
 from panel.clusters.engine import dbconn, isolation, postgres
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel, status_word
+from panel.clusters.services import ha
 from panel.clusters.services.provision import clear_reserved, write_server_config
 from panel.core import runas
 from panel.core.errors import N_, Message, ServiceError, Term
@@ -83,7 +84,10 @@ def perform_action(cluster: Cluster, action: str) -> Cluster:
             if action == "stop":
                 # On restart PgBouncer stays up: its clients reconnect once the server is back.
                 hooks.pooler.stop_pgbouncer(cluster)
-            postgres.stop(cluster.version, cluster.pgdata, user=user, timeout=timeout)
+            if cluster.is_ha:
+                ha.stop_members(cluster)
+            else:
+                postgres.stop(cluster.version, cluster.pgdata, user=user, timeout=timeout)
             cluster.mark(ClusterStatus.STOPPED)
             if action == "stop":
                 cluster.log_event("stopped", Message(N_("Cluster stopped.")))
@@ -119,7 +123,10 @@ def start_server(cluster: Cluster, user: OsUser, *, guard_added: bool) -> None:
     """PostgreSQL started on what ``write_server_config`` wrote, in its cgroup (the plan's limits);
     a guard loaded for the first time (``guard_added``) then clears the reserved roles."""
     runas.make_private_dir(cluster.socket_dir, user)
-    isolation.start_server(cluster, user, settings.PANEL_COMMAND_TIMEOUT)
+    if cluster.is_ha:
+        ha.start_members(cluster, user, settings.PANEL_COMMAND_TIMEOUT)
+    else:
+        isolation.start_server(cluster, user, settings.PANEL_COMMAND_TIMEOUT)
     if guard_added:
         clear_reserved(cluster)
         cluster.log_event("guard-installed", Message(N_("The privilege guard is now loaded.")))
@@ -211,6 +218,9 @@ def tear_down(cluster: Cluster) -> None:
     cluster.set_progress(10, _("Stopping PgBouncer"))
     hooks.pooler.stop_pgbouncer(cluster)
     cluster.set_progress(30, _("Stopping PostgreSQL"))
+    if cluster.is_ha:
+        ha.kill_members(cluster)  # its data goes next: no need of a clean shutdown
+        ha.forget(cluster)
     try:
         postgres.stop(cluster.version, cluster.pgdata, user=cluster.os_user(), timeout=30, mode="immediate")
     except EngineError:

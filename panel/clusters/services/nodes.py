@@ -9,6 +9,7 @@ room for the plan (or the one the user named), so a full node refuses with a cle
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import socket
@@ -86,13 +87,20 @@ class Usage:
 def usage(node: Node) -> Usage:
     clusters = Cluster.objects.filter(node=node).exclude(status=ClusterStatus.DELETING)
     ram = vcpus = count = 0
-    for cluster in clusters.only("plan_slug"):
+    for cluster in clusters.only("plan_slug", "num_nodes"):
         count += 1
         plan = cluster.plan
         if plan is not None:
-            ram += plan.ram_bytes
+            # Each member is a server of the plan's RAM; the CPU quota is the cluster's (standbys
+            # mostly replay), so a three-member 1-vCPU cluster fits a 2-core machine.
+            ram += plan.ram_bytes * cluster.num_nodes
             vcpus += plan.vcpus
     return Usage(node=node, clusters=count, ram_bytes=ram, vcpus=vcpus)
+
+
+def scaled(plan: Plan, members: int) -> Plan:
+    """The room ``members`` servers of ``plan`` take on one node (see ``usage``)."""
+    return dataclasses.replace(plan, ram_gb=plan.ram_gb * members) if members > 1 else plan
 
 
 def all_usage() -> list[Usage]:

@@ -36,6 +36,7 @@ from panel.clusters.lib import tls, tunables
 from panel.clusters.lib.pgconf import ServerSettings, loads_guard, render_temp_file_limit, temp_file_limit_kb
 from panel.clusters.lib.plans import SUPERUSER_RESERVED_CONNECTIONS
 from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser, EventLevel
+from panel.clusters.services import ha
 from panel.clusters.services.create import new_password
 from panel.core import runas
 from panel.core.errors import N_, Message
@@ -89,6 +90,8 @@ def prepare(job: Provisioning) -> None:
     job.superuser_password = new_password()
     cluster.superuser_password_encrypted = crypto.encrypt(job.superuser_password)
     cluster.save(update_fields=["superuser_password_encrypted"])
+    if cluster.is_ha:
+        ha.stop_members(cluster)
     postgres.kill(cluster.pgdata)
     postgres.remove_data(cluster.data_root)
     job.user = isolation.ensure_cluster_user(cluster)
@@ -131,7 +134,18 @@ def configure(job: Provisioning) -> None:
 def start_server(job: Provisioning) -> None:
     cluster = job.cluster
     runas.make_private_dir(cluster.socket_dir, job.user)
+    if cluster.is_ha:
+        # Patroni takes the data directory over as the primary, then copies the standbys from it.
+        ha.start_members(cluster, job.user, job.timeout)
+        return
     isolation.start_server(cluster, job.user, job.timeout)
+
+
+def wait_for_standbys(job: Provisioning) -> None:
+    """A cluster with standbys is online once every standby streams from the primary."""
+    cluster = job.cluster
+    if cluster.is_ha and not ha.wait_healthy(cluster, job.timeout):
+        raise EngineError(f"The standbys did not catch up with the primary within {job.timeout:.0f} s.")
 
 
 def create_roles(job: Provisioning) -> None:
@@ -219,6 +233,7 @@ STEPS: tuple[tuple[int, str, Callable[[Provisioning], None]], ...] = (
     (50, gettext_lazy("Writing the configuration"), configure),
     (60, gettext_lazy("Starting PostgreSQL"), start_server),
     (80, gettext_lazy("Creating the admin user and the default database"), create_roles),
+    (90, gettext_lazy("Waiting for the standbys"), wait_for_standbys),
     (100, "", record),
 )
 
@@ -236,6 +251,8 @@ def fail(cluster: Cluster, exc: Exception) -> None:
             "reason": reason,
         }
     log.warning("provisioning %s failed: %s", cluster.pk, reason)
+    if cluster.is_ha:
+        ha.stop_members(cluster)
     postgres.kill(cluster.pgdata)
     cluster.mark_error(reason)
     cluster.log_event(

@@ -16,7 +16,8 @@ from panel import crypto
 from panel.clusters import hooks, services
 from panel.clusters.engine import dbconn, guard, isolation, postgres
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
-from panel.clusters.services import new_password
+from panel.clusters.services import ha, new_password
+from panel.clusters.services.provision import SETTINGS_FILE
 from panel.core import osusers, runas
 from panel.core.errors import N_, Message, ServiceError
 from panel.core.runas import EngineError
@@ -30,7 +31,11 @@ def reconcile() -> list[str]:
     """Bring back every online local cluster whose postmaster died; fail stuck creations; bring
     clusters from before up to date (own OS user, privilege guard, monitor role)."""
     notes: list[str] = move_legacy_clusters()
-    for cluster in Cluster.objects.here().filter(status__in=ClusterStatus.SERVING):
+    # Patroni supervises the members of a cluster with standbys; the reconciler supervises Patroni.
+    notes += ha.supervise_all()
+    for cluster in Cluster.objects.here().filter(status__in=ClusterStatus.SERVING, num_nodes__gt=1):
+        notes += _restore_member_config(cluster)
+    for cluster in Cluster.objects.here().filter(status__in=ClusterStatus.SERVING, num_nodes=1):
         if postgres.postmaster_pid(cluster.pgdata) is not None:
             continue
         # Re-read: a user may have stopped or deleted it since the query ran.
@@ -53,7 +58,7 @@ def reconcile() -> list[str]:
         cluster.mark_online()
         cluster.log_event("recovered", Message(N_("PostgreSQL restarted by the reconciler.")))
         notes.append(f"{cluster.name}: restarted")
-    for cluster in Cluster.objects.here().filter(status__in=ClusterStatus.SERVING):
+    for cluster in Cluster.objects.here().filter(status__in=ClusterStatus.SERVING, num_nodes=1):
         pid = postgres.postmaster_pid(cluster.pgdata)
         if pid is None:
             continue
@@ -81,6 +86,23 @@ def reconcile() -> list[str]:
     notes += create_missing_monitor_roles()
     notes += hooks.pooler.reconcile_all()
     return notes
+
+
+def _restore_member_config(cluster: Cluster) -> list[str]:
+    """A member rewound with pg_rewind gets the panel's files in its data directory from another
+    member, stale ones if member 1 (PGDATA, whose panel.conf every member includes) was the one
+    rewound: written again, and the members reloaded when they differed."""
+    path = cluster.pgdata / "panel.conf"
+    try:
+        before = [path.read_text(), (cluster.pgdata / SETTINGS_FILE).read_text()]
+        services.write_server_config(cluster)
+        after = [path.read_text(), (cluster.pgdata / SETTINGS_FILE).read_text()]
+        if before == after:
+            return []
+        isolation.reload_server_config(cluster)
+    except (EngineError, OSError, dbconn.DatabaseError) as exc:
+        return [f"{cluster.name}: restoring the members' configuration failed: {exc}"]
+    return [f"{cluster.name}: the members' configuration written again"]
 
 
 def _install_guard(cluster: Cluster, *, configured: bool) -> list[str]:

@@ -186,6 +186,11 @@ def notify_owner(cluster: Cluster, what: str | Message, body: str | Message, *, 
     return True
 
 
+def notify_role_change(cluster: Cluster, message: str | Message) -> bool:
+    """A failover or switchover of a cluster with standbys, told to its owner."""
+    return notify_owner(cluster, Message(N_("Primary changed")), message)
+
+
 def evaluate_alerts(cluster: Cluster, values: dict[tuple[str, str], float], now: dt.datetime) -> list[str]:
     """Advance every enabled rule of the cluster with one collection's values; returns transitions.
 

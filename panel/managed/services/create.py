@@ -58,6 +58,7 @@ def create_managed(
     tags: list[str],
     sources: list[str],
     storage_size_mib: int | None,
+    num_nodes: int = 1,
 ) -> Cluster:
     """Everything checked first, then the cluster's row, its tags and trusted sources in one go,
     and only then its provisioning queued (which writes pg_hba.conf from the sources)."""
@@ -66,7 +67,13 @@ def create_managed(
     check_storage(plan_slug, storage_size_mib)
     with transaction.atomic():
         cluster = cluster_services.create_cluster(
-            owner, name=name, plan_slug=plan_slug, version=version, node=node, enqueue=False
+            owner,
+            name=name,
+            plan_slug=plan_slug,
+            version=version,
+            node=node,
+            enqueue=False,
+            num_nodes=num_nodes,
         )
         set_tags(cluster, wanted_tags)
         TrustedSource.objects.bulk_create([TrustedSource(cluster=cluster, value=v) for v in wanted_sources])

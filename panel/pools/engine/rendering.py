@@ -93,13 +93,15 @@ def global_settings(cluster: Cluster, files: BouncerFiles) -> GlobalSettings:
         listen_addr=settings.PANEL_LISTEN_ADDRESSES,
         max_client_conn=max_client_conn,
         server_idle_timeout=settings.PANEL_POOL_SERVER_IDLE_TIMEOUT,
+        server_login_retry=1 if cluster.is_ha else None,
     )
 
 
 def server_target(cluster: Cluster) -> ServerTarget:
     # The Unix socket spares PgBouncer a TCP and TLS round trip per server connection, and there
     # the server knows PgBouncer by its OS user (peer authentication): no password in any file.
-    return ServerTarget(str(cluster.socket_dir), int(cluster.port or 0))
+    # With standbys: the primary member's port (Patroni's callback and the node agent repoint it).
+    return ServerTarget(str(cluster.socket_dir), cluster.server_port)
 
 
 @dataclass(frozen=True)

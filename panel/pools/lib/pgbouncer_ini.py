@@ -123,6 +123,11 @@ def render(settings: GlobalSettings, target: ServerTarget, pools: list[PoolSpec]
         ("max_client_conn", str(settings.max_client_conn)),
         ("default_pool_size", str(settings.default_pool_size)),
         ("server_idle_timeout", str(settings.server_idle_timeout)),
+        *(
+            [("server_login_retry", str(settings.server_login_retry))]
+            if settings.server_login_retry is not None
+            else []
+        ),
         ("server_reset_query", settings.server_reset_query),
         ("ignore_startup_parameters", ",".join(settings.ignore_startup_parameters)),
         ("pkt_buf", str(settings.pkt_buf)),

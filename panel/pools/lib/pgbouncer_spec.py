@@ -127,6 +127,9 @@ class GlobalSettings:
     # direct clients out for ten minutes after its load stopped; 60 s gives them back in about a
     # minute. PgBouncer 1.18 has no per-database idle timeout, so it is one value for all pools.
     server_idle_timeout: int = 60
+    # Seconds before logging in to the server again after a failed login (PgBouncer's default 15
+    # would refuse clients that long after a failover): 1 for a cluster with standbys.
+    server_login_retry: int | None = None
     # PgBouncer's default; runs only when a session-mode client leaves, so state never leaks.
     server_reset_query: str = "DISCARD ALL"
     # pgbench and JDBC send extra_float_digits at startup; PgBouncer refuses unknown parameters.

@@ -21,6 +21,7 @@ from panel.clusters import services
 from panel.clusters.lib.connstr import FORMATS, SSLMODES
 from panel.clusters.lib.hosts import InvalidHost, validate_host
 from panel.clusters.management.cli import PanelCommand, find_cluster, find_user, print_table
+from panel.clusters.management.cluster_members import MemberSubcommands
 from panel.clusters.management.cluster_parts import RoleSubcommands, describe_cluster
 from panel.clusters.management.cluster_settings import SettingsSubcommands
 from panel.clusters.models import Cluster, ClusterStatus
@@ -32,7 +33,7 @@ RECENT_EVENTS = 10
 PROVISION_WAIT_SECONDS = 600
 
 
-class Command(SettingsSubcommands, RoleSubcommands, PanelCommand):
+class Command(MemberSubcommands, SettingsSubcommands, RoleSubcommands, PanelCommand):
     help = "Create, inspect and manage PostgreSQL clusters in the foreground (no worker needed)."
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -54,6 +55,13 @@ class Command(SettingsSubcommands, RoleSubcommands, PanelCommand):
         p.add_argument("--version", dest="pg_version", metavar="V", help="PostgreSQL major version")
         p.add_argument(
             "--node", metavar="NODE", help="the node to create it on (default: most free capacity)"
+        )
+        p.add_argument(
+            "--num-nodes",
+            type=int,
+            default=1,
+            metavar="N",
+            help="members: 1 (default), or 2-3 for a primary with standbys (plans of 2 GB or more)",
         )
 
         add("list", "List clusters.", named=False)
@@ -82,6 +90,7 @@ class Command(SettingsSubcommands, RoleSubcommands, PanelCommand):
         p.add_argument("--sslmode", choices=SSLMODES, default="require")
 
         self.add_role_arguments(add)
+        self.add_member_arguments(add)
         self.add_settings_arguments(add)
 
         add(
@@ -116,6 +125,7 @@ class Command(SettingsSubcommands, RoleSubcommands, PanelCommand):
             version=options["pg_version"],
             enqueue=False,
             node=options.get("node"),
+            num_nodes=options["num_nodes"],
         )
         self.stdout.write(
             f"Creating {cluster.name}: plan {cluster.plan_slug}, PostgreSQL {cluster.version}, "

@@ -1,0 +1,243 @@
+"""The high-availability supervisor: the only module that spawns or signals etcd, Patroni and
+HAProxy (a cluster with standbys), and that talks to Patroni's REST API.
+
+Every program starts from an argument list (never a shell) as the cluster's own OS user (etcd:
+the panel's runner user), inside the cluster's cgroup, detached (``setsid --fork``: it outlives
+the worker that started it and is nobody's zombie). A process is found again by its command line
+(the configuration file it was given), so no pid file can go stale. Secrets are in the 0600
+configuration files, never in argv.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from panel.core.polling import wait_for
+from panel.core.runas import EngineError, OsUser, run_as, spawn_in
+
+log = logging.getLogger(__name__)
+
+ETCD = "/usr/bin/etcd"
+HAPROXY = "/usr/sbin/haproxy"
+SETSID = "/usr/bin/setsid"
+REST_TIMEOUT = 3.0
+MISSING = (
+    "High availability needs etcd and HAProxy: install the etcd-server and haproxy packages "
+    "(scripts/bootstrap.sh does)."
+)
+
+
+def patroni_program() -> Path:
+    """Patroni from the panel's own environment (it must be readable by the clusters' users)."""
+    return Path(sys.executable).parent / "patroni"
+
+
+def check_installed(user: OsUser) -> None:
+    """etcd, HAProxy and Patroni installed, and Patroni runnable by the cluster's user: Patroni
+    runs its Python again as that user, and a virtualenv it cannot read (under a 0700 home) makes
+    the bootstrap hang without a word (DESIGN §7)."""
+    for program in (ETCD, HAPROXY, str(patroni_program())):
+        if not os.access(program, os.X_OK):
+            raise EngineError(f"{MISSING} ({program} is missing.)")
+    probe = run_as(user, [sys.executable, "-c", "import patroni"], timeout=60)
+    if probe.returncode != 0:
+        raise EngineError(
+            f"The cluster's system user {user.name} cannot run Patroni from {sys.executable}: make the "
+            f"panel's virtual environment and every directory above it readable by other users. "
+            f"({(probe.stderr or probe.stdout).strip()[-300:]})"
+        )
+
+
+def _processes_with(argument: str) -> list[psutil.Process]:
+    """Living processes whose command line holds ``argument`` (a configuration file's path)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        cmdline = proc.info["cmdline"] or []
+        if argument in cmdline and proc.info["status"] != psutil.STATUS_ZOMBIE:
+            found.append(proc)
+    return found
+
+
+def _detach(
+    user: OsUser, argv: Sequence[str], log_file: Path, *, join: Sequence[Path] = (), env: dict | None = None
+) -> None:
+    """Start ``argv`` as ``user`` in the cgroups ``join`` names, in a session of its own, its
+    output appended to ``log_file``; returns once it is forked off."""
+    args, kwargs = spawn_in(user, [SETSID, "--fork", *argv], join)
+    environment = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": user.home, "LANG": "C.UTF-8"}
+    environment.update(env or {})
+    with open(log_file, "ab") as out:
+        if os.geteuid() == 0:
+            os.chown(log_file, user.uid, user.gid)
+        result = subprocess.run(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=environment,
+            cwd="/",
+            timeout=30,
+            umask=0o077,
+            check=False,
+            **kwargs,  # type: ignore[arg-type]
+        )
+    if result.returncode != 0:
+        raise EngineError(f"{Path(argv[0]).name} did not start (exit {result.returncode}); see {log_file}.")
+
+
+def _terminate(procs: list[psutil.Process], timeout: float) -> None:
+    for proc in procs:
+        try:
+            proc.terminate()
+        except psutil.Error:
+            continue
+    _gone, alive = psutil.wait_procs(procs, timeout=timeout)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.Error:
+            continue
+    psutil.wait_procs(alive, timeout=5)
+
+
+# --- etcd (one per node) -------------------------------------------------------------------------
+
+
+def etcd_pid(data_dir: Path) -> int | None:
+    procs = _processes_with(f"--data-dir={data_dir}")
+    return procs[0].pid if procs else None
+
+
+def start_etcd(data_dir: Path, client_port: int, peer_port: int, user: OsUser, *, timeout: float) -> None:
+    """The node's etcd on loopback, if it is not running; waits until it answers."""
+    if etcd_pid(data_dir) is None:
+        client = f"http://127.0.0.1:{client_port}"
+        peer = f"http://127.0.0.1:{peer_port}"
+        argv = [
+            ETCD,
+            "--name=panel",
+            f"--data-dir={data_dir}",
+            f"--listen-client-urls={client}",
+            f"--advertise-client-urls={client}",
+            f"--listen-peer-urls={peer}",
+            f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster=panel={peer}",
+        ]
+        _detach(user, argv, data_dir.parent / "etcd.log")
+    if not wait_for(lambda: _etcd_healthy(client_port), timeout):
+        raise EngineError(f"etcd did not answer on port {client_port} within {timeout:.0f} s.")
+
+
+def _etcd_healthy(port: int) -> bool:
+    status, _text = rest("GET", port, "/health")
+    return status == 200
+
+
+def stop_etcd(data_dir: Path, *, timeout: float = 10) -> None:
+    _terminate(_processes_with(f"--data-dir={data_dir}"), timeout)
+
+
+def etcd_delete_prefix(client_port: int, prefix: str) -> None:
+    """Remove a scope's keys (etcd's v3 JSON gateway; ``range_end`` is the prefix + 1)."""
+    end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+    body = {
+        "key": base64.b64encode(prefix.encode()).decode(),
+        "range_end": base64.b64encode(end.encode()).decode(),
+    }
+    rest("POST", client_port, "/v3/kv/deleterange", body)
+
+
+# --- Patroni (one per member) ------------------------------------------------------------------
+
+
+def member_pid(config: Path) -> int | None:
+    """The member's Patroni, found by its configuration file."""
+    procs = _processes_with(str(config))
+    return procs[0].pid if procs else None
+
+
+def start_member(config: Path, log_file: Path, user: OsUser, join: Sequence[Path]) -> None:
+    if member_pid(config) is not None:
+        return
+    _detach(user, [sys.executable, str(patroni_program()), str(config)], log_file, join=join)
+
+
+def stop_member(config: Path, *, timeout: float = 60) -> None:
+    """SIGTERM Patroni, which stops its PostgreSQL (a fast shutdown) and leaves the cluster."""
+    _terminate(_processes_with(str(config)), timeout)
+
+
+def kill_member(config: Path, postmaster: int | None) -> None:
+    """SIGKILL a member's Patroni and its postmaster together: what losing its node looks like
+    (failover tests and scripts/perf/failover.py)."""
+    for proc in _processes_with(str(config)):
+        try:
+            proc.kill()
+        except psutil.Error:
+            continue
+    if postmaster is not None:
+        kill_postmaster(postmaster)
+
+
+def kill_postmaster(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+
+
+# --- HAProxy (one per cluster with standbys) ------------------------------------------------------
+
+
+def haproxy_pid(config: Path) -> int | None:
+    procs = _processes_with(str(config))
+    return procs[0].pid if procs else None
+
+
+def start_haproxy(config: Path, pidfile: Path, user: OsUser, join: Sequence[Path], *, timeout: float) -> None:
+    """HAProxy in the background (``-D``) once its configuration checks (``-c``)."""
+    if haproxy_pid(config) is not None:
+        return
+    check = run_as(user, [HAPROXY, "-c", "-q", "-f", str(config)], timeout=timeout)
+    if check.returncode != 0:
+        raise EngineError(f"HAProxy refused its configuration: {(check.stderr or check.stdout).strip()}")
+    result = run_as(user, [HAPROXY, "-D", "-f", str(config), "-p", str(pidfile)], timeout=timeout, join=join)
+    if result.returncode != 0:
+        raise EngineError(f"HAProxy did not start: {(result.stderr or result.stdout).strip()}")
+
+
+def stop_haproxy(config: Path, *, timeout: float = 10) -> None:
+    _terminate(_processes_with(str(config)), timeout)
+
+
+# --- REST -------------------------------------------------------------------------------------------
+
+
+def rest(
+    method: str, port: int, path: str, body: Any = None, *, timeout: float = REST_TIMEOUT
+) -> tuple[int, str]:
+    """One HTTP request to 127.0.0.1:``port`` (Patroni's or etcd's API); (0, reason) when nothing
+    answers."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        payload = json.dumps(body) if body is not None else None
+        headers = {"Content-Type": "application/json"} if payload is not None else {}
+        conn.request(method, path, body=payload, headers=headers)
+        response = conn.getresponse()
+        return response.status, response.read().decode(errors="replace")
+    except (OSError, http.client.HTTPException) as exc:
+        return 0, str(exc)
+    finally:
+        conn.close()

@@ -1,0 +1,224 @@
+"""Patroni and HAProxy for a cluster with standbys: each member's Patroni configuration, the
+dynamic settings kept in etcd (``/config``), HAProxy's configuration, and Patroni's ``/cluster``
+answer read into member states. Pure: text and dataclasses in and out.
+
+Patroni reads YAML, of which JSON is a subset: the configuration is written as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# DESIGN §7: fail over at once when the primary's postmaster dies (not restart it in place),
+# check every second, hold the leader key 20 s (Patroni's minimum), standbys retry the WAL
+# source every 500 ms.
+TTL = 20
+LOOP_WAIT = 1
+RETRY_TIMEOUT = 5
+WAL_RETRIEVE_RETRY_INTERVAL = "500ms"
+# An acknowledged commit is on a standby, applied: none is lost when the primary goes.
+SYNCHRONOUS_COMMIT = "remote_apply"
+WAL_KEEP_SIZE = "256MB"
+NAMESPACE = "/pgpanel/"
+
+
+@dataclass(frozen=True)
+class Member:
+    """One member as its Patroni is configured: name, PostgreSQL port, REST port, data directory."""
+
+    name: str
+    port: int
+    rest_port: int
+    data_dir: str
+
+
+@dataclass(frozen=True)
+class HaCluster:
+    """What every member's configuration shares."""
+
+    scope: str
+    etcd_hosts: tuple[str, ...]
+    bin_dir: str
+    socket_dir: str
+    superuser: str
+    superuser_password: str
+    max_connections: int
+    members: tuple[Member, ...]
+    # Included by every member's postgresql.conf: the panel's settings (guard, TLS, plan, owner).
+    panel_conf: str
+    hba_file: str
+    ident_file: str
+    # The command Patroni runs on a role change (it appends action, role and scope).
+    on_role_change: str
+    host: str = "127.0.0.1"
+
+    @property
+    def strict(self) -> bool:
+        """Strict synchronous mode only with three members: a two-member cluster must keep
+        writing when its standby is gone (DESIGN §7)."""
+        return len(self.members) >= 3
+
+
+def dynamic_config(cluster: HaCluster) -> dict[str, Any]:
+    """The cluster-wide settings Patroni keeps in etcd: bootstrap and ``PATCH /config`` alike."""
+    return {
+        "ttl": TTL,
+        "loop_wait": LOOP_WAIT,
+        "retry_timeout": RETRY_TIMEOUT,
+        "primary_start_timeout": 0,
+        "synchronous_mode": True,
+        "synchronous_mode_strict": cluster.strict,
+        "postgresql": {
+            "use_pg_rewind": True,
+            "use_slots": True,
+            "parameters": {
+                "max_connections": cluster.max_connections,
+                "synchronous_commit": SYNCHRONOUS_COMMIT,
+                "wal_retrieve_retry_interval": WAL_RETRIEVE_RETRY_INTERVAL,
+                "wal_keep_size": WAL_KEEP_SIZE,
+                "hot_standby": "on",
+                "wal_log_hints": "on",
+            },
+        },
+    }
+
+
+def member_config(cluster: HaCluster, member: Member, pgpass: str) -> dict[str, Any]:
+    """One member's Patroni configuration."""
+    auth = {"username": cluster.superuser, "password": cluster.superuser_password}
+    return {
+        "scope": cluster.scope,
+        "namespace": NAMESPACE,
+        "name": member.name,
+        "restapi": {
+            "listen": f"{cluster.host}:{member.rest_port}",
+            "connect_address": f"{cluster.host}:{member.rest_port}",
+        },
+        "etcd3": {"hosts": list(cluster.etcd_hosts)},
+        "bootstrap": {"dcs": dynamic_config(cluster)},
+        "postgresql": {
+            "listen": f"{cluster.host}:{member.port}",
+            "connect_address": f"{cluster.host}:{member.port}",
+            "data_dir": member.data_dir,
+            "bin_dir": cluster.bin_dir,
+            "pgpass": pgpass,
+            "custom_conf": cluster.panel_conf,
+            "parameters": {
+                "unix_socket_directories": cluster.socket_dir,
+                "hba_file": cluster.hba_file,
+                "ident_file": cluster.ident_file,
+            },
+            "authentication": {"superuser": auth, "replication": auth, "rewind": auth},
+            "callbacks": {"on_role_change": cluster.on_role_change},
+            "create_replica_methods": ["basebackup"],
+            "basebackup": [{"checkpoint": "fast"}],
+            "remove_data_directory_on_rewind_failure": True,
+            "remove_data_directory_on_diverged_timelines": True,
+        },
+    }
+
+
+def render_member(cluster: HaCluster, member: Member, pgpass: str) -> str:
+    return json.dumps(member_config(cluster, member, pgpass), indent=2, sort_keys=True) + "\n"
+
+
+def render_haproxy(listen: Sequence[str], port: int, cluster: HaCluster, pidfile: str) -> str:
+    """HAProxy in front of the members: the cluster's port reaches whichever one answers 200 to
+    ``GET /primary`` on its REST port (only the leader does); clients of a member that stops
+    being primary are cut so that they reconnect to the new one."""
+    lines = [
+        "# Written by the control panel; edits here are overwritten.",
+        "global",
+        "    maxconn 2000",
+        f"    pidfile {pidfile}",
+        "defaults",
+        "    mode tcp",
+        "    timeout connect 3s",
+        "    timeout client 1h",
+        "    timeout server 1h",
+        "    timeout check 2s",
+        "listen primary",
+    ]
+    lines += [f"    bind {address}:{port}" for address in listen]
+    lines += [
+        "    option httpchk GET /primary",
+        "    http-check expect status 200",
+        "    default-server inter 1s fall 2 rise 1 on-marked-down shutdown-sessions",
+    ]
+    lines += [
+        f"    server {m.name} {cluster.host}:{m.port} check port {m.rest_port}" for m in cluster.members
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def haproxy_binds(listen_addresses: str) -> list[str]:
+    """PostgreSQL's ``listen_addresses`` as HAProxy bind addresses (``*``: every IPv4 address)."""
+    addresses = [a.strip() for a in listen_addresses.split(",") if a.strip()]
+    binds = []
+    for address in addresses or ["127.0.0.1"]:
+        if address == "*":
+            binds.append("0.0.0.0")
+        elif ":" in address:
+            binds.append(f"[{address}]")
+        else:
+            binds.append(address)
+    return binds
+
+
+@dataclass(frozen=True)
+class MemberStatus:
+    """A member as Patroni's ``GET /cluster`` describes it."""
+
+    name: str
+    role: str  # primary | standby
+    state: str
+    port: int | None
+    timeline: int | None
+    lag_bytes: int | None
+    sync: bool = False  # the synchronous standby (commits wait for it)
+
+    @property
+    def is_primary(self) -> bool:
+        return self.role == "primary"
+
+
+@dataclass(frozen=True)
+class MemberInfo:
+    """A member as ``cluster members`` and the Overview show it."""
+
+    name: str
+    role: str  # primary | standby | unknown
+    node: str
+    port: int
+    pid: int | None
+    state: str
+    lag_bytes: int | None
+    timeline: int | None
+
+
+PRIMARY_ROLES = frozenset({"leader", "standby_leader", "master", "primary"})
+
+
+def parse_cluster(text: str) -> list[MemberStatus]:
+    """Patroni's ``GET /cluster`` JSON: its members, the leader as ``primary``. A standby's lag is
+    a number of bytes, or absent/"unknown" when Patroni cannot tell."""
+    data = json.loads(text)
+    statuses = []
+    for item in data.get("members", []):
+        # Bytes not yet replayed (what a promotion would wait for), else Patroni's own figure.
+        lag = item.get("replay_lag", item.get("lag"))
+        statuses.append(
+            MemberStatus(
+                name=str(item.get("name", "")),
+                role="primary" if item.get("role") in PRIMARY_ROLES else "standby",
+                state=str(item.get("state", "")),
+                port=int(item["port"]) if isinstance(item.get("port"), int) else None,
+                timeline=int(item["timeline"]) if isinstance(item.get("timeline"), int) else None,
+                lag_bytes=lag if isinstance(lag, int) else (0 if item.get("role") in PRIMARY_ROLES else None),
+                sync=item.get("role") == "sync_standby",
+            )
+        )
+    return sorted(statuses, key=lambda s: s.name)

@@ -1,0 +1,60 @@
+"""The Overview's members card of a cluster with standbys: the list (polled) and the switchover
+form. Thin: ownership, form, one service call, the partial again."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_POST
+
+from panel.clusters.forms import SwitchoverForm
+from panel.clusters.models import Cluster
+from panel.clusters.ownership import get_cluster_for_user
+from panel.clusters.services import members
+from panel.core.errors import ServiceError
+from panel.core.web import add_service_error
+
+TEMPLATE = "clusters/_members.html"
+
+
+def _ha_cluster(request: HttpRequest, cluster_id: uuid.UUID) -> Cluster:
+    cluster = get_cluster_for_user(request, cluster_id)
+    if not cluster.is_ha:
+        raise Http404
+    return cluster
+
+
+def _render(request: HttpRequest, cluster: Cluster, form: SwitchoverForm, notice: str = "") -> HttpResponse:
+    try:
+        rows = members.list_members(cluster)
+    except ServiceError:
+        rows = []
+    form.set_members([row.name for row in rows if row.role == "standby"])
+    shared = len({row.node for row in rows}) == 1
+    context = {"cluster": cluster, "members": rows, "form": form, "notice": notice, "shared_node": shared}
+    return render(request, TEMPLATE, context)
+
+
+@require_GET
+def members_card(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    cluster = _ha_cluster(request, cluster_id)
+    return _render(request, cluster, SwitchoverForm())
+
+
+@require_POST
+def switchover(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    cluster = _ha_cluster(request, cluster_id)
+    form = SwitchoverForm(request.POST)
+    notice = ""
+    if form.is_valid():
+        try:
+            primary = members.switchover(cluster, form.cleaned_data["to"] or None)
+        except ServiceError as exc:
+            add_service_error(form, exc)
+        else:
+            notice = _("%(member)s is the primary now.") % {"member": primary}
+            form = SwitchoverForm()
+    return _render(request, cluster, form, notice)

@@ -1,0 +1,386 @@
+"""Clusters with standbys (``num_nodes`` 2-3): Patroni runs every member, etcd (one per node)
+holds the leader key, HAProxy keeps the cluster's port on the primary, and PgBouncer follows the
+primary (Patroni's ``on_role_change`` callback at once, ``refresh_members`` afterwards).
+
+Member 1's data directory is the cluster's ``pgdata``: provisioning makes it as for a one-member
+cluster (initdb, TLS, the panel's configuration), then Patroni takes it over as the primary and
+makes the standbys from it (pg_basebackup). Every member reads the panel's configuration from
+there (an absolute include), and its pg_hba.conf and pg_ident.conf.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from django.conf import settings
+from django.utils import timezone
+
+from panel.clusters import hooks
+from panel.clusters.engine import dbconn, isolation, patroni, postgres
+from panel.clusters.lib import patroni as patroni_lib
+from panel.clusters.models import Cluster, ClusterMember, ClusterStatus, EventLevel, MemberRole, Node
+from panel.clusters.services.create import etcd_ports
+from panel.core import runas
+from panel.core.errors import N_, Message, Term
+from panel.core.runas import EngineError, OsUser
+
+log = logging.getLogger(__name__)
+
+INCLUDE_LINE = "include_if_exists = 'panel.conf'"
+CALLBACK = Path(patroni.__file__).with_name("patroni_callback.py")
+
+
+def ha_dir(cluster: Cluster) -> Path:
+    return cluster.data_root / "ha"
+
+
+def member_config_path(cluster: Cluster, member: ClusterMember) -> Path:
+    return ha_dir(cluster) / f"{member.name}.json"
+
+
+def member_log_path(cluster: Cluster, member: ClusterMember) -> Path:
+    return cluster.log_file.parent / f"patroni-{member.name}.log"
+
+
+def haproxy_config_path(cluster: Cluster) -> Path:
+    return ha_dir(cluster) / "haproxy.cfg"
+
+
+def scope(cluster: Cluster) -> str:
+    return f"cluster-{cluster.pk.hex}"
+
+
+def etcd_data_dir() -> Path:
+    return Path(settings.PANEL_DATA_DIR) / "etcd" / "data"
+
+
+def members_of(cluster: Cluster) -> list[ClusterMember]:
+    return list(cluster.members.order_by("name"))
+
+
+def spec(cluster: Cluster) -> patroni_lib.HaCluster:
+    """What every member's Patroni configuration shares, from the cluster's rows."""
+    plan = cluster.plan
+    assert plan is not None and cluster.node is not None
+    client, _peer = etcd_ports(cluster.node)
+    return patroni_lib.HaCluster(
+        scope=scope(cluster),
+        etcd_hosts=(f"127.0.0.1:{client}",),
+        bin_dir=str(postgres.bindir_for(cluster.version)),
+        socket_dir=str(cluster.socket_dir),
+        superuser=settings.PANEL_SUPERUSER,
+        superuser_password=cluster.superuser_password,
+        max_connections=plan.max_connections,
+        members=tuple(
+            patroni_lib.Member(m.name, m.port, m.rest_port, m.data_dir) for m in members_of(cluster)
+        ),
+        panel_conf=str(ha_dir(cluster) / "postgresql.base.conf"),
+        hba_file=str(cluster.hba_path),
+        ident_file=str(cluster.ident_path),
+        on_role_change=_callback_command(cluster),
+    )
+
+
+def _callback_command(cluster: Cluster) -> str:
+    """Patroni's on_role_change: repoint PgBouncer's files (where panel/pools/disk.py keeps them)."""
+    bouncer = cluster.data_root / "pgbouncer"
+    argv = [
+        sys.executable,
+        "-I",
+        str(CALLBACK),
+        str(bouncer / "pgbouncer.ini"),
+        str(bouncer / "pgbouncer.pid"),
+        str(cluster.socket_dir),
+    ]
+    # Patroni splits the command with shlex and appends action, role and scope; the member's port
+    # is the callback's to know, so each member gets its own command (``write_configs``).
+    return " ".join(argv)
+
+
+# --- configuration -------------------------------------------------------------------------------
+
+
+def write_configs(cluster: Cluster, user: OsUser) -> None:
+    """Every member's Patroni configuration, the shared base configuration and HAProxy's (0600,
+    the cluster's user: they hold the superuser's password)."""
+    runas.make_private_dir(ha_dir(cluster), user)
+    base = ha_dir(cluster) / "postgresql.base.conf"
+    if not base.exists():
+        # initdb's postgresql.conf (provisioning wrote it, before Patroni replaces it), including
+        # member 1's panel.conf by its absolute path, so that every member loads the same one.
+        text = (cluster.pgdata / "postgresql.conf").read_text()
+        absolute = f"include_if_exists = '{cluster.pgdata / 'panel.conf'}'"
+        runas.write_private_file(base, text.replace(INCLUDE_LINE, absolute), owner=user)
+    shared = spec(cluster)
+    for member in members_of(cluster):
+        own = patroni_lib.HaCluster(
+            **{**shared.__dict__, "on_role_change": f"{shared.on_role_change} {member.port}"}
+        )
+        text = patroni_lib.render_member(
+            own, _lib_member(member), str(ha_dir(cluster) / f"{member.name}.pgpass")
+        )
+        runas.write_private_file(member_config_path(cluster, member), text, owner=user)
+    binds = patroni_lib.haproxy_binds(settings.PANEL_LISTEN_ADDRESSES)
+    pidfile = str(ha_dir(cluster) / "haproxy.pid")
+    text = patroni_lib.render_haproxy(binds, int(cluster.port or 0), shared, pidfile)
+    runas.write_private_file(haproxy_config_path(cluster), text, owner=user)
+
+
+def _lib_member(member: ClusterMember) -> patroni_lib.Member:
+    return patroni_lib.Member(member.name, member.port, member.rest_port, member.data_dir)
+
+
+# --- processes -----------------------------------------------------------------------------------
+
+
+def ensure_etcd(node: Node, timeout: float) -> None:
+    """The node's etcd, started if it does not run (as the panel's runner user, data under
+    PANEL_DATA_DIR/etcd)."""
+    runner = runas.os_user()
+    runas.make_private_dir(etcd_data_dir(), runner)
+    client, peer = etcd_ports(node)
+    patroni.start_etcd(etcd_data_dir(), client, peer, runner, timeout=timeout)
+
+
+def start_members(cluster: Cluster, user: OsUser, timeout: float) -> None:
+    """etcd, then every member's Patroni (member 1 first: it holds the data and becomes the
+    primary; the others are copied from it), then HAProxy."""
+    patroni.check_installed(user)
+    ensure_etcd(cluster.node, timeout)
+    write_configs(cluster, user)
+    runas.make_private_dir(cluster.socket_dir, user)
+    runas.make_private_dir(cluster.log_file.parent, user)
+    join = isolation.server_cgroup(cluster)
+    members = members_of(cluster)
+    for index, member in enumerate(members):
+        if index > 0:
+            runas.make_private_dir(Path(member.data_dir).parent, user)
+        patroni.start_member(
+            member_config_path(cluster, member), member_log_path(cluster, member), user, join
+        )
+        if index == 0:
+            _take_over(cluster, member, timeout)
+    start_haproxy(cluster, user, timeout)
+
+
+def _take_over(cluster: Cluster, member: ClusterMember, timeout: float) -> None:
+    """Member 1 becomes the primary; PostgreSQL first starts with initdb's max_connections (what
+    pg_control says), so a restart applies the plan's (Patroni's "pending restart")."""
+    if not _wait_primary(cluster, timeout):
+        raise EngineError(
+            f"No member became the primary within {timeout:.0f} s; see {member_log_path(cluster, member)}."
+        )
+    status, text = patroni.rest("GET", member.rest_port, "/patroni")
+    if status != 200 or not json.loads(text).get("pending_restart"):
+        return
+    deadline = time.monotonic() + timeout
+    while True:  # refused while Patroni still finishes the promotion
+        status, text = patroni.rest("POST", member.rest_port, "/restart", {}, timeout=timeout)
+        if status == 200 or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    if status != 200 or not _wait_primary(cluster, timeout):
+        raise EngineError(f"Restarting {member.name} with the plan's settings failed: {text}")
+
+
+def start_haproxy(cluster: Cluster, user: OsUser, timeout: float) -> None:
+    patroni.start_haproxy(
+        haproxy_config_path(cluster),
+        ha_dir(cluster) / "haproxy.pid",
+        user,
+        isolation.server_cgroup(cluster),
+        timeout=timeout,
+    )
+
+
+def stop_members(cluster: Cluster) -> None:
+    """HAProxy, then the standbys, then the primary (no failover on the way down)."""
+    patroni.stop_haproxy(haproxy_config_path(cluster))
+    members = members_of(cluster)
+    members.sort(key=lambda m: m.role == MemberRole.PRIMARY)
+    for member in members:
+        patroni.stop_member(member_config_path(cluster, member))
+
+
+def kill_members(cluster: Cluster) -> None:
+    """A cluster being deleted: HAProxy, every Patroni and postmaster killed, no shutdown."""
+    patroni.stop_haproxy(haproxy_config_path(cluster), timeout=2)
+    for member in members_of(cluster):
+        patroni.kill_member(member_config_path(cluster, member), postgres.postmaster_pid(member.pgdata))
+
+
+def forget(cluster: Cluster) -> None:
+    """A deleted cluster's keys out of etcd; the node's etcd stopped once no cluster needs it."""
+    if cluster.node is None:
+        return
+    client, _peer = etcd_ports(cluster.node)
+    patroni.etcd_delete_prefix(client, f"{patroni_lib.NAMESPACE}{scope(cluster)}/")
+    others = Cluster.objects.here().filter(num_nodes__gt=1).exclude(pk=cluster.pk)
+    if not others.exists():
+        patroni.stop_etcd(etcd_data_dir())
+
+
+def _wait_primary(cluster: Cluster, timeout: float) -> bool:
+    return bool(
+        refresh_until(
+            cluster, lambda statuses: any(s.is_primary and s.state == "running" for s in statuses), timeout
+        )
+    )
+
+
+def wait_healthy(cluster: Cluster, timeout: float) -> bool:
+    """Until one member is the running primary and every other one streams from it, one of them
+    synchronously."""
+
+    def healthy(statuses: list[patroni_lib.MemberStatus]) -> bool:
+        primaries = [s for s in statuses if s.is_primary and s.state == "running"]
+        streaming = [s for s in statuses if not s.is_primary and s.state == "streaming"]
+        # Patroni fails over only to a synchronous standby: until one is named, it would restart
+        # a crashed primary in place instead.
+        synchronous = any(s.sync for s in streaming)
+        return len(primaries) == 1 and len(streaming) == cluster.num_nodes - 1 and synchronous
+
+    return bool(refresh_until(cluster, healthy, timeout))
+
+
+def refresh_until(
+    cluster: Cluster, condition: Callable[[list[patroni_lib.MemberStatus]], bool], timeout: float
+) -> list[patroni_lib.MemberStatus] | None:
+    """Patroni asked every half second until ``condition`` holds of the members (then recorded);
+    None after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        statuses = read_statuses(cluster)
+        if statuses and condition(statuses):
+            record_statuses(cluster, statuses)
+            return statuses
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.5)
+
+
+# --- what Patroni says ---------------------------------------------------------------------------
+
+
+def read_statuses(cluster: Cluster) -> list[patroni_lib.MemberStatus]:
+    """The members as the first Patroni that answers describes them (none: no answer)."""
+    for member in members_of(cluster):
+        status, text = patroni.rest("GET", member.rest_port, "/cluster", timeout=1.5)
+        if status == 200:
+            try:
+                return patroni_lib.parse_cluster(text)
+            except ValueError:
+                continue
+    return []
+
+
+HEALTHY_STATES = frozenset({"running", "streaming"})
+
+
+def replay_lag(cluster: Cluster, standby_port: int) -> int | None:
+    """Bytes of WAL the primary wrote that the standby on ``standby_port`` has not replayed yet,
+    asked of both servers now (Patroni's figure is as old as its last loop); None: no answer."""
+    try:
+        with dbconn.admin_connection(cluster) as conn:
+            row = conn.execute("SELECT pg_catalog.pg_current_wal_lsn()").fetchone()
+        with dbconn.admin_connection(cluster, port=standby_port) as conn:
+            lag = conn.execute(
+                "SELECT pg_catalog.pg_wal_lsn_diff(%s, pg_catalog.pg_last_wal_replay_lsn())",
+                [row[0] if row else None],
+            ).fetchone()
+    except dbconn.DatabaseError:
+        return None
+    return int(lag[0]) if lag and lag[0] is not None else None
+
+
+def record_statuses(cluster: Cluster, statuses: list[patroni_lib.MemberStatus]) -> None:
+    """Write what Patroni says into the member rows."""
+    by_name = {s.name: s for s in statuses}
+    now = timezone.now()
+    for member in members_of(cluster):
+        status = by_name.get(member.name)
+        member.pid = postgres.postmaster_pid(Path(member.data_dir))
+        if status is None:
+            member.role, member.state, member.lag_bytes = MemberRole.UNKNOWN, "stopped", None
+        else:
+            member.role = MemberRole.PRIMARY if status.is_primary else MemberRole.STANDBY
+            member.state, member.lag_bytes, member.timeline = status.state, status.lag_bytes, status.timeline
+            if status.state in HEALTHY_STATES and member.pid is not None:
+                member.healthy_at = now
+        member.updated_at = now
+        member.save(
+            update_fields=["role", "state", "lag_bytes", "timeline", "pid", "healthy_at", "updated_at"]
+        )
+
+
+def refresh_members(cluster: Cluster, *, cause: str = "failover") -> str | None:
+    """Read the members' states from Patroni into their rows. When the primary changed since the
+    last look: PgBouncer repointed (the pools' configuration rendered again), an event with how
+    long the cluster had no primary, and the owner told. Returns the new primary's name then."""
+    statuses = read_statuses(cluster)
+    if not statuses:
+        return None
+    before = cluster.members.filter(role=MemberRole.PRIMARY).first()
+    record_statuses(cluster, statuses)
+    now_primary = next((s for s in statuses if s.is_primary and s.state == "running"), None)
+    if now_primary is None or before is None or before.name == now_primary.name:
+        return None
+    since = before.healthy_at or before.updated_at
+    seconds = max(0.0, (timezone.now() - since).total_seconds())
+    message = Message(
+        N_("%(cause)s: %(new)s is the primary now (was %(old)s); writes resumed within %(s).1f s."),
+        cause=Term(CAUSE_WORDS.get(cause, cause)),
+        new=now_primary.name,
+        old=before.name,
+        s=seconds,
+    )
+    cluster.log_event(cause, message, EventLevel.WARNING if cause == "failover" else EventLevel.INFO)
+    try:
+        hooks.pooler.refresh_auth(cluster)
+    except Exception:  # the callback repointed it already; the next look tries again
+        log.exception("repointing PgBouncer of %s", cluster.pk)
+    hooks.role_changed(cluster, message)
+    return now_primary.name
+
+
+CAUSE_WORDS = {"failover": N_("Failover"), "switchover": N_("Switchover")}
+
+
+def supervise(cluster: Cluster) -> list[str]:
+    """The reconciler's part for a cluster with standbys: etcd, every member's Patroni and HAProxy
+    running (Patroni itself restarts, rewinds or rebuilds its PostgreSQL)."""
+    notes = []
+    user = cluster.os_user()
+    timeout = settings.PANEL_COMMAND_TIMEOUT
+    ensure_etcd(cluster.node, timeout)
+    join = isolation.server_cgroup(cluster)
+    for member in members_of(cluster):
+        config = member_config_path(cluster, member)
+        if patroni.member_pid(config) is None:
+            patroni.start_member(config, member_log_path(cluster, member), user, join)
+            cluster.log_event(
+                "member-restarted",
+                Message(N_("Patroni of %(member)s was not running; started it again."), member=member.name),
+                EventLevel.WARNING,
+            )
+            notes.append(f"{cluster.name}: started Patroni of {member.name}")
+    if patroni.haproxy_pid(haproxy_config_path(cluster)) is None:
+        start_haproxy(cluster, user, timeout)
+        notes.append(f"{cluster.name}: started HAProxy")
+    refresh_members(cluster)
+    return notes
+
+
+def supervise_all() -> list[str]:
+    notes: list[str] = []
+    for cluster in Cluster.objects.here().filter(num_nodes__gt=1, status__in=ClusterStatus.SERVING):
+        try:
+            notes += supervise(cluster)
+        except EngineError as exc:
+            notes.append(f"{cluster.name}: {exc}")
+    return notes

@@ -1,0 +1,150 @@
+"""The members of a cluster with standbys, as the user sees and moves them: the list (command
+line, API, Overview) and a switchover to a chosen standby."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from panel.clusters.engine import patroni
+from panel.clusters.lib.patroni import MemberInfo, MemberStatus
+from panel.clusters.models import Cluster, MemberRole
+from panel.clusters.services import ha
+from panel.core.agent import on_node
+from panel.core.errors import N_, ServiceError
+
+# A standby further behind than this would make the switchover wait (or lose what it lacks).
+MAX_SWITCHOVER_LAG_BYTES = 1024 * 1024
+SWITCHOVER_TIMEOUT = 60.0
+
+
+@on_node(timeout=15)
+def list_members(cluster: Cluster) -> list[MemberInfo]:
+    """Every member with its role, node, port, postmaster pid, state, lag and timeline, as
+    Patroni says now (the rows as last recorded when no Patroni answers)."""
+    if not cluster.is_ha:
+        return []
+    statuses = ha.read_statuses(cluster)
+    if statuses:
+        ha.record_statuses(cluster, statuses)
+    return [
+        MemberInfo(
+            name=m.name,
+            role=m.role,
+            node=m.node.name,
+            port=m.port,
+            pid=m.pid,
+            state=m.state,
+            lag_bytes=m.lag_bytes,
+            timeline=m.timeline,
+        )
+        for m in cluster.members.select_related("node").order_by("name")
+    ]
+
+
+def _refuse_single(cluster: Cluster) -> None:
+    if not cluster.is_ha:
+        raise ServiceError(
+            N_("This cluster has no standby node to switch over to; add standbys first."),
+            field="to",
+            code="cluster.switchover_no_standby",
+            params={},
+        )
+
+
+def pick_candidate(cluster: Cluster, statuses: list[MemberStatus], to: str | None) -> MemberStatus:
+    """The standby to promote: ``to``, or the synchronous one; refused when it is missing, the
+    primary already, not streaming, not synchronous or lagging."""
+    names = [m.name for m in cluster.members.order_by("name")]
+    if to and to not in names:
+        raise ServiceError(
+            N_("The cluster has no member “%(member)s”; its members are %(names)s."),
+            field="to",
+            code="cluster.switchover_unknown_member",
+            params={"member": to, "names": ", ".join(names)},
+        )
+    by_name = {s.name: s for s in statuses}
+    if to and by_name.get(to) is not None and by_name[to].is_primary:
+        raise ServiceError(
+            N_("“%(member)s” is the primary already."),
+            field="to",
+            code="cluster.switchover_already_primary",
+            params={"member": to},
+        )
+    ports = dict(cluster.members.values_list("name", "port"))
+    standbys = [
+        dataclasses.replace(s, lag_bytes=ha.replay_lag(cluster, ports[s.name]))
+        for s in statuses
+        if not s.is_primary and (to is None or s.name == to) and s.name in ports
+    ]
+    fit = [
+        s
+        for s in standbys
+        # Synchronous mode: only the synchronous standby is sure to have every commit (Patroni
+        # refuses the others too).
+        if s.state == "streaming"
+        and s.sync
+        and s.lag_bytes is not None
+        and s.lag_bytes <= MAX_SWITCHOVER_LAG_BYTES
+    ]
+    by_name.update({s.name: s for s in standbys})
+    if not fit:
+        target = by_name.get(to) if to else None
+        raise ServiceError(
+            N_(
+                "“%(member)s” cannot take over now: it is %(state)s and %(lag)s bytes behind the primary "
+                "(at most %(max)s). Wait until it has caught up."
+            ),
+            field="to",
+            code="cluster.switchover_member_lagging",
+            params={
+                "member": to or "any standby",
+                "state": target.state if target else "not streaming",
+                "lag": target.lag_bytes if target and target.lag_bytes is not None else "?",
+                "max": MAX_SWITCHOVER_LAG_BYTES,
+            },
+        )
+    return min(fit, key=lambda s: (s.lag_bytes or 0, s.name))
+
+
+@on_node(timeout=SWITCHOVER_TIMEOUT + 15)
+def switchover(cluster: Cluster, to: str | None = None) -> str:
+    """Make ``to`` (or the best standby) the primary, cleanly: Patroni stops writes on the old
+    primary, waits for the candidate to replay everything, promotes it; PgBouncer follows
+    (callback), the old primary follows the new one. Returns the new primary's name."""
+    _refuse_single(cluster)
+    cluster.require_serving(fresh=True, field="to")
+    statuses = ha.read_statuses(cluster)
+    primary = next((s for s in statuses if s.is_primary and s.state == "running"), None)
+    if primary is None:
+        raise ServiceError(
+            N_("The cluster has no running primary at the moment; try again in a few seconds."),
+            field="to",
+            code="cluster.switchover_no_primary",
+            params={},
+        )
+    candidate = pick_candidate(cluster, statuses, to)
+    ha.record_statuses(cluster, statuses)  # the switchover's duration counts from here
+    leader = cluster.members.get(name=primary.name)
+    status, text = patroni.rest(
+        "POST",
+        leader.rest_port,
+        "/switchover",
+        {"leader": primary.name, "candidate": candidate.name},
+        timeout=SWITCHOVER_TIMEOUT,
+    )
+    if status != 200:
+        raise ServiceError(
+            N_("Patroni did not switch over: %(reason)s"),
+            field="to",
+            code="cluster.switchover_failed",
+            params={"reason": text.strip() or status},
+        )
+    deadline = time.monotonic() + SWITCHOVER_TIMEOUT
+    while time.monotonic() < deadline:
+        now = ha.read_statuses(cluster)
+        if any(s.name == candidate.name and s.is_primary and s.state == "running" for s in now):
+            break
+        time.sleep(0.2)
+    ha.refresh_members(cluster, cause="switchover")
+    return cluster.members.get(role=MemberRole.PRIMARY).name

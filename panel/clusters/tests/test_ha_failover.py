@@ -1,0 +1,312 @@
+"""Integration: a three-member cluster (Patroni, etcd, HAProxy, PgBouncer repointed) survives
+the loss of its primary's postmaster, and of a member's Patroni and postmaster together, while
+a writer commits through a transaction pool: writes resume, no acknowledged commit is lost, and
+the old primary comes back as a standby (pg_rewind)."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+import psycopg
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from django.test import Client
+from django.utils import timezone
+
+from conftest import start_celery_worker
+from panel.api import services as api_services
+from panel.api.models import Scope
+from panel.clusters import services
+from panel.clusters.engine import isolation, patroni, postgres
+from panel.clusters.models import Cluster, ClusterMember, MemberRole, Node
+from panel.clusters.services import ha, members, reconciler
+from panel.core.errors import ServiceError
+from panel.pools import services as pool_services
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db]
+
+RECOVERY_TIMEOUT = 90
+
+
+@pytest.fixture(scope="module")
+def ha_cluster(django_db_setup: None, django_db_blocker: object) -> Iterator[Cluster]:
+    """One three-member db-s-1vcpu-2gb cluster for the module, with a transaction pool."""
+    with django_db_blocker.unblock():  # type: ignore[attr-defined]
+        owner = User.objects.create_user("ha-owner", "ha-owner@example.com", "ha-owner-password-1")
+        cluster = services.create_cluster(
+            owner, name="db-ha", plan_slug="db-s-1vcpu-2gb", num_nodes=3, enqueue=False
+        )
+        cluster = services.provision_cluster(cluster.pk)
+        try:
+            assert cluster.status == "online", cluster.error_message
+            pool_services.create_pool(cluster, "writes", "defaultdb", None, "transaction", 5)
+            with _connect(cluster) as conn:
+                conn.execute("CREATE TABLE acked (id bigint PRIMARY KEY)")
+            yield cluster
+        finally:
+            if Cluster.objects.filter(pk=cluster.pk).exists():
+                services.delete_cluster(Cluster.objects.get(pk=cluster.pk), confirm_name=cluster.name)
+            else:  # flushed by the transactional test: everything runs as the cluster's user
+                isolation.kill_leftover_processes(cluster)
+                patroni.stop_etcd(ha.etcd_data_dir())
+                postgres.remove_data(cluster.data_root)
+                isolation.remove_cluster_user(cluster)
+            User.objects.filter(username="ha-owner").delete()
+
+
+def _params(cluster: Cluster, dbname: str = "defaultdb", *, port: int | None = None) -> dict[str, object]:
+    """The admin user over TCP and TLS: through HAProxy (the cluster's port) or a pool."""
+    details = services.connection_details(cluster)
+    return {
+        "host": "127.0.0.1",
+        "port": port or cluster.port,
+        "user": details.user,
+        "password": details.password,
+        "dbname": dbname,
+        "sslmode": "require",
+        "connect_timeout": 3,
+        "autocommit": True,
+        "prepare_threshold": None,
+    }
+
+
+def _connect(cluster: Cluster, dbname: str = "defaultdb", *, port: int | None = None) -> psycopg.Connection:
+    return psycopg.connect(**_params(cluster, dbname, port=port))
+
+
+@dataclass
+class Writer:
+    """Inserts sequential ids through the pool, one per transaction; remembers every id whose
+    commit was acknowledged, and those whose outcome is unknown (an error during the commit)."""
+
+    params: dict[str, object]
+    acked: list[int] = field(default_factory=list)
+    unknown: list[int] = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        conn = None
+        n = 0
+        while not self.stop.is_set():
+            n += 1
+            try:
+                if conn is None:
+                    conn = psycopg.connect(**self.params)
+                conn.execute("INSERT INTO acked VALUES (%s)", [n])
+                self.acked.append(n)
+            except psycopg.Error:
+                self.unknown.append(n)
+                if conn is not None:
+                    conn.close()
+                conn = None
+                time.sleep(0.05)
+        if conn is not None:
+            conn.close()
+
+
+def _primary(cluster: Cluster) -> ClusterMember:
+    ha.refresh_members(cluster)
+    return cluster.members.get(role=MemberRole.PRIMARY)
+
+
+def _survive(cluster: Cluster, kill: object) -> tuple[ClusterMember, float]:
+    """Run the writer, ``kill(primary)``, wait for writes to succeed again; check the commits."""
+    assert ha.wait_healthy(cluster, RECOVERY_TIMEOUT)
+    old = _primary(cluster)
+    writer = Writer(_params(cluster, "writes", port=cluster.pooler_port))
+    thread = threading.Thread(target=writer.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while len(writer.acked) < 50 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(writer.acked) >= 50, f"the writer did not get going: {writer.unknown[:5]}"
+    killed_at = time.monotonic()
+    kill(old)  # type: ignore[operator]
+    # Backends of a killed postmaster may still commit for a moment: wait for another primary,
+    # then for commits through the pool after it took over.
+    deadline = killed_at + RECOVERY_TIMEOUT
+    while time.monotonic() < deadline:
+        statuses = ha.read_statuses(cluster)
+        if any(s.is_primary and s.state == "running" and s.name != old.name for s in statuses):
+            break
+        time.sleep(0.2)
+    after_takeover = len(writer.acked)
+    while len(writer.acked) < after_takeover + 50 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    writer.stop.set()
+    thread.join(timeout=10)
+    assert len(writer.acked) >= after_takeover + 50, "writes did not succeed again"
+    with psycopg.connect(**writer.params) as conn:
+        present = {row[0] for row in conn.execute("SELECT id FROM acked")}
+    lost = [i for i in writer.acked if i not in present]
+    assert not lost, f"{len(lost)} acknowledged commits lost: {lost[:10]}"
+    new = _primary(cluster)
+    assert new.name != old.name
+    # The old primary comes back as a standby of the new one (rewound), its Patroni supervised.
+    deadline = time.monotonic() + RECOVERY_TIMEOUT
+    while not ha.wait_healthy(cluster, 2) and time.monotonic() < deadline:
+        reconciler.reconcile()
+    old.refresh_from_db()
+    assert old.role == MemberRole.STANDBY and old.state == "streaming", (old.role, old.state)
+    with psycopg.connect(**writer.params) as conn:
+        conn.execute("DELETE FROM acked")
+    return new, time.monotonic() - killed_at
+
+
+def test_a_three_member_cluster_is_up_with_one_primary_and_two_streaming_standbys(ha_cluster):
+    assert ha.wait_healthy(ha_cluster, RECOVERY_TIMEOUT)
+    roles = sorted(ha_cluster.members.values_list("role", flat=True))
+    assert roles == ["primary", "standby", "standby"]
+    with _connect(ha_cluster) as conn:  # HAProxy on the cluster's port reaches the primary
+        assert conn.execute("SELECT pg_is_in_recovery()").fetchone() == (False,)
+        assert conn.execute("SHOW data_checksums").fetchone() == ("on",)
+        # The plan's connection limit, though initdb's was 100 (a restart applied it).
+        assert conn.execute("SHOW max_connections").fetchone() == ("50",)
+    assert ha_cluster.events.filter(kind="members").exists()
+
+
+def test_members_lists_roles_ports_and_postmaster_pids_as_json(ha_cluster):
+    out = io.StringIO()
+    call_command("cluster", "members", "db-ha", "--json", "--owner", "ha-owner", stdout=out)
+    rows = json.loads(out.getvalue())
+    assert [r["name"] for r in rows] == ["member-1", "member-2", "member-3"]
+    assert set(rows[0]) == {"name", "role", "node", "port", "pid", "state", "lag_bytes", "timeline"}
+    assert sorted(r["role"] for r in rows) == ["primary", "standby", "standby"]
+    for row in rows:
+        member = ha_cluster.members.get(name=row["name"])
+        assert row["port"] == member.port and row["node"] == "local"
+        assert row["pid"] == postgres.postmaster_pid(member.pgdata)
+
+
+def test_switchover_refuses_missing_primary_and_lagging_members_and_one_member_clusters(ha_cluster):
+    primary = _primary(ha_cluster).name
+    for to, code in (("member-9", "unknown_member"), (primary, "already_primary")):
+        with pytest.raises(ServiceError) as refused:
+            members.switchover(ha_cluster, to)
+        assert refused.value.code == f"cluster.switchover_{code}" and refused.value.field == "to"
+    single = services.create_cluster(
+        ha_cluster.owner, name="db-single", plan_slug="db-s-1vcpu-2gb", enqueue=False
+    )
+    with pytest.raises(ServiceError) as refused:
+        members.switchover(single, None)
+    assert refused.value.code == "cluster.switchover_no_standby"
+    single.delete()
+    # A standby that stopped replaying (its startup process suspended: Patroni would resume a
+    # replay paused with pg_wal_replay_pause) falls behind: it may not take over.
+    statuses = ha.read_statuses(ha_cluster)
+    lagging = next(s for s in statuses if not s.is_primary and not s.sync)
+    postmaster = psutil.Process(ha_cluster.members.get(name=lagging.name).pid)
+    startup = next(p for p in postmaster.children() if "startup" in " ".join(p.cmdline()))
+    startup.suspend()
+    try:
+        with _connect(ha_cluster) as conn:
+            conn.execute("CREATE TABLE filler AS SELECT repeat('x', 1000) AS t FROM generate_series(1, 5000)")
+            conn.execute("DROP TABLE filler")
+        with pytest.raises(ServiceError) as refused:
+            members.switchover(ha_cluster, lagging.name)
+        assert refused.value.code == "cluster.switchover_member_lagging", refused.value.message
+        assert int(refused.value.params["lag"]) > 1024 * 1024, refused.value.params
+        assert _primary(ha_cluster).name == primary
+    finally:
+        startup.resume()
+
+
+def test_the_overview_refuses_a_switchover_to_a_missing_member_next_to_the_field(ha_cluster, other_client):
+    browser = Client()
+    browser.force_login(ha_cluster.owner)
+    url = f"/clusters/{ha_cluster.pk}/members/switchover/"
+    response = browser.post(url, {"to": "member-9"}, headers={"HX-Request": "true"})
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "has no member “member-9”" in page and "is-invalid" in page
+    assert 'data-role="primary"' in page
+    # Another account's user gets a 404 for the card and the action alike.
+    assert other_client.get(f"/clusters/{ha_cluster.pk}/members/").status_code == 404
+    assert other_client.post(url, {"to": "member-2"}).status_code == 404
+
+
+def test_a_switchover_is_an_event_with_its_duration(ha_cluster):
+    assert ha.wait_healthy(ha_cluster, RECOVERY_TIMEOUT)
+    target = next(s for s in ha.read_statuses(ha_cluster) if s.sync)
+    assert members.switchover(ha_cluster, None) == target.name
+    event = ha_cluster.events.filter(kind="switchover").first()
+    assert event is not None and target.name in event.message and "writes resumed within" in event.message
+
+
+def test_a_primary_postmaster_crash_fails_over_without_losing_commits(ha_cluster):
+    new, _took = _survive(ha_cluster, lambda member: patroni.kill_postmaster(member.pid))
+    assert ha_cluster.events.filter(kind="failover").exists()
+
+
+def test_losing_a_members_patroni_and_postmaster_fails_over_too(ha_cluster):
+    def node_loss(member: ClusterMember) -> None:
+        patroni.kill_member(ha.member_config_path(ha_cluster, member), member.pid)
+
+    _survive(ha_cluster, node_loss)
+
+
+@pytest.fixture
+def web_with_agent(redis_server: str, settings: object) -> Iterator[None]:
+    """This process acts as the web (role "web"); a real Celery worker is this node's agent."""
+    log = Path(settings.PANEL_DATA_DIR) / "ha-agent.log"  # type: ignore[attr-defined]
+    proc = start_celery_worker(redis_server, f"node.{settings.PANEL_NODE_NAME}", log)  # type: ignore[attr-defined]
+    settings.PANEL_PROCESS_ROLE = "web"  # type: ignore[attr-defined]
+    # What the agent's heartbeat says (a test worker does not beat): the web then calls it.
+    Node.objects.filter(name=settings.PANEL_NODE_NAME).update(last_heartbeat=timezone.now())  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        settings.PANEL_PROCESS_ROLE = "all"  # type: ignore[attr-defined]
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+# Last: the agent writes to the test database, so this test commits (and the rows are flushed
+# after it; the module's fixture then removes the cluster's processes and files without them).
+@pytest.mark.django_db(transaction=True)
+def test_switchover_from_the_api_through_the_agent_keeps_pool_clients(ha_cluster, web_with_agent):
+    assert ha.wait_healthy(ha_cluster, RECOVERY_TIMEOUT)
+    statuses = ha.read_statuses(ha_cluster)
+    old = next(s for s in statuses if s.is_primary)
+    target = next(s for s in statuses if s.sync)
+    token = api_services.create_token(ha_cluster.owner, "test", [Scope.READ, Scope.UPDATE])[1]
+    with psycopg.connect(**_params(ha_cluster, "writes", port=ha_cluster.pooler_port)) as client:
+        client.execute("SELECT 1")
+        response = Client().post(
+            f"/v2/databases/{ha_cluster.pk}/switchover",
+            {"to": target.name},
+            content_type="application/json",
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        assert response.status_code == 200, response.content
+        assert response.json() == {"primary": target.name}
+        # The same client connection goes on, now on the new primary.
+        # (For a moment PgBouncer may reach the old primary, restarted as a standby, before it is
+        # repointed: docs/high-availability.md, "Limits today".)
+        for _attempt in range(50):
+            try:
+                if client.execute("SELECT pg_is_in_recovery()").fetchone() == (False,):
+                    break
+            except psycopg.OperationalError:
+                pass
+            time.sleep(0.2)
+        client.execute("INSERT INTO acked VALUES (-1)")
+        client.execute("DELETE FROM acked")
+    assert any(s.name == old.name and not s.is_primary for s in ha.read_statuses(ha_cluster))
+    # The Overview's card (its list read by the agent) shows the new primary.
+    browser = Client()
+    browser.force_login(ha_cluster.owner)
+    page = browser.get(f"/clusters/{ha_cluster.pk}/members/").content.decode()
+    assert f'data-member="{target.name}" data-role="primary"' in page

@@ -1,0 +1,91 @@
+"""The pure parts of high availability: Patroni's configuration, its ``/cluster`` answer read
+into member states (a real answer of Patroni 4.1.5 here), HAProxy's configuration, and the
+callback's repointing of pgbouncer.ini."""
+
+from __future__ import annotations
+
+import json
+
+from panel.clusters.engine.patroni_callback import repoint
+from panel.clusters.lib import patroni
+
+# GET /cluster of a three-member cluster right after a failover (Patroni 4.1.5, this machine).
+CLUSTER_ANSWER = (
+    '{"members": [{"name": "member-1", "role": "sync_standby", "state": "streaming", "api_url": '
+    '"http://127.0.0.1:27003/patroni", "host": "127.0.0.1", "port": 27002, "timeline": 4, "receive_lag": 0, '
+    '"receive_lsn": "0/7046198", "replay_lag": 0, "replay_lsn": "0/7046198", "lag": 0, "lsn": "0/7046198"}, '
+    '{"name": "member-2", "role": "replica", "state": "stopped", "api_url": "http://127.0.0.1:27005/patroni", '
+    '"host": "127.0.0.1", "port": 27004, "lag": "unknown"}, '
+    '{"name": "member-3", "role": "leader", "state": "running", "api_url": "http://127.0.0.1:27007/patroni", '
+    '"host": "127.0.0.1", "port": 27006, "timeline": 4}], "scope": "cluster-e57cb8e3fc34461889f5832ec42539d3"}'
+)
+
+
+def _cluster(members: int) -> patroni.HaCluster:
+    return patroni.HaCluster(
+        scope="cluster-x",
+        etcd_hosts=("127.0.0.1:2379",),
+        bin_dir="/usr/lib/postgresql/15/bin",
+        socket_dir="/data/run",
+        superuser="pgpanel",
+        superuser_password="secret",
+        max_connections=50,
+        members=tuple(
+            patroni.Member(f"member-{i}", 27000 + 2 * i, 27001 + 2 * i, f"/d/{i}") for i in range(members)
+        ),
+        panel_conf="/data/ha/postgresql.base.conf",
+        hba_file="/data/pgdata/pg_hba.conf",
+        ident_file="/data/pgdata/pg_ident.conf",
+        on_role_change="python cb.py",
+    )
+
+
+def test_it_reads_roles_states_lag_and_timeline():
+    statuses = patroni.parse_cluster(CLUSTER_ANSWER)
+    assert [(s.name, s.role, s.state, s.lag_bytes, s.timeline, s.sync) for s in statuses] == [
+        ("member-1", "standby", "streaming", 0, 4, True),
+        ("member-2", "standby", "stopped", None, None, False),
+        ("member-3", "primary", "running", 0, 4, False),
+    ]
+
+
+def test_strict_synchronous_mode_only_with_three_members():
+    assert patroni.dynamic_config(_cluster(3))["synchronous_mode_strict"] is True
+    two = patroni.dynamic_config(_cluster(2))
+    assert two["synchronous_mode_strict"] is False and two["synchronous_mode"] is True
+    assert (two["ttl"], two["loop_wait"], two["primary_start_timeout"]) == (20, 1, 0)
+    assert two["postgresql"]["use_pg_rewind"] is True
+    assert two["postgresql"]["parameters"]["max_connections"] == 50
+
+
+def test_a_member_configuration_is_json_patroni_reads_as_yaml():
+    text = patroni.render_member(_cluster(3), _cluster(3).members[1], "/data/ha/member-1.pgpass")
+    config = json.loads(text)
+    assert config["name"] == "member-1" and config["scope"] == "cluster-x"
+    assert config["postgresql"]["listen"] == "127.0.0.1:27002"
+    assert config["restapi"]["listen"] == "127.0.0.1:27003"
+    assert config["postgresql"]["custom_conf"] == "/data/ha/postgresql.base.conf"
+    assert config["postgresql"]["parameters"]["hba_file"] == "/data/pgdata/pg_hba.conf"
+
+
+def test_haproxy_checks_every_member_for_the_primary():
+    text = patroni.render_haproxy(["127.0.0.1"], 26000, _cluster(2), "/data/ha/haproxy.pid")
+    assert "bind 127.0.0.1:26000" in text
+    assert "option httpchk GET /primary" in text
+    assert "server member-0 127.0.0.1:27000 check port 27001" in text
+    assert "server member-1 127.0.0.1:27002 check port 27003" in text
+    assert patroni.haproxy_binds("*") == ["0.0.0.0"]
+    assert patroni.haproxy_binds("127.0.0.1, ::1") == ["127.0.0.1", "[::1]"]
+
+
+def test_the_callback_repoints_only_lines_on_the_clusters_socket():
+    ini = (
+        "[databases]\n"
+        "writes = host=/data/run port=27002 dbname=defaultdb pool_size=5 pool_mode=transaction\n"
+        "other = host=/elsewhere port=27002 dbname=x\n"
+        "[pgbouncer]\nlisten_port = 26001\n"
+    )
+    new = repoint(ini, "/data/run", 27006)
+    assert "writes = host=/data/run port=27006 dbname=defaultdb" in new
+    assert "other = host=/elsewhere port=27002" in new
+    assert "listen_port = 26001" in new

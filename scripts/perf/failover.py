@@ -1,0 +1,221 @@
+"""Failover and switchover on a real three-member cluster (Patroni, etcd, HAProxy, PgBouncer).
+
+    .venv/bin/python scripts/perf/failover.py [--trials 5] [--plan db-s-1vcpu-2gb]
+
+Provisions one ``db-s-1vcpu-2gb`` cluster with three members and a transaction pool on the test
+settings (a private data directory and ports), then runs ``--trials`` trials of each scenario
+while a writer inserts sequential ids through the pool, one per transaction:
+
+- crash: SIGKILL of the primary's postmaster (Patroni stays);
+- node loss: SIGKILL of the primary's Patroni and postmaster together;
+- switchover: ``members.switchover`` to a standby.
+
+For each trial: the time from the kill (or the switchover call) to the first commit acknowledged
+after the writer's first error (the interruption), the acknowledged commits missing afterwards
+(lost; must be 0), and the commits whose outcome is unknown (an error during the INSERT), with
+how many of those are present. Between trials the old primary is brought back (reconciler) and
+the cluster waits until every standby streams again. Prints the median and worst per scenario.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+os.environ["DJANGO_SETTINGS_MODULE"] = "panel.test_settings"
+
+RECOVERY_TIMEOUT = 120.0
+
+
+@dataclass
+class Writer:
+    params: dict
+    acked: list[tuple[int, float]] = field(default_factory=list)
+    unknown: list[tuple[int, float]] = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        import psycopg
+
+        conn = None
+        n = 0
+        while not self.stop.is_set():
+            n += 1
+            try:
+                if conn is None:
+                    conn = psycopg.connect(**self.params)
+                conn.execute("INSERT INTO acked VALUES (%s)", [n])
+                self.acked.append((n, time.monotonic()))
+            except psycopg.Error:
+                self.unknown.append((n, time.monotonic()))
+                if conn is not None:
+                    conn.close()
+                conn = None
+                time.sleep(0.02)
+        if conn is not None:
+            conn.close()
+
+
+@dataclass
+class Trial:
+    scenario: str
+    interruption: float
+    longest_gap: float
+    acked: int
+    lost: int
+    unknown: int
+    unknown_present: int
+
+
+def trial(cluster, scenario: str, params: dict) -> Trial:  # type: ignore[no-untyped-def]
+    import psycopg
+
+    from panel.clusters.engine import patroni
+    from panel.clusters.models import MemberRole
+    from panel.clusters.services import ha, members, reconciler
+
+    deadline = time.monotonic() + RECOVERY_TIMEOUT
+    while not ha.wait_healthy(cluster, 2) and time.monotonic() < deadline:
+        reconciler.reconcile()
+    ha.refresh_members(cluster)
+    old = cluster.members.get(role=MemberRole.PRIMARY)
+    with psycopg.connect(**params) as conn:
+        conn.execute("TRUNCATE acked")
+    writer = Writer(params)
+    thread = threading.Thread(target=writer.run, daemon=True)
+    thread.start()
+    time.sleep(3)
+    started = time.monotonic()
+    if scenario == "crash":
+        patroni.kill_postmaster(old.pid)
+    elif scenario == "node loss":
+        patroni.kill_member(ha.member_config_path(cluster, old), old.pid)
+    else:
+        members.switchover(cluster, None)
+    # Done once another member is the primary and commits have flowed for 3 s since.
+    end = started + RECOVERY_TIMEOUT
+    taken_over = None
+    while time.monotonic() < end:
+        if taken_over is None:
+            statuses = ha.read_statuses(cluster)
+            if any(s.is_primary and s.state == "running" and s.name != old.name for s in statuses):
+                taken_over = time.monotonic()
+        elif writer.acked and writer.acked[-1][1] > taken_over + 3:
+            break
+        time.sleep(0.1)
+    writer.stop.set()
+    thread.join(timeout=10)
+    # The outage clients saw: the longest pause between two commits after the kill (backends of a
+    # killed postmaster may still commit for a moment); "first write" is the commit ending it.
+    times = [started] + [t for _n, t in writer.acked if t > started]
+    gaps = [(b - a, b) for a, b in zip(times, times[1:], strict=False)]
+    longest, resumed = max(gaps) if gaps else (float("inf"), end)
+    interruption = resumed - started if taken_over is not None else float("inf")
+    present: set[int] = set()
+    for _attempt in range(50):
+        try:
+            with psycopg.connect(**params) as conn:
+                present = {row[0] for row in conn.execute("SELECT id FROM acked")}
+            break
+        except psycopg.Error:
+            time.sleep(0.5)
+    lost = sum(1 for n, _t in writer.acked if n not in present)
+    return Trial(
+        scenario,
+        interruption,
+        longest,
+        len(writer.acked),
+        lost,
+        len(writer.unknown),
+        sum(1 for n, _t in writer.unknown if n in present),
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument("--plan", default="db-s-1vcpu-2gb")
+    parser.add_argument("--scenarios", default="crash,node loss,switchover")
+    args = parser.parse_args()
+
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+
+    from panel.clusters import services
+    from panel.pools import services as pool_services
+
+    call_command("migrate", verbosity=0)
+    owner = User.objects.create_user("perf", "perf@example.com", "perf-password-1")
+    cluster = services.create_cluster(
+        owner, name="db-failover", plan_slug=args.plan, num_nodes=3, enqueue=False
+    )
+    started = time.monotonic()
+    cluster = services.provision_cluster(cluster.pk)
+    try:
+        if cluster.status != "online":
+            sys.exit(f"provisioning failed: {cluster.error_message}")
+        print(f"three members online in {time.monotonic() - started:.0f} s")
+        pool_services.create_pool(cluster, "writes", "defaultdb", None, "transaction", 5)
+        details = services.connection_details(cluster)
+        params = {
+            "host": "127.0.0.1",
+            "port": cluster.pooler_port,
+            "user": details.user,
+            "password": details.password,
+            "dbname": "writes",
+            "sslmode": "require",
+            "connect_timeout": 3,
+            "autocommit": True,
+            "prepare_threshold": None,
+        }
+        import psycopg
+
+        with psycopg.connect(**params) as conn:
+            conn.execute("CREATE TABLE acked (id bigint PRIMARY KEY)")
+        results: list[Trial] = []
+        for scenario in args.scenarios.split(","):
+            for number in range(1, args.trials + 1):
+                result = trial(cluster, scenario, params)
+                results.append(result)
+                print(
+                    f"{scenario:<10} #{number}: first write after {result.interruption:5.2f} s "
+                    f"(longest pause {result.longest_gap:5.2f} s); "
+                    f"acked {result.acked}, lost {result.lost}, unknown {result.unknown} "
+                    f"({result.unknown_present} of them present)",
+                    flush=True,
+                )
+        print()
+        for scenario in args.scenarios.split(","):
+            rows = [r for r in results if r.scenario == scenario]
+            times = [r.interruption for r in rows]
+            pauses = [r.longest_gap for r in rows]
+            print(
+                f"{scenario:<10}: {len(rows)} trials, kill → first write median {statistics.median(times):.2f} s, "
+                f"worst {max(times):.2f} s (longest pause median {statistics.median(pauses):.2f} s, worst "
+                f"{max(pauses):.2f} s); acknowledged commits lost {sum(r.lost for r in rows)} of "
+                f"{sum(r.acked for r in rows)}; unknown outcome {sum(r.unknown for r in rows)} "
+                f"({sum(r.unknown_present for r in rows)} committed)"
+            )
+    finally:
+        cluster.refresh_from_db()
+        services.delete_cluster(cluster, confirm_name=cluster.name)
+        data_dir = Path(settings.PANEL_DATA_DIR)
+        if data_dir.name.startswith("pgpanel-test-"):
+            shutil.rmtree(data_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
