@@ -300,7 +300,9 @@ def make_local_cluster(owner: User, name: str = "db-test", plan: str = "db-s-1vc
 
 
 @contextlib.contextmanager
-def module_cluster(django_db_blocker: object, username: str, name: str) -> Iterator[Cluster]:
+def module_cluster(
+    django_db_blocker: object, username: str, name: str, plan: str = "db-s-1vcpu-1gb"
+) -> Iterator[Cluster]:
     """A real cluster that one module's tests share, owned by a user of its own; removed afterwards.
 
     For a module-scoped fixture (``django_db_blocker`` lets it write rows outside a test). When a
@@ -312,12 +314,13 @@ def module_cluster(django_db_blocker: object, username: str, name: str) -> Itera
 
     with django_db_blocker.unblock():  # type: ignore[attr-defined]
         owner = User.objects.create_user(username, f"{username}@example.com", f"{username}-password-1")
-        cluster = make_local_cluster(owner, name=name)
+        cluster = make_local_cluster(owner, name=name, plan=plan)
     try:
         yield cluster
     finally:
         with django_db_blocker.unblock():  # type: ignore[attr-defined]
             if Cluster.objects.filter(pk=cluster.pk).exists():
+                delete_replicas_of(cluster)
                 services.delete_cluster(Cluster.objects.get(pk=cluster.pk), confirm_name=cluster.name)
             else:  # its PgBouncer too: the teardown that would stop it cannot run without the rows
                 hooks.pooler.stop_pgbouncer(cluster)
@@ -332,8 +335,15 @@ def local_cluster(owner: User, transactional_db: None) -> Iterator[Cluster]:
     cluster = make_local_cluster(owner)
     yield cluster
     if Cluster.objects.filter(pk=cluster.pk).exists():
+        delete_replicas_of(cluster)
         cluster.refresh_from_db()
         services.delete_cluster(cluster, confirm_name=cluster.name)
+
+
+def delete_replicas_of(cluster: Cluster) -> None:
+    """A test's read-only replicas of ``cluster`` go first: a source is not deleted under them."""
+    for replica in Cluster.objects.filter(replica_of=cluster.pk):
+        services.delete_cluster(replica, confirm_name=replica.name)
 
 
 @pytest.fixture(scope="session", autouse=True)

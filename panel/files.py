@@ -69,6 +69,8 @@ log = logging.getLogger(__name__)
 
 # What the settings of this process repaired at start, so the system check can say it.
 repaired_at_start: list[str] = []
+# The same for the checkout's files the web server reads (share_checkout_with_web).
+shared_at_start: list[str] = []
 
 
 def _me() -> str:
@@ -270,13 +272,62 @@ def secure_data_dir(data_dir: Path, sqlite_files: Iterable[Path] = (), web_gid: 
     return report
 
 
+# What the web server reads from the checkout while it serves: the compiled catalogues, the
+# templates, the code. When make run runs as root the web server runs as PANEL_WEB_USER, who
+# reads them as "others"; a file made by a process of the panel (umask 077), such as the German
+# catalogue that `manage.py compilemessages` writes, would be 0600 root and every German page a 500.
+WEB_READ_DIRS = ("locale", "templates", "static", "panel", "benchmarks")
+# Written by whichever user imports a module first; Python reads the source when it may not.
+NOT_WEB_READ = ("__pycache__",)
+
+
+def web_unreadable(root: Path, dirs: Iterable[str] = WEB_READ_DIRS) -> list[tuple[Path, int]]:
+    """Files under ``root``'s ``dirs`` that others may not read, directories they may not enter,
+    each with the mode it needs."""
+    found: list[tuple[Path, int]] = []
+    for name in dirs:
+        for directory, subdirs, names in os.walk(root / name):
+            subdirs[:] = sorted(d for d in subdirs if d not in NOT_WEB_READ)
+            here = Path(directory)
+            for path, needed in [(here, 0o005), *((here / n, 0o004) for n in sorted(names))]:
+                try:
+                    st = path.lstat()
+                except FileNotFoundError:
+                    continue
+                if stat.S_ISLNK(st.st_mode):
+                    continue
+                mode = stat.S_IMODE(st.st_mode)
+                if mode & needed != needed:
+                    # Group as others: the web user is in neither root's group nor another's.
+                    found.append((path, mode | needed | (needed << 3)))
+    return found
+
+
+def share_checkout_with_web(root: Path, dirs: Iterable[str] = WEB_READ_DIRS) -> Report:
+    """Make what the web server reads readable by it (see WEB_READ_DIRS); report what was
+    repaired, and what belongs to someone else with the command that repairs it."""
+    report = Report()
+    for path, want in web_unreadable(root, dirs):
+        try:
+            st = path.lstat()
+        except FileNotFoundError:
+            continue
+        _fix_mode(path, st, want, report, why="the web server reads it as another user")
+    return report
+
+
 def secure_at_start(data_dir: Path, sqlite_files: Iterable[Path], web_gid: int | None = None) -> None:
     """What the settings run in every process: repair, and say so on stderr at once (logging is not
     configured yet; Python's last-resort handler prints warnings), since the first process to start
     repairs and the ones after it, `manage.py check` included, find nothing left to repair."""
     report = secure_data_dir(data_dir, sqlite_files, web_gid)
-    for line in report.repaired:
+    shared = Report()
+    if os.geteuid() == 0:  # only then does the web server run as another user (make run)
+        shared = share_checkout_with_web(Path(__file__).resolve().parent.parent)
+        report.problems += shared.problems
+    for line in [*report.repaired, *shared.repaired]:
         log.warning("Repaired: %s", line)
     for problem in report.problems:
         log.error("%s Run: %s", problem.message, problem.fix)
     repaired_at_start.extend(report.repaired)
+    shared_at_start.extend(shared.repaired)

@@ -23,6 +23,7 @@ from panel.env import (
     new_django_secret,
     secret_from_file,
 )
+from panel.schedule import beat_schedule
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 RUNNING_AS_ROOT = os.geteuid() == 0
@@ -44,9 +45,10 @@ PANEL_SUPERUSER = "pgpanel"
 # The non-superuser role (member of pg_monitor) that collection and measurement use inside
 # databases a tenant can write to; the superuser never enters those.
 PANEL_MONITOR_ROLE = "pgpanel_monitor"
-# The role that owns an online migration's subscriptions (panel/migrate): reserved by the
-# privilege guard, so a tenant can neither log in as it nor change its subscriptions.
-PANEL_MIGRATION_ROLE = "pgpanel_migrate"
+PANEL_MIGRATION_ROLE = "pgpanel_migrate"  # owns online migrations' subscriptions; reserved too
+# The role a cluster's read-only replicas stream with (REPLICATION, from loopback over TLS only);
+# reserved by the privilege guard like the two above.
+PANEL_REPLICATION_ROLE = "pgpanel_replication"
 # PgBouncer's server_idle_timeout for every cluster (seconds). PgBouncer's own 600 s kept a busy
 # pool's idle server connections, and so the direct clients' slots, for ten minutes after a run;
 # 60 s gives them back within about a minute (measured: issue 11). PgBouncer 1.18 has no per-pool
@@ -56,6 +58,8 @@ PANEL_POOL_SERVER_IDLE_TIMEOUT = env_int("PANEL_POOL_SERVER_IDLE_TIMEOUT", 60)
 # and each cluster's PostgreSQL and PgBouncer run as a system user of their own named
 # PANEL_CLUSTER_USER_PREFIX + a short id (created on provision, removed on delete).
 PANEL_BENCH_USER = env_str("PANEL_BENCH_USER", "pgpanel-bench")
+# The memory limit of the node's benchmark clients' cgroup (pgbench, sysbench; docs/benchmarks.md).
+PANEL_BENCH_MEMORY_MB = env_int("PANEL_BENCH_MEMORY_MB", 1024, minimum=64)
 PANEL_CLUSTER_USER_PREFIX = env_str("PANEL_CLUSTER_USER_PREFIX", "pgc-")
 PANEL_RECONCILE_SECONDS = env_int("PANEL_RECONCILE_SECONDS", 15, minimum=1)
 PANEL_COMMAND_TIMEOUT = env_int("PANEL_COMMAND_TIMEOUT", 120, minimum=5)
@@ -173,6 +177,8 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
+            # `number`, the one formatter of every figure on a page (digits grouped per language).
+            "builtins": ["panel.clusters.templatetags.numbers"],
         },
     },
 ]
@@ -316,23 +322,10 @@ PANEL_ATTACH_RATE = env_int("PANEL_ATTACH_RATE", 5, minimum=1)  # attempts per a
 PANEL_ATTACH_RATE_SECONDS = env_int("PANEL_ATTACH_RATE_SECONDS", 600, minimum=1)  # …per this window
 # Every failed attempt of such an account takes at least this long, whatever failed.
 PANEL_ATTACH_FAILURE_SECONDS = env_int("PANEL_ATTACH_FAILURE_SECONDS", 5, minimum=0)
-
-# Online migration (panel/migrate): the networks a source server may be in besides public
-# addresses (comma-separated CIDRs, e.g. "127.0.0.0/8"). Loopback, link-local, multicast and
-# reserved addresses are refused unless listed here; the panel's own cluster ports on this
-# machine always (docs/online-migration.md).
-PANEL_MIGRATION_SOURCE_NETWORKS = env_list("PANEL_MIGRATION_SOURCE_NETWORKS", [])
-# How long a cut-over waits for the target to catch up with the source before refusing.
-PANEL_MIGRATION_CUTOVER_SECONDS = env_int("PANEL_MIGRATION_CUTOVER_SECONDS", 60, minimum=1)
-# Starts that reach the network, per account and window: the form tells why a source refused,
-# so it must not become a fast port scanner.
+PANEL_MIGRATION_SOURCE_NETWORKS = env_list("PANEL_MIGRATION_SOURCE_NETWORKS", [])  # docs/online-migration.md
 PANEL_MIGRATION_RATE = env_int("PANEL_MIGRATION_RATE", 20, minimum=1)
-PANEL_MIGRATION_RATE_SECONDS = env_int("PANEL_MIGRATION_RATE_SECONDS", 600, minimum=1)
-# Log forwarding (panel/logsink): networks a sink may be in besides public addresses (as above),
-# how often each node forwards its clusters' new log entries, and the wait for a sink's answer.
-PANEL_LOGSINK_TARGET_NETWORKS = env_list("PANEL_LOGSINK_TARGET_NETWORKS", [])
+PANEL_LOGSINK_TARGET_NETWORKS = env_list("PANEL_LOGSINK_TARGET_NETWORKS", [])  # docs/logsink.md
 PANEL_LOGSINK_SECONDS = env_int("PANEL_LOGSINK_SECONDS", 10, minimum=1)
-PANEL_LOGSINK_TIMEOUT = env_int("PANEL_LOGSINK_TIMEOUT", 5, minimum=1)
 # Counters shared by the web server's processes (the attach rate limit) without another service.
 CACHES = {
     "default": {
@@ -362,62 +355,8 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Fail fast when Redis is down so a form can say so instead of hanging.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 3, "socket_timeout": 5}
-# Beat runs anywhere and touches no cluster: each periodic job goes to ``default`` as a fan-out,
-# which sends one message per node with a living agent to that node's tasks queue
-# (panel/clusters/tasks.py); a message a busy or dead node did not take in time expires.
-CELERY_BEAT_SCHEDULE = {
-    "reconcile-clusters": {
-        "task": "panel.clusters.tasks.fan_out",
-        "args": ("panel.clusters.tasks.reconcile", float(PANEL_RECONCILE_SECONDS)),
-        "schedule": float(PANEL_RECONCILE_SECONDS),
-        "options": {"expires": float(PANEL_RECONCILE_SECONDS)},
-    },
-    "reap-benchmarks": {
-        "task": "panel.clusters.tasks.fan_out",
-        "args": ("benchmarks.tasks.reap", 15.0),
-        "schedule": 15.0,
-        "options": {"expires": 15.0},
-    },
-    # A cycle that finds the previous one still queued is dropped rather than piled up.
-    "collect-metrics": {
-        "task": "panel.clusters.tasks.fan_out",
-        "args": ("panel.insights.tasks.collect", float(PANEL_METRICS_INTERVAL)),
-        "schedule": float(PANEL_METRICS_INTERVAL),
-        "options": {"expires": float(PANEL_METRICS_INTERVAL)},
-    },
-    "rollup-metrics": {"task": "panel.insights.tasks.rollup", "schedule": 300.0},
-    # Backups: each node takes the day's backup of its clusters once PANEL_BACKUP_HOUR has passed
-    # (and a first one of a cluster that has none), checks archiving, expires kept repositories.
-    "backups": {
-        "task": "panel.clusters.tasks.fan_out",
-        "args": ("panel.backups.tasks.periodic", 600.0),
-        "schedule": 600.0,
-        "options": {"expires": 600.0},
-    },
-    # Log forwarding: each node sends its clusters' new log entries to their sinks (on the
-    # queue of tenants' work: a slow sink holds up no control work).
-    "forward-logs": {
-        "task": "panel.clusters.tasks.fan_out",
-        "args": ("panel.logsink.tasks.forward", float(PANEL_LOGSINK_SECONDS), "work"),
-        "schedule": float(PANEL_LOGSINK_SECONDS),
-        "options": {"expires": float(PANEL_LOGSINK_SECONDS)},
-    },
-    # Maintenance windows (versions checked, updates installed in their hour) and storage
-    # autoscale, on each cluster's node.
-    "managed-round": {
-        "task": "panel.clusters.tasks.fan_out",
-        "args": ("panel.managed.tasks.periodic", 300.0),
-        "schedule": 300.0,
-        "options": {"expires": 300.0},
-    },
-    # Storage quotas: measured and judged on every collection cycle, on each cluster's node.
-    "measure-quotas": {
-        "task": "panel.clusters.tasks.fan_out",
-        "args": ("panel.quotas.tasks.measure", float(PANEL_METRICS_INTERVAL)),
-        "schedule": float(PANEL_METRICS_INTERVAL),
-        "options": {"expires": float(PANEL_METRICS_INTERVAL)},
-    },
-}
+# Beat runs anywhere and touches no cluster: what it sends, and how often (panel/schedule.py).
+CELERY_BEAT_SCHEDULE = beat_schedule(PANEL_RECONCILE_SECONDS, PANEL_METRICS_INTERVAL, PANEL_LOGSINK_SECONDS)
 
 # What this process may touch (panel/core/agent.py): "all" runs work on a cluster's processes,
 # sockets and files in place (the tests, manage.py); "web" sends it to the node agent and waits

@@ -122,10 +122,11 @@ def test_insights_an_alert_threshold_out_of_range(owner: User, cluster: Cluster)
 def test_benchmarks_a_run_with_more_threads_than_clients(owner: User, cluster: Cluster) -> None:
     """Benchmarks have no API: the lib's problem (code and parameters) is the form's error, in the
     page's language, on its field."""
+    from benchmarks.lib import engines
     from benchmarks.lib import pgbench_command as cmd
     from benchmarks.tests.test_views_forms import RUN, field_errors
 
-    [(field, problem)] = cmd.problems(cmd.RunOptions(clients=4, threads=8, duration_s=5))
+    [(field, problem)] = engines.problems(cmd.RunOptions(clients=4, threads=8, duration_s=5))
     assert (field, problem.code) == ("threads", "run.threads_over_clients")
     with translation.override("de"):
         german = str(problem)

@@ -1,4 +1,6 @@
-"""Every module under panel/ and benchmarks/ sits in a layer of a contract in pyproject.toml.
+"""The house's shape: every module under panel/ and benchmarks/ sits in a layer of a contract in
+pyproject.toml, no import runs in a circle (not even one inside a function), and no module of
+panel/, benchmarks/ or scripts/ is over 400 lines.
 
 lint-imports checks the layers it is told about; a module in none of them is checked by nothing.
 The contracts with containers are exhaustive for their containers, and this test catches what they
@@ -8,8 +10,11 @@ cannot: a new app, or a new package no contract names as a container.
 from __future__ import annotations
 
 import re
+import sys
 import tomllib
 from pathlib import Path
+
+import grimp
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("panel", "benchmarks")
@@ -81,3 +86,63 @@ def test_every_app_is_a_container() -> None:
         for path in (ROOT / package).glob("**/apps.py")
     }
     assert apps - containers == set()
+
+
+def circles(imports: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for other in imports.get(module, ()):
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            group = []
+            while True:
+                other = stack.pop()
+                group.append(other)
+                if other == module:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for module in sorted(imports):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_import_runs_in_a_circle() -> None:
+    sys.path.insert(0, str(ROOT))
+    graph = grimp.build_graph(*PACKAGES, cache_dir=None)
+    own = {m for m in graph.modules if not SKIPPED_FOLDERS & set(m.split("."))}
+    imports = {m: graph.find_modules_directly_imported_by(m) & own for m in own}
+    assert circles(imports) == []
+
+
+def test_a_circle_is_found() -> None:
+    imports = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert circles(imports) == [["a", "b", "c"]]
+
+
+ROOMY = ("panel", "benchmarks", "scripts")
+MAX_LINES = 400
+
+
+def test_no_module_is_over_400_lines() -> None:
+    long = {
+        str(path.relative_to(ROOT)): lines
+        for folder in ROOMY
+        for path in (ROOT / folder).rglob("*.py")
+        if not SKIPPED_FOLDERS & set(path.relative_to(ROOT).parts[:-1])
+        and (lines := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert long == {}

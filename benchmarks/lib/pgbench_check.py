@@ -5,7 +5,7 @@ temporary directory as its Unix-socket "host", it ends with an immediate connect
 everything is acceptable, and with its own message otherwise. No server and no network are involved.
 
 This module spawns nothing: it builds the arguments and reads the verdict. The caller passes a
-``probe``, :func:`benchmarks.runner.probe`, which runs pgbench as the bench user in a private work
+``probe``, :func:`benchmarks.engine.runner.probe`, which runs pgbench as the bench user in a private work
 directory (the runner is the only module that spawns pgbench).
 """
 

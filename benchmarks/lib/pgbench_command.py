@@ -20,8 +20,7 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 
-from benchmarks.lib import pgbench_options, sysbench_command
-from benchmarks.lib.pgbench_options import (
+from benchmarks.lib.run_options import (
     BUILTIN_SCRIPTS,
     INIT_STEP_LETTERS,
     MAX_CLIENTS,
@@ -38,13 +37,10 @@ from benchmarks.lib.pgbench_options import (
     InitOptions,
     RunOptions,
     default_threads,
-    init_problems,
     run_options,
-    validate,
-    validate_init,
-    warnings,
 )
-from panel.core.errors import N_, Message
+from benchmarks.lib.run_problems import init_problems, validate, validate_init
+from benchmarks.lib.run_warnings import warnings
 
 __all__ = [
     "BUILTIN_SCRIPTS",
@@ -70,7 +66,6 @@ __all__ = [
     "default_threads",
     "display_command",
     "exact_command",
-    "problems",
     "run_options",
     "spawned_env",
     "validate",
@@ -78,25 +73,6 @@ __all__ = [
     "validate_init",
     "warnings",
 ]
-
-
-def problems(options: RunOptions) -> list[tuple[str, Message]]:
-    """Blocking errors of a run, by its engine's rules (see ``pgbench_options.problems``)."""
-    if options.engine == sysbench_command.SYSBENCH:
-        return sysbench_command.problems(options)
-    found = pgbench_options.problems(options)
-    if options.engine != sysbench_command.PGBENCH:
-        found.append(
-            (
-                "engine",
-                Message(
-                    N_("Unknown engine %(e)s: choose pgbench or sysbench."),
-                    "run.engine_unknown",
-                    e=repr(options.engine),
-                ),
-            )
-        )
-    return found
 
 
 def _number(value: float) -> str:

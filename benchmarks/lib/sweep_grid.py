@@ -24,6 +24,7 @@ class Observation:
     tps: float | None  # None: the run failed to produce a throughput (counts as 0)
     latency_ms: float | None = None
     failed_transactions: int = 0
+    client_cores: float | None = None  # the load generator's average CPU use (None: not measured)
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class Cell:
     failed_transactions: int  # summed over the repeats
     runs: int
     failed_runs: int  # repeats that gave no throughput
+    client_cores: float | None = None  # median over the repeats that measured it
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ def summarise(observations: Iterable[Observation], series_order: Sequence[str] =
     cells: dict[tuple[str, int], Cell] = {}
     for (series, clients), group in grouped.items():
         latencies = [o.latency_ms for o in group if o.tps is not None and o.latency_ms is not None]
+        cores = [o.client_cores for o in group if o.client_cores is not None]
         cells[series, clients] = Cell(
             series=series,
             clients=clients,
@@ -71,6 +74,7 @@ def summarise(observations: Iterable[Observation], series_order: Sequence[str] =
             failed_transactions=sum(o.failed_transactions for o in group),
             runs=len(group),
             failed_runs=sum(1 for o in group if o.tps is None),
+            client_cores=statistics.median(cores) if cores else None,
         )
     clients_seen = sorted({clients for _series, clients in cells})
     return Grid(series=tuple(order), clients=tuple(clients_seen), cells=cells)

@@ -17,7 +17,8 @@ reads ``PGPASSWORD`` from the environment (``PQsetdbLogin`` ignores empty values
 
 from __future__ import annotations
 
-from benchmarks.lib.pgbench_options import MAX_CLIENTS, ConnectionTarget, RunOptions
+from benchmarks.lib.run_options import MAX_CLIENTS, ConnectionTarget, RunOptions
+from benchmarks.lib.run_warnings import client_limit_warnings, progress_warnings
 from panel.core.errors import N_, Count, Message
 
 PGBENCH = "pgbench"
@@ -240,33 +241,9 @@ def prepare_problems(tables: int, table_size: int) -> list[tuple[str, Message]]:
 def warnings(
     options: RunOptions, *, target_max_connections: int | None, pool_mode: str | None
 ) -> list[Message]:
-    """Non-blocking advice before a sysbench run."""
-    found: list[Message] = []
-    if target_max_connections is not None and options.clients > target_max_connections:
-        if pool_mode is None:
-            found.append(
-                Message(
-                    N_(
-                        "%(clients)s clients but the server accepts at most %(max)s connections for this user: "
-                        "sysbench will not start. Use a connection pool or fewer clients."
-                    ),
-                    "run.warn_over_server_limit",
-                    clients=options.clients,
-                    max=target_max_connections,
-                )
-            )
-        else:
-            found.append(
-                Message(
-                    N_(
-                        "%(clients)s clients but PgBouncer accepts at most %(max)s client connections: "
-                        "the extra clients will be refused."
-                    ),
-                    "run.warn_over_pooler_limit",
-                    clients=options.clients,
-                    max=target_max_connections,
-                )
-            )
+    """Non-blocking advice before a sysbench run (the limits and the progress interval are every
+    engine's, :mod:`benchmarks.lib.run_warnings`)."""
+    found: list[Message] = client_limit_warnings(options, SYSBENCH, target_max_connections, pool_mode)
     if pool_mode == "statement" and options.builtin != "oltp_point_select":
         found.append(
             Message(
@@ -288,11 +265,5 @@ def warnings(
                 "run.warn_sysbench_ps_disabled",
             )
         )
-    if options.duration_s is not None and options.progress_interval_s > options.duration_s:
-        found.append(
-            Message(
-                N_("The progress interval is longer than the run: no progress will be reported."),
-                "run.warn_progress_too_long",
-            )
-        )
+    found += progress_warnings(options)
     return found

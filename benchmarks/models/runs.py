@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from typing import Any, ClassVar
 
@@ -11,6 +12,7 @@ from django.utils import timezone
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
+from benchmarks.lib.client_cpu import client_cores, is_client_bound
 from benchmarks.models.status import Engine, InvalidTransition, RunStatus
 from panel.clusters.models import Cluster
 from panel.core.errors import message_from_json
@@ -127,6 +129,10 @@ class BenchmarkRun(models.Model):
     worker_hostname = models.CharField(max_length=255, blank=True)
     worker_pid = models.IntegerField(null=True, blank=True)
     pgbench_pid = models.IntegerField(null=True, blank=True)  # the load generator's, sysbench's too
+    # Where the load generator ran and what it used (docs/benchmarks.md): ``node``, ``cgroup`` (""
+    # where cgroups cannot be written), ``memory_bytes``, ``cpu_weight`` and ``weight_of_default``
+    # (the clients' group's limits), ``cpu_s`` (its CPU time) and ``wall_s`` (its lifetime).
+    client = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ("-created_at",)
@@ -195,6 +201,16 @@ class BenchmarkRun(models.Model):
     @property
     def tps(self) -> float | None:
         return (self.summary or {}).get("tps")
+
+    @property
+    def client_cores(self) -> float | None:
+        """The load generator's average CPU use, in cores (1.0: one core busy the whole run)."""
+        return client_cores(self.client)
+
+    @property
+    def client_bound(self) -> bool:
+        """Whether the client used about all the CPU its threads can: the figure is its limit."""
+        return is_client_bound(self.client_cores, self.threads, os.cpu_count())
 
     @property
     def latency_avg_ms(self) -> float | None:

@@ -12,7 +12,7 @@ import uuid
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from benchmarks import runner
+from benchmarks.engine import runner
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib import sysbench_command as sb
 from benchmarks.lib.pgbench_output import FATAL_KINDS, InitDone, InitPhase, InitProgress, StderrParser
@@ -20,7 +20,7 @@ from benchmarks.lib.sysbench_output import parse_error_line, parse_init_line
 from benchmarks.models import BenchmarkRun, DataSet, Engine, InvalidTransition, JobStatus, RunStatus
 from benchmarks.services.enqueue import INIT_TASK, send_job
 from benchmarks.services.targets import ResolvedTarget, require_serving, resolve_target
-from panel.clusters.engine import dbconn, isolation
+from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
 from panel.core.agent import on_node
 from panel.core.errors import N_, ServiceError
@@ -218,7 +218,7 @@ def _execute_init(dataset: DataSet) -> None:
     env = _init_env(target)
     started = time.monotonic()
     try:
-        proc = runner.PgbenchProcess(args, env, join=isolation.server_cgroup(cluster))
+        proc = runner.LoadProcess(args, env, join=runner.client_cgroup().procs_files)
     except runner.RunnerError as exc:
         dataset.fail(str(exc))
         return
@@ -306,7 +306,7 @@ def cleanup_dataset(cluster: Cluster, database: str) -> int:
     args = sb.build_prepare_args(runner.sysbench_path(), target.connection, tables, 0, command="cleanup")
     env = _init_env(target)
     try:
-        proc = runner.PgbenchProcess(args, env, join=isolation.server_cgroup(cluster))
+        proc = runner.LoadProcess(args, env, join=runner.client_cgroup().procs_files)
     except runner.RunnerError as exc:
         raise ServiceError(
             N_("sysbench could not start: %(reason)s"), code="dataset.cleanup_failed", params={"reason": exc}

@@ -15,14 +15,14 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from benchmarks import runner
+from benchmarks.engine import runner
+from benchmarks.lib import engines
 from benchmarks.lib import pgbench_command as cmd
-from benchmarks.lib import sysbench_command as sb
 from benchmarks.lib.pgbench_output import (
     StderrParser,
 )
 from benchmarks.lib.pgbench_txlog import TxLogTail
-from benchmarks.models import BenchmarkRun, Engine, InvalidTransition, RunStatus
+from benchmarks.models import BenchmarkRun, InvalidTransition, RunStatus
 from benchmarks.services.config import HOSTNAME, SCRIPT_FILE, heartbeat_interval
 from benchmarks.services.enqueue import kick_next, next_in_line, run_time_limit
 from benchmarks.services.launch import refuse_shell_commands
@@ -31,7 +31,6 @@ from benchmarks.services.recorder import PgbenchRecorder, RunRecorder
 from benchmarks.services.sweep_pool import after_run, prepare_step
 from benchmarks.services.sysbench_recorder import SysbenchRecorder
 from benchmarks.services.targets import ResolvedTarget, require_serving, resolve_target
-from panel.clusters.engine import isolation
 from panel.clusters.models import Cluster
 from panel.core.errors import ServiceError
 from panel.pools import services as pools_services
@@ -116,6 +115,7 @@ class _Execution:
         self.txlog_copy_to = txlog_copy_to
         self.stopped_reason = ""
         self.cancelled = False
+        self.client: dict[str, object] = {}
 
     def _target(self) -> ResolvedTarget:
         run = self.run
@@ -143,7 +143,8 @@ class _Execution:
                     % {"n": released},
                 ]
                 run.save(update_fields=["warnings"])
-        options = cmd.RunOptions(**run.options)
+        options = cmd.RunOptions.from_json(run.options)
+        engine = engines.ENGINES[options.engine]
         if run.custom_script:
             # Queued before the rule existed, or written around the launch service: never run it.
             try:
@@ -168,24 +169,19 @@ class _Execution:
                 log_prefix=str(workdir / "txlog") if sampling is not None else None,
                 sampling_rate=sampling if sampling is not None and sampling < 1 else None,
             )
-            if options.engine == Engine.SYSBENCH:
-                # The pool's mode now, not at launch: prepared statements off through a transaction pool.
-                options = replace(
-                    options, query_mode=sb.ps_mode_for(target.pool.mode if target.pool else None)
-                )
-                # Again here, as the shell-command rule above: sysbench runs whatever Lua file its
-                # script argument names, and a row written around the launch service is not checked.
-                found = sb.problems(options)
-                if found:
-                    run.fail(" ".join(str(message) for _field, message in found))
-                    return
-                args = sb.build_run_args(runner.sysbench_path(), target.connection, options)
-            else:
-                args = cmd.build_run_args(
-                    runner.pgbench_path(run.cluster.version), target.connection, options
-                )
-            # The same environment for both tools: libpq reads the password and TLS mode from it.
-            env = cmd.build_env(
+            # The pool's mode now, not at launch (sysbench: prepared statements off through a pool).
+            options = engine.for_target(options, target.pool.mode if target.pool else None)
+            # Again here, as the shell-command rule above: sysbench runs whatever Lua file its
+            # script argument names, and a row written around the launch service is not checked.
+            found = engine.problems(options)
+            if found:
+                run.fail(" ".join(str(message) for _field, message in found))
+                return
+            args = engine.run_args(
+                runner.program_path(engine.name, run.cluster.version), target.connection, options
+            )
+            # libpq reads the password and TLS mode from the environment, never from argv.
+            env = engine.env(
                 target.password,
                 target.connection.sslmode,
                 base=runner.base_env(),
@@ -193,13 +189,20 @@ class _Execution:
             )
             if not BenchmarkRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING).exists():
                 return  # cancelled between the claim and now
+            # The client off the server's plan: the node's clients' group, never the cluster's.
+            group = runner.client_cgroup()
             try:
-                proc = runner.PgbenchProcess(
-                    args, env, cwd=workdir, join=isolation.server_cgroup(run.cluster)
-                )
+                proc = runner.LoadProcess(args, env, cwd=workdir, join=group.procs_files)
             except runner.RunnerError as exc:
                 run.fail(str(exc))
                 return
+            self.client = {
+                "node": HOSTNAME,
+                "cgroup": group.path,
+                "memory_bytes": group.memory_bytes,
+                "cpu_weight": group.cpu_weight,
+                "weight_of_default": group.weight_of_default,
+            }
             self._follow(proc, options, args, env, workdir)
         finally:
             if self.txlog_copy_to is not None:
@@ -210,7 +213,7 @@ class _Execution:
 
     def _follow(
         self,
-        proc: runner.PgbenchProcess,
+        proc: runner.LoadProcess,
         options: cmd.RunOptions,
         args: list[str],
         env: dict[str, str],
@@ -225,8 +228,9 @@ class _Execution:
             argv=list(args),
             argv_env=cmd.spawned_env(env),
             workdir=str(workdir),
+            client=self.client,
         )
-        recorder = _recorder(run, proc, options, workdir)
+        recorder = _recorder(engine_name=options.engine, run=run, proc=proc, options=options, workdir=workdir)
         limit = run_time_limit(run)
         deadline = time.monotonic() + limit
         next_tick = next_beat = 0.0
@@ -238,6 +242,7 @@ class _Execution:
                 now = time.monotonic()
                 if now >= next_tick:
                     next_tick = now + TICK_S
+                    proc.sample_cpu()
                     recorder.tick()
                     if not BenchmarkRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING).exists():
                         self.cancelled = True
@@ -256,22 +261,40 @@ class _Execution:
         except BaseException:
             proc.stop()
             raise
+        proc.sample_cpu()  # if it has not closed its streams yet, the last reading before it is reaped
         returncode = proc.wait(10)
         if returncode is None:
             returncode = proc.stop()
+        BenchmarkRun.objects.filter(pk=run.pk).update(
+            client={**self.client, "cpu_s": proc.cpu_s, "wall_s": round(proc.wall_s, 3)}
+        )
         recorder.finish(returncode, cancelled=self.cancelled, stopped_reason=self.stopped_reason)
 
 
-def _recorder(
-    run: BenchmarkRun, proc: runner.PgbenchProcess, options: cmd.RunOptions, workdir: Path
+def _pgbench_recorder(
+    run: BenchmarkRun, proc: runner.LoadProcess, options: cmd.RunOptions, workdir: Path
 ) -> RunRecorder:
-    """What reads the tool's output: sysbench's stdout, or pgbench's streams and transaction log."""
-    if options.engine == Engine.SYSBENCH:
-        return SysbenchRecorder(run, options.progress_interval_s)
+    """pgbench's streams, and its transaction log for the percentiles."""
     tail = TxLogTail(workdir / "txlog", pid=proc.pid, fmt=options.txlog_format)
     return PgbenchRecorder(
         run, StderrParser(options.progress_shape), Percentiles(run, tail, options.progress_interval_s)
     )
+
+
+def _sysbench_recorder(
+    run: BenchmarkRun, proc: runner.LoadProcess, options: cmd.RunOptions, workdir: Path
+) -> RunRecorder:
+    return SysbenchRecorder(run, options.progress_interval_s)
+
+
+# What reads each engine's output (``Engine.recorder``, benchmarks/lib/engines.py).
+RECORDERS = {"pgbench": _pgbench_recorder, "sysbench": _sysbench_recorder}
+
+
+def _recorder(
+    *, engine_name: str, run: BenchmarkRun, proc: runner.LoadProcess, options: cmd.RunOptions, workdir: Path
+) -> RunRecorder:
+    return RECORDERS[engines.ENGINES[engine_name].recorder](run, proc, options, workdir)
 
 
 def workdir_prefix(run: BenchmarkRun) -> str:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import replace
-from typing import Any
 
 from django.utils import translation
 
-from benchmarks import runner
+from benchmarks.engine import runner
+from benchmarks.lib import engines
 from benchmarks.lib import pgbench_command as cmd
-from benchmarks.lib import sysbench_command as sb
 from benchmarks.lib.pgbench_check import check_custom_script
 from benchmarks.lib.pgbench_script_rules import shell_commands
 from benchmarks.models import BenchmarkRun, Engine, InvalidTransition, RunStatus, Sweep
@@ -54,7 +52,7 @@ def _target_database(target: ResolvedTarget) -> str:
 def sysbench_options(cluster: Cluster, target: ResolvedTarget, options: cmd.RunOptions) -> cmd.RunOptions:
     """A sysbench run made whole for its target: the tables and rows of the database's sysbench data
     set (unless given), and prepared statements off through transaction and statement pools."""
-    options = replace(options, query_mode=sb.ps_mode_for(target.pool.mode if target.pool else None))
+    options = engines.ENGINES[Engine.SYSBENCH].for_target(options, target.pool.mode if target.pool else None)
     if options.tables is not None and options.table_size is not None:
         return options
     dataset = latest_dataset(cluster, _target_database(target), Engine.SYSBENCH)
@@ -99,7 +97,7 @@ def validate_run(
     options = _with_script(options, custom_script)
     if options.engine == Engine.SYSBENCH:
         options = sysbench_options(cluster, target, options)
-    found = cmd.problems(options)
+    found = engines.problems(options)
     if found:
         raise ServiceError.joined([message for _field, message in found], field=found[0][0])
     if custom_script is not None:
@@ -115,22 +113,18 @@ def validate_run(
     return target
 
 
-def _warnings_for(target: ResolvedTarget, cluster: Cluster, options: cmd.RunOptions) -> list[str]:
-    if options.engine == Engine.SYSBENCH:
-        return sb.warnings(
-            options,
-            target_max_connections=target.max_connections,
-            pool_mode=target.pool.mode if target.pool else None,
-        )
-    dataset = latest_dataset(cluster, _target_database(target))
-    return cmd.warnings(
-        options,
+def _warnings_for(target: ResolvedTarget, cluster: Cluster, options: cmd.RunOptions) -> list[Message]:
+    engine = engines.engine_for(options.engine)
+    if engine is None:
+        return []
+    dataset = latest_dataset(cluster, _target_database(target), engine.name)
+    context = engines.LaunchContext(
         scale=dataset.scale if dataset else None,
         target_max_connections=target.max_connections,
         pool_mode=target.pool.mode if target.pool else None,
-        pgbouncer_version=None,
         pool_size=target.pool.size if target.pool else None,
     )
+    return engine.warnings(options, context)
 
 
 @on_node(timeout=30)
@@ -176,19 +170,6 @@ def choose_sampling_rate(cluster: Cluster, options: cmd.RunOptions) -> float:
     return 1.0 if rate >= 1.0 else max(0.001, float(f"{rate:.2g}"))
 
 
-def _options_dict(options: cmd.RunOptions) -> dict[str, Any]:
-    data = dataclasses.asdict(options)
-    for key in (
-        "custom_script_path",
-        "log_transactions",
-        "log_prefix",
-        "sampling_rate",
-        "aggregate_interval_s",
-    ):
-        data.pop(key, None)
-    return data
-
-
 def _new_run(
     cluster: Cluster,
     target: ResolvedTarget,
@@ -216,7 +197,7 @@ def _new_run(
         sweep=sweep,
         sweep_index=sweep_index,
         label=label,
-        options=_options_dict(options),
+        options=options.to_json(),
         custom_script=custom_script or "",
         clients=options.clients,
         threads=options.threads,
@@ -230,11 +211,9 @@ def _new_run(
         if percentiles and not sysbench
         else None,
     )
-    env = cmd.build_env(target.password, target.connection.sslmode, base={})
-    if sysbench:
-        args = sb.build_run_args("sysbench", target.connection, options)
-    else:
-        args = cmd.build_run_args("pgbench", target.connection, options)
+    engine = engines.ENGINES[options.engine]
+    env = engine.env(target.password, target.connection.sslmode, base={}, application_name=None)
+    args = engine.run_args(options.engine, target.connection, options)
     run.command_display = cmd.display_command(args, env, program=options.engine)
     run.save()
     return run

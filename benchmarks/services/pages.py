@@ -15,8 +15,8 @@ from django.template.defaultfilters import floatformat
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop as N_
 
-from benchmarks.failure import explain_failure, kind_label
 from benchmarks.models import BenchmarkRun, DataSet, JobStatus, RunStatus, Sweep
+from benchmarks.services.failure import explain_failure, kind_label
 from benchmarks.services.read import live_state, shown_command
 from benchmarks.services.sweep_report import sweep_report
 from panel.clusters.models import Cluster

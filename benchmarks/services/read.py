@@ -11,9 +11,9 @@ from typing import Any
 from django.template.defaultfilters import floatformat
 from django.utils.translation import gettext as _
 
-from benchmarks.failure import explain_failure
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.models import BenchmarkRun, Engine, RunStatus, Sweep
+from benchmarks.services.failure import explain_failure
 from panel.core.errors import N_, ServiceError
 
 SAMPLE_FIELDS = (
@@ -119,6 +119,9 @@ def run_record(run: BenchmarkRun) -> dict[str, Any]:
         "aborted_clients": run.aborted_clients,
         "percentile_sampling_rate": run.percentile_sampling_rate,
         "tps": run.tps,
+        "client": run.client or None,
+        "client_cores": run.client_cores,
+        "client_bound": run.client_bound,
         "latency_avg_ms": run.latency_avg_ms,
         "summary": run.summary,
         "created_at": run.created_at.isoformat(),

@@ -7,7 +7,7 @@ import datetime as dt
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from benchmarks import runner
+from benchmarks.engine import runner
 from benchmarks.models import BenchmarkRun, DataSet, JobStatus, RunStatus
 from benchmarks.services.config import HOSTNAME, requeue_after, worker_lost_after
 from benchmarks.services.enqueue import kick_next, next_in_line

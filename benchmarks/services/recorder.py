@@ -16,7 +16,7 @@ from typing import Any
 
 from django.utils.translation import gettext as _
 
-from benchmarks import runner
+from benchmarks.engine import runner
 from benchmarks.lib.pgbench_output import (
     CONNECTION_FAILED,
     DETAIL,

@@ -50,7 +50,12 @@ def _observation(series: str, run: BenchmarkRun) -> Observation | None:
     if run.tps is None:
         return Observation(series, run.clients, None)  # no throughput: counts as 0
     return Observation(
-        series, run.clients, float(run.tps), run.latency_avg_ms, int(summary.get("failed_transactions") or 0)
+        series,
+        run.clients,
+        float(run.tps),
+        run.latency_avg_ms,
+        int(summary.get("failed_transactions") or 0),
+        client_cores=run.client_cores,
     )
 
 
@@ -64,6 +69,7 @@ def _cell_dict(cell: Cell | None, best: Cell | None) -> dict[str, Any] | None:
         "failed_transactions": cell.failed_transactions,
         "runs": cell.runs,
         "failed_runs": cell.failed_runs,
+        "client_cores": round(cell.client_cores, 2) if cell.client_cores is not None else None,
         "best": best is not None and (cell.series, cell.clients) == (best.series, best.clients),
     }
 

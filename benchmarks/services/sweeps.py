@@ -14,13 +14,13 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from benchmarks import runner
+from benchmarks.engine import runner
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.models import BenchmarkRun, Engine, InvalidTransition, RunStatus, Sweep, SweepKind
 from benchmarks.services.config import HOSTNAME
 from benchmarks.services.enqueue import enqueue_run, kick_next, next_in_line
 from benchmarks.services.execute import execute_run
-from benchmarks.services.launch import _new_run, _options_dict, validate_run
+from benchmarks.services.launch import _new_run, validate_run
 from benchmarks.services.sweep_pool import restore_pool
 from benchmarks.services.targets import ResolvedTarget
 from panel.clusters.models import Cluster
@@ -201,7 +201,7 @@ def _record_sweep(
             original_pool_size=resized.size if resized and not scratch else None,
             scratch_pool=scratch,
             repeats=repeats,
-            base_options=_options_dict(base_options),
+            base_options=base_options.to_json(),
         )
         created = timezone.now()
         for index, (target, options, size) in enumerate(plan):

@@ -8,7 +8,7 @@ p99 read off its latency histogram. Nothing here spawns, signals or waits for a 
 
 from __future__ import annotations
 
-from benchmarks import runner
+from benchmarks.engine import runner
 from benchmarks.lib.pgbench_output import CLIENT_ABORTED, ErrorLine, ProgressSample
 from benchmarks.lib.sysbench_output import SysbenchParser, classify_exit, parse_report
 from benchmarks.models import BenchmarkRun, RunSample

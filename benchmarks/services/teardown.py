@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from django.utils.translation import gettext as _
 
-from benchmarks import runner
+from benchmarks.engine import runner
 from benchmarks.models import BenchmarkRun, DataSet, InvalidTransition, JobStatus, RunStatus
 from benchmarks.services.config import HOSTNAME
 from panel.clusters.models import Cluster

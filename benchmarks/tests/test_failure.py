@@ -1,5 +1,5 @@
-"""The plain-words reason of a failed run, from pgbench's real output (shared/reference/pgbench):
-each reference file is parsed the way the executor parses a run, then explained."""
+"""The plain-words reason of a failed run, from pgbench's real output (fixtures/pgbench, copied from
+shared/reference/pgbench): each capture is parsed the way the executor parses a run, then explained."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.failure import explain_failure, kind_label
 from benchmarks.lib.pgbench_output import FATAL_KINDS, StderrParser, classify_exit, parse_summary
+from benchmarks.services.failure import explain_failure, kind_label
 
-REFERENCE = Path("/work/shared/reference/pgbench")
+REFERENCE = Path(__file__).parent / "fixtures" / "pgbench"
 _TAGGED = re.compile(r"^\[\s*[\d.]+\] ([OE])\| ?(.*)$")
 _EXIT = re.compile(r"exit_code=(\d+)")
 
@@ -34,9 +34,6 @@ def stored_fields(name: str) -> tuple[str, str, str]:
     status, reason = classify_exit(code, summary, parser.errors)
     first = next((error.message for error in parser.errors if error.kind in FATAL_KINDS), "")
     return status, reason, first
-
-
-pytestmark = pytest.mark.skipif(not REFERENCE.is_dir(), reason="no reference outputs on this machine")
 
 
 def test_more_clients_than_the_plan_allows() -> None:

@@ -12,7 +12,8 @@ import psutil
 import pytest
 from django.db import connection
 
-from benchmarks import runner, services
+from benchmarks import services
+from benchmarks.engine import runner
 from benchmarks.lib.pgbench_command import RunOptions
 from benchmarks.lib.pgbench_txlog import TxLogFormat, parse_txlog, percentiles_by_interval
 from benchmarks.models import BenchmarkRun, JobStatus, RunStatus

@@ -11,7 +11,8 @@ from dataclasses import replace
 import psutil
 import pytest
 
-from benchmarks import runner, services
+from benchmarks import services
+from benchmarks.engine import runner
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib import sysbench_command as sb
 from benchmarks.models import BenchmarkRun, Engine, JobStatus, RunStatus
@@ -112,7 +113,7 @@ def test_prepared_statements_through_a_transaction_pool_would_fail(cluster: Clus
     forced = replace(sysbench_options(), tables=2, table_size=5_000, query_mode="auto")
     args = sb.build_run_args(runner.sysbench_path(), target.connection, forced)
     env = cmd.build_env(target.password, "require", base=runner.base_env())
-    proc = runner.PgbenchProcess(args, env)
+    proc = runner.LoadProcess(args, env)
     out = []
     while not proc.done:
         line = proc.next_line(5)

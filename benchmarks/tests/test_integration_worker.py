@@ -13,7 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from benchmarks import runner, services
+from benchmarks import services
+from benchmarks.engine import runner
 from benchmarks.lib.pgbench_command import RunOptions
 from benchmarks.models import BenchmarkRun, JobStatus, RunStatus
 from conftest import start_celery_worker

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import runner
+from benchmarks.engine import runner
 from benchmarks.lib import pgbench_check
 from benchmarks.lib.pgbench_check import CheckResult, ProbeOutcome
 from benchmarks.lib.pgbench_command import RunOptions

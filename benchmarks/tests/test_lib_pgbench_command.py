@@ -6,6 +6,7 @@ import shlex
 
 import pytest
 
+from benchmarks.lib import engines
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib.pgbench_command import (
     ConnectionTarget,
@@ -390,7 +391,7 @@ def test_exact_command_renders_the_argv_with_secrets_and_the_workdir_as_variable
     ],
 )
 def test_each_problem_names_the_form_field_it_is_about(options: RunOptions, field: str) -> None:
-    found = cmd.problems(options)
+    found = engines.problems(options)
     assert [f for f, _message in found] == [field]
     assert cmd.validate(options) == [message for _f, message in found]
 

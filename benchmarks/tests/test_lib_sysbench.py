@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.lib import engines
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib import sysbench_command as sb
 from benchmarks.lib.pgbench_output import (
@@ -215,7 +216,7 @@ def test_the_run_command_holds_no_password_and_disables_prepared_statements_thro
         clients=4, duration_s=30, builtin="oltp_read_only", engine="sysbench", tables=4, table_size=100_000
     )
     options = type(options)(**{**options.__dict__, "query_mode": sb.ps_mode_for("transaction")})
-    assert cmd.problems(options) == []
+    assert engines.problems(options) == []
     args = sb.build_run_args("/usr/bin/sysbench", TARGET, options)
     assert args == [
         "/usr/bin/sysbench", "oltp_read_only", "--db-driver=pgsql", "--pgsql-host=127.0.0.1",
@@ -241,7 +242,7 @@ def test_only_a_builtin_oltp_script_reaches_the_command_line(script: str | None)
     options = cmd.run_options(
         clients=1, duration_s=1, builtin=script, engine="sysbench", tables=1, table_size=10, query_mode="auto"
     )
-    assert [field for field, _m in cmd.problems(options)] == ["script"]
+    assert [field for field, _m in engines.problems(options)] == ["script"]
     with pytest.raises(ValueError, match="not a built-in sysbench script"):
         sb.build_run_args("sysbench", TARGET, options)
 
@@ -269,7 +270,7 @@ def test_it_refuses_pgbench_only_options_naming_their_fields() -> None:
         engine="sysbench",
         query_mode="auto",
     )
-    fields = [field for field, _message in cmd.problems(options)]
+    fields = [field for field, _message in engines.problems(options)]
     assert fields == ["script", "latency_limit", "connect", "max_tries", "tables", "table_size"]
     bad_engine = cmd.RunOptions(clients=1, threads=1, duration_s=1, engine="hammerdb")
-    assert [field for field, _m in cmd.problems(bad_engine)] == ["engine"]
+    assert [field for field, _m in engines.problems(bad_engine)] == ["engine"]

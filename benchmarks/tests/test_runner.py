@@ -10,13 +10,13 @@ import time
 
 import pytest
 
-from benchmarks import runner
+from benchmarks.engine import runner
 from panel.core import runas
 
 
 def test_it_reads_both_streams_line_by_line_and_reports_the_exit_code(tmp_path: object) -> None:
     pgbench = runner.pgbench_path("15")
-    proc = runner.PgbenchProcess([pgbench, "--version"], runner.base_env())
+    proc = runner.LoadProcess([pgbench, "--version"], runner.base_env())
     lines = []
     deadline = time.monotonic() + 10
     while not proc.done and time.monotonic() < deadline:
@@ -33,7 +33,7 @@ def test_it_runs_pgbench_in_its_own_session(tmp_path: object) -> None:
     socket_dir = runner.make_workdir()
     try:
         args = [runner.pgbench_path(), "-h", str(socket_dir), "-p", "1", "-n", "-t", "1", "x"]
-        proc = runner.PgbenchProcess(args, runner.base_env())
+        proc = runner.LoadProcess(args, runner.base_env())
         with contextlib.suppress(ProcessLookupError):
             assert os.getpgid(proc.pid) == proc.pid or proc.poll() is not None
         assert proc.wait(10) == 1
@@ -72,4 +72,4 @@ def test_kill_group_leaves_processes_that_are_not_pgbench_alone() -> None:
 
 def test_a_missing_program_is_a_runner_error() -> None:
     with pytest.raises(runner.RunnerError, match="Could not run"):
-        runner.PgbenchProcess(["/nonexistent/pgbench"], runner.base_env())
+        runner.LoadProcess(["/nonexistent/pgbench"], runner.base_env())

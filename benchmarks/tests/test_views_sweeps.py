@@ -174,9 +174,9 @@ def test_the_targets_page_marks_the_best_cell_and_says_where_the_pool_wins(owner
         "TPS vs clients, by target" in page and 'data-chart="tps"' in page and 'data-chart="latency"' in page
     )
     assert "Through the pool from 50 clients on" in page
-    assert "Best cell: pool test-pool at 50 clients, 2550.0 TPS (median)." in page
+    assert "Best cell: pool test-pool at 50 clients, 2,550.0 TPS (median)." in page
     best = page.index("data-best")
-    assert "2550.0 TPS" in page[best : best + 200] and page.count("data-best") == 1
+    assert "2,550.0 TPS" in page[best : best + 200] and page.count("data-best") == 1
     assert "2 failed runs" in page  # direct at 150 could not start
 
     body = owner_client.get(urls["data"]).json()

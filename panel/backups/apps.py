@@ -16,6 +16,6 @@ class BackupsConfig(AppConfig):
         # clusters writes the server's configuration, provisions and deletes; it may not import
         # the apps built on it: they register what it calls.
         from panel.backups import checks  # noqa: F401  (registers the system check)
-        from panel.backups.services import archiving
+        from panel.backups.services import cluster_hooks
 
-        archiving.register()
+        cluster_hooks.register()

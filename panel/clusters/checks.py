@@ -1,5 +1,6 @@
 """Start-up checks: the data directory must be reachable by the user that runs PostgreSQL, the
-panel's own files private to the panel, and the broker protected by a password."""
+panel's own files private to the panel, what the web server reads of the checkout readable by
+it, and the broker protected by a password."""
 
 from __future__ import annotations
 
@@ -77,6 +78,30 @@ def check_private_files(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
     ]
     messages += [
         Error(problem.message, hint=f"Run: {problem.fix}", id="clusters.E010") for problem in report.problems
+    ]
+    return messages
+
+
+@register()
+def check_checkout_shared(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
+    """As root, the web server runs as PANEL_WEB_USER: what it reads of the checkout (the compiled
+    catalogues above all) is made readable at start (panel/files.py); say what was, refuse what
+    cannot be."""
+    if os.geteuid() != 0:
+        return []
+    report = files.share_checkout_with_web(Path(settings.BASE_DIR))
+    repaired = [*files.shared_at_start, *report.repaired]
+    files.shared_at_start.clear()  # said once per process
+    messages: list[CheckMessage] = [
+        Warning(
+            f"Repaired: {line}",
+            hint=f"The web server, running as {settings.PANEL_WEB_USER}, could not read it before.",
+            id="clusters.W012",
+        )
+        for line in repaired
+    ]
+    messages += [
+        Error(problem.message, hint=f"Run: {problem.fix}", id="clusters.E012") for problem in report.problems
     ]
     return messages
 

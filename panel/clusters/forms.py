@@ -194,3 +194,14 @@ class SwitchoverForm(PanelForm):
     def set_members(self, standbys: list[str]) -> None:
         """The standbys to offer; ``to`` stays free text so that the service judges any name."""
         self.standbys = standbys
+
+
+class ReplicaForm(PanelForm):
+    """Add a read-only replica: its name and plan (the service checks it is at least the source's)."""
+
+    name = forms.CharField(
+        label=_("Replica name"),
+        max_length=63,
+        help_text=_("Lowercase letters, digits and hyphens; it starts with a letter."),
+    )
+    plan = forms.ChoiceField(label=_("Plan"), choices=[(plan.slug, plan.slug) for plan in PLANS])

@@ -13,7 +13,7 @@ from django.db import connection
 
 from panel.clusters import services
 from panel.clusters.models import Cluster, ClusterStatus, Node
-from panel.clusters.services import ha, nodes, reconciler
+from panel.clusters.services import ha, nodes, reconciler, replica_build
 from panel.clusters.services import resize as resize_service
 from panel.core import taskqueue
 from panel.core.errors import ServiceError
@@ -24,6 +24,11 @@ log = logging.getLogger(__name__)
 @shared_task(name="panel.clusters.tasks.provision")
 def provision(cluster_id: str) -> None:
     services.provision_cluster(cluster_id)
+
+
+@shared_task(name="panel.clusters.tasks.build_replica")
+def build_replica(replica_id: str) -> None:
+    replica_build.build_replica(replica_id)
 
 
 @shared_task(name="panel.clusters.tasks.cluster_action")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from panel.clusters import firewall_views, member_views, node_views, settings_views, views
+from panel.clusters import firewall_views, member_views, node_views, replica_views, settings_views, views
 
 app_name = "clusters"
 urlpatterns = [
@@ -15,6 +15,9 @@ urlpatterns = [
     path("nodes/<slug:name>/<str:state>/", node_views.node_state, name="node-state"),
     path("<uuid:cluster_id>/", views.cluster_detail, name="detail"),
     path("<uuid:cluster_id>/live/", views.cluster_live, name="live"),
+    path("<uuid:cluster_id>/replicas/", replica_views.replicas_card, name="replicas"),
+    path("<uuid:cluster_id>/replicas/add/", replica_views.replica_add, name="replica-add"),
+    path("<uuid:cluster_id>/promote/", replica_views.replica_promote, name="replica-promote"),
     path("<uuid:cluster_id>/members/", member_views.members_card, name="members"),
     path("<uuid:cluster_id>/members/switchover/", member_views.switchover, name="switchover"),
     path("<uuid:cluster_id>/users/", views.cluster_users, name="users"),

@@ -36,7 +36,7 @@ def _detail_redirect(cluster: Cluster) -> HttpResponse:
 
 @require_GET
 def cluster_list(request: HttpRequest) -> HttpResponse:
-    clusters = list(ownership.clusters_for(request.user).select_related("owner", "node"))
+    clusters = list(ownership.clusters_for(request.user).select_related("owner", "node", "replica_of"))
     context = {
         "clusters": clusters,
         "any_busy": any(c.is_busy for c in clusters),

@@ -30,7 +30,7 @@ class BenchCluster:
 
 
 @contextlib.contextmanager
-def bench_cluster(name: str, scale: int) -> Iterator[BenchCluster]:
+def bench_cluster(name: str, scale: int, plan: str = "db-s-1vcpu-1gb") -> Iterator[BenchCluster]:
     """Migrate the test database, provision cluster ``name`` and initialise pgbench at ``scale``;
     delete the cluster and the test data directory afterwards."""
     import django
@@ -45,7 +45,7 @@ def bench_cluster(name: str, scale: int) -> Iterator[BenchCluster]:
 
     call_command("migrate", verbosity=0)
     owner = User.objects.create_user("perf", "perf@example.com", "perf-password-1")
-    cluster = cluster_services.create_cluster(owner, name=name, plan_slug="db-s-1vcpu-1gb", enqueue=False)
+    cluster = cluster_services.create_cluster(owner, name=name, plan_slug=plan, enqueue=False)
     cluster = cluster_services.provision_cluster(cluster.pk)
     try:
         if cluster.status != "online":
@@ -62,14 +62,16 @@ def bench_cluster(name: str, scale: int) -> Iterator[BenchCluster]:
             shutil.rmtree(data_dir, ignore_errors=True)
 
 
-def by_hand(bench: BenchCluster, options: Any) -> float:
-    """The same pgbench run as the runner builds it, as a plain subprocess: its TPS."""
-    from benchmarks import runner
+def by_hand(bench: BenchCluster, options: Any, target: Any = None) -> float:
+    """The same pgbench run as the runner builds it, as a plain subprocess outside every cgroup of
+    the panel (as on a user's own machine): its TPS. ``target``: a ResolvedTarget (default: direct)."""
+    from benchmarks.engine import runner
     from benchmarks.lib.pgbench_command import build_env, build_run_args
     from benchmarks.lib.pgbench_output import parse_summary
 
-    command = build_run_args(runner.pgbench_path(bench.cluster.version), bench.target.connection, options)
-    env = build_env(bench.target.password, "require", base=runner.base_env())
+    target = target or bench.target
+    command = build_run_args(runner.pgbench_path(bench.cluster.version), target.connection, options)
+    env = build_env(target.password, "require", base=runner.base_env())
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=options.duration_s + 60)
     summary = parse_summary(done.stdout)
     if done.returncode != 0 or summary is None or summary.tps is None:

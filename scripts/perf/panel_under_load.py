@@ -8,9 +8,10 @@ logged-in user, measuring each answer:
 
   1. idle: no load;
   2. limited: a 50-client pgbench run launched through the panel, through a transaction pool of 22
-     (the plan's whole budget: 50 clients direct would be refused), the server, PgBouncer and
-     pgbench in the cluster's cgroup: its plan's memory and one core, at a lower CPU weight;
-  3. unlimited: the same run with the server, PgBouncer and pgbench out of the cgroup, as before
+     (the plan's whole budget: 50 clients direct would be refused), the server and PgBouncer in
+     the cluster's cgroup (its plan's memory and one core, at a lower CPU weight), pgbench in the
+     node's clients' cgroup (its own memory limit, no quota, a weight below the panel's);
+  3. unlimited: the same run with the server, PgBouncer and pgbench out of every cgroup, as before
      plan limits were enforced.
 
 Prints the p95 of each phase and the ratios loaded/idle side by side (the target: limited ≤ 2×).
@@ -63,6 +64,7 @@ def measure(args: argparse.Namespace, bench: BenchCluster) -> None:
     from django.test import Client
 
     from benchmarks import services
+    from benchmarks.engine import runner
     from benchmarks.lib.pgbench_command import RunOptions
     from panel.clusters.engine import cgroups, isolation, postgres
     from panel.pools import services as pools
@@ -137,12 +139,14 @@ def measure(args: argparse.Namespace, bench: BenchCluster) -> None:
             if limited and own and pid:
                 tree = [pid, *(c.pid for c in psutil.Process(pid).children(recursive=True))]
                 cgroups.add_processes(own, tree)
-        original = isolation.server_cgroup
+        original, original_clients = isolation.server_cgroup, runner.client_cgroup
         isolation.server_cgroup = lambda _cluster: []  # type: ignore[assignment]
+        runner.client_cgroup = runner.ClientGroup  # type: ignore[assignment]
         try:
             without = loaded()
         finally:
             isolation.server_cgroup = original  # type: ignore[assignment]
+            runner.client_cgroup = original_clients  # type: ignore[assignment]
         print(f"3. unlimited  p95 {p95(without) * 1000:7.1f} ms  ({len(without)} pages)")
         print()
         print(

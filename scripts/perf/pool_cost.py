@@ -61,7 +61,9 @@ import psutil  # noqa: E402
 
 django.setup()
 
-from _interleaved import compare, format_summary, rotation, summarize, within_verdict  # noqa: E402
+from _interleaved import rotation  # noqa: E402
+from _pool_cost_configs import BEST_PROCESSES, BEST_SETTINGS, CANDIDATES, HAND, SOCKET_BASE  # noqa: E402
+from _pool_cost_report import REFUSED, Results, Run, Scenario, report  # noqa: E402
 from django.contrib.auth.models import User  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
@@ -80,78 +82,6 @@ REFUSED_RE = re.compile(r"too many clients|remaining connection slots are reserv
 DONE_RE = re.compile(r"^number of transactions actually processed: (\d+)", re.MULTILINE)
 POOL_DB = "defaultdb"
 SETTLE_S = 0.3
-GOAL_TOLERANCE = 0.03
-
-# PgBouncer settings a person writes in a minimal file; everything else is PgBouncer's default.
-HAND = """\
-[databases]
-{name} = host=127.0.0.1 port={server_port} dbname={dbname} pool_size={pool_size}
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = {port}
-unix_socket_dir = {socket_dir}
-pidfile = {pidfile}
-logfile = {logfile}
-auth_type = scram-sha-256
-auth_file = {auth_file}
-pool_mode = transaction
-max_client_conn = 1000
-ignore_startup_parameters = extra_float_digits
-client_tls_sslmode = require
-client_tls_key_file = {tls_key}
-client_tls_cert_file = {tls_cert}
-server_tls_sslmode = require
-"""
-
-# "best": SOCKET_BASE (the server over its Unix socket with peer authentication: no TCP, no TLS and
-# no SCRAM towards the server; TLS only where the clients are) plus BEST_SETTINGS, in BEST_PROCESSES
-# processes. Chosen with --explore on the 2-core machine while it was shared (load ~12): the socket
-# was the one large win (hand-written over TCP+TLS cost 1.3–2× the CPU per transaction); among the
-# candidates below no difference rose above the noise, and the quiet log (no line per login and
-# logout) is kept because it removes work per connection without losing anything; so_reuseport
-# with 2 processes showed no gain where PgBouncer shares 2 cores with pgbench and PostgreSQL.
-# Rerun --explore on a quiet machine (or one with cores to spare) before changing it.
-BEST_SETTINGS: dict[str, str] = {"log_connections": "0", "log_disconnections": "0"}
-BEST_PROCESSES = 1
-
-# name -> (settings added to the "socket" baseline, PgBouncer processes sharing the port).
-CANDIDATES: dict[str, tuple[dict[str, str], int]] = {
-    "socket": ({}, 1),
-    "socket-quiet": ({"log_connections": "0", "log_disconnections": "0"}, 1),
-    "socket-pkt16k": ({"pkt_buf": "16384"}, 1),
-    "socket-loop0": ({"sbuf_loopcnt": "0"}, 1),
-    "socket-tls12-aes128": (
-        {"client_tls_protocols": "tlsv1.2", "client_tls_ciphers": "ECDHE-ECDSA-AES128-GCM-SHA256"},
-        1,
-    ),
-    "socket-nodefer": ({"tcp_defer_accept": "0"}, 1),
-    "socket-reuseport2": ({"so_reuseport": "1"}, 2),
-    "socket-quiet-reuseport2": ({"so_reuseport": "1", "log_connections": "0", "log_disconnections": "0"}, 2),
-}
-
-SOCKET_BASE = """\
-[databases]
-{name} = host={server_socket_dir} port={server_port} dbname={dbname} pool_size={pool_size}
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = {port}
-unix_socket_dir = {socket_dir}
-unix_socket_mode = 0700
-pidfile = {pidfile}
-logfile = {logfile}
-auth_type = scram-sha-256
-auth_file = {auth_file}
-pool_mode = transaction
-max_client_conn = 1000
-ignore_startup_parameters = extra_float_digits
-client_tls_sslmode = require
-client_tls_key_file = {tls_key}
-client_tls_cert_file = {tls_cert}
-server_tls_sslmode = disable
-"""
-
 
 # --- the variants ------------------------------------------------------------------------------
 
@@ -219,26 +149,6 @@ def hand_written_bouncer(
 
 
 # --- pgbench -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Scenario:
-    clients: int
-    churn: bool  # -C: a new connection per transaction
-
-    @property
-    def label(self) -> str:
-        return f"{self.clients} clients" + (", -C (new connection per transaction)" if self.churn else "")
-
-
-@dataclass(frozen=True)
-class Run:
-    """One pgbench run: its TPS, and the CPU time per transaction of everything that served it
-    (pgbench, the server's processes, the variant's PgBouncer) and of its PgBouncer alone."""
-
-    tps: float
-    cpu_us: float
-    bouncer_us: float
 
 
 def _cpu_seconds(process: psutil.Process, *, children: bool = False) -> float:
@@ -310,11 +220,6 @@ def pgbench(cluster: Cluster, variant: Variant, scenario: Scenario, seconds: int
     )
 
 
-Results = dict[str, list[Run | None]]
-# (scenario, variant) pairs where the server refused pgbench's connections (max_connections).
-REFUSED: set[tuple[Scenario, str]] = set()
-
-
 def measure(
     cluster: Cluster, variants: list[Variant], scenario: Scenario, rounds: int, seconds: int, jobs: int
 ) -> Results:
@@ -328,94 +233,6 @@ def measure(
             shown.append(f"{name} {run.tps:,.0f} ({run.cpu_us:,.0f} µs)" if run else f"{name} —")
         print(f"   round {round_index + 1} (TPS, CPU per transaction): " + ", ".join(shown), flush=True)
     return runs
-
-
-def tps_of(runs: list[Run | None]) -> list[float | None]:
-    return [run.tps if run else None for run in runs]
-
-
-def cpu_of(runs: list[Run | None]) -> list[float | None]:
-    return [run.cpu_us if run else None for run in runs]
-
-
-def bouncer_of(runs: list[Run | None]) -> list[float | None]:
-    return [run.bouncer_us if run else None for run in runs]
-
-
-def _summary_table(title: str, series: dict[str, list[float | None]]) -> None:
-    width = max(len(n) for n in series)
-    print(f"   {title}")
-    for name, values in series.items():
-        print(f"     {name:<{width}} {format_summary(summarize(values))}")
-
-
-def _ratio(a: list[float | None], b: list[float | None]) -> str:
-    c = compare(a, b)
-    return f"{c.ratio:.2f} ({c.low:.2f}–{c.high:.2f})" if c.n and c.ratio is not None else "—"
-
-
-def report(scenario: Scenario, runs: Results, reference: str = "panel") -> None:
-    names = list(runs)
-    width = max(len(n) for n in names)
-    print(f"-- {scenario.label}: median of the rounds (min–max, IQR, spread = (max−min)/median)")
-    _summary_table("TPS (higher is better):", {n: tps_of(r) for n, r in runs.items()})
-    _summary_table(
-        "CPU µs per transaction, pgbench + server + PgBouncer (lower is better):",
-        {n: cpu_of(r) for n, r in runs.items()},
-    )
-    _summary_table("of which PgBouncer's own:", {n: bouncer_of(r) for n, r in runs.items() if n != "direct"})
-    others = [o for o in ("direct", reference) if o in runs]
-    print("   TPS ratios round by round, median (range), against: " + ", ".join(others))
-    for name in names:
-        parts = [
-            f"{'—':<17}" if o == name else f"{_ratio(tps_of(runs[name]), tps_of(runs[o])):<17}"
-            for o in others
-        ]
-        print(f"     {name:<{width}} " + "  ".join(parts))
-    print(f"   verdict, {scenario.label}:")
-    for line in verdicts(scenario, runs, reference):
-        print(f"     {line}")
-
-
-def verdicts(scenario: Scenario, runs: Results, reference: str) -> list[str]:
-    """One line per goal by TPS, then the same by CPU per transaction, all of it and PgBouncer's
-    alone (less sensitive to the machine's other load: efficiency = the other's CPU ÷ the panel's,
-    above 1 when the panel is cheaper)."""
-    lines: list[str] = []
-    if reference not in runs:
-        return lines
-    mine = runs[reference]
-    if "best" in runs:
-        lines.append(
-            "TPS: "
-            + within_verdict(reference, "best", compare(tps_of(mine), tps_of(runs["best"])), GOAL_TOLERANCE)
-        )
-    if "hand" in runs:
-        lines.append("TPS: " + compare(tps_of(mine), tps_of(runs["hand"])).verdict(reference, "hand"))
-    if "direct" in runs:
-        if summarize(tps_of(runs["direct"])).n == 0 and (scenario, "direct") in REFUSED:
-            lines.append(
-                f"TPS: {reference} ahead of direct by definition: the server refused direct's clients "
-                "(more than its max_connections allows)"
-            )
-        else:
-            lines.append("TPS: " + compare(tps_of(mine), tps_of(runs["direct"])).verdict(reference, "direct"))
-    for other in ("best", "hand", "direct"):
-        if other not in runs or summarize(cpu_of(runs[other])).n == 0:
-            continue
-        efficiency = compare(cpu_of(runs[other]), cpu_of(mine))
-        if other == "best":
-            lines.append("CPU/txn: " + within_verdict(reference, "best", efficiency, GOAL_TOLERANCE))
-        else:
-            lines.append("CPU/txn: " + efficiency.verdict(reference, other))
-    for other in ("best", "hand"):
-        if other in runs and summarize(bouncer_of(runs[other])).n:
-            own = compare(bouncer_of(runs[other]), bouncer_of(mine))
-            if other == "best":
-                lines.append("PgBouncer's CPU/txn: " + within_verdict(reference, "best", own, GOAL_TOLERANCE))
-            else:
-                lines.append("PgBouncer's CPU/txn: " + own.verdict(reference, other))
-    return lines
 
 
 # --- the run -----------------------------------------------------------------------------------

@@ -15,7 +15,10 @@ the previous run's finished page (no polling), and (b) navigates it to the new r
 ``--unwatched`` leaves the tab where it is during (b) too: the floor, what the panel's runner
 alone costs.
 
-Prints each pair's TPS, the median ratio watched/hand, and what the page cost while it watched:
+Five pairs without percentiles, then five with them (the transaction log read live). "By hand" is
+pgbench outside every cgroup of the panel, as on a user's own machine; the panel's client runs in
+the node's clients' cgroup. Prints each pair's TPS, the panel client's CPU use, the median ratio
+watched/hand for each half (target ≥ 0.95), and what the page cost while it watched:
 requests per second, bytes per second, and the web server's CPU seconds per second of run.
 The machine may be shared: the load (``uptime``) is printed before and after.
 
@@ -157,8 +160,10 @@ def measure(args: argparse.Namespace, bench: BenchCluster) -> None:
                 .filter(e => e.startTime >= since)
                 .map(e => e.encodedBodySize)"""
 
-            def watched() -> float:
-                run = services.launch_run(cluster, options=options, percentiles=False, enqueue=False)
+            client_cores: list[float] = []
+
+            def watched(percentiles: bool) -> float:
+                run = services.launch_run(cluster, options=options, percentiles=percentiles, enqueue=False)
                 url = reverse("benchmarks:run-detail", kwargs={"cluster_id": cluster.pk, "run_id": run.pk})
                 if not args.unwatched:
                     page.goto(base + url)
@@ -198,32 +203,42 @@ def measure(args: argparse.Namespace, bench: BenchCluster) -> None:
                 done = outcome.get("run")
                 if done is None or done.status != "succeeded" or done.tps is None:
                     sys.exit(f"panel run failed: {getattr(done, 'error_message', '?')}")
+                if done.client_cores is not None:
+                    client_cores.append(done.client_cores)
                 return float(done.tps)
 
-            ratios: list[float] = []
-            for pair in range(args.pairs):
-                # Alternate which goes first so a warming cache or a drifting machine favours neither.
-                if pair % 2 == 0:
-                    hand = by_hand()
-                    panel = watched()
-                else:
-                    panel = watched()
-                    hand = by_hand()
-                ratios.append(panel / hand)
-                cost = costs[-1]
-                print(
-                    f"  pair {pair + 1}: by hand {hand:8.1f} tps   watched {panel:8.1f} tps   ratio {panel / hand:.3f}"
-                    f"   page: {cost['requests_per_s']:.2f} req/s, {cost['bytes_per_s']:.0f} B/s,"
-                    f" server CPU {cost['server_cpu_per_s'] * 1000:.1f} ms/s,"
-                    f" browser CPU {cost['browser_cpu_per_s'] * 1000:.0f} ms/s"
-                )
+            ratios: dict[bool, list[float]] = {False: [], True: []}
+            for percentiles in (False, True):
+                label = "with percentiles" if percentiles else "without percentiles"
+                for pair in range(args.pairs):
+                    # Alternate which goes first so a warming cache or a drifting machine favours neither.
+                    if pair % 2 == 0:
+                        hand = by_hand()
+                        panel = watched(percentiles)
+                    else:
+                        panel = watched(percentiles)
+                        hand = by_hand()
+                    ratios[percentiles].append(panel / hand)
+                    cost = costs[-1]
+                    cores = f"{client_cores[-1]:.2f}" if client_cores else "?"
+                    print(
+                        f"  {label} pair {pair + 1}: by hand {hand:8.1f} tps   watched {panel:8.1f} tps"
+                        f"   ratio {panel / hand:.3f}   client CPU {cores} cores"
+                        f"   page: {cost['requests_per_s']:.2f} req/s, {cost['bytes_per_s']:.0f} B/s,"
+                        f" server CPU {cost['server_cpu_per_s'] * 1000:.1f} ms/s,"
+                        f" browser CPU {cost['browser_cpu_per_s'] * 1000:.0f} ms/s"
+                    )
             browser.close()
 
         print()
-        print(
-            f"watched/hand TPS, median of {len(ratios)} pairs: {statistics.median(ratios):.3f} (target ≥ 0.95);"
-            f" pairs from {min(ratios):.3f} to {max(ratios):.3f}, mean {statistics.mean(ratios):.3f}"
-        )
+        for percentiles in (False, True):
+            found = ratios[percentiles]
+            label = "with percentiles" if percentiles else "without percentiles"
+            print(
+                f"watched/hand TPS {label}, median of {len(found)} pairs: {statistics.median(found):.3f}"
+                f" (target ≥ 0.95); pairs from {min(found):.3f} to {max(found):.3f}"
+            )
+        print(f"panel client CPU: median {statistics.median(client_cores):.2f} cores")
         print(
             "page cost while watching (median): "
             f"{statistics.median(c['requests_per_s'] for c in costs):.2f} requests/s, "

@@ -57,7 +57,7 @@ def test_the_targets_chart_has_a_line_per_target_and_marks_the_best_cell(
     assert [s for s in styles if s[2] == "rectRot"] == [("pool test-pool", 50, "rectRot")]
     assert lines[1]["points"][1]["radius"] > lines[0]["points"][1]["radius"]
     expect(page.locator("[data-sweep-sentence]")).to_contain_text("Through the pool from 50 clients on")
-    expect(page.locator("td[data-best]")).to_contain_text("2600.0 TPS")
+    expect(page.locator("td[data-best]")).to_contain_text("2,600.0 TPS")
 
 
 def test_the_pool_size_chart_has_a_line_per_size(live_server, journey_user: User, page: Page) -> None:

@@ -167,7 +167,11 @@ def test_a_new_install_has_private_files_from_the_first_write() -> None:
         keys = [p for p in modes if p.startswith(f"{data_dir}/keys/")]
         assert {Path(p).name for p in keys} >= {"django_secret_key", "encryption.key", "redis_password"}
         assert all(modes[p] == 0o600 for p in keys)
-        assert "Repaired" not in migrated.stderr  # nothing was ever loose
+        # Nothing of the data directory was ever loose (what the checkout's catalogue needed, which
+        # tests/test_run_script.py makes 0600 meanwhile, is another matter: panel/files.py).
+        assert [
+            line for line in migrated.stderr.splitlines() if "Repaired" in line and str(data_dir) in line
+        ] == []
     finally:
         shutil.rmtree(data_dir.parent, ignore_errors=True)
 

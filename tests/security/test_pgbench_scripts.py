@@ -32,7 +32,8 @@ from django.core.management.base import CommandError
 from django.test import Client
 from django.urls import reverse
 
-from benchmarks import runner, services
+from benchmarks import services
+from benchmarks.engine import runner
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib.pgbench_script_rules import ShellCommand, shell_command_lines, shell_commands
 from benchmarks.models import BenchmarkRun, RunStatus
@@ -343,7 +344,7 @@ def _pgbench_directly(cluster: Cluster, workdir: Path, script_text: str) -> str:
     options = cmd.RunOptions(clients=1, threads=1, transactions=1, custom_script_path=str(script))
     args = cmd.build_run_args(runner.pgbench_path(cluster.version), target.connection, options)
     env = cmd.build_env(target.password, target.connection.sslmode, base=runner.base_env())
-    proc = runner.PgbenchProcess(args, env, cwd=workdir)
+    proc = runner.LoadProcess(args, env, cwd=workdir)
     deadline = time.monotonic() + 30
     stderr = []
     while not proc.done and time.monotonic() < deadline:
@@ -416,12 +417,12 @@ def test_a_queued_run_holding_shell_is_refused_by_the_executor(
 
 
 class _SpawnSpy:
-    """Wraps runner.PgbenchProcess to record who each spawned pgbench runs as (it still runs)."""
+    """Wraps runner.LoadProcess to record who each spawned pgbench runs as (it still runs)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.uids: list[tuple[int, int, int]] = []
         self.workdirs: list[Path] = []
-        original = runner.PgbenchProcess
+        original = runner.LoadProcess
         spy = self
 
         class Recording(original):  # type: ignore[misc,valid-type]
@@ -431,7 +432,7 @@ class _SpawnSpy:
                 # Not reaped until the caller polls it, so even an exited pgbench still answers.
                 spy.uids.append(tuple(psutil.Process(self.pid).uids()))  # type: ignore[arg-type]
 
-        monkeypatch.setattr(runner, "PgbenchProcess", Recording)
+        monkeypatch.setattr(runner, "LoadProcess", Recording)
 
 
 def test_the_pre_launch_check_runs_pgbench_as_the_bench_user_and_keeps_its_message(

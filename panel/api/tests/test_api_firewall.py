@@ -162,7 +162,7 @@ def served(django_db_setup: None, django_db_blocker: object) -> Iterator[Cluster
 def hba_addresses(cluster: Cluster) -> list[str]:
     """The addresses pg_hba.conf lets TLS clients in from."""
     lines = [line.split() for line in (cluster.pgdata / "pg_hba.conf").read_text().splitlines()]
-    return [line[3] for line in lines if line and line[0] == "hostssl"]
+    return [line[3] for line in lines if line[:3] == ["hostssl", "all", "all"]]
 
 
 @pytest.mark.django_db

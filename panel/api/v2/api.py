@@ -23,6 +23,7 @@ from panel.api.v2 import (
     migration,
     pools,
     quotas,
+    replicas,
     roles,
     settings,
 )
@@ -49,6 +50,7 @@ api.add_router("/databases", firewall.router)
 api.add_router("/databases", settings.router)
 api.add_router("/databases", quotas.router)
 api.add_router("/databases", backups.router)
+api.add_router("/databases", replicas.router)
 api.add_router("/databases", members.router)
 api.add_router("/databases", migration.router)
 api.add_router("/databases", logsink.router)

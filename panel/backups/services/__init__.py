@@ -1,1 +1,2 @@
-"""Backups: archiving (``archiving``), backups (``backups``), restores and forks (``restore``)."""
+"""Backups: archiving (``archiving``), backups (``backups``), restores and forks (``restore``), what
+clusters call through its hooks (``cluster_hooks``)."""

@@ -10,64 +10,24 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from panel.backups.engine import runner as engine
-from panel.clusters import hooks
+from panel.backups.models import ArchiveHealth
 from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster, EventLevel
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
-from panel.core.runas import EngineError
 from panel.insights.services import alerts
 
 log = logging.getLogger(__name__)
-
-
-def register() -> None:
-    hooks.register_server_config(server_config)
-    hooks.register_after_provision(after_provision)
-    hooks.register_disk_usage(engine.repository_bytes)  # WAL archived and backups: the plan's disk
-    from panel.backups.services import retention
-
-    hooks.register_before_teardown(retention.before_teardown)
-    hooks.register_delete_choice(retention.delete_choice)
-
-
-def server_config(cluster: Cluster) -> list[str]:
-    """The hook run whenever a local cluster's configuration is written: its pgBackRest files and
-    ``backup.conf`` (archive_mode, archive_command, archive_timeout). A machine without pgBackRest
-    runs its clusters without archiving (said in the log), rather than not at all."""
-    if not cluster.is_local:
-        return []
-    try:
-        engine.program()
-    except EngineError as exc:
-        log.warning("cluster %s runs without WAL archiving: %s", cluster.pk, exc)
-        return []
-    engine.write_files(cluster, cluster.os_user())
-    return [engine.SERVER_FILE]
 
 
 def ensure_stanza(cluster: Cluster) -> None:
     """``stanza-create`` (it does nothing on a stanza that exists for this server)."""
     result = engine.run(cluster, "stanza-create", timeout=settings.PANEL_COMMAND_TIMEOUT)
     engine.check(result, "pgbackrest stanza-create")
-
-
-def after_provision(cluster: Cluster) -> None:
-    """A new cluster's stanza, and its first full backup queued."""
-    if not (cluster.pgdata / engine.SERVER_FILE).is_file():
-        return
-    ensure_stanza(cluster)
-    cluster.log_event("archiving", Message(N_("WAL archiving to the cluster's backup repository is on.")))
-    if settings.PANEL_BACKUP_AFTER_CREATE:
-        from panel.backups.services import backups
-
-        try:
-            backups.request_backup(cluster, "full", scheduled=True)
-        except ServiceError as exc:
-            log.warning("first backup of %s not queued: %s", cluster.pk, exc.message)
 
 
 @dataclass(frozen=True)
@@ -142,10 +102,6 @@ def check_archiving(cluster: Cluster) -> ArchiveStatus | None:
 
 
 def record_health(cluster: Cluster, status: ArchiveStatus) -> None:
-    from django.utils import timezone
-
-    from panel.backups.models import ArchiveHealth
-
     health, _created = ArchiveHealth.objects.get_or_create(cluster=cluster)
     if status.failing and not health.failing:
         health.failing_since = timezone.now()

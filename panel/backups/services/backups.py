@@ -14,7 +14,7 @@ from django.utils.translation import gettext as _
 from panel.backups.engine import runner as engine
 from panel.backups.lib import pgbackrest
 from panel.backups.models import BackupJob, JobKind, JobStatus
-from panel.backups.services.archiving import ArchiveStatus, archive_status
+from panel.backups.services.archiving import ArchiveStatus, archive_status, check_archiving
 from panel.clusters.models import Cluster, EventLevel
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
@@ -51,6 +51,14 @@ def request_backup(cluster: Cluster, backup_type: str = "full", *, scheduled: bo
             field="backup_type",
             code="backup.type_unknown",
             params={"t": backup_type},
+        )
+    if cluster.is_replica:
+        raise ServiceError(
+            N_(
+                "A read-only replica has its source's data: back up the source (once promoted, it has backups of its own)."
+            ),
+            code="backup.replica",
+            params={},
         )
     cluster.require_serving()
     if active_job(cluster) is not None:
@@ -176,12 +184,10 @@ def scheduled_round(now: dt.datetime | None = None) -> list[str]:
     """The periodic job on one node: each serving cluster with no backup gets a full one; after
     PANEL_BACKUP_HOUR each gets the day's (full on Sundays, differential otherwise) unless it
     has one from today; failing archiving is reported."""
-    from panel.backups.services.archiving import check_archiving
-
     now = now or timezone.now()
     notes = []
     for cluster in Cluster.objects.here().select_related("node"):
-        if not cluster.is_serving:
+        if not cluster.is_serving or cluster.is_replica:  # a replica's data is its source's backups'
             continue
         status = check_archiving(cluster)
         if status is None or not status.active or active_job(cluster) is not None:

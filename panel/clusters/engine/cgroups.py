@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,11 +26,18 @@ log = logging.getLogger(__name__)
 
 ROOT = Path("/sys/fs/cgroup")
 PARENT = "pgpanel-clusters"
+# The load generators' group (pgbench, sysbench), one per node, beside the clusters' parent: the
+# client of a benchmark is off every server's plan, as on another machine.
+CLIENTS = "pgpanel-clients"
 PERIOD_US = 100_000
 # The clusters' share of CPU time under contention, against 1024 (v1) / 100 (v2) for every other
 # group at that level: the panel's processes (web, agent, workers) win when both want the CPU.
 V1_SHARES = 256
 V2_WEIGHT = 25
+# The clients' weight: below one panel process (1024 / 100), above the clusters' parent, so a
+# client keeps up with the server it measures while the panel's pages still win.
+CLIENTS_V1_SHARES = 512
+CLIENTS_V2_WEIGHT = 50
 
 _warned = False
 
@@ -104,16 +112,45 @@ def _ensure_v2(name: str, limits: Limits) -> Group:
     return Group(2, (group,))
 
 
+def _ensure_clients_v1(memory_bytes: int) -> Group:
+    memory, cpu = ROOT / "memory" / _own_path("memory") / CLIENTS, ROOT / "cpu" / _own_path("cpu") / CLIENTS
+    memory.mkdir(exist_ok=True)
+    cpu.mkdir(exist_ok=True)
+    _write(memory / "memory.limit_in_bytes", str(memory_bytes))
+    _write(cpu / "cpu.shares", str(CLIENTS_V1_SHARES))
+    _write(cpu / "cpu.cfs_quota_us", "-1")
+    return Group(1, (memory, cpu))
+
+
+def _ensure_clients_v2(memory_bytes: int) -> Group:
+    own = ROOT / _own_path("")
+    _write(own / "cgroup.subtree_control", "+memory +cpu")
+    group = own / CLIENTS
+    group.mkdir(exist_ok=True)
+    _write(group / "memory.max", str(memory_bytes))
+    _write(group / "cpu.weight", str(CLIENTS_V2_WEIGHT))
+    _write(group / "cpu.max", f"max {PERIOD_US}")
+    return Group(2, (group,))
+
+
+def ensure_clients(memory_bytes: int) -> Group | None:
+    """The node's clients' group (``CLIENTS``): ``memory_bytes`` of memory, no CPU quota, a CPU
+    weight below the panel's processes; None when cgroups cannot be written here."""
+    return _ensure(lambda kind: (_ensure_clients_v1 if kind == 1 else _ensure_clients_v2)(memory_bytes))
+
+
 def ensure(name: str, limits: Limits) -> Group | None:
     """The group ``name`` with ``limits`` (made or updated); None when cgroups cannot be written
     here, said once per process."""
+    return _ensure(lambda kind: (_ensure_v1 if kind == 1 else _ensure_v2)(name, limits))
+
+
+def _ensure(make: Callable[[int], Group]) -> Group | None:
     global _warned
     kind = version()
     try:
-        if kind == 1:
-            return _ensure_v1(name, limits)
-        if kind == 2:
-            return _ensure_v2(name, limits)
+        if kind is not None:
+            return make(kind)
         reason = "the panel does not run as root" if os.geteuid() != 0 else "no cgroup hierarchy is mounted"
     except OSError as exc:
         reason = f"{exc.filename}: {exc.strerror}"
@@ -149,6 +186,30 @@ def remove(name: str) -> None:
             path.rmdir()
         except OSError as exc:
             log.warning("could not remove the cgroup %s: %s", path, exc.strerror)
+
+
+def find_clients() -> Group | None:
+    """The clients' group if it exists."""
+    kind = version()
+    if kind == 1:
+        paths = tuple(ROOT / c / _own_path(c) / CLIENTS for c in ("memory", "cpu"))
+        return Group(1, paths) if all(path.is_dir() for path in paths) else None
+    if kind == 2:
+        path = ROOT / _own_path("") / CLIENTS
+        return Group(2, (path,)) if path.is_dir() else None
+    return None
+
+
+def cpu_weight(group: Group) -> int:
+    """The group's CPU weight: v1 ``cpu.shares`` (against 1024) or v2 ``cpu.weight`` (against 100)."""
+    path = group.paths[1] / "cpu.shares" if group.version == 1 else group.paths[0] / "cpu.weight"
+    return int(path.read_text().strip())
+
+
+def has_cpu_quota(group: Group) -> bool:
+    if group.version == 1:
+        return int((group.paths[1] / "cpu.cfs_quota_us").read_text()) > 0
+    return (group.paths[0] / "cpu.max").read_text().split()[0] != "max"
 
 
 def memory_limit(group: Group) -> int:

@@ -373,16 +373,18 @@ def revoke_memberships(conn: psycopg.Connection, roles: Sequence[str]) -> list[t
     return [(role, member) for role, member in pairs]
 
 
-def demote_privileged_roles(conn: psycopg.Connection, *, keep: str) -> list[str]:
+def demote_privileged_roles(conn: psycopg.Connection, *, keep: str, replication: str = "") -> list[str]:
     """Remove SUPERUSER, REPLICATION and BYPASSRLS from every role but ``keep`` and the bootstrap
-    superuser; returns the roles changed."""
+    superuser (``replication``, the panel's replication role, keeps REPLICATION and nothing
+    more); returns the roles changed."""
     names = [
         name
         for (name,) in conn.execute(
             "SELECT rolname FROM pg_catalog.pg_roles "
             "WHERE (rolsuper OR rolreplication OR rolbypassrls) "
-            "AND rolname <> %s AND oid <> 10 ORDER BY 1",
-            [keep],
+            "AND rolname <> %s AND oid <> 10 "
+            "AND NOT (rolname = %s AND NOT rolsuper AND NOT rolbypassrls) ORDER BY 1",
+            [keep, replication],
         ).fetchall()
     ]
     for name in names:

@@ -56,6 +56,7 @@ def reserved_roles() -> tuple[str, ...]:
         settings.PANEL_SUPERUSER,
         settings.PANEL_MONITOR_ROLE,
         settings.PANEL_MIGRATION_ROLE,
+        settings.PANEL_REPLICATION_ROLE,
     )
 
 

@@ -103,6 +103,7 @@ def write_auth_config(cluster: Cluster, user: OsUser | None = None) -> bool:
             settings.PANEL_SUPERUSER,
             settings.PANEL_MONITOR_ROLE,
             cluster.trusted_source_values(),
+            settings.PANEL_REPLICATION_ROLE,
             members_from="127.0.0.1/32" if cluster.is_ha else "",
         ),
         cluster.ident_path: render_ident(user.name, mapped_roles(cluster)),

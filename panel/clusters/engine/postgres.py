@@ -188,6 +188,26 @@ def initdb(
         raise _failure("initdb", result)
 
 
+def basebackup(
+    version: str, pgdata: Path, conninfo: str, slot: str, *, passfile: Path, user: OsUser, timeout: float
+) -> None:
+    """A read-only replica's data directory: ``pg_basebackup`` from its source (``conninfo``,
+    whose password is in ``passfile``), streaming the WAL it needs and creating the source's
+    replication ``slot``, as the replica's user into its empty ``pgdata``."""
+    argv = [str(bindir_for(version) / "pg_basebackup"), "--pgdata", str(pgdata), "--dbname", conninfo]
+    argv += ["--wal-method=stream", "--checkpoint=fast", "--create-slot", "--slot", slot, "--no-password"]
+    result = run_as(user, argv, timeout=timeout, cwd=pgdata.parent, env={"PGPASSFILE": str(passfile)})
+    if result.returncode != 0:
+        raise _failure("pg_basebackup", result)
+
+
+def promote(version: str, pgdata: Path, *, user: OsUser, timeout: float) -> None:
+    """``pg_ctl promote``: a replica ends its recovery and accepts writes (waits until it does)."""
+    result = _pg_ctl(version, pgdata, "promote", user=user, timeout=timeout)
+    if result.returncode != 0:
+        raise _failure("pg_ctl promote", result)
+
+
 def postmaster_pid(pgdata: Path) -> int | None:
     """The running postmaster's pid from postmaster.pid, or None if it is not running."""
     try:

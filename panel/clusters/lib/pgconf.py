@@ -87,6 +87,9 @@ class ServerSettings:
     reserved_roles: tuple[str, ...] = ()
     # Files read last (``include_if_exists``), whose settings win: the owner's configuration.
     includes: tuple[str, ...] = ()
+    # The most WAL a replica's slot may hold back on this server (MB; -1: PostgreSQL's default,
+    # no limit): a stopped replica must not fill its source's disk.
+    max_slot_wal_keep_mb: int = -1
 
     def render(self) -> str:
         shared_buffers_kb = self.shared_buffers_bytes // 1024
@@ -115,6 +118,8 @@ class ServerSettings:
             "timezone = 'UTC'",
             "dynamic_shared_memory_type = posix",
         ]
+        if self.max_slot_wal_keep_mb >= 0:
+            lines.append(f"max_slot_wal_keep_size = {self.max_slot_wal_keep_mb}MB")
         if self.preload_libraries:
             lines += guard_lines((*self.preload_libraries, STATEMENTS_LIBRARY), self.reserved_roles)
             lines += STATEMENTS_SETTINGS
@@ -131,7 +136,12 @@ _IDENT_TOKEN_RE = re.compile(r"[A-Za-z0-9_$.-]+")
 
 
 def render_hba(
-    superuser: str, monitor_role: str, trusted_sources: Sequence[str] = (), *, members_from: str = ""
+    superuser: str,
+    monitor_role: str,
+    trusted_sources: Sequence[str] = (),
+    replication_role: str = "",
+    *,
+    members_from: str = "",
 ) -> str:
     """Clients must use TLS and SCRAM over TCP; the panel's own roles come over the socket with a
     password. Any other role over the socket is PgBouncer logging in: ``peer`` authentication
@@ -144,6 +154,10 @@ def render_hba(
     answers "no pg_hba.conf entry for host"; a listed one without TLS gets the same refusal as
     before (the ``host … reject`` line). The socket lines come first and do not depend on them:
     the panel and PgBouncer's server logins never use TCP.
+
+    ``replication_role`` (the panel's, reserved by the guard) may stream WAL to the cluster's
+    read-only replicas, which run on the same node: from loopback, over TLS, with its password,
+    and nothing else (no database, no other address).
 
     ``members_from`` (a cluster with standbys: the members' network): the superuser may come from
     there over TCP with its password, for replication and pg_rewind between members only."""
@@ -165,6 +179,12 @@ def render_hba(
     lines += [
         f"host    all       {superuser}  all  reject",
     ]
+    if replication_role:
+        lines += [
+            f"hostssl replication  {replication_role}  {address}  scram-sha-256"
+            for address in ("127.0.0.1/32", "::1/128")
+        ]
+        lines.append(f"host    all       {replication_role}  all  reject")
     lines += [f"hostssl all       all           {address}  scram-sha-256" for address in addresses]
     lines += [f"host    all       all           {address}  reject" for address in addresses]
     return "\n".join(lines) + "\n"
@@ -187,6 +207,34 @@ def render_ident(os_user: str, roles: list[str]) -> str:
     system_user = _ident_token(os_user, "The OS user")
     lines += [f"{POOLER_MAP}  {system_user}  {_ident_token(role, 'The role')}" for role in sorted(set(roles))]
     return "\n".join(lines) + "\n"
+
+
+# A read-only replica's own settings, in PGDATA beside panel.conf (which includes it).
+STANDBY_FILE = "standby.conf"
+
+
+def _conninfo_value(value: str) -> str:
+    """A libpq conninfo value, single-quoted with its quotes and backslashes escaped."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def standby_conninfo(params: dict[str, str | int]) -> str:
+    """libpq's ``key='value' …`` form of ``params`` (no password: it lives in a passfile)."""
+    if "password" in params:
+        raise ValueError("a replica's conninfo names a passfile, never a password")
+    return " ".join(f"{key}={_conninfo_value(str(value))}" for key, value in params.items())
+
+
+def render_standby_conf(conninfo: str, slot: str) -> str:
+    """What makes a server a streaming replica of another (with ``standby.signal`` in PGDATA)."""
+    if not re.fullmatch(r"[a-z0-9_]{1,63}", slot):
+        raise ValueError(f"not a replication slot name: {slot!r}")
+    return (
+        "# Written by the control panel: a read-only replica; edits here are overwritten.\n"
+        f"primary_conninfo = {_conf_string(conninfo)}\n"
+        f"primary_slot_name = '{slot}'\n"
+        "hot_standby = on\n"
+    )
 
 
 # A session's temporary files (sorts, hashes spilled to disk) are bounded by the plan's disk:

@@ -35,6 +35,11 @@ class Plan:
     def disk_bytes(self) -> int:
         return self.disk_gb * 1024**3
 
+    def smaller_than(self, other: Plan) -> bool:
+        """Less RAM, vCPUs or disk than ``other``: too small for a read-only replica of a cluster
+        on ``other`` (its max_connections and replayed settings must fit, and the data)."""
+        return self.ram_gb < other.ram_gb or self.vcpus < other.vcpus or self.disk_gb < other.disk_gb
+
     def shared_buffers_bytes(self, host_memory_bytes: int) -> int:
         """A quarter of the plan's RAM, but never more than a tenth of the host's memory."""
         wanted = self.ram_bytes // 4

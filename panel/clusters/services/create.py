@@ -276,7 +276,12 @@ def _check_version(node: Node, version: str | None) -> str:
 
 def retry_cluster(cluster: Cluster, *, enqueue: bool = True) -> Cluster:
     """Provision again a cluster whose creation failed."""
-    if cluster.status != ClusterStatus.ERROR or not cluster.is_local or cluster.online_since is not None:
+    if (
+        cluster.status != ClusterStatus.ERROR
+        or not cluster.is_local
+        or cluster.online_since is not None
+        or cluster.is_replica  # made by its own pipeline: delete it and add it again
+    ):
         raise ServiceError(
             N_("Only a cluster whose creation failed can be retried."),
             code="cluster.retry_not_failed",

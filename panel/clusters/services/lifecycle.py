@@ -14,10 +14,11 @@ from django.utils.translation import gettext as _
 from panel.clusters import hooks
 from panel.clusters.engine import dbconn, isolation, postgres
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel, status_word
-from panel.clusters.services import ha
+from panel.clusters.services import ha, replication
 from panel.clusters.services.provision import clear_reserved, write_server_config
 from panel.core import runas
 from panel.core.errors import N_, Message, ServiceError, Term
+from panel.core.polling import wait_for
 from panel.core.runas import EngineError, OsUser
 from panel.core.taskqueue import enqueue_task
 
@@ -127,7 +128,7 @@ def start_server(cluster: Cluster, user: OsUser, *, guard_added: bool) -> None:
         ha.start_members(cluster, user, settings.PANEL_COMMAND_TIMEOUT)
     else:
         isolation.start_server(cluster, user, settings.PANEL_COMMAND_TIMEOUT)
-    if guard_added:
+    if guard_added and not cluster.is_replica:  # a replica's roles are its source's
         clear_reserved(cluster)
         cluster.log_event("guard-installed", Message(N_("The privilege guard is now loaded.")))
 
@@ -145,11 +146,24 @@ def check_confirm_name(cluster: Cluster, confirm_name: str) -> None:
         )
 
 
+def refuse_if_replicated(cluster: Cluster) -> None:
+    """A cluster its read-only replicas stream from is not deleted under them: they go first
+    (deleted, or promoted to clusters of their own)."""
+    names = sorted(cluster.replicas.values_list("name", flat=True))
+    if names:
+        raise ServiceError(
+            N_("The cluster has read-only replicas (%(names)s); delete or promote them first."),
+            code="cluster.has_replicas",
+            params={"names": ", ".join(names)},
+        )
+
+
 def request_delete(cluster: Cluster, *, confirm_name: str) -> bool:
     """The web's way. An attached server is forgotten at once (nothing of it runs here) and this
     returns True; a local cluster is marked ``deleting`` and a worker tears it down while the page
     follows its progress (False: it still exists, for now)."""
     check_confirm_name(cluster, confirm_name)
+    refuse_if_replicated(cluster)
     if not cluster.is_local:
         cluster.delete()
         return True
@@ -204,6 +218,7 @@ def delete_cluster(cluster: Cluster, *, confirm_name: str) -> None:
     """Delete in the foreground (the command line, tests): stop the server, remove its files and
     its system user, and forget it. The typed name must match."""
     check_confirm_name(cluster, confirm_name)
+    refuse_if_replicated(cluster)
     if cluster.is_local:
         Cluster.objects.filter(pk=cluster.pk).update(status=ClusterStatus.DELETING, updated_at=timezone.now())
         tear_down(cluster)
@@ -226,6 +241,11 @@ def tear_down(cluster: Cluster) -> None:
     except EngineError:
         postgres.kill(cluster.pgdata)
     postgres.kill(cluster.pgdata)
+    if cluster.replica_of is not None:
+        # The source keeps no WAL for a replica that is gone (its walsender may take a moment).
+        slot = replication.slot_name(cluster)
+        if not wait_for(lambda: _slot_dropped(cluster.replica_of, slot), 10, interval=0.2):
+            log.warning("deleting replica %s: its slot on the source stays", cluster.pk)
     isolation.kill_leftover_processes(cluster)
     isolation.remove_server_cgroup(cluster)
     cluster.set_progress(60, _("Removing the data directory"))
@@ -236,3 +256,17 @@ def tear_down(cluster: Cluster) -> None:
     except EngineError as exc:
         # The cluster is gone; a leftover system user owns nothing and runs nothing.
         log.warning("deleting cluster %s: %s", cluster.pk, exc)
+
+
+def _slot_dropped(source: Cluster, slot: str) -> bool:
+    try:
+        replication.drop_slot(source, slot)
+        with dbconn.admin_connection(source) as conn:
+            row = conn.execute(
+                "SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_name = %s", [slot]
+            ).fetchone()
+    except dbconn.DatabaseError as exc:
+        # The source does not answer (stopped): its max_slot_wal_keep_size bounds what it keeps.
+        log.warning("replica slot %s not dropped: %s", slot, exc)
+        return True
+    return row is None

@@ -36,7 +36,7 @@ from panel.clusters.lib import tls, tunables
 from panel.clusters.lib.pgconf import ServerSettings, loads_guard, render_temp_file_limit, temp_file_limit_kb
 from panel.clusters.lib.plans import SUPERUSER_RESERVED_CONNECTIONS
 from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser, EventLevel
-from panel.clusters.services import ha
+from panel.clusters.services import ha, replication
 from panel.clusters.services.create import new_password
 from panel.core import runas
 from panel.core.errors import N_, Message
@@ -304,7 +304,8 @@ def write_server_config(cluster: Cluster) -> bool:
         preload_libraries=(str(library),),
         reserved_roles=guard.reserved_roles(),
         # The apps' files (archiving, panel.backups) after the owner's: theirs win.
-        includes=(SETTINGS_FILE, *hooks.server_config(cluster)),
+        includes=(SETTINGS_FILE, *replication.standby_files(cluster), *hooks.server_config(cluster)),
+        max_slot_wal_keep_mb=plan.disk_bytes // 10 // 1024**2,
     )
     runas.make_private_dir(cluster.log_file.parent, user)
     runas.write_private_file(cluster.pgdata / SETTINGS_FILE, owner_settings(cluster), owner=user)
@@ -323,7 +324,9 @@ def clear_reserved(cluster: Cluster) -> list[str]:
     superuser (granted before the guard was loaded). Each change is a cluster event."""
     notes: list[str] = []
     with dbconn.admin_connection(cluster) as conn:
-        for role in dbconn.demote_privileged_roles(conn, keep=settings.PANEL_SUPERUSER):
+        for role in dbconn.demote_privileged_roles(
+            conn, keep=settings.PANEL_SUPERUSER, replication=settings.PANEL_REPLICATION_ROLE
+        ):
             cluster.log_event(
                 "guard-demoted",
                 Message(

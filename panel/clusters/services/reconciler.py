@@ -15,6 +15,7 @@ from django.utils.translation import gettext as _
 from panel import crypto
 from panel.clusters import hooks, services
 from panel.clusters.engine import dbconn, guard, isolation, postgres
+from panel.clusters.lib.pgconf import STATEMENTS_LIBRARY, guard_lines
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
 from panel.clusters.services import ha, new_password
 from panel.clusters.services.provision import SETTINGS_FILE
@@ -63,7 +64,11 @@ def reconcile() -> list[str]:
         if pid is None:
             continue
         configured = services.guard_configured(cluster)
-        if not configured or guard.is_loaded(pid) is False:
+        loaded = guard.is_loaded(pid)
+        if not configured and loaded and _guard_preloaded(cluster):
+            # Only what the guard reserves changed (a role of the panel's added): a reload does.
+            notes += _update_reserved_roles(cluster)
+        elif not configured or loaded is False:
             # The restart that loads the guard starts the server in its cgroup too.
             notes += _install_guard(cluster, configured=configured)
         elif isolation.place_in_server_cgroup(cluster, pid):
@@ -86,6 +91,35 @@ def reconcile() -> list[str]:
     notes += create_missing_monitor_roles()
     notes += hooks.pooler.reconcile_all()
     return notes
+
+
+def _guard_preloaded(cluster: Cluster) -> bool:
+    """panel.conf preloads this panel's guard, whatever roles it reserves."""
+    try:
+        text = (cluster.pgdata / "panel.conf").read_text()
+    except OSError:
+        return False
+    library = str(guard.library_path(cluster.version))
+    lines = {line.strip() for line in text.splitlines()}
+    return any(
+        guard_lines(libraries, ())[0] in lines for libraries in ((library, STATEMENTS_LIBRARY), (library,))
+    )
+
+
+def _update_reserved_roles(cluster: Cluster) -> list[str]:
+    """Write the guard's new reserved roles and reload (no restart), then take away what they
+    now protect from the tenant's roles."""
+    try:
+        services.write_server_config(cluster)
+        isolation.reload_server_config(cluster)
+        if not cluster.is_replica:  # a replica's roles are its source's
+            services.clear_reserved(cluster)
+    except (EngineError, dbconn.DatabaseError, OSError) as exc:
+        return [f"{cluster.name}: updating the reserved roles failed: {exc}"]
+    cluster.log_event(
+        "guard-updated", Message(N_("The privilege guard now also reserves the panel's newer roles."))
+    )
+    return [f"{cluster.name}: reserved roles updated"]
 
 
 def _restore_member_config(cluster: Cluster) -> list[str]:
@@ -127,7 +161,7 @@ def _install_guard(cluster: Cluster, *, configured: bool) -> list[str]:
     try:
         # With panel.conf lacking the guard, the restart writes it and clears the roles itself.
         services.perform_action(cluster, "restart")
-        if configured:
+        if configured and not cluster.is_replica:  # a replica's roles are its source's
             services.clear_reserved(cluster)
             cluster.log_event("guard-installed", Message(N_("The privilege guard is now loaded.")))
     except (ServiceError, dbconn.DatabaseError) as exc:

@@ -50,6 +50,9 @@ class Circumstances:
     free_ram_bytes: int | None  # None: no node to check (a cluster from before nodes)
     free_vcpus: int | None
     node_name: str
+    # A replica's plan stays at least its source's; a source's at most its smallest replica's.
+    source_plan: Plan | None = None
+    replica_plans: tuple[Plan, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,10 @@ def circumstances(cluster: Cluster) -> Circumstances:
         free_ram_bytes=free_ram,
         free_vcpus=free_vcpus,
         node_name=cluster.node.name if cluster.node_id else "",
+        source_plan=cluster.replica_of.plan if cluster.replica_of else None,
+        replica_plans=tuple(
+            p for p in (get_plan(s) for s in cluster.replicas.values_list("plan_slug", flat=True))
+        ),
     )
 
 
@@ -101,6 +108,24 @@ def plan_problem(plan: Plan, now: Circumstances) -> Message | None:
             cpu=max(0, now.free_vcpus),
             need_ram=plan.ram_gb,
             need_cpu=plan.vcpus,
+        )
+    if now.source_plan is not None and plan.smaller_than(now.source_plan):
+        return Message(
+            N_("A replica's plan must be at least its source's (%(plan)s); %(chosen)s is smaller."),
+            "replica.plan_too_small",
+            plan=now.source_plan.slug,
+            chosen=plan.slug,
+        )
+    too_small = [p.slug for p in now.replica_plans if p.smaller_than(plan)]
+    if too_small:
+        return Message(
+            N_(
+                "The cluster's read-only replicas must be at least as large as it: resize them to %(plan)s "
+                "or larger first (%(plans)s)."
+            ),
+            "resize.replicas_too_small",
+            plan=plan.slug,
+            plans=", ".join(too_small),
         )
     used = sum(now.pool_sizes.values())
     if used > plan.pool_connections:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import psycopg
@@ -10,8 +11,8 @@ from django.db import transaction
 from panel.clusters import hooks
 from panel.clusters.engine import dbconn, isolation
 from panel.clusters.lib.names import InvalidName, validate_database_name, validate_role_name
-from panel.clusters.models import Cluster, Database, DatabaseUser, EventLevel
-from panel.clusters.services import new_password
+from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser, EventLevel
+from panel.clusters.services import new_password, replica_build, replication
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
 from panel.core.runas import EngineError
@@ -21,7 +22,15 @@ def on_server(
     cluster: Cluster, change: Callable[[psycopg.Connection], object], *, field: str | None = None
 ) -> None:
     """Make ``change`` on the serving cluster as the panel's superuser; PostgreSQL's refusal
-    becomes a ServiceError (about ``field`` when given), its own words shown as they are."""
+    becomes a ServiceError (about ``field`` when given), its own words shown as they are.
+    A read-only replica's roles and databases are its source's: changed there, they follow."""
+    if cluster.is_replica:
+        raise ServiceError(
+            N_("A read-only replica has its source's users and databases; change them on “%(source)s”."),
+            field=field,
+            code="replica.read_only",
+            params={"source": cluster.replica_of.name if cluster.replica_of else ""},
+        )
     cluster.require_serving()
     try:
         with dbconn.admin_connection(cluster) as conn:
@@ -46,6 +55,7 @@ def add_database(cluster: Cluster, name: str) -> Database:
         )
     on_server(cluster, lambda conn: dbconn.create_database(conn, name, cluster.admin_user), field="name")
     database = Database.objects.create(cluster=cluster, name=name, owner_name=cluster.admin_user)
+    follow_on_replicas(cluster)
     cluster.log_event("database-added", Message(N_("Database “%(name)s” added."), name=name))
     return database
 
@@ -59,9 +69,11 @@ def delete_database(cluster: Cluster, name: str) -> None:
             code="database.default_protected",
             params={"name": name},
         )
-    hooks.pooler.ensure_not_used(cluster, database=name)
+    for served in (cluster, *cluster.replicas.all()):  # a replica's pools serve the source's databases
+        hooks.pooler.ensure_not_used(served, database=name)
     on_server(cluster, lambda conn: dbconn.drop_database(conn, name))
     database.delete()
+    follow_on_replicas(cluster)
     cluster.log_event("database-deleted", Message(N_("Database “%(name)s” deleted."), name=name))
 
 
@@ -97,7 +109,8 @@ def delete_user(cluster: Cluster, name: str) -> None:
             code="user.admin_protected",
             params={"name": name},
         )
-    hooks.pooler.ensure_not_used(cluster, user=name)
+    for served in (cluster, *cluster.replicas.all()):
+        hooks.pooler.ensure_not_used(served, user=name)
     on_server(cluster, lambda conn: dbconn.drop_role(conn, name))
     user.delete()
     _roles_changed(cluster)
@@ -119,13 +132,30 @@ def reset_password(cluster: Cluster, name: str) -> DatabaseUser:
         user.password = password
         user.save(update_fields=["password_encrypted"])
     hooks.pooler.refresh_auth(cluster)  # PgBouncer's auth file holds the role's SCRAM secret
+    follow_on_replicas(cluster)
     cluster.log_event("password-reset", Message(N_("Password of “%(name)s” reset."), name=name))
     return user
 
 
-def _roles_changed(cluster: Cluster) -> None:
+def follow_on_replicas(source: Cluster) -> None:
+    """The source's users and databases changed: its running replicas, once they replayed the
+    change, get the same rows, peer map and PgBouncer auth file. Never raises."""
+    for replica in source.replicas.filter(status__in=ClusterStatus.SERVING).select_related(
+        "replica_of", "node"
+    ):
+        # Behind or restarting: its rows follow anyway; its server has the roles once it replays.
+        with contextlib.suppress(dbconn.DatabaseError):
+            replication.wait_replayed(replica)
+        replica_build.follow_source_rows(replica)
+        _roles_changed(replica, follow=False)
+
+
+def _roles_changed(cluster: Cluster, *, follow: bool = True) -> None:
     """After a role was added or removed: the server's peer map for PgBouncer, then PgBouncer's
-    auth file. Never raises: the role change already happened in PostgreSQL."""
+    auth file (and the same on the cluster's replicas). Never raises: the role change already
+    happened in PostgreSQL."""
+    if follow:
+        follow_on_replicas(cluster)
     try:
         isolation.refresh_server_auth(cluster)
     except (EngineError, dbconn.DatabaseError, OSError) as exc:

@@ -53,6 +53,9 @@ def status_badge(cluster: Cluster) -> dict[str, Any]:
                 "or resize to a larger plan."
             ),
         }
+    if cluster.status == ClusterStatus.CREATING and cluster.is_replica:
+        # The managed service's word for a read-only node being made from its source.
+        return {"status": "forking", "label": gettext("Forking"), "color": "info", "busy": True}
     return {
         "status": cluster.status,
         "label": cluster.get_status_display(),

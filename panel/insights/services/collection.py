@@ -23,7 +23,7 @@ from panel.insights.lib import metrics
 from panel.insights.lib.metrics import CATALOGUE, COUNTER_RATES, HOST, PGBOUNCER, POSTGRES
 from panel.insights.models import CounterState, MetricPoint
 from panel.insights.services.alerts import evaluate_alerts
-from panel.insights.services.queries import baseline_for, store_statements
+from panel.insights.services.statement_store import baseline_for, store_statements
 from panel.insights.services.tiers import ABANDON_AFTER, MAX_WORKERS, START_COUNTER, interval
 from panel.pools.models import Pooler
 

@@ -1,10 +1,8 @@
-"""Statement statistics (the Queries tab): what a collection needs beforehand, storing what it read,
-a window's top statements and one statement's series, resetting the statistics, pruning.
+"""Statement statistics (the Queries tab): a window's top statements and one statement's series,
+resetting the statistics (after collecting what ran since the last collection), pruning.
 
-A collection stores the deltas since the previous one (``StatementDelta``, the top ones by time)
-and keeps the last reading of every statement (``StatementCounter``); a window's figures are the
-sums of its deltas (``panel.insights.lib.statements``), so "the last hour" does not depend on when the
-statistics were last reset."""
+A window's figures are the sums of the deltas each collection stored (``statement_store``), so
+"the last hour" does not depend on when the statistics were last reset."""
 
 from __future__ import annotations
 
@@ -12,7 +10,6 @@ import datetime as dt
 import logging
 from dataclasses import dataclass
 
-from django.db import transaction
 from django.db.models import Sum
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -22,7 +19,6 @@ from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
 from panel.core.agent import on_node
 from panel.core.errors import N_, ServiceError
-from panel.insights.engine.snapshot import Snapshot
 from panel.insights.lib import statements
 from panel.insights.models import (
     StatementCounter,
@@ -31,11 +27,12 @@ from panel.insights.models import (
     StatementsStatus,
     StatementText,
 )
+from panel.insights.services.collection import collect_cluster
+from panel.insights.services.statement_store import COUNTER_FIELDS
 from panel.insights.services.tiers import RAW_RETENTION, interval
 
 log = logging.getLogger(__name__)
 
-COUNTER_FIELDS = ("calls", "total_ms", "sq_ms", "rows", "blks_hit", "blks_read")
 # The Queries tab's windows (the deltas are kept 24 hours).
 WINDOWS: dict[str, dt.timedelta] = {
     "5m": dt.timedelta(minutes=5),
@@ -59,129 +56,6 @@ SORT_CHOICES = (
     ("hit", gettext_lazy("Cache hit")),
 )
 TAB_ROWS = 50
-
-
-def _epoch(value: dt.datetime | None) -> float | None:
-    return None if value is None else value.timestamp()
-
-
-def _at(epoch: float | None) -> dt.datetime | None:
-    return None if epoch is None else dt.datetime.fromtimestamp(epoch, dt.UTC)
-
-
-def baseline_for(cluster: Cluster) -> statements.Baseline:
-    """What the next collection computes its deltas from."""
-    state = StatementsState.objects.filter(cluster=cluster).first()
-    counters: dict[statements.Key, statements.Reading] | None = None
-    if state is not None and state.baseline_at is not None:
-        counters = {}
-        for row in StatementCounter.objects.filter(cluster=cluster).iterator(chunk_size=2000):
-            reading = statements.Reading(
-                row.queryid,
-                row.dbid,
-                row.userid,
-                row.database,
-                row.role,
-                row.calls,
-                row.total_ms,
-                row.sq_ms,
-                row.rows,
-                row.blks_hit,
-                row.blks_read,
-            )
-            counters[reading.key] = reading
-    known = frozenset(StatementText.objects.filter(cluster=cluster).values_list("queryid", flat=True))
-    return statements.Baseline(
-        checked_at=_epoch(state.checked_at) if state else None,
-        stats_reset=_epoch(state.stats_reset) if state else None,
-        counters=counters,
-        known_texts=known,
-    )
-
-
-def store_statements(cluster: Cluster, snap: Snapshot) -> None:
-    """Write what one collection read: the deltas, new texts, the counters for the next time, the
-    state. A collection that raced another (the state moved since ``baseline`` was read) stores
-    nothing: its deltas would count the same calls twice."""
-    collected = snap.statements
-    if collected is None or collected.baseline is None:
-        return
-    baseline = collected.baseline
-    at = snap.at
-    with transaction.atomic():
-        state, _created = StatementsState.objects.select_for_update().get_or_create(
-            cluster=cluster, defaults={"status": collected.status}
-        )
-        if _epoch(state.checked_at) != baseline.checked_at:
-            log.info("insights: statements of %s were stored meanwhile; skipped", cluster.pk)
-            return
-        state.status = collected.status
-        state.message = collected.message
-        if collected.created_extension:
-            cluster.log_event(
-                "statements",
-                _("Set up pg_stat_statements for the Queries tab and the databases the panel creates."),
-            )
-        if collected.readings is None:
-            # Not read: the counters stay, so the next reading's deltas cover the gap.
-            state.save(update_fields=["status", "message"])
-            return
-        _store_counters(cluster, collected.readings, baseline)
-        StatementDelta.objects.bulk_create(
-            StatementDelta(cluster=cluster, ts=at, **_delta_fields(d)) for d in collected.deltas or []
-        )
-        if collected.texts:
-            StatementText.objects.bulk_create(
-                (StatementText(cluster=cluster, queryid=q, text=t) for q, t in collected.texts.items()),
-                ignore_conflicts=True,
-            )
-        state.checked_at = at
-        state.stats_reset = _at(collected.stats_reset)
-        if state.baseline_at is None:
-            state.baseline_at = at
-        state.save()
-
-
-def _delta_fields(d: statements.Delta) -> dict[str, object]:
-    return {
-        "queryid": d.queryid,
-        "database": d.database[:64],
-        "role": d.role[:64],
-        **{name: getattr(d, name) for name in COUNTER_FIELDS},
-    }
-
-
-def _store_counters(
-    cluster: Cluster, readings: list[statements.Reading], baseline: statements.Baseline
-) -> None:
-    """Keep the reading of every statement that changed; forget those the server no longer has."""
-    previous = baseline.counters or {}
-    changed = [r for r in readings if previous.get(r.key) != r]
-    seen = {r.key for r in readings}
-    gone = [key for key in previous if key not in seen]
-    if gone:
-        ids = StatementCounter.objects.filter(cluster=cluster).values_list("pk", "queryid", "dbid", "userid")
-        stale = [pk for pk, q, d, u in ids if (q, d, u) not in seen]
-        for start in range(0, len(stale), 500):
-            StatementCounter.objects.filter(pk__in=stale[start : start + 500]).delete()
-    StatementCounter.objects.bulk_create(
-        (
-            StatementCounter(
-                cluster=cluster,
-                queryid=r.queryid,
-                dbid=r.dbid,
-                userid=r.userid,
-                database=r.database[:64],
-                role=r.role[:64],
-                **{name: getattr(r, name) for name in COUNTER_FIELDS},
-            )
-            for r in changed
-        ),
-        batch_size=500,
-        update_conflicts=True,
-        unique_fields=["cluster", "queryid", "dbid", "userid"],
-        update_fields=["database", "role", *COUNTER_FIELDS],
-    )
 
 
 # --- reading -------------------------------------------------------------------------------------
@@ -306,8 +180,6 @@ def reset_statements(cluster: Cluster) -> StatementsState:
     """``pg_stat_statements_reset()`` on the cluster, by the panel's superuser. What ran since the
     last collection is collected first; the next collection then sees the server's new reset time
     and counts every statement from zero, so windows across the reset stay right."""
-    from panel.insights.services.collection import collect_cluster
-
     cluster.require_serving()
     collect_cluster(cluster)
     try:

@@ -12,7 +12,7 @@ from panel.clusters.models import Cluster
 from panel.insights.engine.collector import Snapshot
 from panel.insights.lib.statements import Collected, Reading, deltas, top
 from panel.insights.models import StatementCounter, StatementDelta, StatementsState, StatementText
-from panel.insights.services import queries
+from panel.insights.services import queries, statement_store
 
 
 def reading(queryid: int, calls: int, total: float) -> Reading:
@@ -21,7 +21,7 @@ def reading(queryid: int, calls: int, total: float) -> Reading:
 
 def collect(cluster: Cluster, at: dt.datetime, readings: list[Reading], **texts: str) -> None:
     """What collector.collect would bring back for these readings, stored."""
-    baseline = queries.baseline_for(cluster)
+    baseline = statement_store.baseline_for(cluster)
     found = top(deltas(baseline.counters, readings), 50)
     snap = Snapshot(at=at, up={"postgres": True})
     snap.statements = Collected(
@@ -31,7 +31,7 @@ def collect(cluster: Cluster, at: dt.datetime, readings: list[Reading], **texts:
         texts={int(k[1:]): v for k, v in texts.items()},
         baseline=baseline,
     )
-    queries.store_statements(cluster, snap)
+    statement_store.store_statements(cluster, snap)
 
 
 def test_the_first_reading_is_a_baseline_then_deltas_are_stored(cluster_row: Cluster) -> None:
@@ -58,7 +58,7 @@ def test_the_first_reading_is_a_baseline_then_deltas_are_stored(cluster_row: Clu
 def test_a_collection_that_raced_another_stores_nothing(cluster_row: Cluster) -> None:
     now = timezone.now()
     collect(cluster_row, now - dt.timedelta(seconds=30), [reading(1, 100, 10.0)])
-    stale = queries.baseline_for(cluster_row)
+    stale = statement_store.baseline_for(cluster_row)
     collect(cluster_row, now - dt.timedelta(seconds=20), [reading(1, 150, 15.0)])
     snap = Snapshot(at=now, up={"postgres": True})
     snap.statements = Collected(
@@ -67,7 +67,7 @@ def test_a_collection_that_raced_another_stores_nothing(cluster_row: Cluster) ->
         deltas=deltas(stale.counters, [reading(1, 160, 16.0)]),
         baseline=stale,
     )
-    queries.store_statements(cluster_row, snap)
+    statement_store.store_statements(cluster_row, snap)
     # 60 calls from the stale baseline would count the 50 of the other collection twice.
     assert sorted(StatementDelta.objects.values_list("calls", flat=True)) == [50]
     assert StatementCounter.objects.get().calls == 150
@@ -87,8 +87,8 @@ def test_a_reading_that_failed_keeps_the_counters_and_says_why(cluster_row: Clus
     now = timezone.now()
     collect(cluster_row, now - dt.timedelta(seconds=30), [reading(1, 100, 10.0)])
     snap = Snapshot(at=now - dt.timedelta(seconds=15), up={"postgres": True})
-    snap.statements = Collected("not_loaded", "restart", baseline=queries.baseline_for(cluster_row))
-    queries.store_statements(cluster_row, snap)
+    snap.statements = Collected("not_loaded", "restart", baseline=statement_store.baseline_for(cluster_row))
+    statement_store.store_statements(cluster_row, snap)
     state = StatementsState.objects.get(cluster=cluster_row)
     assert (state.status, state.message) == ("not_loaded", "restart")
     collect(cluster_row, now, [reading(1, 120, 12.0)])

@@ -74,8 +74,16 @@ def test_the_tab_lists_the_windows_statements_by_total_time(
     assert response.status_code == 200
     html = response.content.decode()
     assert listed(html) == [SLOW, BUSY]  # the old one is outside the hour
-    assert "9000" in html and "1350.0 ms" in html
+    assert "9,000" in html and "1,350.0 ms" in html  # digits grouped, as on every other tab
     assert 'aria-current="page' in html and url("queries", with_statements) in html
+
+
+def test_the_tab_writes_its_figures_as_german_pages_do(
+    owner_client: Client, with_statements: Cluster
+) -> None:
+    html = owner_client.get(url("queries", with_statements), HTTP_ACCEPT_LANGUAGE="de").content.decode()
+    assert '<td class="text-end" data-figure="calls">9.000</td>' in html
+    assert "1.350,0 ms" in html and "1350,0" not in html
 
 
 def test_a_longer_window_holds_the_older_statement(owner_client: Client, with_statements: Cluster) -> None:
@@ -105,7 +113,7 @@ def test_a_window_given_by_its_ends_is_a_runs_window(owner_client: Client, with_
         url("queries", with_statements), {"start": start.isoformat(), "end": end.isoformat()}
     ).content.decode()
     assert listed(html) == [SLOW, BUSY]
-    assert "450.0 ms" in html and "4000" in html  # the last minute's deltas only
+    assert "450.0 ms" in html and "4,000" in html  # the last minute's deltas only
     bad = owner_client.get(
         url("queries", with_statements), {"start": "yesterday", "end": "x"}
     ).content.decode()

@@ -22,6 +22,7 @@ from django.utils import timezone
 from panel.clusters.models import Cluster
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
+from panel.env import env_int
 from panel.logs import services as logs
 from panel.logsink.lib import config as sink_config
 from panel.logsink.lib import formats
@@ -34,6 +35,8 @@ APPS = {logs.POSTGRES: "postgresql", logs.POOLER: "pgbouncer"}
 BATCH = logs.MAX_ENTRIES
 # A failing sink is tried once a minute, not every round.
 FAILING_BACKOFF_SECONDS = 60.0
+# How long a sink may take to answer.
+SINK_TIMEOUT = env_int("PANEL_LOGSINK_TIMEOUT", 5, minimum=1)
 
 
 def record(cluster: Cluster, source: str, entry: Any) -> formats.Record:
@@ -80,7 +83,7 @@ def deliver(sink: LogSink, records: list[formats.Record]) -> None:
     config = sink.config
     host, port, _tls = sink_config.destination(sink.sink_type, config)
     address = destination.checked_address(host, port)
-    timeout = float(settings.PANEL_LOGSINK_TIMEOUT)
+    timeout = float(SINK_TIMEOUT)
     if sink.sink_type == sink_config.RSYSLOG:
         frames = [
             formats.octet_frame(
@@ -124,7 +127,7 @@ def expire_indices(sink: LogSink) -> list[str]:
         return []
     config = sink.config
     host, port, _tls = sink_config.destination(sink.sink_type, config)
-    timeout = float(settings.PANEL_LOGSINK_TIMEOUT)
+    timeout = float(SINK_TIMEOUT)
     removed: list[str] = []
     try:
         address = destination.checked_address(host, port)

@@ -6,12 +6,11 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from django.conf import settings
-
 from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
+from panel.env import env_int
 from panel.migrate.lib import source as source_lib
 from panel.migrate.models import MigrationStatus, OnlineMigration
 from panel.migrate.services import source as remote
@@ -21,6 +20,8 @@ from panel.migrate.services.actions import _undo, latest
 log = logging.getLogger(__name__)
 
 CATCH_UP_POLL = 0.2
+# How long a cut-over waits for the cluster to catch up before refusing.
+CUTOVER_SECONDS = env_int("PANEL_MIGRATION_CUTOVER_SECONDS", 60, minimum=1)
 
 
 @dataclass
@@ -144,7 +145,7 @@ def _catch_up(migration: OnlineMigration) -> None:
     """Wait until every subscription confirmed the source's WAL as it is now; a refusal when
     that takes longer than PANEL_MIGRATION_CUTOVER_SECONDS (nothing is changed then)."""
     password = migration.password
-    deadline = time.monotonic() + settings.PANEL_MIGRATION_CUTOVER_SECONDS
+    deadline = time.monotonic() + CUTOVER_SECONDS
     for dbname, subscription in migration.subscriptions.items():
         with remote.connect(migration.source, migration.address, password, dbname) as conn:
             mark = remote.current_lsn(conn)

@@ -29,12 +29,15 @@ from panel.clusters.engine import dbconn
 from panel.clusters.lib.hosts import InvalidHost, IPAddress, forbidden_reason, validate_host
 from panel.clusters.services import attach
 from panel.core.errors import N_, ServiceError
+from panel.env import env_int
 from panel.migrate.lib import source as source_lib
 from panel.migrate.lib.source import Source
 
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT = 10
+# The window of PANEL_MIGRATION_RATE (starts that reach the network, per account).
+RATE_SECONDS = env_int("PANEL_MIGRATION_RATE_SECONDS", 600, minimum=1)
 
 
 def _allowed_networks() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
@@ -55,7 +58,7 @@ def refused_address(address: IPAddress, port: int) -> str | None:
 def count_attempt(account_id: object) -> None:
     """Count one start that reaches the network; refuse it when the account used up its window."""
     key = f"migration-attempts:{account_id}"
-    window = settings.PANEL_MIGRATION_RATE_SECONDS
+    window = RATE_SECONDS
     now = time.time()
     recent = [t for t in cache.get(key, []) if now - t < window]
     if len(recent) >= settings.PANEL_MIGRATION_RATE:

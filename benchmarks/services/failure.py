@@ -26,7 +26,7 @@ class Explanation:
 
 
 # (pattern on pgbench's message, title, advice), first match wins. The patterns are libpq's and
-# pgbench's own English texts (LC_ALL=C is forced on pgbench); see /work/shared/reference/pgbench.
+# pgbench's own English texts (LC_ALL=C is forced on pgbench); see benchmarks/tests/fixtures/pgbench.
 _RULES: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (
         re.compile(

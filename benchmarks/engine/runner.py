@@ -10,6 +10,11 @@ gets a private work directory (0700, owned by that user) for its script and tran
 removed afterwards. The password comes through the environment (``PGPASSWORD``), never argv. Each
 stream is read by its own thread, line by line as it arrives, with the arrival time: the caller
 parses stdout and stderr separately (pgbench's interleaving of the two is not reliable).
+
+The client is off every server's plan: a run's pgbench joins the node's clients' cgroup
+(:func:`client_cgroup`, ``pgpanel-clients``: its own memory limit, no CPU quota, a CPU weight below
+the panel's processes), never the cluster's, as a client on another machine would be. Its CPU time
+is read from /proc as it runs and once more as it exits (:attr:`LoadProcess.cpu_s`).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from django.conf import settings
 
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib.pgbench_check import ProbeOutcome
-from panel.clusters.engine import postgres
+from panel.clusters.engine import cgroups, postgres
 from panel.core import osusers
 from panel.core.polling import wait_for
 from panel.core.runas import EngineError, OsUser, current_user, spawn_in
@@ -75,6 +80,11 @@ def pgbench_path(version: str | None = None) -> str:
     return DEFAULT_PGBENCH
 
 
+def program_path(engine: str, version: str | None = None) -> str:
+    """The program of a load generator by its engine's name (pgbench of the cluster's version)."""
+    return sysbench_path() if engine == "sysbench" else pgbench_path(version)
+
+
 def sysbench_path() -> str:
     """sysbench on PATH (Debian's package: /usr/bin/sysbench, its Lua scripts under /usr/share)."""
     return shutil.which("sysbench", path=PATH) or DEFAULT_SYSBENCH
@@ -95,6 +105,44 @@ def bench_user() -> OsUser:
         return osusers.ensure_system_user(name)
     except EngineError as exc:
         raise RunnerError(str(exc)) from None
+
+
+@dataclass(frozen=True)
+class ClientGroup:
+    """Where the load generators run: the clients' cgroup and its limits (none: cgroups cannot be
+    written on this node, the client runs in the worker's own group)."""
+
+    procs_files: tuple[Path, ...] = ()
+    path: str = ""
+    memory_bytes: int | None = None
+    cpu_weight: int | None = None
+    weight_of_default: int | None = None  # what a panel process weighs: 1024 (v1) or 100 (v2)
+
+
+def client_cgroup() -> ClientGroup:
+    """The node's clients' group, made or updated with ``settings.PANEL_BENCH_MEMORY_MB``."""
+    group = cgroups.ensure_clients(settings.PANEL_BENCH_MEMORY_MB * 1024**2)
+    if group is None:
+        return ClientGroup()
+    # The path as /proc/<pid>/cgroup shows it: in the cpu hierarchy (v1) or the unified one (v2).
+    hierarchy = cgroups.ROOT / "cpu" if group.version == 1 else cgroups.ROOT
+    return ClientGroup(
+        procs_files=tuple(group.procs_files),
+        path="/" + str(group.paths[-1].relative_to(hierarchy)),
+        memory_bytes=cgroups.memory_limit(group),
+        cpu_weight=cgroups.cpu_weight(group),
+        weight_of_default=1024 if group.version == 1 else 100,
+    )
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of a process and of the children it reaped (its threads included),
+    from /proc; still readable while it is a zombie. None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def base_env() -> dict[str, str]:
@@ -165,7 +213,7 @@ def probe(args_in: Callable[[str], list[str]], files: Mapping[str, str], timeout
         args = args_in(str(workdir))
         env = cmd.build_env(None, None, connect_timeout_s=2, base=base_env())
         try:
-            proc = PgbenchProcess(args, env, cwd=workdir)
+            proc = LoadProcess(args, env, cwd=workdir)
         except RunnerError as exc:
             return ProbeOutcome(None, "", str(exc))
         stderr: list[str] = []
@@ -186,7 +234,7 @@ def probe(args_in: Callable[[str], list[str]], files: Mapping[str, str], timeout
         remove_workdir(workdir)
 
 
-class PgbenchProcess:
+class LoadProcess:
     """A running pgbench: its lines arrive on :meth:`next_line`, in the order they were read."""
 
     def __init__(
@@ -209,6 +257,8 @@ class PgbenchProcess:
             raise RunnerError(f"Could not run {args[0]}: {exc.strerror or exc}.") from None
         self.pid = self._proc.pid
         self.started = time.time()
+        self.ended: float | None = None
+        self.cpu_s: float | None = None  # the last reading of the process's CPU time
         self._lines: queue.Queue[Line | None] = queue.Queue()
         self._open_streams = 2
         assert self._proc.stdout is not None and self._proc.stderr is not None
@@ -224,7 +274,23 @@ class PgbenchProcess:
         except (OSError, ValueError):
             pass
         finally:
+            # A stream closes as the process exits and before anyone reaps it: its last CPU time.
+            self.sample_cpu()
+            self.ended = time.time()
             self._lines.put(None)
+
+    def sample_cpu(self) -> float | None:
+        """Read the process's CPU time now (while it runs, or exited but not yet reaped)."""
+        if self._proc.returncode is None:
+            found = process_cpu_seconds(self.pid)
+            if found is not None and (self.cpu_s is None or found > self.cpu_s):
+                self.cpu_s = found
+        return self.cpu_s
+
+    @property
+    def wall_s(self) -> float:
+        """Seconds from the spawn to the streams' end (or to now)."""
+        return (self.ended or time.time()) - self.started
 
     def next_line(self, timeout: float) -> Line | None:
         """The next line, or None after ``timeout`` seconds (or once both streams are closed)."""

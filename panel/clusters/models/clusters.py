@@ -1,4 +1,5 @@
-"""Clusters, their roles and databases, and the events shown on a cluster page."""
+"""A cluster: what it is (provisioned here or attached), its status and the one-row transitions of
+it, where its files are on its node, and the events it records."""
 
 from __future__ import annotations
 
@@ -8,14 +9,16 @@ from typing import ClassVar
 
 from django.conf import settings
 from django.db import models
-from django.db.models import F, Q
+from django.db.models import Q
 from django.utils import timezone, translation
 from django.utils.translation import gettext_lazy as _
 
 from panel import crypto
 from panel.clusters.lib.plans import Plan, get_plan
+from panel.clusters.models.events import ClusterEvent, EventLevel
+from panel.clusters.models.nodes import Node
 from panel.core import runas
-from panel.core.errors import N_, Message, ServiceError, Term, message_from_json, message_to_json
+from panel.core.errors import N_, Message, ServiceError, Term, message_to_json
 from panel.core.runas import OsUser
 
 # A primary and up to two standbys (the managed service's standby nodes), on plans of 2 GB or more.
@@ -75,98 +78,6 @@ ClusterStatus.BUSY = frozenset(
 ClusterStatus.SERVING = frozenset({ClusterStatus.ONLINE, ClusterStatus.DEGRADED})
 
 
-class NodeState(models.TextChoices):
-    ACTIVE = "active", _("Active")
-    DRAINING = "draining", _("Draining")
-
-
-class Node(models.Model):
-    """A machine that holds clusters: its agent (a Celery worker on ``node.<name>``) runs their
-    processes there and says it is alive with heartbeats; the web and beat only read this row."""
-
-    name = models.SlugField(_("name"), max_length=40, unique=True)
-    # What connection details show as the host of this node's clusters.
-    address = models.CharField(_("address"), max_length=255)
-    port_first = models.PositiveIntegerField(_("first port"))
-    port_last = models.PositiveIntegerField(_("last port"))
-    data_dir = models.CharField(_("data directory"), max_length=500)
-    ram_bytes = models.PositiveBigIntegerField(_("RAM"))
-    vcpus = models.PositiveIntegerField(_("vCPUs"))
-    state = models.CharField(max_length=16, choices=NodeState.choices, default=NodeState.ACTIVE)
-    last_heartbeat = models.DateTimeField(null=True, blank=True)
-    # What the agent reported with its last heartbeat: the PostgreSQL majors it can run, its host.
-    versions = models.CharField(max_length=100, blank=True)
-    agent_host = models.CharField(max_length=255, blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
-
-    class Meta:
-        ordering = ("name",)
-        constraints = [
-            models.CheckConstraint(
-                condition=Q(port_first__lt=F("port_last")), name="node_port_range_ordered"
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return self.name
-
-    @property
-    def agent_queue(self) -> str:
-        """The queue of the agent's calls the web waits for (a threads worker)."""
-        return f"node.{self.name}"
-
-    @property
-    def tasks_queue(self) -> str:
-        """The queue of the node's control work: provisioning, start/stop, delete, collection,
-        quota cycles and reconciling (the node's worker)."""
-        return f"node.{self.name}.tasks"
-
-    @property
-    def work_queue(self) -> str:
-        """The queue of the tenants' long work: data sets and benchmarks (a worker of its own, so
-        that no tenant's work holds up the node's control work)."""
-        return f"node.{self.name}.work"
-
-    @property
-    def backups_queue(self) -> str:
-        """The queue of backups and restores (a worker of its own: no tenant's data sets or
-        benchmarks hold up another tenant's backup)."""
-        return f"node.{self.name}.backups"
-
-    @property
-    def is_here(self) -> bool:
-        """This process does the node's work in place: it is that node's agent, or a process that
-        does everything itself (role "all": the tests, ``manage.py`` on a one-machine panel)."""
-        return self.name == settings.PANEL_NODE_NAME and settings.PANEL_PROCESS_ROLE != "web"
-
-    @property
-    def is_alive(self) -> bool:
-        """Its agent sent a heartbeat within PANEL_NODE_DEAD_AFTER seconds (or this is it)."""
-        if self.is_here:
-            return True
-        age = self.heartbeat_age
-        return age is not None and age <= settings.PANEL_NODE_DEAD_AFTER
-
-    @property
-    def heartbeat_age(self) -> int | None:
-        """Seconds since its agent's last heartbeat (None: never)."""
-        if self.last_heartbeat is None:
-            return None
-        return max(0, int((timezone.now() - self.last_heartbeat).total_seconds()))
-
-    def version_list(self) -> list[str]:
-        return [v for v in self.versions.split(",") if v]
-
-    @classmethod
-    def for_attached(cls) -> str:
-        """The node that reaches attached servers (over the network: any node can): the first
-        living, active one by name; this process's own when none answers."""
-        for node in cls.objects.filter(state=NodeState.ACTIVE).order_by("name"):
-            if node.is_alive:
-                return node.name
-        return settings.PANEL_NODE_NAME
-
-
 class ClusterQuerySet(models.QuerySet["Cluster"]):
     def here(self) -> ClusterQuerySet:
         """The local clusters whose processes this machine runs: those of this process's node
@@ -215,6 +126,13 @@ class Cluster(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
     online_since = models.DateTimeField(null=True, blank=True)
+    # A read-only replica streams from this cluster (panel/clusters/services/replicas.py); a
+    # source with replicas cannot be deleted. Cleared when the replica is promoted.
+    replica_of = models.ForeignKey(
+        "self", on_delete=models.RESTRICT, null=True, blank=True, related_name="replicas"
+    )
+    # The password of the source's replication role (settings.PANEL_REPLICATION_ROLE), once made.
+    replication_password_encrypted = models.TextField(blank=True)
 
     objects = ClusterQuerySet.as_manager()
 
@@ -344,6 +262,10 @@ class Cluster(models.Model):
         return runas.os_user_named(self.os_user_name)
 
     @property
+    def is_replica(self) -> bool:
+        return self.replica_of_id is not None
+
+    @property
     def is_busy(self) -> bool:
         return self.status in ClusterStatus.BUSY
 
@@ -438,144 +360,3 @@ class Cluster(models.Model):
                 cluster=self, kind=kind, message=english, text=message_to_json(message), level=level
             )
         return ClusterEvent.objects.create(cluster=self, kind=kind, message=message, level=level)
-
-
-class DatabaseUser(models.Model):
-    """A login role on a cluster, with its password kept encrypted so it can be shown."""
-
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="users")
-    name = models.CharField(_("user name"), max_length=63)
-    password_encrypted = models.TextField()
-    is_protected = models.BooleanField(default=False, help_text=_("The admin user cannot be deleted."))
-    created_at = models.DateTimeField(default=timezone.now)
-
-    class Meta:
-        ordering = ("-is_protected", "name")
-        constraints = [
-            models.UniqueConstraint(fields=("cluster", "name"), name="dbuser_name_unique_per_cluster")
-        ]
-
-    def __str__(self) -> str:
-        return self.name
-
-    @property
-    def password(self) -> str:
-        return crypto.decrypt(self.password_encrypted)
-
-    @password.setter
-    def password(self, value: str) -> None:
-        self.password_encrypted = crypto.encrypt(value)
-
-
-class Database(models.Model):
-    """A database on a cluster."""
-
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="databases")
-    name = models.CharField(_("database name"), max_length=63)
-    owner_name = models.CharField(max_length=63, default="doadmin")
-    is_protected = models.BooleanField(default=False)
-    created_at = models.DateTimeField(default=timezone.now)
-
-    class Meta:
-        ordering = ("-is_protected", "name")
-        constraints = [
-            models.UniqueConstraint(fields=("cluster", "name"), name="database_name_unique_per_cluster")
-        ]
-
-    def __str__(self) -> str:
-        return self.name
-
-
-class EventLevel(models.TextChoices):
-    INFO = "info", _("Info")
-    WARNING = "warning", _("Warning")
-    ERROR = "error", _("Error")
-
-
-class ClusterEvent(models.Model):
-    """Something that happened to a cluster (created, restarted by the reconciler, failed…)."""
-
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="events")
-    created_at = models.DateTimeField(default=timezone.now, db_index=True)
-    level = models.CharField(max_length=16, choices=EventLevel.choices, default=EventLevel.INFO)
-    kind = models.CharField(max_length=32)
-    message = models.TextField()  # in English (the command line, search)
-    # The message as a template and its parameters (panel.core.errors.message_to_json), rendered
-    # in the reader's language; empty for events recorded before, or with text of their own.
-    text = models.JSONField(null=True, blank=True)
-
-    class Meta:
-        ordering = ("-created_at", "-id")
-
-    def __str__(self) -> str:
-        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.kind}: {self.message}"
-
-    @property
-    def shown(self) -> str:
-        """The message in the active language."""
-        return str(message_from_json(self.text)) if self.text else self.message
-
-
-class TrustedSource(models.Model):
-    """An IP address or network allowed to connect to a cluster over TCP, to its server and its
-    pooler alike (lib.firewall). A cluster with none accepts every address."""
-
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="trusted_sources")
-    # As lib.firewall.display writes it: an address without /32 or /128, else a network in CIDR.
-    value = models.CharField(_("address or network"), max_length=43)
-    created_at = models.DateTimeField(default=timezone.now)
-
-    class Meta:
-        ordering = ("created_at", "value")
-        constraints = [
-            models.UniqueConstraint(fields=("cluster", "value"), name="trusted_source_unique_per_cluster")
-        ]
-
-    def __str__(self) -> str:
-        return self.value
-
-
-class MemberRole(models.TextChoices):
-    PRIMARY = "primary", _("Primary")
-    STANDBY = "standby", _("Standby")
-    UNKNOWN = "unknown", _("Unknown")
-
-
-class ClusterMember(models.Model):
-    """One PostgreSQL server of a cluster with standbys, run by Patroni: its own data directory,
-    port and Patroni REST port on a node. Role, state, lag and timeline are what Patroni said last
-    (the node agent's poll or a callback writes them)."""
-
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="members")
-    name = models.CharField(max_length=32)
-    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="members")
-    port = models.PositiveIntegerField()
-    rest_port = models.PositiveIntegerField()
-    data_dir = models.CharField(max_length=500)
-    role = models.CharField(max_length=16, choices=MemberRole.choices, default=MemberRole.UNKNOWN)
-    # Patroni's word for it: running, streaming, starting, stopped, creating replica, …
-    state = models.CharField(max_length=32, default="creating")
-    lag_bytes = models.BigIntegerField(null=True, blank=True)
-    timeline = models.PositiveIntegerField(null=True, blank=True)
-    pid = models.PositiveIntegerField(null=True, blank=True)
-    # When it was last seen running (primary) or streaming (standby) with its postmaster up.
-    healthy_at = models.DateTimeField(null=True, blank=True)
-    updated_at = models.DateTimeField(default=timezone.now)
-
-    class Meta:
-        ordering = ("cluster", "name")
-        constraints = [
-            models.UniqueConstraint(fields=("cluster", "name"), name="member_name_unique_per_cluster"),
-            models.UniqueConstraint(fields=("node", "port"), name="member_port_unique_per_node"),
-            models.UniqueConstraint(fields=("node", "rest_port"), name="member_rest_port_unique_per_node"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.cluster.name}/{self.name}"
-
-    @property
-    def pgdata(self) -> Path:
-        return Path(self.data_dir)

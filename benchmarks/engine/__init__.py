@@ -1,0 +1,1 @@
+"""The benchmarks' engine room: the one module that spawns and signals the load generators (runner)."""

@@ -1,0 +1,261 @@
+"""Whether a pgbench run or initialisation is sound (pure, no Django).
+
+``problems`` are the blocking errors, each naming the field of the form (and option of ``bench``)
+it is about, so the form, the command and the services refuse with the same words. sysbench's own
+rules are in :mod:`benchmarks.lib.sysbench_command`; the engine of a run picks its rules
+(:mod:`benchmarks.lib.engines`).
+"""
+
+from __future__ import annotations
+
+from benchmarks.lib.run_options import (
+    BUILTIN_SCRIPTS,
+    INIT_STEP_LETTERS,
+    MAX_CLIENTS,
+    MAX_DURATION_S,
+    MAX_PROGRESS_S,
+    MAX_SCALE,
+    MAX_TRANSACTIONS,
+    QUERY_MODES,
+    InitOptions,
+    RunOptions,
+)
+from panel.core.errors import N_, Count, Message
+
+
+def problems(options: RunOptions) -> list[tuple[str, Message]]:
+    """Blocking errors as ``(field, sentence)``; empty when pgbench will accept the options.
+
+    ``field`` is the run form's field (and ``bench run``'s option) the error is about; the sentence
+    is a Message, put into words in the reader's language when shown.
+    """
+    found: list[tuple[str, Message]] = []
+    if not 1 <= options.clients <= MAX_CLIENTS:
+        found.append(
+            (
+                "clients",
+                Message(
+                    N_("Clients must be between 1 and %(max)s."), "run.clients_range", max=Count(MAX_CLIENTS)
+                ),
+            )
+        )
+    if options.threads < 1:
+        found.append(("threads", Message(N_("Threads must be at least 1."), "run.threads_range")))
+    elif options.threads > options.clients >= 1:
+        found.append(
+            (
+                "threads",
+                Message(
+                    N_("Threads (%(threads)s) cannot exceed clients (%(clients)s)."),
+                    "run.threads_over_clients",
+                    threads=options.threads,
+                    clients=options.clients,
+                ),
+            )
+        )
+    if options.duration_s is None and options.transactions is None:
+        found.append(
+            (
+                "duration",
+                Message(N_("Give a duration or a number of transactions per client."), "run.length_missing"),
+            )
+        )
+    elif options.duration_s is not None and options.transactions is not None:
+        found.append(
+            (
+                "duration",
+                Message(
+                    N_("Give a duration or a number of transactions per client, not both."), "run.length_both"
+                ),
+            )
+        )
+    if options.duration_s is not None and not 1 <= options.duration_s <= MAX_DURATION_S:
+        found.append(
+            (
+                "duration",
+                Message(
+                    N_("Duration must be between 1 and %(max)s seconds."),
+                    "run.duration_range",
+                    max=Count(MAX_DURATION_S),
+                ),
+            )
+        )
+    if options.transactions is not None and not 1 <= options.transactions <= MAX_TRANSACTIONS:
+        found.append(
+            (
+                "transactions",
+                Message(
+                    N_("Transactions per client must be between 1 and %(max)s."),
+                    "run.transactions_range",
+                    max=Count(MAX_TRANSACTIONS),
+                ),
+            )
+        )
+    if not 1 <= options.progress_interval_s <= MAX_PROGRESS_S:
+        found.append(
+            (
+                "progress",
+                Message(
+                    N_("Progress interval must be between 1 and %(max)s seconds."),
+                    "run.progress_range",
+                    max=Count(MAX_PROGRESS_S),
+                ),
+            )
+        )
+    if options.builtin is not None and options.custom_script_path is not None:
+        found.append(
+            (
+                "script",
+                Message(N_("Choose a built-in script or a custom script, not both."), "run.script_both"),
+            )
+        )
+    elif options.builtin is not None and options.builtin not in BUILTIN_SCRIPTS:
+        found.append(
+            (
+                "script",
+                Message(
+                    N_("Unknown built-in script %(script)s: choose one of %(choices)s."),
+                    "run.script_unknown",
+                    script=repr(options.builtin),
+                    choices=", ".join(BUILTIN_SCRIPTS),
+                ),
+            )
+        )
+    if options.custom_script_path is not None and not options.custom_script_path.strip():
+        found.append(("script", Message(N_("The custom script path is empty."), "run.script_path_empty")))
+    if options.query_mode not in QUERY_MODES:
+        found.append(
+            (
+                "query_mode",
+                Message(
+                    N_("Unknown query mode %(mode)s: choose one of %(choices)s."),
+                    "run.query_mode_unknown",
+                    mode=repr(options.query_mode),
+                    choices=", ".join(QUERY_MODES),
+                ),
+            )
+        )
+    if options.rate is not None and not options.rate > 0:
+        found.append(
+            ("rate", Message(N_("Rate must be greater than 0 transactions per second."), "run.rate_range"))
+        )
+    if options.latency_limit_ms is not None and not options.latency_limit_ms > 0:
+        found.append(
+            (
+                "latency_limit",
+                Message(N_("Latency limit must be greater than 0 ms."), "run.latency_limit_range"),
+            )
+        )
+    if options.max_tries is not None:
+        if options.max_tries < 0:
+            found.append(
+                (
+                    "max_tries",
+                    Message(N_("Maximum tries must be 0 (unlimited) or more."), "run.max_tries_range"),
+                )
+            )
+        elif options.max_tries == 0 and options.latency_limit_ms is None and options.duration_s is None:
+            found.append(
+                (
+                    "max_tries",
+                    Message(
+                        N_("Unlimited tries need a latency limit or a duration."), "run.max_tries_unbounded"
+                    ),
+                )
+            )
+    found += [("log", error) for error in _log_errors(options)]
+    return found
+
+
+def validate(options: RunOptions) -> list[str]:
+    """The sentences of ``problems``: what the command line prints."""
+    return [str(message) for _field, message in problems(options)]
+
+
+def _log_errors(options: RunOptions) -> list[Message]:
+    errors: list[Message] = []
+    logging_options = (options.log_prefix, options.sampling_rate, options.aggregate_interval_s)
+    if not options.log_transactions and any(value is not None for value in logging_options):
+        errors.append(
+            Message(
+                N_("Log prefix, sampling rate and aggregate interval need the transaction log (-l)."),
+                "run.log_needed",
+            )
+        )
+    if options.sampling_rate is not None and not 0 < options.sampling_rate <= 1:
+        errors.append(
+            Message(N_("Sampling rate must be greater than 0 and at most 1."), "run.sampling_range")
+        )
+    if options.sampling_rate is not None and options.aggregate_interval_s is not None:
+        errors.append(
+            Message(N_("Sampling and aggregation cannot be used together."), "run.sampling_and_aggregation")
+        )
+    interval = options.aggregate_interval_s
+    if interval is not None:
+        if interval < 1:
+            errors.append(Message(N_("Aggregate interval must be at least 1 second."), "run.aggregate_range"))
+        elif options.duration_s is not None and (
+            interval > options.duration_s or options.duration_s % interval
+        ):
+            errors.append(
+                Message(
+                    N_("The duration must be a multiple of the aggregate interval."), "run.aggregate_multiple"
+                )
+            )
+    return errors
+
+
+def init_problems(options: InitOptions) -> list[tuple[str, Message]]:
+    """Blocking errors for ``pgbench -i`` as ``(field, sentence)``: ``scale`` or ``init_steps``."""
+    found: list[tuple[str, Message]] = []
+    if not 1 <= options.scale <= MAX_SCALE:
+        found.append(
+            (
+                "scale",
+                Message(
+                    N_("Scale must be between 1 and %(max)s."), "dataset.scale_range", max=Count(MAX_SCALE)
+                ),
+            )
+        )
+    steps = options.init_steps
+    if steps is not None:
+        unknown = sorted({letter for letter in steps if letter not in INIT_STEP_LETTERS})
+        if not steps:
+            found.append(
+                ("init_steps", Message(N_("Give at least one initialization step."), "dataset.steps_missing"))
+            )
+        elif unknown:
+            found.append(
+                (
+                    "init_steps",
+                    Message(
+                        N_("Unknown initialization step %(steps)s: allowed steps are %(allowed)s."),
+                        "dataset.steps_unknown",
+                        steps=", ".join(map(repr, unknown)),
+                        allowed=", ".join(INIT_STEP_LETTERS),
+                    ),
+                )
+            )
+        elif len(set(steps)) != len(steps):
+            found.append(
+                (
+                    "init_steps",
+                    Message(N_("Each initialization step may appear only once."), "dataset.steps_repeated"),
+                )
+            )
+        elif "g" in steps and "G" in steps:
+            found.append(
+                (
+                    "init_steps",
+                    Message(
+                        N_("Generate data client-side (g) or server-side (G), not both."),
+                        "dataset.steps_both_g",
+                    ),
+                )
+            )
+    return found
+
+
+def validate_init(options: InitOptions) -> list[str]:
+    """The sentences of ``init_problems``: what the command line prints."""
+    return [str(message) for _field, message in init_problems(options)]

@@ -1,0 +1,54 @@
+"""What the backups app does when clusters (the app it builds on) change: registered in
+``AppConfig.ready()`` through ``panel.clusters.hooks``. Apart from archiving and backups, which it
+calls, so that neither has to reach the other for the hook's sake."""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+
+from panel.backups.engine import runner as engine
+from panel.backups.services import archiving, backups, retention
+from panel.clusters import hooks
+from panel.clusters.models import Cluster
+from panel.core.errors import N_, Message, ServiceError
+from panel.core.runas import EngineError
+
+log = logging.getLogger(__name__)
+
+
+def register() -> None:
+    hooks.register_server_config(server_config)
+    hooks.register_after_provision(after_provision)
+    hooks.register_disk_usage(engine.repository_bytes)  # WAL archived and backups: the plan's disk
+    hooks.register_before_teardown(retention.before_teardown)
+    hooks.register_delete_choice(retention.delete_choice)
+
+
+def server_config(cluster: Cluster) -> list[str]:
+    """The hook run whenever a local cluster's configuration is written: its pgBackRest files and
+    ``backup.conf`` (archive_mode, archive_command, archive_timeout). A machine without pgBackRest
+    runs its clusters without archiving (said in the log), rather than not at all."""
+    if not cluster.is_local:
+        return []
+    try:
+        engine.program()
+    except EngineError as exc:
+        log.warning("cluster %s runs without WAL archiving: %s", cluster.pk, exc)
+        return []
+    engine.write_files(cluster, cluster.os_user())
+    return [engine.SERVER_FILE]
+
+
+def after_provision(cluster: Cluster) -> None:
+    """A new cluster's stanza, and its first full backup queued."""
+    if not (cluster.pgdata / engine.SERVER_FILE).is_file():
+        return
+    archiving.ensure_stanza(cluster)
+    cluster.log_event("archiving", Message(N_("WAL archiving to the cluster's backup repository is on.")))
+    if settings.PANEL_BACKUP_AFTER_CREATE:
+        try:
+            backups.request_backup(cluster, "full", scheduled=True)
+        except ServiceError as exc:
+            log.warning("first backup of %s not queued: %s", cluster.pk, exc.message)

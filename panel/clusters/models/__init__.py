@@ -1,0 +1,38 @@
+"""Clusters, the nodes that hold them, their members (standbys), their roles and databases, their
+trusted sources and the events shown on a cluster page: one module each, all importable from here."""
+
+from panel.clusters.models.clusters import (
+    MAX_NUM_NODES,
+    MIN_HA_RAM_GB,
+    STATUS_WORDS,
+    Cluster,
+    ClusterKind,
+    ClusterQuerySet,
+    ClusterStatus,
+    status_word,
+)
+from panel.clusters.models.events import ClusterEvent, EventLevel
+from panel.clusters.models.firewall import TrustedSource
+from panel.clusters.models.members import ClusterMember, MemberRole
+from panel.clusters.models.nodes import Node, NodeState
+from panel.clusters.models.roles import Database, DatabaseUser
+
+__all__ = [
+    "MAX_NUM_NODES",
+    "MIN_HA_RAM_GB",
+    "STATUS_WORDS",
+    "Cluster",
+    "ClusterEvent",
+    "ClusterMember",
+    "ClusterKind",
+    "ClusterQuerySet",
+    "ClusterStatus",
+    "Database",
+    "DatabaseUser",
+    "EventLevel",
+    "MemberRole",
+    "Node",
+    "NodeState",
+    "TrustedSource",
+    "status_word",
+]

@@ -1,0 +1,54 @@
+"""The servers of a cluster with standbys, run by Patroni: one row per member."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.db import models
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from panel.clusters.models.nodes import Node
+
+
+class MemberRole(models.TextChoices):
+    PRIMARY = "primary", _("Primary")
+    STANDBY = "standby", _("Standby")
+    UNKNOWN = "unknown", _("Unknown")
+
+
+class ClusterMember(models.Model):
+    """One PostgreSQL server of a cluster with standbys, run by Patroni: its own data directory,
+    port and Patroni REST port on a node. Role, state, lag and timeline are what Patroni said last
+    (the node agent's poll or a callback writes them)."""
+
+    cluster = models.ForeignKey("clusters.Cluster", on_delete=models.CASCADE, related_name="members")
+    name = models.CharField(max_length=32)
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="members")
+    port = models.PositiveIntegerField()
+    rest_port = models.PositiveIntegerField()
+    data_dir = models.CharField(max_length=500)
+    role = models.CharField(max_length=16, choices=MemberRole.choices, default=MemberRole.UNKNOWN)
+    # Patroni's word for it: running, streaming, starting, stopped, creating replica, …
+    state = models.CharField(max_length=32, default="creating")
+    lag_bytes = models.BigIntegerField(null=True, blank=True)
+    timeline = models.PositiveIntegerField(null=True, blank=True)
+    pid = models.PositiveIntegerField(null=True, blank=True)
+    # When it was last seen running (primary) or streaming (standby) with its postmaster up.
+    healthy_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("cluster", "name")
+        constraints = [
+            models.UniqueConstraint(fields=("cluster", "name"), name="member_name_unique_per_cluster"),
+            models.UniqueConstraint(fields=("node", "port"), name="member_port_unique_per_node"),
+            models.UniqueConstraint(fields=("node", "rest_port"), name="member_rest_port_unique_per_node"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster.name}/{self.name}"
+
+    @property
+    def pgdata(self) -> Path:
+        return Path(self.data_dir)

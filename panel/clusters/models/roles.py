@@ -1,0 +1,59 @@
+"""A cluster's login roles and databases, as the panel records them."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from panel import crypto
+
+
+class DatabaseUser(models.Model):
+    """A login role on a cluster, with its password kept encrypted so it can be shown."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    cluster = models.ForeignKey("clusters.Cluster", on_delete=models.CASCADE, related_name="users")
+    name = models.CharField(_("user name"), max_length=63)
+    password_encrypted = models.TextField()
+    is_protected = models.BooleanField(default=False, help_text=_("The admin user cannot be deleted."))
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("-is_protected", "name")
+        constraints = [
+            models.UniqueConstraint(fields=("cluster", "name"), name="dbuser_name_unique_per_cluster")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def password(self) -> str:
+        return crypto.decrypt(self.password_encrypted)
+
+    @password.setter
+    def password(self, value: str) -> None:
+        self.password_encrypted = crypto.encrypt(value)
+
+
+class Database(models.Model):
+    """A database on a cluster."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    cluster = models.ForeignKey("clusters.Cluster", on_delete=models.CASCADE, related_name="databases")
+    name = models.CharField(_("database name"), max_length=63)
+    owner_name = models.CharField(max_length=63, default="doadmin")
+    is_protected = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("-is_protected", "name")
+        constraints = [
+            models.UniqueConstraint(fields=("cluster", "name"), name="database_name_unique_per_cluster")
+        ]
+
+    def __str__(self) -> str:
+        return self.name

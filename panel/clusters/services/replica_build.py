@@ -1,0 +1,194 @@
+"""Making a read-only replica, as one pipeline like the provisioning's (whose steps it reuses):
+
+    claim → prepare → build the guard → base backup from the source (pg_basebackup, a slot)
+          → certificates → configure (standby.conf, standby.signal) → start and stream → record
+
+The replica is a cluster row of its own (``replica_of`` its source), on the source's node, with
+its own ports, system user, certificate and CA; its data, roles and passwords are the source's
+(hot standby replays them). A step that fails removes everything the replica had (processes,
+files, system user, its slot on the source, rows) and is an event on the source.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+
+from panel.clusters.engine import dbconn, isolation, postgres
+from panel.clusters.lib.pgconf import QUOTA_FILE
+from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser, EventLevel
+from panel.clusters.services import lifecycle, provision, replication
+from panel.core.errors import N_, Message
+from panel.core.polling import wait_for
+from panel.core.runas import EngineError
+
+log = logging.getLogger(__name__)
+
+Job = provision.Provisioning
+
+
+def build_replica(replica_id: uuid.UUID | str) -> str:
+    """Run the pipeline on a replica waiting in ``creating``; returns "" when it is online, else
+    why it failed (the replica is gone then)."""
+    claimed = Cluster.objects.filter(
+        pk=replica_id, status=ClusterStatus.CREATING, progress=0, replica_of__isnull=False
+    ).update(progress=1, progress_message=_("Starting"), updated_at=timezone.now())
+    replica = Cluster.objects.select_related("replica_of", "node").filter(pk=replica_id).first()
+    if not claimed or replica is None:
+        return ""
+    job = Job(replica)
+    try:
+        for percent, label, step in STEPS:
+            if label:
+                replica.set_progress(percent, str(label))
+            step(job)
+    except Exception as exc:
+        return abandon(replica, exc)
+    return ""
+
+
+def prepare(job: Job) -> None:
+    """A clean slate and the replica's own system user. The panel's roles on the replica are the
+    source's (replicated), so are their passwords."""
+    replica, source = job.cluster, job.cluster.replica_of
+    assert source is not None
+    replica.superuser_password_encrypted = source.superuser_password_encrypted
+    replica.monitor_password_encrypted = source.monitor_password_encrypted
+    replica.save(update_fields=["superuser_password_encrypted", "monitor_password_encrypted", "updated_at"])
+    postgres.kill(replica.pgdata)
+    postgres.remove_data(replica.data_root)
+    job.user = isolation.ensure_cluster_user(replica)
+
+
+def base_backup(job: Job) -> None:
+    """The source's replication role and pg_hba line, then its data over a streaming connection."""
+    replica, source = job.cluster, job.cluster.replica_of
+    assert source is not None
+    # One replica at a time sets up its source (role, pg_hba.conf written and reloaded): two at
+    # once would write the same file; the lock goes with the connection.
+    with dbconn.admin_connection(source) as lock:
+        lock.execute("SELECT pg_catalog.pg_advisory_lock(pg_catalog.hashtext('pgpanel_replica_setup'))")
+        password = replication.ensure_replication_role(source)
+        isolation.refresh_server_auth(source)
+    postgres.make_data_root(replica.data_root, job.user)
+    replication.write_login_files(replica, password)
+    replication.drop_slot(source, replication.slot_name(replica))  # a failed attempt's
+    postgres.basebackup(
+        replica.version,
+        replica.pgdata,
+        replication.conninfo(replica),
+        replication.slot_name(replica),
+        passfile=replica.data_root / "replication" / replication.PASSFILE,
+        user=job.user,
+        timeout=settings.PANEL_BACKUP_TIMEOUT,
+    )
+    # The source's storage-quota stops are not the replica's to enforce (it takes no writes).
+    (replica.pgdata / QUOTA_FILE).unlink(missing_ok=True)
+
+
+def start_and_stream(job: Job) -> None:
+    replica, source = job.cluster, job.cluster.replica_of
+    assert source is not None
+    provision.start_server(job)
+    slot = replication.slot_name(replica)
+
+    def streaming() -> bool:
+        lag = replication.replica_lag(source).get(slot)
+        return lag is not None and lag.state == "streaming"
+
+    if not wait_for(streaming, job.timeout, interval=0.2):
+        raise EngineError(_("The replica started but does not stream from its source."))
+
+
+def record(job: Job) -> None:
+    """The panel's rows for the users and databases the replica has (the source's), then online."""
+    replica, source = job.cluster, job.cluster.replica_of
+    assert source is not None
+    follow_source_rows(replica)
+    isolation.refresh_server_auth(replica)  # PgBouncer on the replica may log in as its users
+    replica.mark_online()
+    replica.log_event(
+        "online",
+        Message(
+            N_("Read-only replica of “%(source)s” is online on port %(port)s."),
+            source=source.name,
+            port=replica.port,
+        ),
+    )
+    source.log_event(
+        "replica-online", Message(N_("Read-only replica “%(name)s” is online."), name=replica.name)
+    )
+
+
+def follow_source_rows(replica: Cluster) -> bool:
+    """The replica's user and database rows become the source's (its server has the source's
+    roles and databases, replayed); True when one changed."""
+    source = replica.replica_of
+    assert source is not None
+    changed = False
+    with transaction.atomic():
+        users = {user.name: user for user in source.users.all()}
+        changed |= bool(replica.users.exclude(name__in=list(users)).delete()[0])
+        for user in users.values():
+            _row, made = DatabaseUser.objects.update_or_create(
+                cluster=replica,
+                name=user.name,
+                defaults={"password_encrypted": user.password_encrypted, "is_protected": user.is_protected},
+            )
+            changed |= made
+        databases = {database.name: database for database in source.databases.all()}
+        changed |= bool(replica.databases.exclude(name__in=list(databases)).delete()[0])
+        for database in databases.values():
+            _row, made = Database.objects.update_or_create(
+                cluster=replica,
+                name=database.name,
+                defaults={"owner_name": database.owner_name, "is_protected": database.is_protected},
+            )
+            changed |= made
+    return changed
+
+
+STEPS: tuple[tuple[int, str, Callable[[Job], None]], ...] = (
+    (1, "", prepare),
+    (5, gettext_lazy("Building the privilege guard"), provision.build_guard),
+    (10, gettext_lazy("Copying the source's data (pg_basebackup)"), base_backup),
+    (50, gettext_lazy("Generating TLS certificates"), provision.write_certificates),
+    (60, gettext_lazy("Writing the configuration"), provision.configure),
+    (70, gettext_lazy("Starting PostgreSQL and streaming from the source"), start_and_stream),
+    (100, "", record),
+)
+
+
+def abandon(replica: Cluster, exc: Exception) -> str:
+    """Nothing of a failed replica is left; the reason is an event on its source."""
+    expected = isinstance(exc, EngineError | dbconn.DatabaseError | OSError)
+    reason = str(exc) or type(exc).__name__
+    if not expected:
+        log.exception("building replica %s crashed", replica.pk)
+    log.warning("building replica %s failed: %s", replica.pk, reason)
+    source = replica.replica_of
+    try:
+        lifecycle.tear_down(replica)
+    except Exception:
+        log.exception("removing the failed replica %s", replica.pk)
+        postgres.kill(replica.pgdata)
+        postgres.remove_data(replica.data_root)
+    replica.delete()
+    if source is not None:
+        source.log_event(
+            "replica-failed",
+            Message(
+                N_("Read-only replica “%(name)s” could not be made: %(reason)s"),
+                name=replica.name,
+                reason=reason,
+            ),
+            EventLevel.ERROR,
+        )
+    return reason

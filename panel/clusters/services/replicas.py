@@ -1,0 +1,295 @@
+"""Read-only replicas (the managed service's read-only nodes), one function per user action:
+add one to a cluster, list them with their lag, promote one to a cluster of its own, delete one.
+The web, the API, ``manage.py replica`` and the tasks call these same functions.
+
+A replica is a cluster row whose ``replica_of`` is its source (``replica_build`` makes it); it has
+its own name, plan (at least the source's), ports, certificate, system user and PgBouncer, and
+its source's data, roles and passwords. Its source cannot be deleted while it has replicas.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.utils.translation import gettext as _
+from psycopg import sql
+
+from panel import crypto
+from panel.clusters import hooks
+from panel.clusters.engine import dbconn, isolation, postgres
+from panel.clusters.lib.plans import PLANS_BY_SLUG, Plan, get_plan
+from panel.clusters.models import Cluster, ClusterStatus, EventLevel
+from panel.clusters.services import lifecycle, replication
+from panel.clusters.services.create import create_cluster, new_password
+from panel.clusters.services.provision import write_server_config
+from panel.clusters.services.replica_build import build_replica, follow_source_rows
+from panel.core.agent import on_node
+from panel.core.errors import N_, Message, ServiceError
+from panel.core.polling import wait_for
+from panel.core.runas import EngineError
+from panel.core.taskqueue import enqueue_task
+
+# PostgreSQL's default max_wal_senders and max_replication_slots are 10: one sender and one slot
+# per replica, and pg_basebackup needs two senders while it copies.
+MAX_REPLICAS = 8
+
+
+def _plan(slug: str) -> Plan:
+    try:
+        return get_plan(slug)
+    except ValueError:
+        raise ServiceError(
+            N_("Unknown plan %(plan)s; choose one of %(plans)s"),
+            field="plan",
+            code="cluster.plan_unknown",
+            params={"plan": repr(slug), "plans": ", ".join(PLANS_BY_SLUG)},
+        ) from None
+
+
+def create_replica(
+    source: Cluster, *, name: str, plan_slug: str | None = None, enqueue: bool = True
+) -> Cluster:
+    """Check, record the replica (``creating``, on the source's node) and queue its making (or
+    leave that to the caller: ``add_replica`` in the foreground)."""
+    lifecycle.require_local(source)
+    if source.is_replica:
+        raise ServiceError(
+            N_("“%(name)s” is itself a read-only replica; add replicas to its source instead."),
+            code="replica.of_replica",
+            params={"name": source.name},
+        )
+    if source.is_ha:
+        # Its slot would live on one member only: after a failover the replica could not stream.
+        raise ServiceError(
+            N_("Read-only replicas follow one-member clusters for now; this cluster has standby nodes."),
+            code="replica.source_has_standbys",
+            params={},
+        )
+    source.require_serving(fresh=True)
+    if source.replicas.count() >= MAX_REPLICAS:
+        raise ServiceError(
+            N_("A cluster has at most %(count)s read-only replicas."),
+            code="replica.too_many",
+            params={"count": MAX_REPLICAS},
+        )
+    source_plan = source.plan
+    assert source_plan is not None and source.node is not None
+    plan_slug = plan_slug or source.plan_slug
+    if _plan(plan_slug).smaller_than(source_plan):
+        raise ServiceError(
+            N_("A replica's plan must be at least its source's (%(plan)s); %(chosen)s is smaller."),
+            field="plan",
+            code="replica.plan_too_small",
+            params={"plan": source.plan_slug, "chosen": plan_slug},
+        )
+    replica = create_cluster(
+        source.owner,
+        name=name,
+        plan_slug=plan_slug,
+        version=source.version,
+        enqueue=False,
+        node=source.node.name,
+    )
+    replica.replica_of = source
+    replica.config = dict(source.config)  # replayed settings (max_worker_processes…) must fit
+    replica.progress_message = _("Queued (replica of %(name)s)") % {"name": source.name}
+    replica.save(update_fields=["replica_of", "config", "progress_message", "updated_at"])
+    source.log_event("replica-requested", Message(N_("Read-only replica “%(name)s” requested."), name=name))
+    if enqueue:
+        try:
+            # A copy of the source's data: long work, on the worker of backups and restores (a
+            # tenant's replicas never hold up the node's control work).
+            enqueue_task(
+                "panel.clusters.tasks.build_replica",
+                str(replica.pk),
+                queue=replica.backups_queue,
+                time_limit=settings.PANEL_BACKUP_TIMEOUT + settings.PANEL_COMMAND_TIMEOUT * 2,
+            )
+        except ServiceError:
+            replica.delete()
+            raise
+    return replica
+
+
+def add_replica(source: Cluster, *, name: str, plan_slug: str | None = None) -> Cluster:
+    """In the foreground (the command line, the tests): the replica online, or a ServiceError
+    and nothing of it left."""
+    replica = create_replica(source, name=name, plan_slug=plan_slug, enqueue=False)
+    reason = build_replica(replica.pk)
+    if reason:
+        raise ServiceError(
+            N_("The replica could not be made: %(reason)s"), code="replica.failed", params={"reason": reason}
+        )
+    replica.refresh_from_db()
+    return replica
+
+
+def get_replica(source: Cluster, name: str) -> Cluster:
+    """The replica of that name of ``source``; a ServiceError (code ``replica.not_found``) else."""
+    replica = source.replicas.select_related("node", "replica_of").filter(name=name).first()
+    if replica is None:
+        raise ServiceError(
+            N_("“%(cluster)s” has no read-only replica named “%(name)s”."),
+            field="name",
+            code="replica.not_found",
+            params={"cluster": source.name, "name": name},
+        )
+    return replica
+
+
+@dataclass(frozen=True)
+class ReplicaRow:
+    """One line of a source's replica list."""
+
+    replica: Cluster
+    state: str  # the walsender's (streaming, catchup…); "" when not connected
+    lag_bytes: int | None
+    replay_lag_seconds: float | None
+
+
+def list_replicas(source: Cluster) -> list[ReplicaRow]:
+    """The source's replicas by name, with their lag when the source answers."""
+    replicas = list(source.replicas.select_related("node").order_by("name"))
+    lags: dict[str, replication.Lag] = {}
+    if replicas and source.is_serving:
+        try:
+            lags = replication.replica_lag(source)
+        except (ServiceError, dbconn.DatabaseError):
+            lags = {}
+    rows = []
+    for replica in replicas:
+        lag = lags.get(replication.slot_name(replica))
+        rows.append(
+            ReplicaRow(
+                replica,
+                lag.state if lag else "",
+                lag.lag_bytes if lag else None,
+                lag.replay_lag_seconds if lag else None,
+            )
+        )
+    return rows
+
+
+def delete_replica(replica: Cluster, *, foreground: bool = False) -> None:
+    """Remove a replica completely: processes, files, system user, its slot on the source, rows
+    (queued for its node's worker; ``foreground`` for the command line)."""
+    require_replica(replica)
+    if foreground:
+        lifecycle.delete_cluster(replica, confirm_name=replica.name)
+    else:
+        lifecycle.request_delete(replica, confirm_name=replica.name)
+
+
+def require_replica(cluster: Cluster) -> None:
+    if not cluster.is_replica:
+        raise ServiceError(
+            N_("“%(name)s” is not a read-only replica."),
+            code="replica.not_a_replica",
+            params={"name": cluster.name},
+        )
+
+
+@on_node(timeout=120)
+def promote_replica(replica: Cluster) -> Cluster:
+    """Make a replica a cluster of its own that accepts writes: ``pg_ctl promote``, new secrets
+    for the panel's roles, no more ``standby.conf`` nor slot on the old source, its own WAL
+    archiving and backups. Its users, databases and pools stay as they are."""
+    require_replica(replica)
+    replica.require_serving(fresh=True)
+    source = replica.replica_of
+    assert source is not None
+    follow_source_rows(replica)
+    try:
+        postgres.promote(
+            replica.version, replica.pgdata, user=replica.os_user(), timeout=settings.PANEL_COMMAND_TIMEOUT
+        )
+    except EngineError as exc:
+        raise ServiceError(str(exc), code="replica.promote_failed") from None
+    slot = replication.slot_name(replica)
+    replica.replica_of = None
+    replica.save(update_fields=["replica_of", "updated_at"])
+    try:
+        _own_secrets(replica)
+        write_server_config(replica)  # standby.conf gone; pgBackRest's passfile gets the new password
+        isolation.reload_server_config(replica)
+    except (EngineError, dbconn.DatabaseError, OSError) as exc:
+        # Promoted already (it accepts writes): what is left is said, and a restart redoes the files.
+        replica.log_event(
+            "error",
+            Message(N_("Promoted, but finishing failed: %(reason)s"), reason=str(exc)),
+            EventLevel.ERROR,
+        )
+        raise ServiceError(
+            N_("Promoted, but finishing failed: %(reason)s"),
+            code="replica.promote_failed",
+            params={"reason": str(exc)},
+        ) from None
+    if not wait_for(lambda: _dropped(source, slot), 10, interval=0.2):
+        source.log_event(
+            "replica-slot",
+            Message(N_("The replication slot %(slot)s could not be dropped."), slot=slot),
+            EventLevel.WARNING,
+        )
+    replica.log_event(
+        "promoted",
+        Message(N_("Promoted: no longer a replica of “%(source)s”; accepts writes."), source=source.name),
+    )
+    source.log_event(
+        "replica-promoted",
+        Message(N_("Read-only replica “%(name)s” was promoted to a cluster of its own."), name=replica.name),
+    )
+    hooks.after_provision(replica)  # its own stanza and first backup (panel.backups)
+    replica.refresh_from_db()
+    return replica
+
+
+def _dropped(source: Cluster, slot: str) -> bool:
+    try:
+        replication.drop_slot(source, slot)
+        return slot not in replication.replica_lag(source) and not _slot_exists(source, slot)
+    except dbconn.DatabaseError:
+        return False
+
+
+def _slot_exists(source: Cluster, slot: str) -> bool:
+    with dbconn.admin_connection(source) as conn:
+        row = conn.execute(
+            "SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_name = %s", [slot]
+        ).fetchone()
+    return row is not None
+
+
+def _own_secrets(cluster: Cluster) -> None:
+    """New passwords for the panel's roles (they were the source's), and the source's replication
+    password no longer opens anything here."""
+    superuser_password = new_password()
+    monitor_password = new_password()
+    with dbconn.admin_connection(cluster) as conn:
+        dbconn.set_password(conn, settings.PANEL_SUPERUSER, superuser_password)
+        dbconn.ensure_monitor_role(conn, settings.PANEL_MONITOR_ROLE, monitor_password)
+        role = conn.execute(
+            "SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = %s", [settings.PANEL_REPLICATION_ROLE]
+        ).fetchone()
+        if role:
+            conn.execute(
+                sql.SQL("ALTER ROLE {} WITH PASSWORD NULL").format(
+                    sql.Identifier(settings.PANEL_REPLICATION_ROLE)
+                )
+            )
+    cluster.superuser_password_encrypted = crypto.encrypt(superuser_password)
+    cluster.monitor_password_encrypted = crypto.encrypt(monitor_password)
+    cluster.replication_password_encrypted = ""
+    cluster.save(
+        update_fields=[
+            "superuser_password_encrypted",
+            "monitor_password_encrypted",
+            "replication_password_encrypted",
+            "updated_at",
+        ]
+    )
+
+
+def status_word_for_api(cluster: Cluster) -> str:
+    """The managed service's status of a replica: ``forking`` while it is being made."""
+    return "forking" if cluster.status == ClusterStatus.CREATING else cluster.status
