@@ -11,8 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 
-def beat_schedule(reconcile_seconds: int, metrics_interval: int) -> dict[str, dict[str, Any]]:
-    """Every periodic job, with the reconciler's and the collection's periods (seconds)."""
+def beat_schedule(
+    reconcile_seconds: int, metrics_interval: int, logsink_seconds: int = 10
+) -> dict[str, dict[str, Any]]:
+    """Every periodic job, with the reconciler's, the collection's and log forwarding's periods
+    (seconds)."""
     return {
         "reconcile-clusters": {
             "task": "panel.clusters.tasks.fan_out",
@@ -41,6 +44,14 @@ def beat_schedule(reconcile_seconds: int, metrics_interval: int) -> dict[str, di
             "args": ("panel.backups.tasks.periodic", 600.0),
             "schedule": 600.0,
             "options": {"expires": 600.0},
+        },
+        # Log forwarding: each node sends its clusters' new log entries to their sinks (on the
+        # queue of tenants' work: a slow sink holds up no control work).
+        "forward-logs": {
+            "task": "panel.clusters.tasks.fan_out",
+            "args": ("panel.logsink.tasks.forward", float(logsink_seconds), "work"),
+            "schedule": float(logsink_seconds),
+            "options": {"expires": float(logsink_seconds)},
         },
         # Maintenance windows (versions checked, updates installed in their hour) and storage
         # autoscale, on each cluster's node.

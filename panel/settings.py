@@ -45,6 +45,7 @@ PANEL_SUPERUSER = "pgpanel"
 # The non-superuser role (member of pg_monitor) that collection and measurement use inside
 # databases a tenant can write to; the superuser never enters those.
 PANEL_MONITOR_ROLE = "pgpanel_monitor"
+PANEL_MIGRATION_ROLE = "pgpanel_migrate"  # owns online migrations' subscriptions; reserved too
 # The role a cluster's read-only replicas stream with (REPLICATION, from loopback over TLS only);
 # reserved by the privilege guard like the two above.
 PANEL_REPLICATION_ROLE = "pgpanel_replication"
@@ -132,6 +133,8 @@ INSTALLED_APPS = [
     "panel.quotas",
     "panel.logs",
     "panel.backups",
+    "panel.migrate",
+    "panel.logsink",
     "benchmarks",
     "panel.managed",
     "panel.api",
@@ -319,6 +322,10 @@ PANEL_ATTACH_RATE = env_int("PANEL_ATTACH_RATE", 5, minimum=1)  # attempts per a
 PANEL_ATTACH_RATE_SECONDS = env_int("PANEL_ATTACH_RATE_SECONDS", 600, minimum=1)  # …per this window
 # Every failed attempt of such an account takes at least this long, whatever failed.
 PANEL_ATTACH_FAILURE_SECONDS = env_int("PANEL_ATTACH_FAILURE_SECONDS", 5, minimum=0)
+PANEL_MIGRATION_SOURCE_NETWORKS = env_list("PANEL_MIGRATION_SOURCE_NETWORKS", [])  # docs/online-migration.md
+PANEL_MIGRATION_RATE = env_int("PANEL_MIGRATION_RATE", 20, minimum=1)
+PANEL_LOGSINK_TARGET_NETWORKS = env_list("PANEL_LOGSINK_TARGET_NETWORKS", [])  # docs/logsink.md
+PANEL_LOGSINK_SECONDS = env_int("PANEL_LOGSINK_SECONDS", 10, minimum=1)
 # Counters shared by the web server's processes (the attach rate limit) without another service.
 CACHES = {
     "default": {
@@ -351,7 +358,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Fail fast when Redis is down so a form can say so instead of hanging.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 3, "socket_timeout": 5}
 # Beat runs anywhere and touches no cluster: what it sends, and how often (panel/schedule.py).
-CELERY_BEAT_SCHEDULE = beat_schedule(PANEL_RECONCILE_SECONDS, PANEL_METRICS_INTERVAL)
+CELERY_BEAT_SCHEDULE = beat_schedule(PANEL_RECONCILE_SECONDS, PANEL_METRICS_INTERVAL, PANEL_LOGSINK_SECONDS)
 
 # What this process may touch (panel/core/agent.py): "all" runs work on a cluster's processes,
 # sockets and files in place (the tests, manage.py); "web" sends it to the node agent and waits

@@ -33,6 +33,8 @@ urlpatterns = [
     path("clusters/<uuid:cluster_id>/quotas/", include("panel.quotas.urls")),
     path("clusters/<uuid:cluster_id>/logs/", include("panel.logs.urls")),
     path("clusters/<uuid:cluster_id>/backups/", include("panel.backups.urls")),
+    path("clusters/<uuid:cluster_id>/migration/", include("panel.migrate.urls")),
+    path("clusters/<uuid:cluster_id>/logsinks/", include("panel.logsink.urls")),
     path("", include("panel.insights.urls")),  # /metrics (token auth, no login)
     path("", include("panel.managed.urls")),  # /metrics/clusters/<id> (basic auth), maintenance card
     path("clusters/<uuid:cluster_id>/benchmarks/", include("benchmarks.urls")),

@@ -90,6 +90,12 @@ have pgbackrest || missing+=(pgbackrest)
 have etcdctl || missing+=(etcd-client)
 [[ -x /usr/sbin/haproxy ]] || missing+=(haproxy)
 if [[ "$mode" == test ]]; then
+    # rsyslog: the log forwarding tests (panel/logsink) send to a real one on loopback.
+    [[ -x /usr/sbin/rsyslogd ]] || have rsyslogd || missing+=(rsyslog)
+    # rsyslog's TLS driver: the forwarding tests send to a TLS listener too.
+    compgen -G '/usr/lib/*/rsyslog/lmnsd_gtls.so' >/dev/null || missing+=(rsyslog-gnutls)
+fi
+if [[ "$mode" == test ]]; then
     have chromium || missing+=(chromium)
     # A real Prometheus scrapes the clusters' metrics endpoints in tests/test_pydo_managed.py.
     have prometheus || missing+=(prometheus)

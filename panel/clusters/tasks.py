@@ -62,13 +62,18 @@ def reconcile() -> list[str]:
 
 
 @shared_task(name="panel.clusters.tasks.fan_out", ignore_result=True)
-def fan_out(task_name: str, expires: float) -> list[str]:
+def fan_out(task_name: str, expires: float, kind: str = "tasks") -> list[str]:
     """Beat's periodic work, one message per node whose agent is alive, on the node's tasks
-    queue: each node reconciles, collects and reaps its own clusters (``Cluster.objects.here``)."""
+    queue: each node reconciles, collects and reaps its own clusters (``Cluster.objects.here``).
+    ``kind`` "work": on the node's queue of tenants' long work instead (log forwarding, whose
+    destinations are the tenants' and may be slow)."""
+    if kind not in ("tasks", "work"):
+        raise ValueError(f"no queue of kind {kind!r}")
     sent = []
     for node in Node.objects.all():
         if node.is_alive:
-            taskqueue.send(task_name, [], queue=node.tasks_queue, expires=expires)
+            queue = node.work_queue if kind == "work" else node.tasks_queue
+            taskqueue.send(task_name, [], queue=queue, expires=expires)
             sent.append(node.name)
     return sent
 

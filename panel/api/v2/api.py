@@ -17,8 +17,10 @@ from panel.api.v2 import (
     backups,
     databases,
     firewall,
+    logsink,
     managed,
     members,
+    migration,
     pools,
     quotas,
     replicas,
@@ -50,6 +52,8 @@ api.add_router("/databases", quotas.router)
 api.add_router("/databases", backups.router)
 api.add_router("/databases", replicas.router)
 api.add_router("/databases", members.router)
+api.add_router("/databases", migration.router)
+api.add_router("/databases", logsink.router)
 
 
 @api.exception_handler(ApiError)

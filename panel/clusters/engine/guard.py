@@ -55,6 +55,7 @@ def reserved_roles() -> tuple[str, ...]:
         *RESERVED_PREDEFINED_ROLES,
         settings.PANEL_SUPERUSER,
         settings.PANEL_MONITOR_ROLE,
+        settings.PANEL_MIGRATION_ROLE,
         settings.PANEL_REPLICATION_ROLE,
     )
 

@@ -27,6 +27,7 @@ RESERVED_ROLES = frozenset(
         "postgres",
         "pgpanel",
         "pgpanel_monitor",
+        "pgpanel_migrate",
         "pgbouncer",
         "doadmin",
     }

@@ -305,6 +305,9 @@ def test_beat_fans_periodic_work_out_to_each_living_node(
     assert queued_tasks("node.up.tasks") == [("panel.insights.tasks.collect", [])]
     assert queued_tasks("node.drained.tasks") == [("panel.insights.tasks.collect", [])]
     assert queued_tasks("node.down.tasks") == []
+    # Tenants' periodic work (log forwarding) goes to the nodes' work queues instead.
+    assert sorted(fan_out.run("panel.logsink.tasks.forward", 10.0, "work")) == ["drained", "up"]
+    assert queued_tasks("node.up.work") == [("panel.logsink.tasks.forward", [])]
     # Beat itself only sends the fan-outs, to the default queue any node's worker takes.
     periodic = {
         entry["args"][0] for entry in app.conf.beat_schedule.values() if entry["task"].endswith("fan_out")
@@ -314,6 +317,7 @@ def test_beat_fans_periodic_work_out_to_each_living_node(
         "panel.insights.tasks.collect",
         "panel.quotas.tasks.measure",
         "panel.backups.tasks.periodic",
+        "panel.logsink.tasks.forward",
         "panel.managed.tasks.periodic",
         "benchmarks.tasks.reap",
     }

@@ -1,0 +1,1 @@
+"""Online migration's processes: ``schema`` runs pg_dump | pg_restore (the one module that does)."""
