@@ -331,3 +331,13 @@ def secure_at_start(data_dir: Path, sqlite_files: Iterable[Path], web_gid: int |
         log.error("%s Run: %s", problem.message, problem.fix)
     repaired_at_start.extend(report.repaired)
     shared_at_start.extend(shared.repaired)
+
+
+def group_id(user: str) -> int | None:
+    """The id of the group named like ``user`` (make run's web server user), or None without one."""
+    import grp
+
+    try:
+        return grp.getgrnam(user).gr_gid
+    except KeyError:
+        return None

@@ -210,20 +210,10 @@ def _sqlite_files() -> list[Path]:
 PANEL_WEB_USER = env_str("PANEL_WEB_USER", "pgpanel")
 
 
-def _web_group_id() -> int | None:
-    """The group of make run's web server user (PANEL_WEB_USER), which may read keys/."""
-    import grp
-
-    try:
-        return grp.getgrnam(PANEL_WEB_USER).gr_gid
-    except KeyError:
-        return None
-
-
 PANEL_SQLITE_FILES = _sqlite_files()
 # Installs from before umask 077 have a 0644 database and a 0755 data directory: repaired on every
 # start; the system check says what was repaired and refuses what cannot be (panel/files.py).
-PANEL_WEB_GID = _web_group_id()
+PANEL_WEB_GID = files.group_id(PANEL_WEB_USER)  # its group may read keys/
 files.secure_at_start(PANEL_DATA_DIR, PANEL_SQLITE_FILES, PANEL_WEB_GID)
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -1,11 +1,12 @@
 """The Overview's members card of a cluster with standbys: the list (polled) and the switchover
-form. Thin: ownership, form, one service call, the partial again."""
+form; a one-member cluster's card says it has no standby (and a switchover there is refused with
+its code). Thin: ownership, form, one service call, the partial again."""
 
 from __future__ import annotations
 
 import uuid
 
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
@@ -18,13 +19,6 @@ from panel.core.errors import ServiceError
 from panel.core.web import add_service_error
 
 TEMPLATE = "clusters/_members.html"
-
-
-def _ha_cluster(request: HttpRequest, cluster_id: uuid.UUID) -> Cluster:
-    cluster = get_cluster_for_user(request, cluster_id)
-    if not cluster.is_ha:
-        raise Http404
-    return cluster
 
 
 def _render(request: HttpRequest, cluster: Cluster, form: SwitchoverForm, notice: str = "") -> HttpResponse:
@@ -40,13 +34,13 @@ def _render(request: HttpRequest, cluster: Cluster, form: SwitchoverForm, notice
 
 @require_GET
 def members_card(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
-    cluster = _ha_cluster(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     return _render(request, cluster, SwitchoverForm())
 
 
 @require_POST
 def switchover(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
-    cluster = _ha_cluster(request, cluster_id)
+    cluster = get_cluster_for_user(request, cluster_id)
     form = SwitchoverForm(request.POST)
     notice = ""
     if form.is_valid():

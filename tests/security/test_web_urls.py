@@ -18,6 +18,8 @@ from panel.clusters.models import Cluster
 from panel.clusters.services import roles
 from panel.clusters.tests.conftest import make_cluster_row
 from panel.insights.models import AlertRule, StatementText
+from panel.logsink.models import LogSink
+from panel.migrate.models import OnlineMigration
 from panel.pools import services as pool_services
 from panel.pools.models import ConnectionPool
 from panel.quotas.models import Quota
@@ -66,7 +68,14 @@ QUERYID = -4242  # a statement of the Queries tab (pg_stat_statements' ids are s
 
 
 def _values(
-    cluster: Cluster, pool: ConnectionPool, run: BenchmarkRun, sweep: Sweep, rule: AlertRule, quota: Quota
+    cluster: Cluster,
+    pool: ConnectionPool,
+    run: BenchmarkRun,
+    sweep: Sweep,
+    rule: AlertRule,
+    quota: Quota,
+    migration: OnlineMigration,
+    sink: LogSink,
 ) -> dict:
     return {
         "cluster_id": cluster.pk,
@@ -75,6 +84,8 @@ def _values(
         "sweep_id": sweep.pk,
         "rule_id": rule.pk,
         "quota_id": quota.pk,
+        "migration_id": migration.pk,
+        "sink_id": sink.pk,
         "action": "restart",
         "fmt": "csv",
         "clusters:user-delete.name": "app",
@@ -96,7 +107,15 @@ def _objects(cluster: Cluster, pool: ConnectionPool | None = None) -> tuple:
     StatementText.objects.create(
         cluster=cluster, queryid=QUERYID, text="SELECT abalance FROM pgbench_accounts"
     )
-    return pool, run, sweep, rule, quota
+    # A migration that ended: stopping it is a refusal, never a connection to its source.
+    migration = OnlineMigration.objects.create(
+        cluster=cluster, status="canceled", host="203.0.113.7", address="203.0.113.7", port=5432,
+        dbname="app", username="app",
+    )  # fmt: skip
+    sink = LogSink(cluster=cluster, name="siem", sink_type="rsyslog")
+    sink.config = {"server": "198.51.100.7", "port": 514, "tls": False, "format": "rfc5424"}
+    sink.save()
+    return pool, run, sweep, rule, quota, migration, sink
 
 
 def _compared(cluster: Cluster) -> dict[str, list[str]]:

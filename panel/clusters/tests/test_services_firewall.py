@@ -158,7 +158,9 @@ def test_a_pg_hba_conf_postgresql_cannot_read_is_refused_before_the_reload(
     render = isolation.render_hba
     # The one injected fault: a renderer that writes a line PostgreSQL cannot parse.
     monkeypatch.setattr(
-        isolation, "render_hba", lambda *args: render(*args) + "hostssl all all 10.0.0.0/99 md5\n"
+        isolation,
+        "render_hba",
+        lambda *args, **kwargs: render(*args, **kwargs) + "hostssl all all 10.0.0.0/99 md5\n",
     )
     with pytest.raises(ServiceError, match=r"cannot read the new pg_hba.conf: line \d+: .*10.0.0.0/99"):
         firewall.add_trusted_source(cluster, "203.0.113.7")

@@ -26,6 +26,7 @@ from django.core.cache import cache
 from psycopg import sql
 
 from panel.clusters.engine import dbconn
+from panel.clusters.lib import libpq
 from panel.clusters.lib.hosts import InvalidHost, IPAddress, forbidden_reason, validate_host
 from panel.clusters.services import attach
 from panel.core.errors import N_, ServiceError
@@ -135,9 +136,7 @@ def connect(
                     connect_timeout=CONNECT_TIMEOUT,
                     password=password,
                     require_auth=attach.PASSWORD_METHODS,
-                    passfile=attach.NO_FILE,
-                    sslcert=attach.NO_FILE,
-                    sslkey=attach.NO_FILE,
+                    **libpq.outside_client_params(source.sslmode),
                     **connection_params(source, address, dbname),
                 )
             )
