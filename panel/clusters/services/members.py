@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from panel.clusters.engine import patroni
+from panel.clusters import hooks
+from panel.clusters.engine import dbconn, patroni
 from panel.clusters.lib.patroni import MemberInfo, MemberStatus
 from panel.clusters.models import Cluster, MemberRole
 from panel.clusters.services import ha
@@ -110,8 +111,9 @@ def pick_candidate(cluster: Cluster, statuses: list[MemberStatus], to: str | Non
 @on_node(timeout=SWITCHOVER_TIMEOUT + 15)
 def switchover(cluster: Cluster, to: str | None = None) -> str:
     """Make ``to`` (or the best standby) the primary, cleanly: Patroni stops writes on the old
-    primary, waits for the candidate to replay everything, promotes it; PgBouncer follows
-    (callback), the old primary follows the new one. Returns the new primary's name."""
+    primary, waits for the candidate to replay everything, promotes it, the old primary follows
+    the new one. The pools are paused meanwhile (their clients wait, nobody reaches the old
+    primary) and resume on the new primary. Returns the new primary's name."""
     _refuse_single(cluster)
     cluster.require_serving(fresh=True, field="to")
     statuses = ha.read_statuses(cluster)
@@ -125,12 +127,33 @@ def switchover(cluster: Cluster, to: str | None = None) -> str:
         )
     candidate = pick_candidate(cluster, statuses, to)
     ha.record_statuses(cluster, statuses)  # the switchover's duration counts from here
-    leader = cluster.members.get(name=primary.name)
+    checkpoint(cluster)
+    with hooks.pooler.paused(cluster):
+        promote(cluster, primary.name, candidate.name)
+        # PgBouncer repointed before the pools resume (the callback may have done it already).
+        ha.refresh_members(cluster, cause="switchover")
+    return cluster.members.get(role=MemberRole.PRIMARY).name
+
+
+def checkpoint(cluster: Cluster) -> None:
+    """A CHECKPOINT before the switchover, so that the one Patroni takes while writes wait (the
+    old primary's shutdown) has little left to write."""
+    try:
+        with dbconn.admin_connection(cluster) as conn:
+            conn.execute("CHECKPOINT")
+    except dbconn.DatabaseError:
+        return
+
+
+def promote(cluster: Cluster, leader_name: str, candidate_name: str) -> None:
+    """Patroni's switchover from ``leader_name`` to ``candidate_name``; returns once the candidate
+    runs as the primary (or the wait is over)."""
+    leader = cluster.members.get(name=leader_name)
     status, text = patroni.rest(
         "POST",
         leader.rest_port,
         "/switchover",
-        {"leader": primary.name, "candidate": candidate.name},
+        {"leader": leader_name, "candidate": candidate_name},
         timeout=SWITCHOVER_TIMEOUT,
     )
     if status != 200:
@@ -143,8 +166,6 @@ def switchover(cluster: Cluster, to: str | None = None) -> str:
     deadline = time.monotonic() + SWITCHOVER_TIMEOUT
     while time.monotonic() < deadline:
         now = ha.read_statuses(cluster)
-        if any(s.name == candidate.name and s.is_primary and s.state == "running" for s in now):
-            break
-        time.sleep(0.2)
-    ha.refresh_members(cluster, cause="switchover")
-    return cluster.members.get(role=MemberRole.PRIMARY).name
+        if any(s.name == candidate_name and s.is_primary and s.state == "running" for s in now):
+            return
+        time.sleep(0.05)
