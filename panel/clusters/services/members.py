@@ -4,6 +4,7 @@ line, API, Overview) and a switchover to a chosen standby."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 
@@ -14,6 +15,8 @@ from panel.clusters.models import Cluster, MemberRole
 from panel.clusters.services import ha
 from panel.core.agent import on_node
 from panel.core.errors import N_, ServiceError
+
+log = logging.getLogger(__name__)
 
 # A standby further behind than this would make the switchover wait (or lose what it lacks).
 MAX_SWITCHOVER_LAG_BYTES = 1024 * 1024
@@ -135,11 +138,21 @@ def switch(cluster: Cluster, to: str | None = None) -> str:
     ha.record_statuses(cluster, statuses)  # the switchover's duration counts from here
     checkpoint(cluster)
     asked = Switchover(cluster, primary.name, candidate.name)
+    paused_at = time.monotonic()
     with hooks.pooler.paused(cluster):
         asked.start()
-        if asked.wait_writable():
+        writable = asked.wait_writable()
+        writable_at = time.monotonic()
+        if writable:
             # PgBouncer repointed (its files rendered for the new primary) before the pools resume.
             asked.wait_recorded()
+    log.info(
+        "switchover of %s to %s: writable after %.2f s, pools resumed after %.2f s",
+        cluster.pk,
+        candidate.name,
+        writable_at - paused_at,
+        time.monotonic() - paused_at,
+    )
     asked.finish()
     ha.refresh_members(cluster, cause="switchover")
     return cluster.members.get(role=MemberRole.PRIMARY).name
