@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -37,6 +38,8 @@ class Pooler(Protocol):
     def reconcile_all(self) -> list[str]: ...
 
     def pool_sizes(self, cluster: Cluster) -> dict[str, int]: ...
+
+    def paused(self, cluster: Cluster) -> AbstractContextManager[bool]: ...
 
 
 class Metrics(Protocol):
@@ -64,6 +67,9 @@ class _NoPooler:
 
     def pool_sizes(self, cluster: Cluster) -> dict[str, int]:
         return {}
+
+    def paused(self, cluster: Cluster) -> AbstractContextManager[bool]:
+        return nullcontext(False)
 
 
 class _NoLatest:

@@ -168,10 +168,16 @@ def member_pid(config: Path) -> int | None:
     return procs[0].pid if procs else None
 
 
-def start_member(config: Path, log_file: Path, user: OsUser, join: Sequence[Path]) -> None:
+def start_member(
+    config: Path, log_file: Path, user: OsUser, join: Sequence[Path], *, data_dir: str | None = None
+) -> None:
+    """A member's Patroni. ``data_dir``: the member's own, given to pgBackRest (which PostgreSQL's
+    archive_command runs, inheriting Patroni's environment) over the cluster's ``pg1-path``, which
+    names member 1's: archive-push refuses a data directory other than its ``pg1-path``."""
     if member_pid(config) is not None:
         return
-    _detach(user, [sys.executable, str(patroni_program()), str(config)], log_file, join=join)
+    env = {"PGBACKREST_PG1_PATH": data_dir} if data_dir else None
+    _detach(user, [sys.executable, str(patroni_program()), str(config)], log_file, join=join, env=env)
 
 
 def stop_member(config: Path, *, timeout: float = 60) -> None:

@@ -161,7 +161,11 @@ def start_members(cluster: Cluster, user: OsUser, timeout: float) -> None:
         if index > 0:
             runas.make_private_dir(Path(member.data_dir).parent, user)
         patroni.start_member(
-            member_config_path(cluster, member), member_log_path(cluster, member), user, join
+            member_config_path(cluster, member),
+            member_log_path(cluster, member),
+            user,
+            join,
+            data_dir=member.data_dir,
         )
         if index == 0:
             _take_over(cluster, member, timeout)
@@ -362,7 +366,9 @@ def supervise(cluster: Cluster) -> list[str]:
     for member in members_of(cluster):
         config = member_config_path(cluster, member)
         if patroni.member_pid(config) is None:
-            patroni.start_member(config, member_log_path(cluster, member), user, join)
+            patroni.start_member(
+                config, member_log_path(cluster, member), user, join, data_dir=member.data_dir
+            )
             cluster.log_event(
                 "member-restarted",
                 Message(N_("Patroni of %(member)s was not running; started it again."), member=member.name),

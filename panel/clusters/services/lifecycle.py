@@ -14,7 +14,7 @@ from django.utils.translation import gettext as _
 from panel.clusters import hooks
 from panel.clusters.engine import dbconn, isolation, postgres
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel, status_word
-from panel.clusters.services import ha, replication
+from panel.clusters.services import ha, replication, rolling
 from panel.clusters.services.provision import clear_reserved, write_server_config
 from panel.core import runas
 from panel.core.errors import N_, Message, ServiceError, Term
@@ -80,7 +80,9 @@ def perform_action(cluster: Cluster, action: str) -> Cluster:
         if action in {"start", "restart"}:
             # Before stopping: a guard that cannot be built leaves a running cluster running.
             guard_added = write_server_config(cluster)
-        if action in {"stop", "restart"}:
+        # A cluster with standbys restarts member by member and keeps serving (services/rolling.py).
+        rolling_restart = action == "restart" and cluster.is_ha
+        if action in {"stop", "restart"} and not rolling_restart:
             cluster.mark(ClusterStatus.STOPPING)
             if action == "stop":
                 # On restart PgBouncer stays up: its clients reconnect once the server is back.
@@ -93,8 +95,12 @@ def perform_action(cluster: Cluster, action: str) -> Cluster:
             if action == "stop":
                 cluster.log_event("stopped", Message(N_("Cluster stopped.")))
         if action in {"start", "restart"}:
-            cluster.mark(ClusterStatus.STARTING)
-            start_server(cluster, user, guard_added=guard_added)
+            if rolling_restart:
+                rolling.rolling_restart(cluster)
+                guard_loaded(cluster, guard_added=guard_added)
+            else:
+                cluster.mark(ClusterStatus.STARTING)
+                start_server(cluster, user, guard_added=guard_added)
             cluster.mark_online()
             hooks.pooler.refresh_auth(cluster)  # starts PgBouncer again if the cluster has pools
             cluster.log_event(
@@ -128,6 +134,11 @@ def start_server(cluster: Cluster, user: OsUser, *, guard_added: bool) -> None:
         ha.start_members(cluster, user, settings.PANEL_COMMAND_TIMEOUT)
     else:
         isolation.start_server(cluster, user, settings.PANEL_COMMAND_TIMEOUT)
+    guard_loaded(cluster, guard_added=guard_added)
+
+
+def guard_loaded(cluster: Cluster, *, guard_added: bool) -> None:
+    """A guard loaded for the first time (``guard_added``) clears the reserved roles."""
     if guard_added and not cluster.is_replica:  # a replica's roles are its source's
         clear_reserved(cluster)
         cluster.log_event("guard-installed", Message(N_("The privilege guard is now loaded.")))

@@ -4,14 +4,19 @@ line, API, Overview) and a switchover to a chosen standby."""
 from __future__ import annotations
 
 import dataclasses
+import logging
+import threading
 import time
 
-from panel.clusters.engine import patroni
+from panel.clusters import hooks
+from panel.clusters.engine import dbconn, patroni
 from panel.clusters.lib.patroni import MemberInfo, MemberStatus
 from panel.clusters.models import Cluster, MemberRole
 from panel.clusters.services import ha
 from panel.core.agent import on_node
 from panel.core.errors import N_, ServiceError
+
+log = logging.getLogger(__name__)
 
 # A standby further behind than this would make the switchover wait (or lose what it lacks).
 MAX_SWITCHOVER_LAG_BYTES = 1024 * 1024
@@ -110,10 +115,16 @@ def pick_candidate(cluster: Cluster, statuses: list[MemberStatus], to: str | Non
 @on_node(timeout=SWITCHOVER_TIMEOUT + 15)
 def switchover(cluster: Cluster, to: str | None = None) -> str:
     """Make ``to`` (or the best standby) the primary, cleanly: Patroni stops writes on the old
-    primary, waits for the candidate to replay everything, promotes it; PgBouncer follows
-    (callback), the old primary follows the new one. Returns the new primary's name."""
+    primary, waits for the candidate to replay everything, promotes it, the old primary follows
+    the new one. The pools are paused meanwhile (their clients wait, nobody reaches the old
+    primary) and resume on the new primary. Returns the new primary's name."""
     _refuse_single(cluster)
     cluster.require_serving(fresh=True, field="to")
+    return switch(cluster, to)
+
+
+def switch(cluster: Cluster, to: str | None = None) -> str:
+    """``switchover`` without asking whether the cluster serves (a rolling restart's step)."""
     statuses = ha.read_statuses(cluster)
     primary = next((s for s in statuses if s.is_primary and s.state == "running"), None)
     if primary is None:
@@ -125,26 +136,90 @@ def switchover(cluster: Cluster, to: str | None = None) -> str:
         )
     candidate = pick_candidate(cluster, statuses, to)
     ha.record_statuses(cluster, statuses)  # the switchover's duration counts from here
-    leader = cluster.members.get(name=primary.name)
-    status, text = patroni.rest(
-        "POST",
-        leader.rest_port,
-        "/switchover",
-        {"leader": primary.name, "candidate": candidate.name},
-        timeout=SWITCHOVER_TIMEOUT,
+    checkpoint(cluster)
+    asked = Switchover(cluster, primary.name, candidate.name)
+    paused_at = time.monotonic()
+    with hooks.pooler.paused(cluster):
+        asked.start()
+        writable = asked.wait_writable()
+        writable_at = time.monotonic()
+        if writable:
+            # PgBouncer repointed (its files rendered for the new primary) before the pools resume.
+            asked.wait_recorded()
+    log.info(
+        "switchover of %s to %s: writable after %.2f s, pools resumed after %.2f s",
+        cluster.pk,
+        candidate.name,
+        writable_at - paused_at,
+        time.monotonic() - paused_at,
     )
-    if status != 200:
-        raise ServiceError(
-            N_("Patroni did not switch over: %(reason)s"),
-            field="to",
-            code="cluster.switchover_failed",
-            params={"reason": text.strip() or status},
-        )
-    deadline = time.monotonic() + SWITCHOVER_TIMEOUT
-    while time.monotonic() < deadline:
-        now = ha.read_statuses(cluster)
-        if any(s.name == candidate.name and s.is_primary and s.state == "running" for s in now):
-            break
-        time.sleep(0.2)
+    asked.finish()
     ha.refresh_members(cluster, cause="switchover")
     return cluster.members.get(role=MemberRole.PRIMARY).name
+
+
+def checkpoint(cluster: Cluster) -> None:
+    """A CHECKPOINT before the switchover, so that the one the old primary's shutdown takes while
+    the pools wait has little left to write."""
+    try:
+        with dbconn.admin_connection(cluster) as conn:
+            conn.execute("CHECKPOINT")
+    except dbconn.DatabaseError:
+        return
+
+
+class Switchover:
+    """Patroni's switchover from ``leader`` to ``candidate``, asked in a thread of its own: its
+    answer comes up to a second after the promotion (Patroni looks once a second), so the
+    candidate itself is watched to resume the pools as soon as it accepts writes."""
+
+    def __init__(self, cluster: Cluster, leader: str, candidate: str) -> None:
+        self.cluster, self.leader, self.candidate = cluster, leader, candidate
+        # Read here: the thread has a database connection of its own (not the caller's transaction).
+        self.rest_port = cluster.members.get(name=leader).rest_port
+        self.answer: tuple[int, str] | None = None
+        self.thread = threading.Thread(target=self._ask, daemon=True)
+        self.deadline = time.monotonic() + SWITCHOVER_TIMEOUT
+
+    def _ask(self) -> None:
+        body = {"leader": self.leader, "candidate": self.candidate}
+        self.answer = patroni.rest("POST", self.rest_port, "/switchover", body, timeout=SWITCHOVER_TIMEOUT)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _refused(self) -> bool:
+        return self.answer is not None and self.answer[0] != 200
+
+    def wait_writable(self) -> bool:
+        """Until the candidate's PostgreSQL is out of recovery (True), or Patroni refused."""
+        port = self.cluster.members.get(name=self.candidate).port
+        while time.monotonic() < self.deadline and not self._refused():
+            try:
+                with dbconn.admin_connection(self.cluster, port=port) as conn:
+                    row = conn.execute("SELECT pg_catalog.pg_is_in_recovery()").fetchone()
+                if row == (False,):
+                    return True
+            except dbconn.DatabaseError:
+                pass
+            time.sleep(0.05)
+        return False
+
+    def wait_recorded(self) -> None:
+        """Until the rows name the candidate the primary (PgBouncer repointed on the way)."""
+        while time.monotonic() < self.deadline:
+            ha.refresh_members(self.cluster, cause="switchover")
+            if self.cluster.members.filter(name=self.candidate, role=MemberRole.PRIMARY).exists():
+                return
+            time.sleep(0.05)
+
+    def finish(self) -> None:
+        """Patroni's answer; a refusal (nothing changed) is the user's error."""
+        self.thread.join(max(0.0, self.deadline - time.monotonic()))
+        if self.answer is not None and self.answer[0] != 200:
+            raise ServiceError(
+                N_("Patroni did not switch over: %(reason)s"),
+                field="to",
+                code="cluster.switchover_failed",
+                params={"reason": self.answer[1].strip() or self.answer[0]},
+            )

@@ -26,8 +26,8 @@ from panel.clusters import hooks
 from panel.clusters.engine import postgres
 from panel.clusters.lib.plans import PLANS, Plan, get_plan
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel, Node, status_word
-from panel.clusters.services import nodes
-from panel.clusters.services.lifecycle import require_local, start_server
+from panel.clusters.services import nodes, rolling
+from panel.clusters.services.lifecycle import guard_loaded, require_local, start_server
 from panel.clusters.services.overview import overview
 from panel.clusters.services.provision import write_server_config
 from panel.core import runas
@@ -254,8 +254,13 @@ def _restart_on_plan(cluster: Cluster) -> None:
     cluster.set_progress(20, _("Writing the configuration"))
     guard_added = write_server_config(cluster)
     cluster.set_progress(40, _("Restarting PostgreSQL"))
-    postgres.stop(cluster.version, cluster.pgdata, user=user, timeout=settings.PANEL_COMMAND_TIMEOUT)
-    start_server(cluster, user, guard_added=guard_added)
+    if cluster.is_ha:
+        # Member by member, standbys first, the primary after a switchover (services/rolling.py).
+        rolling.rolling_restart(cluster)
+        guard_loaded(cluster, guard_added=guard_added)
+    else:
+        postgres.stop(cluster.version, cluster.pgdata, user=user, timeout=settings.PANEL_COMMAND_TIMEOUT)
+        start_server(cluster, user, guard_added=guard_added)
     cluster.set_progress(80, _("Updating PgBouncer"))
     hooks.pooler.refresh_auth(cluster)  # never raises: a failure is on the pooler and in the events
 

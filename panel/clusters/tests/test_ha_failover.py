@@ -234,10 +234,29 @@ def test_the_overview_refuses_a_switchover_to_a_missing_member_next_to_the_field
     assert other_client.post(url, {"to": "member-2"}).status_code == 404
 
 
-def test_a_switchover_is_an_event_with_its_duration(ha_cluster):
+def test_a_switchover_holds_pool_clients_and_is_an_event_with_its_duration(ha_cluster):
     assert ha.wait_healthy(ha_cluster, RECOVERY_TIMEOUT)
     target = next(s for s in ha.read_statuses(ha_cluster) if s.sync)
-    assert members.switchover(ha_cluster, None) == target.name
+    writer = Writer(_params(ha_cluster, "writes", port=ha_cluster.pooler_port))
+    thread = threading.Thread(target=writer.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while len(writer.acked) < 50 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    try:
+        assert members.switchover(ha_cluster, None) == target.name
+        # The pools were paused: the writer's transactions waited instead of failing.
+        after = len(writer.acked)
+        while len(writer.acked) < after + 50 and time.monotonic() < deadline + RECOVERY_TIMEOUT:
+            time.sleep(0.1)
+    finally:
+        writer.stop.set()
+        thread.join(timeout=10)
+    assert writer.unknown == [], f"transactions failed during the switchover: {writer.unknown}"
+    with psycopg.connect(**writer.params) as conn:
+        present = {row[0] for row in conn.execute("SELECT id FROM acked")}
+        conn.execute("DELETE FROM acked")
+    assert set(writer.acked) <= present
     event = ha_cluster.events.filter(kind="switchover").first()
     assert event is not None and target.name in event.message and "writes resumed within" in event.message
 
@@ -292,9 +311,8 @@ def test_switchover_from_the_api_through_the_agent_keeps_pool_clients(ha_cluster
         )
         assert response.status_code == 200, response.content
         assert response.json() == {"primary": target.name}
-        # The same client connection goes on, now on the new primary.
-        # (For a moment PgBouncer may reach the old primary, restarted as a standby, before it is
-        # repointed: docs/high-availability.md, "Limits today".)
+        # The same client connection goes on, now on the new primary (the pools were paused
+        # while the primary changed, and resumed once PgBouncer was repointed).
         for _attempt in range(50):
             try:
                 if client.execute("SELECT pg_is_in_recovery()").fetchone() == (False,):

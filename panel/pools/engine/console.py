@@ -7,6 +7,8 @@ handed to the pure parsers in ``lib.admin_console``, which read columns by name.
 from __future__ import annotations
 
 import math
+import select
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -122,6 +124,33 @@ def reconnect_database(conn: Connection, name: str) -> None:
     Its clients stay connected; the pool opens new servers on demand.
     """
     conn.execute(f"RECONNECT {quote_name(name)}")
+
+
+def pause(conn: Connection, *, timeout: float) -> bool:
+    """PAUSE every pool: clients' queries wait, servers close once their query (transaction) ends.
+
+    PAUSE answers only when every server is released, which a session pool's client may delay
+    for as long as it stays: after ``timeout`` seconds this returns False with the pause still in
+    force (new queries wait all the same); the connection is then busy and good only for closing.
+    """
+    pgconn = conn.pgconn
+    pgconn.send_query(b"PAUSE")
+    deadline = time.monotonic() + timeout
+    while pgconn.is_busy():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        select.select([pgconn.socket], [], [], left)
+        pgconn.consume_input()
+    while (result := pgconn.get_result()) is not None:
+        if result.status == psycopg.pq.ExecStatus.FATAL_ERROR:
+            raise ConsoleError((result.error_message or b"PAUSE failed").decode(errors="replace"))
+    return True
+
+
+def resume(conn: Connection) -> None:
+    """RESUME after ``pause``: the waiting clients get servers again (where the files now point)."""
+    conn.execute("RESUME")
 
 
 def reload(conn: Connection) -> None:

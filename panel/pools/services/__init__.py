@@ -26,7 +26,7 @@ from panel.pools.services.figures import (
     pools_overview,
     slot_usage,
 )
-from panel.pools.services.release import release_all, release_idle_servers, release_pool
+from panel.pools.services.release import paused, release_all, release_idle_servers, release_pool
 from panel.pools.services.upkeep import (
     ensure_not_used,
     pool_sizes,
@@ -46,6 +46,7 @@ __all__ = [
     "ensure_not_used",
     "pool_budget",
     "pool_connection_details",
+    "paused",
     "pool_sizes",
     "pool_stats",
     "poolable",

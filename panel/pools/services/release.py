@@ -1,8 +1,11 @@
-"""Giving server slots back: a RECONNECT of one pool or of all, waiting for the idle servers to close."""
+"""Giving server slots back: a RECONNECT of one pool or of all, waiting for the idle servers to close;
+and holding the pools' clients (PAUSE/RESUME) while the cluster's primary changes."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 
 from django.utils.translation import ngettext
 
@@ -102,3 +105,45 @@ def _release(cluster: Cluster, name: str | None, *, timeout: float, quiet: bool 
             params={"reason": exc},
         ) from None
     return count
+
+
+# How long PAUSE may wait for servers in use to be released before the caller goes on regardless.
+PAUSE_TIMEOUT = 3.0
+
+
+@contextmanager
+def paused(cluster: Cluster) -> Iterator[bool]:
+    """Hold the pools' clients while the block runs (a switchover, a member's restart): their
+    queries wait in PgBouncer instead of reaching a server that is going away, and run on the
+    servers the files name once the block ends. RESUME always follows, even when the block
+    raises. Yields whether the pools are paused (False: no PgBouncer, or its console refused)."""
+    if not pooler_running(cluster):
+        yield False
+        return
+    with ExitStack() as stack:
+        holding = False
+        try:
+            conn = stack.enter_context(admin_console(cluster))
+            holding = True  # from here the pause may be in force even if PAUSE fails
+            if not console.pause(conn, timeout=PAUSE_TIMEOUT):
+                log.info("PAUSE of %s still waiting for servers after %s s", cluster.pk, PAUSE_TIMEOUT)
+        except console.ConsoleError as exc:
+            log.warning("PAUSE of %s failed: %s", cluster.pk, exc)
+        try:
+            yield holding
+        finally:
+            if holding:
+                _resume(cluster)
+
+
+def _resume(cluster: Cluster) -> None:
+    """RESUME on a connection of its own (the pausing one may still wait for PAUSE's answer)."""
+    for _attempt in range(5):
+        try:
+            with admin_console(cluster) as conn:
+                console.resume(conn)
+            return
+        except console.ConsoleError as exc:
+            if "not paused" in str(exc):
+                return
+            log.warning("RESUME of %s failed: %s", cluster.pk, exc)

@@ -1,0 +1,162 @@
+"""Integration: a resize of a three-member cluster rolls member by member (standbys first, a
+switchover with the pools paused, the old primary last) under a writer committing through a
+transaction pool: no transaction fails, every acknowledged commit is kept, and every member runs
+with the new plan's max_connections."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import psycopg
+import pytest
+from django.contrib.auth.models import User
+
+from panel.clusters import services
+from panel.clusters.engine import dbconn, isolation, patroni, postgres
+from panel.clusters.lib.plans import get_plan
+from panel.clusters.models import Cluster, ClusterStatus, MemberRole
+from panel.clusters.services import ha, lifecycle, resize
+from panel.pools import services as pool_services
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db]
+
+RECOVERY_TIMEOUT = 90
+NEW_PLAN = "db-s-2vcpu-4gb"
+
+
+@pytest.fixture(scope="module")
+def ha_cluster(django_db_setup: None, django_db_blocker: object) -> Iterator[Cluster]:
+    """One three-member db-s-1vcpu-2gb cluster for the module, with a transaction pool."""
+    with django_db_blocker.unblock():  # type: ignore[attr-defined]
+        owner = User.objects.create_user("roll-owner", "roll-owner@example.com", "roll-owner-password-1")
+        cluster = services.create_cluster(
+            owner, name="db-roll", plan_slug="db-s-1vcpu-2gb", num_nodes=3, enqueue=False
+        )
+        cluster = services.provision_cluster(cluster.pk)
+        try:
+            assert cluster.status == "online", cluster.error_message
+            pool_services.create_pool(cluster, "writes", "defaultdb", None, "transaction", 5)
+            with psycopg.connect(**_params(cluster, "writes")) as conn:
+                conn.execute("CREATE TABLE acked (id bigint PRIMARY KEY)")
+            yield cluster
+        finally:
+            if Cluster.objects.filter(pk=cluster.pk).exists():
+                services.delete_cluster(Cluster.objects.get(pk=cluster.pk), confirm_name=cluster.name)
+            else:
+                isolation.kill_leftover_processes(cluster)
+                patroni.stop_etcd(ha.etcd_data_dir())
+                postgres.remove_data(cluster.data_root)
+                isolation.remove_cluster_user(cluster)
+            User.objects.filter(username="roll-owner").delete()
+
+
+def _params(cluster: Cluster, dbname: str) -> dict[str, object]:
+    """The admin user through the cluster's PgBouncer, over TCP and TLS."""
+    details = services.connection_details(cluster)
+    return {
+        "host": "127.0.0.1",
+        "port": cluster.pooler_port,
+        "user": details.user,
+        "password": details.password,
+        "dbname": dbname,
+        "sslmode": "require",
+        "connect_timeout": 3,
+        "autocommit": True,
+        "prepare_threshold": None,
+    }
+
+
+@dataclass
+class Writer:
+    """Inserts sequential ids through the pool, one per transaction, with when each was acknowledged."""
+
+    params: dict[str, object]
+    acked: list[tuple[int, float]] = field(default_factory=list)
+    failed: list[tuple[int, str]] = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        conn = None
+        n = 0
+        while not self.stop.is_set():
+            n += 1
+            try:
+                if conn is None:
+                    conn = psycopg.connect(**self.params)
+                conn.execute("INSERT INTO acked VALUES (%s)", [n])
+                self.acked.append((n, time.monotonic()))
+            except psycopg.Error as exc:
+                self.failed.append((n, str(exc)))
+                if conn is not None:
+                    conn.close()
+                conn = None
+                time.sleep(0.05)
+        if conn is not None:
+            conn.close()
+
+
+def test_a_resize_rolls_over_the_members_without_failing_a_transaction(ha_cluster):
+    assert ha.wait_healthy(ha_cluster, RECOVERY_TIMEOUT)
+    ha.refresh_members(ha_cluster)
+    old_primary = ha_cluster.members.get(role=MemberRole.PRIMARY).name
+    writer = Writer(_params(ha_cluster, "writes"))
+    thread = threading.Thread(target=writer.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while len(writer.acked) < 50 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    started = time.monotonic()
+    try:
+        cluster = resize.resize_cluster(ha_cluster, NEW_PLAN, enqueue=False)
+        took = time.monotonic() - started
+        after = len(writer.acked)
+        while len(writer.acked) < after + 50 and time.monotonic() < started + took + 30:
+            time.sleep(0.1)
+    finally:
+        writer.stop.set()
+        thread.join(timeout=10)
+    cluster.refresh_from_db()
+    assert cluster.status == ClusterStatus.ONLINE and cluster.plan_slug == NEW_PLAN, cluster.error_message
+    assert writer.failed == [], f"transactions failed during the resize: {writer.failed[:5]}"
+    times = [started] + [t for _n, t in writer.acked if t > started]
+    longest = max(b - a for a, b in zip(times, times[1:], strict=False))
+    print(f"\nrolling resize took {took:.1f} s; longest interruption {longest:.2f} s")
+    with psycopg.connect(**writer.params) as conn:
+        present = {row[0] for row in conn.execute("SELECT id FROM acked")}
+    lost = [n for n, _t in writer.acked if n not in present]
+    assert not lost, f"{len(lost)} acknowledged commits lost"
+    # Every member runs with the new plan's connection limit; the primary moved.
+    expected = str(get_plan(NEW_PLAN).max_connections)
+    for member in cluster.members.order_by("name"):
+        with dbconn.admin_connection(cluster, port=member.port) as conn:
+            assert conn.execute("SHOW max_connections").fetchone() == (expected,), member.name
+    ha.refresh_members(cluster)
+    assert cluster.members.get(role=MemberRole.PRIMARY).name != old_primary
+    assert sorted(cluster.members.values_list("role", flat=True)) == ["primary", "standby", "standby"]
+
+
+def test_a_restart_rolls_too_and_every_postmaster_is_new(ha_cluster):
+    assert ha.wait_healthy(ha_cluster, RECOVERY_TIMEOUT)
+    ha.refresh_members(ha_cluster)
+    before = {m.name: postgres.postmaster_pid(m.pgdata) for m in ha_cluster.members.all()}
+    writer = Writer(_params(ha_cluster, "writes"))
+    with psycopg.connect(**writer.params) as conn:
+        conn.execute("DELETE FROM acked")
+    thread = threading.Thread(target=writer.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while len(writer.acked) < 50 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    try:
+        cluster = lifecycle.perform_action(ha_cluster, "restart")
+    finally:
+        writer.stop.set()
+        thread.join(timeout=10)
+    assert cluster.status == ClusterStatus.ONLINE, cluster.error_message
+    assert writer.failed == [], f"transactions failed during the restart: {writer.failed[:5]}"
+    after = {m.name: postgres.postmaster_pid(m.pgdata) for m in cluster.members.all()}
+    assert all(after[name] not in (None, pid) for name, pid in before.items()), (before, after)
+    assert cluster.events.filter(kind="restarted").exists()
