@@ -19,7 +19,7 @@ from django.conf import settings as django_settings
 from django.db import connections
 
 from conftest import start_celery_worker
-from panel.clusters.models import Cluster, Database
+from panel.clusters.models import Cluster, Database, Node
 from panel.clusters.services import roles
 from panel.clusters.services.overview import Overview
 from panel.clusters.tests.conftest import connect_as_client
@@ -87,6 +87,11 @@ def agent_worker(redis_server: str, settings: object, transactional_db: None) ->
     proc = start_celery_worker(redis_server, f"node.{node}", log, concurrency=2)
     settings.PANEL_PROCESS_ROLE = "web"  # type: ignore[attr-defined]
     agent.forbid_processes_in_web()  # as the web server does at start
+    # The web refuses to call an agent whose heartbeat is stale: on a loaded machine the node's
+    # registration can be older than PANEL_NODE_DEAD_AFTER before the new agent's first beat.
+    deadline = time.monotonic() + 60
+    while not Node.objects.get(name=node).is_alive and time.monotonic() < deadline:
+        time.sleep(0.2)
     yield log
     settings.PANEL_PROCESS_ROLE = "all"  # type: ignore[attr-defined]
     proc.terminate()
