@@ -73,12 +73,15 @@ def live_figures(run: BenchmarkRun, latest: dict[str, Any]) -> dict[str, Any]:
         if latest["latency_avg_ms"] is not None
         else dash,
         "p95": f"{floatformat(latest['p95_ms'], '2g')} ms" if latest["p95_ms"] is not None else dash,
-        "failed": str(latest["failed"]) if latest["failed"] is not None else dash,
+        "failed": floatformat(latest["failed"], "0g") if latest["failed"] is not None else dash,
     }
     if run.duration_s:
         elapsed = latest["elapsed_s"] or 0.0
         figures["progress"] = min(100, round(100 * elapsed / run.duration_s))
-        figures["elapsed"] = _("%(e)s s of %(d)s s") % {"e": floatformat(elapsed, 0), "d": run.duration_s}
+        figures["elapsed"] = _("%(e)s s of %(d)s s") % {
+            "e": floatformat(elapsed, "0g"),
+            "d": floatformat(run.duration_s, "0g"),
+        }
     return figures
 
 
