@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from benchmarks.lib import pgbench_command, run_problems, run_warnings, sysbench_command
-from benchmarks.lib.run_options import ConnectionTarget, InitOptions, RunOptions
+from benchmarks.lib.run_options import ConnectionTarget, InitOptions, RunOptions, default_threads
 from panel.core.errors import N_, Message
 
 
@@ -72,6 +72,13 @@ class Engine(Protocol):
     def with_dataset(self, options: RunOptions, dataset: DatasetSpec) -> RunOptions: ...
 
     def missing_dataset(self, database: str) -> Message: ...
+
+    #: Sample fields beyond the shared ones (sysbench's queries per second).
+    extra_sample_fields: tuple[str, ...]
+
+    def custom_script_refusal(self) -> Message | None: ...
+
+    def threads_for(self, clients: int, cpus: int | None) -> int: ...
 
     def for_target(self, options: RunOptions, pool_mode: str | None) -> RunOptions: ...
 
@@ -135,6 +142,14 @@ class Pgbench(_Libpq):
     def missing_dataset(self, database: str) -> Message:
         raise NotImplementedError  # never asked: wants_dataset is False
 
+    extra_sample_fields: tuple[str, ...] = ()
+
+    def custom_script_refusal(self) -> Message | None:
+        return None
+
+    def threads_for(self, clients: int, cpus: int | None) -> int:
+        return default_threads(clients, cpus)
+
     def for_target(self, options: RunOptions, pool_mode: str | None) -> RunOptions:
         return options  # the user's query mode; the warnings say when a pool will refuse it
 
@@ -194,6 +209,17 @@ class Sysbench(_Libpq):
             "run.sysbench_data_missing",
             db=database,
         )
+
+    extra_sample_fields: tuple[str, ...] = ("qps",)
+
+    def custom_script_refusal(self) -> Message | None:
+        return Message(
+            N_("sysbench runs its built-in OLTP scripts only; custom scripts are pgbench's."),
+            "run.sysbench_custom_script",
+        )
+
+    def threads_for(self, clients: int, cpus: int | None) -> int:
+        return clients  # sysbench drives each client from a thread of its own
 
     def for_target(self, options: RunOptions, pool_mode: str | None) -> RunOptions:
         # Prepared statements off through transaction and statement pools (PgBouncer 1.18).

@@ -77,13 +77,10 @@ def validate_run(
     custom_script: str | None = None,
 ) -> ResolvedTarget:
     """Every blocking check of a launch; raises ServiceError naming the form field."""
-    if options.engine == Engine.SYSBENCH and custom_script is not None:
-        raise ServiceError(
-            N_("sysbench runs its built-in OLTP scripts only; custom scripts are pgbench's."),
-            field="script",
-            code="run.sysbench_custom_script",
-            params={},
-        )
+    engine = engines.engine_for(options.engine)
+    refusal = engine.custom_script_refusal() if engine is not None and custom_script is not None else None
+    if refusal is not None:
+        raise ServiceError(refusal.template, field="script", code=refusal.code, params=refusal.params)
     if custom_script is not None:
         refuse_shell_commands(custom_script)
     require_serving(cluster)

@@ -49,3 +49,12 @@ def test_sysbench_fills_its_defaults_and_takes_a_runs_shape_from_its_data_set() 
     shaped = sysbench.with_dataset(options, engines.DatasetSpec(tables=8, table_size=1000))
     assert (shaped.tables, shaped.table_size) == (2, 1000) and not sysbench.wants_dataset(shaped)
     assert sysbench.missing_dataset("appdb").code == "run.sysbench_data_missing"
+
+
+def test_custom_scripts_threads_and_sample_fields_are_the_engines_word() -> None:
+    pgbench, sysbench = engines.ENGINES[Engine.PGBENCH], engines.ENGINES[Engine.SYSBENCH]
+    assert pgbench.custom_script_refusal() is None
+    refusal = sysbench.custom_script_refusal()
+    assert refusal is not None and refusal.code == "run.sysbench_custom_script"
+    assert sysbench.threads_for(8, 2) == 8 and pgbench.threads_for(8, 2) <= 8
+    assert pgbench.extra_sample_fields == () and sysbench.extra_sample_fields == ("qps",)
