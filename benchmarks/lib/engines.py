@@ -80,6 +80,13 @@ class Engine(Protocol):
 
     def threads_for(self, clients: int, cpus: int | None) -> int: ...
 
+    #: The built-in script a run gets when none is chosen.
+    default_script: str
+
+    def shape(self, spec: DatasetSpec) -> str: ...
+
+    def short_shape(self, spec: DatasetSpec) -> str: ...
+
     def for_target(self, options: RunOptions, pool_mode: str | None) -> RunOptions: ...
 
     def problems(self, options: RunOptions) -> list[tuple[str, Message]]: ...
@@ -149,6 +156,14 @@ class Pgbench(_Libpq):
 
     def threads_for(self, clients: int, cpus: int | None) -> int:
         return default_threads(clients, cpus)
+
+    default_script = "tpcb-like"
+
+    def shape(self, spec: DatasetSpec) -> str:
+        return f"at scale {spec.scale}"
+
+    def short_shape(self, spec: DatasetSpec) -> str:
+        return f"scale {spec.scale}"
 
     def for_target(self, options: RunOptions, pool_mode: str | None) -> RunOptions:
         return options  # the user's query mode; the warnings say when a pool will refuse it
@@ -220,6 +235,14 @@ class Sysbench(_Libpq):
 
     def threads_for(self, clients: int, cpus: int | None) -> int:
         return clients  # sysbench drives each client from a thread of its own
+
+    default_script = "oltp_read_write"
+
+    def shape(self, spec: DatasetSpec) -> str:
+        return f"sysbench {spec.tables} × {spec.table_size:,} rows"
+
+    def short_shape(self, spec: DatasetSpec) -> str:
+        return self.shape(spec)
 
     def for_target(self, options: RunOptions, pool_mode: str | None) -> RunOptions:
         # Prepared statements off through transaction and statement pools (PgBouncer 1.18).

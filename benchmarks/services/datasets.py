@@ -190,13 +190,7 @@ INIT_RECORDERS: dict[str, type[_PgbenchInit] | type[_SysbenchPrepare]] = {
 
 def dataset_spec(dataset: DataSet) -> engines.DatasetSpec:
     """What a data set row is made of, as its engine reads it."""
-    return engines.DatasetSpec(
-        scale=dataset.scale,
-        init_steps=dataset.init_steps or None,
-        foreign_keys=dataset.foreign_keys,
-        tables=dataset.tables,
-        table_size=dataset.table_size,
-    )
+    return dataset.spec
 
 
 def _init_env(target: ResolvedTarget) -> dict[str, str]:

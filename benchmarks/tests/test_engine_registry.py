@@ -58,3 +58,11 @@ def test_custom_scripts_threads_and_sample_fields_are_the_engines_word() -> None
     assert refusal is not None and refusal.code == "run.sysbench_custom_script"
     assert sysbench.threads_for(8, 2) == 8 and pgbench.threads_for(8, 2) <= 8
     assert pgbench.extra_sample_fields == () and sysbench.extra_sample_fields == ("qps",)
+
+
+def test_default_scripts_and_data_set_shapes_are_the_engines_word() -> None:
+    pgbench, sysbench = engines.ENGINES[Engine.PGBENCH], engines.ENGINES[Engine.SYSBENCH]
+    assert (pgbench.default_script, sysbench.default_script) == ("tpcb-like", "oltp_read_write")
+    assert pgbench.shape(engines.DatasetSpec(scale=5)) == "at scale 5"
+    assert pgbench.short_shape(engines.DatasetSpec(scale=5)) == "scale 5"
+    assert sysbench.shape(engines.DatasetSpec(tables=4, table_size=100_000)) == "sysbench 4 × 100,000 rows"
