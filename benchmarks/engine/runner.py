@@ -35,6 +35,7 @@ from typing import IO
 import psutil
 from django.conf import settings
 
+from benchmarks.lib import engines
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib.pgbench_check import ProbeOutcome
 from panel.clusters.engine import cgroups, postgres
@@ -46,7 +47,7 @@ STDOUT = "stdout"
 STDERR = "stderr"
 DEFAULT_PGBENCH = "/usr/bin/pgbench"
 DEFAULT_SYSBENCH = "/usr/bin/sysbench"
-LOAD_PROGRAMS = frozenset({"pgbench", "sysbench"})
+LOAD_PROGRAMS = frozenset(tool.program for tool in engines.ENGINES.values())
 PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
@@ -65,29 +66,39 @@ class Line:
 
 def pgbench_path(version: str | None = None) -> str:
     """pgbench of the cluster's major version when installed, else the one on PATH."""
+    return _server_tool("pgbench", version)
+
+
+def _server_tool(program: str, version: str | None) -> str:
+    """A client program that PostgreSQL ships: the one of the cluster's major version when
+    installed, else the one on PATH, else the newest under /usr/lib/postgresql."""
     if version:
         try:
-            candidate = postgres.bindir_for(version) / "pgbench"
+            candidate = postgres.bindir_for(version) / program
         except EngineError:
             candidate = None
         if candidate is not None and candidate.is_file():
             return str(candidate)
-    found = shutil.which("pgbench")
+    found = shutil.which(program)
     if found:
         return found
-    for candidate in sorted(Path("/usr/lib/postgresql").glob("*/bin/pgbench"), reverse=True):
+    for candidate in sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{program}"), reverse=True):
         return str(candidate)
-    return DEFAULT_PGBENCH
+    return f"/usr/bin/{program}"
 
 
 def program_path(engine: str, version: str | None = None) -> str:
-    """The program of a load generator by its engine's name (pgbench of the cluster's version)."""
-    return sysbench_path() if engine == "sysbench" else pgbench_path(version)
+    """The program of a load generator by its engine's name, as the engine says where it lives
+    (``server_bindir``: the one of the cluster's version)."""
+    tool = engines.ENGINES[engine]
+    if tool.server_bindir:
+        return _server_tool(tool.program, version)
+    return shutil.which(tool.program, path=PATH) or f"/usr/bin/{tool.program}"
 
 
 def sysbench_path() -> str:
     """sysbench on PATH (Debian's package: /usr/bin/sysbench, its Lua scripts under /usr/share)."""
-    return shutil.which("sysbench", path=PATH) or DEFAULT_SYSBENCH
+    return program_path("sysbench")
 
 
 def bench_user() -> OsUser:

@@ -12,8 +12,8 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 
 from benchmarks import services
+from benchmarks.lib import engines
 from benchmarks.lib import pgbench_command as cmd
-from benchmarks.lib import sysbench_command as sb
 from benchmarks.models import BenchmarkRun, RunStatus
 from panel.clusters.management.cli import PanelCommand, find_cluster
 from panel.pools.models import ConnectionPool
@@ -106,7 +106,7 @@ class RunSubcommands(PanelCommand):
             duration_s=opts["duration"],
             transactions=opts["transactions"],
             progress_interval_s=opts["progress"],
-            builtin=opts["script"] or ("oltp_read_write" if opts["engine"] == sb.SYSBENCH else "tpcb-like"),
+            builtin=opts["script"] or engines.ENGINES[opts["engine"]].default_script,
             query_mode=opts["protocol"],
             rate=opts["rate"],
             latency_limit_ms=opts["latency_limit"],

@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 
 from benchmarks import services
+from benchmarks.lib import engines
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib import sysbench_command as sb
 from benchmarks.management.bench_runs import WAIT_TURN_S, RunSubcommands
@@ -31,7 +32,7 @@ class SweepSubcommands(RunSubcommands):
             clients=1,
             threads=1,
             duration_s=opts["duration"],
-            builtin=opts["script"] or ("oltp_read_write" if opts["engine"] == sb.SYSBENCH else "tpcb-like"),
+            builtin=opts["script"] or engines.ENGINES[opts["engine"]].default_script,
             query_mode="auto" if opts["engine"] == sb.SYSBENCH else opts["protocol"],
             connect_per_transaction=opts["connect"],
             engine=opts["engine"],

@@ -10,6 +10,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from benchmarks.lib import engines
 from benchmarks.models.status import Engine, InvalidTransition, JobStatus
 from panel.clusters.models import Cluster
 
@@ -58,16 +59,23 @@ class DataSet(models.Model):
         ]
 
     def __str__(self) -> str:
-        if self.engine == Engine.SYSBENCH:
-            return f"{self.database} {self.shape}"
-        return f"{self.database} scale {self.scale}"
+        return f"{self.database} {engines.ENGINES[self.engine].short_shape(self.spec)}"
+
+    @property
+    def spec(self) -> engines.DatasetSpec:
+        """What the data set is made of, as its engine reads it."""
+        return engines.DatasetSpec(
+            scale=self.scale,
+            init_steps=self.init_steps or None,
+            foreign_keys=self.foreign_keys,
+            tables=self.tables,
+            table_size=self.table_size,
+        )
 
     @property
     def shape(self) -> str:
         """What the data set holds, in the tool's own terms (``bench init`` prints it)."""
-        if self.engine == Engine.SYSBENCH:
-            return f"sysbench {self.tables} × {self.table_size:,} rows"
-        return f"at scale {self.scale}"
+        return engines.ENGINES[self.engine].shape(self.spec)
 
     @property
     def is_terminal(self) -> bool:

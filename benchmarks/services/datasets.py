@@ -13,6 +13,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from benchmarks.engine import runner
+from benchmarks.lib import engines
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib import sysbench_command as sb
 from benchmarks.lib.pgbench_output import FATAL_KINDS, InitDone, InitPhase, InitProgress, StderrParser
@@ -59,29 +60,19 @@ def init_dataset(
             code="database.not_found",
             params={"name": database},
         )
-    if engine == Engine.SYSBENCH:
-        tables = tables or sb.DEFAULT_TABLES
-        table_size = table_size or sb.DEFAULT_TABLE_SIZE
-        found = sb.prepare_problems(tables, table_size)
-        if found:
-            raise ServiceError.joined([message for _f, message in found], field=found[0][0])
-        scale, init_steps, foreign_keys = None, None, False
-    elif engine == Engine.PGBENCH:
-        if scale is None:
-            raise ServiceError(
-                N_("Give a scale factor."), field="scale", code="dataset.scale_missing", params={}
-            )
-        found = cmd.init_problems(cmd.InitOptions(scale, init_steps or None, foreign_keys))
-        if found:
-            raise ServiceError.joined([message for _f, message in found], field=found[0][0])
-        tables = table_size = None
-    else:
+    tool = engines.engine_for(engine)
+    if tool is None:
         raise ServiceError(
             N_("Unknown engine %(e)s: choose pgbench or sysbench."),
             field="engine",
             code="dataset.engine_unknown",
             params={"e": engine},
         )
+    spec, found = tool.dataset_spec(
+        engines.DatasetSpec(scale, init_steps or None, foreign_keys, tables, table_size)
+    )
+    if found:
+        raise ServiceError.joined([message for _f, message in found], field=found[0][0])
     if BenchmarkRun.objects.filter(cluster=cluster, database=database, status=RunStatus.RUNNING).exists():
         raise ServiceError(
             N_("A benchmark is running on this database; wait for it or cancel it."),
@@ -102,11 +93,11 @@ def init_dataset(
         cluster=cluster,
         database=database,
         engine=engine,
-        scale=scale,
-        tables=tables,
-        table_size=table_size,
-        init_steps=init_steps or "",
-        foreign_keys=foreign_keys,
+        scale=spec.scale,
+        tables=spec.tables,
+        table_size=spec.table_size,
+        init_steps=spec.init_steps or "",
+        foreign_keys=spec.foreign_keys,
         progress_message=_("Queued"),
     )
     if enqueue:
@@ -141,7 +132,7 @@ class _PgbenchInit:
 
     program, command, table_prefix = "pgbench", "pgbench -i", "pgbench_"
 
-    def __init__(self) -> None:
+    def __init__(self, spec: engines.DatasetSpec) -> None:
         self.parser = StderrParser()
         self.percent, self.message = 0, ""
 
@@ -169,8 +160,8 @@ class _SysbenchPrepare:
 
     program, command, table_prefix = "sysbench", "sysbench prepare", "sbtest"
 
-    def __init__(self, tables: int) -> None:
-        self.tables = tables
+    def __init__(self, spec: engines.DatasetSpec) -> None:
+        self.tables = int(spec.tables or 0)
         self.done: set[int] = set()
         self.message = self.first_error = ""
 
@@ -190,6 +181,18 @@ class _SysbenchPrepare:
         return min(99, 100 * len(self.done) // max(1, self.tables))
 
 
+# Who reads a data set's initialisation, by its engine's ``init_recorder``.
+INIT_RECORDERS: dict[str, type[_PgbenchInit] | type[_SysbenchPrepare]] = {
+    "pgbench": _PgbenchInit,
+    "sysbench": _SysbenchPrepare,
+}
+
+
+def dataset_spec(dataset: DataSet) -> engines.DatasetSpec:
+    """What a data set row is made of, as its engine reads it."""
+    return dataset.spec
+
+
 def _init_env(target: ResolvedTarget) -> dict[str, str]:
     return cmd.build_env(
         target.password, target.connection.sslmode, base=runner.base_env(), application_name="pgpanel-init"
@@ -204,17 +207,10 @@ def _execute_init(dataset: DataSet) -> None:
     except ServiceError as exc:
         dataset.fail(exc.message)
         return
-    progress: _PgbenchInit | _SysbenchPrepare
-    if dataset.engine == Engine.SYSBENCH:
-        tables = int(dataset.tables or 0)
-        progress = _SysbenchPrepare(tables)
-        args = sb.build_prepare_args(
-            runner.sysbench_path(), target.connection, tables, int(dataset.table_size or 0)
-        )
-    else:
-        progress = _PgbenchInit()
-        options = cmd.InitOptions(dataset.scale, dataset.init_steps or None, dataset.foreign_keys)
-        args = cmd.build_init_args(runner.pgbench_path(cluster.version), target.connection, options)
+    tool = engines.ENGINES[dataset.engine]
+    spec = dataset_spec(dataset)
+    progress = INIT_RECORDERS[tool.init_recorder](spec)
+    args = tool.init_args(runner.program_path(tool.name, cluster.version), target.connection, spec)
     env = _init_env(target)
     started = time.monotonic()
     try:

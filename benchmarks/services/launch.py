@@ -13,7 +13,7 @@ from benchmarks.lib.pgbench_check import check_custom_script
 from benchmarks.lib.pgbench_script_rules import shell_commands
 from benchmarks.models import BenchmarkRun, Engine, InvalidTransition, RunStatus, Sweep
 from benchmarks.services.config import HOSTNAME, SCRIPT_FILE, percentile_budget
-from benchmarks.services.datasets import latest_dataset
+from benchmarks.services.datasets import dataset_spec, latest_dataset
 from benchmarks.services.enqueue import enqueue_run, kick_next
 from benchmarks.services.targets import ResolvedTarget, require_serving, resolve_target
 from panel.clusters.models import Cluster
@@ -49,28 +49,22 @@ def _target_database(target: ResolvedTarget) -> str:
     return target.pool.database if target.pool else target.connection.dbname
 
 
-def sysbench_options(cluster: Cluster, target: ResolvedTarget, options: cmd.RunOptions) -> cmd.RunOptions:
-    """A sysbench run made whole for its target: the tables and rows of the database's sysbench data
-    set (unless given), and prepared statements off through transaction and statement pools."""
-    options = engines.ENGINES[Engine.SYSBENCH].for_target(options, target.pool.mode if target.pool else None)
-    if options.tables is not None and options.table_size is not None:
+def dataset_options(cluster: Cluster, target: ResolvedTarget, options: cmd.RunOptions) -> cmd.RunOptions:
+    """A run made whole for its target, as its engine says: through a pool (sysbench's prepared
+    statements off through transaction and statement pools), and its shape from the database's data
+    set of that engine when the engine wants one (sysbench's tables and rows, unless given)."""
+    engine = engines.engine_for(options.engine)
+    if engine is None:
+        return options  # engines.problems names it
+    options = engine.for_target(options, target.pool.mode if target.pool else None)
+    if not engine.wants_dataset(options):
         return options
-    dataset = latest_dataset(cluster, _target_database(target), Engine.SYSBENCH)
+    database = _target_database(target)
+    dataset = latest_dataset(cluster, database, engine.name)
     if dataset is None:
-        raise ServiceError(
-            N_(
-                "No sysbench data set in the database “%(db)s”: prepare one first (Data sets, engine "
-                "sysbench), pgbench's tables are not sysbench's."
-            ),
-            field="database",
-            code="run.sysbench_data_missing",
-            params={"db": _target_database(target)},
-        )
-    return replace(
-        options,
-        tables=options.tables or dataset.tables,
-        table_size=options.table_size or dataset.table_size,
-    )
+        missing = engine.missing_dataset(database)
+        raise ServiceError(missing.template, field="database", code=missing.code, params=missing.params)
+    return engine.with_dataset(options, dataset_spec(dataset))
 
 
 def validate_run(
@@ -83,20 +77,15 @@ def validate_run(
     custom_script: str | None = None,
 ) -> ResolvedTarget:
     """Every blocking check of a launch; raises ServiceError naming the form field."""
-    if options.engine == Engine.SYSBENCH and custom_script is not None:
-        raise ServiceError(
-            N_("sysbench runs its built-in OLTP scripts only; custom scripts are pgbench's."),
-            field="script",
-            code="run.sysbench_custom_script",
-            params={},
-        )
+    engine = engines.engine_for(options.engine)
+    refusal = engine.custom_script_refusal() if engine is not None and custom_script is not None else None
+    if refusal is not None:
+        raise ServiceError(refusal.template, field="script", code=refusal.code, params=refusal.params)
     if custom_script is not None:
         refuse_shell_commands(custom_script)
     require_serving(cluster)
     target = resolve_target(cluster, pool=pool, database=database, user=user)
-    options = _with_script(options, custom_script)
-    if options.engine == Engine.SYSBENCH:
-        options = sysbench_options(cluster, target, options)
+    options = dataset_options(cluster, target, _with_script(options, custom_script))
     found = engines.problems(options)
     if found:
         raise ServiceError.joined([message for _field, message in found], field=found[0][0])
@@ -142,11 +131,10 @@ def preview_warnings(
         target = resolve_target(cluster, pool=pool, database=database, user=user)
     except ServiceError:
         return []
-    if options.engine == Engine.SYSBENCH:
-        try:
-            options = sysbench_options(cluster, target, options)
-        except ServiceError as exc:
-            return [exc.message]
+    try:
+        options = dataset_options(cluster, target, options)
+    except ServiceError as exc:
+        return [exc.message]
     return _warnings_for(target, cluster, _with_script(options, custom_script))
 
 
@@ -182,10 +170,8 @@ def _new_run(
     percentiles: bool = True,
     foreground: bool = False,
 ) -> BenchmarkRun:
-    options = _with_script(options, custom_script)
-    sysbench = options.engine == Engine.SYSBENCH
-    if sysbench:
-        options = sysbench_options(cluster, target, options)
+    options = dataset_options(cluster, target, _with_script(options, custom_script))
+    engine = engines.ENGINES[options.engine]
     run = BenchmarkRun(
         foreground=foreground,
         engine=options.engine,
@@ -208,10 +194,9 @@ def _new_run(
         warnings=[message_to_json(warning) for warning in _warnings_for(target, cluster, options)],
         # sysbench keeps no transaction log: its percentiles come from its own lines and histogram.
         percentile_sampling_rate=choose_sampling_rate(cluster, options)
-        if percentiles and not sysbench
+        if percentiles and engine.logs_transactions
         else None,
     )
-    engine = engines.ENGINES[options.engine]
     env = engine.env(target.password, target.connection.sslmode, base={}, application_name=None)
     args = engine.run_args(options.engine, target.connection, options)
     run.command_display = cmd.display_command(args, env, program=options.engine)

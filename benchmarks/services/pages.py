@@ -11,7 +11,6 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import QuerySet
-from django.template.defaultfilters import floatformat
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop as N_
 
@@ -21,6 +20,7 @@ from benchmarks.services.read import live_state, shown_command
 from benchmarks.services.sweep_report import sweep_report
 from panel.clusters.models import Cluster
 from panel.clusters.ownership import clusters_for
+from panel.clusters.templatetags.numbers import number
 
 HISTORY_LIMIT = 50
 RECENT_SWEEPS = 10
@@ -176,9 +176,16 @@ def summary_rows(summary: dict[str, Any] | None) -> list[tuple[str, Any]]:
 
 
 def _shown(value: Any) -> Any:
-    """A summary figure as the page shows it: floats to at most 3 decimals with the language's
-    separators (118,504 in German; pgbench prints 118.504488), everything else as it is."""
-    return floatformat(value, "-3g") if isinstance(value, float) else value
+    """A summary figure as the page shows it, through the one number formatter: floats to at most
+    3 decimals with the language's separators (118,504 in German; pgbench prints 118.504488),
+    whole numbers with their digits grouped (138.090 in German), everything else as it is."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, float):
+        return number(value, -3)
+    if isinstance(value, int):
+        return number(value)
+    return value
 
 
 def run_page(run: BenchmarkRun) -> dict[str, Any]:

@@ -11,8 +11,9 @@ from typing import Any
 from django.template.defaultfilters import floatformat
 from django.utils.translation import gettext as _
 
+from benchmarks.lib import engines
 from benchmarks.lib import pgbench_command as cmd
-from benchmarks.models import BenchmarkRun, Engine, RunStatus, Sweep
+from benchmarks.models import BenchmarkRun, RunStatus, Sweep
 from benchmarks.services.failure import explain_failure
 from panel.core.errors import N_, ServiceError
 
@@ -34,12 +35,11 @@ SAMPLE_FIELDS = (
 )
 
 
-# A sysbench run's samples also have its queries per second (pgbench's exports are unchanged).
-SYSBENCH_SAMPLE_FIELDS = (*SAMPLE_FIELDS, "qps")
-
-
 def sample_fields(run: BenchmarkRun) -> tuple[str, ...]:
-    return SYSBENCH_SAMPLE_FIELDS if run.engine == Engine.SYSBENCH else SAMPLE_FIELDS
+    """The shared fields and the engine's own (a sysbench run's queries per second; pgbench's
+    exports are unchanged)."""
+    engine = engines.engine_for(run.engine)
+    return (*SAMPLE_FIELDS, *engine.extra_sample_fields) if engine is not None else SAMPLE_FIELDS
 
 
 def samples_after(run: BenchmarkRun, after: int = 0, limit: int = 5000) -> list[dict[str, Any]]:
@@ -73,12 +73,15 @@ def live_figures(run: BenchmarkRun, latest: dict[str, Any]) -> dict[str, Any]:
         if latest["latency_avg_ms"] is not None
         else dash,
         "p95": f"{floatformat(latest['p95_ms'], '2g')} ms" if latest["p95_ms"] is not None else dash,
-        "failed": str(latest["failed"]) if latest["failed"] is not None else dash,
+        "failed": floatformat(latest["failed"], "0g") if latest["failed"] is not None else dash,
     }
     if run.duration_s:
         elapsed = latest["elapsed_s"] or 0.0
         figures["progress"] = min(100, round(100 * elapsed / run.duration_s))
-        figures["elapsed"] = _("%(e)s s of %(d)s s") % {"e": floatformat(elapsed, 0), "d": run.duration_s}
+        figures["elapsed"] = _("%(e)s s of %(d)s s") % {
+            "e": floatformat(elapsed, "0g"),
+            "d": floatformat(run.duration_s, "0g"),
+        }
     return figures
 
 

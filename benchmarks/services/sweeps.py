@@ -15,8 +15,9 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from benchmarks.engine import runner
+from benchmarks.lib import engines
 from benchmarks.lib import pgbench_command as cmd
-from benchmarks.models import BenchmarkRun, Engine, InvalidTransition, RunStatus, Sweep, SweepKind
+from benchmarks.models import BenchmarkRun, InvalidTransition, RunStatus, Sweep, SweepKind
 from benchmarks.services.config import HOSTNAME
 from benchmarks.services.enqueue import enqueue_run, kick_next, next_in_line
 from benchmarks.services.execute import execute_run
@@ -73,8 +74,8 @@ def check_pool_sizes(cluster: Cluster, sizes: Sequence[int], pool: ConnectionPoo
 
 
 def _threads_for(options: cmd.RunOptions, clients: int, cpus: int | None) -> int:
-    # sysbench drives each client from a thread of its own.
-    return clients if options.engine == Engine.SYSBENCH else cmd.default_threads(clients, cpus)
+    engine = engines.engine_for(options.engine)  # sysbench drives each client from a thread of its own
+    return engine.threads_for(clients, cpus) if engine is not None else cmd.default_threads(clients, cpus)
 
 
 def _make_scratch_pool(cluster: Cluster, database: str | None, size: int) -> ConnectionPool:

@@ -124,7 +124,7 @@ def test_the_run_page_shows_summary_command_exports_and_a_link_back(owner_client
     run = story[0]
     page = owner_client.get(run_url("benchmarks:run-detail", run)).content.decode()
     assert "Succeeded" in page and str(run.status_meaning) in page
-    assert "Transactions processed" in page and "138090" in page and "Scaling factor" in page
+    assert "Transactions processed" in page and "138,090" in page and "Scaling factor" in page
     assert "pgbench -h 127.0.0.1 -c 50 -j 2 -T 60" in page and 'data-copy-target="#bench-command"' in page
     assert run_url("benchmarks:run-export", run, fmt="csv") in page
     assert run_url("benchmarks:run-export", run, fmt="json") in page

@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from panel.clusters.models import Cluster
 from panel.clusters.ownership import get_cluster_for_user
+from panel.clusters.templatetags.numbers import number
 from panel.core.errors import ServiceError
 from panel.core.web import add_service_error
 from panel.quotas import services
@@ -34,9 +35,9 @@ def _shown(row: services.Row, now: dt.datetime) -> dict[str, Any]:
         "space_soft": human_space(quota.space_soft),
         "space_hard": human_space(quota.space_hard),
         "space_grace": row.space_grace,
-        "files_used": human_count(quota.files_used) if quota.files_used is not None else "—",
-        "files_soft": human_count(quota.files_soft),
-        "files_hard": human_count(quota.files_hard),
+        "files_used": human_count(quota.files_used, number) if quota.files_used is not None else "—",
+        "files_soft": human_count(quota.files_soft, number),
+        "files_hard": human_count(quota.files_hard, number),
         "files_grace": row.files_grace,
         "allowance_left": quota.allowance_left,
         "writes_allowed": quota.writes_allowed_at(now),

@@ -53,3 +53,25 @@ def test_card_refuses_next_to_the_field_and_adds_a_good_sink(
     assert other_client.post(f"{url}{sink.pk}/delete/").status_code == 404
     assert owner_client.post(f"{url}{sink.pk}/delete/", headers=HTMX).status_code == 200
     assert not LogSink.objects.exists()
+
+
+def test_card_groups_the_entries_sent_as_the_language_does(
+    cluster: Cluster, owner_client: Client, settings: Any
+) -> None:
+    settings.PANEL_LOGSINK_TARGET_NETWORKS = ["127.0.0.0/8"]
+    form = {
+        "sink_name": "central",
+        "sink_type": "rsyslog",
+        "server": "127.0.0.1",
+        "port": "6514",
+        "format": "rfc5424",
+    }
+    owner_client.post(f"/clusters/{cluster.pk}/logsinks/add/", form, headers=HTMX)
+    LogSink.objects.filter(cluster=cluster).update(sent_count=12345)
+    url = f"/clusters/{cluster.pk}/logsinks/"
+    german = owner_client.get(url, headers=HTMX, HTTP_ACCEPT_LANGUAGE="de").content.decode()
+    assert "12.345 Einträge gesendet" in german
+    assert (
+        "12,345 entries sent"
+        in owner_client.get(url, headers=HTMX, HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from panel.core.errors import C_, N_, CodedError
@@ -103,13 +103,14 @@ def human_space(num_bytes: int) -> str:
     return f"{sign}{kib}K"
 
 
-def human_count(number: int) -> str:
-    """As quota-tools' number2str with ``-s``: k, m, g, t (powers of 1000) from 100 of them on."""
+def human_count(number: int, whole: Callable[[int], str] = str) -> str:
+    """As quota-tools' number2str with ``-s``: k, m, g, t (powers of 1000) from 100 of them on;
+    below that the number as ``whole`` writes it (a page passes its number formatter: 99,999)."""
     for power, suffix in ((4, "t"), (3, "g"), (2, "m"), (1, "k")):
         unit = 1000**power
         if number >= 100 * unit:
             return f"{(number + unit - 1) // unit}{suffix}"
-    return str(number)
+    return whole(number)
 
 
 def grace_left_text(seconds: float) -> str:
