@@ -103,18 +103,20 @@ def _at_stop(**_kwargs: Any) -> None:
 INVENTORY_EVERY = 30
 
 
-class _Heartbeat:
-    """The agent's heartbeat thread: its node's last_heartbeat every PANEL_NODE_HEARTBEAT_SECONDS."""
+class _Background:
+    """A daemon thread of the agent that wakes every few seconds until ``stop``; each subclass
+    keeps its own event and thread, and names its loop ``_loop``."""
 
-    _stop = threading.Event()
-    _thread: threading.Thread | None = None
+    _stop: threading.Event
+    _thread: threading.Thread | None
+    thread_name = ""
 
     @classmethod
     def start(cls) -> None:
         if cls._thread is not None:
             return
         cls._stop.clear()
-        cls._thread = threading.Thread(target=cls._beat, name="node-heartbeat", daemon=True)
+        cls._thread = threading.Thread(target=cls._loop, name=cls.thread_name, daemon=True)
         cls._thread.start()
 
     @classmethod
@@ -122,7 +124,19 @@ class _Heartbeat:
         cls._stop.set()
 
     @classmethod
-    def _beat(cls) -> None:
+    def _loop(cls) -> None:
+        raise NotImplementedError
+
+
+class _Heartbeat(_Background):
+    """The agent's heartbeat thread: its node's last_heartbeat every PANEL_NODE_HEARTBEAT_SECONDS."""
+
+    _stop = threading.Event()
+    _thread: threading.Thread | None = None
+    thread_name = "node-heartbeat"
+
+    @classmethod
+    def _loop(cls) -> None:
         warned = False
         beats = 0
         while not cls._stop.wait(settings.PANEL_NODE_HEARTBEAT_SECONDS):
@@ -143,28 +157,17 @@ class _Heartbeat:
                 connection.close()
 
 
-class _MemberWatch:
+class _MemberWatch(_Background):
     """The agent's look at the members of its clusters with standbys, every
     PANEL_MEMBER_WATCH_SECONDS: their rows, and after a failover PgBouncer repointed, the event
     and the owner's email (Patroni's callback repoints PgBouncer first; this is the backup)."""
 
     _stop = threading.Event()
     _thread: threading.Thread | None = None
+    thread_name = "member-watch"
 
     @classmethod
-    def start(cls) -> None:
-        if cls._thread is not None:
-            return
-        cls._stop.clear()
-        cls._thread = threading.Thread(target=cls._watch, name="member-watch", daemon=True)
-        cls._thread.start()
-
-    @classmethod
-    def stop(cls) -> None:
-        cls._stop.set()
-
-    @classmethod
-    def _watch(cls) -> None:
+    def _loop(cls) -> None:
         while not cls._stop.wait(settings.PANEL_MEMBER_WATCH_SECONDS):
             try:
                 for cluster in Cluster.objects.here().filter(
