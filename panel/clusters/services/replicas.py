@@ -5,6 +5,8 @@ The web, the API, ``manage.py replica`` and the tasks call these same functions.
 A replica is a cluster row whose ``replica_of`` is its source (``replica_build`` makes it); it has
 its own name, plan (at least the source's), ports, certificate, system user and PgBouncer, and
 its source's data, roles and passwords. Its source cannot be deleted while it has replicas.
+A replica of a cluster with standbys streams through the cluster's port (HAProxy, which follows
+the primary) with a Patroni permanent slot, so it keeps streaming after a failover.
 """
 
 from __future__ import annotations
@@ -58,13 +60,6 @@ def create_replica(
             N_("“%(name)s” is itself a read-only replica; add replicas to its source instead."),
             code="replica.of_replica",
             params={"name": source.name},
-        )
-    if source.is_ha:
-        # Its slot would live on one member only: after a failover the replica could not stream.
-        raise ServiceError(
-            N_("Read-only replicas follow one-member clusters for now; this cluster has standby nodes."),
-            code="replica.source_has_standbys",
-            params={},
         )
     source.require_serving(fresh=True)
     if source.replicas.count() >= MAX_REPLICAS:

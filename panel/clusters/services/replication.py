@@ -9,19 +9,22 @@ source's row and, in clear, only in a 0600 passfile of the replica's system user
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from django.conf import settings
 from psycopg import sql
 
 from panel import crypto
-from panel.clusters.engine import dbconn
+from panel.clusters.engine import dbconn, patroni
+from panel.clusters.lib import patroni as patroni_lib
 from panel.clusters.lib.pgconf import STANDBY_FILE, render_standby_conf, standby_conninfo
 from panel.clusters.models import Cluster
 from panel.clusters.services.create import new_password
 from panel.core import runas
 from panel.core.agent import on_node
 from panel.core.polling import wait_for
+from panel.core.runas import EngineError
 
 PASSFILE = "replication.pgpass"
 SOURCE_CA = "source-ca.crt"
@@ -120,14 +123,94 @@ def standby_files(replica: Cluster) -> list[str]:
 
 def drop_slot(source: Cluster, slot: str) -> bool:
     """Remove a replica's slot from its source, so the source keeps no WAL for it; True if one
-    was there. A slot still in use (its walsender exiting) is retried by the caller's next call."""
-    with dbconn.admin_connection(source) as conn:
+    was there. A slot still in use (its walsender exiting) is retried by the caller's next call.
+    With standbys the slot is one of Patroni's permanent slots: it leaves Patroni's configuration
+    first (else Patroni would make it again), then every member that still has it."""
+    if not source.is_ha:
+        return _drop_on(source, slot, None)
+    try:
+        _patch_slots(source, patroni_lib.permanent_slots(remove=[slot]))
+    except EngineError as exc:
+        # As when the source's PostgreSQL does not answer: the caller's retry or warning.
+        raise dbconn.DatabaseError(str(exc)) from None
+    found = False
+    for port in source.members.values_list("port", flat=True):
+        try:
+            found |= _drop_on(source, slot, int(port))
+        except dbconn.DatabaseError:
+            continue  # a member that is down: its Patroni drops the slot once it runs again
+    return found
+
+
+def _drop_on(source: Cluster, slot: str, port: int | None) -> bool:
+    with dbconn.admin_connection(source, port=port) as conn:
         row = conn.execute(
             "SELECT pg_catalog.pg_drop_replication_slot(slot_name) FROM pg_catalog.pg_replication_slots "
             "WHERE slot_name = %s AND NOT active",
             [slot],
         ).fetchone()
     return row is not None
+
+
+def declare_slot(source: Cluster, slot: str, timeout: float) -> None:
+    """A cluster with standbys: the replica's slot as a Patroni permanent physical slot, so that
+    it exists on whichever member is primary and survives a failover (Patroni keeps copies on
+    the standbys, advanced as the primary's moves); returns once the primary has it, reserving
+    WAL. A one-member cluster's slot is made by ``pg_basebackup`` itself."""
+    _patch_slots(source, patroni_lib.permanent_slots(declare=[slot]))
+
+    def reserved() -> bool:
+        try:
+            with dbconn.admin_connection(source) as conn:
+                row = conn.execute(
+                    "SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_name = %s "
+                    "AND slot_type = 'physical' AND restart_lsn IS NOT NULL AND NOT pg_catalog.pg_is_in_recovery()",
+                    [slot],
+                ).fetchone()
+        except dbconn.DatabaseError:
+            return False
+        return row is not None
+
+    if not wait_for(reserved, timeout, interval=0.2):
+        raise EngineError(
+            f"Patroni did not make the replication slot {slot} on the primary within {timeout:.0f} s."
+        )
+
+
+def declared_slots(source: Cluster) -> dict[str, object]:
+    """Patroni's permanent slots of a cluster with standbys (its ``GET /config``)."""
+    for port in source.members.values_list("rest_port", flat=True):
+        status, text = patroni.rest("GET", int(port), "/config", timeout=5)
+        if status == 200:
+            return dict(json.loads(text).get("slots") or {})
+    raise EngineError("No member's Patroni answers.")
+
+
+def members_with_slot(source: Cluster, slot: str) -> list[str]:
+    """The members (by name) whose PostgreSQL has the slot now; a member that does not answer is
+    left out."""
+    holders = []
+    for name, port in source.members.order_by("name").values_list("name", "port"):
+        try:
+            with dbconn.admin_connection(source, port=int(port)) as conn:
+                row = conn.execute(
+                    "SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_name = %s", [slot]
+                ).fetchone()
+        except dbconn.DatabaseError:
+            continue
+        if row is not None:
+            holders.append(name)
+    return holders
+
+
+def _patch_slots(source: Cluster, body: dict[str, object]) -> None:
+    """``PATCH /config`` on the first member whose Patroni answers (it writes etcd for all)."""
+    answer = ""
+    for port in source.members.values_list("rest_port", flat=True):
+        status, answer = patroni.rest("PATCH", int(port), "/config", body, timeout=10)
+        if status == 200:
+            return
+    raise EngineError(f"Patroni did not take the replication slot: {answer.strip() or 'no member answers'}")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,153 @@
+"""A read-only replica of a cluster with standbys (Patroni, etcd, HAProxy): it streams through the
+cluster's port with a Patroni permanent slot, keeps streaming from the new primary after a
+switchover without being rebuilt, and deleting it removes the slot from Patroni's configuration
+and from every member. Bad input is refused as for a one-member source."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from django.contrib.auth.models import User
+
+from panel.clusters import services
+from panel.clusters.engine import dbconn, isolation, patroni, postgres
+from panel.clusters.lib import patroni as patroni_lib
+from panel.clusters.models import Cluster, MemberRole
+from panel.clusters.services import ha, members, replicas, replication
+from panel.clusters.tests.conftest import connect_as_client
+from panel.core.errors import ServiceError
+from panel.core.polling import wait_for
+
+OWNER = "ha-replica-owner"
+
+
+def test_permanent_slots_declare_and_remove_by_name() -> None:
+    body = patroni_lib.permanent_slots(declare=["pgpanel_replica_ab12"], remove=["pgpanel_replica_cd34"])
+    assert body == {"slots": {"pgpanel_replica_ab12": {"type": "physical"}, "pgpanel_replica_cd34": None}}
+    for bad in ("Upper", "with-dash", "", "x" * 64, "a;b"):
+        with pytest.raises(ValueError):
+            patroni_lib.permanent_slots(declare=[bad])
+
+
+@pytest.fixture(scope="module")
+def source(django_db_setup: None, django_db_blocker: object) -> Iterator[Cluster]:
+    """One two-member db-s-1vcpu-2gb cluster for the module."""
+    with django_db_blocker.unblock():  # type: ignore[attr-defined]
+        owner = User.objects.create_user(OWNER, f"{OWNER}@example.com", f"{OWNER}-password-1")
+        cluster = services.create_cluster(
+            owner, name="db-ha-source", plan_slug="db-s-1vcpu-2gb", num_nodes=2, enqueue=False
+        )
+        cluster = services.provision_cluster(cluster.pk)
+        try:
+            assert cluster.status == "online", cluster.error_message
+            yield cluster
+        finally:
+            if Cluster.objects.filter(pk=cluster.pk).exists():
+                for replica in Cluster.objects.filter(replica_of=cluster):
+                    replicas.delete_replica(replica, foreground=True)
+                services.delete_cluster(Cluster.objects.get(pk=cluster.pk), confirm_name=cluster.name)
+            else:  # flushed by a transactional test: everything runs as the cluster's user
+                isolation.kill_leftover_processes(cluster)
+                patroni.stop_etcd(ha.etcd_data_dir())
+                postgres.remove_data(cluster.data_root)
+                isolation.remove_cluster_user(cluster)
+            User.objects.filter(username=OWNER).delete()
+
+
+@pytest.fixture(autouse=True)
+def _rows(db: None) -> None:
+    """Each test's rows are rolled back; the module's source row was made outside them."""
+
+
+def fresh(cluster: Cluster) -> Cluster:
+    return Cluster.objects.select_related("node", "replica_of").get(pk=cluster.pk)
+
+
+def _has_row(cluster: Cluster, item: int) -> bool:
+    try:
+        with connect_as_client(cluster) as conn:
+            return conn.execute("SELECT count(*) FROM items WHERE id = %s", [item]).fetchone() == (1,)
+    except psycopg.Error:
+        return False
+
+
+def _write(cluster: Cluster, item: int) -> bool:
+    """One row through the cluster's port (HAProxy: whichever member is primary)."""
+    try:
+        with connect_as_client(cluster, autocommit=True) as conn:
+            conn.execute("INSERT INTO items VALUES (%s)", [item])
+    except psycopg.Error:
+        return False
+    return True
+
+
+@pytest.mark.integration
+def test_a_replica_keeps_streaming_from_the_new_primary_and_its_slot_goes_with_it(source: Cluster) -> None:
+    source = fresh(source)
+    with connect_as_client(source, autocommit=True) as conn:
+        conn.execute("CREATE TABLE items (id int PRIMARY KEY)")
+        conn.execute("INSERT INTO items VALUES (1)")
+    replica = replicas.add_replica(source, name="db-ha-replica")
+    slot = replication.slot_name(replica)
+    try:
+        # It streams through the cluster's port, not one member's, with a permanent slot that
+        # Patroni keeps on every member.
+        assert f"port='{source.port}'" in replication.conninfo(replica)
+        assert source.port not in set(source.members.values_list("port", flat=True))
+        assert replication.declared_slots(source) == {slot: {"type": "physical"}}
+        every_member = sorted(source.members.values_list("name", flat=True))
+        assert len(every_member) == 2
+        assert wait_for(lambda: replication.members_with_slot(source, slot) == every_member, 20, interval=0.5)
+        assert wait_for(lambda: _has_row(replica, 1), 10, interval=0.2)
+        with connect_as_client(replica) as conn, pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+            conn.execute("INSERT INTO items VALUES (99)")
+
+        # A switchover: the replica follows the new primary, the same postmaster (no rebuild).
+        postmaster = postgres.postmaster_pid(replica.pgdata)
+        old = source.members.get(role=MemberRole.PRIMARY)
+        new_name = members.switchover(source)
+        assert new_name != old.name
+        new = source.members.get(name=new_name)
+        assert wait_for(lambda: _write(fresh(source), 2), 30, interval=0.5)
+        assert wait_for(lambda: _has_row(replica, 2), 60, interval=0.5)
+        assert postgres.postmaster_pid(replica.pgdata) == postmaster
+        with dbconn.admin_connection(source, port=new.port) as conn:
+            assert conn.execute("SELECT pg_is_in_recovery()").fetchone() == (False,)
+            timeline = conn.execute("SELECT timeline_id FROM pg_control_checkpoint()").fetchone()
+            active = conn.execute(
+                "SELECT active FROM pg_replication_slots WHERE slot_name = %s", [slot]
+            ).fetchone()
+        assert active == (True,)  # the replica streams through its slot on the new primary
+        with dbconn.admin_connection(replica) as conn:
+            received = conn.execute("SELECT status, received_tli FROM pg_stat_wal_receiver").fetchone()
+        assert received == ("streaming", timeline[0] if timeline else None)
+        (row,) = replicas.list_replicas(fresh(source))
+        assert row.replica.pk == replica.pk and row.state == "streaming"
+
+        # Deleting it removes the permanent slot from Patroni's configuration and every member.
+        replicas.delete_replica(fresh(replica), foreground=True)
+        assert slot not in replication.declared_slots(source)
+        assert wait_for(lambda: replication.members_with_slot(source, slot) == [], 20, interval=0.5)
+    finally:
+        if Cluster.objects.filter(pk=replica.pk).exists():
+            replicas.delete_replica(fresh(replica), foreground=True)
+
+
+@pytest.mark.integration
+def test_bad_input_is_refused_with_nothing_made(source: Cluster) -> None:
+    source = fresh(source)
+    before = Cluster.objects.count()
+    declared = replication.declared_slots(source)
+    with pytest.raises(ServiceError) as small:
+        replicas.create_replica(source, name="db-ha-small", plan_slug="db-s-1vcpu-1gb", enqueue=False)
+    assert small.value.code == "replica.plan_too_small" and small.value.field == "plan"
+    with pytest.raises(ServiceError) as taken:
+        replicas.create_replica(source, name="db-ha-source", enqueue=False)
+    assert taken.value.code == "cluster.name_taken"
+    with pytest.raises(ServiceError) as not_replica:
+        replicas.promote_replica(source)
+    assert not_replica.value.code == "replica.not_a_replica"
+    assert Cluster.objects.count() == before
+    assert replication.declared_slots(source) == declared
