@@ -6,6 +6,7 @@ and from every member. Bad input is refused as for a one-member source."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -21,6 +22,7 @@ from panel.core.errors import ServiceError
 from panel.core.polling import wait_for
 
 OWNER = "ha-replica-owner"
+RECOVERY_TIMEOUT = 90
 
 
 def test_permanent_slots_declare_and_remove_by_name() -> None:
@@ -83,6 +85,39 @@ def _write(cluster: Cluster, item: int) -> bool:
     return True
 
 
+def _other_primary(cluster: Cluster, than: str) -> str | None:
+    return next(
+        (
+            s.name
+            for s in ha.read_statuses(cluster)
+            if s.is_primary and s.state == "running" and s.name != than
+        ),
+        None,
+    )
+
+
+def _streams_through_its_slot_on(source: Cluster, member: str, replica: Cluster, slot: str) -> None:
+    """The replica streams from ``member`` (the primary now) through its slot there, on the
+    primary's timeline."""
+    port = source.members.get(name=member).port
+    with dbconn.admin_connection(source, port=port) as conn:
+        assert conn.execute("SELECT pg_is_in_recovery()").fetchone() == (False,)
+        # The timeline it writes on now (pg_control's may still be the old one until a checkpoint).
+        timeline = conn.execute(
+            "SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int"
+        ).fetchone()
+        active = conn.execute(
+            "SELECT active FROM pg_replication_slots WHERE slot_name = %s", [slot]
+        ).fetchone()
+    assert active == (True,)
+
+    def received() -> tuple[object, ...] | None:
+        with dbconn.admin_connection(replica) as conn:
+            return conn.execute("SELECT status, received_tli FROM pg_stat_wal_receiver").fetchone()
+
+    assert received() == ("streaming", timeline[0] if timeline else None)
+
+
 @pytest.mark.integration
 def test_a_replica_keeps_streaming_from_the_new_primary_and_its_slot_goes_with_it(source: Cluster) -> None:
     source = fresh(source)
@@ -109,27 +144,34 @@ def test_a_replica_keeps_streaming_from_the_new_primary_and_its_slot_goes_with_i
         old = source.members.get(role=MemberRole.PRIMARY)
         new_name = members.switchover(source)
         assert new_name != old.name
-        new = source.members.get(name=new_name)
         assert wait_for(lambda: _write(fresh(source), 2), 30, interval=0.5)
-        assert wait_for(lambda: _has_row(replica, 2), 60, interval=0.5)
-        assert postgres.postmaster_pid(replica.pgdata) == postmaster
-        with dbconn.admin_connection(source, port=new.port) as conn:
-            assert conn.execute("SELECT pg_is_in_recovery()").fetchone() == (False,)
-            timeline = conn.execute("SELECT timeline_id FROM pg_control_checkpoint()").fetchone()
-            active = conn.execute(
-                "SELECT active FROM pg_replication_slots WHERE slot_name = %s", [slot]
-            ).fetchone()
-        assert active == (True,)  # the replica streams through its slot on the new primary
-        with dbconn.admin_connection(replica) as conn:
-            received = conn.execute("SELECT status, received_tli FROM pg_stat_wal_receiver").fetchone()
-        assert received == ("streaming", timeline[0] if timeline else None)
+        assert wait_for(lambda: _has_row(replica, 2), 60, interval=0.2)
+        _streams_through_its_slot_on(source, new_name, replica, slot)
         (row,) = replicas.list_replicas(fresh(source))
         assert row.replica.pk == replica.pk and row.state == "streaming"
+
+        # A crash: the primary's postmaster killed, Patroni fails over, the replica follows again.
+        assert ha.wait_healthy(source, RECOVERY_TIMEOUT)
+        crashed = source.members.get(name=new_name)
+        pid = postgres.postmaster_pid(Path(crashed.data_dir))
+        assert pid is not None
+        patroni.kill_postmaster(pid)
+        assert wait_for(lambda: _other_primary(source, new_name) is not None, RECOVERY_TIMEOUT, interval=0.2)
+        took_over = _other_primary(source, new_name)
+        assert took_over is not None
+        ha.refresh_members(source)
+        assert wait_for(lambda: _write(fresh(source), 3), 30, interval=0.5)
+        assert wait_for(lambda: _has_row(replica, 3), 60, interval=0.2)
+        _streams_through_its_slot_on(source, took_over, replica, slot)
+        assert postgres.postmaster_pid(replica.pgdata) == postmaster
 
         # Deleting it removes the permanent slot from Patroni's configuration and every member.
         replicas.delete_replica(fresh(replica), foreground=True)
         assert slot not in replication.declared_slots(source)
+        assert ha.wait_healthy(source, RECOVERY_TIMEOUT)  # the crashed member answers again too
         assert wait_for(lambda: replication.members_with_slot(source, slot) == [], 20, interval=0.5)
+        every_answers = [s.name for s in ha.read_statuses(source) if s.state in ha.HEALTHY_STATES]
+        assert sorted(every_answers) == every_member
     finally:
         if Cluster.objects.filter(pk=replica.pk).exists():
             replicas.delete_replica(fresh(replica), foreground=True)
