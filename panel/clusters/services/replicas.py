@@ -32,9 +32,14 @@ from panel.core.polling import wait_for
 from panel.core.runas import EngineError
 from panel.core.taskqueue import enqueue_task
 
-# PostgreSQL's default max_wal_senders and max_replication_slots are 10: one sender and one slot
-# per replica, and pg_basebackup needs two senders while it copies.
+# PostgreSQL's default max_wal_senders and max_replication_slots are 10 (Patroni's too): one
+# sender and one slot per replica, and pg_basebackup needs two senders while it copies.
 MAX_REPLICAS = 8
+
+
+def max_replicas(source: Cluster) -> int:
+    """How many replicas ``source`` may have: each standby takes a sender and a slot as well."""
+    return MAX_REPLICAS - max(0, source.num_nodes - 1) if source.is_ha else MAX_REPLICAS
 
 
 def _plan(slug: str) -> Plan:
@@ -62,11 +67,11 @@ def create_replica(
             params={"name": source.name},
         )
     source.require_serving(fresh=True)
-    if source.replicas.count() >= MAX_REPLICAS:
+    if source.replicas.count() >= max_replicas(source):
         raise ServiceError(
             N_("A cluster has at most %(count)s read-only replicas."),
             code="replica.too_many",
-            params={"count": MAX_REPLICAS},
+            params={"count": max_replicas(source)},
         )
     source_plan = source.plan
     assert source_plan is not None and source.node is not None

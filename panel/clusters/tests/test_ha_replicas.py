@@ -178,7 +178,7 @@ def test_a_replica_keeps_streaming_from_the_new_primary_and_its_slot_goes_with_i
 
 
 @pytest.mark.integration
-def test_bad_input_is_refused_with_nothing_made(source: Cluster) -> None:
+def test_bad_input_is_refused_with_nothing_made(source: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
     source = fresh(source)
     before = Cluster.objects.count()
     declared = replication.declared_slots(source)
@@ -191,5 +191,11 @@ def test_bad_input_is_refused_with_nothing_made(source: Cluster) -> None:
     with pytest.raises(ServiceError) as not_replica:
         replicas.promote_replica(source)
     assert not_replica.value.code == "replica.not_a_replica"
+    # Its standby takes a WAL sender and a slot too: one replica fewer than a one-member cluster.
+    assert replicas.max_replicas(source) == replicas.MAX_REPLICAS - 1
+    monkeypatch.setattr(replicas, "MAX_REPLICAS", 1)
+    with pytest.raises(ServiceError) as too_many:
+        replicas.create_replica(source, name="db-ha-one-more", enqueue=False)
+    assert too_many.value.code == "replica.too_many" and too_many.value.params == {"count": 0}
     assert Cluster.objects.count() == before
     assert replication.declared_slots(source) == declared
