@@ -19,7 +19,7 @@ from panel import crypto
 from panel.clusters.engine import dbconn, patroni
 from panel.clusters.lib import patroni as patroni_lib
 from panel.clusters.lib.pgconf import STANDBY_FILE, render_standby_conf, standby_conninfo
-from panel.clusters.models import Cluster
+from panel.clusters.models import Cluster, ClusterStatus
 from panel.clusters.services.create import new_password
 from panel.core import runas
 from panel.core.agent import on_node
@@ -31,9 +31,12 @@ SOURCE_CA = "source-ca.crt"
 STANDBY_SIGNAL = "standby.signal"
 
 
+SLOT_PREFIX = "pgpanel_replica_"
+
+
 def slot_name(replica: Cluster) -> str:
     """The source's replication slot of this replica (also its ``application_name`` there)."""
-    return f"pgpanel_replica_{replica.id.hex}"
+    return f"{SLOT_PREFIX}{replica.id.hex}"
 
 
 def replication_dir(replica: Cluster) -> str:
@@ -201,6 +204,26 @@ def members_with_slot(source: Cluster, slot: str) -> list[str]:
         if row is not None:
             holders.append(name)
     return holders
+
+
+def keep_slots_declared(source: Cluster) -> list[str]:
+    """The reconciler's part for a cluster with standbys: Patroni's permanent replica slots are
+    its replicas' (one missing, etcd's data lost or a PATCH that failed, is declared again; one
+    of a replica that is gone, deleted while no Patroni answered, is removed); other permanent
+    slots are left alone. Returns what it did, for the reconciler's notes."""
+    try:
+        declared = {name for name in declared_slots(source) if name.startswith(SLOT_PREFIX)}
+    except EngineError:
+        return []  # no Patroni answers: supervise() starts them, the next pass does this
+    wanted = {slot_name(replica) for replica in source.replicas.exclude(status=ClusterStatus.DELETING)}
+    missing, extra = sorted(wanted - declared), sorted(declared - wanted)
+    if not missing and not extra:
+        return []
+    try:
+        _patch_slots(source, patroni_lib.permanent_slots(declare=missing, remove=extra))
+    except EngineError as exc:
+        return [f"{source.name}: replica slots not declared: {exc}"]
+    return [f"{source.name}: replica slots declared {missing}, removed {extra}"]
 
 
 def _patch_slots(source: Cluster, body: dict[str, object]) -> None:

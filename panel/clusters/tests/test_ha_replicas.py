@@ -136,6 +136,17 @@ def test_a_replica_keeps_streaming_from_the_new_primary_and_its_slot_goes_with_i
         assert len(every_member) == 2
         assert wait_for(lambda: replication.members_with_slot(source, slot) == every_member, 20, interval=0.5)
         assert wait_for(lambda: _has_row(replica, 1), 10, interval=0.2)
+        # A slot no longer declared (etcd's data lost) is declared again by the reconciler.
+        status, _text = patroni.rest(
+            "PATCH", source.members.first().rest_port, "/config", patroni_lib.permanent_slots(remove=[slot])
+        )
+        assert status == 200 and slot not in replication.declared_slots(source)
+        assert replication.keep_slots_declared(source) == [
+            f"{source.name}: replica slots declared {[slot]}, removed []"
+        ]
+        assert replication.declared_slots(source) == {slot: {"type": "physical"}}
+        assert replication.keep_slots_declared(source) == []
+        assert wait_for(lambda: replication.members_with_slot(source, slot) == every_member, 20, interval=0.5)
         with connect_as_client(replica) as conn, pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
             conn.execute("INSERT INTO items VALUES (99)")
 
@@ -191,6 +202,27 @@ def test_bad_input_is_refused_with_nothing_made(source: Cluster, monkeypatch: py
     with pytest.raises(ServiceError) as not_replica:
         replicas.promote_replica(source)
     assert not_replica.value.code == "replica.not_a_replica"
+    # A replica's slot left declared (deleted while no Patroni answered) is removed by the
+    # reconciler; a permanent slot that is not a replica's is left alone.
+    gone, other = f"{replication.SLOT_PREFIX}{'0' * 32}", "someone_elses_slot"
+    status, _text = patroni.rest(
+        "PATCH",
+        source.members.first().rest_port,
+        "/config",
+        patroni_lib.permanent_slots(declare=[gone, other]),
+    )
+    assert status == 200
+    try:
+        assert replication.keep_slots_declared(source) == [
+            f"{source.name}: replica slots declared [], removed {[gone]}"
+        ]
+        assert gone not in replication.declared_slots(source) and other in replication.declared_slots(source)
+    finally:
+        patroni.rest(
+            "PATCH", source.members.first().rest_port, "/config", patroni_lib.permanent_slots(remove=[other])
+        )
+    assert replication.declared_slots(source) == declared
+
     # Its standby takes a WAL sender and a slot too: one replica fewer than a one-member cluster.
     assert replicas.max_replicas(source) == replicas.MAX_REPLICAS - 1
     monkeypatch.setattr(replicas, "MAX_REPLICAS", 1)
