@@ -58,6 +58,9 @@ _CATALOGUE = [
     MetricInfo("conn_total", POSTGRES, "", "", "Client connections"),
     MetricInfo("max_connections", POSTGRES, "", "", "The server's max_connections"),
     MetricInfo("conn_percent", POSTGRES, "", "%", "Client connections as a share of max_connections"),
+    # pg_stat_replication on the primary, per standby member or read-only replica (gauges)
+    MetricInfo("replication_lag_bytes", POSTGRES, "member", "B", "WAL bytes a standby has not replayed"),
+    MetricInfo("replication_lag_seconds", POSTGRES, "member", "s", "Replay delay of a standby (replay_lag)"),
     # host figures of local clusters
     MetricInfo("cpu_percent", HOST, "", "%", "CPU used by the cluster's processes, share of the machine"),
     MetricInfo("memory_bytes", HOST, "", "B", "Memory of the cluster's processes, shared counted once"),
