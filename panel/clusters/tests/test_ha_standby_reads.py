@@ -25,7 +25,7 @@ from panel.api import services as api_services
 from panel.api.models import Scope
 from panel.clusters import services
 from panel.clusters.engine import isolation, patroni, postgres
-from panel.clusters.models import Cluster
+from panel.clusters.models import Cluster, Node
 from panel.clusters.services import ha
 from panel.clusters.tests.conftest import make_cluster_row
 from panel.core.errors import ServiceError
@@ -188,6 +188,34 @@ def test_with_the_standby_stopped_the_primary_answers_reads(ha_cluster: Cluster)
     assert answered_by_primary, "reads on the standby port were not answered by the primary"
     with _connect(ha_cluster, standby=True) as conn:
         assert conn.execute("SELECT count(*) FROM seen").fetchone() == (1,)
+
+
+def test_a_node_added_with_a_private_address_gives_it_to_private_connections(owner: User) -> None:
+    call_command(
+        "node",
+        "add",
+        "db2",
+        "--address",
+        "db2.example.net",
+        "--private-address",
+        "10.0.0.2",
+        "--ports",
+        "31000-31099",
+        "--data-dir",
+        "/var/lib/pgpanel",
+        "--ram",
+        "8",
+        "--vcpus",
+        "2",
+        stdout=io.StringIO(),
+    )
+    cluster = make_cluster_row(owner, node=Node.objects.get(name="db2"))
+    token = api_services.create_token(owner, "private", [Scope.READ])[1]
+    response = Client().get(f"/v2/databases/{cluster.pk}", headers={"Authorization": f"Bearer {token}"})
+    got = json.loads(response.content)["database"]
+    assert got["connection"]["host"] == "db2.example.net"
+    assert got["private_connection"]["host"] == "10.0.0.2"
+    assert got["private_connection"]["port"] == got["connection"]["port"]
 
 
 @pytest.mark.django_db(transaction=True)

@@ -10,7 +10,7 @@ instead of producing a negative rate.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -114,6 +114,19 @@ def split_label(labels: str) -> tuple[str, str] | None:
         return None
     key, _sep, value = labels.partition("=")
     return key, value
+
+
+def replication_label(
+    application_name: str, members: Collection[str], replicas: Mapping[str, str]
+) -> str | None:
+    """The labels of a walsender's lag: ``member=NAME`` for a standby member (Patroni streams
+    under the member's name), ``member=replica:NAME`` for a read-only replica (it streams under
+    its slot's name); None for anything else (a base backup, a logical subscriber)."""
+    if application_name in members:
+        return label("member", application_name)
+    if application_name in replicas:
+        return label("member", f"replica:{replicas[application_name]}")
+    return None
 
 
 # --- counters → rates --------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import time
 
 from panel.insights.engine.snapshot import STATEMENT_TIMEOUT_MS, Deadline, Snapshot, Target, watchdog
 from panel.insights.engine.sources.postgres import stats_connection
-from panel.insights.lib.metrics import label
+from panel.insights.lib.metrics import replication_label
 
 # Bytes not yet replayed (what a promotion or a read would wait for), and PostgreSQL's own
 # replay delay; the delay is NULL once a standby has caught up and the primary is idle: 0 then.
@@ -23,20 +23,16 @@ WHERE state <> 'backup' AND NOT pg_catalog.pg_is_in_recovery()
 
 
 def collect_replication(snap: Snapshot, target: Target, deadline: Deadline) -> None:
-    """Each known walsender's lag as ``replication_lag_bytes`` (and ``_seconds``), labelled
-    ``member=NAME`` (a standby) or ``member=replica:NAME`` (a read-only replica); others (a base
-    backup, a logical subscriber) are not replication of this cluster's."""
+    """Each known walsender's lag as ``replication_lag_bytes`` (and ``_seconds``), labelled by
+    ``replication_label`` (a standby member or a read-only replica; nothing else)."""
     with stats_connection(target.cluster) as conn, watchdog(conn, deadline):
         started = time.perf_counter()
         conn.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
         rows = conn.execute(REPLICATION).fetchall()
         snap.query_seconds += time.perf_counter() - started
     for name, lag_bytes, lag_seconds in rows:
-        if name in target.members:
-            labels = label("member", name)
-        elif name in target.replicas:
-            labels = label("member", f"replica:{target.replicas[name]}")
-        else:
+        labels = replication_label(name, target.members, target.replicas)
+        if labels is None:
             continue
         snap.gauge("replication_lag_bytes", labels, lag_bytes)
         snap.gauge("replication_lag_seconds", labels, lag_seconds)
