@@ -169,7 +169,9 @@ def _standby_listen(listen: Sequence[str], port: int, cluster: HaCluster) -> lis
         "    balance roundrobin",
         "    option httpchk GET /replica",
         "    http-check expect status 200",
-        "    default-server inter 1s fall 2 rise 1 on-marked-down shutdown-sessions",
+        # A standby back up takes the reads over from the primary again.
+        "    default-server inter 1s fall 2 rise 1 on-marked-down shutdown-sessions"
+        " on-marked-up shutdown-backup-sessions",
     ]
     lines += [
         f"    server {m.name} {cluster.host}:{m.port} check port {m.rest_port}" for m in cluster.members

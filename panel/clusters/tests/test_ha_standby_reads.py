@@ -175,7 +175,7 @@ def test_the_private_connection_names_the_nodes_private_address(ha_cluster: Clus
         node.save(update_fields=["private_address"])
 
 
-def test_with_the_standby_stopped_the_primary_answers_reads(ha_cluster: Cluster) -> None:
+def test_with_the_standby_stopped_the_primary_answers_reads_until_it_is_back(ha_cluster: Cluster) -> None:
     assert _in_recovery(ha_cluster)
     standby = ha_cluster.members.get(name="member-2")
     patroni.stop_member(ha.member_config_path(ha_cluster, standby))
@@ -188,6 +188,21 @@ def test_with_the_standby_stopped_the_primary_answers_reads(ha_cluster: Cluster)
     assert answered_by_primary, "reads on the standby port were not answered by the primary"
     with _connect(ha_cluster, standby=True) as conn:
         assert conn.execute("SELECT count(*) FROM seen").fetchone() == (1,)
+    # The standby back: the reads go to it again.
+    patroni.start_member(
+        ha.member_config_path(ha_cluster, standby),
+        ha.member_log_path(ha_cluster, standby),
+        ha_cluster.os_user(),
+        isolation.server_cgroup(ha_cluster),
+        data_dir=standby.data_dir,
+    )
+    deadline = time.monotonic() + TIMEOUT
+    back = False
+    while time.monotonic() < deadline and not back:
+        with contextlib.suppress(psycopg.OperationalError):
+            back = _in_recovery(ha_cluster)
+        time.sleep(0.5)
+    assert back, "reads did not go back to the standby once it streamed again"
 
 
 def test_a_node_added_with_a_private_address_gives_it_to_private_connections(owner: User) -> None:

@@ -17,6 +17,7 @@ def test_the_standby_port_balances_over_replicas_with_the_primary_as_backup():
     assert "bind 127.0.0.1:26005" in standby and "26005" not in primary
     assert "balance roundrobin" in standby
     assert "option httpchk GET /replica" in standby
+    assert "on-marked-up shutdown-backup-sessions" in standby
     assert "server member-0 127.0.0.1:27000 check port 27001" in standby
     # Every member may be the primary: each one is a backup that follows the primary's check.
     assert "server member-0-primary 127.0.0.1:27000 backup track primary/member-0" in standby
