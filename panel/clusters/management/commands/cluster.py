@@ -171,6 +171,9 @@ class Command(MemberSubcommands, SettingsSubcommands, RoleSubcommands, PanelComm
         details = services.connection_details(cluster)
         self.stdout.write(self.style.SUCCESS(f"{cluster.name} is online on port {cluster.port}."))
         self.stdout.write(f"Connection: {details.shown(reveal=False).uri}")
+        if cluster.standby_port:
+            standby = services.connection_details(cluster, standby=True)
+            self.stdout.write(f"Standby (read-only): {standby.shown(reveal=False).uri}")
         self.stdout.write(f"Show the password with: manage.py cluster connection {cluster.name}")
 
     def do_list(self, options: dict[str, Any]) -> None:
