@@ -30,6 +30,7 @@ from panel.clusters.services import ha
 from panel.clusters.tests.conftest import make_cluster_row
 from panel.core.errors import ServiceError
 from panel.insights.models import MetricPoint
+from panel.insights.prometheus import exposition
 from panel.insights.services.collection import collect_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
@@ -138,6 +139,8 @@ def test_the_collector_records_each_standbys_lag_and_the_tab_draws_it(ha_cluster
     chart = data["charts"]["replication"]
     assert chart["title"] == "Replication lag" and chart["unit"] == "B"
     assert [s["label"] for s in chart["series"]] == ["member-2"]
+    scraped = exposition(Cluster.objects.filter(pk=ha_cluster.pk)).decode()
+    assert 'pgpanel_replication_lag_bytes{cluster="db-sr",' in scraped and 'member="member-2"' in scraped
 
 
 def test_a_one_member_cluster_has_no_standby_connection_and_no_lag_chart(owner: User) -> None:
