@@ -236,6 +236,25 @@ def test_a_node_added_with_a_private_address_gives_it_to_private_connections(own
     assert got["private_connection"]["port"] == got["connection"]["port"]
 
 
+def test_the_standby_port_is_one_of_its_own_in_the_nodes_range(owner: User) -> None:
+    """Allocated with the others in one transaction: none of the cluster's, its members' or
+    another cluster's ports."""
+    first = services.create_cluster(
+        owner, name="db-p1", plan_slug="db-s-1vcpu-2gb", num_nodes=3, enqueue=False
+    )
+    second = services.create_cluster(
+        owner, name="db-p2", plan_slug="db-s-1vcpu-2gb", num_nodes=2, enqueue=False
+    )
+    one = services.create_cluster(owner, name="db-p3", plan_slug="db-s-1vcpu-2gb", enqueue=False)
+    taken: list[int] = []
+    for cluster in (first, second, one):
+        taken += [p for p in (cluster.port, cluster.pooler_port, cluster.standby_port) if p]
+        for port, rest in cluster.members.values_list("port", "rest_port"):
+            taken += [port, rest]
+    assert len(taken) == len(set(taken)), taken
+    assert first.standby_port and second.standby_port and one.standby_port is None
+
+
 @pytest.mark.django_db(transaction=True)
 def test_pydo_reads_the_standby_and_private_connections(ha_cluster: Cluster, live_server: object) -> None:
     """Last in the module: a transactional test flushes the rows (the fixture cleans up after)."""
