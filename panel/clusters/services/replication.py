@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.utils.translation import gettext as _
 from psycopg import sql
 
 from panel import crypto
@@ -176,7 +177,8 @@ def declare_slot(source: Cluster, slot: str, timeout: float) -> None:
 
     if not wait_for(reserved, timeout, interval=0.2):
         raise EngineError(
-            f"Patroni did not make the replication slot {slot} on the primary within {timeout:.0f} s."
+            _("Patroni did not make the replication slot %(slot)s on the primary within %(s).0f s.")
+            % {"slot": slot, "s": timeout}
         )
 
 
@@ -186,7 +188,7 @@ def declared_slots(source: Cluster) -> dict[str, object]:
         status, text = patroni.rest("GET", int(port), "/config", timeout=5)
         if status == 200:
             return dict(json.loads(text).get("slots") or {})
-    raise EngineError("No member's Patroni answers.")
+    raise EngineError(_("No member's Patroni answers."))
 
 
 def members_with_slot(source: Cluster, slot: str) -> list[str]:
@@ -233,7 +235,10 @@ def _patch_slots(source: Cluster, body: dict[str, object]) -> None:
         status, answer = patroni.rest("PATCH", int(port), "/config", body, timeout=10)
         if status == 200:
             return
-    raise EngineError(f"Patroni did not take the replication slot: {answer.strip() or 'no member answers'}")
+    raise EngineError(
+        _("Patroni did not take the replication slot: %(reason)s")
+        % {"reason": answer.strip() or _("No member's Patroni answers.")}
+    )
 
 
 @dataclass(frozen=True)
