@@ -5,7 +5,7 @@ and from every member. Bad input is refused as for a one-member source."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -85,6 +85,12 @@ def _write(cluster: Cluster, item: int) -> bool:
     return True
 
 
+def _declared_soon(cluster: Cluster, condition: Callable[[dict[str, object]], bool]) -> bool:
+    """Whether Patroni's permanent slots meet ``condition`` within a few seconds: a member's
+    ``GET /config`` reads its cached view of etcd, a moment behind a ``PATCH``."""
+    return wait_for(lambda: condition(replication.declared_slots(cluster)), 10, interval=0.2)
+
+
 def _other_primary(cluster: Cluster, than: str) -> str | None:
     return next(
         (
@@ -131,7 +137,7 @@ def test_a_replica_keeps_streaming_from_the_new_primary_and_its_slot_goes_with_i
         # Patroni keeps on every member.
         assert f"port='{source.port}'" in replication.conninfo(replica)
         assert source.port not in set(source.members.values_list("port", flat=True))
-        assert replication.declared_slots(source) == {slot: {"type": "physical"}}
+        assert _declared_soon(source, lambda slots: slots == {slot: {"type": "physical"}})
         every_member = sorted(source.members.values_list("name", flat=True))
         assert len(every_member) == 2
         assert wait_for(lambda: replication.members_with_slot(source, slot) == every_member, 20, interval=0.5)
@@ -140,11 +146,11 @@ def test_a_replica_keeps_streaming_from_the_new_primary_and_its_slot_goes_with_i
         status, _text = patroni.rest(
             "PATCH", source.members.first().rest_port, "/config", patroni_lib.permanent_slots(remove=[slot])
         )
-        assert status == 200 and slot not in replication.declared_slots(source)
+        assert status == 200 and _declared_soon(source, lambda slots: slot not in slots)
         assert replication.keep_slots_declared(source) == [
             f"{source.name}: replica slots declared {[slot]}, removed []"
         ]
-        assert replication.declared_slots(source) == {slot: {"type": "physical"}}
+        assert _declared_soon(source, lambda slots: slots == {slot: {"type": "physical"}})
         assert replication.keep_slots_declared(source) == []
         assert wait_for(lambda: replication.members_with_slot(source, slot) == every_member, 20, interval=0.5)
         with connect_as_client(replica) as conn, pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
@@ -178,7 +184,7 @@ def test_a_replica_keeps_streaming_from_the_new_primary_and_its_slot_goes_with_i
 
         # Deleting it removes the permanent slot from Patroni's configuration and every member.
         replicas.delete_replica(fresh(replica), foreground=True)
-        assert slot not in replication.declared_slots(source)
+        assert _declared_soon(source, lambda slots: slot not in slots)
         assert ha.wait_healthy(source, RECOVERY_TIMEOUT)  # the crashed member answers again too
         assert wait_for(lambda: replication.members_with_slot(source, slot) == [], 20, interval=0.5)
         every_answers = [s.name for s in ha.read_statuses(source) if s.state in ha.HEALTHY_STATES]
@@ -213,15 +219,16 @@ def test_bad_input_is_refused_with_nothing_made(source: Cluster, monkeypatch: py
     )
     assert status == 200
     try:
+        assert _declared_soon(source, lambda slots: gone in slots and other in slots)
         assert replication.keep_slots_declared(source) == [
             f"{source.name}: replica slots declared [], removed {[gone]}"
         ]
-        assert gone not in replication.declared_slots(source) and other in replication.declared_slots(source)
+        assert _declared_soon(source, lambda slots: gone not in slots and other in slots)
     finally:
         patroni.rest(
             "PATCH", source.members.first().rest_port, "/config", patroni_lib.permanent_slots(remove=[other])
         )
-    assert replication.declared_slots(source) == declared
+    assert _declared_soon(source, lambda slots: slots == declared)
 
     # Its standby takes a WAL sender and a slot too: one replica fewer than a one-member cluster.
     assert replicas.max_replicas(source) == replicas.MAX_REPLICAS - 1
