@@ -47,7 +47,6 @@ STDOUT = "stdout"
 STDERR = "stderr"
 DEFAULT_PGBENCH = "/usr/bin/pgbench"
 DEFAULT_SYSBENCH = "/usr/bin/sysbench"
-LOAD_PROGRAMS = frozenset(tool.program for tool in engines.ENGINES.values())
 PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
@@ -62,6 +61,11 @@ class Line:
     stream: str
     text: str
     at: float
+
+
+def load_programs() -> frozenset[str]:
+    """The process names of every registered engine's program (an engine registered late too)."""
+    return frozenset(Path(tool.program).name for tool in engines.ENGINES.values())
 
 
 def pgbench_path(version: str | None = None) -> str:
@@ -362,7 +366,7 @@ def is_pgbench(pid: int | None) -> bool:
         return False
     try:
         proc = psutil.Process(pid)
-        return proc.status() != psutil.STATUS_ZOMBIE and proc.name() in LOAD_PROGRAMS
+        return proc.status() != psutil.STATUS_ZOMBIE and proc.name() in load_programs()
     except psutil.Error:
         return False
 

@@ -1,30 +1,43 @@
-"""What the Benchmarks tab's forms share: the choices of target, database, engine and script."""
+"""What the Benchmarks tab's forms share: the choices of target, database, engine and script
+(engines and scripts from the registry of engines)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from benchmarks.lib import engines
-from benchmarks.lib import sysbench_command as sb
 from panel.clusters.models import Cluster
 from panel.pools.models import ConnectionPool
 
 DIRECT = "direct"
 CUSTOM = "custom"
-SCRIPT_CHOICES = [
-    ("tpcb-like", _("TPC-B-like (read/write, the default)")),
-    ("simple-update", _("Simple update")),
-    ("select-only", _("Select only")),
-]
-SYSBENCH_SCRIPT_CHOICES = [
-    ("oltp_read_write", _("OLTP read/write")),
-    ("oltp_read_only", _("OLTP read only")),
-    ("oltp_point_select", _("OLTP point select")),
-    ("oltp_write_only", _("OLTP write only")),
-]
-# One choice per engine (benchmarks/lib/engines.py): a new engine shows up here by itself.
-ENGINE_CHOICES = [(name, name) for name in engines.ENGINES]
+
+
+def engine_choices() -> list[tuple[str, str]]:
+    """One choice per registered engine (benchmarks/lib/engines.py): a new engine shows up by itself."""
+    return engines.choices()
+
+
+def script_choices(*, custom: bool) -> list[tuple[str, list[tuple[str, Any]]]]:
+    """Each engine's built-in scripts in a group of their own, and "Custom script" for an engine
+    that takes one (``custom``: the run form, not a sweep's)."""
+    groups = []
+    for name, engine in engines.ENGINES.items():
+        scripts: list[tuple[str, Any]] = [(script, _(label)) for script, label in engine.scripts.items()]
+        if custom and engine.custom_script_refusal() is None:
+            scripts.append((CUSTOM, _("Custom script")))
+        groups.append((name, scripts))
+    return groups
+
+
+def scripts_of(engine: str) -> frozenset[str]:
+    tool = engines.engine_for(engine)
+    return frozenset(tool.scripts) if tool is not None else frozenset()
+
+
 QUERY_MODE_CHOICES = [
     ("simple", _("Simple")),
     ("extended", _("Extended")),
@@ -52,7 +65,7 @@ def database_choices(field: forms.Field, cluster: Cluster, fallback: str | None)
 
 
 def engine_name(value: str | None) -> str:
-    return value or sb.PGBENCH  # forms posted before the engine existed: pgbench
+    return value or engines.PGBENCH  # forms posted before the engine existed: pgbench
 
 
 class TargetMixin:

@@ -8,10 +8,11 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from benchmarks.forms.common import (
-    ENGINE_CHOICES,
     database_choices,
+    engine_choices,
     engine_name,
 )
+from benchmarks.lib import engines
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib import sysbench_command as sb
 from panel.clusters.models import Cluster
@@ -25,9 +26,8 @@ class InitDataSetForm(PanelForm):
     database = forms.ChoiceField(label=_("Database"))
     engine = forms.ChoiceField(
         label=_("Engine"),
-        choices=ENGINE_CHOICES,
         required=False,
-        initial=sb.PGBENCH,
+        initial=engines.PGBENCH,
         help_text=_("Each tool runs on tables of its own: pgbench_* or sysbench's sbtest1…N."),
     )
     scale = forms.IntegerField(
@@ -62,6 +62,7 @@ class InitDataSetForm(PanelForm):
         kwargs.setdefault("auto_id", "init-%s")
         super().__init__(*args, **kwargs)
         database_choices(self.fields["database"], cluster, None)
+        self.fields["engine"].choices = engine_choices()
         self.fields["foreign_keys"].widget.attrs["class"] = "form-check-input"
         self.fields["init_steps"].widget.attrs.update({"spellcheck": "false", "autocomplete": "off"})
 
@@ -73,8 +74,18 @@ class InitDataSetForm(PanelForm):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
-        if data.get("engine") == sb.PGBENCH and "scale" not in self.errors and data.get("scale") is None:
-            self.add_error("scale", _("Give a scale factor."))
+        engine = engines.engine_for(data.get("engine") or engines.PGBENCH)
+        if engine is not None and not self.errors:
+            # The engine's word on its data set's fields, beside the field (the service applies it too).
+            spec = engines.DatasetSpec(
+                data.get("scale"),
+                data.get("init_steps"),
+                bool(data.get("foreign_keys")),
+                data.get("tables"),
+                data.get("table_size"),
+            )
+            for field, message in engine.dataset_spec(spec)[1]:
+                self.add_error(field if field in self.fields else None, str(message))
         return data
 
     def service_kwargs(self) -> dict[str, Any]:

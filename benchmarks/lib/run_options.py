@@ -69,8 +69,7 @@ class RunOptions:
     aggregate_interval_s: int | None = None
     report_per_command: bool = False  # -r
     no_vacuum: bool | None = None  # None: skip the vacuum for custom scripts only
-    # "sysbench": the same run by sysbench (see benchmarks.lib.sysbench_command), on the tables
-    # its data set holds.
+    # The engine's name (benchmarks.lib.engines); tables × rows for engines whose data set has them.
     engine: str = "pgbench"
     tables: int | None = None
     table_size: int | None = None
@@ -171,11 +170,9 @@ def run_options(
 ) -> RunOptions:
     """A run as a user chose it (the form, ``bench run``): no threads given means one per CPU.
 
-    ``builtin`` None is a custom script (its path is set when the run executes). sysbench drives
-    each client from a thread of its own: its threads are its clients.
+    ``builtin`` None is a custom script (its path is set when the run executes). An engine with
+    a rule of its own for threads applies it on top (``engines.make_options``).
     """
-    if engine == "sysbench":
-        threads = clients
     return RunOptions(
         clients=clients,
         threads=threads or default_threads(clients, cpu_count if cpu_count is not None else os.cpu_count()),

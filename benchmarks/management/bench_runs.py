@@ -13,7 +13,6 @@ from django.core.management.base import CommandError
 
 from benchmarks import services
 from benchmarks.lib import engines
-from benchmarks.lib import pgbench_command as cmd
 from benchmarks.models import BenchmarkRun, RunStatus
 from panel.clusters.management.cli import PanelCommand, find_cluster
 from panel.pools.models import ConnectionPool
@@ -100,7 +99,7 @@ class RunSubcommands(PanelCommand):
                 custom_script = Path(opts["file"]).read_text(encoding="utf-8")
             except OSError as exc:
                 raise CommandError(f"Cannot read {opts['file']}: {exc.strerror}") from None
-        options = cmd.run_options(
+        options = engines.make_options(
             clients=opts["clients"],
             threads=opts["threads"],
             duration_s=opts["duration"],
@@ -150,8 +149,10 @@ class RunSubcommands(PanelCommand):
 
     def do_cleanup(self, opts: dict[str, Any]) -> None:
         cluster = find_cluster(opts["cluster"], opts.get("owner"))
-        dropped = services.cleanup_dataset(cluster, opts["database"])
-        self.stdout.write(f"dropped sysbench's tables in {opts['database']} ({dropped} data sets forgotten)")
+        dropped = services.cleanup_dataset(cluster, opts["database"], opts["engine"])
+        self.stdout.write(
+            f"dropped {opts['engine']}'s tables in {opts['database']} ({dropped} data sets forgotten)"
+        )
 
     def do_list(self, opts: dict[str, Any]) -> None:
         cluster = find_cluster(opts["cluster"], opts.get("owner"))

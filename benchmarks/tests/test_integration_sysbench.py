@@ -13,6 +13,7 @@ import pytest
 
 from benchmarks import services
 from benchmarks.engine import runner
+from benchmarks.lib import engines
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib import sysbench_command as sb
 from benchmarks.models import BenchmarkRun, Engine, JobStatus, RunStatus
@@ -43,7 +44,7 @@ def cluster(local_cluster: Cluster) -> Iterator[Cluster]:
 
 def sysbench_options(**kwargs: object) -> cmd.RunOptions:
     values: dict = {"clients": 2, "duration_s": 3, "builtin": "oltp_read_only", "engine": "sysbench"}
-    return cmd.run_options(**{**values, **kwargs})  # type: ignore[arg-type]
+    return engines.make_options(**{**values, **kwargs})  # type: ignore[arg-type]
 
 
 def run_now(cluster: Cluster, **kwargs: object) -> BenchmarkRun:
