@@ -68,6 +68,45 @@ def engine_name(value: str | None) -> str:
     return value or engines.PGBENCH  # forms posted before the engine existed: pgbench
 
 
+class EngineFieldsMixin:
+    """What the page needs to show each engine its own fields: which engines ask for a field
+    (``data-bench-engine``, read by bench-form.js) and which fields the chosen one hides now."""
+
+    #: The engine attribute naming the fields it asks for: ``form_fields`` or ``dataset_fields``.
+    engine_fields_attr = "form_fields"
+    #: The fields only some engines ask for; the others are every engine's.
+    engine_specific: tuple[str, ...] = ()
+    #: The engine attribute of the note shown under the script: ``run_note`` or ``sweep_note``.
+    note_attr = "run_note"
+    fields: dict[str, forms.Field]
+
+    def _chosen(self) -> str:
+        return engine_name(self["engine"].value())  # type: ignore[index]
+
+    def _asked_by(self, field: str) -> list[str]:
+        return [name for name, e in engines.ENGINES.items() if field in getattr(e, self.engine_fields_attr)]
+
+    @property
+    def asking(self) -> dict[str, str]:
+        """Field → the names of the engines that ask for it, space-separated."""
+        return {field: " ".join(self._asked_by(field)) for field in self.engine_specific}
+
+    @property
+    def hidden_now(self) -> frozenset[str]:
+        chosen = self._chosen()
+        return frozenset(field for field in self.engine_specific if chosen not in self._asked_by(field))
+
+    @property
+    def engine_notes(self) -> list[tuple[str, Any, bool]]:
+        """(engine, its note under the script, shown now) for each engine that has one."""
+        chosen = self._chosen()
+        return [
+            (name, _(note), name == chosen)
+            for name, engine in engines.ENGINES.items()
+            if (note := getattr(engine, self.note_attr, None))
+        ]
+
+
 class TargetMixin:
     cluster: Cluster
     fields: dict[str, forms.Field]

@@ -8,6 +8,7 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from benchmarks.forms.common import (
+    EngineFieldsMixin,
     database_choices,
     engine_choices,
     engine_name,
@@ -19,7 +20,7 @@ from panel.clusters.models import Cluster
 from panel.core.forms import PanelForm
 
 
-class InitDataSetForm(PanelForm):
+class InitDataSetForm(EngineFieldsMixin, PanelForm):
     """``pgbench -i`` (database, scale factor, optional steps and foreign keys) or ``sysbench
     prepare`` (database, tables, rows per table)."""
 
@@ -56,6 +57,9 @@ class InitDataSetForm(PanelForm):
         help_text=_("Optional, pgbench's -I letters (default dtgvp)."),
     )
     foreign_keys = forms.BooleanField(label=_("Create foreign keys"), required=False)
+
+    engine_fields_attr = "dataset_fields"
+    engine_specific = ("scale", "init_steps", "foreign_keys", "tables", "table_size")
 
     def __init__(self, *args: Any, cluster: Cluster, **kwargs: Any) -> None:
         # The three forms share one page and field names: distinct ids keep each label on its field.

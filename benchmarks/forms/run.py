@@ -11,6 +11,7 @@ from django.utils.translation import gettext_lazy as _
 from benchmarks.forms.common import (
     CUSTOM,
     QUERY_MODE_CHOICES,
+    EngineFieldsMixin,
     TargetMixin,
     database_choices,
     engine_choices,
@@ -25,7 +26,7 @@ from panel.core.forms import PanelForm
 from panel.pools.models import ConnectionPool
 
 
-class RunForm(TargetMixin, PanelForm):
+class RunForm(EngineFieldsMixin, TargetMixin, PanelForm):
     """One run of any engine, mirroring ``manage.py bench run``. The engine and script choices
     are the registry's; the fields an engine does not ask for (``Engine.form_fields``) are hidden
     on the page and take the engine's own values (``Engine.form_values``)."""
@@ -96,6 +97,8 @@ class RunForm(TargetMixin, PanelForm):
         label=_("Latency percentiles (p50, p95, p99)"), required=False, initial=True
     )
     label = forms.CharField(label=_("Label"), required=False, max_length=100)
+
+    engine_specific = ("threads", "query_mode", "latency_limit", "max_tries", "percentiles", "connect")
 
     def __init__(self, *args: Any, cluster: Cluster, **kwargs: Any) -> None:
         # The three forms share one page and field names: distinct ids keep each label on its field.

@@ -11,6 +11,7 @@ from benchmarks.forms.common import (
     DIRECT,
     MAX_SWEEP_POINTS,
     QUERY_MODE_CHOICES,
+    EngineFieldsMixin,
     TargetMixin,
     database_choices,
     engine_choices,
@@ -66,7 +67,7 @@ SWEEP_KIND_CHOICES = [
 ]
 
 
-class SweepForm(TargetMixin, PanelForm):
+class SweepForm(EngineFieldsMixin, TargetMixin, PanelForm):
     """A plan of runs: client counts × targets, or × sizes of one pool, × repeats, one after the other."""
 
     name = forms.CharField(label=_("Name"), required=False, max_length=100)
@@ -105,6 +106,9 @@ class SweepForm(TargetMixin, PanelForm):
     connect = forms.BooleanField(
         label=_("Web app without a pool: a new connection per transaction (-C)"), required=False
     )
+
+    engine_specific = ("query_mode", "connect")
+    note_attr = "sweep_note"
 
     def __init__(self, *args: Any, cluster: Cluster, **kwargs: Any) -> None:
         # The three forms share one page and field names: distinct ids keep each label on its field.

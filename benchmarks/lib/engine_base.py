@@ -121,6 +121,13 @@ class Engine(Protocol):
     #: what the form takes for the hidden ones.
     form_fields: frozenset[str]
     form_values: Mapping[str, Any]
+    #: The data set form's fields it asks for (a scale, or tables and rows), and what the run and
+    #: sweep forms say under its script (None: nothing).
+    dataset_fields: frozenset[str]
+    #: The tool's option that a run's ``query_mode`` holds, shown on the run page ("" : pgbench's -M).
+    query_mode_option: str
+    run_note: str | None
+    sweep_note: str | None
     #: How its initialisation is named (``pgbench -i``) and the prefix of the tables it makes.
     init_command: str
     table_prefix: str
@@ -178,6 +185,10 @@ class BaseEngine:
     extra_sample_fields: tuple[str, ...] = ()
     form_fields: frozenset[str] = frozenset()
     form_values: Mapping[str, Any] = {"query_mode": "simple", "percentiles": False, "connect": False}
+    dataset_fields: frozenset[str] = frozenset()
+    query_mode_option = ""
+    run_note: str | None = None
+    sweep_note: str | None = None
     init_command = ""
     table_prefix = ""
 

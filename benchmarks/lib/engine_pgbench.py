@@ -127,6 +127,7 @@ class Pgbench(BaseEngine):
     }
     default_script = "tpcb-like"
     form_fields = FORM_FIELDS
+    dataset_fields = frozenset({"scale", "init_steps", "foreign_keys"})
     init_command = "pgbench -i"
     table_prefix = "pgbench_"
 

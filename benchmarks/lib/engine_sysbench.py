@@ -114,6 +114,18 @@ class Sysbench(BaseEngine):
     extra_sample_fields = ("qps",)
     # Decided at launch (for_target); a -C posted for sysbench is refused by its rules, not cleared.
     form_values = {"query_mode": "auto", "percentiles": False}
+    dataset_fields = frozenset({"tables", "table_size"})
+    query_mode_option = "--db-ps-mode"
+    run_note = N_(
+        "sysbench runs its OLTP scripts on the tables of a sysbench data set, one connection per client. "
+        "Through a transaction pool it runs without prepared statements (--db-ps-mode=disable): "
+        "PgBouncer 1.18 does not keep them across transactions."
+    )
+    sweep_note = N_(
+        "sysbench runs its OLTP scripts on the tables of a sysbench data set in each target's database. "
+        "Through a transaction pool it runs without prepared statements (--db-ps-mode=disable): "
+        "PgBouncer 1.18 does not keep them across transactions."
+    )
     init_command = "sysbench prepare"
     table_prefix = "sbtest"
 

@@ -188,6 +188,13 @@ class BenchmarkRun(models.Model):
         return str(own) if own is not None else RunStatus.MEANING.get(self.status, "")
 
     @property
+    def query_mode_option(self) -> str:
+        """The tool's own option the query mode is (sysbench's ``--db-ps-mode``); empty: pgbench's
+        query mode, shown as such."""
+        engine = engines.engine_for(self.engine)
+        return engine.query_mode_option if engine is not None else ""
+
+    @property
     def queue_position(self) -> int | None:
         """How many runs are ahead of this one on its cluster (running included); None unless queued."""
         if self.status != RunStatus.QUEUED:
