@@ -45,8 +45,6 @@ from panel.core.runas import EngineError, OsUser, current_user, spawn_in
 
 STDOUT = "stdout"
 STDERR = "stderr"
-DEFAULT_PGBENCH = "/usr/bin/pgbench"
-DEFAULT_SYSBENCH = "/usr/bin/sysbench"
 PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
@@ -98,11 +96,6 @@ def program_path(engine: str, version: str | None = None) -> str:
     if tool.server_bindir:
         return _server_tool(tool.program, version)
     return shutil.which(tool.program, path=PATH) or f"/usr/bin/{tool.program}"
-
-
-def sysbench_path() -> str:
-    """sysbench on PATH (Debian's package: /usr/bin/sysbench, its Lua scripts under /usr/share)."""
-    return program_path("sysbench")
 
 
 def bench_user() -> OsUser:

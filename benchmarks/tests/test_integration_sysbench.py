@@ -112,7 +112,7 @@ def test_prepared_statements_through_a_transaction_pool_would_fail(cluster: Clus
     pool = pool_services.create_pool(cluster, "txpool", "defaultdb", None, "transaction", 5)
     target = resolve_target(cluster, pool=pool, database=None, user=None)
     forced = replace(sysbench_options(), tables=2, table_size=5_000, query_mode="auto")
-    args = sb.build_run_args(runner.sysbench_path(), target.connection, forced)
+    args = sb.build_run_args(runner.program_path("sysbench"), target.connection, forced)
     env = cmd.build_env(target.password, "require", base=runner.base_env())
     proc = runner.LoadProcess(args, env)
     out = []
