@@ -227,16 +227,16 @@ def cleanup_dataset(cluster: Cluster, database: str, engine: str = engines.SYSBE
         )
     tables = max((dataset.tables or 0 for dataset in datasets), default=0)
     target = resolve_target(cluster, pool=None, database=database, user=None)
-    program = runner.program_path(engine, cluster.version) if tool is not None else ""
-    args = tool.cleanup_args(program, target.connection, tables) if tool is not None and tables else None
-    if args is None:
+    args = None
+    if tool is not None and tables:
+        args = tool.cleanup_args(runner.program_path(engine, cluster.version), target.connection, tables)
+    if tool is None or args is None:
         raise ServiceError(
             N_("No %(tool)s data set to drop in the database “%(db)s”."),
             field="database",
             code="dataset.cleanup_missing",
             params={"tool": engine, "db": database},
         )
-    assert tool is not None
     try:
         proc = runner.LoadProcess(args, _init_env(target), join=runner.client_cgroup().procs_files)
     except runner.RunnerError as exc:
