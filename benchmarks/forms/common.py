@@ -9,6 +9,7 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from benchmarks.lib import engines
+from benchmarks.lib.engine_base import FieldSpec
 from panel.clusters.models import Cluster
 from panel.pools.models import ConnectionPool
 
@@ -31,6 +32,29 @@ def script_choices(*, custom: bool) -> list[tuple[str, list[tuple[str, Any]]]]:
             scripts.append((CUSTOM, _("Custom script")))
         groups.append((name, scripts))
     return groups
+
+
+def form_field(spec: FieldSpec) -> forms.Field:
+    """The Django field of an engine's own field; required is checked only for its engine."""
+    common: dict[str, Any] = {
+        "label": _(spec.label),
+        "required": False,
+        "initial": spec.initial,
+        "help_text": _(spec.help) if spec.help else "",
+    }
+    if spec.kind == "int":
+        return forms.IntegerField(min_value=spec.min_value, max_value=spec.max_value, **common)
+    if spec.kind == "float":
+        return forms.FloatField(min_value=spec.min_value, max_value=spec.max_value, **common)
+    if spec.kind == "bool":
+        return forms.BooleanField(**common)
+    if spec.kind == "choice":
+        return forms.ChoiceField(choices=[(value, _(label)) for value, label in spec.choices], **common)
+    return forms.CharField(max_length=200, **common)
+
+
+def extra_field_name(engine: str, field: str) -> str:
+    return f"{engine}_{field}"
 
 
 def scripts_of(engine: str) -> frozenset[str]:
@@ -95,6 +119,37 @@ class EngineFieldsMixin:
     def hidden_now(self) -> frozenset[str]:
         chosen = self._chosen()
         return frozenset(field for field in self.engine_specific if chosen not in self._asked_by(field))
+
+    def add_engine_fields(self) -> None:
+        """Every engine's own fields (``Engine.extra_fields``), named after the engine."""
+        for name, engine in engines.ENGINES.items():
+            for spec in engine.extra_fields:
+                self.fields[extra_field_name(name, spec.name)] = form_field(spec)
+
+    @property
+    def engine_extra_fields(self) -> list[tuple[str, Any, bool]]:
+        """(engine, its bound field, shown now) for the run form's page."""
+        chosen = self._chosen()
+        return [
+            (name, self[extra_field_name(name, spec.name)], name == chosen)  # type: ignore[index]
+            for name, engine in engines.ENGINES.items()
+            for spec in engine.extra_fields
+        ]
+
+    def engine_extra(self, data: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+        """The chosen engine's own values, and "required" beside the field that lacks one."""
+        engine = engines.engine_for(data.get("engine") or engines.PGBENCH)
+        values = []
+        for spec in engine.extra_fields if engine is not None else ():
+            field = extra_field_name(engine.name, spec.name)  # type: ignore[union-attr]
+            value = data.get(field)
+            if value is None or value == "":
+                if spec.required and field not in self.errors:  # type: ignore[attr-defined]
+                    # Django's own words (its catalogue has them in every language).
+                    self.add_error(field, self.fields[field].error_messages["required"])  # type: ignore[attr-defined]
+                continue
+            values.append((spec.name, value))
+        return tuple(values)
 
     @property
     def engine_notes(self) -> list[tuple[str, Any, bool]]:

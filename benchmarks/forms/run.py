@@ -16,6 +16,7 @@ from benchmarks.forms.common import (
     database_choices,
     engine_choices,
     engine_name,
+    extra_field_name,
     script_choices,
     target_choices,
 )
@@ -107,6 +108,7 @@ class RunForm(EngineFieldsMixin, TargetMixin, PanelForm):
         self.cluster = cluster
         self.fields["engine"].choices = engine_choices()
         self.fields["script"].choices = script_choices(custom=True)
+        self.add_engine_fields()
         self.fields["target"].choices = target_choices(cluster)
         database_choices(self.fields["database"], cluster, cluster.default_database)
         self.fields["user"].choices = [("", _("Default (%(u)s)") % {"u": cluster.admin_user})] + [
@@ -134,6 +136,7 @@ class RunForm(EngineFieldsMixin, TargetMixin, PanelForm):
                 if field not in engine.form_fields:
                     data[field] = value
                     self.errors.pop(field, None)
+        data["extra"] = self.engine_extra(data)
         if engine is not None and engine.custom_script_refusal() is not None:
             return self._clean_rules(data)
         if data.get("script") == CUSTOM and not (data.get("custom_script") or "").strip():
@@ -145,10 +148,13 @@ class RunForm(EngineFieldsMixin, TargetMixin, PanelForm):
             # The rules between fields (threads and clients, duration or transactions…) are the
             # library's, the same the services and ``bench run`` apply. A sysbench run's tables
             # come from its data set, checked by the service.
-            for field, message in engines.problems(self.options()):
+            options = self.options()
+            for field, message in engines.problems(options):
                 if field in ("tables", "table_size"):
                     continue
-                self.add_error(field if field in self.fields else None, str(message))
+                own = extra_field_name(options.engine, field)  # an engine's own field
+                name = field if field in self.fields else own if own in self.fields else None
+                self.add_error(name, str(message))
         return data
 
     @property
@@ -183,6 +189,7 @@ class RunForm(EngineFieldsMixin, TargetMixin, PanelForm):
             connect_per_transaction=bool(data.get("connect")),
             max_tries=data.get("max_tries"),
             engine=data.get("engine") or engines.PGBENCH,
+            extra=data.get("extra", ()),
         )
 
     def service_kwargs(self) -> dict[str, Any]:

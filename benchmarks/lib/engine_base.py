@@ -54,6 +54,36 @@ class LaunchContext:
 
 
 @dataclass(frozen=True)
+class FieldSpec:
+    """A field of an engine's own on the run form and ``bench run --set NAME=VALUE`` (the form
+    builds it; its value reaches the engine in ``RunOptions.extra``)."""
+
+    name: str
+    label: str  # marked with N_ by the engine: the form translates it
+    kind: str = "text"  # text, int, float, bool or choice
+    initial: Any = None
+    required: bool = False
+    help: str = ""
+    min_value: float | None = None
+    max_value: float | None = None
+    choices: tuple[tuple[str, str], ...] = ()
+
+    def parse(self, raw: str) -> Any:
+        """A value from the command line; ValueError when it is not one."""
+        if self.kind == "int":
+            return int(raw)
+        if self.kind == "float":
+            return float(raw)
+        if self.kind == "bool":
+            if raw.lower() not in {"1", "0", "true", "false", "yes", "no", "on", "off"}:
+                raise ValueError(f"not a yes or no: {raw!r}")
+            return raw.lower() in {"1", "true", "yes", "on"}
+        if self.kind == "choice" and raw not in {value for value, _label in self.choices}:
+            raise ValueError(f"not one of {', '.join(value for value, _label in self.choices)}")
+        return raw
+
+
+@dataclass(frozen=True)
 class Sample:
     """One interval of a run as its tool reported it: what a run's sample row stores (None: the
     tool does not say)."""
@@ -124,6 +154,8 @@ class Engine(Protocol):
     #: The data set form's fields it asks for (a scale, or tables and rows), and what the run and
     #: sweep forms say under its script (None: nothing).
     dataset_fields: frozenset[str]
+    #: Fields of its own beyond the shared ones (built by the run form, ``bench run --set``).
+    extra_fields: tuple[FieldSpec, ...]
     #: The tool's option that a run's ``query_mode`` holds, shown on the run page ("" : pgbench's -M).
     query_mode_option: str
     run_note: str | None
@@ -186,6 +218,7 @@ class BaseEngine:
     form_fields: frozenset[str] = frozenset()
     form_values: Mapping[str, Any] = {"query_mode": "simple", "percentiles": False, "connect": False}
     dataset_fields: frozenset[str] = frozenset()
+    extra_fields: tuple[FieldSpec, ...] = ()
     query_mode_option = ""
     run_note: str | None = None
     sweep_note: str | None = None

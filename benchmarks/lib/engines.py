@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
+from typing import Any
 
 from benchmarks.lib import run_problems
 from benchmarks.lib.engine_base import DatasetSpec, Engine, LaunchContext
@@ -31,6 +32,7 @@ __all__ = [
     "choices",
     "chosen_or_own",
     "engine_for",
+    "extra_from_text",
     "make_options",
     "problems",
     "register",
@@ -70,6 +72,24 @@ def chosen_or_own(name: str, field: str, chosen: object) -> object:
     if engine is None or field in engine.form_fields:
         return chosen
     return engine.form_values.get(field, chosen)
+
+
+def extra_from_text(name: str, pairs: list[str]) -> tuple[tuple[str, Any], ...]:
+    """``NAME=VALUE`` pairs of the command line as the engine's own fields; ValueError names the
+    pair that is not one."""
+    engine = engine_for(name)
+    specs = {spec.name: spec for spec in engine.extra_fields} if engine is not None else {}
+    values = []
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or key not in specs:
+            known = ", ".join(specs) or "none"
+            raise ValueError(f"{pair!r}: not NAME=VALUE with a field of {name} (its fields: {known})")
+        try:
+            values.append((key, specs[key].parse(raw)))
+        except ValueError as exc:
+            raise ValueError(f"{key}: {exc}") from None
+    return tuple(values)
 
 
 def unknown(name: str) -> Message:

@@ -73,6 +73,12 @@ class RunOptions:
     engine: str = "pgbench"
     tables: int | None = None
     table_size: int | None = None
+    # The values of the engine's own fields (``Engine.extra_fields``), as (name, value) pairs.
+    extra: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def extra_values(self) -> dict[str, Any]:
+        return dict(self.extra)
 
     @property
     def script(self) -> str:
@@ -128,7 +134,10 @@ class RunOptions:
     def from_json(cls, data: Mapping[str, Any]) -> RunOptions:
         """The options of a stored row; keys this version does not know (a newer row) are left out."""
         known = {field.name for field in dataclasses.fields(cls)}
-        return cls(**{key: value for key, value in data.items() if key in known})
+        values = {key: value for key, value in data.items() if key in known}
+        if "extra" in values:  # JSON keeps the pairs as lists
+            values["extra"] = tuple((str(name), value) for name, value in values["extra"])
+        return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -167,6 +176,7 @@ def run_options(
     engine: str = "pgbench",
     tables: int | None = None,
     table_size: int | None = None,
+    extra: tuple[tuple[str, Any], ...] = (),
 ) -> RunOptions:
     """A run as a user chose it (the form, ``bench run``): no threads given means one per CPU.
 
@@ -188,4 +198,5 @@ def run_options(
         engine=engine,
         tables=tables,
         table_size=table_size,
+        extra=extra,
     )

@@ -18,6 +18,15 @@ def _script_choices() -> list[str]:
     return [script for engine in engines.ENGINES.values() for script in engine.scripts]
 
 
+def _own_fields() -> str:
+    owned = [
+        f"{name}: {', '.join(s.name for s in e.extra_fields)}"
+        for name, e in engines.ENGINES.items()
+        if e.extra_fields
+    ]
+    return "; ".join(owned) or "no engine has any"
+
+
 def _script_help() -> str:
     return "default: " + ", ".join(f"{e.default_script} ({name})" for name, e in engines.ENGINES.items())
 
@@ -68,6 +77,13 @@ def add_arguments(parser: CommandParser) -> None:
     p.add_argument("--max-tries", type=int)
     p.add_argument("--tables", type=int, help="sysbench: default, its data set's")
     p.add_argument("--table-size", type=int, help="sysbench: default, its data set's")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a field of the engine's own (" + _own_fields() + ")",
+    )
     p.add_argument("--label", default="")
     p.add_argument("--wait", action="store_true", help="run in the foreground and print the summary")
     p.add_argument("--format", choices=("text", "json"), default="text")

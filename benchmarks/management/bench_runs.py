@@ -114,6 +114,7 @@ class RunSubcommands(PanelCommand):
             engine=opts["engine"],
             tables=opts["tables"],
             table_size=opts["table_size"],
+            extra=self._extra(opts),
         )
         run = services.launch_run(
             cluster,
@@ -146,6 +147,13 @@ class RunSubcommands(PanelCommand):
         self._print_run(run, opts["format"])
         if run.status not in (RunStatus.SUCCEEDED, RunStatus.COMPLETED_WITH_ERRORS):
             sys.exit(1)
+
+    @staticmethod
+    def _extra(opts: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+        try:
+            return engines.extra_from_text(opts["engine"], opts.get("set") or [])
+        except ValueError as exc:
+            raise CommandError(f"--set {exc}") from None
 
     def do_cleanup(self, opts: dict[str, Any]) -> None:
         cluster = find_cluster(opts["cluster"], opts.get("owner"))

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from benchmarks.lib import engines, pgbench_command, sysbench_command
-from benchmarks.lib.engine_base import Sample
+from benchmarks.lib.engine_base import FieldSpec, Sample
 from benchmarks.lib.run_options import ConnectionTarget, RunOptions
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -132,3 +133,17 @@ def test_init_readers_give_a_percentage_and_the_first_error() -> None:
     for line in (FIXTURES / "sysbench" / "prepare_t2_s10000.txt").read_text().splitlines():
         reader.feed("stdout", line)
     assert reader.percent == 99 and "sbtest2" in str(reader.message)
+
+
+def test_an_engines_own_fields_parse_their_values_and_cross_into_a_row_and_back() -> None:
+    assert FieldSpec("n", "N", kind="int").parse("3") == 3
+    assert FieldSpec("on", "On", kind="bool").parse("yes") is True
+    for spec, raw in ((FieldSpec("n", "N", kind="int"), "x"), (FieldSpec("m", "M", kind="choice", choices=(("a", "A"),)), "b")):  # fmt: skip
+        try:
+            spec.parse(raw)
+        except ValueError:
+            continue
+        raise AssertionError(f"{raw!r} accepted")
+    options = RunOptions(clients=1, threads=1, duration_s=1, extra=(("statement", "SELECT 2"), ("n", 3)))
+    stored = json.loads(json.dumps(options.to_json()))  # as the row's JSON column keeps it
+    assert RunOptions.from_json(stored) == options and options.extra_values["n"] == 3

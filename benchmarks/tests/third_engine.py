@@ -1,7 +1,8 @@
 """A third load generator, written as a user of the panel would add one: this module and nothing
 else (named in ``PANEL_BENCH_ENGINES``, it registers itself when imported).
 
-``pulse`` is a small Python program that runs ``SELECT 1`` through ``psql`` in a loop against the
+``pulse`` is a small Python program that runs a statement (``SELECT 1``, or the run form's field of
+its own) through ``psql`` in a loop against the
 run's target and reports in a format of its own, on stdout::
 
     pulse t=1 tx=37 ms=26.9
@@ -9,7 +10,7 @@ run's target and reports in a format of its own, on stdout::
     pulse done tx=112 seconds=3.0
 
 Its engine says how to start it, which of the run form's fields it asks for (clients, duration,
-progress), and how to read its lines into samples, errors and a summary.
+progress, and its own ``statement``), and how to read its lines into samples, errors and a summary.
 """
 
 from __future__ import annotations
@@ -18,20 +19,21 @@ import re
 import shutil
 
 from benchmarks.lib import engines
-from benchmarks.lib.engine_base import FAILED, SUCCEEDED, BaseEngine, Outcome, Sample
+from benchmarks.lib.engine_base import FAILED, SUCCEEDED, BaseEngine, FieldSpec, Outcome, Sample
 from benchmarks.lib.pgbench_output import SCRIPT_ERROR, ErrorLine
 from benchmarks.lib.run_options import ConnectionTarget, RunOptions
 from panel.core.errors import Message
 
 NAME = "pulse"
 
-# The program itself: argv is host, port, user, database, seconds, interval, psql's path; libpq
+# The program itself: argv is host, port, user, database, seconds, interval, psql's path and the
+# statement; libpq
 # takes the password and TLS mode from the environment the engine gives it (PGPASSWORD, PGSSLMODE).
 PROGRAM = r"""
 import subprocess, sys, time
-host, port, user, db, seconds, interval, psql = sys.argv[1:8]
+host, port, user, db, seconds, interval, psql, statement = sys.argv[1:9]
 seconds, interval = float(seconds), int(interval)
-args = [psql, "-X", "-At", "-h", host, "-p", port, "-U", user, "-d", db, "-c", "SELECT 1"]
+args = [psql, "-X", "-At", "-h", host, "-p", port, "-U", user, "-d", db, "-c", statement]
 start = time.monotonic(); mark = start; tx = window = 0; spent = 0.0
 while time.monotonic() - start < seconds:
     began = time.monotonic()
@@ -89,8 +91,12 @@ class Pulse(BaseEngine):
     name = NAME
     label = "pulse"
     program = "python3"
-    scripts = {"select-1": "SELECT 1 through psql"}
+    scripts = {"select-1": "A statement through psql"}
     default_script = "select-1"
+    # A field of its own: the run form shows it for pulse only, ``bench run --set statement=…``.
+    extra_fields = (
+        FieldSpec("statement", "Statement", initial="SELECT 1", help="One SELECT, run in a loop."),
+    )
 
     def problems(self, options: RunOptions) -> list[tuple[str, Message]]:
         found = []
@@ -98,7 +104,13 @@ class Pulse(BaseEngine):
             found.append(("script", Message("pulse runs SELECT 1 only.", "pulse.script")))
         if options.duration_s is None:
             found.append(("duration", Message("pulse runs for a duration.", "pulse.duration")))
+        if not self._statement(options).upper().startswith("SELECT "):
+            found.append(("statement", Message("pulse runs one SELECT.", "pulse.statement")))
         return found
+
+    @staticmethod
+    def _statement(options: RunOptions) -> str:
+        return str(options.extra_values.get("statement") or "SELECT 1")
 
     def run_args(self, program: str, target: ConnectionTarget, options: RunOptions) -> list[str]:
         psql = shutil.which("psql") or "/usr/bin/psql"
@@ -107,7 +119,7 @@ class Pulse(BaseEngine):
             "-c",
             PROGRAM,
             *(target.host, str(target.port), target.user, target.dbname),
-            *(str(options.duration_s), str(options.progress_interval_s), psql),
+            *(str(options.duration_s), str(options.progress_interval_s), psql, self._statement(options)),
         ]
 
     def reader(self, options: RunOptions) -> PulseReader:
