@@ -8,6 +8,7 @@ Patroni reads YAML, of which JSON is a subset: the configuration is written as J
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -86,6 +87,24 @@ def dynamic_config(cluster: HaCluster) -> dict[str, Any]:
     }
 
 
+# Patroni's own rule for a slot's name (and PostgreSQL's): lower-case letters, digits, "_".
+SLOT_NAME = re.compile(r"[a-z0-9_]{1,63}")
+
+
+def permanent_slots(declare: Sequence[str] = (), remove: Sequence[str] = ()) -> dict[str, Any]:
+    """A ``PATCH /config`` body for Patroni's permanent slots: a physical slot of each name in
+    ``declare`` on whichever member is primary (Patroni keeps copies on the standbys, advanced
+    to the primary's position, so a failover keeps the slot), and none of those in ``remove``
+    (``null`` deletes a key from the dynamic configuration)."""
+    slots: dict[str, Any] = {}
+    for name in (*declare, *remove):
+        if not SLOT_NAME.fullmatch(name):
+            raise ValueError(f"not a replication slot name: {name!r}")
+    slots.update({name: {"type": "physical"} for name in declare})
+    slots.update(dict.fromkeys(remove))
+    return {"slots": slots}
+
+
 def member_config(cluster: HaCluster, member: Member, pgpass: str) -> dict[str, Any]:
     """One member's Patroni configuration."""
     auth = {"username": cluster.superuser, "password": cluster.superuser_password}
@@ -125,10 +144,13 @@ def render_member(cluster: HaCluster, member: Member, pgpass: str) -> str:
     return json.dumps(member_config(cluster, member, pgpass), indent=2, sort_keys=True) + "\n"
 
 
-def render_haproxy(listen: Sequence[str], port: int, cluster: HaCluster, pidfile: str) -> str:
+def render_haproxy(
+    listen: Sequence[str], port: int, cluster: HaCluster, pidfile: str, standby_port: int | None = None
+) -> str:
     """HAProxy in front of the members: the cluster's port reaches whichever one answers 200 to
     ``GET /primary`` on its REST port (only the leader does); clients of a member that stops
-    being primary are cut so that they reconnect to the new one."""
+    being primary are cut so that they reconnect to the new one. ``standby_port``: reads served
+    by a standby (``_standby_listen``)."""
     lines = [
         "# Written by the control panel; edits here are overwritten.",
         "global",
@@ -151,7 +173,33 @@ def render_haproxy(listen: Sequence[str], port: int, cluster: HaCluster, pidfile
     lines += [
         f"    server {m.name} {cluster.host}:{m.port} check port {m.rest_port}" for m in cluster.members
     ]
+    if standby_port:
+        lines += _standby_listen(listen, standby_port, cluster)
     return "\n".join(lines) + "\n"
+
+
+def _standby_listen(listen: Sequence[str], port: int, cluster: HaCluster) -> list[str]:
+    """The read-only port (the managed service's ``replica-`` host): round-robin over the members
+    whose ``GET /replica`` answers 200 (running standbys); when none does, the primary as a
+    ``backup`` server, its health the ``primary`` section's check (``track``), so reads go on."""
+    lines = ["listen standby"]
+    lines += [f"    bind {address}:{port}" for address in listen]
+    lines += [
+        "    balance roundrobin",
+        "    option httpchk GET /replica",
+        "    http-check expect status 200",
+        # A standby back up takes the reads over from the primary again.
+        "    default-server inter 1s fall 2 rise 1 on-marked-down shutdown-sessions"
+        " on-marked-up shutdown-backup-sessions",
+    ]
+    lines += [
+        f"    server {m.name} {cluster.host}:{m.port} check port {m.rest_port}" for m in cluster.members
+    ]
+    lines += [
+        f"    server {m.name}-primary {cluster.host}:{m.port} backup track primary/{m.name}"
+        for m in cluster.members
+    ]
+    return lines
 
 
 def haproxy_binds(listen_addresses: str) -> list[str]:
