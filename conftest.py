@@ -408,12 +408,19 @@ def _module_local_cluster(django_db_setup: None, django_db_blocker: object) -> I
 @pytest.fixture
 def shared_local_cluster(
     owner: User, transactional_db: None, _module_local_cluster: SharedCluster
-) -> Cluster:
+) -> Iterator[Cluster]:
     """``local_cluster`` for a module whose tests leave the server as they found it: one real
-    cluster for the whole module (a provisioning saved per test), its rows back before each test."""
+    cluster for the whole module (a provisioning saved per test), its rows back before each test.
+    A server a test stopped (through the panel or behind its back) is started again after it."""
     cluster = _module_local_cluster.restore(owner)
     assert cluster.status == "online" and postgres_is_running(cluster), cluster.status
-    return cluster
+    yield cluster
+    if not postgres_is_running(cluster) and Cluster.objects.filter(pk=cluster.pk).exists():
+        from django.conf import settings
+
+        from panel.clusters.engine import isolation
+
+        isolation.start_server(cluster, cluster.os_user(), settings.PANEL_COMMAND_TIMEOUT)
 
 
 def postgres_is_running(cluster: Cluster) -> bool:
