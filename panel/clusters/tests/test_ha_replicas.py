@@ -303,7 +303,7 @@ def test_the_reconciler_leaves_a_healthy_replica_alone(follower: Cluster) -> Non
 
 @pytest.mark.integration
 def test_a_replica_ahead_of_the_new_primary_is_healed_by_the_reconciler(
-    source: Cluster, follower: Cluster, tmp_path: Path
+    source: Cluster, follower: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     source, replica = fresh(source), fresh(follower)
     ca_file = tmp_path / "replica-ca.crt"
@@ -346,7 +346,22 @@ def test_a_replica_ahead_of_the_new_primary_is_healed_by_the_reconciler(
     assert wait_for(lambda: _healed_rows(healed, ca_file) == {1, 3}, 30, interval=0.2)
     (event,) = healed.events.filter(kind="replica-resynced")
     assert event.message.startswith("Replica re-synchronised after its source's failover in ")
+    assert event.message.endswith("(pg_rewind).")
     with connect_as_client(healed) as conn, pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
         conn.execute("INSERT INTO healed VALUES (4)")
     lag = replication.replica_lag(fresh(source)).get(replication.slot_name(healed))
     assert lag is not None and lag.state == "streaming"
+
+    # Where pg_rewind fails, the replica is copied again in place: the same details still.
+    def no_rewind(_job: object) -> None:
+        raise replica_heal.EngineError("pg_rewind failed: for the test")
+
+    monkeypatch.setattr(replica_heal, "_rewind", no_rewind)
+    assert replica_heal.heal(healed, "for the test").startswith(
+        f"{healed.name}: re-synchronised with pg_basebackup"
+    )
+    rebuilt = fresh(healed)
+    assert rebuilt.status == "online" and rebuilt.events.filter(kind="replica-resynced").count() == 2
+    assert (rebuilt.port, rebuilt.ca_certificate, rebuilt.users.get(name="doadmin").password) == details
+    assert _run(fresh(source), "INSERT INTO healed VALUES (5)")
+    assert wait_for(lambda: _healed_rows(rebuilt, ca_file) == {1, 3, 5}, 30, interval=0.2)
