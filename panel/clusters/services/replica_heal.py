@@ -260,6 +260,12 @@ def _rewind(job: provision.Provisioning) -> None:
     assert source is not None
     if not source.is_ha:
         raise EngineError(_("Its source has no standby nodes to rewind from."))
+    with dbconn.admin_connection(replica) as conn:
+        row = conn.execute(
+            "SELECT current_setting('data_checksums')::bool OR current_setting('wal_log_hints')::bool"
+        ).fetchone()
+    if not (row and row[0]):  # pg_rewind would refuse: it could not tell which pages changed
+        raise EngineError(_("The replica has neither data checksums nor wal_log_hints."))
     user = replica.os_user()
     postgres.stop(replica.version, replica.pgdata, user=user, timeout=job.timeout)
     conninfo = (
