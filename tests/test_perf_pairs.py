@@ -84,3 +84,25 @@ def test_load_average_reads_the_three_figures(tmp_path):
     load = pairs_module.load_average(path)
     assert load == (6.21, 3.15, 1.25)
     assert pairs_module.format_load(load) == "load average 6.21 3.15 1.25"
+
+
+def test_run_rounds_rotates_three_sides_and_pairs_them_round_by_round():
+    calls: list[str] = []
+    values = {
+        "hand": iter([100.0, 100.0, 100.0]),
+        "watched": iter([96.0, 99.0, 90.0]),
+        "closed": iter([97.0] * 3),
+    }
+
+    def side(name: str):
+        def run() -> float:
+            calls.append(name)
+            return next(values[name])
+
+        return run
+
+    figures = pairs_module.run_rounds(3, {name: side(name) for name in ("hand", "watched", "closed")})
+    assert calls == ["hand", "watched", "closed", "watched", "closed", "hand", "closed", "hand", "watched"]
+    watched = pairs_module.pairs_of("watched", figures["hand"], figures["watched"])
+    assert watched.ratios == [0.96, 0.99, 0.9]
+    assert watched.median_ratio == 0.96

@@ -99,3 +99,34 @@ def argv_differences(hand: Sequence[str], panel: Sequence[str]) -> tuple[list[st
         else:
             only_panel.append(token)
     return only_hand, only_panel
+
+
+def rotation(names: Sequence[str], round_index: int) -> list[str]:
+    """The order of the sides in one round, rotated by one each round (two sides: alternating)."""
+    if not names:
+        return []
+    shift = round_index % len(names)
+    return [*names[shift:], *names[:shift]]
+
+
+def run_rounds(
+    count: int,
+    sides: dict[str, Callable[[], float]],
+    *,
+    report: Callable[[int, dict[str, float]], None] | None = None,
+) -> dict[str, list[float]]:
+    """``count`` rounds of every side, the order rotating (see :func:`rotation`): each side's
+    figures, round by round; ``report(i, figures of round i)`` after each."""
+    figures: dict[str, list[float]] = {name: [] for name in sides}
+    for index in range(count):
+        got = {name: sides[name]() for name in rotation(list(sides), index)}
+        for name, value in got.items():
+            figures[name].append(value)
+        if report is not None:
+            report(index, got)
+    return figures
+
+
+def pairs_of(label: str, hand: Sequence[float], panel: Sequence[float]) -> Pairs:
+    """The rounds of two sides as pairs (same index: same round)."""
+    return Pairs(label, list(zip(hand, panel, strict=True)))

@@ -17,7 +17,9 @@ printed, with what differs; the load average before, after and at each pair. The
 the summaries: "ratio panel/hand median X (pairs: ...)", target ≥ 0.95.
 
 ``--client-weight normal`` gives the clients' cgroup a normal process's CPU weight (1024 / 100
-instead of 512 / 50) for the measurement, to see whether the weight costs TPS (it is put back).
+instead of 512 / 50) for the measurement; ``--client-weight compare`` runs rounds of three instead
+(hand, panel at the clients' weight, panel at a normal process's weight; no percentiles), to see
+whether the weight costs TPS. The weight is put back afterwards.
 
     .venv/bin/python scripts/perf/benchmarks.py [--clients 10] [--duration 10] [--scale 10] [--pairs 7]
 """
@@ -29,10 +31,20 @@ import statistics
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 from _bench_setup import bench_cluster, hand_command
 from _bench_setup import by_hand as hand_run
-from _pairs import DEFAULT_PAIRS, Pairs, argv_differences, format_load, load_average, run_pairs
+from _pairs import (
+    DEFAULT_PAIRS,
+    Pairs,
+    argv_differences,
+    format_load,
+    load_average,
+    pairs_of,
+    run_pairs,
+    run_rounds,
+)
 
 
 def main() -> None:
@@ -44,12 +56,25 @@ def main() -> None:
     parser.add_argument("--duration", type=int, default=10)
     parser.add_argument("--scale", type=int, default=10)
     parser.add_argument("--pairs", type=int, default=DEFAULT_PAIRS)
-    parser.add_argument("--client-weight", choices=("panel", "normal"), default="panel")
+    parser.add_argument("--client-weight", choices=("panel", "normal", "compare"), default="panel")
     args = parser.parse_args()
     print("before:", format_load(load_average()))
     with bench_cluster("db-perf", args.scale) as bench, client_weight(args.client_weight):
         measure(args, bench)
     print("after:", format_load(load_average()))
+
+
+NORMAL_WEIGHT = (1024, 100)  # one ordinary process's CPU weight: v1 cpu.shares, v2 cpu.weight
+
+
+def set_client_weight(weight: tuple[int, int]) -> tuple[int, int]:
+    """Give the clients' cgroup ``weight`` (v1 shares, v2 weight) from the next run on; the weight
+    it had before."""
+    from panel.clusters.engine import cgroups
+
+    before = (cgroups.CLIENTS_V1_SHARES, cgroups.CLIENTS_V2_WEIGHT)
+    cgroups.CLIENTS_V1_SHARES, cgroups.CLIENTS_V2_WEIGHT = weight
+    return before
 
 
 class client_weight:  # noqa: N801 (a context manager, read as a phrase)
@@ -63,10 +88,11 @@ class client_weight:  # noqa: N801 (a context manager, read as a phrase)
 
         self.saved = (cgroups.CLIENTS_V1_SHARES, cgroups.CLIENTS_V2_WEIGHT)
         if self.which == "normal":
-            cgroups.CLIENTS_V1_SHARES, cgroups.CLIENTS_V2_WEIGHT = 1024, 100
+            set_client_weight(NORMAL_WEIGHT)
         print(
             f"clients' cgroup weight: {cgroups.CLIENTS_V1_SHARES} of 1024 (v1) / "
             f"{cgroups.CLIENTS_V2_WEIGHT} of 100 (v2)"
+            + (f", and {NORMAL_WEIGHT[0]} / {NORMAL_WEIGHT[1]} in turn" if self.which == "compare" else "")
         )
 
     def __exit__(self, *exc: object) -> None:
@@ -74,8 +100,33 @@ class client_weight:  # noqa: N801 (a context manager, read as a phrase)
 
         from panel.clusters.engine import cgroups
 
-        cgroups.CLIENTS_V1_SHARES, cgroups.CLIENTS_V2_WEIGHT = self.saved
+        set_client_weight(self.saved)
         cgroups.ensure_clients(settings.PANEL_BENCH_MEMORY_MB * 1024**2)  # as the runner leaves it
+
+
+def compare_weights(
+    args: argparse.Namespace, by_hand: Callable[[], float], panel: Callable[[], float]
+) -> None:
+    """Rounds of hand, panel at the clients' weight and panel at a normal process's weight."""
+
+    def normal() -> float:
+        saved = set_client_weight(NORMAL_WEIGHT)
+        try:
+            return panel()
+        finally:
+            set_client_weight(saved)
+
+    def report(index: int, got: dict[str, float]) -> None:
+        print(
+            f"  round {index + 1}: by hand {got['hand']:8.1f} tps   panel {got['panel']:8.1f} "
+            f"({got['panel'] / got['hand']:.3f})   panel, normal weight {got['normal']:8.1f} "
+            f"({got['normal'] / got['hand']:.3f})   {format_load(load_average())}"
+        )
+
+    figures = run_rounds(args.pairs, {"hand": by_hand, "panel": panel, "normal": normal}, report=report)
+    print()
+    print(pairs_of("panel at the clients' weight", figures["hand"], figures["panel"]).summary_line())
+    print(pairs_of("panel at a normal weight", figures["hand"], figures["normal"]).summary_line())
 
 
 def measure(args: argparse.Namespace, bench: object) -> None:
@@ -144,6 +195,9 @@ def measure(args: argparse.Namespace, bench: object) -> None:
     print(f"  differ: hand only {only_hand or 'nothing'}, panel only {only_panel or 'nothing'}")
     print(f"  panel client: {panel_client}")
 
+    if args.client_weight == "compare":
+        compare_weights(args, by_hand, lambda: through_panel(False))
+        return
     results = {p: Pairs("with percentiles" if p else "without percentiles") for p in (False, True)}
     for percentiles, pairs in results.items():
 
