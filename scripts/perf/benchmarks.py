@@ -145,6 +145,7 @@ def measure(args: argparse.Namespace, bench: object) -> None:
     lags_db: list[float] = []
     lags_seen: list[float] = []
     client_cores: list[float] = []
+    executor_cpu: list[float] = []
     panel_argvs: dict[bool, list[str]] = {}
     panel_client: dict[str, object] = {}
 
@@ -165,11 +166,14 @@ def measure(args: argparse.Namespace, bench: object) -> None:
         # The poller competes for the CPU with pgbench: only in the warm-up, not in the pairs.
         poller = threading.Thread(target=poll if watch else stop.wait)
         poller.start()
+        cpu_before, wall_before = time.process_time(), time.monotonic()
         try:
             run = services.execute_run(run.pk, wait_turn_s=30)
         finally:
             stop.set()
             poller.join()
+        if not watch:  # this process: the executor's parser, samples, heartbeat, cancel checks
+            executor_cpu.append((time.process_time() - cpu_before) / (time.monotonic() - wall_before))
         if run.status != "succeeded" or run.tps is None:
             sys.exit(f"panel run failed: {run.error_message}")
         panel_argvs.setdefault(percentiles, list(run.argv))
@@ -222,6 +226,11 @@ def measure(args: argparse.Namespace, bench: object) -> None:
     if client_cores:
         print(
             f"panel client CPU: median {statistics.median(client_cores):.2f} cores ({cluster.plan_slug} server)"
+        )
+    if executor_cpu:
+        print(
+            f"panel executor CPU (this process, beside pgbench): median "
+            f"{statistics.median(executor_cpu) * 1000:.0f} ms per s of run"
         )
     if lags_db:
         print(
