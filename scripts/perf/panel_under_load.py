@@ -163,7 +163,7 @@ def measure(args: argparse.Namespace, bench: BenchCluster) -> None:
             cores = getattr(done, "client_cores", None)
             print(
                 f"    run: {getattr(done, 'status', '?')}, {getattr(done, 'tps', 0) or 0:.0f} TPS, "
-                f"client CPU {cores if cores is not None else '?'} cores"
+                f"client CPU {'?' if cores is None else f'{cores:.2f}'} cores"
             )
             return times
 
