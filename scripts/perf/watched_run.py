@@ -19,7 +19,7 @@ the page's cost while it watched (requests and bytes per second, the web server'
 CPU per second of run), the load average at each round, and the summaries: "ratio panel/hand
 median X (pairs: ...)" for watched and for closed, target ≥ 0.95.
 
-    .venv/bin/python scripts/perf/watched_run.py [--clients 10] [--duration 10] [--scale 10] [--pairs 5]
+    .venv/bin/python scripts/perf/watched_run.py [--clients 10] [--duration 8] [--scale 10] [--pairs 5]
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def main() -> None:
     )
     parser.add_argument("--clients", type=int, default=10)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--duration", type=int, default=10)
+    parser.add_argument("--duration", type=int, default=8)
     parser.add_argument("--scale", type=int, default=10)
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument(
