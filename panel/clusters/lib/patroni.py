@@ -19,8 +19,10 @@ TTL = 20
 LOOP_WAIT = 1
 RETRY_TIMEOUT = 5
 WAL_RETRIEVE_RETRY_INTERVAL = "500ms"
-# An acknowledged commit is on a standby, applied: none is lost when the primary goes.
-SYNCHRONOUS_COMMIT = "remote_apply"
+# An acknowledged commit is flushed on a standby: none is lost when the primary goes. Not
+# remote_apply: read-your-writes on standbys is not promised, and after a switchover every commit
+# would wait for a standby to replay, not just to receive.
+SYNCHRONOUS_COMMIT = "on"
 WAL_KEEP_SIZE = "256MB"
 NAMESPACE = "/pgpanel/"
 
@@ -33,6 +35,8 @@ class Member:
     port: int
     rest_port: int
     data_dir: str
+    # Patroni's replicatefrom tag: the member this one streams from (a switchover's cascade).
+    replicate_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -89,7 +93,9 @@ def dynamic_config(cluster: HaCluster) -> dict[str, Any]:
 def member_config(cluster: HaCluster, member: Member, pgpass: str) -> dict[str, Any]:
     """One member's Patroni configuration."""
     auth = {"username": cluster.superuser, "password": cluster.superuser_password}
+    tags = {"replicatefrom": member.replicate_from} if member.replicate_from else {}
     return {
+        "tags": tags,
         "scope": cluster.scope,
         "namespace": NAMESPACE,
         "name": member.name,
@@ -146,7 +152,7 @@ def render_haproxy(listen: Sequence[str], port: int, cluster: HaCluster, pidfile
     lines += [
         "    option httpchk GET /primary",
         "    http-check expect status 200",
-        "    default-server inter 1s fall 2 rise 1 on-marked-down shutdown-sessions",
+        "    default-server inter 500ms fall 1 rise 1 on-marked-down shutdown-sessions",
     ]
     lines += [
         f"    server {m.name} {cluster.host}:{m.port} check port {m.rest_port}" for m in cluster.members

@@ -105,9 +105,10 @@ def _callback_command(cluster: Cluster) -> str:
 # --- configuration -------------------------------------------------------------------------------
 
 
-def write_configs(cluster: Cluster, user: OsUser) -> None:
+def write_configs(cluster: Cluster, user: OsUser, replicate_from: dict[str, str] | None = None) -> None:
     """Every member's Patroni configuration, the shared base configuration and HAProxy's (0600,
-    the cluster's user: they hold the superuser's password)."""
+    the cluster's user: they hold the superuser's password); ``replicate_from``: member → the
+    member it streams from (a switchover's cascade)."""
     runas.make_private_dir(ha_dir(cluster), user)
     base = ha_dir(cluster) / "postgresql.base.conf"
     if not base.exists():
@@ -122,7 +123,9 @@ def write_configs(cluster: Cluster, user: OsUser) -> None:
             **{**shared.__dict__, "on_role_change": f"{shared.on_role_change} {member.port}"}
         )
         text = patroni_lib.render_member(
-            own, _lib_member(member), str(ha_dir(cluster) / f"{member.name}.pgpass")
+            own,
+            _lib_member(member, (replicate_from or {}).get(member.name)),
+            str(ha_dir(cluster) / f"{member.name}.pgpass"),
         )
         runas.write_private_file(member_config_path(cluster, member), text, owner=user)
     binds = patroni_lib.haproxy_binds(settings.PANEL_LISTEN_ADDRESSES)
@@ -131,8 +134,8 @@ def write_configs(cluster: Cluster, user: OsUser) -> None:
     runas.write_private_file(haproxy_config_path(cluster), text, owner=user)
 
 
-def _lib_member(member: ClusterMember) -> patroni_lib.Member:
-    return patroni_lib.Member(member.name, member.port, member.rest_port, member.data_dir)
+def _lib_member(member: ClusterMember, replicate_from: str | None = None) -> patroni_lib.Member:
+    return patroni_lib.Member(member.name, member.port, member.rest_port, member.data_dir, replicate_from)
 
 
 # --- processes -----------------------------------------------------------------------------------

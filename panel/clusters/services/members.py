@@ -12,7 +12,7 @@ from panel.clusters import hooks
 from panel.clusters.engine import dbconn, patroni
 from panel.clusters.lib.patroni import MemberInfo, MemberStatus
 from panel.clusters.models import Cluster, MemberRole
-from panel.clusters.services import ha
+from panel.clusters.services import cascade, ha
 from panel.core.agent import on_node
 from panel.core.errors import N_, ServiceError
 
@@ -123,8 +123,14 @@ def switchover(cluster: Cluster, to: str | None = None) -> str:
     return switch(cluster, to)
 
 
-def switch(cluster: Cluster, to: str | None = None) -> str:
-    """``switchover`` without asking whether the cluster serves (a rolling restart's step)."""
+def switch(cluster: Cluster, to: str | None = None, phases: dict[str, float] | None = None) -> str:
+    """``switchover`` without asking whether the cluster serves (a rolling restart's step).
+    ``phases`` receives the monotonic time of each step (``failover.py --breakdown``)."""
+    phases = {} if phases is None else phases
+
+    def mark(name: str) -> None:
+        phases[name] = time.monotonic()
+
     statuses = ha.read_statuses(cluster)
     primary = next((s for s in statuses if s.is_primary and s.state == "running"), None)
     if primary is None:
@@ -136,24 +142,35 @@ def switch(cluster: Cluster, to: str | None = None) -> str:
         )
     candidate = pick_candidate(cluster, statuses, to)
     ha.record_statuses(cluster, statuses)  # the switchover's duration counts from here
+    others = [s.name for s in statuses if s.name not in (primary.name, candidate.name)]
+    mark("started")
+    cascade.follow_candidate(cluster, candidate.name, others)
+    mark("cascaded")
     checkpoint(cluster)
+    mark("checkpointed")
     asked = Switchover(cluster, primary.name, candidate.name)
-    paused_at = time.monotonic()
-    with hooks.pooler.paused(cluster):
-        asked.start()
-        writable = asked.wait_writable()
-        writable_at = time.monotonic()
-        if writable:
-            # PgBouncer repointed (its files rendered for the new primary) before the pools resume.
-            asked.wait_recorded()
-    log.info(
-        "switchover of %s to %s: writable after %.2f s, pools resumed after %.2f s",
-        cluster.pk,
-        candidate.name,
-        writable_at - paused_at,
-        time.monotonic() - paused_at,
-    )
-    asked.finish()
+    try:
+        with hooks.pooler.paused(cluster):
+            mark("paused")
+            asked.start()
+            mark("asked")
+            if asked.wait_writable():
+                mark("writable")
+                # PgBouncer repointed (its files name the new primary) before the pools resume.
+                asked.wait_recorded()
+                mark("repointed")
+        mark("resumed")
+        log.info(
+            "switchover of %s to %s: %s",
+            cluster.pk,
+            candidate.name,
+            ", ".join(
+                f"{name} +{at - phases['paused']:.2f} s" for name, at in phases.items() if "paused" in phases
+            ),
+        )
+        asked.finish()
+    finally:
+        cascade.follow_leader(cluster, others)
     ha.refresh_members(cluster, cause="switchover")
     return cluster.members.get(role=MemberRole.PRIMARY).name
 
