@@ -325,11 +325,15 @@ def record_statuses(cluster: Cluster, statuses: list[patroni_lib.MemberStatus]) 
         )
 
 
+# Clusters this process switches over: only the switchover records their members meanwhile.
+SWITCHING: set[object] = set()
+
+
 def refresh_members(cluster: Cluster, *, cause: str = "failover") -> str | None:
     """Read the members' states from Patroni into their rows. When the primary changed since the
     last look: PgBouncer repointed (the pools' configuration rendered again), an event with how
     long the cluster had no primary, and the owner told. Returns the new primary's name then."""
-    statuses = read_statuses(cluster)
+    statuses = read_statuses(cluster) if cause == "switchover" or cluster.pk not in SWITCHING else []
     if not statuses:
         return None
     before = cluster.members.filter(role=MemberRole.PRIMARY).first()

@@ -7,6 +7,7 @@ import dataclasses
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from panel.clusters import hooks
 from panel.clusters.engine import dbconn, patroni
@@ -29,9 +30,8 @@ def list_members(cluster: Cluster) -> list[MemberInfo]:
     Patroni says now (the rows as last recorded when no Patroni answers)."""
     if not cluster.is_ha:
         return []
-    statuses = ha.read_statuses(cluster)
-    if statuses:
-        ha.record_statuses(cluster, statuses)
+    # The rows as Patroni says now; a change of primary seen here first is an event all the same.
+    ha.refresh_members(cluster)
     return [
         MemberInfo(
             name=m.name,
@@ -144,11 +144,30 @@ def switch(cluster: Cluster, to: str | None = None, phases: dict[str, float] | N
     ha.record_statuses(cluster, statuses)  # the switchover's duration counts from here
     others = [s.name for s in statuses if s.name not in (primary.name, candidate.name)]
     mark("started")
-    cascade.follow_candidate(cluster, candidate.name, others)
+    ha.SWITCHING.add(cluster.pk)
+    try:
+        _switch(cluster, primary.name, candidate.name, others, mark)
+    finally:
+        ha.SWITCHING.discard(cluster.pk)
+        log.info(
+            "switchover of %s to %s: %s",
+            cluster.pk,
+            candidate.name,
+            ", ".join(f"{name} {at - phases.get('paused', at):+.2f} s" for name, at in phases.items()),
+        )
+    ha.refresh_members(cluster, cause="switchover")
+    return cluster.members.get(role=MemberRole.PRIMARY).name
+
+
+def _switch(
+    cluster: Cluster, primary: str, candidate: str, others: list[str], mark: Callable[[str], None]
+) -> None:
+    """The cascade, CHECKPOINT, and Patroni's switchover with the pools paused."""
+    cascade.follow_candidate(cluster, candidate, others)
     mark("cascaded")
     checkpoint(cluster)
     mark("checkpointed")
-    asked = Switchover(cluster, primary.name, candidate.name)
+    asked = Switchover(cluster, primary, candidate)
     try:
         with hooks.pooler.paused(cluster):
             mark("paused")
@@ -160,19 +179,9 @@ def switch(cluster: Cluster, to: str | None = None, phases: dict[str, float] | N
                 asked.wait_recorded()
                 mark("repointed")
         mark("resumed")
-        log.info(
-            "switchover of %s to %s: %s",
-            cluster.pk,
-            candidate.name,
-            ", ".join(
-                f"{name} +{at - phases['paused']:.2f} s" for name, at in phases.items() if "paused" in phases
-            ),
-        )
         asked.finish()
     finally:
         cascade.follow_leader(cluster, others)
-    ha.refresh_members(cluster, cause="switchover")
-    return cluster.members.get(role=MemberRole.PRIMARY).name
 
 
 def checkpoint(cluster: Cluster) -> None:
