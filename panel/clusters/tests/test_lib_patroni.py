@@ -4,6 +4,7 @@ callback's repointing of pgbouncer.ini."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from panel.clusters.engine.patroni_callback import repoint
@@ -89,3 +90,37 @@ def test_the_callback_repoints_only_lines_on_the_clusters_socket():
     assert "writes = host=/data/run port=27006 dbname=defaultdb" in new
     assert "other = host=/elsewhere port=27002" in new
     assert "listen_port = 26001" in new
+
+
+def test_a_member_streams_from_another_only_when_a_switchover_cascades_it():
+    plain = json.loads(patroni.render_member(_cluster(3), _cluster(3).members[2], "/p"))
+    assert plain["tags"] == {}
+    cascaded = dataclasses.replace(_cluster(3).members[2], replicate_from="member-1")
+    config = json.loads(patroni.render_member(_cluster(3), cascaded, "/p"))
+    assert config["tags"] == {"replicatefrom": "member-1"}
+
+
+def test_commits_wait_for_a_standbys_flush_not_its_replay():
+    parameters = patroni.dynamic_config(_cluster(3))["postgresql"]["parameters"]
+    assert parameters["synchronous_commit"] == "on"
+
+
+def test_haproxy_drops_a_demoted_member_after_one_failed_half_second_check():
+    text = patroni.render_haproxy(["127.0.0.1"], 26000, _cluster(2), "/data/ha/haproxy.pid")
+    assert "default-server inter 500ms fall 1 rise 1 on-marked-down shutdown-sessions" in text
+
+
+def test_patroni_runs_with_a_100_ms_stop_poll(monkeypatch):
+    import patroni.__main__
+    import patroni.postgresql
+
+    from panel.clusters.engine import patroni_run
+
+    seen = []
+    monkeypatch.setattr(patroni.postgresql, "STOP_POLLING_INTERVAL", 1)  # Patroni 4.1.5's own
+    monkeypatch.setattr(
+        patroni.__main__, "main", lambda: seen.append(patroni.postgresql.STOP_POLLING_INTERVAL)
+    )
+    monkeypatch.setattr("sys.argv", ["patroni_run.py", "/data/ha/member-1.json"])
+    patroni_run.main()
+    assert seen == [0.1]
