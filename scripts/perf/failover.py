@@ -49,6 +49,7 @@ RECOVERY_TIMEOUT = 120.0
 @dataclass
 class Writer:
     params: dict
+    first: int = 0  # ids from first + 1: a second writer's never meet the first's
     acked: list[tuple[int, float]] = field(default_factory=list)
     unknown: list[tuple[int, float]] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
@@ -57,7 +58,7 @@ class Writer:
         import psycopg
 
         conn = None
-        n = 0
+        n = self.first
         while not self.stop.is_set():
             n += 1
             try:
@@ -85,6 +86,16 @@ class Trial:
     unknown: int
     unknown_present: int
     phases: dict[str, float] = field(default_factory=dict)
+    # A second writer connected straight to the cluster's port (HAProxy), switchovers only.
+    direct_gap: float | None = None
+    direct_failed: int = 0
+
+
+def longest_gap(acked: list[tuple[int, float]], started: float) -> tuple[float, float]:
+    """The longest pause between two commits after ``started``, and when the commit ending it came."""
+    times = [started] + [t for _n, t in acked if t > started]
+    gaps = [(b - a, b) for a, b in zip(times, times[1:], strict=False)]
+    return max(gaps) if gaps else (float("inf"), float("inf"))
 
 
 class Watcher(threading.Thread):
@@ -142,6 +153,10 @@ def trial(cluster, scenario: str, params: dict, breakdown: bool = False) -> Tria
     writer = Writer(params)
     thread = threading.Thread(target=writer.run, daemon=True)
     thread.start()
+    direct = Writer({**params, "port": cluster.port, "dbname": "defaultdb"}, first=10**9)
+    direct_thread = threading.Thread(target=direct.run, daemon=True)
+    if scenario == "switchover":
+        direct_thread.start()
     time.sleep(3)
     phases: dict[str, float] = {}
     watcher = Watcher(cluster, old, phases) if breakdown else None
@@ -166,15 +181,16 @@ def trial(cluster, scenario: str, params: dict, breakdown: bool = False) -> Tria
             break
         time.sleep(0.1)
     writer.stop.set()
+    direct.stop.set()
     thread.join(timeout=10)
+    if direct_thread.is_alive():
+        direct_thread.join(timeout=10)
     if watcher is not None:
         watcher.stop.set()
         watcher.join(timeout=5)
     # The outage clients saw: the longest pause between two commits after the kill (backends of a
     # killed postmaster may still commit for a moment); "first write" is the commit ending it.
-    times = [started] + [t for _n, t in writer.acked if t > started]
-    gaps = [(b - a, b) for a, b in zip(times, times[1:], strict=False)]
-    longest, resumed = max(gaps) if gaps else (float("inf"), end)
+    longest, resumed = longest_gap(writer.acked, started)
     interruption = resumed - started if taken_over is not None else float("inf")
     present: set[int] = set()
     for _attempt in range(50):
@@ -184,8 +200,10 @@ def trial(cluster, scenario: str, params: dict, breakdown: bool = False) -> Tria
             break
         except psycopg.Error:
             time.sleep(0.5)
-    lost = sum(1 for n, _t in writer.acked if n not in present)
+    lost = sum(1 for n, _t in writer.acked + direct.acked if n not in present)
     phases["first commit acked"] = resumed
+    if direct.acked:
+        phases["first direct commit after the cut"] = longest_gap(direct.acked, started)[1]
     return Trial(
         scenario,
         interruption,
@@ -195,6 +213,8 @@ def trial(cluster, scenario: str, params: dict, breakdown: bool = False) -> Tria
         len(writer.unknown),
         sum(1 for n, _t in writer.unknown if n in present),
         phases,
+        longest_gap(direct.acked, started)[0] if direct.acked else None,
+        len(direct.unknown),
     )
 
 
@@ -266,6 +286,12 @@ def main() -> None:
                     f"({result.unknown_present} of them present)",
                     flush=True,
                 )
+                if result.direct_gap is not None:
+                    print(
+                        f"{'':<10}     direct client (HAProxy): longest pause {result.direct_gap:5.2f} s, "
+                        f"{result.direct_failed} statements failed (it reconnects)",
+                        flush=True,
+                    )
                 if args.breakdown and scenario == "switchover":
                     print_breakdown(result.phases)
         print()
@@ -280,6 +306,14 @@ def main() -> None:
                 f"{sum(r.acked for r in rows)}; unknown outcome {sum(r.unknown for r in rows)} "
                 f"({sum(r.unknown_present for r in rows)} committed)"
             )
+            direct = [r.direct_gap for r in rows if r.direct_gap is not None]
+            if direct:
+                print(
+                    f"{'':<10}  direct client through HAProxy: longest pause median "
+                    f"{statistics.median(direct):.2f} s, worst {max(direct):.2f} s; "
+                    f"{sum(r.direct_failed for r in rows)} statements failed"
+                )
+        print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} at the end")
     finally:
         cluster.refresh_from_db()
         services.delete_cluster(cluster, confirm_name=cluster.name)

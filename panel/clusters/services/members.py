@@ -12,10 +12,10 @@ from collections.abc import Callable
 from panel.clusters import hooks
 from panel.clusters.engine import dbconn, patroni
 from panel.clusters.lib.patroni import MemberInfo, MemberStatus
-from panel.clusters.models import Cluster, MemberRole
+from panel.clusters.models import Cluster, EventLevel, MemberRole
 from panel.clusters.services import cascade, ha
 from panel.core.agent import on_node
-from panel.core.errors import N_, ServiceError
+from panel.core.errors import N_, Message, ServiceError, Term
 
 log = logging.getLogger(__name__)
 
@@ -173,12 +173,16 @@ def _switch(
             mark("paused")
             asked.start()
             mark("asked")
+            paused_at = time.monotonic()
+            repointed = False
             if asked.wait_writable():
                 mark("writable")
                 # PgBouncer repointed (its files name the new primary) before the pools resume.
-                asked.wait_recorded()
+                repointed = asked.wait_repointed()
                 mark("repointed")
         mark("resumed")
+        if repointed:  # else the last refresh_members sees the change, whenever it comes
+            asked.announce(time.monotonic() - paused_at)
         asked.finish()
     finally:
         cascade.follow_leader(cluster, others)
@@ -231,13 +235,30 @@ class Switchover:
             time.sleep(0.05)
         return False
 
-    def wait_recorded(self) -> None:
-        """Until the rows name the candidate the primary (PgBouncer repointed on the way)."""
+    def wait_repointed(self) -> bool:
+        """Until Patroni names the candidate the running primary; then the rows say so and
+        PgBouncer's files are rendered for it (reloaded and checked). The event and the owner's
+        email wait until the pools resume (``announce``)."""
         while time.monotonic() < self.deadline:
-            ha.refresh_members(self.cluster, cause="switchover")
-            if self.cluster.members.filter(name=self.candidate, role=MemberRole.PRIMARY).exists():
-                return
+            statuses = ha.read_statuses(self.cluster)
+            if any(s.name == self.candidate and s.is_primary and s.state == "running" for s in statuses):
+                ha.record_statuses(self.cluster, statuses)
+                hooks.pooler.refresh_auth(self.cluster)
+                return True
             time.sleep(0.05)
+        return False
+
+    def announce(self, paused_for: float) -> None:
+        """The switchover's event, with how long the pools' clients waited, and the owner told."""
+        message = Message(
+            N_("%(cause)s: %(new)s is the primary now (was %(old)s); writes resumed within %(s).1f s."),
+            cause=Term(ha.CAUSE_WORDS["switchover"]),
+            new=self.candidate,
+            old=self.leader,
+            s=paused_for,
+        )
+        self.cluster.log_event("switchover", message, EventLevel.INFO)
+        hooks.role_changed(self.cluster, message)
 
     def finish(self) -> None:
         """Patroni's answer; a refusal (nothing changed) is the user's error."""
