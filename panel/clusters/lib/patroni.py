@@ -58,6 +58,8 @@ class HaCluster:
     # The command Patroni runs on a role change (it appends action, role and scope).
     on_role_change: str
     host: str = "127.0.0.1"
+    # The command Patroni runs right before it stops a member's PostgreSQL (a switchover's hold).
+    before_stop: str = ""
 
     @property
     def strict(self) -> bool:
@@ -119,6 +121,7 @@ def member_config(cluster: HaCluster, member: Member, pgpass: str) -> dict[str, 
             },
             "authentication": {"superuser": auth, "replication": auth, "rewind": auth},
             "callbacks": {"on_role_change": cluster.on_role_change},
+            **({"before_stop": cluster.before_stop} if cluster.before_stop else {}),
             "create_replica_methods": ["basebackup"],
             "basebackup": [{"checkpoint": "fast"}],
             "remove_data_directory_on_rewind_failure": True,

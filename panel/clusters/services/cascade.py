@@ -26,12 +26,15 @@ log = logging.getLogger(__name__)
 CASCADE_TIMEOUT = 10.0
 
 
-def follow_candidate(cluster: Cluster, candidate: str, others: list[str]) -> bool:
+def follow_candidate(cluster: Cluster, primary: str, candidate: str, others: list[str]) -> bool:
     """Every member in ``others`` streams from ``candidate``; False when one did not within
-    ``CASCADE_TIMEOUT`` (the switchover then goes on the slower way)."""
+    ``CASCADE_TIMEOUT`` (the switchover then goes on the slower way). The primary's Patroni reads
+    its configuration again too, so that it runs the switchover's ``before_stop`` script
+    (``handover``): Patroni reloads at the start of its next loop, before it looks at the
+    switchover asked after this."""
+    _apply(cluster, [primary, *others], dict.fromkeys(others, candidate))
     if not others:
         return True
-    _apply(cluster, others, dict.fromkeys(others, candidate))
     port = cluster.members.get(name=candidate).port
     deadline = time.monotonic() + CASCADE_TIMEOUT
     while time.monotonic() < deadline:

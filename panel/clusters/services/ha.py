@@ -10,6 +10,7 @@ there (an absolute include), and its pg_hba.conf and pg_ident.conf.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import sys
@@ -24,6 +25,7 @@ from panel.clusters import hooks
 from panel.clusters.engine import dbconn, isolation, patroni, postgres
 from panel.clusters.lib import patroni as patroni_lib
 from panel.clusters.models import Cluster, ClusterMember, ClusterStatus, EventLevel, MemberRole, Node
+from panel.clusters.services import handover
 from panel.clusters.services.create import etcd_ports
 from panel.core import runas
 from panel.core.errors import N_, Message, Term
@@ -107,8 +109,7 @@ def _callback_command(cluster: Cluster) -> str:
 
 def write_configs(cluster: Cluster, user: OsUser, replicate_from: dict[str, str] | None = None) -> None:
     """Every member's Patroni configuration, the shared base configuration and HAProxy's (0600,
-    the cluster's user: they hold the superuser's password); ``replicate_from``: member → the
-    member it streams from (a switchover's cascade)."""
+    the cluster's user: they hold the superuser's password)."""
     runas.make_private_dir(ha_dir(cluster), user)
     base = ha_dir(cluster) / "postgresql.base.conf"
     if not base.exists():
@@ -117,7 +118,7 @@ def write_configs(cluster: Cluster, user: OsUser, replicate_from: dict[str, str]
         text = (cluster.pgdata / "postgresql.conf").read_text()
         absolute = f"include_if_exists = '{cluster.pgdata / 'panel.conf'}'"
         runas.write_private_file(base, text.replace(INCLUDE_LINE, absolute), owner=user)
-    shared = spec(cluster)
+    shared = dataclasses.replace(spec(cluster), before_stop=handover.before_stop_command(cluster))
     for member in members_of(cluster):
         own = patroni_lib.HaCluster(
             **{**shared.__dict__, "on_role_change": f"{shared.on_role_change} {member.port}"}

@@ -13,7 +13,7 @@ from panel.clusters import hooks
 from panel.clusters.engine import dbconn, patroni
 from panel.clusters.lib.patroni import MemberInfo, MemberStatus
 from panel.clusters.models import Cluster, EventLevel, MemberRole
-from panel.clusters.services import cascade, ha
+from panel.clusters.services import cascade, ha, handover
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError, Term
 
@@ -162,24 +162,34 @@ def switch(cluster: Cluster, to: str | None = None, phases: dict[str, float] | N
 def _switch(
     cluster: Cluster, primary: str, candidate: str, others: list[str], mark: Callable[[str], None]
 ) -> None:
-    """The cascade, CHECKPOINT, and Patroni's switchover with the pools paused."""
-    cascade.follow_candidate(cluster, candidate, others)
+    """The cascade, CHECKPOINT, and Patroni's switchover, the pools paused from the moment
+    Patroni stops the old primary until PgBouncer names the new one."""
+    cascade.follow_candidate(cluster, primary, candidate, others)
     mark("cascaded")
     checkpoint(cluster)
     mark("checkpointed")
     asked = Switchover(cluster, primary, candidate)
     try:
-        with hooks.pooler.paused(cluster):
-            mark("paused")
+        with handover.handover(cluster) as hand:
             asked.start()
             mark("asked")
-            paused_at = time.monotonic()
-            repointed = False
-            if asked.wait_writable():
-                mark("writable")
-                # PgBouncer repointed (its files name the new primary) before the pools resume.
-                repointed = asked.wait_repointed()
-                mark("repointed")
+            # The pools' clients go on until Patroni is about to stop the old primary.
+            if hand.wait_stopping(lambda: asked.answer is not None, SWITCHOVER_TIMEOUT):
+                mark("stopping")
+            elif asked.refused():
+                asked.finish()  # raises: Patroni changed nothing, the pools were never paused
+            else:
+                log.warning("switchover of %s: Patroni did not run the before_stop script", cluster.pk)
+            with hooks.pooler.paused(cluster):
+                mark("paused")
+                hand.release()
+                paused_at = time.monotonic()
+                repointed = False
+                if asked.wait_writable():
+                    mark("writable")
+                    # PgBouncer repointed (its files name the new primary) before the pools resume.
+                    repointed = asked.wait_repointed()
+                    mark("repointed")
         mark("resumed")
         if repointed:  # else the last refresh_members sees the change, whenever it comes
             asked.announce(time.monotonic() - paused_at)
@@ -218,13 +228,13 @@ class Switchover:
     def start(self) -> None:
         self.thread.start()
 
-    def _refused(self) -> bool:
+    def refused(self) -> bool:
         return self.answer is not None and self.answer[0] != 200
 
     def wait_writable(self) -> bool:
         """Until the candidate's PostgreSQL is out of recovery (True), or Patroni refused."""
         port = self.cluster.members.get(name=self.candidate).port
-        while time.monotonic() < self.deadline and not self._refused():
+        while time.monotonic() < self.deadline and not self.refused():
             try:
                 with dbconn.admin_connection(self.cluster, port=port) as conn:
                     row = conn.execute("SELECT pg_catalog.pg_is_in_recovery()").fetchone()

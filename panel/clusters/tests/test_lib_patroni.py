@@ -124,3 +124,42 @@ def test_patroni_runs_with_a_100_ms_stop_poll(monkeypatch):
     monkeypatch.setattr("sys.argv", ["patroni_run.py", "/data/ha/member-1.json"])
     patroni_run.main()
     assert seen == [0.1]
+
+
+def test_members_hold_their_stop_for_a_switchover_only_when_told():
+    config = json.loads(
+        patroni.render_member(
+            dataclasses.replace(_cluster(2), before_stop="python hold.py /data/run"),
+            _cluster(2).members[0],
+            "/p",
+        )
+    )
+    assert config["postgresql"]["before_stop"] == "python hold.py /data/run"
+    assert (
+        "before_stop"
+        not in json.loads(patroni.render_member(_cluster(2), _cluster(2).members[0], "/p"))["postgresql"]
+    )
+
+
+def test_the_before_stop_script_waits_for_the_pools_only_during_a_switchover(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    from panel.clusters.engine import patroni_before_stop as hold
+
+    argv = [sys.executable, "-I", hold.__file__, str(tmp_path)]
+    started = time.monotonic()
+    assert subprocess.run(argv, timeout=10).returncode == 0  # an ordinary stop: at once
+    assert not (tmp_path / hold.STOPPING).exists()
+    (tmp_path / hold.PENDING).write_text("switchover\n")
+    proc = subprocess.Popen(argv)
+    deadline = time.monotonic() + 10
+    while not (tmp_path / hold.STOPPING).exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert (tmp_path / hold.STOPPING).exists()
+    time.sleep(0.3)
+    assert proc.poll() is None, "the stop went on before the pools were paused"
+    (tmp_path / hold.PENDING).unlink()
+    assert proc.wait(timeout=5) == 0
+    assert time.monotonic() - started < hold.WAIT
