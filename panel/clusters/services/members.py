@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from panel.clusters import hooks
 from panel.clusters.engine import dbconn, patroni
+from panel.clusters.lib import patroni as patroni_lib
 from panel.clusters.lib.patroni import MemberInfo, MemberStatus
 from panel.clusters.models import Cluster, EventLevel, MemberRole
 from panel.clusters.services import cascade, ha, handover
@@ -252,8 +253,15 @@ class Switchover:
         """Until Patroni names the candidate the running primary; then the rows say so and
         PgBouncer's files are rendered for it (reloaded and checked). The event and the owner's
         email wait until the pools resume (``announce``)."""
+        # The candidate's own Patroni first: the old primary's is busy demoting.
+        rest_port = self.cluster.members.get(name=self.candidate).rest_port
         while time.monotonic() < self.deadline:
-            statuses = ha.read_statuses(self.cluster)
+            status, text = patroni.rest("GET", rest_port, "/cluster", timeout=1.5)
+            try:
+                statuses = patroni_lib.parse_cluster(text) if status == 200 else []
+            except ValueError:
+                statuses = []
+            statuses = statuses or ha.read_statuses(self.cluster)
             if any(s.name == self.candidate and s.is_primary and s.state == "running" for s in statuses):
                 ha.record_statuses(self.cluster, statuses)
                 hooks.pooler.refresh_auth(self.cluster)
