@@ -326,8 +326,7 @@ def record_statuses(cluster: Cluster, statuses: list[patroni_lib.MemberStatus]) 
         )
 
 
-# Clusters this process switches over: only the switchover records their members meanwhile.
-SWITCHING: set[object] = set()
+SWITCHING: set[object] = set()  # clusters this process switches over (only it records them)
 
 
 def refresh_members(cluster: Cluster, *, cause: str = "failover") -> str | None:
