@@ -26,7 +26,7 @@ from panel.clusters.engine import dbconn, isolation, patroni, postgres
 from panel.clusters.lib import patroni as patroni_lib
 from panel.clusters.models import Cluster, ClusterMember, ClusterStatus, EventLevel, MemberRole, Node
 from panel.clusters.services import handover
-from panel.clusters.services.create import etcd_ports
+from panel.clusters.services.create import allocate_standby_port, etcd_ports
 from panel.core import runas
 from panel.core.errors import N_, Message, Term
 from panel.core.runas import EngineError, OsUser
@@ -124,19 +124,21 @@ def write_configs(cluster: Cluster, user: OsUser, replicate_from: dict[str, str]
             **{**shared.__dict__, "on_role_change": f"{shared.on_role_change} {member.port}"}
         )
         text = patroni_lib.render_member(
-            own,
-            _lib_member(member, (replicate_from or {}).get(member.name)),
-            str(ha_dir(cluster) / f"{member.name}.pgpass"),
+            own, _lib_member(member, replicate_from), str(ha_dir(cluster) / f"{member.name}.pgpass")
         )
         runas.write_private_file(member_config_path(cluster, member), text, owner=user)
     binds = patroni_lib.haproxy_binds(settings.PANEL_LISTEN_ADDRESSES)
     pidfile = str(ha_dir(cluster) / "haproxy.pid")
-    text = patroni_lib.render_haproxy(binds, int(cluster.port or 0), shared, pidfile)
+    if cluster.standby_port is None:  # a cluster made before the read-only port existed
+        cluster.standby_port = allocate_standby_port(cluster.node)
+        cluster.save(update_fields=["standby_port"])
+    text = patroni_lib.render_haproxy(binds, int(cluster.port or 0), shared, pidfile, cluster.standby_port)
     runas.write_private_file(haproxy_config_path(cluster), text, owner=user)
 
 
-def _lib_member(member: ClusterMember, replicate_from: str | None = None) -> patroni_lib.Member:
-    return patroni_lib.Member(member.name, member.port, member.rest_port, member.data_dir, replicate_from)
+def _lib_member(member: ClusterMember, replicate_from: dict[str, str] | None = None) -> patroni_lib.Member:
+    upstream = (replicate_from or {}).get(member.name)  # a switchover's cascade (services/cascade.py)
+    return patroni_lib.Member(member.name, member.port, member.rest_port, member.data_dir, upstream)
 
 
 # --- processes -----------------------------------------------------------------------------------
@@ -288,6 +290,7 @@ def read_statuses(cluster: Cluster) -> list[patroni_lib.MemberStatus]:
 
 
 HEALTHY_STATES = frozenset({"running", "streaming"})
+SWITCHING: set[object] = set()  # clusters this process switches over (only it records them)
 
 
 def replay_lag(cluster: Cluster, standby_port: int) -> int | None:
@@ -324,9 +327,6 @@ def record_statuses(cluster: Cluster, statuses: list[patroni_lib.MemberStatus]) 
         member.save(
             update_fields=["role", "state", "lag_bytes", "timeline", "pid", "healthy_at", "updated_at"]
         )
-
-
-SWITCHING: set[object] = set()  # clusters this process switches over (only it records them)
 
 
 def refresh_members(cluster: Cluster, *, cause: str = "failover") -> str | None:
