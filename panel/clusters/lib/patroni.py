@@ -19,10 +19,11 @@ TTL = 20
 LOOP_WAIT = 1
 RETRY_TIMEOUT = 5
 WAL_RETRIEVE_RETRY_INTERVAL = "500ms"
-# An acknowledged commit is flushed on a standby: none is lost when the primary goes. Not
-# remote_apply: read-your-writes on standbys is not promised, and after a switchover every commit
-# would wait for a standby to replay, not just to receive.
-SYNCHRONOUS_COMMIT = "on"
+# An acknowledged commit is on a standby, applied: none is lost when the primary goes, and a read
+# on the standby port after it sees it (test_ha_standby_reads). Flush ("on") would be enough for
+# zero loss; after a switchover the commits no longer wait for a standby to reconnect (the third
+# member cascades from the candidate), so replaying costs milliseconds, not seconds.
+SYNCHRONOUS_COMMIT = "remote_apply"
 WAL_KEEP_SIZE = "256MB"
 NAMESPACE = "/pgpanel/"
 

@@ -100,9 +100,9 @@ def test_a_member_streams_from_another_only_when_a_switchover_cascades_it():
     assert config["tags"] == {"replicatefrom": "member-1"}
 
 
-def test_commits_wait_for_a_standbys_flush_not_its_replay():
+def test_commits_wait_for_a_standby_to_apply_them():
     parameters = patroni.dynamic_config(_cluster(3))["postgresql"]["parameters"]
-    assert parameters["synchronous_commit"] == "on"
+    assert parameters["synchronous_commit"] == "remote_apply"
 
 
 def test_haproxy_drops_a_demoted_member_after_one_failed_half_second_check():
