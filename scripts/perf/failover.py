@@ -9,19 +9,23 @@ while a writer inserts sequential ids through the pool, one per transaction:
 
 - crash: SIGKILL of the primary's postmaster (Patroni stays);
 - node loss: SIGKILL of the primary's Patroni and postmaster together;
-- switchover: ``members.switchover`` to a standby.
+- switchover: ``members.switch`` to the synchronous standby; a second client writes straight to
+  the cluster's port (HAProxy) meanwhile and reconnects when cut.
 
 For each trial: the time from the kill (or the switchover call) to the first commit acknowledged
 after the writer's first error (the interruption), the acknowledged commits missing afterwards
 (lost; must be 0), and the commits whose outcome is unknown (an error during the INSERT), with
 how many of those are present. Between trials the old primary is brought back (reconciler) and
-the cluster waits until every standby streams again. Prints the median and worst per scenario.
+the cluster waits until every standby streams again. Prints the median and worst per scenario,
+and the load average at the start and the end (the figures mean little without it). For a
+switchover the figure is the longest pause the pool's writer saw: the time before the pause
+(the cascade, the CHECKPOINT, Patroni taking the request) costs clients nothing.
 
 ``--breakdown`` prints, for each switchover, when each phase happened, in seconds from the
 PAUSE: the panel's own steps (``members.switch``: cascade, CHECKPOINT, PAUSE, Patroni's
-``POST /switchover``, candidate writable, PgBouncer repointed, RESUME), what a watcher saw every
-20 ms (old primary's port closed, leader key in etcd naming the candidate) and the writer's first
-commit after the longest pause.
+``POST /switchover``, the before_stop script's word, PAUSE, candidate writable, PgBouncer
+repointed, RESUME), what a watcher saw every 20 ms (old primary's port closed, leader key in etcd
+released and naming the candidate) and the writers' first commits after their longest pause.
 """
 
 from __future__ import annotations
