@@ -22,7 +22,7 @@ switchover the figure is the longest pause the pool's writer saw: the time befor
 (the cascade, the CHECKPOINT, Patroni taking the request) costs clients nothing.
 
 ``--breakdown`` prints, for each switchover, when each phase happened, in seconds from the
-PAUSE: the panel's own steps (``members.switch``: cascade, CHECKPOINT, PAUSE, Patroni's
+PAUSE: the panel's own steps (``members.switch``: cascade, CHECKPOINT, Patroni's
 ``POST /switchover``, the before_stop script's word, PAUSE, candidate writable, PgBouncer
 repointed, RESUME), what a watcher saw every 20 ms (old primary's port closed, leader key in etcd
 released and naming the candidate) and the writers' first commits after their longest pause.
