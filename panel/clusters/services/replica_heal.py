@@ -26,6 +26,7 @@ import shutil
 import time
 from pathlib import Path
 
+import psycopg
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -86,10 +87,13 @@ def heal_diverged() -> list[str]:
         source = replica.replica_of
         if source is None or source.status not in ClusterStatus.SERVING:
             continue
-        reason = diverged(replica)
-        if reason is None:
-            continue
-        notes.append(heal(replica, reason))
+        try:
+            reason = diverged(replica)
+            if reason is not None:
+                notes.append(heal(replica, reason))
+        except Exception as exc:  # one replica's trouble must not stop the reconciler's pass
+            log.exception("checking replica %s for divergence failed", replica.pk)
+            notes.append(f"{replica.name}: divergence check failed: {exc}")
     return notes
 
 
@@ -103,7 +107,7 @@ def _source_timeline(source: Cluster) -> int | None:
                 "('x' || substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))"
                 "::bit(32)::int END"
             ).fetchone()
-    except dbconn.DatabaseError:
+    except (dbconn.DatabaseError, psycopg.Error):
         return None
     return int(row[0]) if row and row[0] is not None else None
 
@@ -125,7 +129,7 @@ def diverged(replica: Cluster) -> str | None:
     assert source is not None
     try:
         status, received, _checkpoint = _receiver(replica)
-    except dbconn.DatabaseError:
+    except (dbconn.DatabaseError, psycopg.Error):
         return None  # not answering: restarting it is another part's job
     if status == "streaming":
         return None
@@ -136,7 +140,7 @@ def diverged(replica: Cluster) -> str | None:
     def follows() -> bool:
         try:
             status, received, checkpoint = _receiver(replica)
-        except dbconn.DatabaseError:
+        except (dbconn.DatabaseError, psycopg.Error):
             return True  # gone meanwhile: not ours to judge this pass
         return (status == "streaming" and received == timeline) or max(received or 0, checkpoint) >= timeline
 
@@ -187,14 +191,14 @@ def heal(replica: Cluster, reason: str) -> str:
     try:
         try:
             _rewind(job)
-        except (EngineError, dbconn.DatabaseError, OSError) as exc:
+        except (EngineError, dbconn.DatabaseError, psycopg.Error, OSError) as exc:
             log.warning("rewinding replica %s failed, copying it again: %s", replica.pk, exc)
             how = "pg_basebackup"
             _rebuild(job)
         _restore_own_files(replica, keep, job)
         replica_build.start_and_stream(job)
         replica_build.follow_source_rows(replica)
-    except (EngineError, dbconn.DatabaseError, OSError) as exc:
+    except (EngineError, dbconn.DatabaseError, psycopg.Error, OSError) as exc:
         log.warning("re-synchronising replica %s failed: %s", replica.pk, exc)
         replica.status = ClusterStatus.ERROR
         replica.error_message = str(exc)
