@@ -303,7 +303,12 @@ def test_the_reconciler_leaves_a_healthy_replica_alone(follower: Cluster) -> Non
 
 @pytest.mark.integration
 def test_a_replica_ahead_of_the_new_primary_is_healed_by_the_reconciler(
-    source: Cluster, follower: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    source: Cluster,
+    follower: Cluster,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    mailoutbox: list[object],
+    django_capture_on_commit_callbacks: Callable[..., object],
 ) -> None:
     source, replica = fresh(source), fresh(follower)
     ca_file = tmp_path / "replica-ca.crt"
@@ -335,11 +340,14 @@ def test_a_replica_ahead_of_the_new_primary_is_healed_by_the_reconciler(
     # It cannot follow by itself (the panel's own connections say so, not only its log) …
     assert wait_for(lambda: replica_heal.diverged(fresh(replica)) is not None, 30, interval=0.5)
     # … and the reconciler heals it, with an event; its connection details are unchanged.
-    assert wait_for(
-        lambda: any(f"{replica.name}: re-synchronised" in note for note in reconciler.reconcile()),
-        60,
-        interval=0.5,
-    )
+    with django_capture_on_commit_callbacks(execute=True):  # type: ignore[attr-defined]
+        assert wait_for(
+            lambda: any(f"{replica.name}: re-synchronised" in note for note in reconciler.reconcile()),
+            60,
+            interval=0.5,
+        )
+    (email,) = [m for m in mailoutbox if "re-synchronised" in m.body]  # type: ignore[attr-defined]
+    assert email.to == [f"{OWNER}@example.com"] and replica.name in email.subject
     healed = fresh(replica)
     assert healed.status == "online"
     assert (healed.port, healed.ca_certificate, healed.users.get(name="doadmin").password) == details
