@@ -18,20 +18,23 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import psutil
 
+from panel.clusters.lib import firewall
+from panel.clusters.lib import patroni as patroni_lib
 from panel.core.polling import wait_for
-from panel.core.runas import EngineError, OsUser, run_as, spawn_in
+from panel.core.runas import EngineError, OsUser, run_as, spawn_in, write_private_file
 
 log = logging.getLogger(__name__)
 
 ETCD = "/usr/bin/etcd"
 HAPROXY = "/usr/sbin/haproxy"
 SETSID = "/usr/bin/setsid"
+SS = "/usr/bin/ss"
 REST_TIMEOUT = 3.0
 MISSING = (
     "High availability needs etcd and HAProxy: install the etcd-server and haproxy packages "
@@ -216,16 +219,68 @@ def start_haproxy(config: Path, pidfile: Path, user: OsUser, join: Sequence[Path
     """HAProxy in the background (``-D``) once its configuration checks (``-c``)."""
     if haproxy_pid(config) is not None:
         return
-    check = run_as(user, [HAPROXY, "-c", "-q", "-f", str(config)], timeout=timeout)
-    if check.returncode != 0:
-        raise EngineError(f"HAProxy refused its configuration: {(check.stderr or check.stdout).strip()}")
+    check_haproxy(config, user, timeout=timeout)
     result = run_as(user, [HAPROXY, "-D", "-f", str(config), "-p", str(pidfile)], timeout=timeout, join=join)
     if result.returncode != 0:
         raise EngineError(f"HAProxy did not start: {(result.stderr or result.stdout).strip()}")
 
 
+def write_haproxy_sources(directory: Path, sources: Sequence[str], user: OsUser) -> Path:
+    """The trusted sources as HAProxy's pattern file, written atomically beside haproxy.cfg (the
+    running HAProxy reads it again only when reloaded, after ``check_haproxy``)."""
+    path = directory / patroni_lib.HAPROXY_SOURCES
+    write_private_file(path, firewall.render_haproxy_sources(sources), owner=user)
+    return path
+
+
+def check_haproxy(config: Path, user: OsUser, *, timeout: float) -> None:
+    """``haproxy -c``: the configuration and the files it reads (the trusted sources) as they are
+    on disk now, as the user HAProxy runs as."""
+    check = run_as(user, [HAPROXY, "-c", "-q", "-f", str(config)], timeout=timeout)
+    if check.returncode != 0:
+        raise EngineError(f"HAProxy refused its configuration: {(check.stderr or check.stdout).strip()}")
+
+
+def reload_haproxy(
+    config: Path, pidfile: Path, user: OsUser, join: Sequence[Path], *, timeout: float
+) -> None:
+    """Load the configuration again without cutting a session: once it checks, a new HAProxy binds
+    beside the old ones (SO_REUSEPORT) and ``-sf`` tells them to stop listening and leave when
+    their last session ends. Not running: started."""
+    old = [proc.pid for proc in _processes_with(str(config))]
+    if not old:
+        start_haproxy(config, pidfile, user, join, timeout=timeout)
+        return
+    check_haproxy(config, user, timeout=timeout)
+    argv = [HAPROXY, "-D", "-f", str(config), "-p", str(pidfile), "-sf", *map(str, old)]
+    result = run_as(user, argv, timeout=timeout, join=join)
+    if result.returncode != 0:
+        raise EngineError(f"HAProxy did not reload: {(result.stderr or result.stdout).strip()}")
+
+
 def stop_haproxy(config: Path, *, timeout: float = 10) -> None:
     _terminate(_processes_with(str(config)), timeout)
+
+
+def cut_clients(ports: Sequence[int], allowed: Callable[[str], bool]) -> int:
+    """End the established connections to HAProxy's ``ports`` whose client address ``allowed``
+    refuses (the kernel closes each socket: ``ss -K``, root only); the others are not touched.
+    How many were cut."""
+    cut = 0
+    for conn in psutil.net_connections(kind="inet"):
+        if conn.status != psutil.CONN_ESTABLISHED or not conn.raddr or conn.laddr.port not in ports:
+            continue
+        if allowed(conn.raddr.ip):
+            continue
+        here, there = conn.laddr, conn.raddr
+        argv = [SS, "-K", "-t", "-n", "state", "established", "src", here.ip, "sport", "=", f":{here.port}"]
+        argv += ["dst", there.ip, "dport", "=", f":{there.port}"]
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
+        if result.returncode != 0:
+            log.warning("could not end a connection from %s: %s", there.ip, result.stderr.strip())
+            continue
+        cut += 1
+    return cut
 
 
 # --- REST -------------------------------------------------------------------------------------------

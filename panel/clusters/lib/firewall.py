@@ -112,3 +112,11 @@ def hba_lines(sources: Sequence[str], *, connection_type: str, method: str) -> l
     hba file read the same): the lines that let the trusted sources in. Whatever no line
     matches is rejected by both."""
     return [f"{connection_type} all all {network.with_prefixlen} {method}" for network in networks(sources)]
+
+
+def render_haproxy_sources(sources: Sequence[str]) -> str:
+    """HAProxy's pattern file for a cluster with standbys (``src -f``): one network per line, the
+    sources or every address when there are none. An empty or missing file lets nobody in."""
+    lines = ["# Written by the control panel: the cluster's trusted sources; edits here are overwritten."]
+    lines += [network.with_prefixlen for network in networks(sources)]
+    return "\n".join(lines) + "\n"

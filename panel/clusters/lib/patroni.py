@@ -125,13 +125,23 @@ def render_member(cluster: HaCluster, member: Member, pgpass: str) -> str:
     return json.dumps(member_config(cluster, member, pgpass), indent=2, sort_keys=True) + "\n"
 
 
+# HAProxy's pattern file of trusted sources, beside haproxy.cfg (``lib.firewall``).
+HAPROXY_SOURCES = "trusted_sources.lst"
+
+
 def render_haproxy(
-    listen: Sequence[str], port: int, cluster: HaCluster, pidfile: str, standby_port: int | None = None
+    listen: Sequence[str],
+    port: int,
+    cluster: HaCluster,
+    pidfile: str,
+    standby_port: int | None = None,
+    *,
+    sources_file: str | None = None,
 ) -> str:
     """HAProxy in front of the members: the cluster's port reaches whichever one answers 200 to
     ``GET /primary`` on its REST port (only the leader does); clients of a member that stops
     being primary are cut so that they reconnect to the new one. ``standby_port``: reads served
-    by a standby (``_standby_listen``)."""
+    by a standby (``_standby_listen``). ``sources_file``: the trusted sources (``_sources_rule``)."""
     lines = [
         "# Written by the control panel; edits here are overwritten.",
         "global",
@@ -146,6 +156,7 @@ def render_haproxy(
         "listen primary",
     ]
     lines += [f"    bind {address}:{port}" for address in listen]
+    lines.append(_sources_rule(sources_file))
     lines += [
         "    option httpchk GET /primary",
         "    http-check expect status 200",
@@ -156,7 +167,19 @@ def render_haproxy(
     ]
     if standby_port:
         lines += _standby_listen(listen, standby_port, cluster)
+        lines.insert(lines.index("listen standby") + 1 + len(listen), _sources_rule(sources_file))
     return "\n".join(lines) + "\n"
+
+
+def _sources_rule(sources_file: str | None) -> str:
+    """Only HAProxy sees a client's own address (PostgreSQL sees HAProxy's): every listen section
+    refuses a connection whose source is not in the file, before a byte is forwarded. Without a
+    file nobody is let in (fail closed)."""
+    if not sources_file:
+        return "    tcp-request connection reject"
+    if any(c in sources_file for c in " \t\n\"'#\\"):
+        raise ValueError(f"cannot be written in haproxy.cfg: {sources_file!r}")
+    return f"    tcp-request connection reject unless {{ src -f {sources_file} }}"
 
 
 def _standby_listen(listen: Sequence[str], port: int, cluster: HaCluster) -> list[str]:

@@ -130,7 +130,10 @@ def write_configs(cluster: Cluster, user: OsUser) -> None:
     if cluster.standby_port is None:  # a cluster made before the read-only port existed
         cluster.standby_port = allocate_standby_port(cluster.node)
         cluster.save(update_fields=["standby_port"])
-    text = patroni_lib.render_haproxy(binds, int(cluster.port or 0), shared, pidfile, cluster.standby_port)
+    sources = patroni.write_haproxy_sources(ha_dir(cluster), cluster.trusted_source_values(), user)
+    text = patroni_lib.render_haproxy(
+        binds, int(cluster.port or 0), shared, pidfile, cluster.standby_port, sources_file=str(sources)
+    )
     runas.write_private_file(haproxy_config_path(cluster), text, owner=user)
 
 
