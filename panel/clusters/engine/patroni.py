@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -242,7 +243,7 @@ def check_haproxy(config: Path, user: OsUser, *, timeout: float) -> None:
 
 
 def reload_haproxy(
-    config: Path, pidfile: Path, user: OsUser, join: Sequence[Path], *, timeout: float
+    config: Path, pidfile: Path, admin_socket: Path, user: OsUser, join: Sequence[Path], *, timeout: float
 ) -> None:
     """Load the configuration again without cutting a session: once it checks, a new HAProxy binds
     beside the old ones (SO_REUSEPORT) and ``-sf`` tells them to stop listening and leave when
@@ -252,10 +253,33 @@ def reload_haproxy(
         start_haproxy(config, pidfile, user, join, timeout=timeout)
         return
     check_haproxy(config, user, timeout=timeout)
+    state = pidfile.with_name(patroni_lib.HAPROXY_STATE)
+    _save_server_state(admin_socket, state, user)
     argv = [HAPROXY, "-D", "-f", str(config), "-p", str(pidfile), "-sf", *map(str, old)]
-    result = run_as(user, argv, timeout=timeout, join=join)
+    try:
+        result = run_as(user, argv, timeout=timeout, join=join)
+    finally:
+        # Read once, at the start: a later start must not take stale states from it.
+        state.unlink(missing_ok=True)
     if result.returncode != 0:
         raise EngineError(f"HAProxy did not reload: {(result.stderr or result.stdout).strip()}")
+
+
+def _save_server_state(admin_socket: Path, state: Path, user: OsUser) -> None:
+    """``show servers state`` of the running HAProxy into ``state`` (an HAProxy from before it
+    had an admin socket: nothing saved, its successor learns the states from its first checks)."""
+    chunks = []
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(REST_TIMEOUT)
+            conn.connect(str(admin_socket))
+            conn.sendall(b"show servers state\n")
+            while chunk := conn.recv(65536):
+                chunks.append(chunk)
+    except OSError as exc:
+        log.info("no server states from HAProxy's %s: %s", admin_socket, exc)
+        return
+    write_private_file(state, b"".join(chunks).decode(errors="replace"), owner=user)
 
 
 def stop_haproxy(config: Path, *, timeout: float = 10) -> None:

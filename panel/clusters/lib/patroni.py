@@ -127,6 +127,12 @@ def render_member(cluster: HaCluster, member: Member, pgpass: str) -> str:
 
 # HAProxy's pattern file of trusted sources, beside haproxy.cfg (``lib.firewall``).
 HAPROXY_SOURCES = "trusted_sources.lst"
+# A reload hands the servers' states (which member is up where) to the new HAProxy: saved from
+# the old one's admin socket (in the cluster's socket directory) into the state file (beside the
+# pid file), which the new one reads when it starts. Without it a new HAProxy takes every member
+# for up until its checks say otherwise, and may send a client of the primary port to a standby.
+HAPROXY_SOCKET = "haproxy.sock"
+HAPROXY_STATE = "haproxy.state"
 
 
 def render_haproxy(
@@ -147,8 +153,11 @@ def render_haproxy(
         "global",
         "    maxconn 2000",
         f"    pidfile {pidfile}",
+        f"    stats socket {cluster.socket_dir}/{HAPROXY_SOCKET} mode 600 level admin",
+        f"    server-state-file {pidfile.rpartition('/')[0]}/{HAPROXY_STATE}",
         "defaults",
         "    mode tcp",
+        "    load-server-state-from-file global",
         "    timeout connect 3s",
         "    timeout client 1h",
         "    timeout server 1h",

@@ -19,6 +19,7 @@ from django.utils.translation import gettext as _
 from panel.clusters import hooks
 from panel.clusters.engine import dbconn, isolation, patroni
 from panel.clusters.lib import firewall
+from panel.clusters.lib import patroni as patroni_lib
 from panel.clusters.models import Cluster, TrustedSource
 from panel.clusters.services import ha
 from panel.core.agent import on_node
@@ -164,6 +165,7 @@ def _reload_proxy(cluster: Cluster) -> None:
     patroni.reload_haproxy(
         ha.haproxy_config_path(cluster),
         ha.ha_dir(cluster) / "haproxy.pid",
+        cluster.socket_dir / patroni_lib.HAPROXY_SOCKET,
         user,
         isolation.server_cgroup(cluster),
         timeout=settings.PANEL_COMMAND_TIMEOUT,
