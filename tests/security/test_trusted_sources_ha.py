@@ -22,8 +22,9 @@ from django.contrib.auth.models import User
 
 from panel.clusters import services
 from panel.clusters.engine import isolation, patroni, postgres
-from panel.clusters.models import Cluster
-from panel.clusters.services import firewall, ha
+from panel.clusters.lib.patroni import HAPROXY_SOCKET
+from panel.clusters.models import Cluster, TrustedSource
+from panel.clusters.services import firewall, ha, reconciler
 from panel.clusters.tests.conftest import client_params
 from panel.pools import services as pool_services
 from panel.pools.models import ConnectionPool
@@ -150,3 +151,36 @@ def test_trusted_sources_hold_on_the_primary_and_the_standby_port(
             assert _recovery(source, cluster, standby) is True
         assert _pool_user(OTHER, pool) == "doadmin"
     assert cluster.events.filter(kind="trusted-sources").count() == 3
+
+
+def test_the_reconciler_puts_the_rule_into_an_haproxy_from_before(
+    ha_cluster: tuple[Cluster, ConnectionPool],
+) -> None:
+    """An HAProxy configured before it applied the sources (no rule: every address through) and a
+    source saved meanwhile: the reconciler's pass writes the rule and reloads it."""
+    cluster, _pool = ha_cluster
+    primary = int(cluster.port or 0)
+    config = ha.haproxy_config_path(cluster)
+    old = "".join(line for line in config.read_text().splitlines(True) if "tcp-request" not in line)
+    config.write_text(old)
+    user = cluster.os_user()
+    patroni.reload_haproxy(
+        config,
+        ha.ha_dir(cluster) / "haproxy.pid",
+        cluster.socket_dir / HAPROXY_SOCKET,
+        user,
+        isolation.server_cgroup(cluster),
+        timeout=TIMEOUT,
+    )
+    try:
+        TrustedSource.objects.create(cluster=cluster, value=TRUSTED)  # as if never applied
+        assert _recovery(OTHER, cluster, primary) is False  # the old HAProxy lets it through
+
+        assert f"{cluster.name}: HAProxy's trusted sources brought up to date" in reconciler.reconcile()
+        assert firewall.reconcile_proxy(cluster) is None  # nothing left to do
+        assert "src -f" in config.read_text()
+        _refused(OTHER, cluster, primary)
+        assert _recovery(TRUSTED, cluster, primary) is False
+    finally:
+        firewall.set_trusted_sources(cluster, [])
+    assert _recovery(OTHER, cluster, primary) is False

@@ -172,6 +172,29 @@ def _reload_proxy(cluster: Cluster) -> None:
     )
 
 
+def reconcile_proxy(cluster: Cluster) -> str | None:
+    """The reconciler's part: a cluster with standbys whose HAProxy does not apply the rows' sources
+    (made before HAProxy did: no ``src -f`` rule; or a pattern file that differs) gets its files
+    written and HAProxy reloaded, then pg_hba.conf, which lets HAProxy's address in, in that order."""
+    if not cluster.is_ha:
+        return None
+    directory = ha.ha_dir(cluster)
+    wanted = firewall.render_haproxy_sources(cluster.trusted_source_values())
+    try:
+        current = (directory / patroni_lib.HAPROXY_SOURCES).read_text()
+        configured = "src -f " in ha.haproxy_config_path(cluster).read_text()
+    except FileNotFoundError:
+        current, configured = "", False
+    if configured and current == wanted:
+        return None
+    try:
+        _reload_proxy(cluster)
+        isolation.refresh_server_auth(cluster)
+    except (EngineError, dbconn.DatabaseError, OSError) as exc:
+        return f"{cluster.name}: HAProxy's trusted sources: {exc}"
+    return f"{cluster.name}: HAProxy's trusted sources brought up to date"
+
+
 def _restore(cluster: Cluster) -> None:
     """After a failure, the rows are as before: write the files from them again (best effort)."""
     try:
