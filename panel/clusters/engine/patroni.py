@@ -297,14 +297,20 @@ def cut_clients(ports: Sequence[int], allowed: Callable[[str], bool]) -> int:
         if allowed(conn.raddr.ip):
             continue
         here, there = conn.laddr, conn.raddr
-        argv = [SS, "-K", "-t", "-n", "state", "established", "src", here.ip, "sport", "=", f":{here.port}"]
-        argv += ["dst", there.ip, "dport", "=", f":{there.port}"]
+        argv = [SS, "-K", "-t", "-n", "state", "established"]
+        argv += ["src", _ss_address(here.ip), "sport", "=", f":{here.port}"]
+        argv += ["dst", _ss_address(there.ip), "dport", "=", f":{there.port}"]
         result = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
         if result.returncode != 0:
             log.warning("could not end a connection from %s: %s", there.ip, result.stderr.strip())
             continue
         cut += 1
     return cut
+
+
+def _ss_address(ip: str) -> str:
+    """An address as ``ss`` filters read it: IPv6 (v4-mapped too) in brackets."""
+    return f"[{ip}]" if ":" in ip else ip
 
 
 # --- REST -------------------------------------------------------------------------------------------
