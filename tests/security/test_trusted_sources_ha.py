@@ -120,6 +120,8 @@ def test_trusted_sources_hold_on_the_primary_and_the_standby_port(
         assert _recovery(TRUSTED, cluster, standby) is True
         _refused(OTHER, cluster, primary)
         _refused(OTHER, cluster, standby)
+        # The machine itself (the cluster's read-only replicas stream through HAProxy).
+        assert _recovery("127.0.0.1", cluster, primary) is False
         # A member's own port is no way around HAProxy: PostgreSQL there lets only HAProxy's
         # address in over TCP.
         for port in cluster.members.values_list("port", flat=True):
@@ -133,7 +135,8 @@ def test_trusted_sources_hold_on_the_primary_and_the_standby_port(
         assert all(_alive(conn) for conn in kept)
         assert not _alive(doomed)
 
-        # The attack of before: trusting HAProxy's own address let every client in.
+        # The attack of before: trusting HAProxy's own address let every client in. (HAProxy
+        # lets 127.0.0.1, the machine itself, in whatever the sources: replicas stream through it.)
         firewall.set_trusted_sources(cluster, ["127.0.0.1"])
         _refused(OTHER, cluster, primary)
         _refused(OTHER, cluster, standby)

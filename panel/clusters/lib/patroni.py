@@ -8,6 +8,7 @@ Patroni reads YAML, of which JSON is a subset: the configuration is written as J
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -84,6 +85,24 @@ def dynamic_config(cluster: HaCluster) -> dict[str, Any]:
             },
         },
     }
+
+
+# Patroni's own rule for a slot's name (and PostgreSQL's): lower-case letters, digits, "_".
+SLOT_NAME = re.compile(r"[a-z0-9_]{1,63}")
+
+
+def permanent_slots(declare: Sequence[str] = (), remove: Sequence[str] = ()) -> dict[str, Any]:
+    """A ``PATCH /config`` body for Patroni's permanent slots: a physical slot of each name in
+    ``declare`` on whichever member is primary (Patroni keeps copies on the standbys, advanced
+    to the primary's position, so a failover keeps the slot), and none of those in ``remove``
+    (``null`` deletes a key from the dynamic configuration)."""
+    slots: dict[str, Any] = {}
+    for name in (*declare, *remove):
+        if not SLOT_NAME.fullmatch(name):
+            raise ValueError(f"not a replication slot name: {name!r}")
+    slots.update({name: {"type": "physical"} for name in declare})
+    slots.update(dict.fromkeys(remove))
+    return {"slots": slots}
 
 
 def member_config(cluster: HaCluster, member: Member, pgpass: str) -> dict[str, Any]:

@@ -53,10 +53,14 @@ def test_a_sources_path_that_haproxy_would_split_is_refused() -> None:
 
 def test_the_pattern_file_holds_the_sources_or_every_address() -> None:
     text = firewall.render_haproxy_sources(["203.0.113.7", "2001:db8::/32"])
+    # The machine itself (read-only replicas stream through HAProxy) beside them.
     assert [line for line in text.splitlines() if not line.startswith("#")] == [
         "203.0.113.7/32",
         "2001:db8::/32",
+        "127.0.0.1/32",
     ]
+    once = firewall.render_haproxy_sources(["127.0.0.1"])
+    assert [line for line in once.splitlines() if not line.startswith("#")] == ["127.0.0.1/32"]
     everyone = firewall.render_haproxy_sources([])
     assert [line for line in everyone.splitlines() if not line.startswith("#")] == ["0.0.0.0/0", "::/0"]
 
