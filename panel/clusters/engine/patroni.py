@@ -43,6 +43,10 @@ MISSING = (
 )
 
 
+# Patroni with a finer stop poll (a switchover's pause); patroni_program() is what it runs.
+PATRONI_RUN = Path(__file__).with_name("patroni_run.py")
+
+
 def patroni_program() -> Path:
     """Patroni from the panel's own environment (it must be readable by the clusters' users)."""
     return Path(sys.executable).parent / "patroni"
@@ -181,7 +185,8 @@ def start_member(
     if member_pid(config) is not None:
         return
     env = {"PGBACKREST_PG1_PATH": data_dir} if data_dir else None
-    _detach(user, [sys.executable, str(patroni_program()), str(config)], log_file, join=join, env=env)
+    argv = [sys.executable, "-I", str(PATRONI_RUN), str(config)]
+    _detach(user, argv, log_file, join=join, env=env)
 
 
 def stop_member(config: Path, *, timeout: float = 60) -> None:
@@ -226,12 +231,13 @@ def start_haproxy(config: Path, pidfile: Path, user: OsUser, join: Sequence[Path
         raise EngineError(f"HAProxy did not start: {(result.stderr or result.stdout).strip()}")
 
 
-def write_haproxy_sources(directory: Path, sources: Sequence[str], user: OsUser) -> Path:
-    """The trusted sources as HAProxy's pattern file, written atomically beside haproxy.cfg (the
-    running HAProxy reads it again only when reloaded, after ``check_haproxy``)."""
-    path = directory / patroni_lib.HAPROXY_SOURCES
-    write_private_file(path, firewall.render_haproxy_sources(sources), owner=user)
-    return path
+def write_haproxy(config: Path, text: str, sources: Sequence[str], user: OsUser) -> None:
+    """HAProxy's configuration and, beside it, the trusted sources as its pattern file (``src -f``),
+    each written atomically (the running HAProxy reads them again only when reloaded, after
+    ``check_haproxy``)."""
+    sources_file = config.with_name(patroni_lib.HAPROXY_SOURCES)
+    write_private_file(sources_file, firewall.render_haproxy_sources(sources), owner=user)
+    write_private_file(config, text, owner=user)
 
 
 def check_haproxy(config: Path, user: OsUser, *, timeout: float) -> None:

@@ -20,7 +20,10 @@ TTL = 20
 LOOP_WAIT = 1
 RETRY_TIMEOUT = 5
 WAL_RETRIEVE_RETRY_INTERVAL = "500ms"
-# An acknowledged commit is on a standby, applied: none is lost when the primary goes.
+# An acknowledged commit is on a standby, applied: none is lost when the primary goes, and a read
+# on the standby port after it sees it (test_ha_standby_reads). Flush ("on") would be enough for
+# zero loss; after a switchover the commits no longer wait for a standby to reconnect (the third
+# member cascades from the candidate), so replaying costs milliseconds, not seconds.
 SYNCHRONOUS_COMMIT = "remote_apply"
 WAL_KEEP_SIZE = "256MB"
 NAMESPACE = "/pgpanel/"
@@ -34,6 +37,8 @@ class Member:
     port: int
     rest_port: int
     data_dir: str
+    # Patroni's replicatefrom tag: the member this one streams from (a switchover's cascade).
+    replicate_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,10 @@ class HaCluster:
     # The command Patroni runs on a role change (it appends action, role and scope).
     on_role_change: str
     host: str = "127.0.0.1"
+    # The command Patroni runs right before it stops a member's PostgreSQL (a switchover's hold).
+    before_stop: str = ""
+    # HAProxy's pattern file of trusted sources (``render_haproxy``; none: nobody is let in).
+    haproxy_sources: str = ""
 
     @property
     def strict(self) -> bool:
@@ -108,7 +117,9 @@ def permanent_slots(declare: Sequence[str] = (), remove: Sequence[str] = ()) -> 
 def member_config(cluster: HaCluster, member: Member, pgpass: str) -> dict[str, Any]:
     """One member's Patroni configuration."""
     auth = {"username": cluster.superuser, "password": cluster.superuser_password}
+    tags = {"replicatefrom": member.replicate_from} if member.replicate_from else {}
     return {
+        "tags": tags,
         "scope": cluster.scope,
         "namespace": NAMESPACE,
         "name": member.name,
@@ -132,6 +143,7 @@ def member_config(cluster: HaCluster, member: Member, pgpass: str) -> dict[str, 
             },
             "authentication": {"superuser": auth, "replication": auth, "rewind": auth},
             "callbacks": {"on_role_change": cluster.on_role_change},
+            **({"before_stop": cluster.before_stop} if cluster.before_stop else {}),
             "create_replica_methods": ["basebackup"],
             "basebackup": [{"checkpoint": "fast"}],
             "remove_data_directory_on_rewind_failure": True,
@@ -160,13 +172,12 @@ def render_haproxy(
     cluster: HaCluster,
     pidfile: str,
     standby_port: int | None = None,
-    *,
-    sources_file: str | None = None,
 ) -> str:
     """HAProxy in front of the members: the cluster's port reaches whichever one answers 200 to
     ``GET /primary`` on its REST port (only the leader does); clients of a member that stops
     being primary are cut so that they reconnect to the new one. ``standby_port``: reads served
-    by a standby (``_standby_listen``). ``sources_file``: the trusted sources (``_sources_rule``)."""
+    by a standby (``_standby_listen``). Both refuse addresses outside the cluster's
+    ``haproxy_sources`` (``_sources_rule``)."""
     lines = [
         "# Written by the control panel; edits here are overwritten.",
         "global",
@@ -184,22 +195,22 @@ def render_haproxy(
         "listen primary",
     ]
     lines += [f"    bind {address}:{port}" for address in listen]
-    lines.append(_sources_rule(sources_file))
+    lines.append(_sources_rule(cluster.haproxy_sources))
     lines += [
         "    option httpchk GET /primary",
         "    http-check expect status 200",
-        "    default-server inter 1s fall 2 rise 1 on-marked-down shutdown-sessions",
+        "    default-server inter 500ms fall 1 rise 1 on-marked-down shutdown-sessions",
     ]
     lines += [
         f"    server {m.name} {cluster.host}:{m.port} check port {m.rest_port}" for m in cluster.members
     ]
     if standby_port:
         lines += _standby_listen(listen, standby_port, cluster)
-        lines.insert(lines.index("listen standby") + 1 + len(listen), _sources_rule(sources_file))
+        lines.insert(lines.index("listen standby") + 1 + len(listen), _sources_rule(cluster.haproxy_sources))
     return "\n".join(lines) + "\n"
 
 
-def _sources_rule(sources_file: str | None) -> str:
+def _sources_rule(sources_file: str) -> str:
     """Only HAProxy sees a client's own address (PostgreSQL sees HAProxy's): every listen section
     refuses a connection whose source is not in the file, before a byte is forwarded. Without a
     file nobody is let in (fail closed)."""

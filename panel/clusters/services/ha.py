@@ -10,6 +10,7 @@ there (an absolute include), and its pg_hba.conf and pg_ident.conf.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import sys
@@ -24,6 +25,7 @@ from panel.clusters import hooks
 from panel.clusters.engine import dbconn, isolation, patroni, postgres
 from panel.clusters.lib import patroni as patroni_lib
 from panel.clusters.models import Cluster, ClusterMember, ClusterStatus, EventLevel, MemberRole, Node
+from panel.clusters.services import handover
 from panel.clusters.services.create import allocate_standby_port, etcd_ports
 from panel.core import runas
 from panel.core.errors import N_, Message, Term
@@ -82,6 +84,7 @@ def spec(cluster: Cluster) -> patroni_lib.HaCluster:
         panel_conf=str(ha_dir(cluster) / "postgresql.base.conf"),
         hba_file=str(cluster.hba_path),
         ident_file=str(cluster.ident_path),
+        haproxy_sources=str(ha_dir(cluster) / patroni_lib.HAPROXY_SOURCES),
         on_role_change=_callback_command(cluster),
     )
 
@@ -105,7 +108,7 @@ def _callback_command(cluster: Cluster) -> str:
 # --- configuration -------------------------------------------------------------------------------
 
 
-def write_configs(cluster: Cluster, user: OsUser) -> None:
+def write_configs(cluster: Cluster, user: OsUser, replicate_from: dict[str, str] | None = None) -> None:
     """Every member's Patroni configuration, the shared base configuration and HAProxy's (0600,
     the cluster's user: they hold the superuser's password)."""
     runas.make_private_dir(ha_dir(cluster), user)
@@ -116,13 +119,13 @@ def write_configs(cluster: Cluster, user: OsUser) -> None:
         text = (cluster.pgdata / "postgresql.conf").read_text()
         absolute = f"include_if_exists = '{cluster.pgdata / 'panel.conf'}'"
         runas.write_private_file(base, text.replace(INCLUDE_LINE, absolute), owner=user)
-    shared = spec(cluster)
+    shared = dataclasses.replace(spec(cluster), before_stop=handover.before_stop_command(cluster))
     for member in members_of(cluster):
         own = patroni_lib.HaCluster(
             **{**shared.__dict__, "on_role_change": f"{shared.on_role_change} {member.port}"}
         )
         text = patroni_lib.render_member(
-            own, _lib_member(member), str(ha_dir(cluster) / f"{member.name}.pgpass")
+            own, _lib_member(member, replicate_from), str(ha_dir(cluster) / f"{member.name}.pgpass")
         )
         runas.write_private_file(member_config_path(cluster, member), text, owner=user)
     binds = patroni_lib.haproxy_binds(settings.PANEL_LISTEN_ADDRESSES)
@@ -130,15 +133,13 @@ def write_configs(cluster: Cluster, user: OsUser) -> None:
     if cluster.standby_port is None:  # a cluster made before the read-only port existed
         cluster.standby_port = allocate_standby_port(cluster.node)
         cluster.save(update_fields=["standby_port"])
-    sources = patroni.write_haproxy_sources(ha_dir(cluster), cluster.trusted_source_values(), user)
-    text = patroni_lib.render_haproxy(
-        binds, int(cluster.port or 0), shared, pidfile, cluster.standby_port, sources_file=str(sources)
-    )
-    runas.write_private_file(haproxy_config_path(cluster), text, owner=user)
+    text = patroni_lib.render_haproxy(binds, int(cluster.port or 0), shared, pidfile, cluster.standby_port)
+    patroni.write_haproxy(haproxy_config_path(cluster), text, cluster.trusted_source_values(), user)
 
 
-def _lib_member(member: ClusterMember) -> patroni_lib.Member:
-    return patroni_lib.Member(member.name, member.port, member.rest_port, member.data_dir)
+def _lib_member(member: ClusterMember, replicate_from: dict[str, str] | None = None) -> patroni_lib.Member:
+    upstream = (replicate_from or {}).get(member.name)  # a switchover's cascade (services/cascade.py)
+    return patroni_lib.Member(member.name, member.port, member.rest_port, member.data_dir, upstream)
 
 
 # --- processes -----------------------------------------------------------------------------------
@@ -290,6 +291,7 @@ def read_statuses(cluster: Cluster) -> list[patroni_lib.MemberStatus]:
 
 
 HEALTHY_STATES = frozenset({"running", "streaming"})
+SWITCHING: set[object] = set()  # clusters this process switches over (only it records them)
 
 
 def replay_lag(cluster: Cluster, standby_port: int) -> int | None:
@@ -332,7 +334,7 @@ def refresh_members(cluster: Cluster, *, cause: str = "failover") -> str | None:
     """Read the members' states from Patroni into their rows. When the primary changed since the
     last look: PgBouncer repointed (the pools' configuration rendered again), an event with how
     long the cluster had no primary, and the owner told. Returns the new primary's name then."""
-    statuses = read_statuses(cluster)
+    statuses = read_statuses(cluster) if cause == "switchover" or cluster.pk not in SWITCHING else []
     if not statuses:
         return None
     before = cluster.members.filter(role=MemberRole.PRIMARY).first()

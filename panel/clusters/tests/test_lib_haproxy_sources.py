@@ -5,6 +5,7 @@ the sources. HAProxy itself reads the files (``haproxy -c``), and refuses a miss
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 from pathlib import Path
 
@@ -28,9 +29,8 @@ def _sections(text: str) -> dict[str, str]:
 
 
 def test_every_listen_section_refuses_addresses_outside_the_sources_file() -> None:
-    text = patroni.render_haproxy(
-        ["127.0.0.1", "[::1]"], 26000, _cluster(2), "/data/ha/haproxy.pid", 26005, sources_file=SOURCES
-    )
+    cluster = dataclasses.replace(_cluster(2), haproxy_sources=SOURCES)
+    text = patroni.render_haproxy(["127.0.0.1", "[::1]"], 26000, cluster, "/data/ha/haproxy.pid", 26005)
     sections = _sections(text)
     assert set(sections) == {"primary", "standby"}
     for body in sections.values():
@@ -48,7 +48,9 @@ def test_without_a_sources_file_nobody_is_let_in() -> None:
 
 def test_a_sources_path_that_haproxy_would_split_is_refused() -> None:
     with pytest.raises(ValueError, match="cannot be written"):
-        patroni.render_haproxy(["127.0.0.1"], 26000, _cluster(2), "/p", sources_file="/a b }")
+        patroni.render_haproxy(
+            ["127.0.0.1"], 26000, dataclasses.replace(_cluster(2), haproxy_sources="/a b }"), "/p"
+        )
 
 
 def test_the_pattern_file_holds_the_sources_or_every_address() -> None:
@@ -71,7 +73,11 @@ def test_haproxy_reads_the_sources_file_and_refuses_a_missing_one(tmp_path: Path
     config = tmp_path / "haproxy.cfg"
     config.write_text(
         patroni.render_haproxy(
-            ["127.0.0.1"], 26000, _cluster(2), str(tmp_path / "haproxy.pid"), 26005, sources_file=str(sources)
+            ["127.0.0.1"],
+            26000,
+            dataclasses.replace(_cluster(2), haproxy_sources=str(sources)),
+            str(tmp_path / "haproxy.pid"),
+            26005,
         )
     )
     check = subprocess.run([HAPROXY, "-c", "-f", str(config)], capture_output=True, text=True, timeout=30)
