@@ -84,6 +84,7 @@ def spec(cluster: Cluster) -> patroni_lib.HaCluster:
         panel_conf=str(ha_dir(cluster) / "postgresql.base.conf"),
         hba_file=str(cluster.hba_path),
         ident_file=str(cluster.ident_path),
+        haproxy_sources=str(ha_dir(cluster) / patroni_lib.HAPROXY_SOURCES),
         on_role_change=_callback_command(cluster),
     )
 
@@ -133,7 +134,7 @@ def write_configs(cluster: Cluster, user: OsUser, replicate_from: dict[str, str]
         cluster.standby_port = allocate_standby_port(cluster.node)
         cluster.save(update_fields=["standby_port"])
     text = patroni_lib.render_haproxy(binds, int(cluster.port or 0), shared, pidfile, cluster.standby_port)
-    runas.write_private_file(haproxy_config_path(cluster), text, owner=user)
+    patroni.write_haproxy(haproxy_config_path(cluster), text, cluster.trusted_source_values(), user)
 
 
 def _lib_member(member: ClusterMember, replicate_from: dict[str, str] | None = None) -> patroni_lib.Member:
