@@ -155,7 +155,6 @@ def start_members(cluster: Cluster, user: OsUser, timeout: float) -> None:
     write_configs(cluster, user)
     runas.make_private_dir(cluster.socket_dir, user)
     runas.make_private_dir(cluster.log_file.parent, user)
-    join = isolation.server_cgroup(cluster)
     members = members_of(cluster)
     for index, member in enumerate(members):
         if index > 0:
@@ -164,7 +163,7 @@ def start_members(cluster: Cluster, user: OsUser, timeout: float) -> None:
             member_config_path(cluster, member),
             member_log_path(cluster, member),
             user,
-            join,
+            isolation.member_cgroup(cluster, member.name),
             data_dir=member.data_dir,
         )
         if index == 0:
@@ -362,10 +361,10 @@ def supervise(cluster: Cluster) -> list[str]:
     user = cluster.os_user()
     timeout = settings.PANEL_COMMAND_TIMEOUT
     ensure_etcd(cluster.node, timeout)
-    join = isolation.server_cgroup(cluster)
     for member in members_of(cluster):
         config = member_config_path(cluster, member)
         if patroni.member_pid(config) is None:
+            join = isolation.member_cgroup(cluster, member.name)
             patroni.start_member(
                 config, member_log_path(cluster, member), user, join, data_dir=member.data_dir
             )

@@ -34,7 +34,9 @@ def rolling_restart(cluster: Cluster) -> None:
     """Every member restarted onto the cluster's current plan and configuration, standbys first,
     the primary after a switchover. Raises EngineError when a member does not come back."""
     timeout = float(settings.PANEL_COMMAND_TIMEOUT)
-    isolation.server_cgroup(cluster)  # the plan's limits on the cluster's cgroup
+    isolation.server_cgroup(cluster)  # the plan's limits on the cluster's cgroup (HAProxy)
+    for member in cluster.members.all():  # and on each member's own
+        isolation.member_cgroup(cluster, member.name)
     ha.write_configs(cluster, cluster.os_user())
     if not ha.wait_healthy(cluster, timeout):
         raise EngineError("The cluster's members are not all healthy; nothing was restarted.")
