@@ -33,6 +33,7 @@ class Member:
     port: int
     rest_port: int
     data_dir: str
+    host: str = "127.0.0.1"
 
 
 @dataclass(frozen=True)
@@ -94,14 +95,14 @@ def member_config(cluster: HaCluster, member: Member, pgpass: str) -> dict[str, 
         "namespace": NAMESPACE,
         "name": member.name,
         "restapi": {
-            "listen": f"{cluster.host}:{member.rest_port}",
-            "connect_address": f"{cluster.host}:{member.rest_port}",
+            "listen": f"{member.host}:{member.rest_port}",
+            "connect_address": f"{member.host}:{member.rest_port}",
         },
         "etcd3": {"hosts": list(cluster.etcd_hosts)},
         "bootstrap": {"dcs": dynamic_config(cluster)},
         "postgresql": {
-            "listen": f"{cluster.host}:{member.port}",
-            "connect_address": f"{cluster.host}:{member.port}",
+            "listen": f"{member.host}:{member.port}",
+            "connect_address": f"{member.host}:{member.port}",
             "data_dir": member.data_dir,
             "bin_dir": cluster.bin_dir,
             "pgpass": pgpass,
@@ -148,9 +149,7 @@ def render_haproxy(listen: Sequence[str], port: int, cluster: HaCluster, pidfile
         "    http-check expect status 200",
         "    default-server inter 1s fall 2 rise 1 on-marked-down shutdown-sessions",
     ]
-    lines += [
-        f"    server {m.name} {cluster.host}:{m.port} check port {m.rest_port}" for m in cluster.members
-    ]
+    lines += [f"    server {m.name} {m.host}:{m.port} check port {m.rest_port}" for m in cluster.members]
     return "\n".join(lines) + "\n"
 
 

@@ -218,14 +218,10 @@ def create_cluster(
 
 
 def member_data_dir(cluster: Cluster, name: str, node: Node) -> str:
-    """A member's data directory on its node: member 1's is the cluster's PGDATA (what
-    provisioning makes); another's is under its node's data directory (its agent builds it)."""
-    if name == "member-1":
-        return str(cluster.pgdata)
-    root = (
-        cluster.data_root if node.pk == cluster.node_id else Path(node.data_dir) / "clusters" / cluster.pk.hex
-    )
-    return str(root / "members" / name)
+    """A member's data directory under its node's data directory: member 1's is the cluster's
+    PGDATA (what provisioning makes); another's is made by Patroni (a copy of the primary)."""
+    root = cluster.data_root if node.is_here else Path(node.data_dir) / "clusters" / cluster.pk.hex
+    return str(root / "pgdata" if name == "member-1" else root / "members" / name)
 
 
 def add_member(cluster: Cluster, name: str, node: Node) -> ClusterMember:

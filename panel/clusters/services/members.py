@@ -176,14 +176,17 @@ class Switchover:
     def __init__(self, cluster: Cluster, leader: str, candidate: str) -> None:
         self.cluster, self.leader, self.candidate = cluster, leader, candidate
         # Read here: the thread has a database connection of its own (not the caller's transaction).
-        self.rest_port = cluster.members.get(name=leader).rest_port
+        leader_member = cluster.members.get(name=leader)
+        self.rest_port, self.rest_host = leader_member.rest_port, leader_member.host
         self.answer: tuple[int, str] | None = None
         self.thread = threading.Thread(target=self._ask, daemon=True)
         self.deadline = time.monotonic() + SWITCHOVER_TIMEOUT
 
     def _ask(self) -> None:
         body = {"leader": self.leader, "candidate": self.candidate}
-        self.answer = patroni.rest("POST", self.rest_port, "/switchover", body, timeout=SWITCHOVER_TIMEOUT)
+        self.answer = patroni.rest(
+            "POST", self.rest_port, "/switchover", body, timeout=SWITCHOVER_TIMEOUT, host=self.rest_host
+        )
 
     def start(self) -> None:
         self.thread.start()
