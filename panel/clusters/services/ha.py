@@ -211,13 +211,26 @@ def read_statuses(cluster: Cluster) -> list[patroni_lib.MemberStatus]:
 HEALTHY_STATES = frozenset({"running", "streaming"})
 
 
-def replay_lag(cluster: Cluster, standby_port: int) -> int | None:
-    """Bytes of WAL the primary wrote that the standby on ``standby_port`` has not replayed yet,
-    asked of both servers now (Patroni's figure is as old as its last loop); None: no answer."""
+def replay_lag(cluster: Cluster, standby: ClusterMember) -> int | None:
+    """Bytes of WAL the primary wrote that ``standby`` has not replayed yet, asked of both
+    servers now (Patroni's figure is as old as its last loop); None: no answer. A standby on
+    another node is asked over TCP at its node's address (the members' pg_hba line)."""
+    remote = {"host": standby.host, "port": standby.port} if standby.is_remote else None
     try:
         with dbconn.admin_connection(cluster) as conn:
             row = conn.execute("SELECT pg_catalog.pg_current_wal_lsn()").fetchone()
-        with dbconn.admin_connection(cluster, port=standby_port) as conn:
+        standby_conn = (
+            dbconn.connect(
+                quiet_log=True,
+                user=settings.PANEL_SUPERUSER,
+                password=cluster.superuser_password,
+                dbname=dbconn.MAINTENANCE_DATABASE,
+                **remote,
+            )
+            if remote
+            else dbconn.admin_connection(cluster, port=standby.port)
+        )
+        with standby_conn as conn:
             lag = conn.execute(
                 "SELECT pg_catalog.pg_wal_lsn_diff(%s, pg_catalog.pg_last_wal_replay_lsn())",
                 [row[0] if row else None],

@@ -76,11 +76,11 @@ def pick_candidate(cluster: Cluster, statuses: list[MemberStatus], to: str | Non
             code="cluster.switchover_already_primary",
             params={"member": to},
         )
-    ports = dict(cluster.members.values_list("name", "port"))
+    rows = {m.name: m for m in cluster.members.select_related("node")}
     standbys = [
-        dataclasses.replace(s, lag_bytes=ha.replay_lag(cluster, ports[s.name]))
+        dataclasses.replace(s, lag_bytes=ha.replay_lag(cluster, rows[s.name]))
         for s in statuses
-        if not s.is_primary and (to is None or s.name == to) and s.name in ports
+        if not s.is_primary and (to is None or s.name == to) and s.name in rows
     ]
     fit = [
         s
