@@ -374,7 +374,8 @@ def set_state(name: str, state: str) -> Node:
 def remove_node(name: str) -> None:
     """Forget a node that holds no cluster (its agent, if it still runs, stops finding its row)."""
     node = get_node(name)
-    count = Cluster.objects.filter(node=node).count()
+    # A standby of a cluster of another node counts too (its member row protects the node's).
+    count = Cluster.objects.filter(Q(node=node) | Q(members__node=node)).distinct().count()
     if count:
         raise ServiceError(
             N_("Node “%(node)s” still holds %(n)d cluster(s): delete them first (draining stops new ones)."),

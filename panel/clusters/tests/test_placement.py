@@ -108,3 +108,13 @@ def test_member_nodes_for_members_added_later_avoid_the_clusters_nodes(owner: Us
     make_node("c", 40200)
     assert [n.name for n in placement.member_nodes(cluster, 1)] == ["c"]
     assert placement.member_nodes(cluster, 0) == []
+
+
+def test_a_node_holding_a_standby_cannot_be_removed(owner: User) -> None:
+    make_node("a", 40000)
+    make_node("b", 40100)
+    ha(owner, "kept", 2, node="a")
+    with pytest.raises(ServiceError) as refused:
+        nodes.remove_node("b")
+    assert refused.value.code == "node.not_empty" and "still holds 1 cluster" in str(refused.value)
+    assert Node.objects.filter(name="b").exists()
