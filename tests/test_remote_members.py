@@ -1,8 +1,8 @@
 """Anti-affinity for real (issue 28): a two-member cluster created while two node agents run
 (scripts/node_agent.py, each with its own data directory and ports) has its standby on the other
 node, built and run by that node's agent (data directory and Patroni's files under that node's
-data directory, its own cgroup with the plan's limits there); ``members --json`` names both
-nodes; when the primary's postmaster is SIGKILLed the member on node B takes over and writes
+data directory, its own cgroup with the plan's limits there) and supervised by that node's
+reconciler; ``members --json`` names both nodes; when the primary's postmaster is SIGKILLed the member on node B takes over and writes
 through the cluster's transaction pool (PgBouncer on node A, now over TCP) work again.
 """
 
@@ -28,6 +28,7 @@ from panel.clusters.engine import cgroups, patroni, postgres
 from panel.clusters.models import Cluster, ClusterStatus, Node
 from panel.clusters.services import ha, ha_files
 from panel.clusters.tests.conftest import connect_as_client
+from panel.core import taskqueue
 from panel.pools import services as pools
 from tests.test_two_nodes import Agent, two_nodes  # noqa: F401
 
@@ -110,6 +111,15 @@ def test_a_standby_on_another_node_is_run_there_and_takes_over(
     assert (rows["member-1"]["node"], rows["member-2"]["node"]) == (a.node.name, b.node.name)
     assert rows["member-1"]["role"] == "primary" and rows["member-2"]["role"] == "standby"
     assert rows["member-2"]["pid"] == postmaster
+
+    # B's reconciler supervises B's member: its Patroni killed, B's reconcile starts it again.
+    with override_settings(PANEL_PROCESS_ROLE="all"):  # the test harness, not the web, kills it
+        os.kill(patroni_pid, signal.SIGKILL)
+    wait_until(lambda: patroni.member_pid(on_b) is None, timeout=10, message="Patroni on B gone")
+    taskqueue.send("panel.clusters.tasks.reconcile", [], queue=b.node.tasks_queue)  # (results not kept)
+    wait_until(lambda: patroni.member_pid(on_b) is not None, timeout=90, message="B's reconciler")
+    assert patroni.member_pid(on_b) != patroni_pid
+    assert ha.wait_healthy(cluster, 90)  # the synchronous standby again: a failover may go to it
 
     # A transaction pool on A; the primary's postmaster SIGKILLed: B's member takes over and
     # writes through the pool work again (PgBouncer repointed to B over TCP).
