@@ -209,6 +209,7 @@ def read_statuses(cluster: Cluster) -> list[patroni_lib.MemberStatus]:
 
 
 HEALTHY_STATES = frozenset({"running", "streaming"})
+SWITCHING: set[object] = set()  # clusters this process switches over (only it records them)
 
 
 def replay_lag(cluster: Cluster, standby: ClusterMember) -> int | None:
@@ -264,7 +265,7 @@ def refresh_members(cluster: Cluster, *, cause: str = "failover") -> str | None:
     """Read the members' states from Patroni into their rows. When the primary changed since the
     last look: PgBouncer repointed (the pools' configuration rendered again), an event with how
     long the cluster had no primary, and the owner told. Returns the new primary's name then."""
-    statuses = read_statuses(cluster)
+    statuses = read_statuses(cluster) if cause == "switchover" or cluster.pk not in SWITCHING else []
     if not statuses:
         return None
     before = cluster.members.filter(role=MemberRole.PRIMARY).first()

@@ -6,6 +6,7 @@ by that node's agent (``remote_members``).
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from django.conf import settings
 from panel.clusters.engine import patroni, postgres
 from panel.clusters.lib import patroni as patroni_lib
 from panel.clusters.models import Cluster, ClusterMember
+from panel.clusters.services import handover
 from panel.clusters.services.create import allocate_standby_port, etcd_ports
 from panel.core import runas
 from panel.core.runas import OsUser
@@ -95,7 +97,7 @@ def _callback_command(cluster: Cluster) -> str:
 # --- configuration -------------------------------------------------------------------------------
 
 
-def write_configs(cluster: Cluster, user: OsUser) -> None:
+def write_configs(cluster: Cluster, user: OsUser, replicate_from: dict[str, str] | None = None) -> None:
     """Every member's Patroni configuration, the shared base configuration and HAProxy's (0600,
     the cluster's user: they hold the superuser's password)."""
     runas.make_private_dir(ha_dir(cluster), user)
@@ -106,10 +108,10 @@ def write_configs(cluster: Cluster, user: OsUser) -> None:
         text = (cluster.pgdata / "postgresql.conf").read_text()
         absolute = f"include_if_exists = '{cluster.pgdata / 'panel.conf'}'"
         runas.write_private_file(base, text.replace(INCLUDE_LINE, absolute), owner=user)
-    shared = spec(cluster)
+    shared = member_spec(cluster)
     for member in members_of(cluster):
         if not member.is_remote:  # a member on another node: its agent writes its own
-            write_member_config(cluster, member, user, shared)
+            write_member_config(cluster, member, user, shared, replicate_from)
     binds = patroni_lib.haproxy_binds(settings.PANEL_LISTEN_ADDRESSES)
     pidfile = str(ha_dir(cluster) / "haproxy.pid")
     if cluster.standby_port is None:  # a cluster made before the read-only port existed
@@ -119,17 +121,32 @@ def write_configs(cluster: Cluster, user: OsUser) -> None:
     runas.write_private_file(haproxy_config_path(cluster), text, owner=user)
 
 
+def member_spec(cluster: Cluster) -> patroni_lib.HaCluster:
+    """``spec`` with the command Patroni runs before it stops a primary (the pools' handover)."""
+    return dataclasses.replace(spec(cluster), before_stop=handover.before_stop_command(cluster))
+
+
 def write_member_config(
-    cluster: Cluster, member: ClusterMember, user: OsUser, shared: patroni_lib.HaCluster | None = None
+    cluster: Cluster,
+    member: ClusterMember,
+    user: OsUser,
+    shared: patroni_lib.HaCluster | None = None,
+    replicate_from: dict[str, str] | None = None,
 ) -> None:
-    """One member's Patroni configuration (0600: it holds the superuser's password)."""
-    shared = shared or spec(cluster)
+    """One member's Patroni configuration (0600: it holds the superuser's password);
+    ``replicate_from``: a switchover's cascade (services/cascade.py)."""
+    shared = shared or member_spec(cluster)
     own = patroni_lib.HaCluster(
         **{**shared.__dict__, "on_role_change": f"{shared.on_role_change} {member.port}"}
     )
-    text = patroni_lib.render_member(own, _lib_member(member), str(ha_dir(cluster) / f"{member.name}.pgpass"))
+    text = patroni_lib.render_member(
+        own, _lib_member(member, replicate_from), str(ha_dir(cluster) / f"{member.name}.pgpass")
+    )
     runas.write_private_file(member_config_path(cluster, member), text, owner=user)
 
 
-def _lib_member(member: ClusterMember) -> patroni_lib.Member:
-    return patroni_lib.Member(member.name, member.port, member.rest_port, member.data_dir, member.host)
+def _lib_member(member: ClusterMember, replicate_from: dict[str, str] | None = None) -> patroni_lib.Member:
+    upstream = (replicate_from or {}).get(member.name)  # a switchover's cascade (services/cascade.py)
+    return patroni_lib.Member(
+        member.name, member.port, member.rest_port, member.data_dir, host=member.host, replicate_from=upstream
+    )
