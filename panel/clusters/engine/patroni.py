@@ -323,11 +323,17 @@ def _ss_address(ip: str) -> str:
 
 
 def rest(
-    method: str, port: int, path: str, body: Any = None, *, timeout: float = REST_TIMEOUT
+    method: str,
+    port: int,
+    path: str,
+    body: Any = None,
+    *,
+    timeout: float = REST_TIMEOUT,
+    host: str = "127.0.0.1",
 ) -> tuple[int, str]:
-    """One HTTP request to 127.0.0.1:``port`` (Patroni's or etcd's API); (0, reason) when nothing
+    """One HTTP request to ``host``:``port`` (Patroni's or etcd's API); (0, reason) when nothing
     answers."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
     try:
         payload = json.dumps(body) if body is not None else None
         headers = {"Content-Type": "application/json"} if payload is not None else {}

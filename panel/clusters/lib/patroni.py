@@ -37,6 +37,7 @@ class Member:
     port: int
     rest_port: int
     data_dir: str
+    host: str = "127.0.0.1"
     # Patroni's replicatefrom tag: the member this one streams from (a switchover's cascade).
     replicate_from: str | None = None
 
@@ -124,14 +125,14 @@ def member_config(cluster: HaCluster, member: Member, pgpass: str) -> dict[str, 
         "namespace": NAMESPACE,
         "name": member.name,
         "restapi": {
-            "listen": f"{cluster.host}:{member.rest_port}",
-            "connect_address": f"{cluster.host}:{member.rest_port}",
+            "listen": f"{member.host}:{member.rest_port}",
+            "connect_address": f"{member.host}:{member.rest_port}",
         },
         "etcd3": {"hosts": list(cluster.etcd_hosts)},
         "bootstrap": {"dcs": dynamic_config(cluster)},
         "postgresql": {
-            "listen": f"{cluster.host}:{member.port}",
-            "connect_address": f"{cluster.host}:{member.port}",
+            "listen": f"{member.host}:{member.port}",
+            "connect_address": f"{member.host}:{member.port}",
             "data_dir": member.data_dir,
             "bin_dir": cluster.bin_dir,
             "pgpass": pgpass,
@@ -201,9 +202,7 @@ def render_haproxy(
         "    http-check expect status 200",
         "    default-server inter 500ms fall 1 rise 1 on-marked-down shutdown-sessions",
     ]
-    lines += [
-        f"    server {m.name} {cluster.host}:{m.port} check port {m.rest_port}" for m in cluster.members
-    ]
+    lines += [f"    server {m.name} {m.host}:{m.port} check port {m.rest_port}" for m in cluster.members]
     if standby_port:
         lines += _standby_listen(listen, standby_port, cluster)
         lines.insert(lines.index("listen standby") + 1 + len(listen), _sources_rule(cluster.haproxy_sources))
@@ -235,11 +234,9 @@ def _standby_listen(listen: Sequence[str], port: int, cluster: HaCluster) -> lis
         "    default-server inter 1s fall 2 rise 1 on-marked-down shutdown-sessions"
         " on-marked-up shutdown-backup-sessions",
     ]
+    lines += [f"    server {m.name} {m.host}:{m.port} check port {m.rest_port}" for m in cluster.members]
     lines += [
-        f"    server {m.name} {cluster.host}:{m.port} check port {m.rest_port}" for m in cluster.members
-    ]
-    lines += [
-        f"    server {m.name}-primary {cluster.host}:{m.port} backup track primary/{m.name}"
+        f"    server {m.name}-primary {m.host}:{m.port} backup track primary/{m.name}"
         for m in cluster.members
     ]
     return lines
