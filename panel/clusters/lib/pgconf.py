@@ -172,9 +172,14 @@ def render_hba(
     and nothing else (no database, no other address).
 
     ``members_from`` (a cluster with standbys: the members' network): the superuser may come from
-    there over TCP with its password, for replication and pg_rewind between members only."""
+    there over TCP with its password, for replication and pg_rewind between members only. Clients
+    then come through HAProxy, which connects from there too and is what applies the trusted
+    sources (PostgreSQL sees HAProxy's address, never the client's): TCP clients are let in from
+    ``members_from`` alone, whatever the sources, so no other address reaches a member's own port."""
     addresses = [network.with_prefixlen for network in firewall.networks(trusted_sources)]
-    if not trusted_sources:
+    if members_from:
+        addresses = [members_from]
+    elif not trusted_sources:
         addresses = ["all"]
     lines = [
         "# Written by the control panel; edits here are overwritten.",

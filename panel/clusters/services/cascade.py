@@ -54,7 +54,7 @@ def follow_leader(cluster: Cluster, others: list[str]) -> None:
 def _apply(cluster: Cluster, names: list[str], replicate_from: dict[str, str]) -> None:
     ha.write_configs(cluster, cluster.os_user(), replicate_from=replicate_from)
     for member in cluster.members.filter(name__in=names):
-        status, text = patroni.rest("POST", member.rest_port, "/reload", {}, timeout=5)
+        status, text = patroni.rest("POST", member.rest_port, "/reload", {}, timeout=5, host=member.host)
         if status not in (200, 202):
             log.warning("reloading %s's Patroni: %s %s", member.name, status, text.strip())
 

@@ -77,11 +77,11 @@ def pick_candidate(cluster: Cluster, statuses: list[MemberStatus], to: str | Non
             code="cluster.switchover_already_primary",
             params={"member": to},
         )
-    ports = dict(cluster.members.values_list("name", "port"))
+    rows = {m.name: m for m in cluster.members.select_related("node")}
     standbys = [
-        dataclasses.replace(s, lag_bytes=ha.replay_lag(cluster, ports[s.name]))
+        dataclasses.replace(s, lag_bytes=ha.replay_lag(cluster, rows[s.name]))
         for s in statuses
-        if not s.is_primary and (to is None or s.name == to) and s.name in ports
+        if not s.is_primary and (to is None or s.name == to) and s.name in rows
     ]
     fit = [
         s
@@ -217,14 +217,17 @@ class Switchover:
     def __init__(self, cluster: Cluster, leader: str, candidate: str) -> None:
         self.cluster, self.leader, self.candidate = cluster, leader, candidate
         # Read here: the thread has a database connection of its own (not the caller's transaction).
-        self.rest_port = cluster.members.get(name=leader).rest_port
+        leader_member = cluster.members.get(name=leader)
+        self.rest_port, self.rest_host = leader_member.rest_port, leader_member.host
         self.answer: tuple[int, str] | None = None
         self.thread = threading.Thread(target=self._ask, daemon=True)
         self.deadline = time.monotonic() + SWITCHOVER_TIMEOUT
 
     def _ask(self) -> None:
         body = {"leader": self.leader, "candidate": self.candidate}
-        self.answer = patroni.rest("POST", self.rest_port, "/switchover", body, timeout=SWITCHOVER_TIMEOUT)
+        self.answer = patroni.rest(
+            "POST", self.rest_port, "/switchover", body, timeout=SWITCHOVER_TIMEOUT, host=self.rest_host
+        )
 
     def start(self) -> None:
         self.thread.start()
@@ -254,9 +257,10 @@ class Switchover:
         PgBouncer's files are rendered for it (reloaded and checked). The event and the owner's
         email wait until the pools resume (``announce``)."""
         # The candidate's own Patroni first: the old primary's is busy demoting.
-        rest_port = self.cluster.members.get(name=self.candidate).rest_port
+        candidate = self.cluster.members.get(name=self.candidate)
+        rest_port, rest_host = candidate.rest_port, candidate.host
         while time.monotonic() < self.deadline:
-            status, text = patroni.rest("GET", rest_port, "/cluster", timeout=1.5)
+            status, text = patroni.rest("GET", rest_port, "/cluster", timeout=1.5, host=rest_host)
             try:
                 statuses = patroni_lib.parse_cluster(text) if status == 200 else []
             except ValueError:

@@ -26,7 +26,7 @@ from conftest import start_celery_worker
 from panel.api import services as api_services
 from panel.api.models import Scope
 from panel.clusters import services
-from panel.clusters.engine import isolation, patroni, postgres
+from panel.clusters.engine import cgroups, isolation, patroni, postgres
 from panel.clusters.models import Cluster, ClusterMember, MemberRole, Node
 from panel.clusters.services import ha, members, reconciler
 from panel.core.errors import ServiceError
@@ -185,6 +185,29 @@ def test_members_lists_roles_ports_and_postmaster_pids_as_json(ha_cluster):
         member = ha_cluster.members.get(name=row["name"])
         assert row["port"] == member.port and row["node"] == "local"
         assert row["pid"] == postgres.postmaster_pid(member.pgdata)
+
+
+@pytest.mark.skipif(cgroups.version() is None, reason="cgroups are written by root on a mounted hierarchy")
+def test_each_member_runs_in_a_cgroup_of_its_own_with_the_plans_limits(ha_cluster):
+    """The plan applies to each member: its Patroni and postmaster in a group of their own with
+    the plan's memory limit and CPU quota (db-s-1vcpu-2gb: 2 GiB, one core), not one group
+    shared by the three."""
+    assert ha.wait_healthy(ha_cluster, RECOVERY_TIMEOUT)
+    controller = "memory" if cgroups.version() == 1 else ""
+    groups = set()
+    for member in ha_cluster.members.all():
+        name = isolation.member_cgroup_name(ha_cluster, member.name)
+        postmaster = postgres.postmaster_pid(member.pgdata)
+        patroni_pid = patroni.member_pid(ha.member_config_path(ha_cluster, member))
+        assert postmaster is not None and patroni_pid is not None
+        for pid in (postmaster, patroni_pid):
+            assert cgroups.group_of(pid, controller).endswith(f"/{cgroups.PARENT}/{name}"), member.name
+        group = cgroups.find(name)
+        assert group is not None
+        assert cgroups.memory_limit(group) == 2 * 1024**3
+        assert cgroups.cpu_quota(group) == 1.0
+        groups.add(cgroups.group_of(postmaster, controller))
+    assert len(groups) == 3
 
 
 def test_switchover_refuses_missing_primary_and_lagging_members_and_one_member_clusters(ha_cluster):
