@@ -355,6 +355,8 @@ def test_a_replica_ahead_of_the_new_primary_is_healed_by_the_reconciler(
     (event,) = healed.events.filter(kind="replica-resynced")
     assert event.message.startswith("Replica re-synchronised after its source's failover in ")
     assert event.message.endswith("(pg_rewind).")
+    (warned,) = healed.events.filter(kind="replica-diverged")
+    assert "cannot follow its source after a failover" in warned.message
     with connect_as_client(healed) as conn, pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
         conn.execute("INSERT INTO healed VALUES (4)")
     lag = replication.replica_lag(fresh(source)).get(replication.slot_name(healed))
