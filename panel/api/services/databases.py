@@ -20,9 +20,6 @@ from panel.core.errors import N_, ServiceError
 ENGINE = "pg"
 
 
-ONE_NODE = N_("A resize cannot change num_nodes yet: send the cluster's own num_nodes (%(n)s).")
-
-
 def connection(cluster: Cluster, *, with_password: bool) -> dict[str, Any]:
     """The connection object of a cluster (doadmin on the default database), never null: clients
     dereference it without a check, so a cluster still being made gets its fields without a

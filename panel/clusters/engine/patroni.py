@@ -224,6 +224,24 @@ def start_haproxy(config: Path, pidfile: Path, user: OsUser, join: Sequence[Path
         raise EngineError(f"HAProxy did not start: {(result.stderr or result.stdout).strip()}")
 
 
+def reload_haproxy(
+    config: Path, pidfile: Path, user: OsUser, join: Sequence[Path], *, timeout: float
+) -> None:
+    """HAProxy on a changed configuration (members added or removed): a new process takes the
+    port and the old one finishes its sessions (``-sf``), so no client is cut."""
+    old = [proc.pid for proc in _processes_with(str(config))]
+    if not old:
+        start_haproxy(config, pidfile, user, join, timeout=timeout)
+        return
+    check = run_as(user, [HAPROXY, "-c", "-q", "-f", str(config)], timeout=timeout)
+    if check.returncode != 0:
+        raise EngineError(f"HAProxy refused its configuration: {(check.stderr or check.stdout).strip()}")
+    argv = [HAPROXY, "-D", "-f", str(config), "-p", str(pidfile), "-sf", *map(str, old)]
+    result = run_as(user, argv, timeout=timeout, join=join)
+    if result.returncode != 0:
+        raise EngineError(f"HAProxy did not reload: {(result.stderr or result.stdout).strip()}")
+
+
 def stop_haproxy(config: Path, *, timeout: float = 10) -> None:
     _terminate(_processes_with(str(config)), timeout)
 

@@ -83,6 +83,7 @@ def spec(cluster: Cluster) -> patroni_lib.HaCluster:
         hba_file=str(cluster.hba_path),
         ident_file=str(cluster.ident_path),
         on_role_change=_callback_command(cluster),
+        repository=hooks.replica_repository(cluster),
     )
 
 

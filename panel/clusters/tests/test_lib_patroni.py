@@ -89,3 +89,23 @@ def test_the_callback_repoints_only_lines_on_the_clusters_socket():
     assert "writes = host=/data/run port=27006 dbname=defaultdb" in new
     assert "other = host=/elsewhere port=27002" in new
     assert "listen_port = 26001" in new
+
+
+def test_standbys_come_from_the_repository_when_there_is_one():
+    plain = patroni.member_config(_cluster(2), patroni.Member("member-2", 27004, 27005, "/d/m 2"), "/p")
+    assert plain["postgresql"]["create_replica_methods"] == ["basebackup"]
+    assert "pgbackrest" not in plain["postgresql"] and "recovery_conf" not in plain["postgresql"]
+
+    repository = ("/usr/bin/pgbackrest", "--config=/b/x/pgbackrest.conf", "--stanza=main")
+    with_repo = patroni.HaCluster(**{**_cluster(2).__dict__, "repository": repository})
+    conf = patroni.member_config(with_repo, patroni.Member("member-2", 27004, 27005, "/d/m 2"), "/p")[
+        "postgresql"
+    ]
+    assert conf["create_replica_methods"] == ["pgbackrest", "basebackup"]
+    assert conf["pgbackrest"] == {
+        "command": "/usr/bin/pgbackrest --config=/b/x/pgbackrest.conf --stanza=main '--pg1-path=/d/m 2' "
+        "--delta restore",
+        "keep_data": True,
+        "no_params": True,
+    }
+    assert conf["recovery_conf"]["restore_command"].endswith("'--pg1-path=/d/m 2' archive-get %f %p")
