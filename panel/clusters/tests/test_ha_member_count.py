@@ -6,6 +6,7 @@ cluster's port again, every row kept. The refusals change nothing."""
 
 from __future__ import annotations
 
+import io
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -14,6 +15,8 @@ from typing import TypeVar
 
 import psycopg
 import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from conftest import module_cluster
 from panel.backups.models import JobStatus
@@ -81,9 +84,17 @@ def strict(cluster: Cluster) -> bool:
     return bool(json.loads(text)["synchronous_mode_strict"])
 
 
+def _tail(path: Path) -> str:
+    return path.read_text()[-3000:] if path.is_file() else "(no log)"
+
+
 def change(cluster: Cluster, num_nodes: int) -> Cluster:
     changed = resize.resize_cluster(cluster, cluster.plan_slug, num_nodes=num_nodes, enqueue=False)
-    assert changed.status == ClusterStatus.ONLINE and not changed.error_message, changed.error_message
+    assert changed.status == ClusterStatus.ONLINE and not changed.error_message, (
+        changed.error_message,
+        ha.read_statuses(changed),
+        {m.name: _tail(ha.member_log_path(changed, m)) for m in changed.members.all()},
+    )
     assert changed.num_nodes == num_nodes
     return changed
 
@@ -117,6 +128,8 @@ def test_refusals_change_nothing(cluster: Cluster, owner: object) -> None:
         with pytest.raises(ServiceError) as refused:
             resize.resize_cluster(target, plan, enqueue=False, **kwargs)
         assert refused.value.code == code and refused.value.field == "num_nodes", refused.value.message
+    with pytest.raises(CommandError, match=r"A cluster has 1 to 3 nodes.*\(--num-nodes\)"):
+        call_command("cluster", "resize", cluster.name, "--num-nodes", "4", "--owner", "mc-owner")
     # A node without room for two more members of the plan.
     node = cluster.node
     ram = node.ram_bytes
@@ -171,7 +184,12 @@ def one_to_three_restores_the_standbys_from_the_repository(cluster: Cluster) -> 
 
 def three_to_two_removes_a_standby_and_is_no_longer_strict(cluster: Cluster) -> Cluster:
     removed = cluster.members.get(name="member-3")
-    cluster = change(cluster, 2)
+    out = io.StringIO()
+    # The command line's way (the same service, in the foreground).
+    call_command("cluster", "resize", cluster.name, "--num-nodes", "2", "--owner", "mc-owner", stdout=out)
+    assert "online on db-s-1vcpu-2gb" in out.getvalue() and "2 node(s)" in out.getvalue()
+    cluster.refresh_from_db()
+    assert cluster.num_nodes == 2
     assert sorted(cluster.members.values_list("name", flat=True)) == ["member-1", "member-2"]
     assert not removed.pgdata.exists() and not ha.member_config_path(cluster, removed).exists()
     assert patroni.member_pid(ha.member_config_path(cluster, removed)) is None
