@@ -60,6 +60,9 @@ PANEL_POOL_SERVER_IDLE_TIMEOUT = env_int("PANEL_POOL_SERVER_IDLE_TIMEOUT", 60)
 PANEL_BENCH_USER = env_str("PANEL_BENCH_USER", "pgpanel-bench")
 # The memory limit of the node's benchmark clients' cgroup (pgbench, sysbench; docs/benchmarks.md).
 PANEL_BENCH_MEMORY_MB = env_int("PANEL_BENCH_MEMORY_MB", 1024, minimum=64)
+# Modules of further benchmark engines (comma-separated), imported at start in the web and every
+# worker; each registers its engine (benchmarks/lib/engines.py, docs/benchmarks.md).
+PANEL_BENCH_ENGINES = env_list("PANEL_BENCH_ENGINES", [])
 PANEL_CLUSTER_USER_PREFIX = env_str("PANEL_CLUSTER_USER_PREFIX", "pgc-")
 PANEL_RECONCILE_SECONDS = env_int("PANEL_RECONCILE_SECONDS", 15, minimum=1)
 PANEL_COMMAND_TIMEOUT = env_int("PANEL_COMMAND_TIMEOUT", 120, minimum=5)

@@ -45,9 +45,6 @@ from panel.core.runas import EngineError, OsUser, current_user, spawn_in
 
 STDOUT = "stdout"
 STDERR = "stderr"
-DEFAULT_PGBENCH = "/usr/bin/pgbench"
-DEFAULT_SYSBENCH = "/usr/bin/sysbench"
-LOAD_PROGRAMS = frozenset(tool.program for tool in engines.ENGINES.values())
 PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
@@ -62,6 +59,11 @@ class Line:
     stream: str
     text: str
     at: float
+
+
+def load_programs() -> frozenset[str]:
+    """The process names of every registered engine's program (an engine registered late too)."""
+    return frozenset(Path(tool.program).name for tool in engines.ENGINES.values())
 
 
 def pgbench_path(version: str | None = None) -> str:
@@ -94,11 +96,6 @@ def program_path(engine: str, version: str | None = None) -> str:
     if tool.server_bindir:
         return _server_tool(tool.program, version)
     return shutil.which(tool.program, path=PATH) or f"/usr/bin/{tool.program}"
-
-
-def sysbench_path() -> str:
-    """sysbench on PATH (Debian's package: /usr/bin/sysbench, its Lua scripts under /usr/share)."""
-    return program_path("sysbench")
 
 
 def bench_user() -> OsUser:
@@ -362,7 +359,7 @@ def is_pgbench(pid: int | None) -> bool:
         return False
     try:
         proc = psutil.Process(pid)
-        return proc.status() != psutil.STATUS_ZOMBIE and proc.name() in LOAD_PROGRAMS
+        return proc.status() != psutil.STATUS_ZOMBIE and proc.name() in load_programs()
     except psutil.Error:
         return False
 

@@ -8,26 +8,27 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from benchmarks.forms.common import (
-    ENGINE_CHOICES,
+    EngineFieldsMixin,
     database_choices,
+    engine_choices,
     engine_name,
 )
+from benchmarks.lib import engines
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib import sysbench_command as sb
 from panel.clusters.models import Cluster
 from panel.core.forms import PanelForm
 
 
-class InitDataSetForm(PanelForm):
+class InitDataSetForm(EngineFieldsMixin, PanelForm):
     """``pgbench -i`` (database, scale factor, optional steps and foreign keys) or ``sysbench
     prepare`` (database, tables, rows per table)."""
 
     database = forms.ChoiceField(label=_("Database"))
     engine = forms.ChoiceField(
         label=_("Engine"),
-        choices=ENGINE_CHOICES,
         required=False,
-        initial=sb.PGBENCH,
+        initial=engines.PGBENCH,
         help_text=_("Each tool runs on tables of its own: pgbench_* or sysbench's sbtest1…N."),
     )
     scale = forms.IntegerField(
@@ -57,11 +58,15 @@ class InitDataSetForm(PanelForm):
     )
     foreign_keys = forms.BooleanField(label=_("Create foreign keys"), required=False)
 
+    engine_fields_attr = "dataset_fields"
+    engine_specific = ("scale", "init_steps", "foreign_keys", "tables", "table_size")
+
     def __init__(self, *args: Any, cluster: Cluster, **kwargs: Any) -> None:
         # The three forms share one page and field names: distinct ids keep each label on its field.
         kwargs.setdefault("auto_id", "init-%s")
         super().__init__(*args, **kwargs)
         database_choices(self.fields["database"], cluster, None)
+        self.fields["engine"].choices = engine_choices()
         self.fields["foreign_keys"].widget.attrs["class"] = "form-check-input"
         self.fields["init_steps"].widget.attrs.update({"spellcheck": "false", "autocomplete": "off"})
 
@@ -73,8 +78,18 @@ class InitDataSetForm(PanelForm):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
-        if data.get("engine") == sb.PGBENCH and "scale" not in self.errors and data.get("scale") is None:
-            self.add_error("scale", _("Give a scale factor."))
+        engine = engines.engine_for(data.get("engine") or engines.PGBENCH)
+        if engine is not None and not self.errors:
+            # The engine's word on its data set's fields, beside the field (the service applies it too).
+            spec = engines.DatasetSpec(
+                data.get("scale"),
+                data.get("init_steps"),
+                bool(data.get("foreign_keys")),
+                data.get("tables"),
+                data.get("table_size"),
+            )
+            for field, message in engine.dataset_spec(spec)[1]:
+                self.add_error(field if field in self.fields else None, str(message))
         return data
 
     def service_kwargs(self) -> dict[str, Any]:

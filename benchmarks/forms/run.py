@@ -10,31 +10,32 @@ from django.utils.translation import gettext_lazy as _
 
 from benchmarks.forms.common import (
     CUSTOM,
-    ENGINE_CHOICES,
     QUERY_MODE_CHOICES,
-    SCRIPT_CHOICES,
-    SYSBENCH_SCRIPT_CHOICES,
+    EngineFieldsMixin,
     TargetMixin,
     database_choices,
+    engine_choices,
     engine_name,
+    extra_field_name,
+    script_choices,
     target_choices,
 )
 from benchmarks.lib import engines
 from benchmarks.lib import pgbench_command as cmd
-from benchmarks.lib import sysbench_command as sb
 from panel.clusters.models import Cluster
 from panel.core.forms import PanelForm
 from panel.pools.models import ConnectionPool
 
 
-class RunForm(TargetMixin, PanelForm):
-    """One pgbench or sysbench run, mirroring ``manage.py bench run``."""
+class RunForm(EngineFieldsMixin, TargetMixin, PanelForm):
+    """One run of any engine, mirroring ``manage.py bench run``. The engine and script choices
+    are the registry's; the fields an engine does not ask for (``Engine.form_fields``) are hidden
+    on the page and take the engine's own values (``Engine.form_values``)."""
 
     engine = forms.ChoiceField(
         label=_("Engine"),
-        choices=ENGINE_CHOICES,
         required=False,
-        initial=sb.PGBENCH,
+        initial=engines.PGBENCH,
         # What sysbench needs (its data set, no prepared statements through a transaction pool) is
         # said under the script, where the page shows it only for sysbench.
     )
@@ -65,14 +66,7 @@ class RunForm(TargetMixin, PanelForm):
     progress = forms.IntegerField(
         label=_("Progress interval (s)"), min_value=1, max_value=cmd.MAX_PROGRESS_S, initial=1
     )
-    script = forms.ChoiceField(
-        label=_("Script"),
-        choices=[
-            ("pgbench", [*SCRIPT_CHOICES, (CUSTOM, _("Custom script"))]),
-            ("sysbench", SYSBENCH_SCRIPT_CHOICES),
-        ],
-        initial="tpcb-like",
-    )
+    script = forms.ChoiceField(label=_("Script"), initial="tpcb-like")
     custom_script = forms.CharField(
         label=_("Custom script"),
         required=False,
@@ -105,11 +99,16 @@ class RunForm(TargetMixin, PanelForm):
     )
     label = forms.CharField(label=_("Label"), required=False, max_length=100)
 
+    engine_specific = ("threads", "query_mode", "latency_limit", "max_tries", "percentiles", "connect")
+
     def __init__(self, *args: Any, cluster: Cluster, **kwargs: Any) -> None:
         # The three forms share one page and field names: distinct ids keep each label on its field.
         kwargs.setdefault("auto_id", "run-%s")
         super().__init__(*args, **kwargs)
         self.cluster = cluster
+        self.fields["engine"].choices = engine_choices()
+        self.fields["script"].choices = script_choices(custom=True)
+        self.add_engine_fields()
         self.fields["target"].choices = target_choices(cluster)
         database_choices(self.fields["database"], cluster, cluster.default_database)
         self.fields["user"].choices = [("", _("Default (%(u)s)") % {"u": cluster.admin_user})] + [
@@ -128,10 +127,17 @@ class RunForm(TargetMixin, PanelForm):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
-        if data.get("engine") == sb.SYSBENCH:
-            # pgbench's choices the page hides for sysbench: not the user's, so not an error.
-            data["query_mode"] = "auto"
-            data["percentiles"] = False
+        engine = engines.engine_for(data.get("engine") or engines.PGBENCH)
+        if engine is not None:
+            # The choices the page hides for this engine and fills itself: not the user's, so not
+            # an error. A value the user gave to another engine's field is the engine's rules' to
+            # refuse, beside that field.
+            for field, value in engine.form_values.items():
+                if field not in engine.form_fields:
+                    data[field] = value
+                    self.errors.pop(field, None)
+        data["extra"] = self.engine_extra(data)
+        if engine is not None and engine.custom_script_refusal() is not None:
             return self._clean_rules(data)
         if data.get("script") == CUSTOM and not (data.get("custom_script") or "").strip():
             self.add_error("custom_script", _("Write the custom script, or choose a built-in one."))
@@ -142,10 +148,13 @@ class RunForm(TargetMixin, PanelForm):
             # The rules between fields (threads and clients, duration or transactions…) are the
             # library's, the same the services and ``bench run`` apply. A sysbench run's tables
             # come from its data set, checked by the service.
-            for field, message in engines.problems(self.options()):
+            options = self.options()
+            for field, message in engines.problems(options):
                 if field in ("tables", "table_size"):
                     continue
-                self.add_error(field if field in self.fields else None, str(message))
+                own = extra_field_name(options.engine, field)  # an engine's own field
+                name = field if field in self.fields else own if own in self.fields else None
+                self.add_error(name, str(message))
         return data
 
     @property
@@ -161,13 +170,13 @@ class RunForm(TargetMixin, PanelForm):
 
     @property
     def custom_script_text(self) -> str | None:
-        if self.cleaned_data.get("script") != CUSTOM or self.cleaned_data.get("engine") == sb.SYSBENCH:
+        if self.cleaned_data.get("script") != CUSTOM:
             return None
         return self.cleaned_data["custom_script"]
 
     def options(self) -> cmd.RunOptions:
         data = self.cleaned_data
-        return cmd.run_options(
+        return engines.make_options(
             clients=data["clients"],
             threads=data.get("threads"),
             duration_s=data.get("duration"),
@@ -179,7 +188,8 @@ class RunForm(TargetMixin, PanelForm):
             latency_limit_ms=data.get("latency_limit"),
             connect_per_transaction=bool(data.get("connect")),
             max_tries=data.get("max_tries"),
-            engine=data.get("engine") or sb.PGBENCH,
+            engine=data.get("engine") or engines.PGBENCH,
+            extra=data.get("extra", ()),
         )
 
     def service_kwargs(self) -> dict[str, Any]:

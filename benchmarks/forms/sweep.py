@@ -9,18 +9,18 @@ from django.utils.translation import gettext_lazy as _
 
 from benchmarks.forms.common import (
     DIRECT,
-    ENGINE_CHOICES,
     MAX_SWEEP_POINTS,
     QUERY_MODE_CHOICES,
-    SCRIPT_CHOICES,
-    SYSBENCH_SCRIPT_CHOICES,
+    EngineFieldsMixin,
     TargetMixin,
     database_choices,
+    engine_choices,
     engine_name,
+    script_choices,
     target_choices,
 )
+from benchmarks.lib import engines
 from benchmarks.lib import pgbench_command as cmd
-from benchmarks.lib import sysbench_command as sb
 from benchmarks.models import SweepKind
 from benchmarks.services.sweeps import check_pool_sizes
 from panel.clusters.models import Cluster
@@ -67,7 +67,7 @@ SWEEP_KIND_CHOICES = [
 ]
 
 
-class SweepForm(TargetMixin, PanelForm):
+class SweepForm(EngineFieldsMixin, TargetMixin, PanelForm):
     """A plan of runs: client counts × targets, or × sizes of one pool, × repeats, one after the other."""
 
     name = forms.CharField(label=_("Name"), required=False, max_length=100)
@@ -100,22 +100,23 @@ class SweepForm(TargetMixin, PanelForm):
     duration = forms.IntegerField(
         label=_("Duration of each run (s)"), min_value=1, max_value=cmd.MAX_DURATION_S, initial=30
     )
-    engine = forms.ChoiceField(label=_("Engine"), choices=ENGINE_CHOICES, required=False, initial=sb.PGBENCH)
-    script = forms.ChoiceField(
-        label=_("Script"),
-        choices=[("pgbench", SCRIPT_CHOICES), ("sysbench", SYSBENCH_SCRIPT_CHOICES)],
-        initial="tpcb-like",
-    )
+    engine = forms.ChoiceField(label=_("Engine"), required=False, initial=engines.PGBENCH)
+    script = forms.ChoiceField(label=_("Script"), initial="tpcb-like")
     query_mode = forms.ChoiceField(label=_("Query mode"), choices=QUERY_MODE_CHOICES, initial="simple")
     connect = forms.BooleanField(
         label=_("Web app without a pool: a new connection per transaction (-C)"), required=False
     )
+
+    engine_specific = ("query_mode", "connect")
+    note_attr = "sweep_note"
 
     def __init__(self, *args: Any, cluster: Cluster, **kwargs: Any) -> None:
         # The three forms share one page and field names: distinct ids keep each label on its field.
         kwargs.setdefault("auto_id", "sweep-%s")
         super().__init__(*args, **kwargs)
         self.cluster = cluster
+        self.fields["engine"].choices = engine_choices()
+        self.fields["script"].choices = script_choices(custom=False)
         self.fields["targets"].choices = target_choices(cluster)
         self.fields["pool"].choices = [
             (SCRATCH, str(_("A scratch transaction pool for this sweep (removed after)")))
@@ -146,16 +147,18 @@ class SweepForm(TargetMixin, PanelForm):
             self._clean_pool_sizes(data)
         elif "targets" not in self.errors and not data.get("targets"):
             self.add_error("targets", _("Choose at least one target."))
-        engine = data.get("engine")
+        engine = engines.engine_for(data.get("engine") or engines.PGBENCH)
         script = data.get("script")
-        scripts = sb.SYSBENCH_SCRIPTS if engine == sb.SYSBENCH else dict(SCRIPT_CHOICES)
-        if script and script not in scripts:
-            self.add_error("script", _("Choose one of %(engine)s's scripts.") % {"engine": engine})
-        if engine == sb.SYSBENCH:
-            # pgbench's choices the page hides for sysbench: not the user's, so not an error. The
-            # service turns prepared statements off through transaction pools (--db-ps-mode=disable).
-            data["query_mode"] = "auto"
-            data["connect"] = False
+        if engine is not None and script and script not in engine.scripts:
+            self.add_error("script", _("Choose one of %(engine)s's scripts.") % {"engine": engine.name})
+        if engine is not None:
+            # The choices the page hides for this engine: not the user's, so not an error (sysbench:
+            # the service turns prepared statements off through transaction pools).
+            hidden = {"query_mode": engine.form_values.get("query_mode", "simple"), "connect": False}
+            for field, value in hidden.items():
+                if field not in engine.form_fields:
+                    data[field] = value
+                    self.errors.pop(field, None)
         return data
 
     def _clean_pool_sizes(self, data: dict[str, Any]) -> None:
@@ -174,7 +177,7 @@ class SweepForm(TargetMixin, PanelForm):
 
     def base_options(self) -> cmd.RunOptions:
         data = self.cleaned_data
-        return cmd.run_options(
+        return engines.make_options(
             clients=1,
             threads=1,
             duration_s=data["duration"],

@@ -69,11 +69,16 @@ class RunOptions:
     aggregate_interval_s: int | None = None
     report_per_command: bool = False  # -r
     no_vacuum: bool | None = None  # None: skip the vacuum for custom scripts only
-    # "sysbench": the same run by sysbench (see benchmarks.lib.sysbench_command), on the tables
-    # its data set holds.
+    # The engine's name (benchmarks.lib.engines); tables × rows for engines whose data set has them.
     engine: str = "pgbench"
     tables: int | None = None
     table_size: int | None = None
+    # The values of the engine's own fields (``Engine.extra_fields``), as (name, value) pairs.
+    extra: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def extra_values(self) -> dict[str, Any]:
+        return dict(self.extra)
 
     @property
     def script(self) -> str:
@@ -129,7 +134,10 @@ class RunOptions:
     def from_json(cls, data: Mapping[str, Any]) -> RunOptions:
         """The options of a stored row; keys this version does not know (a newer row) are left out."""
         known = {field.name for field in dataclasses.fields(cls)}
-        return cls(**{key: value for key, value in data.items() if key in known})
+        values = {key: value for key, value in data.items() if key in known}
+        if "extra" in values:  # JSON keeps the pairs as lists
+            values["extra"] = tuple((str(name), value) for name, value in values["extra"])
+        return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -168,14 +176,13 @@ def run_options(
     engine: str = "pgbench",
     tables: int | None = None,
     table_size: int | None = None,
+    extra: tuple[tuple[str, Any], ...] = (),
 ) -> RunOptions:
     """A run as a user chose it (the form, ``bench run``): no threads given means one per CPU.
 
-    ``builtin`` None is a custom script (its path is set when the run executes). sysbench drives
-    each client from a thread of its own: its threads are its clients.
+    ``builtin`` None is a custom script (its path is set when the run executes). An engine with
+    a rule of its own for threads applies it on top (``engines.make_options``).
     """
-    if engine == "sysbench":
-        threads = clients
     return RunOptions(
         clients=clients,
         threads=threads or default_threads(clients, cpu_count if cpu_count is not None else os.cpu_count()),
@@ -191,4 +198,5 @@ def run_options(
         engine=engine,
         tables=tables,
         table_size=table_size,
+        extra=extra,
     )

@@ -21,9 +21,7 @@ from benchmarks.lib.run_options import MAX_CLIENTS, ConnectionTarget, RunOptions
 from benchmarks.lib.run_warnings import client_limit_warnings, progress_warnings
 from panel.core.errors import N_, Count, Message
 
-PGBENCH = "pgbench"
 SYSBENCH = "sysbench"
-ENGINES = (PGBENCH, SYSBENCH)
 SYSBENCH_SCRIPTS = ("oltp_read_write", "oltp_read_only", "oltp_point_select", "oltp_write_only")
 PS_MODES = ("auto", "disable")
 # Pools that hand a client a server connection per transaction (or statement).

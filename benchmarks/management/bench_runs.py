@@ -13,7 +13,6 @@ from django.core.management.base import CommandError
 
 from benchmarks import services
 from benchmarks.lib import engines
-from benchmarks.lib import pgbench_command as cmd
 from benchmarks.models import BenchmarkRun, RunStatus
 from panel.clusters.management.cli import PanelCommand, find_cluster
 from panel.pools.models import ConnectionPool
@@ -100,7 +99,7 @@ class RunSubcommands(PanelCommand):
                 custom_script = Path(opts["file"]).read_text(encoding="utf-8")
             except OSError as exc:
                 raise CommandError(f"Cannot read {opts['file']}: {exc.strerror}") from None
-        options = cmd.run_options(
+        options = engines.make_options(
             clients=opts["clients"],
             threads=opts["threads"],
             duration_s=opts["duration"],
@@ -115,6 +114,7 @@ class RunSubcommands(PanelCommand):
             engine=opts["engine"],
             tables=opts["tables"],
             table_size=opts["table_size"],
+            extra=self._extra(opts),
         )
         run = services.launch_run(
             cluster,
@@ -148,10 +148,19 @@ class RunSubcommands(PanelCommand):
         if run.status not in (RunStatus.SUCCEEDED, RunStatus.COMPLETED_WITH_ERRORS):
             sys.exit(1)
 
+    @staticmethod
+    def _extra(opts: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+        try:
+            return engines.extra_from_text(opts["engine"], opts.get("set") or [])
+        except ValueError as exc:
+            raise CommandError(f"--set {exc}") from None
+
     def do_cleanup(self, opts: dict[str, Any]) -> None:
         cluster = find_cluster(opts["cluster"], opts.get("owner"))
-        dropped = services.cleanup_dataset(cluster, opts["database"])
-        self.stdout.write(f"dropped sysbench's tables in {opts['database']} ({dropped} data sets forgotten)")
+        dropped = services.cleanup_dataset(cluster, opts["database"], opts["engine"])
+        self.stdout.write(
+            f"dropped {opts['engine']}'s tables in {opts['database']} ({dropped} data sets forgotten)"
+        )
 
     def do_list(self, opts: dict[str, Any]) -> None:
         cluster = find_cluster(opts["cluster"], opts.get("owner"))

@@ -10,8 +10,6 @@ from django.core.management.base import CommandError
 
 from benchmarks import services
 from benchmarks.lib import engines
-from benchmarks.lib import pgbench_command as cmd
-from benchmarks.lib import sysbench_command as sb
 from benchmarks.management.bench_runs import WAIT_TURN_S, RunSubcommands
 from benchmarks.models import RunStatus, Sweep
 from panel.clusters.management.cli import find_cluster
@@ -28,12 +26,12 @@ class SweepSubcommands(RunSubcommands):
         if opts["pool"] and not resizes:
             raise CommandError("--pool names the pool --pool-sizes resizes; for targets use --targets.")
         clients = _numbers(opts["clients"], "--clients")
-        options = cmd.run_options(
+        options = engines.make_options(
             clients=1,
             threads=1,
             duration_s=opts["duration"],
             builtin=opts["script"] or engines.ENGINES[opts["engine"]].default_script,
-            query_mode="auto" if opts["engine"] == sb.SYSBENCH else opts["protocol"],
+            query_mode=engines.chosen_or_own(opts["engine"], "query_mode", opts["protocol"]),
             connect_per_transaction=opts["connect"],
             engine=opts["engine"],
         )

@@ -12,6 +12,7 @@ from django.utils import timezone
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
+from benchmarks.lib import engines
 from benchmarks.lib.client_cpu import client_cores, is_client_bound
 from benchmarks.models.status import Engine, InvalidTransition, RunStatus
 from panel.clusters.models import Cluster
@@ -91,7 +92,7 @@ class BenchmarkRun(models.Model):
     # and charts sort and group by.
     options = models.JSONField(default=dict)
     custom_script = models.TextField(blank=True)
-    engine = models.CharField(max_length=16, choices=Engine.choices, default=Engine.PGBENCH)
+    engine = models.CharField(max_length=16, choices=engines.choices, default=Engine.PGBENCH)
     clients = models.PositiveIntegerField()
     threads = models.PositiveIntegerField()
     duration_s = models.PositiveIntegerField(null=True, blank=True)
@@ -182,9 +183,16 @@ class BenchmarkRun(models.Model):
 
     @property
     def status_meaning(self) -> Any:
-        if self.engine == Engine.SYSBENCH and self.status in RunStatus.SYSBENCH_MEANING:
-            return RunStatus.SYSBENCH_MEANING[self.status]
-        return RunStatus.MEANING.get(self.status, "")
+        engine = engines.engine_for(self.engine)
+        own = engine.status_meaning(self.status) if engine is not None else None
+        return str(own) if own is not None else RunStatus.MEANING.get(self.status, "")
+
+    @property
+    def query_mode_option(self) -> str:
+        """The tool's own option the query mode is (sysbench's ``--db-ps-mode``); empty: pgbench's
+        query mode, shown as such."""
+        engine = engines.engine_for(self.engine)
+        return engine.query_mode_option if engine is not None else ""
 
     @property
     def queue_position(self) -> int | None:

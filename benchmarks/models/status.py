@@ -7,6 +7,8 @@ from typing import Any, ClassVar
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from benchmarks.lib import engines
+
 
 class InvalidTransition(Exception):
     """The row was not in a state that allows the requested change (someone else moved it)."""
@@ -25,12 +27,13 @@ class JobStatus(models.TextChoices):
 JobStatus.TERMINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.ERRORED})
 
 
-class Engine(models.TextChoices):
-    """The load generator of a run or a data set. Their data sets differ (pgbench's
-    ``pgbench_*`` tables, sysbench's ``sbtestN``): a run uses a data set of its own engine."""
+class Engine:
+    """The names of the built-in load generators. A run's or a data set's ``engine`` is any name
+    in the registry (``benchmarks.lib.engines.ENGINES``, the fields' choices); their data sets
+    differ (pgbench's ``pgbench_*`` tables, sysbench's ``sbtestN``): a run uses its engine's."""
 
-    PGBENCH = "pgbench", "pgbench"
-    SYSBENCH = "sysbench", "sysbench"
+    PGBENCH = engines.PGBENCH
+    SYSBENCH = engines.SYSBENCH
 
 
 class RunStatus(models.TextChoices):
@@ -46,7 +49,6 @@ class RunStatus(models.TextChoices):
     TERMINAL: ClassVar[frozenset[str]]
     # What each status means to the person reading the run page.
     MEANING: ClassVar[dict[str, Any]]
-    SYSBENCH_MEANING: ClassVar[dict[str, Any]]
 
 
 RunStatus.ACTIVE = frozenset({RunStatus.QUEUED, RunStatus.RUNNING})
@@ -61,16 +63,11 @@ RunStatus.TERMINAL = frozenset(
 )
 RunStatus.MEANING = {
     RunStatus.QUEUED: _("Waiting for its turn: runs on one cluster execute one at a time."),
-    RunStatus.RUNNING: _("pgbench is running."),
-    RunStatus.SUCCEEDED: _("pgbench ran to the end (exit code 0)."),
-    RunStatus.COMPLETED_WITH_ERRORS: _("pgbench ran but some clients aborted (exit code 2)."),
+    # The engine's own words first (Engine.status_meaning: pgbench's and sysbench's exit codes).
+    RunStatus.RUNNING: _("The benchmark is running."),
+    RunStatus.SUCCEEDED: _("The benchmark ran to the end."),
+    RunStatus.COMPLETED_WITH_ERRORS: _("The benchmark ran but stopped on errors."),
     RunStatus.FAILED: _("The run could not start or did not finish (see the reason)."),
     RunStatus.CANCELLED: _("Stopped on request; the samples so far are kept."),
     RunStatus.ERRORED: _("The panel itself failed while running it (a bug: see the traceback)."),
-}
-# sysbench's own words where they differ: it exits 0 or 1 (a client that aborted stops it).
-RunStatus.SYSBENCH_MEANING = {
-    RunStatus.RUNNING: _("sysbench is running."),
-    RunStatus.SUCCEEDED: _("sysbench ran to the end (exit code 0)."),
-    RunStatus.COMPLETED_WITH_ERRORS: _("sysbench ran but stopped on an error after its report."),
 }

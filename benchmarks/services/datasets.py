@@ -1,5 +1,5 @@
-"""Data sets: ``pgbench -i`` of a database at a scale, or ``sysbench prepare`` of tables × rows,
-queued, executed with live progress."""
+"""Data sets: an engine's initialisation of a database (``pgbench -i`` at a scale, ``sysbench
+prepare`` of tables × rows), queued, executed with live progress read by the engine's init reader."""
 
 from __future__ import annotations
 
@@ -15,10 +15,7 @@ from django.utils.translation import gettext as _
 from benchmarks.engine import runner
 from benchmarks.lib import engines
 from benchmarks.lib import pgbench_command as cmd
-from benchmarks.lib import sysbench_command as sb
-from benchmarks.lib.pgbench_output import FATAL_KINDS, InitDone, InitPhase, InitProgress, StderrParser
-from benchmarks.lib.sysbench_output import parse_error_line, parse_init_line
-from benchmarks.models import BenchmarkRun, DataSet, Engine, InvalidTransition, JobStatus, RunStatus
+from benchmarks.models import BenchmarkRun, DataSet, InvalidTransition, JobStatus, RunStatus
 from benchmarks.services.enqueue import INIT_TASK, send_job
 from benchmarks.services.targets import ResolvedTarget, require_serving, resolve_target
 from panel.clusters.engine import dbconn
@@ -29,7 +26,7 @@ from panel.core.errors import N_, ServiceError
 log = logging.getLogger(__name__)
 
 
-def latest_dataset(cluster: Cluster, database: str, engine: str = Engine.PGBENCH) -> DataSet | None:
+def latest_dataset(cluster: Cluster, database: str, engine: str = engines.PGBENCH) -> DataSet | None:
     """The newest usable data set of ``engine`` in ``database``."""
     return (
         DataSet.objects.filter(cluster=cluster, database=database, engine=engine, status=JobStatus.SUCCEEDED)
@@ -45,7 +42,7 @@ def init_dataset(
     init_steps: str | None = None,
     foreign_keys: bool = False,
     *,
-    engine: str = Engine.PGBENCH,
+    engine: str = engines.PGBENCH,
     tables: int | None = None,
     table_size: int | None = None,
     enqueue: bool = True,
@@ -62,11 +59,9 @@ def init_dataset(
         )
     tool = engines.engine_for(engine)
     if tool is None:
+        unknown = engines.unknown(engine)
         raise ServiceError(
-            N_("Unknown engine %(e)s: choose pgbench or sysbench."),
-            field="engine",
-            code="dataset.engine_unknown",
-            params={"e": engine},
+            unknown.template, field="engine", code="dataset.engine_unknown", params=unknown.params
         )
     spec, found = tool.dataset_spec(
         engines.DatasetSpec(scale, init_steps or None, foreign_keys, tables, table_size)
@@ -127,67 +122,6 @@ def execute_init(dataset_id: uuid.UUID | str) -> DataSet:
     return dataset
 
 
-class _PgbenchInit:
-    """``pgbench -i``: its stderr says the share of rows generated and the phase it is in."""
-
-    program, command, table_prefix = "pgbench", "pgbench -i", "pgbench_"
-
-    def __init__(self, spec: engines.DatasetSpec) -> None:
-        self.parser = StderrParser()
-        self.percent, self.message = 0, ""
-
-    def feed(self, line: runner.Line) -> None:
-        if line.stream != runner.STDERR:
-            return
-        event = self.parser.feed(line.text)
-        if isinstance(event, InitProgress):
-            self.percent = min(99, event.percent)
-            self.message = _("Generating data: %(p)s%%") % {"p": event.percent}
-        elif isinstance(event, InitPhase):
-            self.message = event.message
-        elif isinstance(event, InitDone):
-            self.percent = 99
-
-    @property
-    def first_error(self) -> str:
-        first = next((e for e in self.parser.errors if e.kind in FATAL_KINDS), None)
-        return first.message if first else ""
-
-
-class _SysbenchPrepare:
-    """``sysbench oltp_read_write prepare``: tables one after the other, each line on stdout; the
-    progress is the share of tables whose rows are in."""
-
-    program, command, table_prefix = "sysbench", "sysbench prepare", "sbtest"
-
-    def __init__(self, spec: engines.DatasetSpec) -> None:
-        self.tables = int(spec.tables or 0)
-        self.done: set[int] = set()
-        self.message = self.first_error = ""
-
-    def feed(self, line: runner.Line) -> None:
-        step = parse_init_line(line.text)
-        if step is not None:
-            self.message = step.message
-            if step.rows_done:
-                self.done.add(step.table)
-            return
-        error = parse_error_line(line.text)
-        if error is not None and error.kind in FATAL_KINDS and not self.first_error:
-            self.first_error = error.message
-
-    @property
-    def percent(self) -> int:
-        return min(99, 100 * len(self.done) // max(1, self.tables))
-
-
-# Who reads a data set's initialisation, by its engine's ``init_recorder``.
-INIT_RECORDERS: dict[str, type[_PgbenchInit] | type[_SysbenchPrepare]] = {
-    "pgbench": _PgbenchInit,
-    "sysbench": _SysbenchPrepare,
-}
-
-
 def dataset_spec(dataset: DataSet) -> engines.DatasetSpec:
     """What a data set row is made of, as its engine reads it."""
     return dataset.spec
@@ -209,7 +143,7 @@ def _execute_init(dataset: DataSet) -> None:
         return
     tool = engines.ENGINES[dataset.engine]
     spec = dataset_spec(dataset)
-    progress = INIT_RECORDERS[tool.init_recorder](spec)
+    progress = tool.init_reader(spec)
     args = tool.init_args(runner.program_path(tool.name, cluster.version), target.connection, spec)
     env = _init_env(target)
     started = time.monotonic()
@@ -219,20 +153,20 @@ def _execute_init(dataset: DataSet) -> None:
         dataset.fail(str(exc))
         return
     DataSet.objects.filter(pk=dataset.pk).update(
-        pgbench_pid=proc.pid, command_display=cmd.display_command(args, env, program=progress.program)
+        pgbench_pid=proc.pid, command_display=cmd.display_command(args, env, program=tool.program)
     )
     last_write = 0.0
     try:
         while not proc.done:
             line = proc.next_line(0.5)
             if line is not None:
-                progress.feed(line)
+                progress.feed(line.stream, line.text)
             now = time.monotonic()
             if now - last_write >= 0.5:
                 last_write = now
                 DataSet.objects.filter(pk=dataset.pk, status=JobStatus.RUNNING).update(
                     progress=progress.percent,
-                    progress_message=progress.message[:200],
+                    progress_message=str(progress.message)[:200],
                     heartbeat_at=timezone.now(),
                 )
     except BaseException:
@@ -243,10 +177,10 @@ def _execute_init(dataset: DataSet) -> None:
     if code != 0:
         dataset.fail(
             progress.first_error
-            or _("%(command)s exited with code %(c)s") % {"command": progress.command, "c": code}
+            or _("%(command)s exited with code %(c)s") % {"command": tool.init_command, "c": code}
         )
         return
-    size = _dataset_size(cluster, dataset.database, prefix=progress.table_prefix)
+    size = _dataset_size(cluster, dataset.database, prefix=tool.table_prefix)
     dataset.succeed(size_bytes=size, duration_s=round(duration, 2))
 
 
@@ -271,11 +205,12 @@ CLEANUP_TIMEOUT_S = 120
 
 
 @on_node(timeout=CLEANUP_TIMEOUT_S + 30)
-def cleanup_dataset(cluster: Cluster, database: str) -> int:
-    """``sysbench cleanup``: drop sysbench's tables in ``database`` (as many as its largest data
-    set made) and forget its sysbench data sets; returns how many were forgotten."""
+def cleanup_dataset(cluster: Cluster, database: str, engine: str = engines.SYSBENCH) -> int:
+    """The engine's cleanup (``sysbench cleanup``): drop its tables in ``database`` (as many as its
+    largest data set made) and forget its data sets there; returns how many were forgotten."""
     require_serving(cluster)
-    datasets = DataSet.objects.filter(cluster=cluster, database=database, engine=Engine.SYSBENCH)
+    tool = engines.engine_for(engine)
+    datasets = DataSet.objects.filter(cluster=cluster, database=database, engine=engine)
     if datasets.filter(status__in=[JobStatus.QUEUED, JobStatus.RUNNING]).exists():
         raise ServiceError(
             N_("This database is being prepared; wait for it."),
@@ -291,42 +226,46 @@ def cleanup_dataset(cluster: Cluster, database: str) -> int:
             params={},
         )
     tables = max((dataset.tables or 0 for dataset in datasets), default=0)
-    if not tables:
-        raise ServiceError(
-            N_("No sysbench data set in the database “%(db)s”."),
-            field="database",
-            code="dataset.sysbench_missing",
-            params={"db": database},
-        )
     target = resolve_target(cluster, pool=None, database=database, user=None)
-    args = sb.build_prepare_args(runner.sysbench_path(), target.connection, tables, 0, command="cleanup")
-    env = _init_env(target)
+    args = None
+    if tool is not None and tables:
+        args = tool.cleanup_args(runner.program_path(engine, cluster.version), target.connection, tables)
+    if tool is None or args is None:
+        raise ServiceError(
+            N_("No %(tool)s data set to drop in the database “%(db)s”."),
+            field="database",
+            code="dataset.cleanup_missing",
+            params={"tool": engine, "db": database},
+        )
     try:
-        proc = runner.LoadProcess(args, env, join=runner.client_cgroup().procs_files)
+        proc = runner.LoadProcess(args, _init_env(target), join=runner.client_cgroup().procs_files)
     except runner.RunnerError as exc:
         raise ServiceError(
-            N_("sysbench could not start: %(reason)s"), code="dataset.cleanup_failed", params={"reason": exc}
+            N_("%(tool)s could not start: %(reason)s"),
+            code="dataset.cleanup_failed",
+            params={"tool": engine, "reason": exc},
         ) from None
-    first_error = ""
+    reader = tool.init_reader(engines.DatasetSpec(tables=tables))
     deadline = time.monotonic() + CLEANUP_TIMEOUT_S
     while not proc.done and time.monotonic() < deadline:
         line = proc.next_line(0.5)
-        error = parse_error_line(line.text) if line is not None else None
-        if error is not None and error.kind in FATAL_KINDS and not first_error:
-            first_error = error.message
+        if line is not None:
+            reader.feed(line.stream, line.text)
     code = proc.wait(5)
     if code is None:
         proc.stop()
         raise ServiceError(
-            N_("sysbench cleanup did not finish within %(s)s s."),
+            N_("%(tool)s cleanup did not finish within %(s)s s."),
             code="dataset.cleanup_timeout",
-            params={"s": CLEANUP_TIMEOUT_S},
+            params={"tool": engine, "s": CLEANUP_TIMEOUT_S},
         )
     if code != 0:
-        if first_error:  # sysbench's own words
-            raise ServiceError(first_error, code="dataset.cleanup_failed")
+        if reader.first_error:  # the tool's own words
+            raise ServiceError(reader.first_error, code="dataset.cleanup_failed")
         raise ServiceError(
-            N_("sysbench cleanup exited with code %(c)s"), code="dataset.cleanup_failed", params={"c": code}
+            N_("%(tool)s cleanup exited with code %(c)s"),
+            code="dataset.cleanup_failed",
+            params={"tool": engine, "c": code},
         )
     forgotten, _by_model = datasets.delete()
     return forgotten

@@ -1,5 +1,5 @@
-"""Claiming a queued run and executing it: prepare, spawn pgbench or sysbench, follow it to its end
-(a recorder of ``recorder`` or ``sysbench_recorder`` stores what the tool says)."""
+"""Claiming a queued run and executing it: prepare, spawn its engine's program, follow it to its end
+(``recorder.RunRecorder`` stores what the engine's reader makes of the tool's output)."""
 
 from __future__ import annotations
 
@@ -18,18 +18,14 @@ from django.utils.translation import gettext as _
 from benchmarks.engine import runner
 from benchmarks.lib import engines
 from benchmarks.lib import pgbench_command as cmd
-from benchmarks.lib.pgbench_output import (
-    StderrParser,
-)
 from benchmarks.lib.pgbench_txlog import TxLogTail
 from benchmarks.models import BenchmarkRun, InvalidTransition, RunStatus
 from benchmarks.services.config import HOSTNAME, SCRIPT_FILE, heartbeat_interval
 from benchmarks.services.enqueue import kick_next, next_in_line, run_time_limit
 from benchmarks.services.launch import refuse_shell_commands
 from benchmarks.services.percentiles import Percentiles
-from benchmarks.services.recorder import PgbenchRecorder, RunRecorder
+from benchmarks.services.recorder import RunRecorder
 from benchmarks.services.sweep_pool import after_run, prepare_step
-from benchmarks.services.sysbench_recorder import SysbenchRecorder
 from benchmarks.services.targets import ResolvedTarget, require_serving, resolve_target
 from panel.clusters.models import Cluster
 from panel.core.errors import ServiceError
@@ -108,7 +104,7 @@ def execute_run(
 
 
 class _Execution:
-    """One run of pgbench or sysbench: spawn, follow both streams, store samples and errors, record the end."""
+    """One run of an engine's program: spawn, follow both streams, store samples and errors, record the end."""
 
     def __init__(self, run: BenchmarkRun, *, txlog_copy_to: Path | None = None) -> None:
         self.run = run
@@ -230,7 +226,7 @@ class _Execution:
             workdir=str(workdir),
             client=self.client,
         )
-        recorder = _recorder(engine_name=options.engine, run=run, proc=proc, options=options, workdir=workdir)
+        recorder = _recorder(run, proc, options, workdir)
         limit = run_time_limit(run)
         deadline = time.monotonic() + limit
         next_tick = next_beat = 0.0
@@ -271,30 +267,17 @@ class _Execution:
         recorder.finish(returncode, cancelled=self.cancelled, stopped_reason=self.stopped_reason)
 
 
-def _pgbench_recorder(
-    run: BenchmarkRun, proc: runner.LoadProcess, options: cmd.RunOptions, workdir: Path
-) -> RunRecorder:
-    """pgbench's streams, and its transaction log for the percentiles."""
-    tail = TxLogTail(workdir / "txlog", pid=proc.pid, fmt=options.txlog_format)
-    return PgbenchRecorder(
-        run, StderrParser(options.progress_shape), Percentiles(run, tail, options.progress_interval_s)
-    )
-
-
-def _sysbench_recorder(
-    run: BenchmarkRun, proc: runner.LoadProcess, options: cmd.RunOptions, workdir: Path
-) -> RunRecorder:
-    return SysbenchRecorder(run, options.progress_interval_s)
-
-
-# What reads each engine's output (``Engine.recorder``, benchmarks/lib/engines.py).
-RECORDERS = {"pgbench": _pgbench_recorder, "sysbench": _sysbench_recorder}
-
-
 def _recorder(
-    *, engine_name: str, run: BenchmarkRun, proc: runner.LoadProcess, options: cmd.RunOptions, workdir: Path
+    run: BenchmarkRun, proc: runner.LoadProcess, options: cmd.RunOptions, workdir: Path
 ) -> RunRecorder:
-    return RECORDERS[engines.ENGINES[engine_name].recorder](run, proc, options, workdir)
+    """The engine's reader of the tool's output, and the transaction log's percentiles for an
+    engine that keeps one (pgbench -l)."""
+    engine = engines.ENGINES[options.engine]
+    percentiles = None
+    if engine.logs_transactions:
+        tail = TxLogTail(workdir / "txlog", pid=proc.pid, fmt=options.txlog_format)
+        percentiles = Percentiles(run, tail, options.progress_interval_s)
+    return RunRecorder(run, engine.reader(options), percentiles)
 
 
 def workdir_prefix(run: BenchmarkRun) -> str:

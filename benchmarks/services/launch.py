@@ -11,7 +11,7 @@ from benchmarks.lib import engines
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib.pgbench_check import check_custom_script
 from benchmarks.lib.pgbench_script_rules import shell_commands
-from benchmarks.models import BenchmarkRun, Engine, InvalidTransition, RunStatus, Sweep
+from benchmarks.models import BenchmarkRun, InvalidTransition, RunStatus, Sweep
 from benchmarks.services.config import HOSTNAME, SCRIPT_FILE, percentile_budget
 from benchmarks.services.datasets import dataset_spec, latest_dataset
 from benchmarks.services.enqueue import enqueue_run, kick_next
@@ -138,10 +138,10 @@ def preview_warnings(
     return _warnings_for(target, cluster, _with_script(options, custom_script))
 
 
-def _recent_tps(cluster: Cluster) -> float | None:
+def _recent_tps(cluster: Cluster, engine: str) -> float | None:
     for summary in (
-        # pgbench's own: a sysbench transaction is some twenty queries, its TPS far lower.
-        BenchmarkRun.objects.filter(cluster=cluster, status=RunStatus.SUCCEEDED, engine=Engine.PGBENCH)
+        # The same engine's: a sysbench transaction is some twenty queries, its TPS far lower.
+        BenchmarkRun.objects.filter(cluster=cluster, status=RunStatus.SUCCEEDED, engine=engine)
         .order_by("-finished_at")
         .values_list("summary", flat=True)[:1]
     ):
@@ -153,7 +153,7 @@ def _recent_tps(cluster: Cluster) -> float | None:
 def choose_sampling_rate(cluster: Cluster, options: cmd.RunOptions) -> float:
     """Log every transaction unless the expected rate (--rate, else the cluster's last run, else a
     guess for an unthrottled run) passes the reader's budget; then sample down to it."""
-    expected = options.rate or _recent_tps(cluster) or 5000.0
+    expected = options.rate or _recent_tps(cluster, options.engine) or 5000.0
     rate = min(1.0, percentile_budget() / expected)
     return 1.0 if rate >= 1.0 else max(0.001, float(f"{rate:.2g}"))
 

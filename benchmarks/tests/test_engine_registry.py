@@ -1,29 +1,31 @@
-"""One engine per tool: the model's choices, the registry and the services' readers agree, and what
+"""One engine per tool: the model's choices are the registry, every engine has its readers, and what
 differs per tool (its program, its data set's fields and initialisation, a run's shape from its data
-set) is asked of the engine."""
+set, threads, status words) is asked of the engine."""
 
 from __future__ import annotations
 
 from benchmarks.engine import runner
 from benchmarks.lib import engines
 from benchmarks.lib.run_options import ConnectionTarget, RunOptions
-from benchmarks.models import Engine
-from benchmarks.services.datasets import INIT_RECORDERS
-from benchmarks.services.execute import RECORDERS
+from benchmarks.models import BenchmarkRun, DataSet, Engine
 
 TARGET = ConnectionTarget(host="127.0.0.1", port=26900, user="doadmin", dbname="defaultdb", sslmode="require")
 
 
 def test_the_models_choices_are_the_registry() -> None:
-    assert set(Engine.values) == set(engines.ENGINES)
+    for model in (BenchmarkRun, DataSet):
+        field = model._meta.get_field("engine")
+        assert {name for name, _label in field.choices} == set(engines.ENGINES)
+    assert {Engine.PGBENCH, Engine.SYSBENCH} <= set(engines.ENGINES)
 
 
 def test_every_engine_has_its_readers_and_its_program() -> None:
     for name, engine in engines.ENGINES.items():
         assert engine.name == name
-        assert engine.recorder in RECORDERS
-        assert engine.init_recorder in INIT_RECORDERS
-        assert engine.program in runner.LOAD_PROGRAMS
+        assert engine.reader(RunOptions(engine=name, clients=1, threads=1)) is not None
+        if engine.init_command:
+            assert engine.init_reader(engine.dataset_spec(engines.DatasetSpec(scale=1))[0]) is not None
+        assert engine.program in runner.load_programs()
         assert runner.program_path(name, "16").endswith("/" + engine.program)
 
 
@@ -57,6 +59,9 @@ def test_custom_scripts_threads_and_sample_fields_are_the_engines_word() -> None
     refusal = sysbench.custom_script_refusal()
     assert refusal is not None and refusal.code == "run.sysbench_custom_script"
     assert sysbench.threads_for(8, 2) == 8 and pgbench.threads_for(8, 2) <= 8
+    assert sysbench.threads_for(8, 2, asked=2) == 8 and pgbench.threads_for(8, 2, asked=2) == 2
+    assert engines.make_options(engine=Engine.SYSBENCH, clients=6, threads=2, duration_s=5).threads == 6
+    assert engines.make_options(clients=6, threads=2, duration_s=5).threads == 2
     assert pgbench.extra_sample_fields == () and sysbench.extra_sample_fields == ("qps",)
 
 

@@ -13,6 +13,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from benchmarks import services
+from benchmarks.lib import engines
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.models import BenchmarkRun, Engine, JobStatus, RunStatus, Sweep
 from conftest import module_cluster
@@ -58,7 +59,7 @@ def bouncer_pid(cluster: Cluster) -> int | None:
 
 def options(**kwargs: object) -> cmd.RunOptions:
     values: dict = {"clients": 1, "threads": 1, "duration_s": 2, "builtin": "select-only"}
-    return cmd.run_options(**{**values, **kwargs})  # type: ignore[arg-type]
+    return engines.make_options(**{**values, **kwargs})  # type: ignore[arg-type]
 
 
 def test_direct_against_a_pool_from_the_command_line(cluster: Cluster) -> None:

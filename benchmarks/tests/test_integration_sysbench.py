@@ -13,6 +13,7 @@ import pytest
 
 from benchmarks import services
 from benchmarks.engine import runner
+from benchmarks.lib import engines
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib import sysbench_command as sb
 from benchmarks.models import BenchmarkRun, Engine, JobStatus, RunStatus
@@ -43,7 +44,7 @@ def cluster(local_cluster: Cluster) -> Iterator[Cluster]:
 
 def sysbench_options(**kwargs: object) -> cmd.RunOptions:
     values: dict = {"clients": 2, "duration_s": 3, "builtin": "oltp_read_only", "engine": "sysbench"}
-    return cmd.run_options(**{**values, **kwargs})  # type: ignore[arg-type]
+    return engines.make_options(**{**values, **kwargs})  # type: ignore[arg-type]
 
 
 def run_now(cluster: Cluster, **kwargs: object) -> BenchmarkRun:
@@ -111,7 +112,7 @@ def test_prepared_statements_through_a_transaction_pool_would_fail(cluster: Clus
     pool = pool_services.create_pool(cluster, "txpool", "defaultdb", None, "transaction", 5)
     target = resolve_target(cluster, pool=pool, database=None, user=None)
     forced = replace(sysbench_options(), tables=2, table_size=5_000, query_mode="auto")
-    args = sb.build_run_args(runner.sysbench_path(), target.connection, forced)
+    args = sb.build_run_args(runner.program_path("sysbench"), target.connection, forced)
     env = cmd.build_env(target.password, "require", base=runner.base_env())
     proc = runner.LoadProcess(args, env)
     out = []

@@ -212,7 +212,7 @@ def test_prepare_lines_name_the_table_and_when_its_rows_are_in() -> None:
 
 
 def test_the_run_command_holds_no_password_and_disables_prepared_statements_through_a_pool() -> None:
-    options = cmd.run_options(
+    options = engines.make_options(
         clients=4, duration_s=30, builtin="oltp_read_only", engine="sysbench", tables=4, table_size=100_000
     )
     options = type(options)(**{**options.__dict__, "query_mode": sb.ps_mode_for("transaction")})
@@ -229,7 +229,7 @@ def test_the_run_command_holds_no_password_and_disables_prepared_statements_thro
 
 
 def test_transactions_per_client_become_events_in_total() -> None:
-    options = cmd.run_options(
+    options = engines.make_options(
         clients=3, transactions=100, builtin="oltp_point_select", engine="sysbench", tables=1, table_size=10
     )
     args = sb.build_run_args("sysbench", TARGET, options)
@@ -239,7 +239,7 @@ def test_transactions_per_client_become_events_in_total() -> None:
 @pytest.mark.parametrize("script", ["/tmp/mine.lua", "../oltp_read_write", "tpcb-like", None])
 def test_only_a_builtin_oltp_script_reaches_the_command_line(script: str | None) -> None:
     """sysbench loads any Lua file its first argument names: a tenant must not choose one."""
-    options = cmd.run_options(
+    options = engines.make_options(
         clients=1, duration_s=1, builtin=script, engine="sysbench", tables=1, table_size=10, query_mode="auto"
     )
     assert [field for field, _m in engines.problems(options)] == ["script"]

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlencode
 
@@ -30,6 +30,7 @@ def connection_box(
     selection: Sequence[str],
     url_names: str,
     url_args: Sequence[Any],
+    extra: Mapping[str, str] | None = None,
     **context: Any,
 ) -> dict[str, Any]:
     """Context for templates/clusters/_connection_body.html, shared by clusters and pools.
@@ -37,7 +38,8 @@ def connection_box(
     ``params`` are the request's query parameters (``view``, and the ``selection`` keys the user
     picked); ``details`` reads the connection details, a ServiceError becoming the box's error;
     ``url_names`` is the URL namespace of the box's ``connection``, ``connection-reveal`` and
-    ``connection-secret`` views. The password is masked unless revealed.
+    ``connection-secret`` views; ``extra`` are other query parameters the box keeps (the
+    cluster's ``node``: primary or standby). The password is masked unless revealed.
     """
     view = params.get("view") if params.get("view") in dict(CONNECTION_VIEWS) else "params"
     box: dict[str, Any] = {
@@ -53,7 +55,7 @@ def connection_box(
     except ServiceError as exc:
         box["conn_error"] = exc.message
         return box
-    picked = {key: getattr(shown, key) for key in selection}
+    picked = {**{key: getattr(shown, key) for key in selection}, **(extra or {})}
     box.update(
         conn=shown.shown(reveal=reveal),
         query=urlencode({**picked, "view": view}),

@@ -90,13 +90,18 @@ def cluster_attach(request: HttpRequest) -> HttpResponse:
 
 
 def _requested_details(cluster: Cluster, params: Any) -> ConnectionDetails:
-    """The details for the ``user`` and ``database`` query parameters (blank: the defaults)."""
+    """The details for the ``user``, ``database`` and ``node`` (primary, standby) query
+    parameters (blank: the defaults)."""
     return services.connection_details(
-        cluster, user=params.get("user") or None, database=params.get("database") or None
+        cluster,
+        user=params.get("user") or None,
+        database=params.get("database") or None,
+        standby=params.get("node") == "standby",
     )
 
 
 def _connection_context(cluster: Cluster, params: Any, *, reveal: bool) -> dict[str, Any]:
+    node = "standby" if params.get("node") == "standby" else "primary"
     return connection_box(
         params,
         lambda: _requested_details(cluster, params),
@@ -104,9 +109,11 @@ def _connection_context(cluster: Cluster, params: Any, *, reveal: bool) -> dict[
         selection=("user", "database"),
         url_names="clusters",
         url_args=[cluster.pk],
+        extra={"node": node} if cluster.standby_port else None,
         cluster=cluster,
         users=list(cluster.users.all()),
         databases=list(cluster.databases.all()),
+        node=node,
     )
 
 

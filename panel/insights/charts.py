@@ -113,6 +113,14 @@ DATABASE_CHARTS = (
     ),
     Chart("db_size", gettext_lazy("Database sizes"), "B", (Line("db_size_bytes", "each"),)),
 )
+# One line per standby member or read-only replica (``member=replica:NAME``), in bytes behind.
+REPLICATION_CHART = Chart(
+    "replication",
+    gettext_lazy("Replication lag"),
+    "B",
+    (Line("replication_lag_bytes", "each"),),
+    group="replication",
+)
 HOST_CHARTS = (
     Chart(
         "cpu",
@@ -232,8 +240,15 @@ def _pools(cluster: Cluster, window: Window) -> list[str]:
     )
 
 
+def replicates(cluster: Cluster) -> bool:
+    """Whether anything streams from the cluster: standby members or read-only replicas."""
+    return cluster.is_ha or cluster.replicas.exists()
+
+
 def charts_for(cluster: Cluster, window: Window) -> list[Chart]:
     charts = list(DATABASE_CHARTS)
+    if replicates(cluster) or _labels_seen(cluster, "replication_lag_bytes", window):
+        charts.append(REPLICATION_CHART)
     if cluster.is_local:
         charts += HOST_CHARTS
         charts += [chart for pool in _pools(cluster, window) for chart in pool_charts(pool)]

@@ -19,7 +19,14 @@ from panel.insights.lib.metrics import CATALOGUE, split_label
 
 PREFIX = "pgpanel_"
 # Stored label keys → Prometheus label names.
-LABEL_NAMES = {"db": "database", "pool": "pool", "state": "state", "user": "user", "source": "source"}
+LABEL_NAMES = {
+    "db": "database",
+    "pool": "pool",
+    "state": "state",
+    "user": "user",
+    "source": "source",
+    "member": "member",
+}
 
 
 class PanelCollector(Collector):

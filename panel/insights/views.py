@@ -96,13 +96,16 @@ def _alerts_context(cluster: Cluster, form: AlertRuleForm, notice: str = "") -> 
 def insights_tab(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     window, form = _window_of(request)
+    charts = charts_for(cluster, window)
     context = {
         "cluster": cluster,
         "active_tab": "insights",
         "window": window,
         "window_errors": form.errors,
         "ranges": RANGE_CHOICES,
-        "charts": charts_for(cluster, window),
+        "charts": charts,
+        # A cluster from which nothing streams says so instead of drawing an empty lag chart.
+        "replicates": any(chart.group == "replication" for chart in charts),
         "has_data": _has_data(cluster),
         "interval": services.interval(),
         "resolution_labels": RESOLUTION_LABELS,

@@ -32,7 +32,7 @@ def main() -> None:
     args = parser.parse_args()
 
     with bench_cluster("perf-replica-source", args.scale) as bench:
-        from benchmarks.lib.pgbench_options import RunOptions
+        from benchmarks.lib.run_options import RunOptions
         from panel.clusters import services
         from panel.clusters.services import replicas, replication
 

@@ -1,6 +1,6 @@
 /* The run form: a pool implies its database (the select is disabled), a pool with a fixed user its
  * user (likewise, and the user is shown), the custom script box shows
- * only for "Custom script"; the engine (pgbench or sysbench) shows its own fields and scripts, in
+ * only for "Custom script"; the engine (pgbench, sysbench or another registered one) shows its own fields and scripts, in
  * the run form, the data set form and the sweep form (which also shows only its kind's fields);
  * and the Compare button of the runs table needs two ticked runs.
  * Reads data- attributes, no inline scripts.
@@ -17,7 +17,8 @@
     }
     var chosen = engine.value || "pgbench";
     form.querySelectorAll("[data-bench-engine]").forEach(function (box) {
-      box.classList.toggle("d-none", box.dataset.benchEngine !== chosen);
+      // The engines that ask for this box's field, space-separated (from the registry of engines).
+      box.classList.toggle("d-none", box.dataset.benchEngine.split(" ").indexOf(chosen) === -1);
     });
     var script = form.querySelector("select[name='script']");
     if (!script) {

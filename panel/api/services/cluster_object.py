@@ -1,7 +1,8 @@
 """The cluster object complete, field by field as the managed service's v2 API has it: the base
-fields (``databases.database``) and the managed service's others, from the apps' rows. Fields
-that hold for a one-member cluster (``private_connection``, the standby connections,
-``num_nodes``) are given that value here; docs/managed-api.md says what each field means here."""
+fields (``databases.database``) and the managed service's others, from the apps' rows:
+``private_connection`` (the node's private address, else the public one), the standby
+connections (HAProxy's read-only port; null for one member); docs/managed-api.md says what each
+field means here."""
 
 from __future__ import annotations
 
@@ -62,16 +63,24 @@ def rules(cluster: Cluster) -> list[dict[str, Any]]:
     ]
 
 
+def standby(cluster: Cluster, *, with_password: bool, private: bool) -> dict[str, Any] | None:
+    """The standby connection object (the managed service's ``replica-`` host): null for a
+    cluster without standbys."""
+    if not (cluster.num_nodes > 1 and cluster.standby_port):
+        return None
+    return databases.connection(cluster, with_password=with_password, standby=True, private=private)
+
+
 def full(cluster: Cluster, *, with_password: bool, base_url: str | None = None) -> dict[str, Any]:
     """One cluster as the managed service's complete ``database`` object."""
     body = databases.database(cluster, with_password=with_password)
     row = maintenance.window_of(cluster)
     body.update(
         {
-            # One member: the private network is the node's own address, the same as the public one.
-            "private_connection": body["connection"],
-            "standby_connection": None,
-            "standby_private_connection": None,
+            "private_connection": databases.connection(cluster, with_password=with_password, private=True),
+            # Reads served by a standby (HAProxy's read-only port); null without standbys.
+            "standby_connection": standby(cluster, with_password=with_password, private=False),
+            "standby_private_connection": standby(cluster, with_password=with_password, private=True),
             "users": [
                 resources.user(user, with_password=with_password)
                 for user in cluster.users.order_by("created_at", "name")

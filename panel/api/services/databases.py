@@ -20,15 +20,22 @@ from panel.core.errors import N_, ServiceError
 ENGINE = "pg"
 
 
-def connection(cluster: Cluster, *, with_password: bool) -> dict[str, Any]:
+def connection(
+    cluster: Cluster, *, with_password: bool, standby: bool = False, private: bool = False
+) -> dict[str, Any]:
     """The connection object of a cluster (doadmin on the default database), never null: clients
     dereference it without a check, so a cluster still being made gets its fields without a
-    password."""
+    password. ``standby``: the read-only port (the caller checks there is one); ``private``: the
+    node's private address."""
     try:
-        details = cluster_services.connection_details(cluster)
+        details = cluster_services.connection_details(cluster, standby=standby, private=private)
     except ServiceError:  # no admin user or default database row yet (creating)
         details = ConnectionDetails(
-            cluster.admin_user, "", cluster.public_host, int(cluster.port or 0), cluster.default_database
+            cluster.admin_user,
+            "",
+            cluster.private_host if private else cluster.public_host,
+            int((cluster.standby_port if standby else cluster.port) or 0),
+            cluster.default_database,
         )
     return connection_object(details, with_password=with_password)
 

@@ -54,9 +54,10 @@ class ReplicaListOut(Schema):
 
 
 def replica(cluster: Cluster, token: ApiToken) -> dict[str, Any]:
-    """A replica as the managed service's ``replica`` object (its own connection details; no
-    private network here, so ``private_connection`` is the same)."""
-    connection = shapes.connection(cluster, with_password=token.has_scope(Scope.VIEW_CREDENTIALS))
+    """A replica as the managed service's ``replica`` object (its own connection details; the
+    private ones name its node's private address, the public one when the node has none)."""
+    with_password = token.has_scope(Scope.VIEW_CREDENTIALS)
+    connection = shapes.connection(cluster, with_password=with_password)
     return {
         "id": cluster.pk,
         "name": cluster.name,
@@ -67,7 +68,7 @@ def replica(cluster: Cluster, token: ApiToken) -> dict[str, Any]:
         "tags": [],
         "storage_size_mib": 0,
         "connection": connection,
-        "private_connection": connection,
+        "private_connection": shapes.connection(cluster, with_password=with_password, private=True),
     }
 
 

@@ -148,10 +148,13 @@ def render_member(cluster: HaCluster, member: Member, pgpass: str) -> str:
     return json.dumps(member_config(cluster, member, pgpass), indent=2, sort_keys=True) + "\n"
 
 
-def render_haproxy(listen: Sequence[str], port: int, cluster: HaCluster, pidfile: str) -> str:
+def render_haproxy(
+    listen: Sequence[str], port: int, cluster: HaCluster, pidfile: str, standby_port: int | None = None
+) -> str:
     """HAProxy in front of the members: the cluster's port reaches whichever one answers 200 to
     ``GET /primary`` on its REST port (only the leader does); clients of a member that stops
-    being primary are cut so that they reconnect to the new one."""
+    being primary are cut so that they reconnect to the new one. ``standby_port``: reads served
+    by a standby (``_standby_listen``)."""
     lines = [
         "# Written by the control panel; edits here are overwritten.",
         "global",
@@ -174,7 +177,33 @@ def render_haproxy(listen: Sequence[str], port: int, cluster: HaCluster, pidfile
     lines += [
         f"    server {m.name} {cluster.host}:{m.port} check port {m.rest_port}" for m in cluster.members
     ]
+    if standby_port:
+        lines += _standby_listen(listen, standby_port, cluster)
     return "\n".join(lines) + "\n"
+
+
+def _standby_listen(listen: Sequence[str], port: int, cluster: HaCluster) -> list[str]:
+    """The read-only port (the managed service's ``replica-`` host): round-robin over the members
+    whose ``GET /replica`` answers 200 (running standbys); when none does, the primary as a
+    ``backup`` server, its health the ``primary`` section's check (``track``), so reads go on."""
+    lines = ["listen standby"]
+    lines += [f"    bind {address}:{port}" for address in listen]
+    lines += [
+        "    balance roundrobin",
+        "    option httpchk GET /replica",
+        "    http-check expect status 200",
+        # A standby back up takes the reads over from the primary again.
+        "    default-server inter 1s fall 2 rise 1 on-marked-down shutdown-sessions"
+        " on-marked-up shutdown-backup-sessions",
+    ]
+    lines += [
+        f"    server {m.name} {cluster.host}:{m.port} check port {m.rest_port}" for m in cluster.members
+    ]
+    lines += [
+        f"    server {m.name}-primary {cluster.host}:{m.port} backup track primary/{m.name}"
+        for m in cluster.members
+    ]
+    return lines
 
 
 def haproxy_binds(listen_addresses: str) -> list[str]:

@@ -109,6 +109,9 @@ class Cluster(models.Model):
     host_address = models.CharField(max_length=45, blank=True)
     port = models.PositiveIntegerField(null=True, blank=True)
     pooler_port = models.PositiveIntegerField(null=True, blank=True)
+    # With standbys: HAProxy's second port, which serves reads from a standby (the managed
+    # service's standby_connection); none for one member.
+    standby_port = models.PositiveIntegerField(null=True, blank=True)
     sslmode = models.CharField(max_length=16, default="require")
     admin_user = models.CharField(max_length=63, default="doadmin")
     default_database = models.CharField(max_length=63, default="defaultdb")
@@ -202,6 +205,14 @@ class Cluster(models.Model):
         if not self.is_local:
             return self.host
         return self.node.address if self.node_id else settings.PANEL_PUBLIC_HOST
+
+    @property
+    def private_host(self) -> str:
+        """The host of the private connection details: the node's private address when it has
+        one, else the public host (one network)."""
+        if self.is_local and self.node_id and self.node.private_address:
+            return self.node.private_address
+        return self.public_host
 
     @property
     def status_unknown(self) -> bool:

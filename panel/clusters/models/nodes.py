@@ -21,6 +21,9 @@ class Node(models.Model):
     name = models.SlugField(_("name"), max_length=40, unique=True)
     # What connection details show as the host of this node's clusters.
     address = models.CharField(_("address"), max_length=255)
+    # The address on the private network the node's clusters are reached by from inside it
+    # (private_connection); blank: there is none, the public one serves.
+    private_address = models.CharField(_("private address"), max_length=255, blank=True)
     port_first = models.PositiveIntegerField(_("first port"))
     port_last = models.PositiveIntegerField(_("last port"))
     data_dir = models.CharField(_("data directory"), max_length=500)

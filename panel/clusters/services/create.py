@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import secrets
 import socket
+from collections.abc import Collection
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -76,10 +77,10 @@ def etcd_ports(node: Node) -> tuple[int, int]:
 
 def _taken_ports(node: Node) -> set[int]:
     taken: set[int] = set(etcd_ports(node))
-    for port, pooler in Cluster.objects.filter(kind=ClusterKind.LOCAL, node=node).values_list(
-        "port", "pooler_port"
+    for ports in Cluster.objects.filter(kind=ClusterKind.LOCAL, node=node).values_list(
+        "port", "pooler_port", "standby_port"
     ):
-        taken.update(p for p in (port, pooler) if p)
+        taken.update(p for p in ports if p)
     for port, rest in ClusterMember.objects.filter(node=node).values_list("port", "rest_port"):
         taken.update((port, rest))
     return taken
@@ -101,6 +102,24 @@ def allocate_ports(node: Node, members: int = 0) -> tuple[int, int, list[tuple[i
         pairs.append(pair)
         if len(pairs) == members + 1:
             return pairs[0][0], pairs[0][1], pairs[1:]
+    raise ServiceError(
+        N_(
+            "No free ports are left in node “%(node)s”'s range %(first)s–%(last)s; delete a cluster or widen "
+            "the range (PANEL_PORT_RANGE, or manage.py node add --ports on a new node)."
+        ),
+        code="cluster.no_free_ports",
+        params={"node": node.name, "first": first, "last": last},
+    )
+
+
+def allocate_standby_port(node: Node, also_taken: Collection[int] = ()) -> int:
+    """The lowest free single port of the node's range for HAProxy's read-only (standby) port;
+    ``also_taken``: ports allocated in the same transaction, not yet in a row."""
+    first, last = port_range(node)
+    taken = _taken_ports(node) | set(also_taken)
+    for port in range(first, last + 1):
+        if port not in taken and (not node.is_here or _port_free(port)):
+            return port
     raise ServiceError(
         N_(
             "No free ports are left in node “%(node)s”'s range %(first)s–%(last)s; delete a cluster or widen "
@@ -169,6 +188,13 @@ def create_cluster(
                     port=port,
                     pooler_port=pooler_port,
                     num_nodes=num_nodes,
+                    standby_port=(
+                        allocate_standby_port(
+                            target, {port, pooler_port, *(p for pair in member_ports for p in pair)}
+                        )
+                        if num_nodes > 1
+                        else None
+                    ),
                 )
                 for index, (member_port, rest_port) in enumerate(member_ports, start=1):
                     member_name = f"member-{index}"

@@ -24,7 +24,7 @@ from panel.clusters import hooks
 from panel.clusters.engine import dbconn, isolation, patroni, postgres
 from panel.clusters.lib import patroni as patroni_lib
 from panel.clusters.models import Cluster, ClusterMember, ClusterStatus, EventLevel, MemberRole, Node
-from panel.clusters.services.create import etcd_ports
+from panel.clusters.services.create import allocate_standby_port, etcd_ports
 from panel.core import runas
 from panel.core.errors import N_, Message, Term
 from panel.core.runas import EngineError, OsUser
@@ -128,7 +128,10 @@ def write_configs(cluster: Cluster, user: OsUser) -> None:
         runas.write_private_file(member_config_path(cluster, member), text, owner=user)
     binds = patroni_lib.haproxy_binds(settings.PANEL_LISTEN_ADDRESSES)
     pidfile = str(ha_dir(cluster) / "haproxy.pid")
-    text = patroni_lib.render_haproxy(binds, int(cluster.port or 0), shared, pidfile)
+    if cluster.standby_port is None:  # a cluster made before the read-only port existed
+        cluster.standby_port = allocate_standby_port(cluster.node)
+        cluster.save(update_fields=["standby_port"])
+    text = patroni_lib.render_haproxy(binds, int(cluster.port or 0), shared, pidfile, cluster.standby_port)
     runas.write_private_file(haproxy_config_path(cluster), text, owner=user)
 
 

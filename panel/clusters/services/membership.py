@@ -167,6 +167,8 @@ def hand_back(cluster: Cluster, user: OsUser) -> bool:
         (cluster.pgdata / name).unlink(missing_ok=True)
     ha.forget(cluster)  # its keys out of etcd, etcd stopped when no other cluster needs it
     cluster.members.all().delete()
+    cluster.standby_port = None  # HAProxy's read-only port: freed with HAProxy
+    cluster.save(update_fields=["standby_port", "updated_at"])
     shutil.rmtree(ha.ha_dir(cluster), ignore_errors=True)  # Patroni's files held the superuser's password
     shutil.rmtree(cluster.data_root / "auth", ignore_errors=True)
     guard_added = write_server_config(cluster)

@@ -277,7 +277,14 @@ def node_versions() -> list[str]:
 
 
 def add_node(
-    name: str, *, address: str, ports: tuple[int, int], data_dir: str, ram_gb: int, vcpus: int
+    name: str,
+    *,
+    address: str,
+    ports: tuple[int, int],
+    data_dir: str,
+    ram_gb: int,
+    vcpus: int,
+    private_address: str = "",
 ) -> Node:
     try:
         validate_node_name(name)
@@ -326,6 +333,7 @@ def add_node(
         return Node.objects.create(
             name=name,
             address=address.strip(),
+            private_address=private_address.strip(),
             port_first=ports[0],
             port_last=ports[1],
             data_dir=data_dir,

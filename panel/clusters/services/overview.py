@@ -91,9 +91,23 @@ def database_user(cluster: Cluster, name: str) -> DatabaseUser:
 
 
 def connection_details(
-    cluster: Cluster, *, user: str | None = None, database: str | None = None
+    cluster: Cluster,
+    *,
+    user: str | None = None,
+    database: str | None = None,
+    standby: bool = False,
+    private: bool = False,
 ) -> ConnectionDetails:
-    """The details a client uses; unknown user or database names are a ServiceError."""
+    """The details a client uses; unknown user or database names are a ServiceError.
+    ``standby``: the read-only port, served by a standby (a ServiceError without standbys);
+    ``private``: the node's private address as the host (the public one when it has none)."""
+    if standby and not cluster.standby_port:
+        raise ServiceError(
+            N_("%(name)s has no standby nodes: there is no standby connection."),
+            field="node",
+            code="cluster.no_standby",
+            params={"name": cluster.name},
+        )
     db_name = database or cluster.default_database
     db_user = database_user(cluster, user or cluster.admin_user)
     if not cluster.databases.filter(name=db_name).exists():
@@ -103,6 +117,7 @@ def connection_details(
             code="database.not_found",
             params={"name": db_name},
         )
-    host = cluster.public_host
+    host = cluster.private_host if private else cluster.public_host
+    port = cluster.standby_port if standby else cluster.port
     sslmode = "require" if cluster.is_local else cluster.sslmode
-    return ConnectionDetails(db_user.name, db_user.password, host, int(cluster.port or 0), db_name, sslmode)
+    return ConnectionDetails(db_user.name, db_user.password, host, int(port or 0), db_name, sslmode)

@@ -173,6 +173,7 @@ def one_to_three_restores_the_standbys_from_the_repository(cluster: Cluster) -> 
         with dbconn.admin_connection(cluster, port=member.port) as conn:
             assert conn.execute("SELECT pg_is_in_recovery()").fetchone() == (True,)
     assert strict(cluster)
+    assert cluster.standby_port  # reads from a standby, as a cluster created with standbys has
     # The cluster's port is HAProxy's now, on the primary; the data is all there.
     assert postgres.postmaster_pid(cluster.pgdata) is not None
     insert(cluster, 201, 300)
@@ -218,7 +219,7 @@ def after_a_switchover_backups_follow_the_primary_and_fork(cluster: Cluster) -> 
 def two_to_one_hands_the_server_back_to_the_reconciler(cluster: Cluster) -> None:
     configs = [ha.member_config_path(cluster, m) for m in cluster.members.all()]
     cluster = change(cluster, 1)
-    assert cluster.members.count() == 0 and not cluster.is_ha
+    assert cluster.members.count() == 0 and not cluster.is_ha and cluster.standby_port is None
     assert all(patroni.member_pid(config) is None for config in configs)
     assert patroni.haproxy_pid(ha.haproxy_config_path(cluster)) is None
     assert not Path(ha.ha_dir(cluster)).exists()

@@ -35,6 +35,7 @@ from panel.insights.engine.sources.host import collect_host, tree_memory
 from panel.insights.engine.sources.pg_stat_statements import collect_statements
 from panel.insights.engine.sources.pgbouncer import collect_pgbouncer
 from panel.insights.engine.sources.postgres import collect_postgres, collect_scans
+from panel.insights.engine.sources.replication import collect_replication
 from panel.insights.lib.metrics import HOST, PGBOUNCER, POSTGRES
 from panel.pools.engine import console, supervisor
 from panel.pools.engine.disk import bouncer_files
@@ -66,6 +67,11 @@ def collect(target: Target, *, budget: float = BUDGET_SECONDS, now: dt.datetime 
         snap.errors[POSTGRES] = str(exc)
         databases = []
     if databases:
+        if target.members or target.replicas:
+            try:
+                collect_replication(snap, target, deadline)
+            except (dbconn.DatabaseError, CollectTimeout, psycopg.Error) as exc:
+                log.info("insights: replication lag of %s not read: %s", cluster.pk, exc)
         collect_scans(snap, cluster, databases, deadline)
     if cluster.is_local:
         try:

@@ -41,6 +41,10 @@ class Target:
     pools: dict[str, int]  # pool name → size
     pooler: Pooler | None
     statements: Baseline | None = None  # None: statements are not collected this time
+    # Who may stream from it: its standby members' names, and its read-only replicas' by the
+    # application_name they stream under (a slot name) → the replica's name.
+    members: frozenset[str] = frozenset()
+    replicas: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

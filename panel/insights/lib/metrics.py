@@ -10,7 +10,7 @@ instead of producing a negative rate.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -58,6 +58,9 @@ _CATALOGUE = [
     MetricInfo("conn_total", POSTGRES, "", "", "Client connections"),
     MetricInfo("max_connections", POSTGRES, "", "", "The server's max_connections"),
     MetricInfo("conn_percent", POSTGRES, "", "%", "Client connections as a share of max_connections"),
+    # pg_stat_replication on the primary, per standby member or read-only replica (gauges)
+    MetricInfo("replication_lag_bytes", POSTGRES, "member", "B", "WAL bytes a standby has not replayed"),
+    MetricInfo("replication_lag_seconds", POSTGRES, "member", "s", "Replay delay of a standby (replay_lag)"),
     # host figures of local clusters
     MetricInfo("cpu_percent", HOST, "", "%", "CPU used by the cluster's processes, share of the machine"),
     MetricInfo("memory_bytes", HOST, "", "B", "Memory of the cluster's processes, shared counted once"),
@@ -111,6 +114,19 @@ def split_label(labels: str) -> tuple[str, str] | None:
         return None
     key, _sep, value = labels.partition("=")
     return key, value
+
+
+def replication_label(
+    application_name: str, members: Collection[str], replicas: Mapping[str, str]
+) -> str | None:
+    """The labels of a walsender's lag: ``member=NAME`` for a standby member (Patroni streams
+    under the member's name), ``member=replica:NAME`` for a read-only replica (it streams under
+    its slot's name); None for anything else (a base backup, a logical subscriber)."""
+    if application_name in members:
+        return label("member", application_name)
+    if application_name in replicas:
+        return label("member", f"replica:{replicas[application_name]}")
+    return None
 
 
 # --- counters → rates --------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from django.db.models import Q
 
 from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus
-from panel.clusters.services import nodes
+from panel.clusters.services import nodes, replication
 from panel.insights.engine import collector
 from panel.insights.lib import metrics
 from panel.insights.lib.metrics import CATALOGUE, COUNTER_RATES, HOST, PGBOUNCER, POSTGRES
@@ -33,7 +33,16 @@ log = logging.getLogger(__name__)
 def target_for(cluster: Cluster) -> collector.Target:
     pools = dict(cluster.pools.values_list("name", "size")) if cluster.is_local else {}
     pooler = Pooler.objects.filter(cluster=cluster).first() if pools else None
-    return collector.Target(cluster=cluster, pools=pools, pooler=pooler, statements=baseline_for(cluster))
+    members = frozenset(cluster.members.values_list("name", flat=True)) if cluster.is_ha else frozenset()
+    replicas = {replication.slot_name(r): r.name for r in cluster.replicas.all()}
+    return collector.Target(
+        cluster=cluster,
+        pools=pools,
+        pooler=pooler,
+        statements=baseline_for(cluster),
+        members=members,
+        replicas=replicas,
+    )
 
 
 def _collect_in_thread(target: collector.Target) -> collector.Snapshot:

@@ -76,6 +76,10 @@ class Command(MemberSubcommands, SettingsSubcommands, RoleSubcommands, PanelComm
         p.add_argument("--user", help="database user (default: the admin user)")
         p.add_argument("--database", help="database (default: the default database)")
         p.add_argument("--format", dest="fmt", choices=FORMATS, default="uri")
+        p.add_argument(
+            "--standby", action="store_true", help="the read-only port, served by a standby (with standbys)"
+        )
+        p.add_argument("--private", action="store_true", help="the node's private address as the host")
 
         p = add(
             "attach",
@@ -167,6 +171,9 @@ class Command(MemberSubcommands, SettingsSubcommands, RoleSubcommands, PanelComm
         details = services.connection_details(cluster)
         self.stdout.write(self.style.SUCCESS(f"{cluster.name} is online on port {cluster.port}."))
         self.stdout.write(f"Connection: {details.shown(reveal=False).uri}")
+        if cluster.standby_port:
+            standby = services.connection_details(cluster, standby=True)
+            self.stdout.write(f"Standby (read-only): {standby.shown(reveal=False).uri}")
         self.stdout.write(f"Show the password with: manage.py cluster connection {cluster.name}")
 
     def do_list(self, options: dict[str, Any]) -> None:
@@ -232,7 +239,13 @@ class Command(MemberSubcommands, SettingsSubcommands, RoleSubcommands, PanelComm
 
     def do_connection(self, options: dict[str, Any]) -> None:
         cluster = find_cluster(options["name"], options.get("owner"))
-        details = services.connection_details(cluster, user=options["user"], database=options["database"])
+        details = services.connection_details(
+            cluster,
+            user=options["user"],
+            database=options["database"],
+            standby=options["standby"],
+            private=options["private"],
+        )
         self.stdout.write(details.render(options["fmt"]))
 
     def do_attach(self, options: dict[str, Any]) -> None:

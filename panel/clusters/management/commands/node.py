@@ -34,6 +34,9 @@ class Command(PanelCommand):
         p = sub.add_parser("add", help="Record a node ahead of its agent.")
         p.add_argument("name", metavar="NODE", help="its name; its agent consumes the queue node.<NODE>")
         p.add_argument("--address", required=True, help="the host clients connect to (connection details)")
+        p.add_argument(
+            "--private-address", default="", help="its address on the private network (private_connection)"
+        )
         p.add_argument("--ports", required=True, metavar="FIRST-LAST", help="its clusters' port range")
         p.add_argument("--data-dir", required=True, help="where its agent keeps the clusters' data")
         p.add_argument("--ram", dest="ram_gb", type=int, required=True, metavar="GB", help="RAM for clusters")
@@ -50,6 +53,7 @@ class Command(PanelCommand):
         node = nodes.add_node(
             options["name"],
             address=options["address"],
+            private_address=options["private_address"],
             ports=_ports(options["ports"]),
             data_dir=options["data_dir"],
             ram_gb=options["ram_gb"],
