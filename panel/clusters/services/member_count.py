@@ -22,6 +22,7 @@ is an event; a failure is on the page with its reason.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 
 from django.db import transaction
@@ -148,6 +149,7 @@ def perform_member_count(cluster_id: uuid.UUID | str, num_nodes: int) -> Cluster
     if cluster is None:
         return None
     old = cluster.num_nodes
+    started = time.monotonic()
     try:
         if num_nodes > old:
             _grow(cluster, num_nodes)
@@ -161,7 +163,12 @@ def perform_member_count(cluster_id: uuid.UUID | str, num_nodes: int) -> Cluster
     cluster.mark_online()
     cluster.log_event(
         "members-changed",
-        Message(N_("The cluster has %(n)s node(s) now (was %(old)s)."), n=num_nodes, old=old),
+        Message(
+            N_("The cluster has %(n)s node(s) now (was %(old)s); the change took %(s).1f s."),
+            n=num_nodes,
+            old=old,
+            s=time.monotonic() - started,
+        ),
     )
     return cluster
 

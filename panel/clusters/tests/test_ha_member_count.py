@@ -27,6 +27,7 @@ from panel.clusters.models import Cluster, ClusterStatus, MemberRole
 from panel.clusters.services import ha, members, resize
 from panel.clusters.tests.conftest import connect_as_client, make_cluster_row
 from panel.core.errors import ServiceError
+from panel.pools import services as pool_services
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
@@ -76,6 +77,23 @@ def retried(work: Callable[[psycopg.Connection], T], cluster: Cluster) -> T:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
+
+
+def through_the_pool(cluster: Cluster) -> int:
+    """The rows counted through the cluster's PgBouncer (repointed at each change)."""
+    details = services.connection_details(cluster)
+    params = {
+        "host": "127.0.0.1",
+        "port": cluster.pooler_port,
+        "user": details.user,
+        "password": details.password,
+        "dbname": "mc-pool",
+        "sslmode": "require",
+        "connect_timeout": 5,
+        "prepare_threshold": None,
+    }
+    with psycopg.connect(**params) as conn:  # type: ignore[arg-type]
+        return conn.execute("SELECT count(*) FROM kept").fetchone()[0]
 
 
 def strict(cluster: Cluster) -> bool:
@@ -158,6 +176,8 @@ def test_one_to_three_to_two_to_one(cluster: Cluster) -> None:
 
 def one_to_three_restores_the_standbys_from_the_repository(cluster: Cluster) -> Cluster:
     fresh_table(cluster)
+    if not cluster.pools.filter(name="mc-pool").exists():
+        pool_services.create_pool(cluster, "mc-pool", "defaultdb", None, "transaction", 3)
     job = backups.create_backup(cluster, "full")
     assert job.status == JobStatus.SUCCEEDED
     insert(cluster, 101, 200)  # after the backup: from the archive or by streaming
@@ -177,7 +197,7 @@ def one_to_three_restores_the_standbys_from_the_repository(cluster: Cluster) -> 
     # The cluster's port is HAProxy's now, on the primary; the data is all there.
     assert postgres.postmaster_pid(cluster.pgdata) is not None
     insert(cluster, 201, 300)
-    assert count(cluster) == 300
+    assert count(cluster) == 300 and through_the_pool(cluster) == 300
     kinds = list(cluster.events.values_list("kind", flat=True))
     assert kinds.count("member-added") == 2 and "members-changed" in kinds
     return cluster
@@ -198,7 +218,7 @@ def three_to_two_removes_a_standby_and_is_no_longer_strict(cluster: Cluster) -> 
     assert not strict(cluster)
     assert [s.name for s in ha.read_statuses(cluster)] == ["member-1", "member-2"]
     insert(cluster, 301, 400)
-    assert count(cluster) == 400
+    assert count(cluster) == 400 and through_the_pool(cluster) == 400
     return cluster
 
 
@@ -229,6 +249,9 @@ def two_to_one_hands_the_server_back_to_the_reconciler(cluster: Cluster) -> None
         assert conn.execute("SELECT count(*) FROM pg_replication_slots").fetchone() == (0,)
     assert count(cluster) == 500  # everything, the rows written on member-2 included
     insert(cluster, 501, 600)
+    assert through_the_pool(cluster) == 600
     assert archiving.archive_status(cluster).active
     kinds = list(cluster.events.values_list("kind", flat=True))
     assert kinds.count("member-removed") == 2
+    took = [e.message for e in cluster.events.filter(kind="members-changed").order_by("pk")]
+    print("\n".join(took))  # the figures in docs/high-availability.md
