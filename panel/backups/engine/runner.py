@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -149,6 +150,26 @@ def _write_if_changed(path: Path, content: str, user: OsUser) -> None:
     except OSError:
         pass
     runas.write_private_file(path, content, owner=user)
+
+
+# A full backup's directory in the repository (its label); others build on one.
+_FULL_LABEL = re.compile(r"^[0-9]{8}-[0-9]{6}F$")
+
+
+def has_backup(cluster: Cluster) -> bool:
+    """Whether the cluster's repository holds a full backup to restore from: the local one's
+    directory names are the labels (only names are read); a bucket is pgBackRest's to say."""
+    if s3_repository() is not None:
+        return True
+    folder = paths(cluster).repo / "backup" / pgbackrest.STANZA
+    try:
+        return any(
+            _FULL_LABEL.match(entry.name)
+            for entry in os.scandir(folder)
+            if entry.is_dir(follow_symlinks=False)
+        )
+    except OSError:
+        return False
 
 
 def stanza_command(cluster: Cluster) -> list[str]:

@@ -43,9 +43,10 @@ def server_config(cluster: Cluster) -> list[str]:
 
 
 def replica_repository(cluster: Cluster) -> tuple[str, ...]:
-    """pgBackRest on the cluster's stanza, for Patroni to restore new standbys from (nothing when
-    the cluster has no configuration of its own: no pgBackRest, or not written yet)."""
-    if not cluster.is_local or not engine.paths(cluster).config.is_file():
+    """pgBackRest on the cluster's stanza, for Patroni to restore new standbys from; nothing when
+    the cluster has no configuration of its own (no pgBackRest, or not written yet) or no backup
+    yet (a new cluster's standbys: Patroni would only try and fall back)."""
+    if not cluster.is_local or not engine.paths(cluster).config.is_file() or not engine.has_backup(cluster):
         return ()
     try:
         return tuple(engine.stanza_command(cluster))
