@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
@@ -81,8 +83,13 @@ def retried(work: Callable[[psycopg.Connection], T], cluster: Cluster) -> T:
 
 def through_the_pool(cluster: Cluster) -> int:
     """The rows counted through the cluster's PgBouncer (repointed at each change)."""
+    with psycopg.connect(**pool_params(cluster)) as conn:  # type: ignore[arg-type]
+        return conn.execute("SELECT count(*) FROM kept").fetchone()[0]
+
+
+def pool_params(cluster: Cluster) -> dict[str, object]:
     details = services.connection_details(cluster)
-    params = {
+    return {
         "host": "127.0.0.1",
         "port": cluster.pooler_port,
         "user": details.user,
@@ -91,9 +98,29 @@ def through_the_pool(cluster: Cluster) -> int:
         "sslmode": "require",
         "connect_timeout": 5,
         "prepare_threshold": None,
+        "autocommit": True,
     }
-    with psycopg.connect(**params) as conn:  # type: ignore[arg-type]
-        return conn.execute("SELECT count(*) FROM kept").fetchone()[0]
+
+
+@dataclass
+class Writer:
+    """Inserts through the pool, one row per transaction, until stopped: what each change costs
+    a client of the pools."""
+
+    params: dict[str, object]
+    acked: int = 0
+    failed: list[str] = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        with psycopg.connect(**self.params) as conn:  # type: ignore[arg-type]
+            while not self.stop.is_set():
+                try:
+                    conn.execute("INSERT INTO written VALUES (1)")
+                    self.acked += 1
+                except psycopg.Error as exc:
+                    self.failed.append(str(exc))
+                    return
 
 
 def strict(cluster: Cluster) -> bool:
@@ -206,8 +233,22 @@ def one_to_three_restores_the_standbys_from_the_repository(cluster: Cluster) -> 
 def three_to_two_removes_a_standby_and_is_no_longer_strict(cluster: Cluster) -> Cluster:
     removed = cluster.members.get(name="member-3")
     out = io.StringIO()
-    # The command line's way (the same service, in the foreground).
-    call_command("cluster", "resize", cluster.name, "--num-nodes", "2", "--owner", "mc-owner", stdout=out)
+    retried(lambda conn: conn.execute("CREATE TABLE written (i int)"), cluster)
+    writer = Writer(pool_params(cluster))
+    thread = threading.Thread(target=writer.run, daemon=True)
+    thread.start()
+    try:
+        # The command line's way (the same service, in the foreground).
+        call_command("cluster", "resize", cluster.name, "--num-nodes", "2", "--owner", "mc-owner", stdout=out)
+        before = writer.acked
+        deadline = time.monotonic() + 10
+        while writer.acked == before and time.monotonic() < deadline and not writer.failed:
+            time.sleep(0.1)
+    finally:
+        writer.stop.set()
+        thread.join(10)
+    # A standby less costs the pools' clients nothing: no transaction failed, and they write on.
+    assert not writer.failed and writer.acked > before, (writer.failed, before, writer.acked)
     assert "online on db-s-1vcpu-2gb" in out.getvalue() and "2 node(s)" in out.getvalue()
     cluster.refresh_from_db()
     assert cluster.num_nodes == 2
