@@ -39,6 +39,10 @@ MISSING = (
 )
 
 
+# Patroni with a finer stop poll (a switchover's pause); patroni_program() is what it runs.
+PATRONI_RUN = Path(__file__).with_name("patroni_run.py")
+
+
 def patroni_program() -> Path:
     """Patroni from the panel's own environment (it must be readable by the clusters' users)."""
     return Path(sys.executable).parent / "patroni"
@@ -177,7 +181,8 @@ def start_member(
     if member_pid(config) is not None:
         return
     env = {"PGBACKREST_PG1_PATH": data_dir} if data_dir else None
-    _detach(user, [sys.executable, str(patroni_program()), str(config)], log_file, join=join, env=env)
+    argv = [sys.executable, "-I", str(PATRONI_RUN), str(config)]
+    _detach(user, argv, log_file, join=join, env=env)
 
 
 def stop_member(config: Path, *, timeout: float = 60) -> None:

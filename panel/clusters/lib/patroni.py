@@ -8,6 +8,7 @@ Patroni reads YAML, of which JSON is a subset: the configuration is written as J
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,7 +21,10 @@ TTL = 20
 LOOP_WAIT = 1
 RETRY_TIMEOUT = 5
 WAL_RETRIEVE_RETRY_INTERVAL = "500ms"
-# An acknowledged commit is on a standby, applied: none is lost when the primary goes.
+# An acknowledged commit is on a standby, applied: none is lost when the primary goes, and a read
+# on the standby port after it sees it (test_ha_standby_reads). Flush ("on") would be enough for
+# zero loss; after a switchover the commits no longer wait for a standby to reconnect (the third
+# member cascades from the candidate), so replaying costs milliseconds, not seconds.
 SYNCHRONOUS_COMMIT = "remote_apply"
 WAL_KEEP_SIZE = "256MB"
 NAMESPACE = "/pgpanel/"
@@ -34,6 +38,8 @@ class Member:
     port: int
     rest_port: int
     data_dir: str
+    # Patroni's replicatefrom tag: the member this one streams from (a switchover's cascade).
+    replicate_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,8 @@ class HaCluster:
     # The command Patroni runs on a role change (it appends action, role and scope).
     on_role_change: str
     host: str = "127.0.0.1"
+    # The command Patroni runs right before it stops a member's PostgreSQL (a switchover's hold).
+    before_stop: str = ""
     # pgBackRest on the cluster's stanza up to the action (program, --config, --stanza): new
     # standbys are restored from the repository, and replay what they lack from its archive.
     # Empty: no repository, standbys are copied from the primary only.
@@ -91,10 +99,30 @@ def dynamic_config(cluster: HaCluster) -> dict[str, Any]:
     }
 
 
+# Patroni's own rule for a slot's name (and PostgreSQL's): lower-case letters, digits, "_".
+SLOT_NAME = re.compile(r"[a-z0-9_]{1,63}")
+
+
+def permanent_slots(declare: Sequence[str] = (), remove: Sequence[str] = ()) -> dict[str, Any]:
+    """A ``PATCH /config`` body for Patroni's permanent slots: a physical slot of each name in
+    ``declare`` on whichever member is primary (Patroni keeps copies on the standbys, advanced
+    to the primary's position, so a failover keeps the slot), and none of those in ``remove``
+    (``null`` deletes a key from the dynamic configuration)."""
+    slots: dict[str, Any] = {}
+    for name in (*declare, *remove):
+        if not SLOT_NAME.fullmatch(name):
+            raise ValueError(f"not a replication slot name: {name!r}")
+    slots.update({name: {"type": "physical"} for name in declare})
+    slots.update(dict.fromkeys(remove))
+    return {"slots": slots}
+
+
 def member_config(cluster: HaCluster, member: Member, pgpass: str) -> dict[str, Any]:
     """One member's Patroni configuration."""
     auth = {"username": cluster.superuser, "password": cluster.superuser_password}
+    tags = {"replicatefrom": member.replicate_from} if member.replicate_from else {}
     return {
+        "tags": tags,
         "scope": cluster.scope,
         "namespace": NAMESPACE,
         "name": member.name,
@@ -118,6 +146,7 @@ def member_config(cluster: HaCluster, member: Member, pgpass: str) -> dict[str, 
             },
             "authentication": {"superuser": auth, "replication": auth, "rewind": auth},
             "callbacks": {"on_role_change": cluster.on_role_change},
+            **({"before_stop": cluster.before_stop} if cluster.before_stop else {}),
             "basebackup": [{"checkpoint": "fast"}],
             "remove_data_directory_on_rewind_failure": True,
             "remove_data_directory_on_diverged_timelines": True,
@@ -172,7 +201,7 @@ def render_haproxy(
     lines += [
         "    option httpchk GET /primary",
         "    http-check expect status 200",
-        "    default-server inter 1s fall 2 rise 1 on-marked-down shutdown-sessions",
+        "    default-server inter 500ms fall 1 rise 1 on-marked-down shutdown-sessions",
     ]
     lines += [
         f"    server {m.name} {cluster.host}:{m.port} check port {m.rest_port}" for m in cluster.members

@@ -10,6 +10,7 @@ there (an absolute include), and its pg_hba.conf and pg_ident.conf.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import sys
@@ -24,6 +25,7 @@ from panel.clusters import hooks
 from panel.clusters.engine import dbconn, isolation, patroni, postgres
 from panel.clusters.lib import patroni as patroni_lib
 from panel.clusters.models import Cluster, ClusterMember, ClusterStatus, EventLevel, MemberRole, Node
+from panel.clusters.services import handover
 from panel.clusters.services.create import allocate_standby_port, etcd_ports
 from panel.core import runas
 from panel.core.errors import N_, Message, Term
@@ -106,7 +108,7 @@ def _callback_command(cluster: Cluster) -> str:
 # --- configuration -------------------------------------------------------------------------------
 
 
-def write_configs(cluster: Cluster, user: OsUser) -> None:
+def write_configs(cluster: Cluster, user: OsUser, replicate_from: dict[str, str] | None = None) -> None:
     """Every member's Patroni configuration, the shared base configuration and HAProxy's (0600,
     the cluster's user: they hold the superuser's password)."""
     runas.make_private_dir(ha_dir(cluster), user)
@@ -117,13 +119,13 @@ def write_configs(cluster: Cluster, user: OsUser) -> None:
         text = (cluster.pgdata / "postgresql.conf").read_text()
         absolute = f"include_if_exists = '{cluster.pgdata / 'panel.conf'}'"
         runas.write_private_file(base, text.replace(INCLUDE_LINE, absolute), owner=user)
-    shared = spec(cluster)
+    shared = dataclasses.replace(spec(cluster), before_stop=handover.before_stop_command(cluster))
     for member in members_of(cluster):
         own = patroni_lib.HaCluster(
             **{**shared.__dict__, "on_role_change": f"{shared.on_role_change} {member.port}"}
         )
         text = patroni_lib.render_member(
-            own, _lib_member(member), str(ha_dir(cluster) / f"{member.name}.pgpass")
+            own, _lib_member(member, replicate_from), str(ha_dir(cluster) / f"{member.name}.pgpass")
         )
         runas.write_private_file(member_config_path(cluster, member), text, owner=user)
     binds = patroni_lib.haproxy_binds(settings.PANEL_LISTEN_ADDRESSES)
@@ -135,8 +137,9 @@ def write_configs(cluster: Cluster, user: OsUser) -> None:
     runas.write_private_file(haproxy_config_path(cluster), text, owner=user)
 
 
-def _lib_member(member: ClusterMember) -> patroni_lib.Member:
-    return patroni_lib.Member(member.name, member.port, member.rest_port, member.data_dir)
+def _lib_member(member: ClusterMember, replicate_from: dict[str, str] | None = None) -> patroni_lib.Member:
+    upstream = (replicate_from or {}).get(member.name)  # a switchover's cascade (services/cascade.py)
+    return patroni_lib.Member(member.name, member.port, member.rest_port, member.data_dir, upstream)
 
 
 # --- processes -----------------------------------------------------------------------------------
@@ -288,6 +291,7 @@ def read_statuses(cluster: Cluster) -> list[patroni_lib.MemberStatus]:
 
 
 HEALTHY_STATES = frozenset({"running", "streaming"})
+SWITCHING: set[object] = set()  # clusters this process switches over (only it records them)
 
 
 def replay_lag(cluster: Cluster, standby_port: int) -> int | None:
@@ -330,7 +334,7 @@ def refresh_members(cluster: Cluster, *, cause: str = "failover") -> str | None:
     """Read the members' states from Patroni into their rows. When the primary changed since the
     last look: PgBouncer repointed (the pools' configuration rendered again), an event with how
     long the cluster had no primary, and the owner told. Returns the new primary's name then."""
-    statuses = read_statuses(cluster)
+    statuses = read_statuses(cluster) if cause == "switchover" or cluster.pk not in SWITCHING else []
     if not statuses:
         return None
     before = cluster.members.filter(role=MemberRole.PRIMARY).first()

@@ -1,6 +1,7 @@
 """Making a read-only replica, as one pipeline like the provisioning's (whose steps it reuses):
 
-    claim → prepare → build the guard → base backup from the source (pg_basebackup, a slot)
+    claim → prepare → build the guard → base backup from the source (pg_basebackup, a slot:
+          with standbys a Patroni permanent slot)
           → certificates → configure (standby.conf, standby.signal) → start and stream → record
 
 The replica is a cluster row of its own (``replica_of`` its source), on the source's node, with
@@ -24,7 +25,8 @@ from django.utils.translation import gettext_lazy
 from panel.clusters.engine import dbconn, isolation, postgres
 from panel.clusters.lib.pgconf import QUOTA_FILE
 from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser, EventLevel
-from panel.clusters.services import lifecycle, provision, replication
+from panel.clusters.services import ha, lifecycle, provision, replication
+from panel.core import runas
 from panel.core.errors import N_, Message
 from panel.core.polling import wait_for
 from panel.core.runas import EngineError
@@ -79,18 +81,48 @@ def base_backup(job: Job) -> None:
         isolation.refresh_server_auth(source)
     postgres.make_data_root(replica.data_root, job.user)
     replication.write_login_files(replica, password)
-    replication.drop_slot(source, replication.slot_name(replica))  # a failed attempt's
+    slot = replication.slot_name(replica)
+    if source.is_ha:
+        # Patroni would drop a slot it does not know: it makes this one, on whichever member is
+        # primary now and after a failover (the replica streams through HAProxy, the cluster's port).
+        replication.declare_slot(source, slot, job.timeout)
+    else:
+        replication.drop_slot(source, slot)  # a failed attempt's
     postgres.basebackup(
         replica.version,
         replica.pgdata,
         replication.conninfo(replica),
-        replication.slot_name(replica),
+        slot,
         passfile=replica.data_root / "replication" / replication.PASSFILE,
         user=job.user,
         timeout=settings.PANEL_BACKUP_TIMEOUT,
+        create_slot=not source.is_ha,
     )
     # The source's storage-quota stops are not the replica's to enforce (it takes no writes).
     (replica.pgdata / QUOTA_FILE).unlink(missing_ok=True)
+    if source.is_ha:
+        _unpatroni(job)
+
+
+# What Patroni leaves in a member's data directory that a replica started by pg_ctl must not keep.
+PATRONI_FILES = ("patroni.dynamic.json", "postgresql.base.conf")
+
+
+def _unpatroni(job: Job) -> None:
+    """A copy of a Patroni member: its postgresql.conf is Patroni's (the members' port, pg_hba.conf
+    outside the data directory, the shared base configuration by an absolute path). The replica
+    gets the base configuration including its own ``panel.conf``, and its own pg_hba.conf and
+    pg_ident.conf in its data directory, as a copy of a one-member cluster has them."""
+    replica, source = job.cluster, job.cluster.replica_of
+    assert source is not None
+    base = (ha.ha_dir(source) / "postgresql.base.conf").read_text()
+    text = base.replace(f"include_if_exists = '{source.pgdata / 'panel.conf'}'", ha.INCLUDE_LINE)
+    if ha.INCLUDE_LINE not in text:
+        raise EngineError(_("The source's base configuration does not include its panel.conf."))
+    runas.write_private_file(replica.pgdata / "postgresql.conf", text, owner=job.user)
+    for name in PATRONI_FILES:
+        (replica.pgdata / name).unlink(missing_ok=True)
+    isolation.write_auth_config(replica, job.user)
 
 
 def start_and_stream(job: Job) -> None:

@@ -5,6 +5,8 @@ The web, the API, ``manage.py replica`` and the tasks call these same functions.
 A replica is a cluster row whose ``replica_of`` is its source (``replica_build`` makes it); it has
 its own name, plan (at least the source's), ports, certificate, system user and PgBouncer, and
 its source's data, roles and passwords. Its source cannot be deleted while it has replicas.
+A replica of a cluster with standbys streams through the cluster's port (HAProxy, which follows
+the primary) with a Patroni permanent slot, so it keeps streaming after a failover.
 """
 
 from __future__ import annotations
@@ -30,9 +32,14 @@ from panel.core.polling import wait_for
 from panel.core.runas import EngineError
 from panel.core.taskqueue import enqueue_task
 
-# PostgreSQL's default max_wal_senders and max_replication_slots are 10: one sender and one slot
-# per replica, and pg_basebackup needs two senders while it copies.
+# PostgreSQL's default max_wal_senders and max_replication_slots are 10 (Patroni's too): one
+# sender and one slot per replica, and pg_basebackup needs two senders while it copies.
 MAX_REPLICAS = 8
+
+
+def max_replicas(source: Cluster) -> int:
+    """How many replicas ``source`` may have: each standby takes a sender and a slot as well."""
+    return MAX_REPLICAS - max(0, source.num_nodes - 1) if source.is_ha else MAX_REPLICAS
 
 
 def _plan(slug: str) -> Plan:
@@ -59,19 +66,12 @@ def create_replica(
             code="replica.of_replica",
             params={"name": source.name},
         )
-    if source.is_ha:
-        # Its slot would live on one member only: after a failover the replica could not stream.
-        raise ServiceError(
-            N_("Read-only replicas follow one-member clusters for now; this cluster has standby nodes."),
-            code="replica.source_has_standbys",
-            params={},
-        )
     source.require_serving(fresh=True)
-    if source.replicas.count() >= MAX_REPLICAS:
+    if source.replicas.count() >= max_replicas(source):
         raise ServiceError(
             N_("A cluster has at most %(count)s read-only replicas."),
             code="replica.too_many",
-            params={"count": MAX_REPLICAS},
+            params={"count": max_replicas(source)},
         )
     source_plan = source.plan
     assert source_plan is not None and source.node is not None

@@ -237,6 +237,9 @@ def test_the_overview_refuses_a_switchover_to_a_missing_member_next_to_the_field
 def test_a_switchover_holds_pool_clients_and_is_an_event_with_its_duration(ha_cluster):
     assert ha.wait_healthy(ha_cluster, RECOVERY_TIMEOUT)
     target = next(s for s in ha.read_statuses(ha_cluster) if s.sync)
+    old = _primary(ha_cluster)
+    old_log = ha.member_log_path(ha_cluster, old)
+    log_before = old_log.read_text().count("before_stop script")
     writer = Writer(_params(ha_cluster, "writes", port=ha_cluster.pooler_port))
     thread = threading.Thread(target=writer.run, daemon=True)
     thread.start()
@@ -259,6 +262,12 @@ def test_a_switchover_holds_pool_clients_and_is_an_event_with_its_duration(ha_cl
     assert set(writer.acked) <= present
     event = ha_cluster.events.filter(kind="switchover").first()
     assert event is not None and target.name in event.message and "writes resumed within" in event.message
+    # The old primary's stop waited for the pools (Patroni ran the before_stop script), the
+    # handover left no file behind, and the third member follows the leader again (no tag).
+    assert old_log.read_text().count("before_stop script") > log_before
+    assert not list(Path(ha_cluster.socket_dir).glob(".switchover-*"))
+    for member in ha_cluster.members.all():
+        assert json.loads(ha.member_config_path(ha_cluster, member).read_text())["tags"] == {}
 
 
 def test_a_primary_postmaster_crash_fails_over_without_losing_commits(ha_cluster):

@@ -4,6 +4,7 @@ callback's repointing of pgbouncer.ini."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from panel.clusters.engine.patroni_callback import repoint
@@ -89,6 +90,79 @@ def test_the_callback_repoints_only_lines_on_the_clusters_socket():
     assert "writes = host=/data/run port=27006 dbname=defaultdb" in new
     assert "other = host=/elsewhere port=27002" in new
     assert "listen_port = 26001" in new
+
+
+def test_a_member_streams_from_another_only_when_a_switchover_cascades_it():
+    plain = json.loads(patroni.render_member(_cluster(3), _cluster(3).members[2], "/p"))
+    assert plain["tags"] == {}
+    cascaded = dataclasses.replace(_cluster(3).members[2], replicate_from="member-1")
+    config = json.loads(patroni.render_member(_cluster(3), cascaded, "/p"))
+    assert config["tags"] == {"replicatefrom": "member-1"}
+
+
+def test_commits_wait_for_a_standby_to_apply_them():
+    parameters = patroni.dynamic_config(_cluster(3))["postgresql"]["parameters"]
+    assert parameters["synchronous_commit"] == "remote_apply"
+
+
+def test_haproxy_drops_a_demoted_member_after_one_failed_half_second_check():
+    text = patroni.render_haproxy(["127.0.0.1"], 26000, _cluster(2), "/data/ha/haproxy.pid")
+    assert "default-server inter 500ms fall 1 rise 1 on-marked-down shutdown-sessions" in text
+
+
+def test_patroni_runs_with_a_100_ms_stop_poll(monkeypatch):
+    import patroni.__main__
+    import patroni.postgresql
+
+    from panel.clusters.engine import patroni_run
+
+    seen = []
+    monkeypatch.setattr(patroni.postgresql, "STOP_POLLING_INTERVAL", 1)  # Patroni 4.1.5's own
+    monkeypatch.setattr(
+        patroni.__main__, "main", lambda: seen.append(patroni.postgresql.STOP_POLLING_INTERVAL)
+    )
+    monkeypatch.setattr("sys.argv", ["patroni_run.py", "/data/ha/member-1.json"])
+    patroni_run.main()
+    assert seen == [0.1]
+
+
+def test_members_hold_their_stop_for_a_switchover_only_when_told():
+    config = json.loads(
+        patroni.render_member(
+            dataclasses.replace(_cluster(2), before_stop="python hold.py /data/run"),
+            _cluster(2).members[0],
+            "/p",
+        )
+    )
+    assert config["postgresql"]["before_stop"] == "python hold.py /data/run"
+    assert (
+        "before_stop"
+        not in json.loads(patroni.render_member(_cluster(2), _cluster(2).members[0], "/p"))["postgresql"]
+    )
+
+
+def test_the_before_stop_script_waits_for_the_pools_only_during_a_switchover(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    from panel.clusters.engine import patroni_before_stop as hold
+
+    argv = [sys.executable, "-I", hold.__file__, str(tmp_path)]
+    started = time.monotonic()
+    assert subprocess.run(argv, timeout=10).returncode == 0  # an ordinary stop: at once
+    assert not (tmp_path / hold.STOPPING).exists()
+    (tmp_path / hold.PENDING).write_text("switchover\n")
+    proc = subprocess.Popen(argv)
+    deadline = time.monotonic() + 10
+    while not (tmp_path / hold.STOPPING).exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert (tmp_path / hold.STOPPING).exists()
+    time.sleep(0.3)
+    assert proc.poll() is None, "the stop went on before the pools were paused"
+    (tmp_path / hold.PENDING).unlink()
+    assert proc.wait(timeout=5) == 0
+    assert time.monotonic() - started < hold.WAIT
 
 
 def test_standbys_come_from_the_repository_when_there_is_one():

@@ -1,0 +1,240 @@
+"""A read-only replica of a cluster with standbys (Patroni, etcd, HAProxy): it streams through the
+cluster's port with a Patroni permanent slot, keeps streaming from the new primary after a
+switchover without being rebuilt, and deleting it removes the slot from Patroni's configuration
+and from every member. Bad input is refused as for a one-member source."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from django.contrib.auth.models import User
+
+from panel.clusters import services
+from panel.clusters.engine import dbconn, isolation, patroni, postgres
+from panel.clusters.lib import patroni as patroni_lib
+from panel.clusters.models import Cluster, MemberRole
+from panel.clusters.services import ha, members, replicas, replication
+from panel.clusters.tests.conftest import connect_as_client
+from panel.core.errors import ServiceError
+from panel.core.polling import wait_for
+
+OWNER = "ha-replica-owner"
+RECOVERY_TIMEOUT = 90
+
+
+def test_permanent_slots_declare_and_remove_by_name() -> None:
+    body = patroni_lib.permanent_slots(declare=["pgpanel_replica_ab12"], remove=["pgpanel_replica_cd34"])
+    assert body == {"slots": {"pgpanel_replica_ab12": {"type": "physical"}, "pgpanel_replica_cd34": None}}
+    for bad in ("Upper", "with-dash", "", "x" * 64, "a;b"):
+        with pytest.raises(ValueError):
+            patroni_lib.permanent_slots(declare=[bad])
+
+
+@pytest.fixture(scope="module")
+def source(django_db_setup: None, django_db_blocker: object) -> Iterator[Cluster]:
+    """One two-member db-s-1vcpu-2gb cluster for the module."""
+    with django_db_blocker.unblock():  # type: ignore[attr-defined]
+        owner = User.objects.create_user(OWNER, f"{OWNER}@example.com", f"{OWNER}-password-1")
+        cluster = services.create_cluster(
+            owner, name="db-ha-source", plan_slug="db-s-1vcpu-2gb", num_nodes=2, enqueue=False
+        )
+        cluster = services.provision_cluster(cluster.pk)
+        try:
+            assert cluster.status == "online", cluster.error_message
+            yield cluster
+        finally:
+            if Cluster.objects.filter(pk=cluster.pk).exists():
+                for replica in Cluster.objects.filter(replica_of=cluster):
+                    replicas.delete_replica(replica, foreground=True)
+                services.delete_cluster(Cluster.objects.get(pk=cluster.pk), confirm_name=cluster.name)
+            else:  # flushed by a transactional test: everything runs as the cluster's user
+                isolation.kill_leftover_processes(cluster)
+                patroni.stop_etcd(ha.etcd_data_dir())
+                postgres.remove_data(cluster.data_root)
+                isolation.remove_cluster_user(cluster)
+            User.objects.filter(username=OWNER).delete()
+
+
+@pytest.fixture(autouse=True)
+def _rows(db: None) -> None:
+    """Each test's rows are rolled back; the module's source row was made outside them."""
+
+
+def fresh(cluster: Cluster) -> Cluster:
+    return Cluster.objects.select_related("node", "replica_of").get(pk=cluster.pk)
+
+
+def _has_row(cluster: Cluster, item: int) -> bool:
+    try:
+        with connect_as_client(cluster) as conn:
+            return conn.execute("SELECT count(*) FROM items WHERE id = %s", [item]).fetchone() == (1,)
+    except psycopg.Error:
+        return False
+
+
+def _write(cluster: Cluster, item: int) -> bool:
+    """One row through the cluster's port (HAProxy: whichever member is primary)."""
+    try:
+        with connect_as_client(cluster, autocommit=True) as conn:
+            conn.execute("INSERT INTO items VALUES (%s)", [item])
+    except psycopg.Error:
+        return False
+    return True
+
+
+def _declared_soon(cluster: Cluster, condition: Callable[[dict[str, object]], bool]) -> bool:
+    """Whether Patroni's permanent slots meet ``condition`` within a few seconds: a member's
+    ``GET /config`` reads its cached view of etcd, a moment behind a ``PATCH``."""
+    return wait_for(lambda: condition(replication.declared_slots(cluster)), 10, interval=0.2)
+
+
+def _other_primary(cluster: Cluster, than: str) -> str | None:
+    return next(
+        (
+            s.name
+            for s in ha.read_statuses(cluster)
+            if s.is_primary and s.state == "running" and s.name != than
+        ),
+        None,
+    )
+
+
+def _streams_through_its_slot_on(source: Cluster, member: str, replica: Cluster, slot: str) -> None:
+    """The replica streams from ``member`` (the primary now) through its slot there, on the
+    primary's timeline."""
+    port = source.members.get(name=member).port
+    with dbconn.admin_connection(source, port=port) as conn:
+        assert conn.execute("SELECT pg_is_in_recovery()").fetchone() == (False,)
+        # The timeline it writes on now (pg_control's may still be the old one until a checkpoint).
+        timeline = conn.execute(
+            "SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int"
+        ).fetchone()
+        active = conn.execute(
+            "SELECT active FROM pg_replication_slots WHERE slot_name = %s", [slot]
+        ).fetchone()
+    assert active == (True,)
+
+    def received() -> tuple[object, ...] | None:
+        with dbconn.admin_connection(replica) as conn:
+            return conn.execute("SELECT status, received_tli FROM pg_stat_wal_receiver").fetchone()
+
+    assert received() == ("streaming", timeline[0] if timeline else None)
+
+
+@pytest.mark.integration
+def test_a_replica_keeps_streaming_from_the_new_primary_and_its_slot_goes_with_it(source: Cluster) -> None:
+    source = fresh(source)
+    with connect_as_client(source, autocommit=True) as conn:
+        conn.execute("CREATE TABLE items (id int PRIMARY KEY)")
+        conn.execute("INSERT INTO items VALUES (1)")
+    replica = replicas.add_replica(source, name="db-ha-replica")
+    slot = replication.slot_name(replica)
+    try:
+        # It streams through the cluster's port, not one member's, with a permanent slot that
+        # Patroni keeps on every member.
+        assert f"port='{source.port}'" in replication.conninfo(replica)
+        assert source.port not in set(source.members.values_list("port", flat=True))
+        assert _declared_soon(source, lambda slots: slots == {slot: {"type": "physical"}})
+        every_member = sorted(source.members.values_list("name", flat=True))
+        assert len(every_member) == 2
+        assert wait_for(lambda: replication.members_with_slot(source, slot) == every_member, 20, interval=0.5)
+        assert wait_for(lambda: _has_row(replica, 1), 10, interval=0.2)
+        # A slot no longer declared (etcd's data lost) is declared again by the reconciler.
+        status, _text = patroni.rest(
+            "PATCH", source.members.first().rest_port, "/config", patroni_lib.permanent_slots(remove=[slot])
+        )
+        assert status == 200 and _declared_soon(source, lambda slots: slot not in slots)
+        assert replication.keep_slots_declared(source) == [
+            f"{source.name}: replica slots declared {[slot]}, removed []"
+        ]
+        assert _declared_soon(source, lambda slots: slots == {slot: {"type": "physical"}})
+        assert replication.keep_slots_declared(source) == []
+        assert wait_for(lambda: replication.members_with_slot(source, slot) == every_member, 20, interval=0.5)
+        with connect_as_client(replica) as conn, pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+            conn.execute("INSERT INTO items VALUES (99)")
+
+        # A switchover: the replica follows the new primary, the same postmaster (no rebuild).
+        postmaster = postgres.postmaster_pid(replica.pgdata)
+        old = source.members.get(role=MemberRole.PRIMARY)
+        new_name = members.switchover(source)
+        assert new_name != old.name
+        assert wait_for(lambda: _write(fresh(source), 2), 30, interval=0.5)
+        assert wait_for(lambda: _has_row(replica, 2), 60, interval=0.2)
+        _streams_through_its_slot_on(source, new_name, replica, slot)
+        (row,) = replicas.list_replicas(fresh(source))
+        assert row.replica.pk == replica.pk and row.state == "streaming"
+
+        # A crash: the primary's postmaster killed, Patroni fails over, the replica follows again.
+        assert ha.wait_healthy(source, RECOVERY_TIMEOUT)
+        crashed = source.members.get(name=new_name)
+        pid = postgres.postmaster_pid(Path(crashed.data_dir))
+        assert pid is not None
+        patroni.kill_postmaster(pid)
+        assert wait_for(lambda: _other_primary(source, new_name) is not None, RECOVERY_TIMEOUT, interval=0.2)
+        took_over = _other_primary(source, new_name)
+        assert took_over is not None
+        ha.refresh_members(source)
+        assert wait_for(lambda: _write(fresh(source), 3), 30, interval=0.5)
+        assert wait_for(lambda: _has_row(replica, 3), 60, interval=0.2)
+        _streams_through_its_slot_on(source, took_over, replica, slot)
+        assert postgres.postmaster_pid(replica.pgdata) == postmaster
+
+        # Deleting it removes the permanent slot from Patroni's configuration and every member.
+        replicas.delete_replica(fresh(replica), foreground=True)
+        assert _declared_soon(source, lambda slots: slot not in slots)
+        assert ha.wait_healthy(source, RECOVERY_TIMEOUT)  # the crashed member answers again too
+        assert wait_for(lambda: replication.members_with_slot(source, slot) == [], 20, interval=0.5)
+        every_answers = [s.name for s in ha.read_statuses(source) if s.state in ha.HEALTHY_STATES]
+        assert sorted(every_answers) == every_member
+    finally:
+        if Cluster.objects.filter(pk=replica.pk).exists():
+            replicas.delete_replica(fresh(replica), foreground=True)
+
+
+@pytest.mark.integration
+def test_bad_input_is_refused_with_nothing_made(source: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = fresh(source)
+    before = Cluster.objects.count()
+    declared = replication.declared_slots(source)
+    with pytest.raises(ServiceError) as small:
+        replicas.create_replica(source, name="db-ha-small", plan_slug="db-s-1vcpu-1gb", enqueue=False)
+    assert small.value.code == "replica.plan_too_small" and small.value.field == "plan"
+    with pytest.raises(ServiceError) as taken:
+        replicas.create_replica(source, name="db-ha-source", enqueue=False)
+    assert taken.value.code == "cluster.name_taken"
+    with pytest.raises(ServiceError) as not_replica:
+        replicas.promote_replica(source)
+    assert not_replica.value.code == "replica.not_a_replica"
+    # A replica's slot left declared (deleted while no Patroni answered) is removed by the
+    # reconciler; a permanent slot that is not a replica's is left alone.
+    gone, other = f"{replication.SLOT_PREFIX}{'0' * 32}", "someone_elses_slot"
+    status, _text = patroni.rest(
+        "PATCH",
+        source.members.first().rest_port,
+        "/config",
+        patroni_lib.permanent_slots(declare=[gone, other]),
+    )
+    assert status == 200
+    try:
+        assert _declared_soon(source, lambda slots: gone in slots and other in slots)
+        assert replication.keep_slots_declared(source) == [
+            f"{source.name}: replica slots declared [], removed {[gone]}"
+        ]
+        assert _declared_soon(source, lambda slots: gone not in slots and other in slots)
+    finally:
+        patroni.rest(
+            "PATCH", source.members.first().rest_port, "/config", patroni_lib.permanent_slots(remove=[other])
+        )
+    assert _declared_soon(source, lambda slots: slots == declared)
+
+    # Its standby takes a WAL sender and a slot too: one replica fewer than a one-member cluster.
+    assert replicas.max_replicas(source) == replicas.MAX_REPLICAS - 1
+    monkeypatch.setattr(replicas, "MAX_REPLICAS", 1)
+    with pytest.raises(ServiceError) as too_many:
+        replicas.create_replica(source, name="db-ha-one-more", enqueue=False)
+    assert too_many.value.code == "replica.too_many" and too_many.value.params == {"count": 0}
+    assert Cluster.objects.count() == before
+    assert replication.declared_slots(source) == declared
