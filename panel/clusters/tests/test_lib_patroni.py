@@ -5,7 +5,9 @@ callback's repointing of pgbouncer.ini."""
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
+import time
 
 from panel.clusters.engine.patroni_callback import repoint
 from panel.clusters.lib import patroni
@@ -114,6 +116,8 @@ def test_patroni_runs_with_a_100_ms_stop_poll(monkeypatch):
     import patroni.__main__
     import patroni.postgresql
 
+    ha = importlib.import_module("patroni.ha")
+
     from panel.clusters.engine import patroni_run
 
     seen = []
@@ -122,8 +126,76 @@ def test_patroni_runs_with_a_100_ms_stop_poll(monkeypatch):
         patroni.__main__, "main", lambda: seen.append(patroni.postgresql.STOP_POLLING_INTERVAL)
     )
     monkeypatch.setattr("sys.argv", ["patroni_run.py", "/data/ha/member-1.json"])
+    monkeypatch.setattr(ha, "time", time)  # restored after the test
     patroni_run.main()
     assert seen == [0.1]
+    assert isinstance(ha.time, patroni_run.DemoteClock)
+
+
+def test_patroni_still_sleeps_a_second_before_asking_whether_a_standby_can_take_over():
+    # What DemoteClock replaces, as Patroni 4.1.5 writes it: an upgrade that changes it must fail here.
+    import inspect
+
+    import patroni.postgresql  # noqa: F401 - before patroni.ha, or its imports circle
+
+    source = inspect.getsource(importlib.import_module("patroni.ha").Ha.demote)
+    shutdown = source[source.index("def on_shutdown(checkpoint_location") :]
+    sleep_at = shutdown.index("time.sleep(1)")
+    assert shutdown.index("self.is_failover_possible(cluster_lsn=checkpoint_location)") > sleep_at
+
+
+def test_the_demote_wait_ends_as_soon_as_a_standby_can_take_over():
+    from panel.clusters.engine.patroni_run import DemoteClock
+
+    class Ha:
+        def __init__(self):
+            self.asked: list[int] = []
+
+        def is_failover_possible(self, *, cluster_lsn):
+            self.asked.append(cluster_lsn)
+            return len(self.asked) == 3
+
+        def demote(self):  # Patroni's shape: on_shutdown sees ``self`` from the method around it
+            def on_shutdown(checkpoint_location, prev_location):
+                DemoteClock().sleep(1)
+                return self.asked
+
+            return on_shutdown
+
+    assert Ha().demote()(0x3000060, 0x3000028) == [0x3000060] * 3
+
+
+def test_other_sleeps_and_a_standby_that_never_catches_up_keep_patronis_wait():
+    from panel.clusters.engine.patroni_run import DemoteClock
+
+    class Ha:
+        asked = 0
+
+        def is_failover_possible(self, *, cluster_lsn):
+            Ha.asked += 1
+            return False
+
+        def demote(self):
+            def on_shutdown(checkpoint_location, prev_location):
+                started = time.monotonic()
+                DemoteClock().sleep(1)
+                return self.asked, time.monotonic() - started
+
+            return on_shutdown
+
+    asked, waited = Ha().demote()(1, 0)
+    assert waited >= 1  # the whole second, asked many times meanwhile
+    assert asked > 3
+
+    def demote():
+        started = time.monotonic()
+        DemoteClock().sleep(0.2)
+        return time.monotonic() - started
+
+    asked = Ha.asked
+    assert demote() >= 0.2
+    assert Ha.asked == asked  # a sleep anywhere else is Patroni's own
+    assert DemoteClock().monotonic is time.monotonic
 
 
 def test_members_hold_their_stop_for_a_switchover_only_when_told():
