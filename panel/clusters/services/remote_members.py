@@ -70,6 +70,13 @@ def stop(member: ClusterMember) -> None:
     _ask(f"{__name__}.stop_here", member, timeout=STOP_TIMEOUT)
 
 
+def retire(member: ClusterMember) -> None:
+    """One standby on another node gone for good (``resize --num-nodes``): stopped, its data
+    directory, files and cgroup removed there; the cluster's user and files stay while another of
+    its members lives on that node."""
+    _ask(f"{__name__}.retire_here", member, timeout=STOP_TIMEOUT)
+
+
 def remove(member: ClusterMember) -> None:
     """A cluster being deleted: its member on another node killed and its files removed there. A
     node that does not answer keeps them (said in the log): nothing else waits for it."""
@@ -140,13 +147,32 @@ def stop_here(member: ClusterMember) -> None:
 def remove_here(member: ClusterMember) -> None:
     cluster = member.cluster
     patroni.kill_member(ha_files.member_config_path(cluster, member), postgres.postmaster_pid(member.pgdata))
-    isolation.kill_leftover_processes(cluster)
     isolation.remove_member_cgroup(cluster, member.name)
+    _remove_cluster_here(member)
+
+
+def _remove_cluster_here(member: ClusterMember) -> None:
+    """The cluster's user, processes and files on this node (no member of it left here)."""
+    cluster = member.cluster
+    isolation.kill_leftover_processes(cluster)
     postgres.remove_data(cluster.data_root)
     try:
         isolation.remove_cluster_user(cluster)
     except runas.EngineError as exc:
         log.warning("member %s: %s", member, exc)
+
+
+@on_node(timeout=STOP_TIMEOUT)
+def retire_here(member: ClusterMember) -> None:
+    cluster = member.cluster
+    config = ha_files.member_config_path(cluster, member)
+    patroni.kill_member(config, postgres.postmaster_pid(member.pgdata))
+    isolation.remove_member_cgroup(cluster, member.name)
+    postgres.remove_data(member.pgdata)
+    config.unlink(missing_ok=True)
+    others = ClusterMember.objects.filter(cluster=cluster, node=member.node).exclude(pk=member.pk)
+    if not others.exists():
+        _remove_cluster_here(member)
 
 
 def supervise_here() -> list[str]:
