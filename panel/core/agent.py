@@ -195,15 +195,21 @@ def decode(value: Any) -> Any:
 # --- the web's side --------------------------------------------------------------------------------
 
 
-def send(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], *, timeout: float) -> Any:
+def send(
+    name: str, args: tuple[Any, ...], kwargs: dict[str, Any], *, timeout: float, queue: str | None = None
+) -> Any:
     """Run the marked function ``name`` in the node agent and return its answer (or raise its
     ServiceError). An agent that does not answer within ``timeout`` is a ServiceError; the
-    message expires then, so an agent that comes back later does not act on it."""
+    message expires then, so an agent that comes back later does not act on it. ``queue``: the
+    agent of another node than the arguments' cluster's (a member of it on that node)."""
     from celery.exceptions import TimeoutError as CeleryTimeout
 
     message = {"args": encode(list(args)), "kwargs": encode(kwargs)}
     about = _on_a_node([*args, *kwargs.values()])
-    queue = about.agent_queue if about is not None else node_queue()
+    if queue is not None:
+        about = None
+    else:
+        queue = about.agent_queue if about is not None else node_queue()
     silent = getattr(about, "agent_silent", None)
     if callable(silent) and silent():
         # Its heartbeats stopped: say so now rather than after the whole timeout.

@@ -62,16 +62,33 @@ def bench_cluster(name: str, scale: int, plan: str = "db-s-1vcpu-1gb") -> Iterat
             shutil.rmtree(data_dir, ignore_errors=True)
 
 
-def by_hand(bench: BenchCluster, options: Any, target: Any = None) -> float:
-    """The same pgbench run as the runner builds it, as a plain subprocess outside every cgroup of
-    the panel (as on a user's own machine): its TPS. ``target``: a ResolvedTarget (default: direct)."""
+def hand_command(bench: BenchCluster, options: Any, target: Any = None) -> tuple[list[str], dict[str, str]]:
+    """The pgbench command a user would type from the cluster's (or the pool's) Connection details:
+    the advertised host and port and the same sslmode (TLS over TCP, as the panel's runs), the same
+    options as the runner builds them. ``target``: a ResolvedTarget (default: direct)."""
     from benchmarks.engine import runner
-    from benchmarks.lib.pgbench_command import build_env, build_run_args
-    from benchmarks.lib.pgbench_output import parse_summary
+    from benchmarks.lib.pgbench_command import ConnectionTarget, build_env, build_run_args
+    from panel.clusters.services.overview import connection_details
+    from panel.pools.services.figures import pool_connection_details
 
     target = target or bench.target
-    command = build_run_args(runner.pgbench_path(bench.cluster.version), target.connection, options)
-    env = build_env(target.password, "require", base=runner.base_env())
+    if target.pool is not None:
+        details = pool_connection_details(target.pool, target.connection.user)
+    else:
+        details = connection_details(
+            bench.cluster, user=target.connection.user, database=target.connection.dbname
+        )
+    where = ConnectionTarget(details.host, details.port, details.user, details.database, details.sslmode)
+    command = build_run_args(runner.pgbench_path(bench.cluster.version), where, options)
+    return command, build_env(details.password, details.sslmode, base=runner.base_env())
+
+
+def by_hand(bench: BenchCluster, options: Any, target: Any = None) -> float:
+    """The same pgbench run as a plain subprocess outside every cgroup of the panel (in the
+    script's own group, as on a user's own machine), from the connection details: its TPS."""
+    from benchmarks.lib.pgbench_output import parse_summary
+
+    command, env = hand_command(bench, options, target)
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=options.duration_s + 60)
     summary = parse_summary(done.stdout)
     if done.returncode != 0 or summary is None or summary.tps is None:

@@ -3,32 +3,43 @@
 
 Provisions a db-s-2vcpu-4gb cluster (test settings: private data directory and ports; 97
 connections for pools), initialises pgbench at ``--scale`` (the tutorial's 150 by default), makes
-the transaction pool ``test-pool`` of 97, then, ``--pairs`` times, alternating which goes first:
+the transaction pool ``test-pool`` of 97, then for each of the story's runs:
 
-  - 50 clients directly to the server: through the panel, and by hand;
-  - 150 clients through test-pool: through the panel, and by hand.
+  - 50 clients directly to the server;
+  - 150 clients through test-pool;
 
-"By hand" is pgbench run as a subprocess outside every cgroup of the panel, as on a user's own
-machine; the panel's runs execute with ``services.execute_run`` (the client in the node's clients'
-cgroup). Prints each run's TPS, the panel client's CPU and the median ratios. The machine may be
-shared: the load (``uptime``) is printed before and after.
+a short warm-up each way (not counted), then ``--pairs`` pairs, the order alternating pair by pair.
+"By hand" is pgbench as a subprocess of this script from the cluster's (or the pool's) Connection
+details (advertised host and port, sslmode require), outside every cgroup of the panel, as on a
+user's own machine; the panel's runs execute with ``services.execute_run`` (the client in the
+node's clients' cgroup). Both sides get the same pgbench options (no percentiles). Prints each
+pair's TPS side by side, the panel client's CPU, the load average at each pair, and one summary
+line per run: "ratio panel/hand median X (pairs: ...)".
 
-    .venv/bin/python scripts/perf/story.py [--scale 150] [--duration 30] [--pairs 3]
+    .venv/bin/python scripts/perf/story.py [--scale 150] [--duration 20] [--pairs 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from _bench_setup import BenchCluster, bench_cluster, by_hand
+from _pairs import Pairs, format_load, load_average, run_pairs
+
+WARM_UP_S = 10
 
 
-def uptime() -> str:
-    return subprocess.run(["uptime"], capture_output=True, text=True, timeout=5).stdout.strip()
+def warm_up(run: Callable[[Any], float], options: Any) -> str:
+    """One run not counted; on a loaded machine 150 TLS connections may outlast it (no figure)."""
+    try:
+        return f"{run(options):8.1f} tps"
+    except SystemExit as exc:
+        return f"no figure ({str(exc.code).strip().splitlines()[-1][:80]})"
 
 
 def main() -> None:
@@ -36,13 +47,13 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--scale", type=int, default=150)
-    parser.add_argument("--duration", type=int, default=30)
+    parser.add_argument("--duration", type=int, default=20)
     parser.add_argument("--pairs", type=int, default=3)
     args = parser.parse_args()
-    print("load before:", uptime())
+    print("before:", format_load(load_average()))
     with bench_cluster("db-story", args.scale, plan="db-s-2vcpu-4gb") as bench:
         measure(args, bench)
-    print("load after:", uptime())
+    print("after:", format_load(load_average()))
 
 
 def through_panel(cluster: Any, name: str, options: Any, pool: Any) -> tuple[float, float | None]:
@@ -73,37 +84,58 @@ def measure(args: argparse.Namespace, bench: BenchCluster) -> None:
             pooled,
         ),
     }
-    figures: dict[str, list[tuple[float, float, float | None]]] = {name: [] for name in cases}
-    for pair in range(args.pairs):
-        for name, (options, target_pool, target) in cases.items():
+    results: list[tuple[Pairs, list[float]]] = []
+    for name, (options, target_pool, target) in cases.items():
+        cores: list[float] = []
+
+        def hand(options: Any = options, target_pool: Any = target_pool, target: Any = target) -> float:
             if target_pool is None:
                 # As the panel does before a direct run: the pool's idle server connections (kept
                 # for server_idle_timeout after the pooled run) would take the direct run's slots.
                 pools.release_idle_servers(cluster)
-            if pair % 2 == 0:
-                hand = by_hand(bench, options, target)
-                tps, cores = through_panel(cluster, name, options, target_pool)
-            else:
-                tps, cores = through_panel(cluster, name, options, target_pool)
-                if target_pool is None:
-                    pools.release_idle_servers(cluster)
-                hand = by_hand(bench, options, target)
-            figures[name].append((hand, tps, cores))
-            shown = f"{cores:.2f}" if cores is not None else "?"
+            return by_hand(bench, options, target)
+
+        def panel(
+            options: Any = options,
+            target_pool: Any = target_pool,
+            name: str = name,
+            cores: list[float] = cores,
+        ) -> float:
+            tps, used = through_panel(cluster, name, options, target_pool)
+            if used is not None:
+                cores.append(used)
+            return tps
+
+        warm = replace(options, duration_s=WARM_UP_S)
+        print(
+            f"  {name:24} warm-up ({WARM_UP_S} s, not counted): by hand {warm_up(hand, warm)}"
+            f"   panel {warm_up(panel, warm)}"
+        )
+        cores.clear()
+
+        def report(
+            index: int, by_hand_tps: float, panel_tps: float, name: str = name, cores: list[float] = cores
+        ) -> None:
+            shown = f"{cores[-1]:.2f}" if cores else "?"
             print(
-                f"  {name:24} pair {pair + 1}: by hand {hand:8.1f} tps   panel {tps:8.1f} tps"
-                f"   ratio {tps / hand:.3f}   panel client CPU {shown} cores"
+                f"  {name:24} pair {index + 1}: by hand {by_hand_tps:8.1f} tps   panel {panel_tps:8.1f} tps"
+                f"   ratio {panel_tps / by_hand_tps:.3f}   panel client CPU {shown} cores"
+                f"   {format_load(load_average())}"
             )
+
+        pairs = run_pairs(Pairs(name), args.pairs, hand, panel, report=report)
+        results.append((pairs, cores))
     print()
     print(f"{'medians':24}{'by hand tps':>14}{'panel tps':>12}{'ratio':>9}{'client CPU':>12}")
-    for name, rows in figures.items():
-        cores = [c for _h, _p, c in rows if c is not None]
+    for pairs, cores in results:
+        hand_tps, panel_tps = pairs.medians()
         print(
-            f"{name:24}{statistics.median(h for h, _p, _c in rows):14.1f}"
-            f"{statistics.median(p for _h, p, _c in rows):12.1f}"
-            f"{statistics.median(p / h for h, p, _c in rows):9.3f}"
+            f"{pairs.label:24}{hand_tps:14.1f}{panel_tps:12.1f}{pairs.median_ratio or 0:9.3f}"
             f"{(statistics.median(cores) if cores else float('nan')):12.2f}"
         )
+    print()
+    for pairs, _cores in results:
+        print(pairs.summary_line())
 
 
 if __name__ == "__main__":

@@ -1,28 +1,25 @@
 #!/usr/bin/env python3
-"""What watching a run costs the run (issue 11, item 12), measured side by side (not a timed test).
+"""What watching a run costs the run (issues 11 and 30), measured side by side (not a timed test).
 
-Provisions a throw-away cluster (test settings: private data directory and ports), initialises
-pgbench's tables, starts the panel's web server (``manage.py runserver``, a process of its own as
-in production) and a headless Chromium (Debian's /usr/bin/chromium via Playwright, never a
-downloaded browser), then alternates N pairs of:
+Provisions a throw-away db-s-1vcpu-1gb cluster (test settings: private data directory and ports),
+initialises pgbench's tables, starts the panel's web server (``manage.py runserver``, a process of
+its own as in production) and a headless Chromium (Debian's /usr/bin/chromium via Playwright, never
+a downloaded browser), then runs rounds of three, the order rotating round by round:
 
-  (a) the same pgbench run by hand (subprocess, as the runner builds it), and
-  (b) a run launched through the panel's service (``services.execute_run``) while the browser has
-      its run page open, polling, for the whole run.
+  hand     the same pgbench run by hand: a subprocess of this script from the cluster's Connection
+           details (advertised host and port, sslmode require), outside every cgroup of the panel;
+  watched  a run through the panel's service (``services.execute_run``) with its run page open in
+           the browser, polling, for the whole run;
+  closed   the same with the page closed (the tab on about:blank): what the panel's runner costs.
 
-The browser keeps one tab open throughout, as a user keeps the panel open: during (a) it shows
-the previous run's finished page (no polling), and (b) navigates it to the new run's page.
-``--unwatched`` leaves the tab where it is during (b) too: the floor, what the panel's runner
-alone costs.
+One tab stays open throughout, as a user keeps the panel open (a tab opened per run would charge
+the run a renderer's start-up). One warm-up round first (not counted), then ``--pairs`` rounds
+without percentiles and as many with them (the transaction log read live). Prints each round's TPS,
+the page's cost while it watched (requests and bytes per second, the web server's and the browser's
+CPU per second of run), the load average at each round, and the summaries: "ratio panel/hand
+median X (pairs: ...)" for watched and for closed, target ≥ 0.95.
 
-Five pairs without percentiles, then five with them (the transaction log read live). "By hand" is
-pgbench outside every cgroup of the panel, as on a user's own machine; the panel's client runs in
-the node's clients' cgroup. Prints each pair's TPS, the panel client's CPU use, the median ratio
-watched/hand for each half (target ≥ 0.95), and what the page cost while it watched:
-requests per second, bytes per second, and the web server's CPU seconds per second of run.
-The machine may be shared: the load (``uptime``) is printed before and after.
-
-    .venv/bin/python scripts/perf/watched_run.py [--clients 10] [--duration 20] [--scale 10] [--pairs 5]
+    .venv/bin/python scripts/perf/watched_run.py [--clients 10] [--duration 8] [--scale 10] [--pairs 5]
 """
 
 from __future__ import annotations
@@ -32,14 +29,15 @@ import contextlib
 import os
 import socket
 import statistics
-import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from _bench_setup import BenchCluster, bench_cluster, start_web_server
 from _bench_setup import by_hand as hand_run
+from _pairs import format_load, load_average, pairs_of, run_rounds
 
 CHROMIUM = "/usr/bin/chromium"
 
@@ -84,30 +82,24 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def uptime() -> str:
-    return subprocess.run(["uptime"], capture_output=True, text=True, timeout=5).stdout.strip()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--clients", type=int, default=10)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--duration", type=int, default=20)
+    parser.add_argument("--duration", type=int, default=8)
     parser.add_argument("--scale", type=int, default=10)
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument(
         "--reduced-motion", action="store_true", help="the browser prefers reduced motion (no animated bar)"
     )
-    parser.add_argument(
-        "--unwatched", action="store_true", help="the tab stays where it was (no run page): the floor"
-    )
     args = parser.parse_args()
 
-    print("load before:", uptime())
+    print("before:", format_load(load_average()))
     with bench_cluster("db-watch", args.scale) as bench:
         measure(args, bench)
+    print("after:", format_load(load_average()))
 
 
 def measure(args: argparse.Namespace, bench: BenchCluster) -> None:
@@ -162,12 +154,14 @@ def measure(args: argparse.Namespace, bench: BenchCluster) -> None:
 
             client_cores: list[float] = []
 
-            def watched(percentiles: bool) -> float:
+            def through_panel(percentiles: bool, watch: bool) -> float:
                 run = services.launch_run(cluster, options=options, percentiles=percentiles, enqueue=False)
                 url = reverse("benchmarks:run-detail", kwargs={"cluster_id": cluster.pk, "run_id": run.pk})
-                if not args.unwatched:
+                if watch:
                     page.goto(base + url)
                     page.wait_for_selector("#bench-run-live")
+                else:
+                    page.goto("about:blank")
                 since = page.evaluate("performance.now()")  # the page itself is not the polling
                 cpu_before = cpu_seconds(server.pid)
                 browser_pids = [pid for pid in descendants(os.getpid()) if pid != server.pid]
@@ -191,15 +185,16 @@ def measure(args: argparse.Namespace, bench: BenchCluster) -> None:
                 seconds = time.monotonic() - started
                 server_cpu = cpu_seconds(server.pid) - cpu_before
                 browser_cpu = tree_cpu_seconds(browser_pids) - browser_before
-                polls = [int(size) for size in page.evaluate(polls_js, since)] if not args.unwatched else []
-                costs.append(
-                    {
-                        "requests_per_s": len(polls) / seconds,
-                        "bytes_per_s": sum(polls) / seconds,
-                        "server_cpu_per_s": server_cpu / seconds,
-                        "browser_cpu_per_s": browser_cpu / seconds,
-                    }
-                )
+                if watch:
+                    polls = [int(size) for size in page.evaluate(polls_js, since)]
+                    costs.append(
+                        {
+                            "requests_per_s": len(polls) / seconds,
+                            "bytes_per_s": sum(polls) / seconds,
+                            "server_cpu_per_s": server_cpu / seconds,
+                            "browser_cpu_per_s": browser_cpu / seconds,
+                        }
+                    )
                 done = outcome.get("run")
                 if done is None or done.status != "succeeded" or done.tps is None:
                     sys.exit(f"panel run failed: {getattr(done, 'error_message', '?')}")
@@ -207,37 +202,37 @@ def measure(args: argparse.Namespace, bench: BenchCluster) -> None:
                     client_cores.append(done.client_cores)
                 return float(done.tps)
 
-            ratios: dict[bool, list[float]] = {False: [], True: []}
+            def sides(percentiles: bool) -> dict[str, Callable[[], float]]:
+                return {
+                    "hand": by_hand,
+                    "watched": lambda: through_panel(percentiles, watch=True),
+                    "closed": lambda: through_panel(percentiles, watch=False),
+                }
+
+            warm = {name: run() for name, run in sides(False).items()}
+            print("  warm-up (not counted): " + "   ".join(f"{n} {v:8.1f} tps" for n, v in warm.items()))
+            costs.clear()
+            summaries = []
             for percentiles in (False, True):
                 label = "with percentiles" if percentiles else "without percentiles"
-                for pair in range(args.pairs):
-                    # Alternate which goes first so a warming cache or a drifting machine favours neither.
-                    if pair % 2 == 0:
-                        hand = by_hand()
-                        panel = watched(percentiles)
-                    else:
-                        panel = watched(percentiles)
-                        hand = by_hand()
-                    ratios[percentiles].append(panel / hand)
+
+                def report(index: int, got: dict[str, float], label: str = label) -> None:
                     cost = costs[-1]
-                    cores = f"{client_cores[-1]:.2f}" if client_cores else "?"
                     print(
-                        f"  {label} pair {pair + 1}: by hand {hand:8.1f} tps   watched {panel:8.1f} tps"
-                        f"   ratio {panel / hand:.3f}   client CPU {cores} cores"
+                        f"  {label} round {index + 1}: by hand {got['hand']:8.1f} tps"
+                        f"   watched {got['watched']:8.1f} ({got['watched'] / got['hand']:.3f})"
+                        f"   closed {got['closed']:8.1f} ({got['closed'] / got['hand']:.3f})"
                         f"   page: {cost['requests_per_s']:.2f} req/s, {cost['bytes_per_s']:.0f} B/s,"
                         f" server CPU {cost['server_cpu_per_s'] * 1000:.1f} ms/s,"
-                        f" browser CPU {cost['browser_cpu_per_s'] * 1000:.0f} ms/s"
+                        f" browser CPU {cost['browser_cpu_per_s'] * 1000:.0f} ms/s   {format_load(load_average())}"
                     )
+
+                figures = run_rounds(args.pairs, sides(percentiles), report=report)
+                for side in ("watched", "closed"):
+                    summaries.append(pairs_of(f"{side} {label}", figures["hand"], figures[side]))
             browser.close()
 
         print()
-        for percentiles in (False, True):
-            found = ratios[percentiles]
-            label = "with percentiles" if percentiles else "without percentiles"
-            print(
-                f"watched/hand TPS {label}, median of {len(found)} pairs: {statistics.median(found):.3f}"
-                f" (target ≥ 0.95); pairs from {min(found):.3f} to {max(found):.3f}"
-            )
         print(f"panel client CPU: median {statistics.median(client_cores):.2f} cores")
         print(
             "page cost while watching (median): "
@@ -246,7 +241,9 @@ def measure(args: argparse.Namespace, bench: BenchCluster) -> None:
             f"server CPU {statistics.median(c['server_cpu_per_s'] for c in costs) * 1000:.1f} ms per s, "
             f"browser CPU {statistics.median(c['browser_cpu_per_s'] for c in costs) * 1000:.0f} ms per s"
         )
-        print("load after:", uptime())
+        print()
+        for pairs in summaries:
+            print(pairs.summary_line())
     finally:
         server.terminate()
         server.wait(timeout=10)

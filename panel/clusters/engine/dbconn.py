@@ -153,7 +153,7 @@ def admin_connection(
                 "use monitor_connection() to read there."
             )
         params = {
-            "host": str(cluster.socket_dir),
+            "host": str(cluster.socket_dir) if port else cluster.server_host,
             "port": port or cluster.server_port,
             "user": settings.PANEL_SUPERUSER,
             "password": cluster.superuser_password,
@@ -204,7 +204,7 @@ def statements_template_connection(cluster: Cluster) -> Iterator[psycopg.Connect
     if not cluster.is_local:
         raise TenantDatabaseRefused("only a cluster provisioned here has the panel's template database")
     params = {
-        "host": str(cluster.socket_dir),
+        "host": cluster.server_host,
         "port": cluster.server_port,
         "user": settings.PANEL_SUPERUSER,
         "password": cluster.superuser_password,
@@ -240,7 +240,7 @@ def monitor_connection(cluster: Cluster, dbname: str | None = None) -> Iterator[
                 f"the monitoring role {settings.PANEL_MONITOR_ROLE} is not set up yet on this cluster"
             )
         params = {
-            "host": str(cluster.socket_dir),
+            "host": cluster.server_host,
             "port": cluster.server_port,
             "user": settings.PANEL_MONITOR_ROLE,
             "password": cluster.monitor_password,

@@ -21,7 +21,7 @@ from django.conf import settings
 
 from panel.clusters.engine import cgroups, dbconn, postgres
 from panel.clusters.lib.pgconf import ident_token_ok, render_hba, render_ident
-from panel.clusters.models import Cluster
+from panel.clusters.models import MAX_NUM_NODES, Cluster
 from panel.core import osusers, runas
 from panel.core.polling import wait_for
 from panel.core.runas import EngineError, OsUser
@@ -183,19 +183,45 @@ def refresh_server_auth(cluster: Cluster) -> bool:
     return True
 
 
+def _plan_limits(cluster: Cluster) -> cgroups.Limits | None:
+    plan = cluster.plan
+    return cgroups.Limits(plan.ram_gb * 1024**3, float(plan.vcpus)) if plan is not None else None
+
+
 def server_cgroup(cluster: Cluster) -> list[Path]:
     """The ``cgroup.procs`` files of the cluster's cgroup, made or updated with its plan's RAM as
     the memory limit and its vCPUs as the CPU quota (panel/clusters/engine/cgroups.py); none for a
     cluster without a plan, or where cgroups cannot be written (said once in the log)."""
-    plan = cluster.plan
-    if plan is None:
-        return []
-    group = cgroups.ensure(str(cluster.pk), cgroups.Limits(plan.ram_gb * 1024**3, float(plan.vcpus)))
+    limits = _plan_limits(cluster)
+    group = cgroups.ensure(str(cluster.pk), limits) if limits is not None else None
     return group.procs_files if group is not None else []
 
 
+def member_cgroup_name(cluster: Cluster, member: str) -> str:
+    return f"{cluster.pk}-{member}"
+
+
+def member_cgroup(cluster: Cluster, member: str) -> list[Path]:
+    """A member's own cgroup (its Patroni and PostgreSQL) with the plan's limits: the plan
+    applies to each member of a cluster with standbys, as on the managed service, whether the
+    members share a node or not. Made or updated; none as ``server_cgroup``."""
+    limits = _plan_limits(cluster)
+    group = cgroups.ensure(member_cgroup_name(cluster, member), limits) if limits is not None else None
+    return group.procs_files if group is not None else []
+
+
+def remove_member_cgroup(cluster: Cluster, member: str) -> None:
+    cgroups.remove(member_cgroup_name(cluster, member))
+
+
 def remove_server_cgroup(cluster: Cluster) -> None:
+    """The cluster's group and its members' (those on this node: the others are gone already or
+    their node's to remove)."""
     cgroups.remove(str(cluster.pk))
+    names = {f"member-{index}" for index in range(1, MAX_NUM_NODES + 1)}
+    names.update(cluster.members.values_list("name", flat=True))
+    for name in sorted(names):
+        remove_member_cgroup(cluster, name)
 
 
 def place_in_server_cgroup(cluster: Cluster, postmaster: int) -> bool:

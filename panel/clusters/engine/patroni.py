@@ -16,27 +16,35 @@ import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import psutil
 
+from panel.clusters.lib import firewall
+from panel.clusters.lib import patroni as patroni_lib
 from panel.core.polling import wait_for
-from panel.core.runas import EngineError, OsUser, run_as, spawn_in
+from panel.core.runas import EngineError, OsUser, run_as, spawn_in, write_private_file
 
 log = logging.getLogger(__name__)
 
 ETCD = "/usr/bin/etcd"
 HAPROXY = "/usr/sbin/haproxy"
 SETSID = "/usr/bin/setsid"
+SS = "/usr/bin/ss"
 REST_TIMEOUT = 3.0
 MISSING = (
     "High availability needs etcd and HAProxy: install the etcd-server and haproxy packages "
     "(scripts/bootstrap.sh does)."
 )
+
+
+# Patroni with a finer stop poll (a switchover's pause); patroni_program() is what it runs.
+PATRONI_RUN = Path(__file__).with_name("patroni_run.py")
 
 
 def patroni_program() -> Path:
@@ -177,7 +185,8 @@ def start_member(
     if member_pid(config) is not None:
         return
     env = {"PGBACKREST_PG1_PATH": data_dir} if data_dir else None
-    _detach(user, [sys.executable, str(patroni_program()), str(config)], log_file, join=join, env=env)
+    argv = [sys.executable, "-I", str(PATRONI_RUN), str(config)]
+    _detach(user, argv, log_file, join=join, env=env)
 
 
 def stop_member(config: Path, *, timeout: float = 60) -> None:
@@ -216,27 +225,115 @@ def start_haproxy(config: Path, pidfile: Path, user: OsUser, join: Sequence[Path
     """HAProxy in the background (``-D``) once its configuration checks (``-c``)."""
     if haproxy_pid(config) is not None:
         return
-    check = run_as(user, [HAPROXY, "-c", "-q", "-f", str(config)], timeout=timeout)
-    if check.returncode != 0:
-        raise EngineError(f"HAProxy refused its configuration: {(check.stderr or check.stdout).strip()}")
+    check_haproxy(config, user, timeout=timeout)
     result = run_as(user, [HAPROXY, "-D", "-f", str(config), "-p", str(pidfile)], timeout=timeout, join=join)
     if result.returncode != 0:
         raise EngineError(f"HAProxy did not start: {(result.stderr or result.stdout).strip()}")
+
+
+def write_haproxy(config: Path, text: str, sources: Sequence[str], user: OsUser) -> None:
+    """HAProxy's configuration and, beside it, the trusted sources as its pattern file (``src -f``),
+    each written atomically (the running HAProxy reads them again only when reloaded, after
+    ``check_haproxy``)."""
+    sources_file = config.with_name(patroni_lib.HAPROXY_SOURCES)
+    write_private_file(sources_file, firewall.render_haproxy_sources(sources), owner=user)
+    write_private_file(config, text, owner=user)
+
+
+def check_haproxy(config: Path, user: OsUser, *, timeout: float) -> None:
+    """``haproxy -c``: the configuration and the files it reads (the trusted sources) as they are
+    on disk now, as the user HAProxy runs as."""
+    check = run_as(user, [HAPROXY, "-c", "-q", "-f", str(config)], timeout=timeout)
+    if check.returncode != 0:
+        raise EngineError(f"HAProxy refused its configuration: {(check.stderr or check.stdout).strip()}")
+
+
+def reload_haproxy(
+    config: Path, pidfile: Path, admin_socket: Path, user: OsUser, join: Sequence[Path], *, timeout: float
+) -> None:
+    """Load the configuration again without cutting a session: once it checks, a new HAProxy binds
+    beside the old ones (SO_REUSEPORT) and ``-sf`` tells them to stop listening and leave when
+    their last session ends. Not running: started."""
+    old = [proc.pid for proc in _processes_with(str(config))]
+    if not old:
+        start_haproxy(config, pidfile, user, join, timeout=timeout)
+        return
+    check_haproxy(config, user, timeout=timeout)
+    state = pidfile.with_name(patroni_lib.HAPROXY_STATE)
+    _save_server_state(admin_socket, state, user)
+    argv = [HAPROXY, "-D", "-f", str(config), "-p", str(pidfile), "-sf", *map(str, old)]
+    try:
+        result = run_as(user, argv, timeout=timeout, join=join)
+    finally:
+        # Read once, at the start: a later start must not take stale states from it.
+        state.unlink(missing_ok=True)
+    if result.returncode != 0:
+        raise EngineError(f"HAProxy did not reload: {(result.stderr or result.stdout).strip()}")
+
+
+def _save_server_state(admin_socket: Path, state: Path, user: OsUser) -> None:
+    """``show servers state`` of the running HAProxy into ``state`` (an HAProxy from before it
+    had an admin socket: nothing saved, its successor learns the states from its first checks)."""
+    chunks = []
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(REST_TIMEOUT)
+            conn.connect(str(admin_socket))
+            conn.sendall(b"show servers state\n")
+            while chunk := conn.recv(65536):
+                chunks.append(chunk)
+    except OSError as exc:
+        log.info("no server states from HAProxy's %s: %s", admin_socket, exc)
+        return
+    write_private_file(state, b"".join(chunks).decode(errors="replace"), owner=user)
 
 
 def stop_haproxy(config: Path, *, timeout: float = 10) -> None:
     _terminate(_processes_with(str(config)), timeout)
 
 
+def cut_clients(ports: Sequence[int], allowed: Callable[[str], bool]) -> int:
+    """End the established connections to HAProxy's ``ports`` whose client address ``allowed``
+    refuses (the kernel closes each socket: ``ss -K``, root only); the others are not touched.
+    How many were cut."""
+    cut = 0
+    for conn in psutil.net_connections(kind="inet"):
+        if conn.status != psutil.CONN_ESTABLISHED or not conn.raddr or conn.laddr.port not in ports:
+            continue
+        if allowed(conn.raddr.ip):
+            continue
+        here, there = conn.laddr, conn.raddr
+        argv = [SS, "-K", "-t", "-n", "state", "established"]
+        argv += ["src", _ss_address(here.ip), "sport", "=", f":{here.port}"]
+        argv += ["dst", _ss_address(there.ip), "dport", "=", f":{there.port}"]
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
+        if result.returncode != 0:
+            log.warning("could not end a connection from %s: %s", there.ip, result.stderr.strip())
+            continue
+        cut += 1
+    return cut
+
+
+def _ss_address(ip: str) -> str:
+    """An address as ``ss`` filters read it: IPv6 (v4-mapped too) in brackets."""
+    return f"[{ip}]" if ":" in ip else ip
+
+
 # --- REST -------------------------------------------------------------------------------------------
 
 
 def rest(
-    method: str, port: int, path: str, body: Any = None, *, timeout: float = REST_TIMEOUT
+    method: str,
+    port: int,
+    path: str,
+    body: Any = None,
+    *,
+    timeout: float = REST_TIMEOUT,
+    host: str = "127.0.0.1",
 ) -> tuple[int, str]:
-    """One HTTP request to 127.0.0.1:``port`` (Patroni's or etcd's API); (0, reason) when nothing
+    """One HTTP request to ``host``:``port`` (Patroni's or etcd's API); (0, reason) when nothing
     answers."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
     try:
         payload = json.dumps(body) if body is not None else None
         headers = {"Content-Type": "application/json"} if payload is not None else {}

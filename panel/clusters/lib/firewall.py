@@ -112,3 +112,21 @@ def hba_lines(sources: Sequence[str], *, connection_type: str, method: str) -> l
     hba file read the same): the lines that let the trusted sources in. Whatever no line
     matches is rejected by both."""
     return [f"{connection_type} all all {network.with_prefixlen} {method}" for network in networks(sources)]
+
+
+# HAProxy lets the machine itself in whatever the sources: the cluster's read-only replicas stream
+# through it from there (as they reach a one-member cluster's pg_hba.conf replication line). Only a
+# process on this machine can come from a loopback address (Linux drops such packets from outside),
+# and it could reach a member's own port on loopback anyway.
+HAPROXY_ALWAYS = ("127.0.0.1/32",)
+
+
+def render_haproxy_sources(sources: Sequence[str]) -> str:
+    """HAProxy's pattern file for a cluster with standbys (``src -f``): one network per line, the
+    sources (and ``HAPROXY_ALWAYS``) or every address when there are none. An empty or missing
+    file lets nobody in."""
+    lines = ["# Written by the control panel: the cluster's trusted sources; edits here are overwritten."]
+    lines += [network.with_prefixlen for network in networks(sources)]
+    if sources:
+        lines += [network for network in HAPROXY_ALWAYS if network not in lines]
+    return "\n".join(lines) + "\n"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +21,10 @@ TTL = 20
 LOOP_WAIT = 1
 RETRY_TIMEOUT = 5
 WAL_RETRIEVE_RETRY_INTERVAL = "500ms"
-# An acknowledged commit is on a standby, applied: none is lost when the primary goes.
+# An acknowledged commit is on a standby, applied: none is lost when the primary goes, and a read
+# on the standby port after it sees it (test_ha_standby_reads). Flush ("on") would be enough for
+# zero loss; after a switchover the commits no longer wait for a standby to reconnect (the third
+# member cascades from the candidate), so replaying costs milliseconds, not seconds.
 SYNCHRONOUS_COMMIT = "remote_apply"
 WAL_KEEP_SIZE = "256MB"
 NAMESPACE = "/pgpanel/"
@@ -34,6 +38,9 @@ class Member:
     port: int
     rest_port: int
     data_dir: str
+    host: str = "127.0.0.1"
+    # Patroni's replicatefrom tag: the member this one streams from (a switchover's cascade).
+    replicate_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +62,14 @@ class HaCluster:
     # The command Patroni runs on a role change (it appends action, role and scope).
     on_role_change: str
     host: str = "127.0.0.1"
+    # The command Patroni runs right before it stops a member's PostgreSQL (a switchover's hold).
+    before_stop: str = ""
+    # HAProxy's pattern file of trusted sources (``render_haproxy``; none: nobody is let in).
+    haproxy_sources: str = ""
+    # pgBackRest on the cluster's stanza up to the action (program, --config, --stanza): new
+    # standbys are restored from the repository, and replay what they lack from its archive.
+    # Empty: no repository, standbys are copied from the primary only.
+    repository: tuple[str, ...] = ()
 
     @property
     def strict(self) -> bool:
@@ -108,19 +123,21 @@ def permanent_slots(declare: Sequence[str] = (), remove: Sequence[str] = ()) -> 
 def member_config(cluster: HaCluster, member: Member, pgpass: str) -> dict[str, Any]:
     """One member's Patroni configuration."""
     auth = {"username": cluster.superuser, "password": cluster.superuser_password}
+    tags = {"replicatefrom": member.replicate_from} if member.replicate_from else {}
     return {
+        "tags": tags,
         "scope": cluster.scope,
         "namespace": NAMESPACE,
         "name": member.name,
         "restapi": {
-            "listen": f"{cluster.host}:{member.rest_port}",
-            "connect_address": f"{cluster.host}:{member.rest_port}",
+            "listen": f"{member.host}:{member.rest_port}",
+            "connect_address": f"{member.host}:{member.rest_port}",
         },
         "etcd3": {"hosts": list(cluster.etcd_hosts)},
         "bootstrap": {"dcs": dynamic_config(cluster)},
         "postgresql": {
-            "listen": f"{cluster.host}:{member.port}",
-            "connect_address": f"{cluster.host}:{member.port}",
+            "listen": f"{member.host}:{member.port}",
+            "connect_address": f"{member.host}:{member.port}",
             "data_dir": member.data_dir,
             "bin_dir": cluster.bin_dir,
             "pgpass": pgpass,
@@ -132,11 +149,30 @@ def member_config(cluster: HaCluster, member: Member, pgpass: str) -> dict[str, 
             },
             "authentication": {"superuser": auth, "replication": auth, "rewind": auth},
             "callbacks": {"on_role_change": cluster.on_role_change},
-            "create_replica_methods": ["basebackup"],
+            **({"before_stop": cluster.before_stop} if cluster.before_stop else {}),
             "basebackup": [{"checkpoint": "fast"}],
             "remove_data_directory_on_rewind_failure": True,
             "remove_data_directory_on_diverged_timelines": True,
+            **create_replica_methods(cluster, member),
         },
+    }
+
+
+def create_replica_methods(cluster: HaCluster, member: Member) -> dict[str, Any]:
+    """How Patroni makes this member a standby: from the pgBackRest repository when the cluster
+    has one (its primary is not read at all; what the backup lacks comes from the archive and
+    then streaming), else, and whenever that fails (no backup yet), with pg_basebackup from the
+    primary. The restore goes to the member's own data directory (``--pg1-path``)."""
+    if not cluster.repository:
+        return {"create_replica_methods": ["basebackup"]}
+    restore = [*cluster.repository, f"--pg1-path={member.data_dir}", "--delta", "restore"]
+    archive_get = [*cluster.repository, f"--pg1-path={member.data_dir}", "archive-get", "%f", "%p"]
+    return {
+        "create_replica_methods": ["pgbackrest", "basebackup"],
+        # no_params: Patroni would append --scope, --datadir … which pgBackRest refuses;
+        # keep_data: the directory the member was given stays (Patroni empties it on failure).
+        "pgbackrest": {"command": shlex.join(restore), "keep_data": True, "no_params": True},
+        "recovery_conf": {"restore_command": shlex.join(archive_get)},
     }
 
 
@@ -144,20 +180,38 @@ def render_member(cluster: HaCluster, member: Member, pgpass: str) -> str:
     return json.dumps(member_config(cluster, member, pgpass), indent=2, sort_keys=True) + "\n"
 
 
+# HAProxy's pattern file of trusted sources, beside haproxy.cfg (``lib.firewall``).
+HAPROXY_SOURCES = "trusted_sources.lst"
+# A reload hands the servers' states (which member is up where) to the new HAProxy: saved from
+# the old one's admin socket (in the cluster's socket directory) into the state file (beside the
+# pid file), which the new one reads when it starts. Without it a new HAProxy takes every member
+# for up until its checks say otherwise, and may send a client of the primary port to a standby.
+HAPROXY_SOCKET = "haproxy.sock"
+HAPROXY_STATE = "haproxy.state"
+
+
 def render_haproxy(
-    listen: Sequence[str], port: int, cluster: HaCluster, pidfile: str, standby_port: int | None = None
+    listen: Sequence[str],
+    port: int,
+    cluster: HaCluster,
+    pidfile: str,
+    standby_port: int | None = None,
 ) -> str:
     """HAProxy in front of the members: the cluster's port reaches whichever one answers 200 to
     ``GET /primary`` on its REST port (only the leader does); clients of a member that stops
     being primary are cut so that they reconnect to the new one. ``standby_port``: reads served
-    by a standby (``_standby_listen``)."""
+    by a standby (``_standby_listen``). Both refuse addresses outside the cluster's
+    ``haproxy_sources`` (``_sources_rule``)."""
     lines = [
         "# Written by the control panel; edits here are overwritten.",
         "global",
         "    maxconn 2000",
         f"    pidfile {pidfile}",
+        f"    stats socket {cluster.socket_dir}/{HAPROXY_SOCKET} mode 600 level admin",
+        f"    server-state-file {pidfile.rpartition('/')[0]}/{HAPROXY_STATE}",
         "defaults",
         "    mode tcp",
+        "    load-server-state-from-file global",
         "    timeout connect 3s",
         "    timeout client 1h",
         "    timeout server 1h",
@@ -165,17 +219,28 @@ def render_haproxy(
         "listen primary",
     ]
     lines += [f"    bind {address}:{port}" for address in listen]
+    lines.append(_sources_rule(cluster.haproxy_sources))
     lines += [
         "    option httpchk GET /primary",
         "    http-check expect status 200",
-        "    default-server inter 1s fall 2 rise 1 on-marked-down shutdown-sessions",
+        "    default-server inter 500ms fall 1 rise 1 on-marked-down shutdown-sessions",
     ]
-    lines += [
-        f"    server {m.name} {cluster.host}:{m.port} check port {m.rest_port}" for m in cluster.members
-    ]
+    lines += [f"    server {m.name} {m.host}:{m.port} check port {m.rest_port}" for m in cluster.members]
     if standby_port:
         lines += _standby_listen(listen, standby_port, cluster)
+        lines.insert(lines.index("listen standby") + 1 + len(listen), _sources_rule(cluster.haproxy_sources))
     return "\n".join(lines) + "\n"
+
+
+def _sources_rule(sources_file: str) -> str:
+    """Only HAProxy sees a client's own address (PostgreSQL sees HAProxy's): every listen section
+    refuses a connection whose source is not in the file, before a byte is forwarded. Without a
+    file nobody is let in (fail closed)."""
+    if not sources_file:
+        return "    tcp-request connection reject"
+    if any(c in sources_file for c in " \t\n\"'#\\"):
+        raise ValueError(f"cannot be written in haproxy.cfg: {sources_file!r}")
+    return f"    tcp-request connection reject unless {{ src -f {sources_file} }}"
 
 
 def _standby_listen(listen: Sequence[str], port: int, cluster: HaCluster) -> list[str]:
@@ -192,11 +257,9 @@ def _standby_listen(listen: Sequence[str], port: int, cluster: HaCluster) -> lis
         "    default-server inter 1s fall 2 rise 1 on-marked-down shutdown-sessions"
         " on-marked-up shutdown-backup-sessions",
     ]
+    lines += [f"    server {m.name} {m.host}:{m.port} check port {m.rest_port}" for m in cluster.members]
     lines += [
-        f"    server {m.name} {cluster.host}:{m.port} check port {m.rest_port}" for m in cluster.members
-    ]
-    lines += [
-        f"    server {m.name}-primary {cluster.host}:{m.port} backup track primary/{m.name}"
+        f"    server {m.name}-primary {m.host}:{m.port} backup track primary/{m.name}"
         for m in cluster.members
     ]
     return lines

@@ -172,9 +172,14 @@ def render_hba(
     and nothing else (no database, no other address).
 
     ``members_from`` (a cluster with standbys: the members' network): the superuser may come from
-    there over TCP with its password, for replication and pg_rewind between members only."""
+    there over TCP with its password, for replication and pg_rewind between members only. Clients
+    then come through HAProxy, which connects from there too and is what applies the trusted
+    sources (PostgreSQL sees HAProxy's address, never the client's): TCP clients are let in from
+    ``members_from`` alone, whatever the sources, so no other address reaches a member's own port."""
     addresses = [network.with_prefixlen for network in firewall.networks(trusted_sources)]
-    if not trusted_sources:
+    if members_from:
+        addresses = [members_from]
+    elif not trusted_sources:
         addresses = ["all"]
     lines = [
         "# Written by the control panel; edits here are overwritten.",
@@ -228,6 +233,7 @@ def render_ident(os_user: str, roles: list[str]) -> str:
 
 # A read-only replica's own settings, in PGDATA beside panel.conf (which includes it).
 STANDBY_FILE = "standby.conf"
+STANDBY_RETRY_INTERVAL = "500ms"
 
 
 def _conninfo_value(value: str) -> str:
@@ -251,6 +257,9 @@ def render_standby_conf(conninfo: str, slot: str) -> str:
         f"primary_conninfo = {_conf_string(conninfo)}\n"
         f"primary_slot_name = '{slot}'\n"
         "hot_standby = on\n"
+        # As the members have it: after its source's failover the replica retries its source
+        # every half second, not PostgreSQL's default 5 s.
+        f"wal_retrieve_retry_interval = '{STANDBY_RETRY_INTERVAL}'\n"
     )
 
 

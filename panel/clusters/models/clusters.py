@@ -179,6 +179,16 @@ class Cluster(models.Model):
         return int(primary or members.values_list("port", flat=True).first() or self.port or 0)
 
     @property
+    def server_host(self) -> str:
+        """Where the panel and PgBouncer reach that server: the cluster's socket directory, or over
+        TCP the address of a primary member on another node than the cluster's."""
+        if self.is_ha:
+            primary = self.members.filter(role="primary").select_related("node").first()
+            if primary is not None and primary.is_remote:
+                return primary.host
+        return str(self.socket_dir)
+
+    @property
     def agent_queue(self) -> str:
         """Where the web sends calls on this cluster's processes: its node's agent (an attached
         server, reached over the network, by ``Node.for_attached``)."""

@@ -52,3 +52,15 @@ class ClusterMember(models.Model):
     @property
     def pgdata(self) -> Path:
         return Path(self.data_dir)
+
+    @property
+    def host(self) -> str:
+        """Where its PostgreSQL and Patroni's REST API listen and are reached: loopback while the
+        cluster's members share one node, the member's node's address once they are spread."""
+        spread = self.cluster.members.exclude(node_id=self.node_id).exists()
+        return self.node.address if spread else "127.0.0.1"
+
+    @property
+    def is_remote(self) -> bool:
+        """On another node than its cluster's (that node's agent runs its Patroni)."""
+        return self.node_id != self.cluster.node_id

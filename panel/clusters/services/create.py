@@ -6,6 +6,7 @@ from __future__ import annotations
 import secrets
 import socket
 from collections.abc import Collection
+from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -25,7 +26,7 @@ from panel.clusters.models import (
     ClusterStatus,
     Node,
 )
-from panel.clusters.services import nodes
+from panel.clusters.services import nodes, placement
 from panel.core.errors import N_, Message, ServiceError
 from panel.core.taskqueue import enqueue_task
 
@@ -170,10 +171,11 @@ def create_cluster(
     for _attempt in range(5):
         try:
             with transaction.atomic():
-                # Every member is a server of the plan's size on the node (they share it here).
-                target = nodes.place(nodes.scaled(plan, num_nodes), node_name=node)
+                # The primary's node needs room for one server; the standbys go where
+                # ``placement.member_nodes`` finds room (other nodes first).
+                target = nodes.place(plan, node_name=node)
                 version = _check_version(target, version)
-                port, pooler_port, member_ports = allocate_ports(target, num_nodes if num_nodes > 1 else 0)
+                port, pooler_port, _none = allocate_ports(target)
                 cluster = Cluster.objects.create(
                     owner=owner,
                     name=name,
@@ -189,26 +191,13 @@ def create_cluster(
                     pooler_port=pooler_port,
                     num_nodes=num_nodes,
                     standby_port=(
-                        allocate_standby_port(
-                            target, {port, pooler_port, *(p for pair in member_ports for p in pair)}
-                        )
-                        if num_nodes > 1
-                        else None
+                        allocate_standby_port(target, {port, pooler_port}) if num_nodes > 1 else None
                     ),
                 )
-                for index, (member_port, rest_port) in enumerate(member_ports, start=1):
-                    member_name = f"member-{index}"
-                    ClusterMember.objects.create(
-                        cluster=cluster,
-                        name=member_name,
-                        node=target,
-                        port=member_port,
-                        rest_port=rest_port,
-                        # Member 1 is what provisioning makes (PGDATA); Patroni copies the others.
-                        data_dir=str(
-                            cluster.pgdata if index == 1 else cluster.data_root / "members" / member_name
-                        ),
-                    )
+                if num_nodes > 1:
+                    standby_nodes = placement.member_nodes(cluster, num_nodes - 1)
+                    for index, member_node in enumerate([target, *standby_nodes], start=1):
+                        add_member(cluster, f"member-{index}", member_node)
             break
         except IntegrityError:
             if Cluster.objects.filter(owner=owner, name=name).exists():
@@ -236,18 +225,39 @@ def create_cluster(
         ),
     )
     if num_nodes > 1:
+        member_nodes = sorted({m.node.name for m in cluster.members.select_related("node")})
+        if len(member_nodes) == 1:
+            text = N_("%(n)s members (a primary and %(standbys)s standbys), all on node %(node)s.")
+        else:
+            text = N_("%(n)s members (a primary and %(standbys)s standbys) on the nodes %(node)s.")
         cluster.log_event(
             "members",
-            Message(
-                N_("%(n)s members (a primary and %(standbys)s standbys), all on node %(node)s."),
-                n=num_nodes,
-                standbys=num_nodes - 1,
-                node=target.name,
-            ),
+            Message(text, n=num_nodes, standbys=num_nodes - 1, node=", ".join(member_nodes)),
         )
     if enqueue:
         queue_provisioning(cluster)
     return cluster
+
+
+def member_data_dir(cluster: Cluster, name: str, node: Node) -> str:
+    """A member's data directory under its node's data directory: member 1's is the cluster's
+    PGDATA (what provisioning makes); another's is made by Patroni (a copy of the primary)."""
+    root = cluster.data_root if node.is_here else Path(node.data_dir) / "clusters" / cluster.pk.hex
+    return str(root / "pgdata" if name == "member-1" else root / "members" / name)
+
+
+def add_member(cluster: Cluster, name: str, node: Node) -> ClusterMember:
+    """A member's row on ``node`` with a (port, REST port) pair of that node's range (inside the
+    caller's transaction: a pair another request took meanwhile is an IntegrityError)."""
+    member_port, rest_port, _none = allocate_ports(node)
+    return ClusterMember.objects.create(
+        cluster=cluster,
+        name=name,
+        node=node,
+        port=member_port,
+        rest_port=rest_port,
+        data_dir=member_data_dir(cluster, name, node),
+    )
 
 
 def check_num_nodes(plan: Plan, num_nodes: int) -> None:

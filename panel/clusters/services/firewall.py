@@ -12,13 +12,16 @@ from __future__ import annotations
 import contextlib
 import logging
 
+from django.conf import settings
 from django.db import transaction
 from django.utils.translation import gettext as _
 
 from panel.clusters import hooks
-from panel.clusters.engine import dbconn, isolation
+from panel.clusters.engine import dbconn, isolation, patroni
 from panel.clusters.lib import firewall
+from panel.clusters.lib import patroni as patroni_lib
 from panel.clusters.models import Cluster, TrustedSource
+from panel.clusters.services import ha
 from panel.core.agent import on_node
 from panel.core.errors import N_, ServiceError
 from panel.core.runas import EngineError
@@ -102,6 +105,7 @@ def _apply(cluster: Cluster, wanted: list[str], message: str) -> list[str]:
             if cluster.trusted_source_values() == wanted:
                 return wanted
             _save(cluster, wanted)
+            _write_proxy(cluster)
             _write_server_auth(cluster)
             problem = hooks.pooler.refresh_auth(cluster)
             if problem:
@@ -138,9 +142,63 @@ def _write_server_auth(cluster: Cluster) -> None:
         ) from None
 
 
+def _write_proxy(cluster: Cluster) -> None:
+    """A cluster with standbys: HAProxy, the one program that sees its clients' own addresses,
+    applies the sources (its pattern file rewritten, checked with ``haproxy -c``, then a graceful
+    reload: sessions already open stay). PostgreSQL behind it lets HAProxy's address alone in."""
+    try:
+        _reload_proxy(cluster)
+    except (EngineError, OSError) as exc:
+        raise ServiceError(
+            N_("Could not apply the trusted sources to HAProxy: %(reason)s"),
+            field=FIELD,
+            code="firewall.apply_failed",
+            params={"reason": exc},
+        ) from None
+
+
+def _reload_proxy(cluster: Cluster) -> None:
+    if not cluster.is_ha:
+        return
+    user = cluster.os_user()
+    ha.write_configs(cluster, user)
+    patroni.reload_haproxy(
+        ha.haproxy_config_path(cluster),
+        ha.ha_dir(cluster) / "haproxy.pid",
+        cluster.socket_dir / patroni_lib.HAPROXY_SOCKET,
+        user,
+        isolation.server_cgroup(cluster),
+        timeout=settings.PANEL_COMMAND_TIMEOUT,
+    )
+
+
+def reconcile_proxy(cluster: Cluster) -> str | None:
+    """The reconciler's part: a cluster with standbys whose HAProxy does not apply the rows' sources
+    (made before HAProxy did: no ``src -f`` rule; or a pattern file that differs) gets its files
+    written and HAProxy reloaded, then pg_hba.conf, which lets HAProxy's address in, in that order."""
+    if not cluster.is_ha:
+        return None
+    directory = ha.ha_dir(cluster)
+    wanted = firewall.render_haproxy_sources(cluster.trusted_source_values())
+    try:
+        current = (directory / patroni_lib.HAPROXY_SOURCES).read_text()
+        configured = "src -f " in ha.haproxy_config_path(cluster).read_text()
+    except FileNotFoundError:
+        current, configured = "", False
+    if configured and current == wanted:
+        return None
+    try:
+        _reload_proxy(cluster)
+        isolation.refresh_server_auth(cluster)
+    except (EngineError, dbconn.DatabaseError, OSError) as exc:
+        return f"{cluster.name}: HAProxy's trusted sources: {exc}"
+    return f"{cluster.name}: HAProxy's trusted sources brought up to date"
+
+
 def _restore(cluster: Cluster) -> None:
     """After a failure, the rows are as before: write the files from them again (best effort)."""
     try:
+        _reload_proxy(cluster)
         isolation.refresh_server_auth(cluster)
     except (EngineError, dbconn.DatabaseError, OSError) as exc:
         log.warning("restoring pg_hba.conf of %s: %s", cluster.pk, exc)
@@ -150,9 +208,13 @@ def _restore(cluster: Cluster) -> None:
 def _end_untrusted_sessions(cluster: Cluster, sources: list[str]) -> int:
     """A firewall cuts open connections too: terminate the server sessions of TCP clients the
     sources no longer allow. PgBouncer's server connections come over the Unix socket (no
-    address) and are left alone."""
+    address) and are left alone. Behind HAProxy every server session comes from HAProxy's
+    address: there the client's own connections to HAProxy from other addresses are cut."""
     if not sources:
         return 0
+    if cluster.is_ha:
+        ports = [port for port in (cluster.port, cluster.standby_port) if port]
+        return patroni.cut_clients(ports, lambda address: firewall.allows(sources, address))
     try:
         with dbconn.admin_connection(cluster) as conn:
             rows = conn.execute(

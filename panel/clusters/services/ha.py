@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,119 +23,32 @@ from panel.clusters import hooks
 from panel.clusters.engine import dbconn, isolation, patroni, postgres
 from panel.clusters.lib import patroni as patroni_lib
 from panel.clusters.models import Cluster, ClusterMember, ClusterStatus, EventLevel, MemberRole, Node
-from panel.clusters.services.create import allocate_standby_port, etcd_ports
+from panel.clusters.services import remote_members
+from panel.clusters.services.create import etcd_ports
+from panel.clusters.services.ha_files import (
+    etcd_data_dir as etcd_data_dir,
+)
+from panel.clusters.services.ha_files import (
+    ha_dir,
+    haproxy_config_path,
+    member_log_path,
+    members_of,
+    scope,
+)
+from panel.clusters.services.ha_files import (
+    member_config_path as member_config_path,
+)
+from panel.clusters.services.ha_files import (
+    spec as spec,
+)
+from panel.clusters.services.ha_files import (
+    write_configs as write_configs,
+)
 from panel.core import runas
 from panel.core.errors import N_, Message, Term
 from panel.core.runas import EngineError, OsUser
 
 log = logging.getLogger(__name__)
-
-INCLUDE_LINE = "include_if_exists = 'panel.conf'"
-CALLBACK = Path(patroni.__file__).with_name("patroni_callback.py")
-
-
-def ha_dir(cluster: Cluster) -> Path:
-    return cluster.data_root / "ha"
-
-
-def member_config_path(cluster: Cluster, member: ClusterMember) -> Path:
-    return ha_dir(cluster) / f"{member.name}.json"
-
-
-def member_log_path(cluster: Cluster, member: ClusterMember) -> Path:
-    return cluster.log_file.parent / f"patroni-{member.name}.log"
-
-
-def haproxy_config_path(cluster: Cluster) -> Path:
-    return ha_dir(cluster) / "haproxy.cfg"
-
-
-def scope(cluster: Cluster) -> str:
-    return f"cluster-{cluster.pk.hex}"
-
-
-def etcd_data_dir() -> Path:
-    return Path(settings.PANEL_DATA_DIR) / "etcd" / "data"
-
-
-def members_of(cluster: Cluster) -> list[ClusterMember]:
-    return list(cluster.members.order_by("name"))
-
-
-def spec(cluster: Cluster) -> patroni_lib.HaCluster:
-    """What every member's Patroni configuration shares, from the cluster's rows."""
-    plan = cluster.plan
-    assert plan is not None and cluster.node is not None
-    client, _peer = etcd_ports(cluster.node)
-    return patroni_lib.HaCluster(
-        scope=scope(cluster),
-        etcd_hosts=(f"127.0.0.1:{client}",),
-        bin_dir=str(postgres.bindir_for(cluster.version)),
-        socket_dir=str(cluster.socket_dir),
-        superuser=settings.PANEL_SUPERUSER,
-        superuser_password=cluster.superuser_password,
-        max_connections=plan.max_connections,
-        members=tuple(
-            patroni_lib.Member(m.name, m.port, m.rest_port, m.data_dir) for m in members_of(cluster)
-        ),
-        panel_conf=str(ha_dir(cluster) / "postgresql.base.conf"),
-        hba_file=str(cluster.hba_path),
-        ident_file=str(cluster.ident_path),
-        on_role_change=_callback_command(cluster),
-    )
-
-
-def _callback_command(cluster: Cluster) -> str:
-    """Patroni's on_role_change: repoint PgBouncer's files (where panel/pools/disk.py keeps them)."""
-    bouncer = cluster.data_root / "pgbouncer"
-    argv = [
-        sys.executable,
-        "-I",
-        str(CALLBACK),
-        str(bouncer / "pgbouncer.ini"),
-        str(bouncer / "pgbouncer.pid"),
-        str(cluster.socket_dir),
-    ]
-    # Patroni splits the command with shlex and appends action, role and scope; the member's port
-    # is the callback's to know, so each member gets its own command (``write_configs``).
-    return " ".join(argv)
-
-
-# --- configuration -------------------------------------------------------------------------------
-
-
-def write_configs(cluster: Cluster, user: OsUser) -> None:
-    """Every member's Patroni configuration, the shared base configuration and HAProxy's (0600,
-    the cluster's user: they hold the superuser's password)."""
-    runas.make_private_dir(ha_dir(cluster), user)
-    base = ha_dir(cluster) / "postgresql.base.conf"
-    if not base.exists():
-        # initdb's postgresql.conf (provisioning wrote it, before Patroni replaces it), including
-        # member 1's panel.conf by its absolute path, so that every member loads the same one.
-        text = (cluster.pgdata / "postgresql.conf").read_text()
-        absolute = f"include_if_exists = '{cluster.pgdata / 'panel.conf'}'"
-        runas.write_private_file(base, text.replace(INCLUDE_LINE, absolute), owner=user)
-    shared = spec(cluster)
-    for member in members_of(cluster):
-        own = patroni_lib.HaCluster(
-            **{**shared.__dict__, "on_role_change": f"{shared.on_role_change} {member.port}"}
-        )
-        text = patroni_lib.render_member(
-            own, _lib_member(member), str(ha_dir(cluster) / f"{member.name}.pgpass")
-        )
-        runas.write_private_file(member_config_path(cluster, member), text, owner=user)
-    binds = patroni_lib.haproxy_binds(settings.PANEL_LISTEN_ADDRESSES)
-    pidfile = str(ha_dir(cluster) / "haproxy.pid")
-    if cluster.standby_port is None:  # a cluster made before the read-only port existed
-        cluster.standby_port = allocate_standby_port(cluster.node)
-        cluster.save(update_fields=["standby_port"])
-    text = patroni_lib.render_haproxy(binds, int(cluster.port or 0), shared, pidfile, cluster.standby_port)
-    runas.write_private_file(haproxy_config_path(cluster), text, owner=user)
-
-
-def _lib_member(member: ClusterMember) -> patroni_lib.Member:
-    return patroni_lib.Member(member.name, member.port, member.rest_port, member.data_dir)
-
 
 # --- processes -----------------------------------------------------------------------------------
 
@@ -158,16 +70,18 @@ def start_members(cluster: Cluster, user: OsUser, timeout: float) -> None:
     write_configs(cluster, user)
     runas.make_private_dir(cluster.socket_dir, user)
     runas.make_private_dir(cluster.log_file.parent, user)
-    join = isolation.server_cgroup(cluster)
     members = members_of(cluster)
     for index, member in enumerate(members):
+        if member.is_remote:
+            remote_members.start(member)  # by its node's agent, copied from the primary
+            continue
         if index > 0:
             runas.make_private_dir(Path(member.data_dir).parent, user)
         patroni.start_member(
             member_config_path(cluster, member),
             member_log_path(cluster, member),
             user,
-            join,
+            isolation.member_cgroup(cluster, member.name),
             data_dir=member.data_dir,
         )
         if index == 0:
@@ -182,12 +96,14 @@ def _take_over(cluster: Cluster, member: ClusterMember, timeout: float) -> None:
         raise EngineError(
             f"No member became the primary within {timeout:.0f} s; see {member_log_path(cluster, member)}."
         )
-    status, text = patroni.rest("GET", member.rest_port, "/patroni")
+    status, text = patroni.rest("GET", member.rest_port, "/patroni", host=member.host)
     if status != 200 or not json.loads(text).get("pending_restart"):
         return
     deadline = time.monotonic() + timeout
     while True:  # refused while Patroni still finishes the promotion
-        status, text = patroni.rest("POST", member.rest_port, "/restart", {}, timeout=timeout)
+        status, text = patroni.rest(
+            "POST", member.rest_port, "/restart", {}, timeout=timeout, host=member.host
+        )
         if status == 200 or time.monotonic() > deadline:
             break
         time.sleep(1)
@@ -211,14 +127,20 @@ def stop_members(cluster: Cluster) -> None:
     members = members_of(cluster)
     members.sort(key=lambda m: m.role == MemberRole.PRIMARY)
     for member in members:
-        patroni.stop_member(member_config_path(cluster, member))
+        if member.is_remote:
+            remote_members.stop(member)
+        else:
+            patroni.stop_member(member_config_path(cluster, member))
 
 
 def kill_members(cluster: Cluster) -> None:
     """A cluster being deleted: HAProxy, every Patroni and postmaster killed, no shutdown."""
     patroni.stop_haproxy(haproxy_config_path(cluster), timeout=2)
     for member in members_of(cluster):
-        patroni.kill_member(member_config_path(cluster, member), postgres.postmaster_pid(member.pgdata))
+        if member.is_remote:
+            remote_members.remove(member)
+        else:
+            patroni.kill_member(member_config_path(cluster, member), postgres.postmaster_pid(member.pgdata))
 
 
 def forget(cluster: Cluster) -> None:
@@ -277,7 +199,7 @@ def refresh_until(
 def read_statuses(cluster: Cluster) -> list[patroni_lib.MemberStatus]:
     """The members as the first Patroni that answers describes them (none: no answer)."""
     for member in members_of(cluster):
-        status, text = patroni.rest("GET", member.rest_port, "/cluster", timeout=1.5)
+        status, text = patroni.rest("GET", member.rest_port, "/cluster", timeout=1.5, host=member.host)
         if status == 200:
             try:
                 return patroni_lib.parse_cluster(text)
@@ -287,15 +209,29 @@ def read_statuses(cluster: Cluster) -> list[patroni_lib.MemberStatus]:
 
 
 HEALTHY_STATES = frozenset({"running", "streaming"})
+SWITCHING: set[object] = set()  # clusters this process switches over (only it records them)
 
 
-def replay_lag(cluster: Cluster, standby_port: int) -> int | None:
-    """Bytes of WAL the primary wrote that the standby on ``standby_port`` has not replayed yet,
-    asked of both servers now (Patroni's figure is as old as its last loop); None: no answer."""
+def replay_lag(cluster: Cluster, standby: ClusterMember) -> int | None:
+    """Bytes of WAL the primary wrote that ``standby`` has not replayed yet, asked of both
+    servers now (Patroni's figure is as old as its last loop); None: no answer. A standby on
+    another node is asked over TCP at its node's address (the members' pg_hba line)."""
+    remote = {"host": standby.host, "port": standby.port} if standby.is_remote else None
     try:
         with dbconn.admin_connection(cluster) as conn:
             row = conn.execute("SELECT pg_catalog.pg_current_wal_lsn()").fetchone()
-        with dbconn.admin_connection(cluster, port=standby_port) as conn:
+        standby_conn = (
+            dbconn.connect(
+                quiet_log=True,
+                user=settings.PANEL_SUPERUSER,
+                password=cluster.superuser_password,
+                dbname=dbconn.MAINTENANCE_DATABASE,
+                **remote,
+            )
+            if remote
+            else dbconn.admin_connection(cluster, port=standby.port)
+        )
+        with standby_conn as conn:
             lag = conn.execute(
                 "SELECT pg_catalog.pg_wal_lsn_diff(%s, pg_catalog.pg_last_wal_replay_lsn())",
                 [row[0] if row else None],
@@ -329,7 +265,7 @@ def refresh_members(cluster: Cluster, *, cause: str = "failover") -> str | None:
     """Read the members' states from Patroni into their rows. When the primary changed since the
     last look: PgBouncer repointed (the pools' configuration rendered again), an event with how
     long the cluster had no primary, and the owner told. Returns the new primary's name then."""
-    statuses = read_statuses(cluster)
+    statuses = read_statuses(cluster) if cause == "switchover" or cluster.pk not in SWITCHING else []
     if not statuses:
         return None
     before = cluster.members.filter(role=MemberRole.PRIMARY).first()
@@ -365,10 +301,10 @@ def supervise(cluster: Cluster) -> list[str]:
     user = cluster.os_user()
     timeout = settings.PANEL_COMMAND_TIMEOUT
     ensure_etcd(cluster.node, timeout)
-    join = isolation.server_cgroup(cluster)
     for member in members_of(cluster):
         config = member_config_path(cluster, member)
-        if patroni.member_pid(config) is None:
+        if not member.is_remote and patroni.member_pid(config) is None:  # (its node's reconciler)
+            join = isolation.member_cgroup(cluster, member.name)
             patroni.start_member(
                 config, member_log_path(cluster, member), user, join, data_dir=member.data_dir
             )
@@ -392,4 +328,4 @@ def supervise_all() -> list[str]:
             notes += supervise(cluster)
         except EngineError as exc:
             notes.append(f"{cluster.name}: {exc}")
-    return notes
+    return notes + remote_members.supervise_here()

@@ -7,14 +7,16 @@ import dataclasses
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from panel.clusters import hooks
 from panel.clusters.engine import dbconn, patroni
+from panel.clusters.lib import patroni as patroni_lib
 from panel.clusters.lib.patroni import MemberInfo, MemberStatus
-from panel.clusters.models import Cluster, MemberRole
-from panel.clusters.services import ha
+from panel.clusters.models import Cluster, EventLevel, MemberRole
+from panel.clusters.services import cascade, ha, handover
 from panel.core.agent import on_node
-from panel.core.errors import N_, ServiceError
+from panel.core.errors import N_, Message, ServiceError, Term
 
 log = logging.getLogger(__name__)
 
@@ -29,9 +31,8 @@ def list_members(cluster: Cluster) -> list[MemberInfo]:
     Patroni says now (the rows as last recorded when no Patroni answers)."""
     if not cluster.is_ha:
         return []
-    statuses = ha.read_statuses(cluster)
-    if statuses:
-        ha.record_statuses(cluster, statuses)
+    # The rows as Patroni says now; a change of primary seen here first is an event all the same.
+    ha.refresh_members(cluster)
     return [
         MemberInfo(
             name=m.name,
@@ -76,11 +77,11 @@ def pick_candidate(cluster: Cluster, statuses: list[MemberStatus], to: str | Non
             code="cluster.switchover_already_primary",
             params={"member": to},
         )
-    ports = dict(cluster.members.values_list("name", "port"))
+    rows = {m.name: m for m in cluster.members.select_related("node")}
     standbys = [
-        dataclasses.replace(s, lag_bytes=ha.replay_lag(cluster, ports[s.name]))
+        dataclasses.replace(s, lag_bytes=ha.replay_lag(cluster, rows[s.name]))
         for s in statuses
-        if not s.is_primary and (to is None or s.name == to) and s.name in ports
+        if not s.is_primary and (to is None or s.name == to) and s.name in rows
     ]
     fit = [
         s
@@ -123,8 +124,14 @@ def switchover(cluster: Cluster, to: str | None = None) -> str:
     return switch(cluster, to)
 
 
-def switch(cluster: Cluster, to: str | None = None) -> str:
-    """``switchover`` without asking whether the cluster serves (a rolling restart's step)."""
+def switch(cluster: Cluster, to: str | None = None, phases: dict[str, float] | None = None) -> str:
+    """``switchover`` without asking whether the cluster serves (a rolling restart's step).
+    ``phases`` receives the monotonic time of each step (``failover.py --breakdown``)."""
+    phases = {} if phases is None else phases
+
+    def mark(name: str) -> None:
+        phases[name] = time.monotonic()
+
     statuses = ha.read_statuses(cluster)
     primary = next((s for s in statuses if s.is_primary and s.state == "running"), None)
     if primary is None:
@@ -136,26 +143,60 @@ def switch(cluster: Cluster, to: str | None = None) -> str:
         )
     candidate = pick_candidate(cluster, statuses, to)
     ha.record_statuses(cluster, statuses)  # the switchover's duration counts from here
-    checkpoint(cluster)
-    asked = Switchover(cluster, primary.name, candidate.name)
-    paused_at = time.monotonic()
-    with hooks.pooler.paused(cluster):
-        asked.start()
-        writable = asked.wait_writable()
-        writable_at = time.monotonic()
-        if writable:
-            # PgBouncer repointed (its files rendered for the new primary) before the pools resume.
-            asked.wait_recorded()
-    log.info(
-        "switchover of %s to %s: writable after %.2f s, pools resumed after %.2f s",
-        cluster.pk,
-        candidate.name,
-        writable_at - paused_at,
-        time.monotonic() - paused_at,
-    )
-    asked.finish()
+    others = [s.name for s in statuses if s.name not in (primary.name, candidate.name)]
+    mark("started")
+    ha.SWITCHING.add(cluster.pk)
+    try:
+        _switch(cluster, primary.name, candidate.name, others, mark)
+    finally:
+        ha.SWITCHING.discard(cluster.pk)
+        log.info(
+            "switchover of %s to %s: %s",
+            cluster.pk,
+            candidate.name,
+            ", ".join(f"{name} {at - phases.get('paused', at):+.2f} s" for name, at in phases.items()),
+        )
     ha.refresh_members(cluster, cause="switchover")
     return cluster.members.get(role=MemberRole.PRIMARY).name
+
+
+def _switch(
+    cluster: Cluster, primary: str, candidate: str, others: list[str], mark: Callable[[str], None]
+) -> None:
+    """The cascade, CHECKPOINT, and Patroni's switchover, the pools paused from the moment
+    Patroni stops the old primary until PgBouncer names the new one."""
+    cascade.follow_candidate(cluster, primary, candidate, others)
+    mark("cascaded")
+    checkpoint(cluster)
+    mark("checkpointed")
+    asked = Switchover(cluster, primary, candidate)
+    try:
+        with handover.handover(cluster) as hand:
+            asked.start()
+            mark("asked")
+            # The pools' clients go on until Patroni is about to stop the old primary.
+            if hand.wait_stopping(lambda: asked.answer is not None, SWITCHOVER_TIMEOUT):
+                mark("stopping")
+            elif asked.refused():
+                asked.finish()  # raises: Patroni changed nothing, the pools were never paused
+            else:
+                log.warning("switchover of %s: Patroni did not run the before_stop script", cluster.pk)
+            with hooks.pooler.paused(cluster):
+                mark("paused")
+                hand.release()
+                paused_at = time.monotonic()
+                repointed = False
+                if asked.wait_writable():
+                    mark("writable")
+                    # PgBouncer repointed (its files name the new primary) before the pools resume.
+                    repointed = asked.wait_repointed()
+                    mark("repointed")
+        mark("resumed")
+        if repointed:  # else the last refresh_members sees the change, whenever it comes
+            asked.announce(time.monotonic() - paused_at)
+        asked.finish()
+    finally:
+        cascade.follow_leader(cluster, others)
 
 
 def checkpoint(cluster: Cluster) -> None:
@@ -176,42 +217,73 @@ class Switchover:
     def __init__(self, cluster: Cluster, leader: str, candidate: str) -> None:
         self.cluster, self.leader, self.candidate = cluster, leader, candidate
         # Read here: the thread has a database connection of its own (not the caller's transaction).
-        self.rest_port = cluster.members.get(name=leader).rest_port
+        leader_member = cluster.members.get(name=leader)
+        self.rest_port, self.rest_host = leader_member.rest_port, leader_member.host
         self.answer: tuple[int, str] | None = None
         self.thread = threading.Thread(target=self._ask, daemon=True)
         self.deadline = time.monotonic() + SWITCHOVER_TIMEOUT
 
     def _ask(self) -> None:
         body = {"leader": self.leader, "candidate": self.candidate}
-        self.answer = patroni.rest("POST", self.rest_port, "/switchover", body, timeout=SWITCHOVER_TIMEOUT)
+        self.answer = patroni.rest(
+            "POST", self.rest_port, "/switchover", body, timeout=SWITCHOVER_TIMEOUT, host=self.rest_host
+        )
 
     def start(self) -> None:
         self.thread.start()
 
-    def _refused(self) -> bool:
+    def refused(self) -> bool:
         return self.answer is not None and self.answer[0] != 200
 
     def wait_writable(self) -> bool:
-        """Until the candidate's PostgreSQL is out of recovery (True), or Patroni refused."""
+        """Until the candidate's PostgreSQL is out of recovery (True), or Patroni refused. One
+        session asks every 20 ms (a hot standby's session sees its own promotion): a new
+        connection per look cost more than the look on this loaded machine."""
         port = self.cluster.members.get(name=self.candidate).port
-        while time.monotonic() < self.deadline and not self._refused():
+        while time.monotonic() < self.deadline and not self.refused():
             try:
                 with dbconn.admin_connection(self.cluster, port=port) as conn:
-                    row = conn.execute("SELECT pg_catalog.pg_is_in_recovery()").fetchone()
-                if row == (False,):
-                    return True
+                    while time.monotonic() < self.deadline and not self.refused():
+                        row = conn.execute("SELECT pg_catalog.pg_is_in_recovery()").fetchone()
+                        if row == (False,):
+                            return True
+                        time.sleep(0.02)
             except dbconn.DatabaseError:
-                pass
+                time.sleep(0.05)
+        return False
+
+    def wait_repointed(self) -> bool:
+        """Until Patroni names the candidate the running primary; then the rows say so and
+        PgBouncer's files are rendered for it (reloaded and checked). The event and the owner's
+        email wait until the pools resume (``announce``)."""
+        # The candidate's own Patroni first: the old primary's is busy demoting.
+        candidate = self.cluster.members.get(name=self.candidate)
+        rest_port, rest_host = candidate.rest_port, candidate.host
+        while time.monotonic() < self.deadline:
+            status, text = patroni.rest("GET", rest_port, "/cluster", timeout=1.5, host=rest_host)
+            try:
+                statuses = patroni_lib.parse_cluster(text) if status == 200 else []
+            except ValueError:
+                statuses = []
+            statuses = statuses or ha.read_statuses(self.cluster)
+            if any(s.name == self.candidate and s.is_primary and s.state == "running" for s in statuses):
+                ha.record_statuses(self.cluster, statuses)
+                hooks.pooler.refresh_auth(self.cluster)
+                return True
             time.sleep(0.05)
         return False
 
-    def wait_recorded(self) -> None:
-        """Until the rows name the candidate the primary (PgBouncer repointed on the way)."""
-        while time.monotonic() < self.deadline:
-            ha.refresh_members(self.cluster, cause="switchover")
-            if self.cluster.members.filter(name=self.candidate, role=MemberRole.PRIMARY).exists():
-                return
-            time.sleep(0.05)
+    def announce(self, paused_for: float) -> None:
+        """The switchover's event, with how long the pools' clients waited, and the owner told."""
+        message = Message(
+            N_("%(cause)s: %(new)s is the primary now (was %(old)s); writes resumed within %(s).1f s."),
+            cause=Term(ha.CAUSE_WORDS["switchover"]),
+            new=self.candidate,
+            old=self.leader,
+            s=paused_for,
+        )
+        self.cluster.log_event("switchover", message, EventLevel.INFO)
+        hooks.role_changed(self.cluster, message)
 
     def finish(self) -> None:
         """Patroni's answer; a refusal (nothing changed) is the user's error."""

@@ -13,6 +13,7 @@ import dataclasses
 import logging
 import os
 import socket
+from collections import Counter
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -24,7 +25,7 @@ from django.utils.translation import gettext as _
 from panel.clusters.engine import postgres
 from panel.clusters.lib.names import InvalidName, validate_node_name
 from panel.clusters.lib.plans import Plan
-from panel.clusters.models import Cluster, ClusterStatus, Node, NodeState
+from panel.clusters.models import Cluster, ClusterMember, ClusterStatus, Node, NodeState
 from panel.core.errors import N_, ServiceError
 
 log = logging.getLogger(__name__)
@@ -85,15 +86,25 @@ class Usage:
 
 
 def usage(node: Node) -> Usage:
-    clusters = Cluster.objects.filter(node=node).exclude(status=ClusterStatus.DELETING)
+    """What the clusters take of ``node``: each member on it is a server of its plan's RAM (a
+    cluster without member rows yet, its primary); the CPU quota counts once per cluster present
+    on the node (its members there share the plan's vCPUs when they share a node; a member on
+    another node counts the plan's vCPUs there: it has a cgroup of the plan's limits there)."""
+    live = ~Q(cluster__status=ClusterStatus.DELETING)
+    members_here = Counter(ClusterMember.objects.filter(live, node=node).values_list("cluster_id", flat=True))
     ram = vcpus = count = 0
-    for cluster in clusters.only("plan_slug", "num_nodes"):
-        count += 1
+    clusters = Cluster.objects.filter(Q(node=node) | Q(pk__in=list(members_here))).exclude(
+        status=ClusterStatus.DELETING
+    )
+    for cluster in clusters.only("plan_slug", "num_nodes", "node_id"):
+        if cluster.node_id == node.pk:
+            count += 1
         plan = cluster.plan
         if plan is not None:
-            # Each member is a server of the plan's RAM; the CPU quota is the cluster's (standbys
-            # mostly replay), so a three-member 1-vCPU cluster fits a 2-core machine.
-            ram += plan.ram_bytes * cluster.num_nodes
+            servers = members_here.get(cluster.pk, 0)
+            if cluster.node_id == node.pk:
+                servers = max(servers, 1)
+            ram += plan.ram_bytes * servers
             vcpus += plan.vcpus
     return Usage(node=node, clusters=count, ram_bytes=ram, vcpus=vcpus)
 
@@ -363,7 +374,8 @@ def set_state(name: str, state: str) -> Node:
 def remove_node(name: str) -> None:
     """Forget a node that holds no cluster (its agent, if it still runs, stops finding its row)."""
     node = get_node(name)
-    count = Cluster.objects.filter(node=node).count()
+    # A standby of a cluster of another node counts too (its member row protects the node's).
+    count = Cluster.objects.filter(Q(node=node) | Q(members__node=node)).distinct().count()
     if count:
         raise ServiceError(
             N_("Node “%(node)s” still holds %(n)d cluster(s): delete them first (draining stops new ones)."),

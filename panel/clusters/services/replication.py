@@ -185,8 +185,8 @@ def declare_slot(source: Cluster, slot: str, timeout: float) -> None:
 def declared_slots(source: Cluster) -> dict[str, object]:
     """Patroni's permanent slots of a cluster with standbys (its ``GET /config``: the member's
     view of etcd, a moment behind a ``PATCH``)."""
-    for port in source.members.order_by("name").values_list("rest_port", flat=True):
-        status, text = patroni.rest("GET", int(port), "/config", timeout=5)
+    for member in source.members.order_by("name"):
+        status, text = patroni.rest("GET", member.rest_port, "/config", timeout=5, host=member.host)
         if status == 200:
             return dict(json.loads(text).get("slots") or {})
     raise EngineError(_("No member's Patroni answers."))
@@ -232,8 +232,10 @@ def keep_slots_declared(source: Cluster) -> list[str]:
 def _patch_slots(source: Cluster, body: dict[str, object]) -> None:
     """``PATCH /config`` on the first member whose Patroni answers (it writes etcd for all)."""
     answer = ""
-    for port in source.members.order_by("name").values_list("rest_port", flat=True):
-        status, answer = patroni.rest("PATCH", int(port), "/config", body, timeout=10)
+    for member in source.members.order_by("name"):
+        status, answer = patroni.rest(
+            "PATCH", member.rest_port, "/config", body, timeout=10, host=member.host
+        )
         if status == 200:
             return
     raise EngineError(

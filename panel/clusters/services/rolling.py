@@ -34,7 +34,9 @@ def rolling_restart(cluster: Cluster) -> None:
     """Every member restarted onto the cluster's current plan and configuration, standbys first,
     the primary after a switchover. Raises EngineError when a member does not come back."""
     timeout = float(settings.PANEL_COMMAND_TIMEOUT)
-    isolation.server_cgroup(cluster)  # the plan's limits on the cluster's cgroup
+    isolation.server_cgroup(cluster)  # the plan's limits on the cluster's cgroup (HAProxy)
+    for member in cluster.members.all():  # and on each member's own
+        isolation.member_cgroup(cluster, member.name)
     ha.write_configs(cluster, cluster.os_user())
     if not ha.wait_healthy(cluster, timeout):
         raise EngineError("The cluster's members are not all healthy; nothing was restarted.")
@@ -57,15 +59,15 @@ def patch_config(cluster: Cluster) -> None:
     """The cluster-wide settings in etcd as the plan has them now (Patroni marks each member
     "pending restart" where a setting needs one)."""
     primary = next(s for s in ha.read_statuses(cluster) if s.is_primary)
-    port = cluster.members.get(name=primary.name).rest_port
+    leader = cluster.members.get(name=primary.name)
     body = patroni_lib.dynamic_config(ha.spec(cluster))
-    status, text = patroni.rest("PATCH", port, "/config", body, timeout=10)
+    status, text = patroni.rest("PATCH", leader.rest_port, "/config", body, timeout=10, host=leader.host)
     if status != 200:
         raise EngineError(f"Patroni did not take the new settings: {text.strip() or status}")
 
 
 def _pending_restart(member: ClusterMember) -> bool:
-    status, text = patroni.rest("GET", member.rest_port, "/patroni")
+    status, text = patroni.rest("GET", member.rest_port, "/patroni", host=member.host)
     return status == 200 and bool(json.loads(text).get("pending_restart"))
 
 
@@ -73,7 +75,9 @@ def restart_member(cluster: Cluster, member: ClusterMember, timeout: float) -> N
     """One standby's PostgreSQL restarted by its Patroni; returns once it streams again."""
     deadline = time.monotonic() + timeout
     while True:  # 503 while Patroni is busy with something else (a restart, a promotion)
-        status, text = patroni.rest("POST", member.rest_port, "/restart", {}, timeout=timeout)
+        status, text = patroni.rest(
+            "POST", member.rest_port, "/restart", {}, timeout=timeout, host=member.host
+        )
         if status == 200 or time.monotonic() > deadline:
             break
         time.sleep(0.5)

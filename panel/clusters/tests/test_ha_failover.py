@@ -26,7 +26,7 @@ from conftest import start_celery_worker
 from panel.api import services as api_services
 from panel.api.models import Scope
 from panel.clusters import services
-from panel.clusters.engine import isolation, patroni, postgres
+from panel.clusters.engine import cgroups, isolation, patroni, postgres
 from panel.clusters.models import Cluster, ClusterMember, MemberRole, Node
 from panel.clusters.services import ha, members, reconciler
 from panel.core.errors import ServiceError
@@ -187,6 +187,29 @@ def test_members_lists_roles_ports_and_postmaster_pids_as_json(ha_cluster):
         assert row["pid"] == postgres.postmaster_pid(member.pgdata)
 
 
+@pytest.mark.skipif(cgroups.version() is None, reason="cgroups are written by root on a mounted hierarchy")
+def test_each_member_runs_in_a_cgroup_of_its_own_with_the_plans_limits(ha_cluster):
+    """The plan applies to each member: its Patroni and postmaster in a group of their own with
+    the plan's memory limit and CPU quota (db-s-1vcpu-2gb: 2 GiB, one core), not one group
+    shared by the three."""
+    assert ha.wait_healthy(ha_cluster, RECOVERY_TIMEOUT)
+    controller = "memory" if cgroups.version() == 1 else ""
+    groups = set()
+    for member in ha_cluster.members.all():
+        name = isolation.member_cgroup_name(ha_cluster, member.name)
+        postmaster = postgres.postmaster_pid(member.pgdata)
+        patroni_pid = patroni.member_pid(ha.member_config_path(ha_cluster, member))
+        assert postmaster is not None and patroni_pid is not None
+        for pid in (postmaster, patroni_pid):
+            assert cgroups.group_of(pid, controller).endswith(f"/{cgroups.PARENT}/{name}"), member.name
+        group = cgroups.find(name)
+        assert group is not None
+        assert cgroups.memory_limit(group) == 2 * 1024**3
+        assert cgroups.cpu_quota(group) == 1.0
+        groups.add(cgroups.group_of(postmaster, controller))
+    assert len(groups) == 3
+
+
 def test_switchover_refuses_missing_primary_and_lagging_members_and_one_member_clusters(ha_cluster):
     primary = _primary(ha_cluster).name
     for to, code in (("member-9", "unknown_member"), (primary, "already_primary")):
@@ -237,6 +260,9 @@ def test_the_overview_refuses_a_switchover_to_a_missing_member_next_to_the_field
 def test_a_switchover_holds_pool_clients_and_is_an_event_with_its_duration(ha_cluster):
     assert ha.wait_healthy(ha_cluster, RECOVERY_TIMEOUT)
     target = next(s for s in ha.read_statuses(ha_cluster) if s.sync)
+    old = _primary(ha_cluster)
+    old_log = ha.member_log_path(ha_cluster, old)
+    log_before = old_log.read_text().count("before_stop script")
     writer = Writer(_params(ha_cluster, "writes", port=ha_cluster.pooler_port))
     thread = threading.Thread(target=writer.run, daemon=True)
     thread.start()
@@ -259,6 +285,12 @@ def test_a_switchover_holds_pool_clients_and_is_an_event_with_its_duration(ha_cl
     assert set(writer.acked) <= present
     event = ha_cluster.events.filter(kind="switchover").first()
     assert event is not None and target.name in event.message and "writes resumed within" in event.message
+    # The old primary's stop waited for the pools (Patroni ran the before_stop script), the
+    # handover left no file behind, and the third member follows the leader again (no tag).
+    assert old_log.read_text().count("before_stop script") > log_before
+    assert not list(Path(ha_cluster.socket_dir).glob(".switchover-*"))
+    for member in ha_cluster.members.all():
+        assert json.loads(ha.member_config_path(ha_cluster, member).read_text())["tags"] == {}
 
 
 def test_a_primary_postmaster_crash_fails_over_without_losing_commits(ha_cluster):

@@ -15,7 +15,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from panel.clusters import services
-from panel.clusters.engine import dbconn, isolation, patroni, postgres
+from panel.clusters.engine import cgroups, dbconn, isolation, patroni, postgres
 from panel.clusters.lib.plans import get_plan
 from panel.clusters.models import Cluster, ClusterStatus, MemberRole
 from panel.clusters.services import ha, lifecycle, resize
@@ -133,6 +133,12 @@ def test_a_resize_rolls_over_the_members_without_failing_a_transaction(ha_cluste
     for member in cluster.members.order_by("name"):
         with dbconn.admin_connection(cluster, port=member.port) as conn:
             assert conn.execute("SHOW max_connections").fetchone() == (expected,), member.name
+        # …and in its own cgroup with the new plan's limits (the plan applies to each member).
+        if cgroups.version() is not None:  # (a writable cgroup hierarchy here)
+            group = cgroups.find(isolation.member_cgroup_name(cluster, member.name))
+            assert group is not None, member.name
+            assert cgroups.memory_limit(group) == get_plan(NEW_PLAN).ram_gb * 1024**3, member.name
+            assert cgroups.cpu_quota(group) == float(get_plan(NEW_PLAN).vcpus), member.name
     ha.refresh_members(cluster)
     assert cluster.members.get(role=MemberRole.PRIMARY).name != old_primary
     assert sorted(cluster.members.values_list("role", flat=True)) == ["primary", "standby", "standby"]

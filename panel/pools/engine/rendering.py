@@ -100,8 +100,10 @@ def global_settings(cluster: Cluster, files: BouncerFiles) -> GlobalSettings:
 def server_target(cluster: Cluster) -> ServerTarget:
     # The Unix socket spares PgBouncer a TCP and TLS round trip per server connection, and there
     # the server knows PgBouncer by its OS user (peer authentication): no password in any file.
-    # With standbys: the primary member's port (Patroni's callback and the node agent repoint it).
-    return ServerTarget(str(cluster.socket_dir), cluster.server_port)
+    # With standbys: the primary member's port (Patroni's callback and the node agent repoint it);
+    # a primary on another node over TCP at its node's address (TLS and SCRAM with the secrets of
+    # the auth file, as clients reach it).
+    return ServerTarget(cluster.server_host, cluster.server_port)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,195 @@
+"""Members on another node than their cluster's (anti-affinity, ``placement``). That node's agent
+holds the member: the cluster's system user, the privilege guard built there, the member's Patroni
+configuration and pg_hba.conf written from the rows on its own disk, its Patroni started in the
+member's own cgroup (Patroni copies the data directory from the primary with pg_basebackup over
+TLS), and that node's reconciler keeps it running. The cluster's node asks it through the agent's
+route, on the member node's queue.
+
+The member's server configuration is the primary's ``panel.conf`` (copied with the data
+directory) followed by ``node.conf``: the settings of it that name a path of the cluster's node,
+with that node's data directory replaced by this one's (logs, the guard's library).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+
+from panel.clusters.engine import guard, isolation, patroni, postgres
+from panel.clusters.models import Cluster, ClusterMember, ClusterStatus
+from panel.clusters.services import ha_files
+from panel.core import agent, runas
+from panel.core.agent import on_node
+from panel.core.errors import ServiceError
+
+log = logging.getLogger(__name__)
+
+START_TIMEOUT = 300.0
+STOP_TIMEOUT = 90.0
+NODE_CONF = "node.conf"
+
+
+@dataclass(frozen=True)
+class MemberFiles:
+    """What the cluster's node sends to a member's node: its Patroni base configuration and the
+    panel's server configuration (no secret in either), and where they were written."""
+
+    base_conf: str
+    panel_conf: str
+    panel_conf_path: str
+    source_data_dir: str
+
+
+def files_of(cluster: Cluster) -> MemberFiles:
+    """Read on the cluster's node, once ``ha_files.write_configs`` wrote the base configuration."""
+    panel_conf = cluster.pgdata / "panel.conf"
+    return MemberFiles(
+        base_conf=(ha_files.ha_dir(cluster) / "postgresql.base.conf").read_text(),
+        panel_conf=panel_conf.read_text(),
+        panel_conf_path=str(panel_conf),
+        source_data_dir=str(settings.PANEL_DATA_DIR),
+    )
+
+
+def _ask(name: str, member: ClusterMember, *args: object, timeout: float) -> object:
+    """Run ``name`` (one of this module's ``@on_node`` functions) on the member's node: in place
+    when that is this process's node, else through its agent."""
+    if member.node.is_here:
+        return agent.lookup(name)(member, *args)
+    return agent.send(name, (member, *args), {}, timeout=timeout, queue=member.node.agent_queue)
+
+
+def start(member: ClusterMember) -> None:
+    _ask(f"{__name__}.start_here", member, files_of(member.cluster), timeout=START_TIMEOUT)
+
+
+def stop(member: ClusterMember) -> None:
+    _ask(f"{__name__}.stop_here", member, timeout=STOP_TIMEOUT)
+
+
+def retire(member: ClusterMember) -> None:
+    """One standby on another node gone for good (``resize --num-nodes``): stopped, its data
+    directory, files and cgroup removed there; the cluster's user and files stay while another of
+    its members lives on that node."""
+    _ask(f"{__name__}.retire_here", member, timeout=STOP_TIMEOUT)
+
+
+def remove(member: ClusterMember) -> None:
+    """A cluster being deleted: its member on another node killed and its files removed there. A
+    node that does not answer keeps them (said in the log): nothing else waits for it."""
+    try:
+        _ask(f"{__name__}.remove_here", member, timeout=STOP_TIMEOUT)
+    except ServiceError as exc:
+        log.warning("member %s on node %s not removed: %s", member, member.node.name, exc.message)
+
+
+# --- on the member's node --------------------------------------------------------------------------
+
+
+def node_conf(files: MemberFiles) -> str:
+    """The settings of the primary's panel.conf that name a path under the cluster's node's data
+    directory, naming this node's instead (a later setting wins in postgresql.conf)."""
+    source, here = f"'{files.source_data_dir}/", f"'{settings.PANEL_DATA_DIR}/"
+    lines = [line for line in files.panel_conf.splitlines() if source in line and "=" in line]
+    header = "# Written by the control panel: this node's paths for the settings of panel.conf."
+    return "\n".join([header, *(line.replace(source, here) for line in lines)]) + "\n"
+
+
+@on_node(timeout=START_TIMEOUT)
+def start_here(member: ClusterMember, files: MemberFiles) -> None:
+    """Make the member's files on this node and start its Patroni (which builds the data
+    directory from the primary when it is empty)."""
+    cluster = member.cluster
+    user = isolation.ensure_cluster_user(cluster)
+    patroni.check_installed(user)
+    guard.ensure_built(cluster.version)  # panel.conf preloads it: node.conf names this node's build
+    root = cluster.data_root
+    for directory in (
+        root,
+        cluster.pgdata,
+        cluster.socket_dir,
+        cluster.log_file.parent,
+        Path(member.data_dir).parent,
+    ):
+        runas.make_private_dir(directory, user)
+    runas.make_private_dir(ha_files.ha_dir(cluster), user)
+    runas.write_private_file(cluster.pgdata / NODE_CONF, node_conf(files), owner=user)
+    own_includes = (
+        f"include_if_exists = '{Path(member.data_dir) / 'panel.conf'}'\n"
+        f"include_if_exists = '{cluster.pgdata / NODE_CONF}'"
+    )
+    base = files.base_conf.replace(f"include_if_exists = '{files.panel_conf_path}'", own_includes)
+    runas.write_private_file(ha_files.ha_dir(cluster) / "postgresql.base.conf", base, owner=user)
+    isolation.write_auth_config(cluster, user)
+    ha_files.write_member_config(cluster, member, user)
+    _start_patroni(cluster, member)
+
+
+def _start_patroni(cluster: Cluster, member: ClusterMember) -> None:
+    patroni.start_member(
+        ha_files.member_config_path(cluster, member),
+        ha_files.member_log_path(cluster, member),
+        cluster.os_user(),
+        isolation.member_cgroup(cluster, member.name),
+        data_dir=member.data_dir,
+    )
+
+
+@on_node(timeout=STOP_TIMEOUT)
+def stop_here(member: ClusterMember) -> None:
+    patroni.stop_member(ha_files.member_config_path(member.cluster, member))
+
+
+@on_node(timeout=STOP_TIMEOUT)
+def remove_here(member: ClusterMember) -> None:
+    cluster = member.cluster
+    patroni.kill_member(ha_files.member_config_path(cluster, member), postgres.postmaster_pid(member.pgdata))
+    isolation.remove_member_cgroup(cluster, member.name)
+    _remove_cluster_here(member)
+
+
+def _remove_cluster_here(member: ClusterMember) -> None:
+    """The cluster's user, processes and files on this node (no member of it left here)."""
+    cluster = member.cluster
+    isolation.kill_leftover_processes(cluster)
+    postgres.remove_data(cluster.data_root)
+    try:
+        isolation.remove_cluster_user(cluster)
+    except runas.EngineError as exc:
+        log.warning("member %s: %s", member, exc)
+
+
+@on_node(timeout=STOP_TIMEOUT)
+def retire_here(member: ClusterMember) -> None:
+    cluster = member.cluster
+    config = ha_files.member_config_path(cluster, member)
+    patroni.kill_member(config, postgres.postmaster_pid(member.pgdata))
+    isolation.remove_member_cgroup(cluster, member.name)
+    postgres.remove_data(member.pgdata)
+    config.unlink(missing_ok=True)
+    others = ClusterMember.objects.filter(cluster=cluster, node=member.node).exclude(pk=member.pk)
+    if not others.exists():
+        _remove_cluster_here(member)
+
+
+def supervise_here() -> list[str]:
+    """This node's reconciler: the Patroni of every member here whose cluster lives on another
+    node runs (Patroni itself restarts, rewinds or rebuilds its PostgreSQL)."""
+    notes = []
+    here = ClusterMember.objects.filter(
+        node__name=settings.PANEL_NODE_NAME, cluster__status__in=ClusterStatus.SERVING
+    ).exclude(cluster__node__name=settings.PANEL_NODE_NAME)
+    for member in here.select_related("cluster", "node"):
+        config = ha_files.member_config_path(member.cluster, member)
+        if not config.exists() or patroni.member_pid(config) is not None:
+            continue
+        try:
+            _start_patroni(member.cluster, member)
+        except runas.EngineError as exc:
+            notes.append(f"{member}: {exc}")
+            continue
+        notes.append(f"{member}: started its Patroni again")
+    return notes

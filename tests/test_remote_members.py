@@ -1,0 +1,145 @@
+"""Anti-affinity for real (issue 28): a two-member cluster created while two node agents run
+(scripts/node_agent.py, each with its own data directory and ports) has its standby on the other
+node, built and run by that node's agent (data directory and Patroni's files under that node's
+data directory, its own cgroup with the plan's limits there) and supervised by that node's
+reconciler; ``members --json`` names both nodes; when the primary's postmaster is SIGKILLed the member on node B takes over and writes
+through the cluster's transaction pool (PgBouncer on node A, now over TCP) work again.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psutil
+import psycopg
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from django.test import override_settings
+
+from panel.clusters import services
+from panel.clusters.engine import cgroups, patroni, postgres
+from panel.clusters.models import Cluster, ClusterStatus, Node
+from panel.clusters.services import ha, ha_files
+from panel.clusters.tests.conftest import connect_as_client
+from panel.core import taskqueue
+from panel.pools import services as pools
+from tests.test_two_nodes import Agent, two_nodes  # noqa: F401
+
+pytestmark = pytest.mark.integration
+
+
+def _status(cluster: Cluster) -> str:
+    cluster.refresh_from_db()
+    return cluster.status
+
+
+def _write(cluster: Cluster, value: int) -> int | None:
+    """One row inserted through the pool; the server port that took it, or None when refused."""
+    try:
+        with connect_as_client(cluster, port=cluster.pooler_port, dbname="writes", connect_timeout=3) as conn:
+            conn.execute("INSERT INTO acked VALUES (%s)", [value])
+            row = conn.execute("SELECT current_setting('port')::int").fetchone()
+            return int(row[0]) if row else -1
+    except psycopg.Error:
+        return None
+
+
+def _logs(*agents: Agent) -> str:
+    """The ends of the agents' Patroni and etcd logs (for a failure's message)."""
+    found = []
+    for agent in agents:
+        logs = ("patroni-*.log", "etcd.log", "postgresql*.json", "postgresql.log")
+        for path in [found for pattern in logs for found in agent.data_dir.rglob(pattern)]:
+            lines = path.read_text(errors="replace").splitlines()
+            worst = [line for line in lines if "ERROR" in line or "FATAL" in line or "error" in line]
+            found.append(f"--- {path}\n" + "\n".join([*worst[:10], *lines[-6:]]))
+    return "\n".join(found)
+
+
+@pytest.fixture
+def spread(two_nodes: tuple[Agent, Agent]) -> Iterator[tuple[Agent, Agent]]:  # noqa: F811
+    """The two agents; afterwards node A's etcd (the cluster's consensus store) stopped too."""
+    yield two_nodes
+    with override_settings(PANEL_PROCESS_ROLE="all"):
+        for agent in two_nodes:
+            patroni.stop_etcd(agent.data_dir / "etcd" / "data")
+
+
+def test_a_standby_on_another_node_is_run_there_and_takes_over(
+    spread: tuple[Agent, Agent], owner: User, wait_until: Callable[..., object]
+) -> None:
+    a, b = spread
+    wait_until(lambda: all(Node.objects.get(pk=x.node.pk).is_alive for x in (a, b)), timeout=60)
+    cluster = services.create_cluster(
+        owner, name="spread", plan_slug="db-s-1vcpu-2gb", num_nodes=2, node=a.node.name
+    )
+    primary, standby = cluster.members.order_by("name")
+    assert (primary.node.name, standby.node.name) == (a.node.name, b.node.name)
+    wait_until(lambda: _status(cluster) != ClusterStatus.CREATING, timeout=240, message="provisioning")
+    if cluster.status != ClusterStatus.ONLINE:
+        pytest.fail(f"{cluster.error_message}\n{_logs(a, b)}", pytrace=False)
+    assert ha.wait_healthy(cluster, 90)
+
+    # The standby is node B's: its data directory, Patroni's configuration and log under B's data
+    # directory, started by B's agent (which answered the call), in its own cgroup there.
+    data_dir = Path(standby.data_dir)
+    assert data_dir.is_relative_to(b.data_dir) and (data_dir / "PG_VERSION").exists()
+    config = ha_files.member_config_path(cluster, standby)  # this process's data directory…
+    on_b = b.data_dir / config.relative_to(cluster.data_root.parent.parent)  # …as on node B
+    assert on_b.exists() and not config.exists()
+    patroni_pid = patroni.member_pid(on_b)
+    postmaster = postgres.postmaster_pid(data_dir)
+    assert patroni_pid is not None and postmaster is not None
+    assert Path(psutil.Process(postmaster).cwd()) == data_dir
+    assert b.served("panel.core.agent.call") >= 1
+    if cgroups.version() is not None:
+        controller = "memory" if cgroups.version() == 1 else ""
+        group = cgroups.group_of(postmaster, controller)
+        assert group.endswith(f"/{cgroups.PARENT}/{cluster.pk}-member-2")
+        assert cgroups.group_of(patroni_pid, controller) == group
+
+    out = io.StringIO()
+    call_command("cluster", "members", "spread", "--json", "--owner", owner.username, stdout=out)
+    rows = {row["name"]: row for row in json.loads(out.getvalue())}
+    assert (rows["member-1"]["node"], rows["member-2"]["node"]) == (a.node.name, b.node.name)
+    assert rows["member-1"]["role"] == "primary" and rows["member-2"]["role"] == "standby"
+    assert rows["member-2"]["pid"] == postmaster
+
+    # B's reconciler supervises B's member: its Patroni killed, B's reconcile starts it again.
+    with override_settings(PANEL_PROCESS_ROLE="all"):  # the test harness, not the web, kills it
+        os.kill(patroni_pid, signal.SIGKILL)
+    wait_until(lambda: patroni.member_pid(on_b) is None, timeout=10, message="Patroni on B gone")
+    taskqueue.send("panel.clusters.tasks.reconcile", [], queue=b.node.tasks_queue)  # (results not kept)
+    wait_until(lambda: patroni.member_pid(on_b) is not None, timeout=90, message="B's reconciler")
+    assert patroni.member_pid(on_b) != patroni_pid
+    assert ha.wait_healthy(cluster, 90)  # the synchronous standby again: a failover may go to it
+
+    # A transaction pool on A; the primary's postmaster SIGKILLed: B's member takes over and
+    # writes through the pool work again (PgBouncer repointed to B over TCP).
+    pools.create_pool(cluster, "writes", "defaultdb", None, "transaction", 3)
+    with connect_as_client(cluster) as conn:
+        conn.execute("CREATE TABLE acked (id bigint PRIMARY KEY)")
+    assert _write(cluster, 0) == primary.port
+    with override_settings(PANEL_PROCESS_ROLE="all"):  # the test harness, not the web, kills it
+        os.kill(postgres.postmaster_pid(Path(primary.data_dir)) or 0, signal.SIGKILL)
+    killed = time.monotonic()
+    counter = iter(range(1, 10_000))
+    wait_until(lambda: _write(cluster, next(counter)) == standby.port, timeout=90, message="a write on B")
+    took = time.monotonic() - killed
+    print(f"kill -> first write through the pool on node B: {took:.1f} s")
+    statuses = {s.name: s for s in ha.read_statuses(cluster)}
+    assert statuses["member-2"].is_primary
+    with connect_as_client(cluster, port=cluster.pooler_port, dbname="writes") as conn:
+        assert conn.execute("SELECT count(*) FROM acked WHERE id = 0").fetchone() == (1,)
+
+    # Deleting the cluster removes B's member too (B's agent kills it and removes its files).
+    assert services.request_delete(Cluster.objects.get(pk=cluster.pk), confirm_name="spread") is False
+    wait_until(lambda: not Cluster.objects.filter(pk=cluster.pk).exists(), timeout=120, message="deleted")
+    assert patroni.member_pid(on_b) is None and not data_dir.exists()
