@@ -232,10 +232,15 @@ def promote(version: str, pgdata: Path, *, user: OsUser, timeout: float) -> None
 
 
 def postmaster_pid(pgdata: Path) -> int | None:
-    """The running postmaster's pid from postmaster.pid, or None if it is not running."""
+    """The running postmaster's pid from postmaster.pid, or None if it is not running.
+
+    A postmaster killed with SIGKILL leaves its postmaster.pid behind, and its pid may by now be
+    another PostgreSQL's (another cluster's server, or initdb's standalone backend): a process
+    counts only if it runs in this data directory (a postmaster's working directory is its data
+    directory), or, where that cannot be read, if it started when the file says."""
     try:
-        first = (pgdata / "postmaster.pid").read_text().splitlines()[0]
-        pid = int(first.strip())
+        lines = (pgdata / "postmaster.pid").read_text().splitlines()
+        pid = int(lines[0].strip())
     except (OSError, ValueError, IndexError):
         return None
     if pid <= 0:
@@ -244,9 +249,23 @@ def postmaster_pid(pgdata: Path) -> int | None:
         proc = psutil.Process(pid)
         if proc.status() == psutil.STATUS_ZOMBIE or "postgres" not in proc.name():
             return None
+        if not _runs_in(proc, pgdata, lines):
+            return None
     except psutil.Error:
         return None
     return pid
+
+
+def _runs_in(proc: psutil.Process, pgdata: Path, lines: list[str]) -> bool:
+    try:
+        return Path(proc.cwd()).resolve() == pgdata.resolve()
+    except psutil.AccessDenied:
+        pass
+    try:
+        started = int(lines[2].strip())  # postmaster.pid's third line: the start, in epoch seconds
+    except (ValueError, IndexError):
+        return False
+    return abs(proc.create_time() - started) < 2
 
 
 def started_at(pgdata: Path) -> float | None:

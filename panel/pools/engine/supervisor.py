@@ -77,7 +77,8 @@ def check_socket_path(files: BouncerFiles) -> None:
 
 
 def running_pid(files: BouncerFiles) -> int | None:
-    """The running PgBouncer's pid from its pidfile, or None (dead, zombie, or pid reused)."""
+    """The running PgBouncer's pid from its pidfile, or None (dead, zombie, or pid reused: by
+    now perhaps another cluster's PgBouncer, which runs on another ini file)."""
     try:
         pid = int(files.pidfile.read_text().strip())
     except (OSError, ValueError):
@@ -85,6 +86,8 @@ def running_pid(files: BouncerFiles) -> int | None:
     try:
         proc = psutil.Process(pid)
         if proc.status() == psutil.STATUS_ZOMBIE or proc.name() != "pgbouncer":
+            return None
+        if str(files.ini) not in proc.cmdline():
             return None
     except psutil.Error:
         return None

@@ -6,6 +6,8 @@ import os
 import resource
 import shutil
 import socket
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -169,3 +171,30 @@ def test_pgbouncer_gets_the_descriptors_it_needs_above_a_low_soft_limit(
     limits = Path(f"/proc/{pid}/limits").read_text()
     assert any(line.startswith("Max open files") and " 4000 " in line for line in limits.splitlines()), limits
     assert "kernel file descriptor limit: 4000" in files.logfile.read_text()
+
+
+def _named_pgbouncer(tmp_path: Path, ini: Path) -> subprocess.Popen[bytes]:
+    """A real process the kernel calls "pgbouncer", started on ``ini`` as PgBouncer is."""
+    link = tmp_path / "bin" / "pgbouncer"
+    link.parent.mkdir(exist_ok=True)
+    if not link.exists():
+        link.symlink_to(sys.executable)
+    return subprocess.Popen([str(link), "-c", "import time; time.sleep(60)", str(ini)])
+
+
+def test_a_stale_pidfile_naming_another_clusters_pgbouncer_is_not_ours(
+    files: disk.BouncerFiles, tmp_path: Path
+) -> None:
+    # This PgBouncer was SIGKILLed; its pid now belongs to another cluster's PgBouncer.
+    other = _named_pgbouncer(tmp_path, tmp_path / "other-cluster" / "pgbouncer.ini")
+    mine = _named_pgbouncer(tmp_path, files.ini)
+    try:
+        assert psutil.Process(other.pid).name() == "pgbouncer"
+        files.pidfile.write_text(f"{other.pid}\n")
+        assert supervisor.running_pid(files) is None
+        files.pidfile.write_text(f"{mine.pid}\n")  # beside it: our own is found
+        assert supervisor.running_pid(files) == mine.pid
+    finally:
+        for proc in (other, mine):
+            proc.kill()
+            proc.wait()
