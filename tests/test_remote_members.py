@@ -26,9 +26,10 @@ from django.test import override_settings
 from panel.clusters import services
 from panel.clusters.engine import cgroups, patroni, postgres
 from panel.clusters.models import Cluster, ClusterStatus, Node
-from panel.clusters.services import ha, ha_files
+from panel.clusters.services import config, ha, ha_files
 from panel.clusters.tests.conftest import connect_as_client
 from panel.core import taskqueue
+from panel.core.errors import ServiceError
 from panel.pools import services as pools
 from tests.test_two_nodes import Agent, two_nodes  # noqa: F401
 
@@ -143,3 +144,46 @@ def test_a_standby_on_another_node_is_run_there_and_takes_over(
     assert services.request_delete(Cluster.objects.get(pk=cluster.pk), confirm_name="spread") is False
     wait_until(lambda: not Cluster.objects.filter(pk=cluster.pk).exists(), timeout=120, message="deleted")
     assert patroni.member_pid(on_b) is None and not data_dir.exists()
+
+
+def _work_mem(cluster: Cluster, host: str, port: int) -> str:
+    """``SHOW work_mem`` on one member, over TCP as a client (and the panel) connects."""
+    with connect_as_client(cluster, host=host, port=port, connect_timeout=5) as conn:
+        row = conn.execute("SHOW work_mem").fetchone()
+    return str(row[0]) if row else ""
+
+
+def test_a_configuration_change_reaches_the_member_on_another_node_or_nowhere(
+    spread: tuple[Agent, Agent], owner: User, wait_until: Callable[..., object]
+) -> None:
+    a, b = spread
+    wait_until(lambda: all(Node.objects.get(pk=x.node.pk).is_alive for x in (a, b)), timeout=60)
+    cluster = services.create_cluster(
+        owner, name="spreadconf", plan_slug="db-s-1vcpu-2gb", num_nodes=2, node=a.node.name
+    )
+    primary, standby = cluster.members.order_by("name")
+    wait_until(lambda: _status(cluster) != ClusterStatus.CREATING, timeout=240, message="provisioning")
+    if cluster.status != ClusterStatus.ONLINE:
+        pytest.fail(f"{cluster.error_message}\n{_logs(a, b)}", pytrace=False)
+    assert ha.wait_healthy(cluster, 90)
+    assert _work_mem(cluster, standby.host, standby.port) == "4MB"
+
+    # The service the configuration form calls (sent to A's agent: this process is the web).
+    config.update_config(cluster, {"work_mem": 64})
+    assert _work_mem(cluster, standby.host, standby.port) == "64MB"  # B's member, reloaded by B's agent
+    assert _work_mem(cluster, primary.host, primary.port) == "64MB"
+
+    # B's agent stopped: the next change is refused, and nothing changed on A (row, file, server).
+    settings_conf = a.data_dir / cluster.pgdata.relative_to(cluster.data_root.parent.parent) / "settings.conf"
+    before = settings_conf.read_text()
+    with override_settings(PANEL_PROCESS_ROLE="all"):  # the test harness, not the web, stops it
+        b.stop()
+    with pytest.raises(ServiceError) as refused:
+        config.update_config(cluster, {"work_mem": 32})
+    assert refused.value.code == "config.not_applied"
+    assert b.node.name in refused.value.message
+    cluster.refresh_from_db()
+    assert cluster.config["work_mem"] == 64
+    assert settings_conf.read_text() == before
+    assert _work_mem(cluster, primary.host, primary.port) == "64MB"
+    assert _work_mem(cluster, standby.host, standby.port) == "64MB"

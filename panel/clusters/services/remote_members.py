@@ -17,19 +17,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
+from django.utils.translation import gettext as _
 
-from panel.clusters.engine import guard, isolation, patroni, postgres
+from panel.clusters.engine import dbconn, guard, isolation, patroni, postgres
 from panel.clusters.models import Cluster, ClusterMember, ClusterStatus
 from panel.clusters.services import ha_files
 from panel.core import agent, runas
 from panel.core.agent import on_node
-from panel.core.errors import ServiceError
+from panel.core.errors import N_, ServiceError
 
 log = logging.getLogger(__name__)
 
 START_TIMEOUT = 300.0
 STOP_TIMEOUT = 90.0
+CONFIG_TIMEOUT = 20.0
 NODE_CONF = "node.conf"
+# provision.SETTINGS_FILE (not imported: provision imports ha, which imports this module)
+SETTINGS_FILE = "settings.conf"
 
 
 @dataclass(frozen=True)
@@ -79,10 +83,69 @@ def remove(member: ClusterMember) -> None:
         log.warning("member %s on node %s not removed: %s", member, member.node.name, exc.message)
 
 
+@dataclass(frozen=True)
+class ServerConfig:
+    """The server configuration of the cluster's node as a member's node writes it: panel.conf and
+    settings.conf's texts (no secret in either; pg_hba.conf and pg_ident.conf each node renders
+    from the rows)."""
+
+    panel_conf: str
+    settings_conf: str
+    source_data_dir: str
+
+
+def server_config_of(cluster: Cluster) -> ServerConfig:
+    """Read on the cluster's node, once the change is written there."""
+    settings_conf = cluster.pgdata / SETTINGS_FILE
+    return ServerConfig(
+        panel_conf=(cluster.pgdata / "panel.conf").read_text(),
+        settings_conf=settings_conf.read_text() if settings_conf.exists() else "",
+        source_data_dir=str(settings.PANEL_DATA_DIR),
+    )
+
+
+def push_config(cluster: Cluster) -> None:
+    """Every member on another node takes the server configuration just written on the cluster's
+    node (panel.conf, settings.conf, pg_hba.conf, pg_ident.conf) and reloads. Fail closed: when one
+    member's agent does not answer or its server refuses, the members that took it get their
+    previous files back and an EngineError says which (the caller restores its own node's files, so
+    the change is nowhere)."""
+    remote = [member for member in ha_files.members_of(cluster) if member.is_remote]
+    if not remote:
+        return
+    silent = [member for member in remote if not member.node.is_alive]
+    if silent:  # its heartbeats stopped: no need to wait for the call's timeout to know
+        raise runas.EngineError(
+            _("The member %(member)s on node %(node)s did not take the change: %(reason)s")
+            % {
+                "member": silent[0].name,
+                "node": silent[0].node.name,
+                "reason": _("its agent is not answering."),
+            }
+        )
+    wanted = server_config_of(cluster)
+    taken: list[tuple[ClusterMember, ServerConfig]] = []
+    for member in remote:
+        try:
+            previous = _ask(f"{__name__}.apply_config_here", member, wanted, timeout=CONFIG_TIMEOUT)
+        except ServiceError as exc:
+            for done, before in reversed(taken):
+                try:
+                    _ask(f"{__name__}.apply_config_here", done, before, timeout=CONFIG_TIMEOUT)
+                except ServiceError as again:
+                    log.warning("member %s: previous configuration not restored: %s", done, again.message)
+            raise runas.EngineError(
+                _("The member %(member)s on node %(node)s did not take the change: %(reason)s")
+                % {"member": member.name, "node": member.node.name, "reason": exc.message}
+            ) from None
+        assert isinstance(previous, ServerConfig)
+        taken.append((member, previous))
+
+
 # --- on the member's node --------------------------------------------------------------------------
 
 
-def node_conf(files: MemberFiles) -> str:
+def node_conf(files: MemberFiles | ServerConfig) -> str:
     """The settings of the primary's panel.conf that name a path under the cluster's node's data
     directory, naming this node's instead (a later setting wins in postgresql.conf)."""
     source, here = f"'{files.source_data_dir}/", f"'{settings.PANEL_DATA_DIR}/"
@@ -119,6 +182,37 @@ def start_here(member: ClusterMember, files: MemberFiles) -> None:
     isolation.write_auth_config(cluster, user)
     ha_files.write_member_config(cluster, member, user)
     _start_patroni(cluster, member)
+
+
+@on_node(timeout=CONFIG_TIMEOUT)
+def apply_config_here(member: ClusterMember, wanted: ServerConfig) -> ServerConfig:
+    """The member's copies of the server configuration rewritten (each atomically), then its
+    postmaster reloaded and seen to have loaded them; returns what was there before."""
+    cluster = member.cluster
+    user = cluster.os_user()
+    data_dir = Path(member.data_dir)
+    settings_conf = data_dir / SETTINGS_FILE
+    previous = ServerConfig(
+        panel_conf=(data_dir / "panel.conf").read_text(),
+        settings_conf=settings_conf.read_text() if settings_conf.exists() else "",
+        source_data_dir=wanted.source_data_dir,
+    )
+    try:
+        runas.write_private_file(data_dir / SETTINGS_FILE, wanted.settings_conf, owner=user)
+        runas.write_private_file(data_dir / "panel.conf", wanted.panel_conf, owner=user)
+        runas.write_private_file(cluster.pgdata / NODE_CONF, node_conf(wanted), owner=user)
+        isolation.write_auth_config(cluster, user)
+        errors = isolation.hba_errors(cluster, member.port)
+        if errors:
+            raise runas.EngineError("; ".join(errors))
+        isolation.reload_member(cluster, member.port)
+    except (runas.EngineError, dbconn.DatabaseError, OSError) as exc:
+        raise ServiceError(
+            N_("The member's server did not take the configuration: %(reason)s"),
+            code="member.config_not_applied",
+            params={"reason": str(exc)},
+        ) from None
+    return previous
 
 
 def _start_patroni(cluster: Cluster, member: ClusterMember) -> None:
