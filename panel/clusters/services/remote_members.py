@@ -13,15 +13,19 @@ with that node's data directory replaced by this one's (logs, the guard's librar
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import psycopg
 from django.conf import settings
 from django.utils.translation import gettext as _
 
 from panel.clusters.engine import dbconn, guard, isolation, patroni, postgres
 from panel.clusters.models import Cluster, ClusterMember, ClusterStatus
-from panel.clusters.services import ha_files
+from panel.clusters.services import ha_files, handover
 from panel.core import agent, runas
 from panel.core.agent import on_node
 from panel.core.errors import N_, ServiceError
@@ -31,6 +35,7 @@ log = logging.getLogger(__name__)
 START_TIMEOUT = 300.0
 STOP_TIMEOUT = 90.0
 CONFIG_TIMEOUT = 20.0
+PID_TIMEOUT = 5.0
 NODE_CONF = "node.conf"
 # provision.SETTINGS_FILE (not imported: provision imports ha, which imports this module)
 SETTINGS_FILE = "settings.conf"
@@ -142,6 +147,86 @@ def push_config(cluster: Cluster) -> None:
         taken.append((member, previous))
 
 
+def postmaster_pid(member: ClusterMember) -> int | None:
+    """The member's postmaster pid as its own node reads it (postmaster.pid in its data directory):
+    here for a member on the cluster's node, else asked of its node's agent; None when the agent
+    does not answer (a pid read from this node's disk would be another machine's process)."""
+    if not member.is_remote:
+        return postgres.postmaster_pid(Path(member.data_dir))
+    if not member.node.is_alive:
+        return None
+    try:
+        pid = _ask(f"{__name__}.postmaster_pid_here", member, timeout=PID_TIMEOUT)
+    except ServiceError as exc:
+        log.info("member %s: no pid from node %s: %s", member, member.node.name, exc.message)
+        return None
+    return pid if isinstance(pid, int) else None
+
+
+def member_connection(member: ClusterMember) -> AbstractContextManager[psycopg.Connection]:
+    """The panel's maintenance session on one member: through the socket on the cluster's node,
+    over TCP at its node's address (TLS, the superuser's password) on another node."""
+    cluster = member.cluster
+    if not member.is_remote:
+        return dbconn.admin_connection(cluster, port=member.port)
+    return dbconn.connect(
+        quiet_log=True,
+        host=member.host,
+        port=member.port,
+        user=settings.PANEL_SUPERUSER,
+        password=cluster.superuser_password,
+        dbname=dbconn.MAINTENANCE_DATABASE,
+    )
+
+
+class RemoteHandover:
+    """``handover.Handover`` for a primary on another node: the same files, in the cluster's socket
+    directory there (where that member's ``before_stop`` script looks), through that node's agent."""
+
+    def __init__(self, member: ClusterMember) -> None:
+        self.member = member
+
+    def wait_stopping(self, done: Callable[[], bool], timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if _ask(f"{__name__}.handover_here", self.member, "stopping", timeout=PID_TIMEOUT):
+                return True
+            if done():
+                return False
+        return False
+
+    def release(self) -> None:
+        _ask(f"{__name__}.handover_here", self.member, "release", timeout=PID_TIMEOUT)
+
+
+def handover_for(
+    cluster: Cluster, primary: str
+) -> AbstractContextManager[handover.Handover | RemoteHandover]:
+    """A switchover's handover files where the old primary's Patroni runs its ``before_stop``."""
+    member = cluster.members.select_related("node", "cluster").get(name=primary)
+    return _remote_handover(member) if member.is_remote else handover.handover(cluster)
+
+
+@contextmanager
+def _remote_handover(member: ClusterMember) -> Iterator[RemoteHandover]:
+    _ask(f"{__name__}.handover_here", member, "begin", timeout=PID_TIMEOUT)
+    try:
+        yield RemoteHandover(member)
+    finally:
+        try:
+            _ask(f"{__name__}.handover_here", member, "end", timeout=PID_TIMEOUT)
+        except ServiceError as exc:  # its script stops waiting after patroni_before_stop.WAIT anyway
+            log.warning("member %s: handover files not removed: %s", member, exc.message)
+
+
+def write_tags(cluster: Cluster, replicate_from: dict[str, str]) -> None:
+    """A switchover's cascade (``cascade``) for the members on other nodes: each one's Patroni
+    configuration written there with its ``replicatefrom`` tag (or without, ``{}``)."""
+    for member in ha_files.members_of(cluster):
+        if member.is_remote:
+            _ask(f"{__name__}.write_config_here", member, replicate_from, timeout=CONFIG_TIMEOUT)
+
+
 # --- on the member's node --------------------------------------------------------------------------
 
 
@@ -213,6 +298,34 @@ def apply_config_here(member: ClusterMember, wanted: ServerConfig) -> ServerConf
             params={"reason": str(exc)},
         ) from None
     return previous
+
+
+@on_node(timeout=PID_TIMEOUT)
+def handover_here(member: ClusterMember, step: str) -> bool:
+    """One step of ``RemoteHandover`` on the old primary's node; ``stopping``: whether its
+    ``before_stop`` script has said that the stop is next."""
+    hand = handover.Handover(member.cluster)
+    if step == "begin":
+        hand.stopping.unlink(missing_ok=True)
+        hand.pending.write_text("switchover\n")
+    elif step == "release":
+        hand.release()
+    elif step == "end":
+        hand.pending.unlink(missing_ok=True)
+        hand.stopping.unlink(missing_ok=True)
+    return hand.stopping.exists()
+
+
+@on_node(timeout=CONFIG_TIMEOUT)
+def write_config_here(member: ClusterMember, replicate_from: dict[str, str]) -> None:
+    ha_files.write_member_config(
+        member.cluster, member, member.cluster.os_user(), replicate_from=replicate_from
+    )
+
+
+@on_node(timeout=PID_TIMEOUT)
+def postmaster_pid_here(member: ClusterMember) -> int | None:
+    return postgres.postmaster_pid(Path(member.data_dir))
 
 
 def _start_patroni(cluster: Cluster, member: ClusterMember) -> None:
