@@ -334,6 +334,101 @@ def module_cluster(
             User.objects.filter(username=username).delete()
 
 
+class SharedCluster:
+    """A real cluster that a module's transactional tests share (one initdb, one teardown), and
+    the rows that describe it, put back before each test when a flush removed them.
+
+    ``TransactionTestCase`` empties every table after each test; the server, its files and its
+    system user stay. The rows (the cluster, its users, databases, events and whatever else
+    cascades from it, and its node) are kept as serialised copies and saved again with the same
+    primary keys, owned by the test's ``owner``. What a test changes on the server itself is the
+    module's to undo (its ``cluster`` fixture): a module only shares when its tests leave the
+    server as they found it (running, the same roles).
+    """
+
+    def __init__(self, cluster: Cluster) -> None:
+        from django.contrib.admin.utils import NestedObjects
+        from django.core import serializers
+
+        self.pk = cluster.pk
+        collector = NestedObjects(using="default")
+        collector.collect([cluster])
+        rows = [cluster.node] if cluster.node is not None else []
+        rows += [row for model_rows in collector.data.values() for row in model_rows]
+        self._rows = serializers.serialize("python", rows)
+
+    def restore(self, owner: User) -> Cluster:
+        """The cluster's rows as provisioning left them (if a flush took them), owned by ``owner``."""
+        from django.core import serializers
+
+        from panel.clusters.models import Node
+
+        if not Cluster.objects.filter(pk=self.pk).exists():
+            node_id = None
+            for row in sorted(serializers.deserialize("python", self._rows), key=self._parents_first):
+                if isinstance(row.object, Node):
+                    # A test may have registered this node again (a new row) before: keep that one.
+                    existing = Node.objects.filter(name=row.object.name).first()
+                    if existing is not None:
+                        node_id = existing.pk
+                        continue
+                if isinstance(row.object, Cluster):
+                    row.object.owner_id = owner.pk
+                    row.object.node_id = node_id or row.object.node_id
+                row.save()
+        Cluster.objects.filter(pk=self.pk).update(owner=owner)
+        return Cluster.objects.get(pk=self.pk)
+
+    @staticmethod
+    def _parents_first(row: object) -> int:
+        from panel.clusters.models import Node
+
+        obj = row.object  # type: ignore[attr-defined]
+        return 0 if isinstance(obj, Node) else 1 if isinstance(obj, Cluster) else 2
+
+
+@pytest.fixture(scope="module")
+def _module_local_cluster(django_db_setup: None, django_db_blocker: object) -> Iterator[SharedCluster]:
+    """The server behind ``shared_local_cluster``: made once per module, deleted after it."""
+    with django_db_blocker.unblock():  # type: ignore[attr-defined]
+        maker = User.objects.create_user("shared-owner", "shared@example.com", "shared-password-1")
+        shared = SharedCluster(make_local_cluster(maker))
+    try:
+        yield shared
+    finally:
+        with django_db_blocker.unblock():  # type: ignore[attr-defined]
+            owner = User.objects.filter(username="shared-owner").first()
+            owner = owner or User.objects.create_user("shared-owner", "shared@example.com")
+            cluster = shared.restore(owner)
+            delete_replicas_of(cluster)
+            services.delete_cluster(cluster, confirm_name=cluster.name)
+            User.objects.filter(username="shared-owner").delete()
+
+
+@pytest.fixture
+def shared_local_cluster(
+    owner: User, transactional_db: None, _module_local_cluster: SharedCluster
+) -> Iterator[Cluster]:
+    """``local_cluster`` for a module whose tests leave the server as they found it: one real
+    cluster for the whole module (a provisioning saved per test), its rows back before each test.
+    A server a test stopped (through the panel or behind its back) is started again after it."""
+    cluster = _module_local_cluster.restore(owner)
+    assert cluster.status == "online" and postgres_is_running(cluster), cluster.status
+    yield cluster
+    if not postgres_is_running(cluster) and Cluster.objects.filter(pk=cluster.pk).exists():
+        from django.conf import settings
+
+        from panel.clusters.engine import isolation
+
+        isolation.start_server(cluster, cluster.os_user(), settings.PANEL_COMMAND_TIMEOUT)
+
+
+def postgres_is_running(cluster: Cluster) -> bool:
+    from panel.clusters.engine import postgres
+
+    return postgres.postmaster_pid(cluster.pgdata) is not None
+
+
 @pytest.fixture
 def local_cluster(owner: User, transactional_db: None) -> Iterator[Cluster]:
     """A real, running PostgreSQL cluster (1 GB plan) owned by ``owner``; removed afterwards."""

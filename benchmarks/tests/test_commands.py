@@ -15,6 +15,12 @@ from panel.clusters.models import Cluster
 pytestmark = pytest.mark.integration
 
 
+@pytest.fixture
+def local_cluster(shared_local_cluster: Cluster) -> Cluster:
+    """One real cluster for the module's tests (none of them changes what the next one needs)."""
+    return shared_local_cluster
+
+
 def bench(*args: str) -> str:
     out = io.StringIO()
     call_command("bench", *args, stdout=out, stderr=io.StringIO())

@@ -25,15 +25,15 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def cluster(local_cluster: Cluster) -> Iterator[Cluster]:
+def cluster(shared_local_cluster: Cluster) -> Iterator[Cluster]:
     """A 1 GB cluster (22 connections for non-superusers) with pgbench's tables at scale 1."""
-    dataset = services.init_dataset(local_cluster, "defaultdb", 1, enqueue=False)
+    dataset = services.init_dataset(shared_local_cluster, "defaultdb", 1, enqueue=False)
     dataset = services.execute_init(dataset.pk)
     assert dataset.status == JobStatus.SUCCEEDED, dataset.error_message
     assert dataset.progress == 100 and dataset.size_bytes and dataset.size_bytes > 1_000_000
     assert dataset.duration_s is not None and "pgbench -i" in dataset.command_display
-    yield local_cluster
-    pool_services.stop_pgbouncer(local_cluster)
+    yield shared_local_cluster
+    pool_services.stop_pgbouncer(shared_local_cluster)
 
 
 def run_now(cluster: Cluster, txlogs: Path | None = None, **kwargs: object) -> BenchmarkRun:

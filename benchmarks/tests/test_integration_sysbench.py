@@ -26,10 +26,10 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def cluster(local_cluster: Cluster) -> Iterator[Cluster]:
+def cluster(shared_local_cluster: Cluster) -> Iterator[Cluster]:
     """A 1 GB cluster with sysbench's tables (2 × 5,000 rows) in ``defaultdb``, and a pool."""
     dataset = services.init_dataset(
-        local_cluster, "defaultdb", engine=Engine.SYSBENCH, tables=2, table_size=5_000, enqueue=False
+        shared_local_cluster, "defaultdb", engine=Engine.SYSBENCH, tables=2, table_size=5_000, enqueue=False
     )
     dataset = services.execute_init(dataset.pk)
     assert dataset.status == JobStatus.SUCCEEDED, dataset.error_message
@@ -38,8 +38,10 @@ def cluster(local_cluster: Cluster) -> Iterator[Cluster]:
         dataset.command_display.startswith("PGPASSWORD=******** ") and " prepare" in dataset.command_display
     )
     assert "--tables=2" in dataset.command_display and "--table-size=5000" in dataset.command_display
-    yield local_cluster
-    pool_services.stop_pgbouncer(local_cluster)
+    yield shared_local_cluster
+    pool_services.stop_pgbouncer(shared_local_cluster)
+    # The module's next test prepares again on the same server (sysbench refuses tables it finds).
+    assert services.cleanup_dataset(shared_local_cluster, "defaultdb") == 1
 
 
 def sysbench_options(**kwargs: object) -> cmd.RunOptions:

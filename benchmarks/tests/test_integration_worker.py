@@ -19,6 +19,7 @@ from benchmarks.lib.pgbench_command import RunOptions
 from benchmarks.models import BenchmarkRun, JobStatus, RunStatus
 from conftest import start_celery_worker
 from panel.clusters.models import Cluster
+from panel.pools import services as pool_services
 
 pytestmark = pytest.mark.integration
 
@@ -27,10 +28,12 @@ DOOMED_QUEUE = "benchmarks-doomed"
 
 
 @pytest.fixture
-def cluster(local_cluster: Cluster) -> Cluster:
-    dataset = services.execute_init(services.init_dataset(local_cluster, "defaultdb", 1, enqueue=False).pk)
+def cluster(shared_local_cluster: Cluster) -> Iterator[Cluster]:
+    cluster = shared_local_cluster
+    dataset = services.execute_init(services.init_dataset(cluster, "defaultdb", 1, enqueue=False).pk)
     assert dataset.status == JobStatus.SUCCEEDED, dataset.error_message
-    return local_cluster
+    yield cluster
+    pool_services.stop_pgbouncer(cluster)  # the module's next test starts from no pool
 
 
 def terminal(run: BenchmarkRun) -> Callable[[], bool]:

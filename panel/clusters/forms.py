@@ -131,13 +131,36 @@ class TrustedSourceForm(PanelForm):
 
 
 class ResizeForm(PanelForm):
+    """Another plan (``size``) or another number of nodes (``num_nodes``): one change a time."""
+
     size = forms.ChoiceField(
-        label=_("New plan"), choices=[(plan.slug, plan.slug) for plan in PLANS], widget=forms.RadioSelect
+        label=_("New plan"),
+        choices=[(plan.slug, plan.slug) for plan in PLANS],
+        widget=forms.RadioSelect,
+        required=False,
+    )
+    num_nodes = forms.TypedChoiceField(
+        label=_("Nodes"),
+        coerce=int,
+        required=False,
+        empty_value=None,
+        widget=forms.Select(attrs={"class": "form-select"}),
+        choices=[
+            (1, _("None: one server")),
+            (2, _("One standby (2 members)")),
+            (3, _("Two standbys (3 members)")),
+        ],
     )
     restart = forms.BooleanField(
         label=_("I understand that PostgreSQL restarts: clients are disconnected for a few seconds."),
         error_messages={"required": _("Confirm the restart to resize.")},
     )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if not data.get("size") and data.get("num_nodes") is None and "size" not in self.errors:
+            self.add_error("size", _("Choose a plan."))
+        return data
 
 
 class ConfigForm(PanelForm):

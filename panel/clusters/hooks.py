@@ -226,3 +226,21 @@ def role_changed(cluster: Cluster, message: Any) -> None:
             step(cluster, message)
         except Exception:
             log.exception("role change of cluster %s: %s failed", cluster.pk, getattr(step, "__name__", step))
+
+
+# --- where a new standby is restored from (panel.backups: the repository) -----------------------
+
+
+def _no_repository(cluster: Cluster) -> tuple[str, ...]:
+    return ()
+
+
+# ``replica_repository(cluster)``: pgBackRest's argv on the cluster's stanza up to the action
+# (program, --config, --stanza), or () when the cluster has no repository; Patroni restores new
+# standbys from it (lib/patroni.py ``create_replica_methods``).
+replica_repository: Callable[[Cluster], tuple[str, ...]] = _no_repository
+
+
+def register_replica_repository(implementation: Callable[[Cluster], tuple[str, ...]]) -> None:
+    global replica_repository
+    replica_repository = implementation

@@ -46,6 +46,7 @@ def render_settings_tab(request: HttpRequest, cluster: Cluster, **extra: Any) ->
         "panel_client_address": PANEL_CLIENT_ADDRESS,
         "my_address": _my_address(request, sources),
         "resize_form": ResizeForm(),
+        "nodes_form": ResizeForm(initial={"num_nodes": cluster.num_nodes}),
         # Called by the template, so only when the Resize card is rendered (it reads the node's
         # room, the data size and the pools).
         "plan_choices": partial(resize.plan_choices, cluster) if cluster.is_local else [],
@@ -78,16 +79,20 @@ def resize_card(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     form = ResizeForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
+        size, num_nodes = form.cleaned_data["size"], form.cleaned_data["num_nodes"]
         try:
-            resize.resize_cluster(cluster, form.cleaned_data["size"])
+            resize.resize_cluster(cluster, size or cluster.plan_slug, num_nodes=num_nodes)
         except ServiceError as exc:
             add_service_error(form, exc)
         else:
-            messages.info(
-                request,
-                _("Resizing “%(name)s” to %(plan)s; PostgreSQL restarts.")
-                % {"name": cluster.name, "plan": form.cleaned_data["size"]},
-            )
+            if num_nodes is not None:
+                notice = _("Changing “%(name)s” to %(n)s node(s).") % {"name": cluster.name, "n": num_nodes}
+            else:
+                notice = _("Resizing “%(name)s” to %(plan)s; PostgreSQL restarts.") % {
+                    "name": cluster.name,
+                    "plan": size,
+                }
+            messages.info(request, notice)
             # The whole page again: its header follows the resize like any other job.
             return go_to(request, reverse("clusters:settings", args=[cluster.pk]))
     return render_settings_tab(request, cluster, section="resize-card", resize_form=form)

@@ -13,7 +13,7 @@ from django.db import connection
 
 from panel.clusters import services
 from panel.clusters.models import Cluster, ClusterStatus, Node
-from panel.clusters.services import ha, nodes, reconciler, replica_build
+from panel.clusters.services import ha, member_count, nodes, reconciler, replica_build
 from panel.clusters.services import resize as resize_service
 from panel.core import taskqueue
 from panel.core.errors import ServiceError
@@ -46,6 +46,11 @@ def cluster_action(cluster_id: str, action: str) -> None:
 @shared_task(name="panel.clusters.tasks.resize")
 def resize(cluster_id: str, plan_slug: str) -> None:
     resize_service.perform_resize(cluster_id, plan_slug)
+
+
+@shared_task(name="panel.clusters.tasks.member_count")
+def change_member_count(cluster_id: str, num_nodes: int) -> None:
+    member_count.perform_member_count(cluster_id, num_nodes)
 
 
 @shared_task(name="panel.clusters.tasks.delete")

@@ -20,9 +20,6 @@ from panel.core.errors import N_, ServiceError
 ENGINE = "pg"
 
 
-ONE_NODE = N_("A resize cannot change num_nodes yet: send the cluster's own num_nodes (%(n)s).")
-
-
 def connection(
     cluster: Cluster, *, with_password: bool, standby: bool = False, private: bool = False
 ) -> dict[str, Any]:

@@ -56,15 +56,30 @@ def test_a_resize_is_accepted_and_the_database_then_says_resizing(
 
 
 @pytest.mark.django_db
+def test_num_nodes_with_the_same_size_queues_the_change_of_members(
+    api_client: Client, owner: User, make_token: MakeToken, queued_tasks: Queued
+) -> None:
+    cluster = make_cluster_row(owner)
+    token = make_token(owner, Scope.UPDATE, Scope.READ)
+    response = put_resize(api_client, token, cluster, {"size": "db-s-2vcpu-4gb", "num_nodes": 3})
+    assert response.status_code == 202, response.content
+    cluster.refresh_from_db()
+    assert cluster.status == ClusterStatus.RESIZING and cluster.num_nodes == 1  # the node changes it
+    assert queued_tasks(cluster.tasks_queue) == [("panel.clusters.tasks.member_count", [str(cluster.pk), 3])]
+
+
+@pytest.mark.django_db
 @pytest.mark.parametrize(
     ("body", "status", "error_id", "words"),
     [
         (
             {"size": "db-s-4vcpu-8gb", "num_nodes": 2},
             422,
-            "database.num_nodes_unsupported",
-            "cannot change num_nodes",
+            "resize.one_change_at_a_time",
+            "one at a time",
         ),
+        ({"size": "db-s-2vcpu-4gb", "num_nodes": 4}, 422, "cluster.num_nodes_range", "1 to 3 nodes"),
+        ({"size": "db-s-2vcpu-4gb", "num_nodes": 0}, 422, "cluster.num_nodes_range", "not 0"),
         ({"size": "db-s-64vcpu-1tb"}, 422, "unprocessable_entity", "db-s-64vcpu-1tb"),
         ({"size": "db-s-2vcpu-4gb"}, 422, "resize.same_plan", "already on plan"),
         ({"num_nodes": 1}, 422, "unprocessable_entity", "size"),

@@ -11,17 +11,15 @@ from ninja import Router, Schema
 from ninja.responses import Status
 
 from panel.api.models import Scope
-from panel.api.services.databases import ONE_NODE
 from panel.api.v2.auth import caller
 from panel.api.v2.common import ERRORS, WRITE_ERRORS, owned_cluster
 from panel.clusters.services import config, resize
-from panel.core.errors import ServiceError
 
 router = Router(tags=["databases"])
 
 
 class ResizeIn(Schema):
-    """The managed service's resize call: a plan slug as ``size``, one node."""
+    """The managed service's resize call: a plan slug as ``size`` and the number of nodes."""
 
     size: str
     num_nodes: int | None = None
@@ -41,15 +39,9 @@ class ConfigBody(Schema):
 def resize_database(request: HttpRequest, database_id: uuid.UUID, payload: ResizeIn) -> Status[None]:
     user, _token = caller(request, Scope.UPDATE)
     cluster = owned_cluster(user, database_id)
-    if payload.num_nodes is not None and payload.num_nodes != cluster.num_nodes:
-        raise ServiceError(
-            ONE_NODE,
-            field="num_nodes",
-            code="database.num_nodes_unsupported",
-            params={"n": cluster.num_nodes},
-        )
-    # Accepted: the cluster is "resizing" until its node has restarted it on the new plan.
-    resize.resize_cluster(cluster, payload.size)
+    # Accepted: the cluster is "resizing" until its node has restarted it on the new plan, or
+    # added or removed its standbys (``num_nodes``; the size may stay the same).
+    resize.resize_cluster(cluster, payload.size, num_nodes=payload.num_nodes)
     return Status(202, None)
 
 

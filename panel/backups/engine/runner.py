@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -131,7 +132,8 @@ def write_files(cluster: Cluster, user: OsUser) -> Paths:
     # host:port:database:user:password, over the socket (its directory as the host).
     line = ":".join(
         part.replace("\\", "\\\\").replace(":", "\\:")
-        for part in (str(cluster.socket_dir), str(cluster.server_port), "*", settings.PANEL_SUPERUSER)
+        # Any port: with standbys every member's socket is in that directory, and the primary moves.
+        for part in (str(cluster.socket_dir), "*", "*", settings.PANEL_SUPERUSER)
     )
     secret = cluster.superuser_password.replace("\\", "\\\\").replace(":", "\\:")
     _write_if_changed(where.passfile, f"{line}:{secret}\n", user)
@@ -150,13 +152,49 @@ def _write_if_changed(path: Path, content: str, user: OsUser) -> None:
     runas.write_private_file(path, content, owner=user)
 
 
+# A full backup's directory in the repository (its label); others build on one.
+_FULL_LABEL = re.compile(r"^[0-9]{8}-[0-9]{6}F$")
+
+
+def has_backup(cluster: Cluster) -> bool:
+    """Whether the cluster's repository holds a full backup to restore from: the local one's
+    directory names are the labels (only names are read); a bucket is pgBackRest's to say."""
+    if s3_repository() is not None:
+        return True
+    folder = paths(cluster).repo / "backup" / pgbackrest.STANZA
+    try:
+        return any(
+            _FULL_LABEL.match(entry.name)
+            for entry in os.scandir(folder)
+            if entry.is_dir(follow_symlinks=False)
+        )
+    except OSError:
+        return False
+
+
+def stanza_command(cluster: Cluster) -> list[str]:
+    """pgBackRest on the cluster's configuration and stanza, without an action."""
+    return pgbackrest.command(program(), str(paths(cluster).config), "")[:-1]
+
+
 def run(cluster: Cluster, action: str, *options: str, timeout: float) -> subprocess.CompletedProcess[str]:
     """One pgBackRest call on the cluster's stanza, as its user."""
     where = paths(cluster)
     argv = pgbackrest.command(program(), str(where.config), action, *options)
-    return runas.run_as(
-        cluster.os_user(), argv, timeout=timeout, cwd=where.root, env={"PGPASSFILE": str(where.passfile)}
-    )
+    env = {"PGPASSFILE": str(where.passfile), **primary_env(cluster)}
+    return runas.run_as(cluster.os_user(), argv, timeout=timeout, cwd=where.root, env=env)
+
+
+def primary_env(cluster: Cluster) -> dict[str, str]:
+    """With standbys the primary moves (failover, switchover) while the configuration names the
+    member that was primary when it was written: pgBackRest is pointed at the one that is primary
+    now (the environment overrides the file), so backups follow it as archiving does."""
+    if not cluster.is_ha:
+        return {}
+    primary = cluster.members.filter(role="primary").first()
+    if primary is None:
+        return {}
+    return {"PGBACKREST_PG1_PATH": primary.data_dir, "PGBACKREST_PG1_PORT": str(primary.port)}
 
 
 def check(result: subprocess.CompletedProcess[str], what: str) -> None:

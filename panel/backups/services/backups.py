@@ -15,6 +15,7 @@ from panel.backups.engine import runner as engine
 from panel.backups.lib import pgbackrest
 from panel.backups.models import BackupJob, JobKind, JobStatus
 from panel.backups.services.archiving import ArchiveStatus, archive_status, check_archiving
+from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster, EventLevel
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
@@ -110,6 +111,8 @@ def perform_backup(job_id: int) -> BackupJob | None:
             raise EngineError(
                 _("WAL archiving is not active on the running server; restart the cluster to enable backups.")
             )
+        if cluster.is_ha:
+            checkpoint(cluster)
         result = engine.run(
             cluster, "backup", f"--type={job.backup_type}", timeout=settings.PANEL_BACKUP_TIMEOUT
         )
@@ -128,6 +131,18 @@ def perform_backup(job_id: int) -> BackupJob | None:
         Message(N_("%(type)s backup %(label)s taken."), type=job.backup_type.capitalize(), label=job.label),
     )
     return job
+
+
+def checkpoint(cluster: Cluster) -> None:
+    """A CHECKPOINT on the primary: one promoted by a failover or switchover writes its new
+    timeline into pg_control only at its first checkpoint, and pgBackRest refuses a backup while
+    pg_control's timeline and the WAL's differ ("WAL timeline 3 does not match pg_control
+    timeline 1")."""
+    try:
+        with dbconn.admin_connection(cluster) as conn:
+            conn.execute("CHECKPOINT")
+    except dbconn.DatabaseError as exc:
+        raise EngineError(str(exc)) from None
 
 
 # --- what the tab shows ----------------------------------------------------------------------------

@@ -24,6 +24,7 @@ def register() -> None:
     hooks.register_disk_usage(engine.repository_bytes)  # WAL archived and backups: the plan's disk
     hooks.register_before_teardown(retention.before_teardown)
     hooks.register_delete_choice(retention.delete_choice)
+    hooks.register_replica_repository(replica_repository)
 
 
 def server_config(cluster: Cluster) -> list[str]:
@@ -39,6 +40,18 @@ def server_config(cluster: Cluster) -> list[str]:
         return []
     engine.write_files(cluster, cluster.os_user())
     return [engine.SERVER_FILE]
+
+
+def replica_repository(cluster: Cluster) -> tuple[str, ...]:
+    """pgBackRest on the cluster's stanza, for Patroni to restore new standbys from; nothing when
+    the cluster has no configuration of its own (no pgBackRest, or not written yet) or no backup
+    yet (a new cluster's standbys: Patroni would only try and fall back)."""
+    if not cluster.is_local or not engine.paths(cluster).config.is_file() or not engine.has_backup(cluster):
+        return ()
+    try:
+        return tuple(engine.stanza_command(cluster))
+    except EngineError:
+        return ()
 
 
 def after_provision(cluster: Cluster) -> None:

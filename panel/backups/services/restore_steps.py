@@ -87,6 +87,7 @@ def run_steps(job: BackupJob, source: Cluster, new: Cluster) -> None:
         engine.restore_config(scratch / "repo", scratch, new.pgdata, source)
     )
     _point_restore_command(new, scratch)
+    _plain_config(source, new)
     # The source's storage-quota stops are not the new cluster's (it has no quotas yet).
     (new.pgdata / QUOTA_FILE).unlink(missing_ok=True)
     postgres.chown_tree(new.data_root, steps.user)
@@ -139,6 +140,24 @@ def seal_source(source: Cluster) -> None:
         conn.execute("SELECT pg_catalog.txid_current()")
     result = engine.run(source, "check", timeout=settings.PANEL_COMMAND_TIMEOUT)
     engine.check(result, "pgbackrest check")
+
+
+_PANEL_INCLUDE = re.compile(r"include_if_exists = '[^'\n]*/panel\.conf'")
+
+
+def _plain_config(source: Cluster, new: Cluster) -> None:
+    """A backup taken on a member of a cluster with standbys holds Patroni's postgresql.conf,
+    whose settings (ports, socket and pg_hba paths) are the source member's: the new cluster gets
+    initdb's as Patroni kept it (``ha/postgresql.base.conf``), else only the panel's include."""
+    conf = new.pgdata / "postgresql.conf"
+    if provision.INCLUDE_LINE in conf.read_text():
+        return
+    base = source.data_root / "ha" / "postgresql.base.conf"
+    text = base.read_text() if base.is_file() else ""
+    text = _PANEL_INCLUDE.sub(lambda _match: provision.INCLUDE_LINE, text)
+    if provision.INCLUDE_LINE not in text:
+        text = text.rstrip("\n") + "\n\n" + provision.INCLUDE_LINE + "\n"
+    conf.write_text(text)
 
 
 def _point_restore_command(new: Cluster, scratch: Path) -> None:

@@ -211,6 +211,19 @@ def basebackup(
         raise _failure("pg_basebackup", result)
 
 
+def rewind(
+    version: str, pgdata: Path, source_server: str, *, password: str, user: OsUser, timeout: float
+) -> None:
+    """``pg_rewind``: a stopped replica's ``pgdata`` back to where ``source_server`` (libpq
+    conninfo, no password: it comes through the environment) forked, then the source's files
+    since. The replica must have data checksums or ``wal_log_hints``."""
+    argv = [str(bindir_for(version) / "pg_rewind"), "--target-pgdata", str(pgdata)]
+    argv += ["--source-server", source_server]
+    result = run_as(user, argv, timeout=timeout, cwd=pgdata.parent, env={"PGPASSWORD": password})
+    if result.returncode != 0:
+        raise _failure("pg_rewind", result)
+
+
 def promote(version: str, pgdata: Path, *, user: OsUser, timeout: float) -> None:
     """``pg_ctl promote``: a replica ends its recovery and accepts writes (waits until it does)."""
     result = _pg_ctl(version, pgdata, "promote", user=user, timeout=timeout)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -65,6 +66,10 @@ class HaCluster:
     before_stop: str = ""
     # HAProxy's pattern file of trusted sources (``render_haproxy``; none: nobody is let in).
     haproxy_sources: str = ""
+    # pgBackRest on the cluster's stanza up to the action (program, --config, --stanza): new
+    # standbys are restored from the repository, and replay what they lack from its archive.
+    # Empty: no repository, standbys are copied from the primary only.
+    repository: tuple[str, ...] = ()
 
     @property
     def strict(self) -> bool:
@@ -145,11 +150,29 @@ def member_config(cluster: HaCluster, member: Member, pgpass: str) -> dict[str, 
             "authentication": {"superuser": auth, "replication": auth, "rewind": auth},
             "callbacks": {"on_role_change": cluster.on_role_change},
             **({"before_stop": cluster.before_stop} if cluster.before_stop else {}),
-            "create_replica_methods": ["basebackup"],
             "basebackup": [{"checkpoint": "fast"}],
             "remove_data_directory_on_rewind_failure": True,
             "remove_data_directory_on_diverged_timelines": True,
+            **create_replica_methods(cluster, member),
         },
+    }
+
+
+def create_replica_methods(cluster: HaCluster, member: Member) -> dict[str, Any]:
+    """How Patroni makes this member a standby: from the pgBackRest repository when the cluster
+    has one (its primary is not read at all; what the backup lacks comes from the archive and
+    then streaming), else, and whenever that fails (no backup yet), with pg_basebackup from the
+    primary. The restore goes to the member's own data directory (``--pg1-path``)."""
+    if not cluster.repository:
+        return {"create_replica_methods": ["basebackup"]}
+    restore = [*cluster.repository, f"--pg1-path={member.data_dir}", "--delta", "restore"]
+    archive_get = [*cluster.repository, f"--pg1-path={member.data_dir}", "archive-get", "%f", "%p"]
+    return {
+        "create_replica_methods": ["pgbackrest", "basebackup"],
+        # no_params: Patroni would append --scope, --datadir … which pgBackRest refuses;
+        # keep_data: the directory the member was given stays (Patroni empties it on failure).
+        "pgbackrest": {"command": shlex.join(restore), "keep_data": True, "no_params": True},
+        "recovery_conf": {"restore_command": shlex.join(archive_get)},
     }
 
 

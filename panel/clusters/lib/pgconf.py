@@ -233,6 +233,7 @@ def render_ident(os_user: str, roles: list[str]) -> str:
 
 # A read-only replica's own settings, in PGDATA beside panel.conf (which includes it).
 STANDBY_FILE = "standby.conf"
+STANDBY_RETRY_INTERVAL = "500ms"
 
 
 def _conninfo_value(value: str) -> str:
@@ -256,6 +257,9 @@ def render_standby_conf(conninfo: str, slot: str) -> str:
         f"primary_conninfo = {_conf_string(conninfo)}\n"
         f"primary_slot_name = '{slot}'\n"
         "hot_standby = on\n"
+        # As the members have it: after its source's failover the replica retries its source
+        # every half second, not PostgreSQL's default 5 s.
+        f"wal_retrieve_retry_interval = '{STANDBY_RETRY_INTERVAL}'\n"
     )
 
 

@@ -20,11 +20,14 @@ RESIZE_WAIT_SECONDS = 600
 
 
 class SettingsSubcommands(PanelCommand):
-    field_labels = {"size": "--size", "config": "--set"}
+    field_labels = {"size": "--size", "num_nodes": "--num-nodes", "config": "--set"}
 
     def add_settings_arguments(self, add: Callable[..., argparse.ArgumentParser]) -> None:
-        p = add("resize", "Move a cluster to another plan (PostgreSQL restarts).")
-        p.add_argument("--size", required=True, metavar="SLUG", help="the new plan, e.g. db-s-2vcpu-4gb")
+        p = add("resize", "Move a cluster to another plan, or change its number of nodes (standbys).")
+        p.add_argument("--size", metavar="SLUG", help="the new plan, e.g. db-s-2vcpu-4gb")
+        p.add_argument(
+            "--num-nodes", type=int, metavar="N", help="members: 1, or 2-3 for a primary with standbys"
+        )
         p = add("config", "Print a cluster's PostgreSQL settings, or change some with --set.")
         p.add_argument(
             "--set",
@@ -38,8 +41,16 @@ class SettingsSubcommands(PanelCommand):
     def do_resize(self, options: dict[str, Any]) -> None:
         cluster = find_cluster(options["name"], options.get("owner"))
         here = cluster.node is None or cluster.node.is_here
-        self.stdout.write(f"Resizing {cluster.name} from {cluster.plan_slug} to {options['size']}…")
-        cluster = resize.resize_cluster(cluster, options["size"], enqueue=not here)
+        size, num_nodes = options["size"], options["num_nodes"]
+        if size is None and num_nodes is None:
+            raise CommandError("Give --size, --num-nodes or both.")
+        if num_nodes is not None and num_nodes != cluster.num_nodes:
+            self.stdout.write(f"Changing {cluster.name} from {cluster.num_nodes} to {num_nodes} node(s)…")
+        else:
+            self.stdout.write(f"Resizing {cluster.name} from {cluster.plan_slug} to {size}…")
+        cluster = resize.resize_cluster(
+            cluster, size or cluster.plan_slug, enqueue=not here, num_nodes=num_nodes
+        )
         if not here:
 
             def done() -> bool:
@@ -52,7 +63,8 @@ class SettingsSubcommands(PanelCommand):
             raise CommandError(cluster.error_message or f"{cluster.name} is {cluster.status}.")
         self.stdout.write(
             self.style.SUCCESS(
-                f"{cluster.name} is online on {cluster.plan_slug} ({cluster.max_connections} connections)."
+                f"{cluster.name} is online on {cluster.plan_slug} ({cluster.max_connections} connections), "
+                f"{cluster.num_nodes} node(s)."
             )
         )
 

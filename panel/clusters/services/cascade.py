@@ -17,7 +17,7 @@ import time
 
 from panel.clusters.engine import dbconn, patroni
 from panel.clusters.models import Cluster, ClusterMember
-from panel.clusters.services import ha, remote_members
+from panel.clusters.services import ha, remote_switch
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ def follow_leader(cluster: Cluster, others: list[str]) -> None:
 
 def _apply(cluster: Cluster, names: list[str], replicate_from: dict[str, str]) -> None:
     ha.write_configs(cluster, cluster.os_user(), replicate_from=replicate_from)
-    remote_members.write_tags(cluster, replicate_from)  # write_configs writes this node's only
+    remote_switch.write_tags(cluster, replicate_from)  # write_configs writes this node's only
     for member in cluster.members.filter(name__in=names):
         status, text = patroni.rest("POST", member.rest_port, "/reload", {}, timeout=5, host=member.host)
         if status not in (200, 202):
@@ -63,7 +63,7 @@ def _apply(cluster: Cluster, names: list[str], replicate_from: dict[str, str]) -
 def _streaming_from(upstream: ClusterMember) -> set[str]:
     """The members whose WAL receiver streams from ``upstream`` (on any node)."""
     try:
-        with remote_members.member_connection(upstream) as conn:
+        with remote_switch.member_connection(upstream) as conn:
             rows = conn.execute(
                 "SELECT application_name FROM pg_catalog.pg_stat_replication WHERE state = 'streaming'"
             ).fetchall()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from panel.clusters import hooks
 from panel.clusters.engine import patroni, postgres
 from panel.clusters.lib import patroni as patroni_lib
 from panel.clusters.models import Cluster, ClusterMember
@@ -76,6 +77,7 @@ def spec(cluster: Cluster) -> patroni_lib.HaCluster:
         ident_file=str(cluster.ident_path),
         haproxy_sources=str(ha_dir(cluster) / patroni_lib.HAPROXY_SOURCES),
         on_role_change=_callback_command(cluster),
+        repository=hooks.replica_repository(cluster),
     )
 
 

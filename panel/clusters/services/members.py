@@ -14,7 +14,7 @@ from panel.clusters.engine import dbconn, patroni
 from panel.clusters.lib import patroni as patroni_lib
 from panel.clusters.lib.patroni import MemberInfo, MemberStatus
 from panel.clusters.models import Cluster, EventLevel, MemberRole
-from panel.clusters.services import cascade, ha, remote_members
+from panel.clusters.services import cascade, ha, remote_members, remote_switch
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError, Term
 
@@ -171,7 +171,7 @@ def _switch(
     mark("checkpointed")
     asked = Switchover(cluster, primary, candidate)
     try:
-        with remote_members.handover_for(cluster, primary) as hand:
+        with remote_switch.handover_for(cluster, primary) as hand:
             asked.start()
             mark("asked")
             # The pools' clients go on until Patroni is about to stop the old primary.
@@ -242,7 +242,7 @@ class Switchover:
         candidate = self.cluster.members.select_related("node", "cluster").get(name=self.candidate)
         while time.monotonic() < self.deadline and not self.refused():
             try:
-                with remote_members.member_connection(candidate) as conn:
+                with remote_switch.member_connection(candidate) as conn:
                     while time.monotonic() < self.deadline and not self.refused():
                         row = conn.execute("SELECT pg_catalog.pg_is_in_recovery()").fetchone()
                         if row == (False,):

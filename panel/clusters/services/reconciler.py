@@ -18,7 +18,7 @@ from panel.clusters.engine import dbconn, guard, isolation, postgres
 from panel.clusters.lib import pgconf
 from panel.clusters.lib.pgconf import STATEMENTS_LIBRARY, guard_lines
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
-from panel.clusters.services import firewall, ha, new_password, replication
+from panel.clusters.services import firewall, ha, new_password, replica_heal, replication
 from panel.clusters.services.provision import SETTINGS_FILE
 from panel.core import osusers, runas
 from panel.core.errors import N_, Message, ServiceError
@@ -40,6 +40,8 @@ def reconcile() -> list[str]:
         notes += replication.keep_slots_declared(cluster)
         if note := firewall.reconcile_proxy(cluster):
             notes.append(note)
+    # A replica left on its source's old timeline by a crash failover is rewound or copied again.
+    notes += replica_heal.heal_diverged()
     for cluster in Cluster.objects.here().filter(status__in=ClusterStatus.SERVING, num_nodes=1):
         if postgres.postmaster_pid(cluster.pgdata) is not None:
             continue

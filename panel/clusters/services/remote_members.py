@@ -13,19 +13,15 @@ with that node's data directory replaced by this one's (logs, the guard's librar
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import psycopg
 from django.conf import settings
 from django.utils.translation import gettext as _
 
 from panel.clusters.engine import dbconn, guard, isolation, patroni, postgres
 from panel.clusters.models import Cluster, ClusterMember, ClusterStatus
-from panel.clusters.services import ha_files, handover
+from panel.clusters.services import ha_files
 from panel.core import agent, runas
 from panel.core.agent import on_node
 from panel.core.errors import N_, ServiceError
@@ -63,7 +59,7 @@ def files_of(cluster: Cluster) -> MemberFiles:
     )
 
 
-def _ask(name: str, member: ClusterMember, *args: object, timeout: float) -> object:
+def ask(name: str, member: ClusterMember, *args: object, timeout: float) -> object:
     """Run ``name`` (one of this module's ``@on_node`` functions) on the member's node: in place
     when that is this process's node, else through its agent."""
     if member.node.is_here:
@@ -72,18 +68,25 @@ def _ask(name: str, member: ClusterMember, *args: object, timeout: float) -> obj
 
 
 def start(member: ClusterMember) -> None:
-    _ask(f"{__name__}.start_here", member, files_of(member.cluster), timeout=START_TIMEOUT)
+    ask(f"{__name__}.start_here", member, files_of(member.cluster), timeout=START_TIMEOUT)
 
 
 def stop(member: ClusterMember) -> None:
-    _ask(f"{__name__}.stop_here", member, timeout=STOP_TIMEOUT)
+    ask(f"{__name__}.stop_here", member, timeout=STOP_TIMEOUT)
+
+
+def retire(member: ClusterMember) -> None:
+    """One standby on another node gone for good (``resize --num-nodes``): stopped, its data
+    directory, files and cgroup removed there; the cluster's user and files stay while another of
+    its members lives on that node."""
+    ask(f"{__name__}.retire_here", member, timeout=STOP_TIMEOUT)
 
 
 def remove(member: ClusterMember) -> None:
     """A cluster being deleted: its member on another node killed and its files removed there. A
     node that does not answer keeps them (said in the log): nothing else waits for it."""
     try:
-        _ask(f"{__name__}.remove_here", member, timeout=STOP_TIMEOUT)
+        ask(f"{__name__}.remove_here", member, timeout=STOP_TIMEOUT)
     except ServiceError as exc:
         log.warning("member %s on node %s not removed: %s", member, member.node.name, exc.message)
 
@@ -132,11 +135,11 @@ def push_config(cluster: Cluster) -> None:
     taken: list[tuple[ClusterMember, ServerConfig]] = []
     for member in remote:
         try:
-            previous = _ask(f"{__name__}.apply_config_here", member, wanted, timeout=CONFIG_TIMEOUT)
+            previous = ask(f"{__name__}.apply_config_here", member, wanted, timeout=CONFIG_TIMEOUT)
         except ServiceError as exc:
             for done, before in reversed(taken):
                 try:
-                    _ask(f"{__name__}.apply_config_here", done, before, timeout=CONFIG_TIMEOUT)
+                    ask(f"{__name__}.apply_config_here", done, before, timeout=CONFIG_TIMEOUT)
                 except ServiceError as again:
                     log.warning("member %s: previous configuration not restored: %s", done, again.message)
             raise runas.EngineError(
@@ -156,75 +159,11 @@ def postmaster_pid(member: ClusterMember) -> int | None:
     if not member.node.is_alive:
         return None
     try:
-        pid = _ask(f"{__name__}.postmaster_pid_here", member, timeout=PID_TIMEOUT)
+        pid = ask(f"{__name__}.postmaster_pid_here", member, timeout=PID_TIMEOUT)
     except ServiceError as exc:
         log.info("member %s: no pid from node %s: %s", member, member.node.name, exc.message)
         return None
     return pid if isinstance(pid, int) else None
-
-
-def member_connection(member: ClusterMember) -> AbstractContextManager[psycopg.Connection]:
-    """The panel's maintenance session on one member: through the socket on the cluster's node,
-    over TCP at its node's address (TLS, the superuser's password) on another node."""
-    cluster = member.cluster
-    if not member.is_remote:
-        return dbconn.admin_connection(cluster, port=member.port)
-    return dbconn.connect(
-        quiet_log=True,
-        host=member.host,
-        port=member.port,
-        user=settings.PANEL_SUPERUSER,
-        password=cluster.superuser_password,
-        dbname=dbconn.MAINTENANCE_DATABASE,
-    )
-
-
-class RemoteHandover:
-    """``handover.Handover`` for a primary on another node: the same files, in the cluster's socket
-    directory there (where that member's ``before_stop`` script looks), through that node's agent."""
-
-    def __init__(self, member: ClusterMember) -> None:
-        self.member = member
-
-    def wait_stopping(self, done: Callable[[], bool], timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if _ask(f"{__name__}.handover_here", self.member, "stopping", timeout=PID_TIMEOUT):
-                return True
-            if done():
-                return False
-        return False
-
-    def release(self) -> None:
-        _ask(f"{__name__}.handover_here", self.member, "release", timeout=PID_TIMEOUT)
-
-
-def handover_for(
-    cluster: Cluster, primary: str
-) -> AbstractContextManager[handover.Handover | RemoteHandover]:
-    """A switchover's handover files where the old primary's Patroni runs its ``before_stop``."""
-    member = cluster.members.select_related("node", "cluster").get(name=primary)
-    return _remote_handover(member) if member.is_remote else handover.handover(cluster)
-
-
-@contextmanager
-def _remote_handover(member: ClusterMember) -> Iterator[RemoteHandover]:
-    _ask(f"{__name__}.handover_here", member, "begin", timeout=PID_TIMEOUT)
-    try:
-        yield RemoteHandover(member)
-    finally:
-        try:
-            _ask(f"{__name__}.handover_here", member, "end", timeout=PID_TIMEOUT)
-        except ServiceError as exc:  # its script stops waiting after patroni_before_stop.WAIT anyway
-            log.warning("member %s: handover files not removed: %s", member, exc.message)
-
-
-def write_tags(cluster: Cluster, replicate_from: dict[str, str]) -> None:
-    """A switchover's cascade (``cascade``) for the members on other nodes: each one's Patroni
-    configuration written there with its ``replicatefrom`` tag (or without, ``{}``)."""
-    for member in ha_files.members_of(cluster):
-        if member.is_remote:
-            _ask(f"{__name__}.write_config_here", member, replicate_from, timeout=CONFIG_TIMEOUT)
 
 
 # --- on the member's node --------------------------------------------------------------------------
@@ -301,29 +240,6 @@ def apply_config_here(member: ClusterMember, wanted: ServerConfig) -> ServerConf
 
 
 @on_node(timeout=PID_TIMEOUT)
-def handover_here(member: ClusterMember, step: str) -> bool:
-    """One step of ``RemoteHandover`` on the old primary's node; ``stopping``: whether its
-    ``before_stop`` script has said that the stop is next."""
-    hand = handover.Handover(member.cluster)
-    if step == "begin":
-        hand.stopping.unlink(missing_ok=True)
-        hand.pending.write_text("switchover\n")
-    elif step == "release":
-        hand.release()
-    elif step == "end":
-        hand.pending.unlink(missing_ok=True)
-        hand.stopping.unlink(missing_ok=True)
-    return hand.stopping.exists()
-
-
-@on_node(timeout=CONFIG_TIMEOUT)
-def write_config_here(member: ClusterMember, replicate_from: dict[str, str]) -> None:
-    ha_files.write_member_config(
-        member.cluster, member, member.cluster.os_user(), replicate_from=replicate_from
-    )
-
-
-@on_node(timeout=PID_TIMEOUT)
 def postmaster_pid_here(member: ClusterMember) -> int | None:
     return postgres.postmaster_pid(Path(member.data_dir))
 
@@ -347,13 +263,32 @@ def stop_here(member: ClusterMember) -> None:
 def remove_here(member: ClusterMember) -> None:
     cluster = member.cluster
     patroni.kill_member(ha_files.member_config_path(cluster, member), postgres.postmaster_pid(member.pgdata))
-    isolation.kill_leftover_processes(cluster)
     isolation.remove_member_cgroup(cluster, member.name)
+    _remove_cluster_here(member)
+
+
+def _remove_cluster_here(member: ClusterMember) -> None:
+    """The cluster's user, processes and files on this node (no member of it left here)."""
+    cluster = member.cluster
+    isolation.kill_leftover_processes(cluster)
     postgres.remove_data(cluster.data_root)
     try:
         isolation.remove_cluster_user(cluster)
     except runas.EngineError as exc:
         log.warning("member %s: %s", member, exc)
+
+
+@on_node(timeout=STOP_TIMEOUT)
+def retire_here(member: ClusterMember) -> None:
+    cluster = member.cluster
+    config = ha_files.member_config_path(cluster, member)
+    patroni.kill_member(config, postgres.postmaster_pid(member.pgdata))
+    isolation.remove_member_cgroup(cluster, member.name)
+    postgres.remove_data(member.pgdata)
+    config.unlink(missing_ok=True)
+    others = ClusterMember.objects.filter(cluster=cluster, node=member.node).exclude(pk=member.pk)
+    if not others.exists():
+        _remove_cluster_here(member)
 
 
 def supervise_here() -> list[str]:

@@ -25,7 +25,7 @@ from django.utils.translation import gettext_lazy
 from panel.clusters.engine import dbconn, isolation, postgres
 from panel.clusters.lib.pgconf import QUOTA_FILE
 from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser, EventLevel
-from panel.clusters.services import ha, lifecycle, provision, replication
+from panel.clusters.services import ha_files, lifecycle, provision, replication
 from panel.core import runas
 from panel.core.errors import N_, Message
 from panel.core.polling import wait_for
@@ -115,9 +115,9 @@ def _unpatroni(job: Job) -> None:
     pg_ident.conf in its data directory, as a copy of a one-member cluster has them."""
     replica, source = job.cluster, job.cluster.replica_of
     assert source is not None
-    base = (ha.ha_dir(source) / "postgresql.base.conf").read_text()
-    text = base.replace(f"include_if_exists = '{source.pgdata / 'panel.conf'}'", ha.INCLUDE_LINE)
-    if ha.INCLUDE_LINE not in text:
+    base = (ha_files.ha_dir(source) / "postgresql.base.conf").read_text()
+    text = base.replace(f"include_if_exists = '{source.pgdata / 'panel.conf'}'", ha_files.INCLUDE_LINE)
+    if ha_files.INCLUDE_LINE not in text:
         raise EngineError(_("The source's base configuration does not include its panel.conf."))
     runas.write_private_file(replica.pgdata / "postgresql.conf", text, owner=job.user)
     for name in PATRONI_FILES:

@@ -26,7 +26,7 @@ from panel.clusters import hooks
 from panel.clusters.engine import postgres
 from panel.clusters.lib.plans import PLANS, Plan, get_plan
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel, Node, status_word
-from panel.clusters.services import nodes, rolling
+from panel.clusters.services import member_count, nodes, rolling
 from panel.clusters.services.lifecycle import guard_loaded, require_local, start_server
 from panel.clusters.services.overview import overview
 from panel.clusters.services.provision import write_server_config
@@ -191,9 +191,21 @@ def check_resize(cluster: Cluster, plan_slug: str) -> Plan:
     return plan
 
 
-def resize_cluster(cluster: Cluster, plan_slug: str, *, enqueue: bool = True) -> Cluster:
+def resize_cluster(
+    cluster: Cluster, plan_slug: str, *, enqueue: bool = True, num_nodes: int | None = None
+) -> Cluster:
     """Move the cluster to ``plan_slug``: checked, marked ``resizing``, and the work queued on its
-    node (``enqueue=False``: done here and now, for the command line)."""
+    node (``enqueue=False``: done here and now, for the command line). A ``num_nodes`` other than
+    the cluster's changes its members instead (``member_count``), one change at a time."""
+    if num_nodes is not None and num_nodes != cluster.num_nodes:
+        if plan_slug and plan_slug != cluster.plan_slug:
+            raise ServiceError(
+                N_("Change the plan or the number of nodes, one at a time: the plan first, then the nodes."),
+                field="num_nodes",
+                code="resize.one_change_at_a_time",
+                params={},
+            )
+        return member_count.change_member_count(cluster, num_nodes, enqueue=enqueue)
     plan = check_resize(cluster, plan_slug)
     if not Cluster.objects.filter(pk=cluster.pk, status=ClusterStatus.ONLINE).update(
         status=ClusterStatus.RESIZING,

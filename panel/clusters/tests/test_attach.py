@@ -36,6 +36,12 @@ def _server(cluster: Cluster, **kwargs: object) -> ExternalServer:
     return ExternalServer(**values)  # type: ignore[arg-type]
 
 
+@pytest.fixture
+def local_cluster(shared_local_cluster: Cluster) -> Cluster:
+    """One real cluster for the module's tests (none of them changes what the next one needs)."""
+    return shared_local_cluster
+
+
 def test_it_attaches_a_running_server(local_cluster, owner):
     roles.add_database(local_cluster, "benchmark")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from io import StringIO
 
 import psycopg
@@ -10,6 +11,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 
+from conftest import make_local_cluster
 from panel.clusters import services
 from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus
@@ -84,6 +86,21 @@ def test_create_refuses_an_unknown_owner(db: None) -> None:
         run("cluster", "create", "--name", "cli-db", "--plan", PLAN, "--owner", "nobody")
 
 
+@pytest.fixture
+def local_cluster(shared_local_cluster: Cluster) -> Cluster:
+    """One real cluster for the module: its tests leave it running (stopped ones are started
+    again, a killed one is restarted); the delete test has one of its own."""
+    return shared_local_cluster
+
+
+@pytest.fixture
+def deletable_cluster(owner: User, transactional_db: None) -> Iterator[Cluster]:
+    cluster = make_local_cluster(owner)
+    yield cluster
+    if Cluster.objects.filter(pk=cluster.pk).exists():
+        services.delete_cluster(Cluster.objects.get(pk=cluster.pk), confirm_name=cluster.name)
+
+
 def test_list_and_show_describe_the_cluster(local_cluster: Cluster) -> None:
     listing = run("cluster", "list")
     header, row = listing.splitlines()
@@ -145,7 +162,8 @@ def test_connection_formats(local_cluster: Cluster) -> None:
         run("cluster", "connection", "db-test", "--database", "nope")
 
 
-def test_delete_needs_yes_then_removes_row_and_data(local_cluster: Cluster) -> None:
+def test_delete_needs_yes_then_removes_row_and_data(deletable_cluster: Cluster) -> None:
+    local_cluster = deletable_cluster
     with pytest.raises(CommandError, match="--yes"):
         run("cluster", "delete", "db-test")
     assert Cluster.objects.filter(pk=local_cluster.pk).exists()

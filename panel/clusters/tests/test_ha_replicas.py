@@ -5,6 +5,8 @@ and from every member. Bad input is refused as for a one-member source."""
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -16,7 +18,7 @@ from panel.clusters import services
 from panel.clusters.engine import dbconn, isolation, patroni, postgres
 from panel.clusters.lib import patroni as patroni_lib
 from panel.clusters.models import Cluster, MemberRole
-from panel.clusters.services import ha, members, replicas, replication
+from panel.clusters.services import ha, members, reconciler, replica_heal, replicas, replication
 from panel.clusters.tests.conftest import connect_as_client
 from panel.core.errors import ServiceError
 from panel.core.polling import wait_for
@@ -238,3 +240,138 @@ def test_bad_input_is_refused_with_nothing_made(source: Cluster, monkeypatch: py
     assert too_many.value.code == "replica.too_many" and too_many.value.params == {"count": 0}
     assert Cluster.objects.count() == before
     assert replication.declared_slots(source) == declared
+
+
+# --- a replica left on the old timeline by a crash failover, healed by the reconciler -------------
+
+
+@pytest.fixture(scope="module")
+def follower(source: Cluster, django_db_blocker: object) -> Iterator[Cluster]:
+    """A replica of the module's source, made once the tests above have left it healthy."""
+    with django_db_blocker.unblock():  # type: ignore[attr-defined]
+        src = fresh(source)
+        assert ha.wait_healthy(src, RECOVERY_TIMEOUT)
+        ha.refresh_members(src)
+        assert wait_for(lambda: _run(src, "CREATE TABLE IF NOT EXISTS healed (id int PRIMARY KEY)"), 30)
+        replica = replicas.add_replica(src, name="db-ha-follower")
+        try:
+            yield replica
+        finally:
+            if Cluster.objects.filter(pk=replica.pk).exists():
+                replicas.delete_replica(fresh(replica), foreground=True)
+
+
+def _run(cluster: Cluster, statement: str, *, local: bool = False) -> bool:
+    try:
+        with connect_as_client(cluster, autocommit=True) as conn:
+            if local:  # the commit waits for no standby
+                conn.execute("SET synchronous_commit = local")
+            conn.execute(statement)
+    except psycopg.Error:
+        return False
+    return True
+
+
+def _healed_rows(replica: Cluster, ca_file: Path) -> set[int] | None:
+    """The rows of ``healed`` on the replica, over TLS verified against the CA it had before."""
+    try:
+        with connect_as_client(replica, sslmode="verify-full", sslrootcert=str(ca_file)) as conn:
+            return {row[0] for row in conn.execute("SELECT id FROM healed").fetchall()}
+    except psycopg.Error:
+        return None
+
+
+def _primary_and_standby(source: Cluster) -> tuple[str, str]:
+    roles: dict[bool, str] = {}
+    for name, port in source.members.values_list("name", "port"):
+        with dbconn.admin_connection(source, port=int(port)) as conn:
+            roles[bool(conn.execute("SELECT pg_is_in_recovery()").fetchone()[0])] = name
+    return roles[False], roles[True]
+
+
+@pytest.mark.integration
+def test_the_reconciler_leaves_a_healthy_replica_alone(follower: Cluster) -> None:
+    replica = fresh(follower)
+    postmaster, events = postgres.postmaster_pid(replica.pgdata), replica.events.count()
+    with dbconn.admin_connection(replica) as conn:
+        assert conn.execute("SHOW wal_retrieve_retry_interval").fetchone() == ("500ms",)
+    assert replica_heal.diverged(replica) is None
+    assert not [note for note in reconciler.reconcile() if replica.name in note]
+    assert postgres.postmaster_pid(replica.pgdata) == postmaster
+    assert fresh(replica).status == "online" and replica.events.count() == events
+
+
+@pytest.mark.integration
+def test_a_replica_ahead_of_the_new_primary_is_healed_by_the_reconciler(
+    source: Cluster,
+    follower: Cluster,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    mailoutbox: list[object],
+    django_capture_on_commit_callbacks: Callable[..., object],
+) -> None:
+    source, replica = fresh(source), fresh(follower)
+    ca_file = tmp_path / "replica-ca.crt"
+    ca_file.write_text(replica.ca_certificate)
+    details = (replica.port, replica.ca_certificate, replica.users.get(name="doadmin").password)
+    assert _run(source, "INSERT INTO healed VALUES (1)")
+    assert wait_for(lambda: _healed_rows(replica, ca_file) == {1}, 20, interval=0.2)
+    old, standby = _primary_and_standby(source)
+    primary = source.members.get(name=old)
+    # The standby gets nothing more: its walsender on the primary stopped. A commit that waits
+    # for no standby reaches the replica only; then the primary crashes and the standby, which
+    # never had it, is promoted: the replica is ahead of the new timeline's fork.
+    with dbconn.admin_connection(source, port=int(primary.port)) as conn:
+        (sender,) = conn.execute(
+            "SELECT pid FROM pg_stat_replication WHERE application_name = %s", [standby]
+        ).fetchone()
+    os.kill(sender, signal.SIGSTOP)
+    try:
+        assert _run(source, "INSERT INTO healed VALUES (2)", local=True)
+        assert wait_for(lambda: _healed_rows(replica, ca_file) == {1, 2}, 20, interval=0.2)
+        pid = postgres.postmaster_pid(Path(primary.data_dir))
+        assert pid is not None
+        patroni.kill_postmaster(pid)
+    finally:
+        os.kill(sender, signal.SIGKILL)
+    assert wait_for(lambda: _other_primary(source, old) == standby, RECOVERY_TIMEOUT, interval=0.2)
+    ha.refresh_members(source)
+    assert wait_for(lambda: _run(fresh(source), "INSERT INTO healed VALUES (3)"), 30, interval=0.5)
+    # It cannot follow by itself (the panel's own connections say so, not only its log) …
+    assert wait_for(lambda: replica_heal.diverged(fresh(replica)) is not None, 30, interval=0.5)
+    # … and the reconciler heals it, with an event; its connection details are unchanged.
+    with django_capture_on_commit_callbacks(execute=True):  # type: ignore[attr-defined]
+        assert wait_for(
+            lambda: any(f"{replica.name}: re-synchronised" in note for note in reconciler.reconcile()),
+            60,
+            interval=0.5,
+        )
+    (email,) = [m for m in mailoutbox if "re-synchronised" in m.body]  # type: ignore[attr-defined]
+    assert email.to == [f"{OWNER}@example.com"] and replica.name in email.subject
+    healed = fresh(replica)
+    assert healed.status == "online"
+    assert (healed.port, healed.ca_certificate, healed.users.get(name="doadmin").password) == details
+    assert wait_for(lambda: _healed_rows(healed, ca_file) == {1, 3}, 30, interval=0.2)
+    (event,) = healed.events.filter(kind="replica-resynced")
+    assert event.message.startswith("Replica re-synchronised after its source's failover in ")
+    assert event.message.endswith("(pg_rewind).")
+    (warned,) = healed.events.filter(kind="replica-diverged")
+    assert "cannot follow its source after a failover" in warned.message
+    with connect_as_client(healed) as conn, pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+        conn.execute("INSERT INTO healed VALUES (4)")
+    lag = replication.replica_lag(fresh(source)).get(replication.slot_name(healed))
+    assert lag is not None and lag.state == "streaming"
+
+    # Where pg_rewind fails, the replica is copied again in place: the same details still.
+    def no_rewind(_job: object) -> None:
+        raise replica_heal.EngineError("pg_rewind failed: for the test")
+
+    monkeypatch.setattr(replica_heal, "_rewind", no_rewind)
+    assert replica_heal.heal(healed, "for the test").startswith(
+        f"{healed.name}: re-synchronised with pg_basebackup"
+    )
+    rebuilt = fresh(healed)
+    assert rebuilt.status == "online" and rebuilt.events.filter(kind="replica-resynced").count() == 2
+    assert (rebuilt.port, rebuilt.ca_certificate, rebuilt.users.get(name="doadmin").password) == details
+    assert _run(fresh(source), "INSERT INTO healed VALUES (5)")
+    assert wait_for(lambda: _healed_rows(rebuilt, ca_file) == {1, 3, 5}, 30, interval=0.2)

@@ -235,3 +235,23 @@ def test_the_before_stop_script_waits_for_the_pools_only_during_a_switchover(tmp
     (tmp_path / hold.PENDING).unlink()
     assert proc.wait(timeout=5) == 0
     assert time.monotonic() - started < hold.WAIT
+
+
+def test_standbys_come_from_the_repository_when_there_is_one():
+    plain = patroni.member_config(_cluster(2), patroni.Member("member-2", 27004, 27005, "/d/m 2"), "/p")
+    assert plain["postgresql"]["create_replica_methods"] == ["basebackup"]
+    assert "pgbackrest" not in plain["postgresql"] and "recovery_conf" not in plain["postgresql"]
+
+    repository = ("/usr/bin/pgbackrest", "--config=/b/x/pgbackrest.conf", "--stanza=main")
+    with_repo = patroni.HaCluster(**{**_cluster(2).__dict__, "repository": repository})
+    conf = patroni.member_config(with_repo, patroni.Member("member-2", 27004, 27005, "/d/m 2"), "/p")[
+        "postgresql"
+    ]
+    assert conf["create_replica_methods"] == ["pgbackrest", "basebackup"]
+    assert conf["pgbackrest"] == {
+        "command": "/usr/bin/pgbackrest --config=/b/x/pgbackrest.conf --stanza=main '--pg1-path=/d/m 2' "
+        "--delta restore",
+        "keep_data": True,
+        "no_params": True,
+    }
+    assert conf["recovery_conf"]["restore_command"].endswith("'--pg1-path=/d/m 2' archive-get %f %p")

@@ -19,6 +19,7 @@ def test_standby_conf_names_the_source_and_the_slot() -> None:
     text = render_standby_conf("host='127.0.0.1' user='r'", "pgpanel_replica_ab12")
     assert "primary_conninfo = 'host=''127.0.0.1'' user=''r'''\n" in text
     assert "primary_slot_name = 'pgpanel_replica_ab12'\n" in text and "hot_standby = on\n" in text
+    assert "wal_retrieve_retry_interval = '500ms'\n" in text
     for bad in ("Slot", "a-b", "x'; drop", ""):
         with pytest.raises(ValueError):
             render_standby_conf("host=x", bad)

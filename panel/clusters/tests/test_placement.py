@@ -118,3 +118,28 @@ def test_a_node_holding_a_standby_cannot_be_removed(owner: User) -> None:
         nodes.remove_node("b")
     assert refused.value.code == "node.not_empty" and "still holds 1 cluster" in str(refused.value)
     assert Node.objects.filter(name="b").exists()
+
+
+def test_members_added_to_a_one_server_cluster_are_placed_like_a_new_clusters(owner: User) -> None:
+    # resize --num-nodes 1 → 3 (services/membership.add_rows): member 1 stays on the cluster's
+    # node with its data directory, the standbys go on the other nodes.
+    from django.db import transaction
+
+    from panel.clusters.services import membership
+
+    make_node("a", 40000), make_node("b", 40100), make_node("c", 40200)
+    cluster = services.create_cluster(
+        owner, name="grows", plan_slug="db-s-1vcpu-2gb", node="a", enqueue=False
+    )
+    assert not cluster.members.exists()
+    with transaction.atomic():
+        rows = membership.add_rows(cluster, 3)
+    assert [r.name for r in rows] == ["member-1", "member-2", "member-3"]
+    assert placed(cluster) == {"member-1": "a", "member-2": "b", "member-3": "c"}
+    # Member 1 keeps the server's data directory (under node a's, as for a new cluster's member 1).
+    assert cluster.members.get(name="member-1").data_dir == f"/srv/a/clusters/{cluster.pk.hex}/pgdata"
+    # 3 → 2 → 3 again: the freed name comes back, on the node without a member.
+    cluster.members.get(name="member-3").delete()
+    with transaction.atomic():
+        (again,) = membership.add_rows(cluster, 1)
+    assert (again.name, again.node.name) == ("member-3", "c")

@@ -116,3 +116,28 @@ def test_a_bad_value_is_shown_next_to_its_field_and_changes_nothing(
     assert "must be between 1 and 1024 MB" in html and "must be a time zone name" in html
     cluster_row.refresh_from_db()
     assert cluster_row.config == {}
+
+
+def test_the_nodes_form_queues_a_change_of_members(
+    owner_client: Client, cluster_row: Cluster, queued_tasks: Queued
+) -> None:
+    url = reverse("clusters:resize", args=[cluster_row.pk])
+    page = owner_client.get(reverse("clusters:settings", args=[cluster_row.pk])).content.decode()
+    assert 'id="resize-nodes"' in page and 'name="num_nodes"' in page
+    response = owner_client.post(url, {"num_nodes": "3", "restart": "on"}, headers={"HX-Request": "true"})
+    assert response["HX-Redirect"] == reverse("clusters:settings", args=[cluster_row.pk])
+    cluster_row.refresh_from_db()
+    assert cluster_row.status == ClusterStatus.RESIZING
+    assert queued_tasks(cluster_row.tasks_queue) == [
+        ("panel.clusters.tasks.member_count", [str(cluster_row.pk), 3])
+    ]
+
+
+def test_standbys_on_a_1gb_plan_are_refused_next_to_the_field(owner_client: Client, owner: User) -> None:
+    cluster = make_cluster_row(owner, name="db-small", plan_slug="db-s-1vcpu-1gb")
+    url = reverse("clusters:resize", args=[cluster.pk])
+    response = owner_client.post(url, {"num_nodes": "2", "restart": "on"}, headers={"HX-Request": "true"})
+    assert response.status_code == 200
+    assert "Standby nodes need a plan with 2 GB of RAM or more" in response.content.decode()
+    cluster.refresh_from_db()
+    assert cluster.status == ClusterStatus.ONLINE and cluster.num_nodes == 1

@@ -27,10 +27,10 @@ def test_the_console_connect_timeout_is_whole_seconds_rounded_up_and_at_least_tw
 
 
 @pytest.fixture
-def cluster(local_cluster: Cluster) -> Iterator[Cluster]:
-    pool_services.create_pool(local_cluster, "test-pool", "defaultdb", "", "transaction", 2)
-    yield local_cluster
-    pool_services.stop_pgbouncer(local_cluster)
+def cluster(shared_local_cluster: Cluster) -> Iterator[Cluster]:
+    pool_services.create_pool(shared_local_cluster, "test-pool", "defaultdb", "", "transaction", 2)
+    yield shared_local_cluster
+    pool_services.stop_pgbouncer(shared_local_cluster)
 
 
 def gauges(snap: collector.Snapshot) -> dict[tuple[str, str], float]:

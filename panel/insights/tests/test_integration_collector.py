@@ -26,10 +26,12 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def cluster(local_cluster: Cluster) -> Iterator[Cluster]:
-    pgbench(local_cluster, ["-i", "-s", "1", "-q"], port=int(local_cluster.port or 0), dbname="defaultdb")
-    yield local_cluster
-    pool_services.stop_pgbouncer(local_cluster)
+def cluster(shared_local_cluster: Cluster) -> Iterator[Cluster]:
+    """One server for the module (a test that stops it has it started again after it)."""
+    cluster = shared_local_cluster
+    pgbench(cluster, ["-i", "-s", "1", "-q"], port=int(cluster.port or 0), dbname="defaultdb")
+    yield cluster
+    pool_services.stop_pgbouncer(cluster)
 
 
 def values(cluster: Cluster, metric: str, labels: str | None = None) -> list[float | None]:

@@ -17,9 +17,9 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def cluster(local_cluster: Cluster) -> Iterator[Cluster]:
-    yield local_cluster
-    services.stop_pgbouncer(local_cluster)
+def cluster(shared_local_cluster: Cluster) -> Iterator[Cluster]:
+    yield shared_local_cluster
+    services.stop_pgbouncer(shared_local_cluster)
 
 
 def pool(*args: str) -> str:

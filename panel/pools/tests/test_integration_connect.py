@@ -16,10 +16,10 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def cluster(local_cluster: Cluster) -> Iterator[Cluster]:
+def cluster(shared_local_cluster: Cluster) -> Iterator[Cluster]:
     """A running 1 GB-plan cluster (22 connections for pools); its PgBouncer is stopped afterwards."""
-    yield local_cluster
-    services.stop_pgbouncer(local_cluster)
+    yield shared_local_cluster
+    services.stop_pgbouncer(shared_local_cluster)
 
 
 def query(uri: str) -> tuple[str, str, bool]:

@@ -21,11 +21,16 @@ PGBENCH = shutil.which("pgbench") or "/usr/lib/postgresql/15/bin/pgbench"
 
 
 @pytest.fixture
-def cluster(local_cluster: Cluster) -> Iterator[Cluster]:
+def cluster(shared_local_cluster: Cluster) -> Iterator[Cluster]:
     """A 1 GB-plan cluster (25 max_connections, 22 for pools) with pgbench's tables in defaultdb."""
-    pgbench(local_cluster, ["-i", "-s", "1", "-q"], port=int(local_cluster.port or 0), dbname="defaultdb")
-    yield local_cluster
-    services.stop_pgbouncer(local_cluster)
+    pgbench(
+        shared_local_cluster,
+        ["-i", "-s", "1", "-q"],
+        port=int(shared_local_cluster.port or 0),
+        dbname="defaultdb",
+    )
+    yield shared_local_cluster
+    services.stop_pgbouncer(shared_local_cluster)
 
 
 def pgbench_command(

@@ -30,11 +30,16 @@ LOCKOUT = "direct connections are refused until they are released"
 
 
 @pytest.fixture
-def cluster(local_cluster: Cluster) -> Iterator[Cluster]:
+def cluster(shared_local_cluster: Cluster) -> Iterator[Cluster]:
     """A 1 GB-plan cluster (25 max_connections, 3 reserved: 22 slots) with pgbench's tables."""
-    pgbench(local_cluster, ["-i", "-s", "1", "-q"], port=int(local_cluster.port or 0), dbname="defaultdb")
-    yield local_cluster
-    services.stop_pgbouncer(local_cluster)
+    pgbench(
+        shared_local_cluster,
+        ["-i", "-s", "1", "-q"],
+        port=int(shared_local_cluster.port or 0),
+        dbname="defaultdb",
+    )
+    yield shared_local_cluster
+    services.stop_pgbouncer(shared_local_cluster)
 
 
 def load(cluster: Cluster, pool: ConnectionPool, clients: int = 15, seconds: int = 2) -> None:
