@@ -27,7 +27,7 @@ from django.test import override_settings
 from panel.clusters import services
 from panel.clusters.engine import cgroups, patroni, postgres
 from panel.clusters.models import Cluster, ClusterStatus, Node
-from panel.clusters.services import config, ha, ha_files, members
+from panel.clusters.services import config, ha, ha_files, members, roles
 from panel.clusters.tests.conftest import connect_as_client
 from panel.core import taskqueue
 from panel.core.errors import ServiceError
@@ -179,6 +179,13 @@ def test_a_configuration_change_reaches_the_member_on_another_node_or_nowhere(
     config.update_config(cluster, {"work_mem": 64})
     assert _work_mem(cluster, standby.host, standby.port) == "64MB"  # B's member, reloaded by B's agent
     assert _work_mem(cluster, primary.host, primary.port) == "64MB"
+
+    # A new role: pg_ident.conf as node A wrote it (PgBouncer's peer map) reaches B's member too.
+    ident_on_b = b.data_dir / cluster.ident_path.relative_to(cluster.data_root.parent.parent)
+    assert "reporter" not in ident_on_b.read_text()
+    roles.add_user(cluster, "reporter")
+    assert "reporter" in ident_on_b.read_text()
+    assert not cluster.events.filter(kind="auth-error").exists()
 
     # A switchover to B's member and back while a client of the transaction pool writes on one
     # connection: B's before_stop script holds its primary's stop until the pools are paused (the

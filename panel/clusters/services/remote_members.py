@@ -13,6 +13,7 @@ with that node's data directory replaced by this one's (logs, the guard's librar
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -118,6 +119,24 @@ def push_config(cluster: Cluster) -> None:
     member's agent does not answer or its server refuses, the members that took it get their
     previous files back and an EngineError says which (the caller restores its own node's files, so
     the change is nowhere)."""
+    _push(cluster, "apply_config_here", server_config_of)
+
+
+@dataclass(frozen=True)
+class AuthFiles:
+    """pg_hba.conf and pg_ident.conf's texts as the cluster's node wrote them (inside the change's
+    transaction: another node's agent would render them from the rows as they were before)."""
+
+    hba: str
+    ident: str
+
+
+def push_auth(cluster: Cluster) -> None:
+    """``push_config`` for pg_hba.conf and pg_ident.conf alone (trusted sources, roles)."""
+    _push(cluster, "apply_auth_here", lambda c: AuthFiles(c.hba_path.read_text(), c.ident_path.read_text()))
+
+
+def _push(cluster: Cluster, step: str, read: Callable[[Cluster], object]) -> None:
     remote = [member for member in ha_files.members_of(cluster) if member.is_remote]
     if not remote:
         return
@@ -131,22 +150,21 @@ def push_config(cluster: Cluster) -> None:
                 "reason": _("its agent is not answering."),
             }
         )
-    wanted = server_config_of(cluster)
-    taken: list[tuple[ClusterMember, ServerConfig]] = []
+    wanted = read(cluster)
+    taken: list[tuple[ClusterMember, object]] = []
     for member in remote:
         try:
-            previous = ask(f"{__name__}.apply_config_here", member, wanted, timeout=CONFIG_TIMEOUT)
+            previous = ask(f"{__name__}.{step}", member, wanted, timeout=CONFIG_TIMEOUT)
         except ServiceError as exc:
             for done, before in reversed(taken):
                 try:
-                    ask(f"{__name__}.apply_config_here", done, before, timeout=CONFIG_TIMEOUT)
+                    ask(f"{__name__}.{step}", done, before, timeout=CONFIG_TIMEOUT)
                 except ServiceError as again:
                     log.warning("member %s: previous configuration not restored: %s", done, again.message)
             raise runas.EngineError(
                 _("The member %(member)s on node %(node)s did not take the change: %(reason)s")
                 % {"member": member.name, "node": member.node.name, "reason": exc.message}
             ) from None
-        assert isinstance(previous, ServerConfig)
         taken.append((member, previous))
 
 
@@ -228,6 +246,31 @@ def apply_config_here(member: ClusterMember, wanted: ServerConfig) -> ServerConf
         isolation.write_auth_config(cluster, user)
         errors = isolation.hba_errors(cluster, member.port)
         if errors:
+            raise runas.EngineError("; ".join(errors))
+        isolation.reload_member(cluster, member.port)
+    except (runas.EngineError, dbconn.DatabaseError, OSError) as exc:
+        raise ServiceError(
+            N_("The member's server did not take the configuration: %(reason)s"),
+            code="member.config_not_applied",
+            params={"reason": str(exc)},
+        ) from None
+    return previous
+
+
+@on_node(timeout=CONFIG_TIMEOUT)
+def apply_auth_here(member: ClusterMember, wanted: AuthFiles) -> AuthFiles:
+    """The member's pg_hba.conf and pg_ident.conf rewritten (each atomically), read back by its
+    server, then loaded; returns what was there before (back in force when the server refuses)."""
+    cluster = member.cluster
+    user = cluster.os_user()
+    previous = AuthFiles(cluster.hba_path.read_text(), cluster.ident_path.read_text())
+    try:
+        runas.write_private_file(cluster.hba_path, wanted.hba, owner=user)
+        runas.write_private_file(cluster.ident_path, wanted.ident, owner=user)
+        errors = isolation.hba_errors(cluster, member.port)
+        if errors:
+            runas.write_private_file(cluster.hba_path, previous.hba, owner=user)
+            runas.write_private_file(cluster.ident_path, previous.ident, owner=user)
             raise runas.EngineError("; ".join(errors))
         isolation.reload_member(cluster, member.port)
     except (runas.EngineError, dbconn.DatabaseError, OSError) as exc:
