@@ -12,6 +12,7 @@ import io
 import json
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,9 +27,10 @@ from django.test import override_settings
 from panel.clusters import services
 from panel.clusters.engine import cgroups, patroni, postgres
 from panel.clusters.models import Cluster, ClusterStatus, Node
-from panel.clusters.services import ha, ha_files
+from panel.clusters.services import config, ha, ha_files, members, roles
 from panel.clusters.tests.conftest import connect_as_client
 from panel.core import taskqueue
+from panel.core.errors import ServiceError
 from panel.pools import services as pools
 from tests.test_two_nodes import Agent, two_nodes  # noqa: F401
 
@@ -143,3 +145,107 @@ def test_a_standby_on_another_node_is_run_there_and_takes_over(
     assert services.request_delete(Cluster.objects.get(pk=cluster.pk), confirm_name="spread") is False
     wait_until(lambda: not Cluster.objects.filter(pk=cluster.pk).exists(), timeout=120, message="deleted")
     assert patroni.member_pid(on_b) is None and not data_dir.exists()
+
+
+def _work_mem(cluster: Cluster, host: str, port: int) -> str:
+    """``SHOW work_mem`` on one member, over TCP as a client (and the panel) connects."""
+    with connect_as_client(cluster, host=host, port=port, connect_timeout=5) as conn:
+        row = conn.execute("SHOW work_mem").fetchone()
+    return str(row[0]) if row else ""
+
+
+def _pids(owner: User) -> dict[str, int | None]:
+    out = io.StringIO()
+    call_command("cluster", "members", "spreadconf", "--json", "--owner", owner.username, stdout=out)
+    return {row["name"]: row["pid"] for row in json.loads(out.getvalue())}
+
+
+def test_a_configuration_change_reaches_the_member_on_another_node_or_nowhere(
+    spread: tuple[Agent, Agent], owner: User, wait_until: Callable[..., object]
+) -> None:
+    a, b = spread
+    wait_until(lambda: all(Node.objects.get(pk=x.node.pk).is_alive for x in (a, b)), timeout=60)
+    cluster = services.create_cluster(
+        owner, name="spreadconf", plan_slug="db-s-1vcpu-2gb", num_nodes=2, node=a.node.name
+    )
+    primary, standby = cluster.members.order_by("name")
+    wait_until(lambda: _status(cluster) != ClusterStatus.CREATING, timeout=240, message="provisioning")
+    if cluster.status != ClusterStatus.ONLINE:
+        pytest.fail(f"{cluster.error_message}\n{_logs(a, b)}", pytrace=False)
+    assert ha.wait_healthy(cluster, 90)
+    assert _work_mem(cluster, standby.host, standby.port) == "4MB"
+
+    # The service the configuration form calls (sent to A's agent: this process is the web).
+    config.update_config(cluster, {"work_mem": 64})
+    assert _work_mem(cluster, standby.host, standby.port) == "64MB"  # B's member, reloaded by B's agent
+    assert _work_mem(cluster, primary.host, primary.port) == "64MB"
+
+    # A new role: pg_ident.conf as node A wrote it (PgBouncer's peer map) reaches B's member too.
+    ident_on_b = b.data_dir / cluster.ident_path.relative_to(cluster.data_root.parent.parent)
+    assert "reporter" not in ident_on_b.read_text()
+    roles.add_user(cluster, "reporter")
+    assert "reporter" in ident_on_b.read_text()
+    assert not cluster.events.filter(kind="auth-error").exists()
+
+    # A switchover to B's member and back while a client of the transaction pool writes on one
+    # connection: B's before_stop script holds its primary's stop until the pools are paused (the
+    # handover files through B's agent), so the client keeps its connection and every commit.
+    pools.create_pool(cluster, "conf", "defaultdb", None, "transaction", 3)
+    with connect_as_client(cluster) as conn:
+        conn.execute("CREATE TABLE acked (id bigint PRIMARY KEY)")
+    acked, failed, stop = [], [], threading.Event()
+    with connect_as_client(
+        cluster, port=cluster.pooler_port, dbname="conf", autocommit=True, prepare_threshold=None
+    ) as client:  # no server-side prepared statements through a transaction pool
+
+        def writer() -> None:
+            for value in range(1, 1_000_000):
+                if stop.is_set():
+                    return
+                try:
+                    client.execute("INSERT INTO acked VALUES (%s)", [value])
+                    acked.append(value)
+                except psycopg.Error as exc:
+                    failed.append(f"{value}: {exc}")
+                    if client.closed:
+                        return
+
+        thread = threading.Thread(target=writer)
+        thread.start()
+        try:
+            assert members.switchover(cluster, "member-2") == "member-2"
+            assert ha.wait_healthy(cluster, 90)  # member-1 streams again: it may take over
+            assert members.switchover(cluster, "member-1") == "member-1"
+        finally:
+            stop.set()
+            thread.join(timeout=30)
+        assert not client.closed and failed == [], failed
+        assert client.execute("SELECT current_setting('port')::int").fetchone() == (primary.port,)
+        found = {row[0] for row in client.execute("SELECT id FROM acked").fetchall()}
+    assert len(acked) > 10 and set(acked) <= found
+    switched = [line for line in a.log.read_text().splitlines() if f"switchover of {cluster.pk}" in line]
+    assert len(switched) == 2 and all("stopping" in line for line in switched), switched
+
+    assert ha.wait_healthy(cluster, 90)  # member-2 restarted as a standby
+
+    # The member's postmaster pid in ``members --json`` is what B's agent reads on B.
+    assert _pids(owner)["member-2"] == postgres.postmaster_pid(Path(standby.data_dir)) is not None
+
+    # B's agent stopped: the next change is refused, and nothing changed on A (row, file, server).
+    settings_conf = a.data_dir / cluster.pgdata.relative_to(cluster.data_root.parent.parent) / "settings.conf"
+    before = settings_conf.read_text()
+    with override_settings(PANEL_PROCESS_ROLE="all"):  # the test harness, not the web, stops it
+        b.stop()
+    with pytest.raises(ServiceError) as refused:
+        config.update_config(cluster, {"work_mem": 32})
+    assert refused.value.code == "config.not_applied"
+    assert b.node.name in refused.value.message
+    cluster.refresh_from_db()
+    assert cluster.config["work_mem"] == 64
+    assert settings_conf.read_text() == before
+    assert _work_mem(cluster, primary.host, primary.port) == "64MB"
+    assert _work_mem(cluster, standby.host, standby.port) == "64MB"
+    # With B's agent gone the pid is unknown, not a number read from A's disk (B's member runs on).
+    assert postgres.postmaster_pid(Path(standby.data_dir)) is not None
+    wait_until(lambda: Node.objects.get(pk=a.node.pk).is_alive, timeout=30, message="A's heartbeat")
+    assert _pids(owner)["member-2"] is None

@@ -128,11 +128,11 @@ def write_auth_config(cluster: Cluster, user: OsUser | None = None) -> bool:
     return changed
 
 
-def hba_errors(cluster: Cluster) -> list[str]:
+def hba_errors(cluster: Cluster, port: int | None = None) -> list[str]:
     """What PostgreSQL cannot read in the pg_hba.conf on disk (``pg_hba_file_rules`` parses the
     file as it is now, not as loaded): checked before a reload, which would otherwise keep the old
-    file in force with only a line in the server's log to say so."""
-    with dbconn.admin_connection(cluster) as conn:
+    file in force with only a line in the server's log to say so. ``port``: one member's."""
+    with dbconn.admin_connection(cluster, port=port) as conn:
         rows = conn.execute(
             "SELECT line_number, error FROM pg_catalog.pg_hba_file_rules WHERE error IS NOT NULL"
         ).fetchall()
@@ -159,6 +159,23 @@ def reload_server_config(cluster: Cluster, *, timeout: float = RELOAD_TIMEOUT) -
 
     def reloaded() -> bool:
         with dbconn.admin_connection(cluster) as conn:
+            now = conn.execute("SELECT pg_catalog.pg_conf_load_time()").fetchone()
+        return bool(now and before is not None and now[0] > before)
+
+    if not wait_for(reloaded, timeout):
+        raise EngineError(f"PostgreSQL did not reload its configuration within {timeout:.0f} s.")
+
+
+def reload_member(cluster: Cluster, port: int, *, timeout: float = RELOAD_TIMEOUT) -> None:
+    """One member's postmaster (on this node, through its socket) reloads; returns once a new
+    session sees that it has (``reload_server_config``'s wait, for that member alone)."""
+    with dbconn.admin_connection(cluster, port=port) as conn:
+        row = conn.execute("SELECT pg_catalog.pg_conf_load_time()").fetchone()
+        conn.execute("SELECT pg_catalog.pg_reload_conf()")
+    before = row[0] if row else None
+
+    def reloaded() -> bool:
+        with dbconn.admin_connection(cluster, port=port) as conn:
             now = conn.execute("SELECT pg_catalog.pg_conf_load_time()").fetchone()
         return bool(now and before is not None and now[0] > before)
 

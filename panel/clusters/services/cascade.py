@@ -16,8 +16,8 @@ import logging
 import time
 
 from panel.clusters.engine import dbconn, patroni
-from panel.clusters.models import Cluster
-from panel.clusters.services import ha
+from panel.clusters.models import Cluster, ClusterMember
+from panel.clusters.services import ha, remote_switch
 
 log = logging.getLogger(__name__)
 
@@ -35,10 +35,10 @@ def follow_candidate(cluster: Cluster, primary: str, candidate: str, others: lis
     _apply(cluster, [primary, *others], dict.fromkeys(others, candidate))
     if not others:
         return True
-    port = cluster.members.get(name=candidate).port
+    upstream = cluster.members.select_related("node", "cluster").get(name=candidate)
     deadline = time.monotonic() + CASCADE_TIMEOUT
     while time.monotonic() < deadline:
-        if set(others) <= _streaming_from(cluster, port):
+        if set(others) <= _streaming_from(upstream):
             return True
         time.sleep(0.1)
     log.warning("%s of %s did not stream from %s in time", ", ".join(others), cluster.pk, candidate)
@@ -53,16 +53,17 @@ def follow_leader(cluster: Cluster, others: list[str]) -> None:
 
 def _apply(cluster: Cluster, names: list[str], replicate_from: dict[str, str]) -> None:
     ha.write_configs(cluster, cluster.os_user(), replicate_from=replicate_from)
+    remote_switch.write_tags(cluster, replicate_from)  # write_configs writes this node's only
     for member in cluster.members.filter(name__in=names):
         status, text = patroni.rest("POST", member.rest_port, "/reload", {}, timeout=5, host=member.host)
         if status not in (200, 202):
             log.warning("reloading %s's Patroni: %s %s", member.name, status, text.strip())
 
 
-def _streaming_from(cluster: Cluster, port: int) -> set[str]:
-    """The members whose WAL receiver streams from the server on ``port``."""
+def _streaming_from(upstream: ClusterMember) -> set[str]:
+    """The members whose WAL receiver streams from ``upstream`` (on any node)."""
     try:
-        with dbconn.admin_connection(cluster, port=port) as conn:
+        with remote_switch.member_connection(upstream) as conn:
             rows = conn.execute(
                 "SELECT application_name FROM pg_catalog.pg_stat_replication WHERE state = 'streaming'"
             ).fetchall()

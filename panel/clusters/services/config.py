@@ -20,6 +20,7 @@ from panel.clusters.engine import dbconn, isolation
 from panel.clusters.lib import tunables
 from panel.clusters.lib.pgconf import temp_file_limit_kb
 from panel.clusters.models import Cluster, EventLevel
+from panel.clusters.services import remote_members
 from panel.clusters.services.lifecycle import require_local
 from panel.clusters.services.provision import SETTINGS_FILE, owner_settings, write_server_config
 from panel.core import runas
@@ -131,6 +132,7 @@ def update_config(cluster: Cluster, changes: dict[str, Any]) -> dict[str, tunabl
             _write(locked)
             isolation.reload_server_config(locked)
             _verify(locked, values)
+            remote_members.push_config(locked)  # last: it rolls its members back when one fails
     except (EngineError, dbconn.DatabaseError, OSError, NotTaken) as exc:
         _restore(cluster, previous_text)
         cluster.log_event(

@@ -14,7 +14,7 @@ from panel.clusters.engine import dbconn, patroni
 from panel.clusters.lib import patroni as patroni_lib
 from panel.clusters.lib.patroni import MemberInfo, MemberStatus
 from panel.clusters.models import Cluster, EventLevel, MemberRole
-from panel.clusters.services import cascade, ha, handover
+from panel.clusters.services import cascade, ha, remote_members, remote_switch
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError, Term
 
@@ -39,7 +39,7 @@ def list_members(cluster: Cluster) -> list[MemberInfo]:
             role=m.role,
             node=m.node.name,
             port=m.port,
-            pid=m.pid,
+            pid=remote_members.postmaster_pid(m) if m.is_remote else m.pid,
             state=m.state,
             lag_bytes=m.lag_bytes,
             timeline=m.timeline,
@@ -171,7 +171,7 @@ def _switch(
     mark("checkpointed")
     asked = Switchover(cluster, primary, candidate)
     try:
-        with handover.handover(cluster) as hand:
+        with remote_switch.handover_for(cluster, primary) as hand:
             asked.start()
             mark("asked")
             # The pools' clients go on until Patroni is about to stop the old primary.
@@ -239,10 +239,10 @@ class Switchover:
         """Until the candidate's PostgreSQL is out of recovery (True), or Patroni refused. One
         session asks every 20 ms (a hot standby's session sees its own promotion): a new
         connection per look cost more than the look on this loaded machine."""
-        port = self.cluster.members.get(name=self.candidate).port
+        candidate = self.cluster.members.select_related("node", "cluster").get(name=self.candidate)
         while time.monotonic() < self.deadline and not self.refused():
             try:
-                with dbconn.admin_connection(self.cluster, port=port) as conn:
+                with remote_switch.member_connection(candidate) as conn:
                     while time.monotonic() < self.deadline and not self.refused():
                         row = conn.execute("SELECT pg_catalog.pg_is_in_recovery()").fetchone()
                         if row == (False,):

@@ -13,23 +13,29 @@ with that node's data directory replaced by this one's (logs, the guard's librar
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
+from django.utils.translation import gettext as _
 
-from panel.clusters.engine import guard, isolation, patroni, postgres
+from panel.clusters.engine import dbconn, guard, isolation, patroni, postgres
 from panel.clusters.models import Cluster, ClusterMember, ClusterStatus
 from panel.clusters.services import ha_files
 from panel.core import agent, runas
 from panel.core.agent import on_node
-from panel.core.errors import ServiceError
+from panel.core.errors import N_, ServiceError
 
 log = logging.getLogger(__name__)
 
 START_TIMEOUT = 300.0
 STOP_TIMEOUT = 90.0
+CONFIG_TIMEOUT = 20.0
+PID_TIMEOUT = 5.0
 NODE_CONF = "node.conf"
+# provision.SETTINGS_FILE (not imported: provision imports ha, which imports this module)
+SETTINGS_FILE = "settings.conf"
 
 
 @dataclass(frozen=True)
@@ -54,7 +60,7 @@ def files_of(cluster: Cluster) -> MemberFiles:
     )
 
 
-def _ask(name: str, member: ClusterMember, *args: object, timeout: float) -> object:
+def ask(name: str, member: ClusterMember, *args: object, timeout: float) -> object:
     """Run ``name`` (one of this module's ``@on_node`` functions) on the member's node: in place
     when that is this process's node, else through its agent."""
     if member.node.is_here:
@@ -63,33 +69,125 @@ def _ask(name: str, member: ClusterMember, *args: object, timeout: float) -> obj
 
 
 def start(member: ClusterMember) -> None:
-    _ask(f"{__name__}.start_here", member, files_of(member.cluster), timeout=START_TIMEOUT)
+    ask(f"{__name__}.start_here", member, files_of(member.cluster), timeout=START_TIMEOUT)
 
 
 def stop(member: ClusterMember) -> None:
-    _ask(f"{__name__}.stop_here", member, timeout=STOP_TIMEOUT)
+    ask(f"{__name__}.stop_here", member, timeout=STOP_TIMEOUT)
 
 
 def retire(member: ClusterMember) -> None:
     """One standby on another node gone for good (``resize --num-nodes``): stopped, its data
     directory, files and cgroup removed there; the cluster's user and files stay while another of
     its members lives on that node."""
-    _ask(f"{__name__}.retire_here", member, timeout=STOP_TIMEOUT)
+    ask(f"{__name__}.retire_here", member, timeout=STOP_TIMEOUT)
 
 
 def remove(member: ClusterMember) -> None:
     """A cluster being deleted: its member on another node killed and its files removed there. A
     node that does not answer keeps them (said in the log): nothing else waits for it."""
     try:
-        _ask(f"{__name__}.remove_here", member, timeout=STOP_TIMEOUT)
+        ask(f"{__name__}.remove_here", member, timeout=STOP_TIMEOUT)
     except ServiceError as exc:
         log.warning("member %s on node %s not removed: %s", member, member.node.name, exc.message)
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """The server configuration of the cluster's node as a member's node writes it: panel.conf and
+    settings.conf's texts (no secret in either; pg_hba.conf and pg_ident.conf each node renders
+    from the rows)."""
+
+    panel_conf: str
+    settings_conf: str
+    source_data_dir: str
+
+
+def server_config_of(cluster: Cluster) -> ServerConfig:
+    """Read on the cluster's node, once the change is written there."""
+    settings_conf = cluster.pgdata / SETTINGS_FILE
+    return ServerConfig(
+        panel_conf=(cluster.pgdata / "panel.conf").read_text(),
+        settings_conf=settings_conf.read_text() if settings_conf.exists() else "",
+        source_data_dir=str(settings.PANEL_DATA_DIR),
+    )
+
+
+def push_config(cluster: Cluster) -> None:
+    """Every member on another node takes the server configuration just written on the cluster's
+    node (panel.conf, settings.conf, pg_hba.conf, pg_ident.conf) and reloads. Fail closed: when one
+    member's agent does not answer or its server refuses, the members that took it get their
+    previous files back and an EngineError says which (the caller restores its own node's files, so
+    the change is nowhere)."""
+    _push(cluster, "apply_config_here", server_config_of)
+
+
+@dataclass(frozen=True)
+class AuthFiles:
+    """pg_hba.conf and pg_ident.conf's texts as the cluster's node wrote them (inside the change's
+    transaction: another node's agent would render them from the rows as they were before)."""
+
+    hba: str
+    ident: str
+
+
+def push_auth(cluster: Cluster) -> None:
+    """``push_config`` for pg_hba.conf and pg_ident.conf alone (trusted sources, roles)."""
+    _push(cluster, "apply_auth_here", lambda c: AuthFiles(c.hba_path.read_text(), c.ident_path.read_text()))
+
+
+def _push(cluster: Cluster, step: str, read: Callable[[Cluster], object]) -> None:
+    remote = [member for member in ha_files.members_of(cluster) if member.is_remote]
+    if not remote:
+        return
+    silent = [member for member in remote if not member.node.is_alive]
+    if silent:  # its heartbeats stopped: no need to wait for the call's timeout to know
+        raise runas.EngineError(
+            _("The member %(member)s on node %(node)s did not take the change: %(reason)s")
+            % {
+                "member": silent[0].name,
+                "node": silent[0].node.name,
+                "reason": _("its agent is not answering."),
+            }
+        )
+    wanted = read(cluster)
+    taken: list[tuple[ClusterMember, object]] = []
+    for member in remote:
+        try:
+            previous = ask(f"{__name__}.{step}", member, wanted, timeout=CONFIG_TIMEOUT)
+        except ServiceError as exc:
+            for done, before in reversed(taken):
+                try:
+                    ask(f"{__name__}.{step}", done, before, timeout=CONFIG_TIMEOUT)
+                except ServiceError as again:
+                    log.warning("member %s: previous configuration not restored: %s", done, again.message)
+            raise runas.EngineError(
+                _("The member %(member)s on node %(node)s did not take the change: %(reason)s")
+                % {"member": member.name, "node": member.node.name, "reason": exc.message}
+            ) from None
+        taken.append((member, previous))
+
+
+def postmaster_pid(member: ClusterMember) -> int | None:
+    """The member's postmaster pid as its own node reads it (postmaster.pid in its data directory):
+    here for a member on the cluster's node, else asked of its node's agent; None when the agent
+    does not answer (a pid read from this node's disk would be another machine's process)."""
+    if not member.is_remote:
+        return postgres.postmaster_pid(Path(member.data_dir))
+    if not member.node.is_alive:
+        return None
+    try:
+        pid = ask(f"{__name__}.postmaster_pid_here", member, timeout=PID_TIMEOUT)
+    except ServiceError as exc:
+        log.info("member %s: no pid from node %s: %s", member, member.node.name, exc.message)
+        return None
+    return pid if isinstance(pid, int) else None
 
 
 # --- on the member's node --------------------------------------------------------------------------
 
 
-def node_conf(files: MemberFiles) -> str:
+def node_conf(files: MemberFiles | ServerConfig) -> str:
     """The settings of the primary's panel.conf that name a path under the cluster's node's data
     directory, naming this node's instead (a later setting wins in postgresql.conf)."""
     source, here = f"'{files.source_data_dir}/", f"'{settings.PANEL_DATA_DIR}/"
@@ -126,6 +224,67 @@ def start_here(member: ClusterMember, files: MemberFiles) -> None:
     isolation.write_auth_config(cluster, user)
     ha_files.write_member_config(cluster, member, user)
     _start_patroni(cluster, member)
+
+
+@on_node(timeout=CONFIG_TIMEOUT)
+def apply_config_here(member: ClusterMember, wanted: ServerConfig) -> ServerConfig:
+    """The member's copies of the server configuration rewritten (each atomically), then its
+    postmaster reloaded and seen to have loaded them; returns what was there before."""
+    cluster = member.cluster
+    user = cluster.os_user()
+    data_dir = Path(member.data_dir)
+    settings_conf = data_dir / SETTINGS_FILE
+    previous = ServerConfig(
+        panel_conf=(data_dir / "panel.conf").read_text(),
+        settings_conf=settings_conf.read_text() if settings_conf.exists() else "",
+        source_data_dir=wanted.source_data_dir,
+    )
+    try:
+        runas.write_private_file(data_dir / SETTINGS_FILE, wanted.settings_conf, owner=user)
+        runas.write_private_file(data_dir / "panel.conf", wanted.panel_conf, owner=user)
+        runas.write_private_file(cluster.pgdata / NODE_CONF, node_conf(wanted), owner=user)
+        isolation.write_auth_config(cluster, user)
+        errors = isolation.hba_errors(cluster, member.port)
+        if errors:
+            raise runas.EngineError("; ".join(errors))
+        isolation.reload_member(cluster, member.port)
+    except (runas.EngineError, dbconn.DatabaseError, OSError) as exc:
+        raise ServiceError(
+            N_("The member's server did not take the configuration: %(reason)s"),
+            code="member.config_not_applied",
+            params={"reason": str(exc)},
+        ) from None
+    return previous
+
+
+@on_node(timeout=CONFIG_TIMEOUT)
+def apply_auth_here(member: ClusterMember, wanted: AuthFiles) -> AuthFiles:
+    """The member's pg_hba.conf and pg_ident.conf rewritten (each atomically), read back by its
+    server, then loaded; returns what was there before (back in force when the server refuses)."""
+    cluster = member.cluster
+    user = cluster.os_user()
+    previous = AuthFiles(cluster.hba_path.read_text(), cluster.ident_path.read_text())
+    try:
+        runas.write_private_file(cluster.hba_path, wanted.hba, owner=user)
+        runas.write_private_file(cluster.ident_path, wanted.ident, owner=user)
+        errors = isolation.hba_errors(cluster, member.port)
+        if errors:
+            runas.write_private_file(cluster.hba_path, previous.hba, owner=user)
+            runas.write_private_file(cluster.ident_path, previous.ident, owner=user)
+            raise runas.EngineError("; ".join(errors))
+        isolation.reload_member(cluster, member.port)
+    except (runas.EngineError, dbconn.DatabaseError, OSError) as exc:
+        raise ServiceError(
+            N_("The member's server did not take the configuration: %(reason)s"),
+            code="member.config_not_applied",
+            params={"reason": str(exc)},
+        ) from None
+    return previous
+
+
+@on_node(timeout=PID_TIMEOUT)
+def postmaster_pid_here(member: ClusterMember) -> int | None:
+    return postgres.postmaster_pid(Path(member.data_dir))
 
 
 def _start_patroni(cluster: Cluster, member: ClusterMember) -> None:

@@ -13,7 +13,7 @@ from panel.clusters import hooks
 from panel.clusters.engine import dbconn, isolation
 from panel.clusters.lib.names import InvalidName, validate_database_name, validate_role_name
 from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser, EventLevel
-from panel.clusters.services import new_password, replica_build, replication
+from panel.clusters.services import new_password, remote_members, replica_build, replication
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
 from panel.core.runas import EngineError
@@ -186,6 +186,7 @@ def _roles_changed(cluster: Cluster, *, follow: bool = True) -> None:
         follow_on_replicas(cluster)
     try:
         isolation.refresh_server_auth(cluster)
+        remote_members.push_auth(cluster)  # the role exists already: a refusal is an event
     except (EngineError, dbconn.DatabaseError, OSError) as exc:
         cluster.log_event(
             "auth-error",
