@@ -89,8 +89,13 @@ def _at_start(sender: Any = None, **_kwargs: Any) -> None:
     before beat's first round); the agent (role "agent") registers its node and beats."""
     consuming = set(sender.app.amqp.queues.consume_from) if sender is not None else set()
     if settings.PANEL_PROCESS_ROLE == "agent":
-        nodes.register_this_node()
-        connection.close()
+        try:
+            nodes.register_this_node()
+            _Heartbeat.registered = True
+        except Exception:  # a busy database at start: the heartbeat thread registers it later
+            log.exception("node registration failed; the heartbeat thread tries again")
+        finally:
+            connection.close()
         _Heartbeat.start()
         _MemberWatch.start()
     own = f"node.{settings.PANEL_NODE_NAME}.tasks"
@@ -139,6 +144,9 @@ class _Heartbeat(_Background):
     _stop = threading.Event()
     _thread: threading.Thread | None = None
     thread_name = "node-heartbeat"
+    # Whether this agent registered its node (at start, or at its first beat after a failure
+    # there); a row gone after that was removed by an operator and is not made again.
+    registered = False
 
     @classmethod
     def _loop(cls) -> None:
@@ -149,6 +157,9 @@ class _Heartbeat(_Background):
             try:
                 # The installed versions again every INVENTORY_EVERY beats (registering took them).
                 found = nodes.heartbeat(inventory=beats % INVENTORY_EVERY == 0)
+                if not found and not cls.registered:  # registration failed at start: once more
+                    nodes.register_this_node()
+                    cls.registered = found = True
                 if not found and not warned:
                     log.warning(
                         "node %s has no row (removed with manage.py node remove?): this agent's "

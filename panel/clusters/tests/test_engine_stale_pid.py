@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,12 +19,17 @@ from panel.clusters.engine import postgres
 
 
 def _named_postgres(tmp_path: Path, cwd: Path) -> subprocess.Popen[bytes]:
-    """A real process the kernel calls "postgres" (``sleep`` run through a link of that name)."""
+    """A real process the kernel calls "postgres" (Python run through a link of that name), which
+    dies of SIGQUIT as a postmaster does (a test runner may start its children with it ignored)."""
     link = tmp_path / "bin" / "postgres"
     link.parent.mkdir(exist_ok=True)
     if not link.exists():
-        link.symlink_to("/bin/sleep")
-    return subprocess.Popen([str(link), "60"], cwd=cwd)
+        link.symlink_to(sys.executable)
+    code = "import signal, time; signal.signal(signal.SIGQUIT, signal.SIG_DFL); print(flush=True); time.sleep(60)"
+    proc = subprocess.Popen([str(link), "-c", code], cwd=cwd, stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    proc.stdout.readline()  # its SIGQUIT handler is the default one now
+    return proc
 
 
 @pytest.fixture
@@ -62,7 +68,7 @@ def test_a_postmaster_running_in_its_data_directory_is_found_and_killed(tmp_path
     try:
         _write_pid_file(pgdata, proc.pid, psutil.Process(proc.pid).create_time())
         assert postgres.postmaster_pid(pgdata) == proc.pid
-        postgres.kill(pgdata, timeout=5)  # SIGQUIT (sleep dies of it), waited for: reaped there
+        postgres.kill(pgdata, timeout=5)  # SIGQUIT, waited for (and so reaped) there
         assert not psutil.pid_exists(proc.pid)
     finally:
         proc.kill()

@@ -11,12 +11,13 @@ from panel.insights.engine.sources.postgres import stats_connection
 from panel.insights.lib.metrics import replication_label
 
 # Bytes not yet replayed (what a promotion or a read would wait for), and PostgreSQL's own
-# replay delay; the delay is NULL once a standby has caught up and the primary is idle: 0 then.
+# replay delay; the delay is NULL once a standby has caught up and the primary is idle ("no more
+# WAL activity": a background record such as running-xacts may still be a few bytes ahead): 0 then.
 REPLICATION = """
 SELECT application_name,
        pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_lsn(), replay_lsn)::float8,
        CASE WHEN replay_lsn = pg_catalog.pg_current_wal_lsn() THEN 0
-            ELSE extract(epoch FROM replay_lag)::float8 END
+            ELSE coalesce(extract(epoch FROM replay_lag)::float8, 0) END
 FROM pg_catalog.pg_stat_replication
 WHERE state <> 'backup' AND NOT pg_catalog.pg_is_in_recovery()
 """
