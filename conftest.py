@@ -158,11 +158,12 @@ def worker_env(redis_url: str, **extra: str) -> dict[str, str]:
 
 
 def start_celery_worker(
-    redis_url: str, queues: str, log_path: Path, *, concurrency: int = 2
+    redis_url: str, queues: str, log_path: Path, *, concurrency: int = 2, **extra: str
 ) -> subprocess.Popen[bytes]:
     """A real Celery worker process in its own session, sharing the test database and the data
-    directory; returns once it says it is ready (or fails the test with its log)."""
-    env = worker_env(redis_url)
+    directory (``extra``: more of its environment); returns once it says it is ready (or fails
+    the test with its log)."""
+    env = worker_env(redis_url, **extra)
     command = [sys.executable, "-m", "celery", "-A", "panel", "worker", "-Q", queues]
     command += ["--concurrency", str(concurrency), "--loglevel", "INFO"]
     command += ["--without-heartbeat", "--without-gossip", "--without-mingle"]

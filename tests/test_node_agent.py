@@ -84,7 +84,10 @@ def agent_worker(redis_server: str, settings: object, transactional_db: None) ->
     process acts as the web (role "web")."""
     node = django_settings.PANEL_NODE_NAME
     log = Path(django_settings.PANEL_DATA_DIR) / f"agent-{node}-{secrets.token_hex(3)}.log"
-    proc = start_celery_worker(redis_server, f"node.{node}", log, concurrency=2)
+    # As make run starts it: role "agent", which registers its node and beats (a worker of role
+    # "all" does neither, and a registration older than PANEL_NODE_DEAD_AFTER, by an earlier
+    # test of this session, then left the web refusing to call it).
+    proc = start_celery_worker(redis_server, f"node.{node}", log, concurrency=2, PANEL_PROCESS_ROLE="agent")
     settings.PANEL_PROCESS_ROLE = "web"  # type: ignore[attr-defined]
     agent.forbid_processes_in_web()  # as the web server does at start
     # The web refuses to call an agent whose heartbeat is stale: on a loaded machine the node's
