@@ -95,8 +95,10 @@ def agent_worker(redis_server: str, settings: object, transactional_db: None) ->
     deadline = time.monotonic() + 60
     while not Node.objects.get(name=node).is_alive and time.monotonic() < deadline:
         time.sleep(0.2)
-    tail = log.read_text(errors="replace")[-4000:] if log.exists() else "(no log)"
-    assert Node.objects.get(name=node).is_alive, f"the agent sent no heartbeat within 60 s:\n{tail}"
+    if not Node.objects.get(name=node).is_alive:
+        proc.kill()  # no teardown runs for a fixture that fails before its yield
+        proc.wait()
+        pytest.fail(f"the agent sent no heartbeat within 60 s:\n{log.read_text(errors='replace')[-4000:]}")
     yield log
     settings.PANEL_PROCESS_ROLE = "all"  # type: ignore[attr-defined]
     proc.terminate()
