@@ -107,7 +107,10 @@ def patch_dynamic(cluster: Cluster, *, strict: bool | None = None) -> None:
     body = patroni_lib.dynamic_config(ha.spec(cluster))
     if strict is not None:
         body["synchronous_mode_strict"] = strict
-    status, text = patroni.rest("PATCH", member.rest_port, "/config", body, timeout=10, host=member.host)
+    auth = cluster.rest_credentials
+    status, text = patroni.rest(
+        "PATCH", member.rest_port, "/config", body, timeout=10, host=member.host, auth=auth
+    )
     if status != 200:
         raise EngineError(f"Patroni did not take the new settings: {text.strip() or status}")
 

@@ -61,7 +61,10 @@ def patch_config(cluster: Cluster) -> None:
     primary = next(s for s in ha.read_statuses(cluster) if s.is_primary)
     leader = cluster.members.get(name=primary.name)
     body = patroni_lib.dynamic_config(ha.spec(cluster))
-    status, text = patroni.rest("PATCH", leader.rest_port, "/config", body, timeout=10, host=leader.host)
+    auth = cluster.rest_credentials
+    status, text = patroni.rest(
+        "PATCH", leader.rest_port, "/config", body, timeout=10, host=leader.host, auth=auth
+    )
     if status != 200:
         raise EngineError(f"Patroni did not take the new settings: {text.strip() or status}")
 
@@ -76,7 +79,13 @@ def restart_member(cluster: Cluster, member: ClusterMember, timeout: float) -> N
     deadline = time.monotonic() + timeout
     while True:  # 503 while Patroni is busy with something else (a restart, a promotion)
         status, text = patroni.rest(
-            "POST", member.rest_port, "/restart", {}, timeout=timeout, host=member.host
+            "POST",
+            member.rest_port,
+            "/restart",
+            {},
+            timeout=timeout,
+            host=member.host,
+            auth=cluster.rest_credentials,
         )
         if status == 200 or time.monotonic() > deadline:
             break
