@@ -80,6 +80,7 @@ def start_new(cluster: Cluster, new: list[ClusterMember], user: OsUser) -> None:
     """Standbys added to a cluster run by Patroni: configurations, dynamic settings, their
     Patroni, HAProxy reloaded with them."""
     ha.write_configs(cluster, user)
+    refresh_member_lines(cluster, exclude=new)
     patch_dynamic(cluster)
     for member in new:
         if member.is_remote:
@@ -94,6 +95,15 @@ def start_new(cluster: Cluster, new: list[ClusterMember], user: OsUser) -> None:
             data_dir=member.data_dir,
         )
     reload_haproxy(cluster, user)
+
+
+def refresh_member_lines(cluster: Cluster, *, exclude: list[ClusterMember] | None = None) -> None:
+    """pg_hba.conf's member lines follow the rows: the node of a member added is let in (to
+    stream and rewind) before it starts, that of one removed no longer. The cluster's node writes
+    and reloads its members' copy; members on other nodes take it through their agent (a new one
+    writes its own at start: ``exclude``)."""
+    isolation.refresh_server_auth(cluster)
+    remote_members.push_auth(cluster, exclude=exclude or [])
 
 
 def patch_dynamic(cluster: Cluster, *, strict: bool | None = None) -> None:
@@ -136,6 +146,7 @@ def remove(cluster: Cluster, member: ClusterMember) -> None:
         _forget_key(cluster, member.name)
         remote_members.retire(member)
         member.delete()
+        refresh_member_lines(cluster)
         return
     config = ha.member_config_path(cluster, member)
     patroni.stop_member(config)
