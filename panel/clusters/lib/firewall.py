@@ -135,7 +135,7 @@ def render_haproxy_sources(sources: Sequence[str]) -> str:
 
 # Members sharing a node reach each other (and HAProxy, PgBouncer and the panel reach them) here.
 LOOPBACK = "127.0.0.1/32"
-_HOST_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?")
+_HOST_NAME = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,251}[A-Za-z0-9_])?")
 
 
 def host_network(address: str) -> str:
@@ -144,7 +144,7 @@ def host_network(address: str) -> str:
     to it). ``ValueError`` for anything else: it would be read as another field or a keyword."""
     text = address.strip()
     try:
-        return ipaddress.ip_network(text).with_prefixlen  # one address: /32 or /128
+        return ipaddress.ip_network(ipaddress.ip_address(text)).with_prefixlen  # /32 or /128
     except ValueError:
         pass
     if not _HOST_NAME.fullmatch(text) or text.lower() in {"all", "samehost", "samenet"}:

@@ -82,7 +82,9 @@ def test_members_sharing_one_node_keep_the_loopback_lines_of_before():
     assert "host    postgres  pgpanel  127.0.0.1/32  scram-sha-256" in text
 
 
-@pytest.mark.parametrize("bad", ["all", "samenet", "10.0.0.0 trust", "a b", "-x", "10.0.0.1\nhost all"])
+@pytest.mark.parametrize(
+    "bad", ["all", "samenet", "10.0.0.0 trust", "10.0.0.0/8", "a b", "-x", "10.0.0.1\nhost all"]
+)
 def test_an_address_that_would_read_as_another_field_is_refused(bad):
     with pytest.raises(ValueError):
         firewall.host_network(bad)
