@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from functools import lru_cache
 
 from cryptography.fernet import Fernet, InvalidToken
@@ -15,6 +16,11 @@ def _fernet() -> Fernet:
 
 def encrypt(plaintext: str) -> str:
     return _fernet().encrypt(plaintext.encode()).decode()
+
+
+def new_encrypted_secret() -> str:
+    """A fresh random password, encrypted (a field's default: each row its own)."""
+    return encrypt(secrets.token_urlsafe(32))
 
 
 def decrypt(token: str) -> str:

@@ -20,8 +20,9 @@ import psutil
 from django.conf import settings
 
 from panel.clusters.engine import cgroups, dbconn, postgres
+from panel.clusters.lib import firewall
 from panel.clusters.lib.pgconf import ident_token_ok, render_hba, render_ident
-from panel.clusters.models import MAX_NUM_NODES, Cluster
+from panel.clusters.models import MAX_NUM_NODES, Cluster, Node
 from panel.core import osusers, runas
 from panel.core.polling import wait_for
 from panel.core.runas import EngineError, OsUser
@@ -100,6 +101,17 @@ def mapped_roles(cluster: Cluster) -> list[str]:
     return sorted(name for name in names if name not in unwritable)
 
 
+def _addresses(node: Node | None) -> list[str]:
+    # Both: members reach each other at Node.address (ClusterMember.host), a private network may
+    # route them from the private one.
+    return [node.address, node.private_address] if node is not None else []
+
+
+def member_addresses(cluster: Cluster) -> list[str]:
+    """The addresses of the nodes holding this cluster's members (pg_hba.conf's member lines)."""
+    return [a for m in cluster.members.select_related("node").order_by("name") for a in _addresses(m.node)]
+
+
 def write_auth_config(cluster: Cluster, user: OsUser | None = None) -> bool:
     """Write pg_hba.conf and pg_ident.conf (atomically, 0600, the cluster's user) where they differ
     from what they should be; True if one changed."""
@@ -110,7 +122,8 @@ def write_auth_config(cluster: Cluster, user: OsUser | None = None) -> bool:
             settings.PANEL_MONITOR_ROLE,
             cluster.trusted_source_values(),
             settings.PANEL_REPLICATION_ROLE,
-            members_from="127.0.0.1/32" if cluster.is_ha else "",
+            members_from=member_addresses(cluster) if cluster.is_ha else None,
+            clients_from=firewall.proxy_networks(_addresses(cluster.node)) if cluster.is_ha else (),
         ),
         cluster.ident_path: render_ident(user.name, mapped_roles(cluster)),
     }

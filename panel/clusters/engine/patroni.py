@@ -330,13 +330,18 @@ def rest(
     *,
     timeout: float = REST_TIMEOUT,
     host: str = "127.0.0.1",
+    auth: tuple[str, str] | None = None,
 ) -> tuple[int, str]:
     """One HTTP request to ``host``:``port`` (Patroni's or etcd's API); (0, reason) when nothing
-    answers."""
+    answers. ``auth``: the cluster's REST user and password (``Cluster.rest_credentials``), which
+    Patroni asks for on every request that changes something (401 without)."""
     conn = http.client.HTTPConnection(host, port, timeout=timeout)
     try:
         payload = json.dumps(body) if body is not None else None
         headers = {"Content-Type": "application/json"} if payload is not None else {}
+        if auth is not None:
+            token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+            headers["Authorization"] = f"Basic {token}"
         conn.request(method, path, body=payload, headers=headers)
         response = conn.getresponse()
         return response.status, response.read().decode(errors="replace")

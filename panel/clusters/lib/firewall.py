@@ -10,6 +10,7 @@ a firewall that follows DNS changes under its owner's feet.
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Iterable, Sequence
 
 from panel.core.errors import N_, CodedError
@@ -130,3 +131,52 @@ def render_haproxy_sources(sources: Sequence[str]) -> str:
     if sources:
         lines += [network for network in HAPROXY_ALWAYS if network not in lines]
     return "\n".join(lines) + "\n"
+
+
+# Members sharing a node reach each other (and HAProxy, PgBouncer and the panel reach them) here.
+LOOPBACK = "127.0.0.1/32"
+_HOST_NAME = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,251}[A-Za-z0-9_])?")
+
+
+def host_network(address: str) -> str:
+    """A node's address as pg_hba.conf's address field: an IP address as a network of that one
+    host; a host name as it is (PostgreSQL admits a client whose address resolves back and forth
+    to it). ``ValueError`` for anything else: it would be read as another field or a keyword."""
+    text = address.strip()
+    try:
+        return ipaddress.ip_network(ipaddress.ip_address(text)).with_prefixlen  # /32 or /128
+    except ValueError:
+        pass
+    if not _HOST_NAME.fullmatch(text) or text.lower() in {"all", "samehost", "samenet"}:
+        raise ValueError(f"not a node address for pg_hba.conf: {address!r}")
+    return text
+
+
+def _networks_besides_loopback(addresses: Iterable[str]) -> list[str]:
+    found = dict.fromkeys(host_network(address) for address in addresses if address.strip())
+    return [network for network in found if network != LOOPBACK]
+
+
+def member_hba_lines(superuser: str, member_addresses: Sequence[str]) -> list[str]:
+    """What lets the members of one cluster stream from and rewind against each other: the panel's
+    superuser (Patroni's replication and rewind user) into ``replication`` and the maintenance
+    database ``postgres`` (pg_rewind's), with its password, from loopback (members sharing a node)
+    and over TLS from the addresses of the nodes holding this cluster's members, nothing else.
+    The tenant's trusted sources never widen these lines, and no tenant role matches them."""
+    lines = [
+        f"host    replication  {superuser}  {LOOPBACK}  scram-sha-256",
+        f"host    postgres  {superuser}  {LOOPBACK}  scram-sha-256",
+    ]
+    for network in _networks_besides_loopback(member_addresses):
+        lines += [
+            f"hostssl replication  {superuser}  {network}  scram-sha-256",
+            f"hostssl postgres  {superuser}  {network}  scram-sha-256",
+        ]
+    return lines
+
+
+def proxy_networks(cluster_node_addresses: Sequence[str]) -> list[str]:
+    """Where a member's TCP clients come from when the cluster has standbys: HAProxy (which alone
+    applies the trusted sources), PgBouncer and the panel, all on the cluster's node: loopback,
+    and that node's addresses for a member on another node."""
+    return [LOOPBACK, *_networks_besides_loopback(cluster_node_addresses)]

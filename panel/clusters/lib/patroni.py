@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,6 +29,11 @@ WAL_RETRIEVE_RETRY_INTERVAL = "500ms"
 SYNCHRONOUS_COMMIT = "remote_apply"
 WAL_KEEP_SIZE = "256MB"
 NAMESPACE = "/pgpanel/"
+
+
+def new_rest_username() -> str:
+    """A cluster's Patroni REST user (its password: ``crypto.new_encrypted_secret``)."""
+    return f"panel-{secrets.token_hex(4)}"
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,10 @@ class HaCluster:
     # standbys are restored from the repository, and replay what they lack from its archive.
     # Empty: no repository, standbys are copied from the primary only.
     repository: tuple[str, ...] = ()
+    # Patroni's REST API: every unsafe request (switchover, PATCH /config, restart, reinitialize,
+    # reload) must carry this user and password; GET (HAProxy's checks, /cluster) stays open.
+    rest_username: str = ""
+    rest_password: str = ""
 
     @property
     def strict(self) -> bool:
@@ -132,6 +142,7 @@ def member_config(cluster: HaCluster, member: Member, pgpass: str) -> dict[str, 
         "restapi": {
             "listen": f"{member.host}:{member.rest_port}",
             "connect_address": f"{member.host}:{member.rest_port}",
+            **rest_authentication(cluster),
         },
         "etcd3": {"hosts": list(cluster.etcd_hosts)},
         "bootstrap": {"dcs": dynamic_config(cluster)},
@@ -156,6 +167,18 @@ def member_config(cluster: HaCluster, member: Member, pgpass: str) -> dict[str, 
             **create_replica_methods(cluster, member),
         },
     }
+
+
+def rest_authentication(cluster: HaCluster) -> dict[str, Any]:
+    """``restapi.authentication``: without it anyone who reaches a member's REST port (its node's
+    address once members are spread) could switch over, restart, or PATCH /config with an
+    ``archive_command`` that runs as the cluster's OS user. Patroni also sends it to the other
+    members on its own requests."""
+    if not cluster.rest_username or not cluster.rest_password:
+        raise ValueError("a member's Patroni REST API needs a user and a password")
+    if ":" in cluster.rest_username:
+        raise ValueError(f"not a REST user name: {cluster.rest_username!r}")
+    return {"authentication": {"username": cluster.rest_username, "password": cluster.rest_password}}
 
 
 def create_replica_methods(cluster: HaCluster, member: Member) -> dict[str, Any]:

@@ -153,7 +153,8 @@ def render_hba(
     trusted_sources: Sequence[str] = (),
     replication_role: str = "",
     *,
-    members_from: str = "",
+    members_from: Sequence[str] | None = None,
+    clients_from: Sequence[str] = (),
 ) -> str:
     """Clients must use TLS and SCRAM over TCP; the panel's own roles come over the socket with a
     password. Any other role over the socket is PgBouncer logging in: ``peer`` authentication
@@ -171,14 +172,16 @@ def render_hba(
     read-only replicas, which run on the same node: from loopback, over TLS, with its password,
     and nothing else (no database, no other address).
 
-    ``members_from`` (a cluster with standbys: the members' network): the superuser may come from
-    there over TCP with its password, for replication and pg_rewind between members only. Clients
-    then come through HAProxy, which connects from there too and is what applies the trusted
-    sources (PostgreSQL sees HAProxy's address, never the client's): TCP clients are let in from
-    ``members_from`` alone, whatever the sources, so no other address reaches a member's own port."""
+    ``members_from`` (a cluster with standbys: the addresses of the nodes holding its members):
+    the superuser may come from loopback and from there over TCP with its password, for
+    replication and pg_rewind between members only (``firewall.member_hba_lines``). Clients then
+    come through HAProxy, which is what applies the trusted sources (PostgreSQL sees HAProxy's
+    address, never the client's): TCP clients are let in from ``clients_from`` alone (loopback and
+    the cluster's node: ``firewall.proxy_networks``), whatever the sources, so no other address
+    reaches a member's own port."""
     addresses = [network.with_prefixlen for network in firewall.networks(trusted_sources)]
-    if members_from:
-        addresses = [members_from]
+    if members_from is not None:
+        addresses = list(clients_from) or [firewall.LOOPBACK]
     elif not trusted_sources:
         addresses = ["all"]
     lines = [
@@ -188,11 +191,8 @@ def render_hba(
         f"local   all       {monitor_role}  scram-sha-256",
         f"local   all       all           peer map={POOLER_MAP}",
     ]
-    if members_from:
-        lines += [
-            f"host    replication  {superuser}  {members_from}  scram-sha-256",
-            f"host    postgres  {superuser}  {members_from}  scram-sha-256",
-        ]
+    if members_from is not None:
+        lines += firewall.member_hba_lines(superuser, members_from)
     lines += [
         f"host    all       {superuser}  all  reject",
     ]

@@ -14,6 +14,7 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext_lazy as _
 
 from panel import crypto
+from panel.clusters.lib.patroni import new_rest_username
 from panel.clusters.lib.plans import Plan, get_plan
 from panel.clusters.models.events import ClusterEvent, EventLevel
 from panel.clusters.models.nodes import Node
@@ -139,6 +140,10 @@ class Cluster(models.Model):
     )
     # The password of the source's replication role (settings.PANEL_REPLICATION_ROLE), once made.
     replication_password_encrypted = models.TextField(blank=True)
+    # Patroni's REST API on every member asks for these on each unsafe request (switchover, PATCH
+    # /config, restart, reinitialize): a member on another node listens on its node's address.
+    rest_username = models.CharField(max_length=32, default=new_rest_username)
+    rest_password_encrypted = models.TextField(default=crypto.new_encrypted_secret)
 
     objects = ClusterQuerySet.as_manager()
 
@@ -319,6 +324,11 @@ class Cluster(models.Model):
     @property
     def monitor_password(self) -> str:
         return crypto.decrypt(self.monitor_password_encrypted)
+
+    @property
+    def rest_credentials(self) -> tuple[str, str]:
+        """The user and password of its members' Patroni REST API."""
+        return self.rest_username, crypto.decrypt(self.rest_password_encrypted)
 
     def set_progress(self, percent: int, message: str) -> None:
         self.progress = percent

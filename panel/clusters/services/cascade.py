@@ -55,7 +55,15 @@ def _apply(cluster: Cluster, names: list[str], replicate_from: dict[str, str]) -
     ha.write_configs(cluster, cluster.os_user(), replicate_from=replicate_from)
     remote_switch.write_tags(cluster, replicate_from)  # write_configs writes this node's only
     for member in cluster.members.filter(name__in=names):
-        status, text = patroni.rest("POST", member.rest_port, "/reload", {}, timeout=5, host=member.host)
+        status, text = patroni.rest(
+            "POST",
+            member.rest_port,
+            "/reload",
+            {},
+            timeout=5,
+            host=member.host,
+            auth=cluster.rest_credentials,
+        )
         if status not in (200, 202):
             log.warning("reloading %s's Patroni: %s %s", member.name, status, text.strip())
 

@@ -3,9 +3,10 @@ cluster's row, rendered into ``PGDATA/settings.conf`` (which panel.conf includes
 ``write_server_config`` and every restart keep it), applied with a reload, never a restart.
 
 ``update_config`` reads top to bottom: validate every change → record the row (inside the
-cluster row's lock) → write the file atomically → reload → verify from a new session (a reload
-answers success even when PostgreSQL refused a value: it only logs it) → on any failure the
-previous file back in force, the row rolled back with the transaction, a ServiceError.
+cluster row's lock) → write the file atomically → reload → the same on members on other nodes
+(through their agents) → verify from a new session on the primary (a reload answers success even
+when PostgreSQL refused a value: it only logs it) → on any failure the previous file back in
+force everywhere, the row rolled back with the transaction, a ServiceError.
 """
 
 from __future__ import annotations
@@ -131,8 +132,10 @@ def update_config(cluster: Cluster, changes: dict[str, Any]) -> dict[str, tunabl
             locked.save(update_fields=["config", "updated_at"])
             _write(locked)
             isolation.reload_server_config(locked)
+            # Before the check: the primary may be a member on another node, which reads its own
+            # copy (it rolls its members back when one fails; _restore when the check fails).
+            remote_members.push_config(locked)
             _verify(locked, values)
-            remote_members.push_config(locked)  # last: it rolls its members back when one fails
     except (EngineError, dbconn.DatabaseError, OSError, NotTaken) as exc:
         _restore(cluster, previous_text)
         cluster.log_event(
@@ -181,5 +184,6 @@ def _restore(cluster: Cluster, previous_text: str | None) -> None:
         else:
             runas.write_private_file(path, previous_text, owner=cluster.os_user())
         isolation.reload_server_config(cluster)
+        remote_members.push_config(cluster)  # members on other nodes that took it: back too
     except (EngineError, dbconn.DatabaseError, OSError) as exc:
         log.warning("restoring the configuration of %s failed: %s", cluster.pk, exc)

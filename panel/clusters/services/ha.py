@@ -102,7 +102,13 @@ def _take_over(cluster: Cluster, member: ClusterMember, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while True:  # refused while Patroni still finishes the promotion
         status, text = patroni.rest(
-            "POST", member.rest_port, "/restart", {}, timeout=timeout, host=member.host
+            "POST",
+            member.rest_port,
+            "/restart",
+            {},
+            timeout=timeout,
+            host=member.host,
+            auth=cluster.rest_credentials,
         )
         if status == 200 or time.monotonic() > deadline:
             break

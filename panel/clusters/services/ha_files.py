@@ -59,6 +59,7 @@ def spec(cluster: Cluster) -> patroni_lib.HaCluster:
     assert plan is not None and cluster.node is not None
     client, _peer = etcd_ports(cluster.node)
     members = members_of(cluster)
+    rest_username, rest_password = cluster.rest_credentials
     # Members on other nodes reach the cluster's node's etcd at its address (one consensus store
     # per cluster: the loss of that node needs it back before a failover; docs/high-availability.md).
     spread = len({m.node_id for m in members}) > 1
@@ -78,6 +79,8 @@ def spec(cluster: Cluster) -> patroni_lib.HaCluster:
         haproxy_sources=str(ha_dir(cluster) / patroni_lib.HAPROXY_SOURCES),
         on_role_change=_callback_command(cluster),
         repository=hooks.replica_repository(cluster),
+        rest_username=rest_username,
+        rest_password=rest_password,
     )
 
 

@@ -219,6 +219,7 @@ class Switchover:
         # Read here: the thread has a database connection of its own (not the caller's transaction).
         leader_member = cluster.members.get(name=leader)
         self.rest_port, self.rest_host = leader_member.rest_port, leader_member.host
+        self.auth = cluster.rest_credentials
         self.answer: tuple[int, str] | None = None
         self.thread = threading.Thread(target=self._ask, daemon=True)
         self.deadline = time.monotonic() + SWITCHOVER_TIMEOUT
@@ -226,7 +227,13 @@ class Switchover:
     def _ask(self) -> None:
         body = {"leader": self.leader, "candidate": self.candidate}
         self.answer = patroni.rest(
-            "POST", self.rest_port, "/switchover", body, timeout=SWITCHOVER_TIMEOUT, host=self.rest_host
+            "POST",
+            self.rest_port,
+            "/switchover",
+            body,
+            timeout=SWITCHOVER_TIMEOUT,
+            host=self.rest_host,
+            auth=self.auth,
         )
 
     def start(self) -> None:

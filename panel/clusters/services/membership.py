@@ -80,6 +80,7 @@ def start_new(cluster: Cluster, new: list[ClusterMember], user: OsUser) -> None:
     """Standbys added to a cluster run by Patroni: configurations, dynamic settings, their
     Patroni, HAProxy reloaded with them."""
     ha.write_configs(cluster, user)
+    refresh_member_lines(cluster, exclude=new)
     patch_dynamic(cluster)
     for member in new:
         if member.is_remote:
@@ -96,6 +97,15 @@ def start_new(cluster: Cluster, new: list[ClusterMember], user: OsUser) -> None:
     reload_haproxy(cluster, user)
 
 
+def refresh_member_lines(cluster: Cluster, *, exclude: list[ClusterMember] | None = None) -> None:
+    """pg_hba.conf's member lines follow the rows: the node of a member added is let in (to
+    stream and rewind) before it starts, that of one removed no longer. The cluster's node writes
+    and reloads its members' copy; members on other nodes take it through their agent (a new one
+    writes its own at start: ``exclude``)."""
+    isolation.refresh_server_auth(cluster)
+    remote_members.push_auth(cluster, exclude=exclude or [])
+
+
 def patch_dynamic(cluster: Cluster, *, strict: bool | None = None) -> None:
     """Patroni's settings in etcd for the members the rows hold now (strict synchronous mode
     only with three, or as ``strict`` says)."""
@@ -107,7 +117,10 @@ def patch_dynamic(cluster: Cluster, *, strict: bool | None = None) -> None:
     body = patroni_lib.dynamic_config(ha.spec(cluster))
     if strict is not None:
         body["synchronous_mode_strict"] = strict
-    status, text = patroni.rest("PATCH", member.rest_port, "/config", body, timeout=10, host=member.host)
+    auth = cluster.rest_credentials
+    status, text = patroni.rest(
+        "PATCH", member.rest_port, "/config", body, timeout=10, host=member.host, auth=auth
+    )
     if status != 200:
         raise EngineError(f"Patroni did not take the new settings: {text.strip() or status}")
 
@@ -133,6 +146,7 @@ def remove(cluster: Cluster, member: ClusterMember) -> None:
         _forget_key(cluster, member.name)
         remote_members.retire(member)
         member.delete()
+        refresh_member_lines(cluster)
         return
     config = ha.member_config_path(cluster, member)
     patroni.stop_member(config)

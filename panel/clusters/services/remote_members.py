@@ -12,8 +12,9 @@ with that node's data directory replaced by this one's (logs, the guard's librar
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -131,13 +132,26 @@ class AuthFiles:
     ident: str
 
 
-def push_auth(cluster: Cluster) -> None:
-    """``push_config`` for pg_hba.conf and pg_ident.conf alone (trusted sources, roles)."""
-    _push(cluster, "apply_auth_here", lambda c: AuthFiles(c.hba_path.read_text(), c.ident_path.read_text()))
+def push_auth(cluster: Cluster, *, exclude: Collection[ClusterMember] = ()) -> None:
+    """``push_config`` for pg_hba.conf and pg_ident.conf alone (trusted sources, roles, members
+    added or removed; ``exclude``: members not started yet, whose agent writes their own)."""
+    _push(cluster, "apply_auth_here", _auth_files, exclude)
 
 
-def _push(cluster: Cluster, step: str, read: Callable[[Cluster], object]) -> None:
-    remote = [member for member in ha_files.members_of(cluster) if member.is_remote]
+def _auth_files(cluster: Cluster) -> AuthFiles:
+    return AuthFiles(cluster.hba_path.read_text(), cluster.ident_path.read_text())
+
+
+def silent_member(cluster: Cluster) -> ClusterMember | None:
+    """A member on another node whose agent's heartbeats stopped (a change would not reach it)."""
+    return next((m for m in ha_files.members_of(cluster) if m.is_remote and not m.node.is_alive), None)
+
+
+def _push(
+    cluster: Cluster, step: str, read: Callable[[Cluster], object], exclude: Collection[ClusterMember] = ()
+) -> None:
+    skipped = {member.pk for member in exclude}
+    remote = [m for m in ha_files.members_of(cluster) if m.is_remote and m.pk not in skipped]
     if not remote:
         return
     silent = [member for member in remote if not member.node.is_alive]
@@ -244,6 +258,7 @@ def apply_config_here(member: ClusterMember, wanted: ServerConfig) -> ServerConf
         runas.write_private_file(data_dir / "panel.conf", wanted.panel_conf, owner=user)
         runas.write_private_file(cluster.pgdata / NODE_CONF, node_conf(wanted), owner=user)
         isolation.write_auth_config(cluster, user)
+        isolation.member_cgroup(cluster, member.name)  # a resize: the plan's limits here too
         errors = isolation.hba_errors(cluster, member.port)
         if errors:
             raise runas.EngineError("; ".join(errors))
@@ -254,7 +269,33 @@ def apply_config_here(member: ClusterMember, wanted: ServerConfig) -> ServerConf
             code="member.config_not_applied",
             params={"reason": str(exc)},
         ) from None
+    _ensure_rest_auth(cluster, member, user)
     return previous
+
+
+def _ensure_rest_auth(cluster: Cluster, member: ClusterMember, user: runas.OsUser) -> None:
+    """A member whose Patroni configuration was written before its REST API asked for the
+    cluster's credentials gets them with the next configuration push: written again (its cascade
+    tag kept), then Patroni reloads it (it takes a request without them until then)."""
+    path = ha_files.member_config_path(cluster, member)
+    try:
+        current = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        log.warning("member %s: Patroni's configuration not read: %s", member, exc)
+        return
+    username, password = cluster.rest_credentials
+    if current.get("restapi", {}).get("authentication") == {"username": username, "password": password}:
+        return
+    upstream = current.get("tags", {}).get("replicatefrom")
+    ha_files.write_member_config(
+        cluster, member, user, replicate_from={member.name: upstream} if upstream else None
+    )
+    auth = cluster.rest_credentials
+    status, text = patroni.rest(
+        "POST", member.rest_port, "/reload", {}, timeout=5, host=member.host, auth=auth
+    )
+    if status not in (200, 202):
+        log.warning("member %s: Patroni not reloaded with its REST credentials: %s %s", member, status, text)
 
 
 @on_node(timeout=CONFIG_TIMEOUT)

@@ -234,7 +234,13 @@ def _patch_slots(source: Cluster, body: dict[str, object]) -> None:
     answer = ""
     for member in source.members.order_by("name"):
         status, answer = patroni.rest(
-            "PATCH", member.rest_port, "/config", body, timeout=10, host=member.host
+            "PATCH",
+            member.rest_port,
+            "/config",
+            body,
+            timeout=10,
+            host=member.host,
+            auth=source.rest_credentials,
         )
         if status == 200:
             return

@@ -26,7 +26,7 @@ from panel.clusters import hooks
 from panel.clusters.engine import postgres
 from panel.clusters.lib.plans import PLANS, Plan, get_plan
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel, Node, status_word
-from panel.clusters.services import member_count, nodes, rolling
+from panel.clusters.services import member_count, nodes, remote_members, rolling
 from panel.clusters.services.lifecycle import guard_loaded, require_local, start_server
 from panel.clusters.services.overview import overview
 from panel.clusters.services.provision import write_server_config
@@ -185,6 +185,14 @@ def check_resize(cluster: Cluster, plan_slug: str) -> Plan:
     except ValueError as exc:
         raise ServiceError(str(exc), field=FIELD) from None
     _require_online(cluster)
+    silent = remote_members.silent_member(cluster)
+    if silent is not None:  # the new plan's panel.conf would not reach it: refused, nothing changed
+        raise ServiceError(
+            N_("The member %(member)s on node %(node)s is not answering: resize once its agent is back."),
+            field=FIELD,
+            code="resize.member_silent",
+            params={"member": silent.name, "node": silent.node.name},
+        )
     problem = plan_problem(plan, circumstances(cluster))
     if problem:
         raise ServiceError.joined([problem], FIELD)
@@ -259,12 +267,15 @@ def _record_plan(cluster: Cluster, plan: Plan) -> None:
         cluster.save(update_fields=["plan_slug", "updated_at"])
 
 
-def _restart_on_plan(cluster: Cluster) -> None:
-    """panel.conf for the row's plan, PostgreSQL restarted (its start sets the cgroup's limits),
-    PgBouncer's configuration rendered again for the new pool budget."""
+def _restart_on_plan(cluster: Cluster, *, rolling_back: bool = False) -> None:
+    """panel.conf for the row's plan (on members on other nodes too, through their agents),
+    PostgreSQL restarted (its start sets the cgroup's limits), PgBouncer's configuration rendered
+    again for the new pool budget."""
     user = cluster.os_user()
     cluster.set_progress(20, _("Writing the configuration"))
     guard_added = write_server_config(cluster)
+    if cluster.is_ha:
+        _push_to_remote_members(cluster, rolling_back=rolling_back)
     cluster.set_progress(40, _("Restarting PostgreSQL"))
     if cluster.is_ha:
         # Member by member, standbys first, the primary after a switchover (services/rolling.py).
@@ -275,6 +286,19 @@ def _restart_on_plan(cluster: Cluster) -> None:
         start_server(cluster, user, guard_added=guard_added)
     cluster.set_progress(80, _("Updating PgBouncer"))
     hooks.pooler.refresh_auth(cluster)  # never raises: a failure is on the pooler and in the events
+
+
+def _push_to_remote_members(cluster: Cluster, *, rolling_back: bool) -> None:
+    """The plan's panel.conf (and the member's cgroup limits) on each member on another node,
+    before the rolling restart reads it there. A member that does not take it fails the resize
+    (the others got their previous files back: ``push_config``), which puts the old plan back;
+    when even that push fails, the member kept its previous files: said in the log."""
+    try:
+        remote_members.push_config(cluster)
+    except runas.EngineError as exc:
+        if not rolling_back:
+            raise
+        log.warning("resize of %s rolled back: %s", cluster.pk, exc)
 
 
 def perform_resize(cluster_id: uuid.UUID | str, plan_slug: str) -> Cluster | None:
@@ -328,7 +352,7 @@ def _roll_back(cluster: Cluster, old: str, plan: Plan, exc: Exception) -> Cluste
     cluster.plan_slug = old
     cluster.save(update_fields=["plan_slug", "updated_at"])
     try:
-        _restart_on_plan(cluster)
+        _restart_on_plan(cluster, rolling_back=True)
     except Exception as again:
         cluster.mark_error(
             _("Resizing to %(plan)s failed (%(reason)s), and restarting on %(old)s failed too: %(again)s")

@@ -35,8 +35,9 @@ def rolling_restart(cluster: Cluster) -> None:
     the primary after a switchover. Raises EngineError when a member does not come back."""
     timeout = float(settings.PANEL_COMMAND_TIMEOUT)
     isolation.server_cgroup(cluster)  # the plan's limits on the cluster's cgroup (HAProxy)
-    for member in cluster.members.all():  # and on each member's own
-        isolation.member_cgroup(cluster, member.name)
+    for member in cluster.members.all():  # and on each member's own (elsewhere: its agent's)
+        if not member.is_remote:
+            isolation.member_cgroup(cluster, member.name)
     ha.write_configs(cluster, cluster.os_user())
     if not ha.wait_healthy(cluster, timeout):
         raise EngineError("The cluster's members are not all healthy; nothing was restarted.")
@@ -46,6 +47,10 @@ def rolling_restart(cluster: Cluster) -> None:
     for status in statuses:
         if not status.is_primary:
             restart_member(cluster, cluster.members.get(name=status.name), timeout)
+    # Streaming again is not yet synchronous: Patroni names the synchronous standby on its next
+    # loop, and a switchover goes to that one only (seen with a standby on another node).
+    if not ha.wait_healthy(cluster, timeout):
+        raise EngineError("No standby became synchronous again after the restarts.")
     members.switch(cluster, None)
     old = cluster.members.get(name=primary)
     if not _wait_streaming(cluster, old.name, timeout):
@@ -61,7 +66,10 @@ def patch_config(cluster: Cluster) -> None:
     primary = next(s for s in ha.read_statuses(cluster) if s.is_primary)
     leader = cluster.members.get(name=primary.name)
     body = patroni_lib.dynamic_config(ha.spec(cluster))
-    status, text = patroni.rest("PATCH", leader.rest_port, "/config", body, timeout=10, host=leader.host)
+    auth = cluster.rest_credentials
+    status, text = patroni.rest(
+        "PATCH", leader.rest_port, "/config", body, timeout=10, host=leader.host, auth=auth
+    )
     if status != 200:
         raise EngineError(f"Patroni did not take the new settings: {text.strip() or status}")
 
@@ -76,7 +84,13 @@ def restart_member(cluster: Cluster, member: ClusterMember, timeout: float) -> N
     deadline = time.monotonic() + timeout
     while True:  # 503 while Patroni is busy with something else (a restart, a promotion)
         status, text = patroni.rest(
-            "POST", member.rest_port, "/restart", {}, timeout=timeout, host=member.host
+            "POST",
+            member.rest_port,
+            "/restart",
+            {},
+            timeout=timeout,
+            host=member.host,
+            auth=cluster.rest_credentials,
         )
         if status == 200 or time.monotonic() > deadline:
             break

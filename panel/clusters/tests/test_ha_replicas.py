@@ -146,7 +146,11 @@ def test_a_replica_keeps_streaming_from_the_new_primary_and_its_slot_goes_with_i
         assert wait_for(lambda: _has_row(replica, 1), 10, interval=0.2)
         # A slot no longer declared (etcd's data lost) is declared again by the reconciler.
         status, _text = patroni.rest(
-            "PATCH", source.members.first().rest_port, "/config", patroni_lib.permanent_slots(remove=[slot])
+            "PATCH",
+            source.members.first().rest_port,
+            "/config",
+            patroni_lib.permanent_slots(remove=[slot]),
+            auth=source.rest_credentials,
         )
         assert status == 200 and _declared_soon(source, lambda slots: slot not in slots)
         assert replication.keep_slots_declared(source) == [
@@ -218,6 +222,7 @@ def test_bad_input_is_refused_with_nothing_made(source: Cluster, monkeypatch: py
         source.members.first().rest_port,
         "/config",
         patroni_lib.permanent_slots(declare=[gone, other]),
+        auth=source.rest_credentials,
     )
     assert status == 200
     try:
@@ -228,7 +233,11 @@ def test_bad_input_is_refused_with_nothing_made(source: Cluster, monkeypatch: py
         assert _declared_soon(source, lambda slots: gone not in slots and other in slots)
     finally:
         patroni.rest(
-            "PATCH", source.members.first().rest_port, "/config", patroni_lib.permanent_slots(remove=[other])
+            "PATCH",
+            source.members.first().rest_port,
+            "/config",
+            patroni_lib.permanent_slots(remove=[other]),
+            auth=source.rest_credentials,
         )
     assert _declared_soon(source, lambda slots: slots == declared)
 

@@ -98,7 +98,7 @@ def _tcp_client_addresses(text: str) -> list[str]:
 def test_behind_haproxy_postgres_lets_only_haproxys_address_in_whatever_the_sources() -> None:
     for sources in ([], ["203.0.113.7"], ["127.0.0.2"]):
         text = render_hba(
-            "pgpanel", "pgpanel_monitor", sources, "pgpanel_replication", members_from="127.0.0.1/32"
+            "pgpanel", "pgpanel_monitor", sources, "pgpanel_replication", members_from=["127.0.0.1"]
         )
         assert set(_tcp_client_addresses(text)) == {"127.0.0.1/32"}, sources
         # The replication and superuser rules are as they were.

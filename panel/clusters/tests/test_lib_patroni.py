@@ -9,6 +9,8 @@ import importlib
 import json
 import time
 
+import pytest
+
 from panel.clusters.engine.patroni_callback import repoint
 from panel.clusters.lib import patroni
 
@@ -40,6 +42,8 @@ def _cluster(members: int) -> patroni.HaCluster:
         hba_file="/data/pgdata/pg_hba.conf",
         ident_file="/data/pgdata/pg_ident.conf",
         on_role_change="python cb.py",
+        rest_username="panel-1a2b3c4d",
+        rest_password="rest-secret",
     )
 
 
@@ -255,3 +259,20 @@ def test_standbys_come_from_the_repository_when_there_is_one():
         "no_params": True,
     }
     assert conf["recovery_conf"]["restore_command"].endswith("'--pg1-path=/d/m 2' archive-get %f %p")
+
+
+def test_every_members_rest_api_asks_for_the_clusters_credentials():
+    cluster = _cluster(3)
+    for member in cluster.members:
+        config = json.loads(patroni.render_member(cluster, member, "/d/pgpass"))
+        assert config["restapi"]["authentication"] == {
+            "username": "panel-1a2b3c4d",
+            "password": "rest-secret",
+        }
+
+
+@pytest.mark.parametrize("fields", [{"rest_password": ""}, {"rest_username": ""}, {"rest_username": "a:b"}])
+def test_a_member_without_usable_rest_credentials_is_not_written(fields):
+    cluster = patroni.HaCluster(**{**_cluster(2).__dict__, **fields})
+    with pytest.raises(ValueError):
+        patroni.render_member(cluster, cluster.members[0], "/d/pgpass")

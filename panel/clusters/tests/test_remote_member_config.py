@@ -27,6 +27,8 @@ def _spread() -> patroni.HaCluster:
         hba_file="/data/auth/pg_hba.conf",
         ident_file="/data/auth/pg_ident.conf",
         on_role_change="python cb.py",
+        rest_username="panel-1a2b3c4d",
+        rest_password="rest-secret",
     )
 
 

@@ -1,0 +1,120 @@
+"""Patroni's REST API asks for the cluster's credentials, replayed for real on one two-member
+cluster (Patroni, etcd, HAProxy).
+
+The attack (before the fix): a member's REST port (its node's address once members are spread)
+took any request. ``PATCH /config`` with an ``archive_command`` runs a command as the cluster's OS
+user; ``POST /restart`` or ``/switchover`` interrupts the cluster. Now each is refused with 401
+without the cluster's REST user and password (and with a wrong one), and changes nothing; the
+panel's own switchover and configuration change still work, and the reads HAProxy and the panel
+make (``GET /primary``, ``/replica``, ``/cluster``) stay open.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+
+from panel.clusters import services
+from panel.clusters.engine import dbconn, isolation, patroni, postgres
+from panel.clusters.models import Cluster
+from panel.clusters.services import ha, members, membership
+from panel.core.polling import wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db]
+
+OWNER = "rest-owner"
+TIMEOUT = 60
+
+
+@pytest.fixture(scope="module")
+def ha_cluster(django_db_setup: None, django_db_blocker: Any) -> Iterator[Cluster]:
+    """One two-member db-s-1vcpu-2gb cluster for the module, both members streaming."""
+    with django_db_blocker.unblock():
+        owner = User.objects.create_user(OWNER, "rest-owner@example.com", "rest-owner-password-1")
+        cluster = services.create_cluster(
+            owner, name="db-rest", plan_slug="db-s-1vcpu-2gb", num_nodes=2, enqueue=False
+        )
+        cluster = services.provision_cluster(cluster.pk)
+        try:
+            assert cluster.status == "online", cluster.error_message
+            assert ha.wait_healthy(cluster, TIMEOUT)
+            yield cluster
+        finally:
+            if Cluster.objects.filter(pk=cluster.pk).exists():
+                services.delete_cluster(Cluster.objects.get(pk=cluster.pk), confirm_name=cluster.name)
+            else:  # flushed by a transactional test of another module
+                isolation.kill_leftover_processes(cluster)
+                patroni.stop_etcd(ha.etcd_data_dir())
+                postgres.remove_data(cluster.data_root)
+                isolation.remove_cluster_user(cluster)
+            User.objects.filter(username=OWNER).delete()
+
+
+def _leader(cluster: Cluster) -> Any:
+    primary = next(s for s in ha.read_statuses(cluster) if s.is_primary)
+    return cluster.members.get(name=primary.name)
+
+
+def _config(member: Any) -> dict[str, Any]:
+    status, text = patroni.rest("GET", member.rest_port, "/config", host=member.host)
+    assert status == 200, text
+    return json.loads(text)
+
+
+def test_unsafe_requests_without_the_clusters_credentials_are_refused_and_change_nothing(
+    ha_cluster: Cluster, tmp_path: Path
+) -> None:
+    cluster = ha_cluster
+    leader = _leader(cluster)
+    standby = cluster.members.exclude(pk=leader.pk).get()
+    before = _config(leader)
+    marker = tmp_path / "pwned"
+    evil = {"postgresql": {"parameters": {"archive_command": f"touch {marker}"}}}
+    username, password = cluster.rest_credentials
+    for auth in (None, (username, "not-the-password"), ("patroni", password)):
+        status, text = patroni.rest("PATCH", leader.rest_port, "/config", evil, host=leader.host, auth=auth)
+        assert status == 401, (auth and auth[0], status, text)
+    pids = {m.name: postgres.postmaster_pid(Path(m.data_dir)) for m in cluster.members.all()}
+    for member in (leader, standby):
+        for path, body in (("/restart", {}), ("/reinitialize", {}), ("/reload", {})):
+            assert patroni.rest("POST", member.rest_port, path, body, host=member.host)[0] == 401, path
+    switch = {"leader": leader.name, "candidate": standby.name}
+    assert patroni.rest("POST", leader.rest_port, "/switchover", switch, host=leader.host)[0] == 401
+    assert patroni.rest("POST", leader.rest_port, "/failover", switch, host=leader.host)[0] == 401
+
+    assert _config(leader) == before  # nothing reached etcd
+    assert _leader(cluster).name == leader.name
+    assert {m.name: postgres.postmaster_pid(Path(m.data_dir)) for m in cluster.members.all()} == pids
+    with dbconn.admin_connection(cluster) as conn:
+        row = conn.execute("SHOW archive_command").fetchone()
+    assert row is not None and str(marker) not in row[0]
+    assert not marker.exists()
+
+
+def test_reads_stay_open_for_haproxy_and_the_panel(ha_cluster: Cluster) -> None:
+    leader = _leader(ha_cluster)
+    standby = ha_cluster.members.exclude(pk=leader.pk).get()
+    assert patroni.rest("GET", leader.rest_port, "/primary", host=leader.host)[0] == 200
+    assert patroni.rest("GET", standby.rest_port, "/replica", host=standby.host)[0] == 200
+    assert patroni.rest("GET", standby.rest_port, "/primary", host=standby.host)[0] == 503
+    assert patroni.rest("GET", leader.rest_port, "/cluster", host=leader.host)[0] == 200
+
+
+def test_the_panels_own_switchover_and_configuration_change_still_work(ha_cluster: Cluster) -> None:
+    cluster = ha_cluster
+    leader = _leader(cluster)
+    candidate = cluster.members.exclude(pk=leader.pk).get()
+    assert members.switchover(cluster, candidate.name) == candidate.name
+    assert _leader(cluster).name == candidate.name
+    assert ha.wait_healthy(cluster, TIMEOUT)
+    # The panel's PATCH /config (the settings Patroni keeps in etcd, as a resize sends them).
+    # (GET /config answers from Patroni's view of etcd, read again on its next loop.)
+    membership.patch_dynamic(cluster, strict=True)
+    assert wait_for(lambda: _config(candidate)["synchronous_mode_strict"] is True, 10, interval=0.2)
+    membership.patch_dynamic(cluster)
+    assert wait_for(lambda: _config(candidate)["synchronous_mode_strict"] is False, 10, interval=0.2)
