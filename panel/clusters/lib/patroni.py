@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from panel.clusters.lib import etcd as etcd_lib
+
 # DESIGN §7: fail over at once when the primary's postmaster dies (not restart it in place),
 # check every second, hold the leader key 20 s (Patroni's minimum), standbys retry the WAL
 # source every 500 ms.
@@ -70,6 +72,9 @@ class HaCluster:
     # standbys are restored from the repository, and replay what they lack from its archive.
     # Empty: no repository, standbys are copied from the primary only.
     repository: tuple[str, ...] = ()
+    # The cluster's copy of its node's etcd client certificate (the panel's etcd CA's): Patroni
+    # reaches every member over TLS with it. None: plain HTTP (a test's own etcd).
+    etcd_tls: etcd_lib.TlsPaths | None = None
 
     @property
     def strict(self) -> bool:
@@ -133,7 +138,7 @@ def member_config(cluster: HaCluster, member: Member, pgpass: str) -> dict[str, 
             "listen": f"{member.host}:{member.rest_port}",
             "connect_address": f"{member.host}:{member.rest_port}",
         },
-        "etcd3": {"hosts": list(cluster.etcd_hosts)},
+        "etcd3": etcd3_section(cluster),
         "bootstrap": {"dcs": dynamic_config(cluster)},
         "postgresql": {
             "listen": f"{member.host}:{member.port}",
@@ -156,6 +161,14 @@ def member_config(cluster: HaCluster, member: Member, pgpass: str) -> dict[str, 
             **create_replica_methods(cluster, member),
         },
     }
+
+
+def etcd3_section(cluster: HaCluster) -> dict[str, Any]:
+    """Patroni's ``etcd3``: every member of the panel's etcd, over TLS when the cluster has its
+    client certificate."""
+    if cluster.etcd_tls is None:
+        return {"hosts": list(cluster.etcd_hosts)}
+    return etcd_lib.patroni_section(cluster.etcd_hosts, cluster.etcd_tls)
 
 
 def create_replica_methods(cluster: HaCluster, member: Member) -> dict[str, Any]:
