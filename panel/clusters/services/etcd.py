@@ -78,7 +78,10 @@ def authority() -> etcd_lib.KeyPair:
 
 
 def _address(node: Node) -> str:
-    return node.private_address or node.address
+    """Where the node's member is reached: its private address, else its address ("localhost",
+    a one-machine panel's, as 127.0.0.1: one address that names the same listener everywhere)."""
+    address = node.private_address or node.address
+    return "127.0.0.1" if address == "localhost" else address
 
 
 def _bind_address(host: str) -> str:
