@@ -25,14 +25,23 @@ def wanted_count(active_nodes: int) -> int:
 def rebalance() -> list[str]:
     """One step towards the members the active nodes call for: a newcomer chosen (its agent adds
     and starts it), or the members of drained and removed nodes (and any beyond the count)
-    removed. Nothing while a newcomer is still joining, or before the seed runs."""
+    removed. Nothing while a newcomer is still joining (unless its node stopped answering or was
+    drained: it is removed, a learner never counts for the quorum), or before the seed runs."""
     notes: list[str] = []
     with transaction.atomic():
         lock()
         rows = list(EtcdMember.objects.select_related("node"))
         running = [r for r in rows if r.state == EtcdMemberState.RUNNING]
-        if not running or any(r.state == EtcdMemberState.JOINING for r in rows):
-            return notes
+        joining = [r for r in rows if r.state == EtcdMemberState.JOINING]
+        stale = [
+            r for r in joining if r.node is None or r.node.state != NodeState.ACTIVE or not r.node.is_alive
+        ]
+        if not running or len(stale) < len(joining):
+            return notes  # its agent is at it
+        for row in stale:  # its node went silent or was drained before it joined: another is chosen
+            row.state = EtcdMemberState.LEAVING
+            row.save(update_fields=["state"])
+            rows.remove(row)
         active = list(Node.objects.filter(state=NodeState.ACTIVE).order_by("created_at", "name"))
         target = wanted_count(len(active))
         keep = [r for r in running if r.node is not None and r.node.state == NodeState.ACTIVE]
