@@ -131,6 +131,12 @@ def members(urls: Sequence[str], tls: etcd_lib.TlsPaths) -> list[etcd_lib.EtcdMe
     return etcd_lib.parse_members(json.dumps(data))
 
 
+def leader(urls: Sequence[str], tls: etcd_lib.TlsPaths) -> str:
+    """The id (hex) of the member that leads now, as the first member that answers sees it."""
+    data = call(urls, "/v3/maintenance/status", {}, tls)
+    return f"{int(data['leader']):x}"
+
+
 def add_learner(urls: Sequence[str], peer_url: str, tls: etcd_lib.TlsPaths) -> str:
     """``member add --learner``: a member that does not vote (the quorum is unchanged) until it
     caught up and is promoted. Its id (hex)."""

@@ -61,6 +61,9 @@ def rebalance() -> list[str]:
             notes.append(f"etcd: a member is to join on {newcomer.name}")
             return notes  # the removals wait until it votes
         if len(keep) > target:
+            # Members that answer stay, the oldest first: a dead one must not be all that is left.
+            tls = client_files()
+            keep.sort(key=lambda row: not engine.healthy(peer_of_row(row).client_url, tls))
             goes += keep[target:]
             keep = keep[:target]
         if not keep:  # the last member never leaves

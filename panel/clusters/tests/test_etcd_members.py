@@ -2,8 +2,8 @@
 node's data directory and ports its own, each started by the service functions its agent runs:
 ``ensure_here`` as that node, ``rebalance`` as any). An etcd from before (plain HTTP on loopback)
 becomes the seed with its data; two members join (learners, promoted); a key written through one
-member is read through another; with one member SIGKILLed the others still take writes; a client
-without a certificate of the panel's etcd CA is refused (the attack) while Patroni's own etcd3
+member is read through another; with the leader SIGKILLed the other two elect one and take writes;
+a client without a certificate of the panel's etcd CA is refused (the attack) while Patroni's own etcd3
 client with the cluster's certificate files writes (the legitimate action); a drained node's
 member is removed and its node stops it.
 """
@@ -18,6 +18,7 @@ import shutil
 import ssl
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -140,7 +141,9 @@ def test_three_members_form_one_store_that_outlives_one_and_refuses_strangers(
             assert etcd_membership.rebalance() == [f"etcd: a member is to join on {newcomer.name}"]
             assert etcd_membership.rebalance() == []  # one change at a time
         with as_node(newcomer):
+            started = time.monotonic()
             assert etcd.ensure_here(newcomer, TIMEOUT) == f"etcd: {newcomer.name} joined"
+            print(f"{newcomer.name}: added, started and promoted in {time.monotonic() - started:.1f} s")
     assert set(EtcdMember.objects.values_list("state", flat=True)) == {EtcdMemberState.RUNNING}
     listed = engine.members([_url(a)], _tls(a))
     assert sorted(m.name for m in listed) == sorted(n.name for n in (a, b, c))
@@ -152,41 +155,48 @@ def test_three_members_form_one_store_that_outlives_one_and_refuses_strangers(
     engine.put([_url(a)], "/pgpanel/t/k", "through a", _tls(a))
     assert engine.get([_url(c)], "/pgpanel/t/k", _tls(c)) == "through a"
 
-    # One member's machine lost: the other two keep a quorum and take writes.
-    with as_node(b):
+    # The leader's machine lost: the other two keep a quorum, elect a leader and take writes.
+    leader_id = engine.leader([_url(a)], _tls(a))
+    lost = next(n for n in (a, b, c) if EtcdMember.objects.get(node=n).member_id == leader_id)
+    kept, drained = [n for n in (a, b, c) if n != lost]
+    with as_node(lost):
         engine.kill(etcd.data_dir())
-        wait_until(lambda: engine.pid(etcd.data_dir()) is None, timeout=10, message="b gone")
+        wait_until(lambda: engine.pid(etcd.data_dir()) is None, timeout=10, message="the leader gone")
 
     def written() -> bool:
         try:
-            engine.put([_url(c)], "/pgpanel/t/k", "with b gone", _tls(c))
+            engine.put([_url(drained)], "/pgpanel/t/k", "leader gone", _tls(drained))
         except runas.EngineError:
             return False
         return True
 
-    wait_until(written, timeout=30, message="a write with one member gone")
-    assert engine.get([_url(a)], "/pgpanel/t/k", _tls(a)) == "with b gone"
+    killed = time.monotonic()
+    wait_until(written, timeout=30, message="a write with the leader gone")
+    print(f"the leader of three SIGKILLed: a write through another after {time.monotonic() - killed:.1f} s")
+    assert engine.get([_url(kept)], "/pgpanel/t/k", _tls(kept)) == "leader gone"
+    assert engine.leader([_url(kept)], _tls(kept)) != leader_id
 
-    _strangers_are_refused(a, "/pgpanel/t/k", "with b gone")
-    _patroni_writes_with_the_clusters_certificate(a, c)
+    _strangers_are_refused(kept, "/pgpanel/t/k", "leader gone")
+    _patroni_writes_with_the_clusters_certificate(kept, drained)  # one of its hosts is dead
 
-    # Node C drained: two active nodes call for one member; B's (dead) and C's are removed.
+    # A node drained: two active nodes call for one member; the dead one and the drained one go,
+    # the one that answers stays.
     with pytest.raises(ServiceError) as refused:
-        nodes.remove_node(c.name)
+        nodes.remove_node(drained.name)
     assert refused.value.code == "node.holds_etcd"
-    nodes.set_state(c.name, NodeState.DRAINING)
-    with as_node(a):
+    nodes.set_state(drained.name, NodeState.DRAINING)
+    with as_node(kept):
         notes = etcd_membership.rebalance()
-    assert sorted(notes) == sorted(f"etcd: member {n.name} removed" for n in (b, c))
-    assert list(EtcdMember.objects.values_list("node", flat=True)) == [a.pk]
-    assert [m.name for m in engine.members([_url(a)], _tls(a))] == [a.name]
-    with as_node(c):
-        etcd.ensure_here(c, TIMEOUT)  # its agent: it holds none now
+    assert sorted(notes) == sorted(f"etcd: member {n.name} removed" for n in (lost, drained))
+    assert list(EtcdMember.objects.values_list("node", flat=True)) == [kept.pk]
+    assert [m.name for m in engine.members([_url(kept)], _tls(kept))] == [kept.name]
+    with as_node(drained):
+        etcd.ensure_here(drained, TIMEOUT)  # its agent: it holds none now
         assert engine.pid(etcd.data_dir()) is None and not etcd.data_dir().exists()
         assert list(etcd.root().glob("data.retired-*"))  # put aside, not deleted
-    engine.put([_url(a)], "/pgpanel/t/k", "alone", _tls(a))
-    assert engine.get([_url(a)], "/pgpanel/t/k", _tls(a)) == "alone"
-    nodes.remove_node(c.name)  # no member there any more
+    engine.put([_url(kept)], "/pgpanel/t/k", "alone", _tls(kept))
+    assert engine.get([_url(kept)], "/pgpanel/t/k", _tls(kept)) == "alone"
+    nodes.remove_node(drained.name)  # no member there any more
 
 
 def _strangers_are_refused(node: Node, key: str, value: str) -> None:
@@ -226,10 +236,10 @@ os._exit(0)
 """
 
 
-def _patroni_writes_with_the_clusters_certificate(a: Node, c: Node) -> None:
+def _patroni_writes_with_the_clusters_certificate(reader: Node, writer: Node) -> None:
     """Patroni 4.1.5's etcd3 store (``get_dcs``), configured as a member's ``etcd3`` section says
     (every member, https, the client certificate), writes a cluster's ``/config``."""
-    with as_node(c):
+    with as_node(writer):
         section = etcd_lib.patroni_section(etcd.patroni_hosts(), etcd.client_tls())
     assert section["protocol"] == "https" and len(section["hosts"]) == 3
     config = {"scope": "legit", "namespace": "/pgpanel/", "name": "member-1", "ttl": 20, "loop_wait": 1}
@@ -237,4 +247,4 @@ def _patroni_writes_with_the_clusters_certificate(a: Node, c: Node) -> None:
     argv = [sys.executable, "-c", PATRONI_WRITES, json.dumps(config), '{"ttl": 20}']
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
     assert done.stdout.strip() == "written", done.stderr[-2000:]
-    assert engine.get([_url(a)], "/pgpanel/legit/config", _tls(a)) == '{"ttl": 20}'
+    assert engine.get([_url(reader)], "/pgpanel/legit/config", _tls(reader)) == '{"ttl": 20}'
