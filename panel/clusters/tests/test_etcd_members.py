@@ -31,7 +31,7 @@ from panel.clusters.engine import etcd as engine
 from panel.clusters.engine import patroni
 from panel.clusters.lib import etcd as etcd_lib
 from panel.clusters.models import EtcdMember, EtcdMemberState, Node, NodeState
-from panel.clusters.services import etcd, etcd_membership, nodes
+from panel.clusters.services import etcd, etcd_membership, ha, nodes
 from panel.core import runas
 from panel.core.errors import ServiceError
 
@@ -136,14 +136,20 @@ def test_three_members_form_one_store_that_outlives_one_and_refuses_strangers(
     assert f"--name={a.name}" in argv
 
     # Three active nodes: two more members, each added and started by its own node's agent.
-    for newcomer in (b, c):
-        with as_node(a):
-            assert etcd_membership.rebalance() == [f"etcd: a member is to join on {newcomer.name}"]
-            assert etcd_membership.rebalance() == []  # one change at a time
-        with as_node(newcomer):
-            started = time.monotonic()
-            assert etcd.ensure_here(newcomer, TIMEOUT) == f"etcd: {newcomer.name} joined"
-            print(f"{newcomer.name}: added, started and promoted in {time.monotonic() - started:.1f} s")
+    with as_node(a):
+        assert etcd_membership.rebalance() == [f"etcd: a member is to join on {b.name}"]
+        assert etcd_membership.rebalance() == []  # one change at a time
+    with as_node(b):
+        started = time.monotonic()
+        assert etcd.ensure_here(b, TIMEOUT) == f"etcd: {b.name} joined"
+        print(f"{b.name}: added, started and promoted in {time.monotonic() - started:.1f} s")
+    # The same through the reconciler's own step: node B chooses C, C's reconciler brings it in.
+    with as_node(b):
+        assert ha.supervise_etcd() == [f"etcd: a member is to join on {c.name}"]
+    with as_node(c):
+        started = time.monotonic()
+        assert ha.supervise_etcd() == [f"etcd: {c.name} joined"]
+        print(f"{c.name}: added, started and promoted in {time.monotonic() - started:.1f} s")
     assert set(EtcdMember.objects.values_list("state", flat=True)) == {EtcdMemberState.RUNNING}
     listed = engine.members([_url(a)], _tls(a))
     assert sorted(m.name for m in listed) == sorted(n.name for n in (a, b, c))
