@@ -185,6 +185,41 @@ def get(urls: Sequence[str], key: str, tls: etcd_lib.TlsPaths) -> str | None:
     return base64.b64decode(kvs[0]["value"]).decode() if kvs else None
 
 
+def put_absent(urls: Sequence[str], key: str, value: str, tls: etcd_lib.TlsPaths) -> bool:
+    """``key`` written only when it does not exist yet (a transaction on its create revision);
+    whether it was."""
+    compare = [{"key": _b64(key), "target": "CREATE", "result": "EQUAL", "create_revision": 0}]
+    success = [{"request_put": {"key": _b64(key), "value": _b64(value)}}]
+    data = call(urls, "/v3/kv/txn", {"compare": compare, "success": success}, tls)
+    return bool(data.get("succeeded"))
+
+
+def legacy_keys(port: int, prefix: str) -> list[tuple[str, str, bool]]:
+    """(key, value, whether it has a lease) of every key under ``prefix`` in an etcd of an older
+    panel (plain HTTP on loopback, no authentication: it is about to be put aside)."""
+    end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
+    try:
+        body = json.dumps({"key": _b64(prefix), "range_end": _b64(end)})
+        conn.request("POST", "/v3/kv/range", body=body, headers={"Content-Type": "application/json"})
+        response = conn.getresponse()
+        text = response.read().decode(errors="replace")
+    except (OSError, http.client.HTTPException) as exc:
+        raise EngineError(f"The etcd of before on port {port} did not answer: {exc}") from None
+    finally:
+        conn.close()
+    if response.status != 200:
+        raise EngineError(f"The etcd of before on port {port} refused to list its keys: {text[:200]}")
+    return [
+        (
+            base64.b64decode(kv["key"]).decode(),
+            base64.b64decode(kv.get("value", "")).decode(),
+            int(kv.get("lease", 0)) != 0,
+        )
+        for kv in json.loads(text).get("kvs") or []
+    ]
+
+
 def delete_prefix(urls: Sequence[str], prefix: str, tls: etcd_lib.TlsPaths) -> None:
     """Every key under ``prefix`` (``range_end`` is the prefix + 1)."""
     end = prefix[:-1] + chr(ord(prefix[-1]) + 1)

@@ -26,6 +26,7 @@ from django.db import IntegrityError, transaction
 
 from panel.clusters.engine import etcd as engine
 from panel.clusters.lib import etcd as etcd_lib
+from panel.clusters.lib.patroni import NAMESPACE
 from panel.clusters.models import EtcdAuthority, EtcdMember, EtcdMemberState, Node
 from panel.clusters.services.create import etcd_ports
 from panel.core import runas
@@ -231,6 +232,11 @@ def ensure_here(node: Node, timeout: float, *, claim: bool = False) -> str | Non
 
 def _run_here(node: Node, row: EtcdMember, timeout: float) -> str | None:
     changed = write_node_certificates(node)
+    peer = peer_of(node)
+    if (row.host, row.client_port, row.peer_port) != (peer.host, peer.client_port, peer.peer_port):
+        # The node's address or port range changed: the member follows (its peer URL below).
+        row.host, row.client_port, row.peer_port = peer.host, peer.client_port, peer.peer_port
+        row.save(update_fields=["host", "client_port", "peer_port"])
     me = peer_of_row(row)
     tls = client_tls()
     others = [r for r in serving() if r.pk != row.pk]
@@ -238,6 +244,7 @@ def _run_here(node: Node, row: EtcdMember, timeout: float) -> str | None:
     note = None
     if joining and not row.member_id:
         urls = [peer_of_row(r).client_url for r in others]
+        note = _put_aside(urls)  # an etcd of before on this node: not the one it joins
         row.member_id = _add_learner(urls, me.peer_url, tls, timeout)
         row.save(update_fields=["member_id"])
         note = f"etcd: {row.name} added as a learner"
@@ -305,12 +312,44 @@ def _fix_own_entry(row: EtcdMember, me: etcd_lib.Peer, local: str, tls: etcd_lib
 def _retire_here() -> str | None:
     """No member here: a running etcd stopped, and its data put aside once another node holds the
     panel's etcd (a removed member cannot come back with its old data; nothing is deleted)."""
-    note = None
+    if EtcdMember.objects.exists():
+        return _put_aside(client_urls())
     if engine.running_argv(data_dir()) is not None:
         engine.stop(data_dir())
-        note = "etcd: stopped this node's member (it holds none now)"
-    if _has_data() and EtcdMember.objects.exists():
+        return "etcd: stopped this node's etcd (the panel's etcd has no member yet)"
+    return None
+
+
+def _put_aside(urls: list[str]) -> str | None:
+    """This node's etcd stopped and its data renamed ``data.retired-<time>``. An etcd of an older
+    panel (plain HTTP on loopback, its own clusters' scopes) gives its keys to the panel's etcd
+    (``urls``) first, those that exist there already excepted, so that its clusters keep their
+    settings and history; keys with a lease (leader and member keys, which Patroni renews) are
+    not copied: without their lease they would never expire."""
+    notes = []
+    running = engine.running_argv(data_dir())
+    legacy = running is not None and "--client-cert-auth" not in running
+    if legacy and urls:
+        port = _legacy_port(running or [])
+        tls = client_files()
+        copied = 0
+        for key, value, leased in engine.legacy_keys(port, NAMESPACE):
+            if not leased and engine.put_absent(urls, key, value, tls):
+                copied += 1
+        notes.append(f"{copied} key(s) of this node's etcd of before copied into the panel's etcd")
+    if running is not None:
+        engine.stop(data_dir())
+        notes.append("this node's etcd stopped (it holds no member)")
+    if _has_data():
         aside = data_dir().with_name(f"data.retired-{int(time.time())}")
         data_dir().rename(aside)
-        note = f"etcd: this node's old data put aside in {aside}"
-    return note
+        notes.append(f"its data put aside in {aside}")
+    return "etcd: " + "; ".join(notes) if notes else None
+
+
+def _legacy_port(argv: list[str]) -> int:
+    """The client port of an etcd of before (``--listen-client-urls=http://127.0.0.1:PORT``)."""
+    for arg in argv:
+        if arg.startswith("--listen-client-urls="):
+            return int(arg.rsplit(":", 1)[1].split(",")[0])
+    raise EngineError("The etcd of before names no client URL.")

@@ -1,7 +1,8 @@
 """Integration: the panel's etcd over three "nodes" on loopback (real etcd 3.4 processes, each
 node's data directory and ports its own, each started by the service functions its agent runs:
 ``ensure_here`` as that node, ``rebalance`` as any). An etcd from before (plain HTTP on loopback)
-becomes the seed with its data; two members join (learners, promoted); a key written through one
+becomes the seed with its data; two members join (learners, promoted), one of them bringing the
+keys of its own etcd of before; a key written through one
 member is read through another; with the leader SIGKILLed the other two elect one and take writes;
 a client without a certificate of the panel's etcd CA is refused (the attack) while Patroni's own etcd3
 client with the cluster's certificate files writes (the legitimate action); a drained node's
@@ -135,6 +136,14 @@ def test_three_members_form_one_store_that_outlives_one_and_refuses_strangers(
     assert "--client-cert-auth" in argv and "--peer-client-cert-auth" in argv
     assert f"--name={a.name}" in argv
 
+    # Node B ran an etcd of its own before, with its cluster's keys: the leader key (with a lease)
+    # is not copied, the others are; its data is put aside when it joins.
+    port_b = _legacy_etcd(b)
+    wait_until(lambda: _plain_put(port_b, "/pgpanel/on-b/config", "b's")[0] == 200, timeout=30, message="b's")
+    lease = json.loads(patroni.rest("POST", port_b, "/v3/lease/grant", {"TTL": 600})[1])["ID"]
+    body = {"key": engine._b64("/pgpanel/on-b/leader"), "value": engine._b64("member-1"), "lease": lease}
+    assert patroni.rest("POST", port_b, "/v3/kv/put", body)[0] == 200
+
     # Three active nodes: two more members, each added and started by its own node's agent.
     with as_node(a):
         assert etcd_membership.rebalance() == [f"etcd: a member is to join on {b.name}"]
@@ -143,6 +152,10 @@ def test_three_members_form_one_store_that_outlives_one_and_refuses_strangers(
         started = time.monotonic()
         assert etcd.ensure_here(b, TIMEOUT) == f"etcd: {b.name} joined"
         print(f"{b.name}: added, started and promoted in {time.monotonic() - started:.1f} s")
+        assert list(etcd.root().glob("data.retired-*"))
+    assert engine.get([_url(a)], "/pgpanel/on-b/config", _tls(a)) == "b's"
+    assert engine.get([_url(a)], "/pgpanel/on-b/leader", _tls(a)) is None
+    assert engine.get([_url(a)], "/pgpanel/old/config", _tls(a)) == "kept"
     # The same through the reconciler's own step: node B chooses C, C's reconciler brings it in.
     with as_node(b):
         assert ha.supervise_etcd() == [f"etcd: a member is to join on {c.name}"]
