@@ -112,12 +112,14 @@ def wait_healthy(url: str, tls: etcd_lib.TlsPaths, timeout: float) -> bool:
     return wait_for(lambda: healthy(url, tls), timeout, interval=0.2)
 
 
-def call(urls: Sequence[str], path: str, body: Any, tls: etcd_lib.TlsPaths) -> dict[str, Any]:
+def call(
+    urls: Sequence[str], path: str, body: Any, tls: etcd_lib.TlsPaths, *, timeout: float = TIMEOUT
+) -> dict[str, Any]:
     """``path`` on the first member of ``urls`` that answers; etcd's refusal or no answer at
     all: an EngineError with its words."""
     reasons = []
     for url in urls:
-        status, text = request(url, path, body, tls)
+        status, text = request(url, path, body, tls, timeout=timeout)
         if status == 200:
             return dict(json.loads(text))
         reasons.append(f"{url}: {text.strip()[:200] or status}")
@@ -162,8 +164,13 @@ def wait_for_promotion(urls: Sequence[str], member_id: str, tls: etcd_lib.TlsPat
     return wait_for(promoted, timeout, interval=1.0)
 
 
+# Removing the leader waits for the change to commit and for the next leader.
+MEMBERSHIP_TIMEOUT = 15.0
+
+
 def remove(urls: Sequence[str], member_id: str, tls: etcd_lib.TlsPaths) -> None:
-    call(urls, "/v3/cluster/member/remove", {"ID": etcd_lib.member_id_field(member_id)}, tls)
+    body = {"ID": etcd_lib.member_id_field(member_id)}
+    call(urls, "/v3/cluster/member/remove", body, tls, timeout=MEMBERSHIP_TIMEOUT)
 
 
 def update_peer(urls: Sequence[str], member_id: str, peer_url: str, tls: etcd_lib.TlsPaths) -> None:

@@ -48,7 +48,13 @@ def rebalance() -> list[str]:
         goes = [r for r in running if r not in keep]
         holders = {r.node_id for r in rows}
         candidates = [n for n in active if n.pk not in holders and n.is_alive]
-        if len(keep) < target and candidates:
+        tls = client_files()
+        answers = {r.pk: engine.healthy(peer_of_row(r).client_url, tls) for r in running}
+        if any(not answers[r.pk] for r in goes):
+            # The silent ones first: removing a dead member never hurts the quorum, and etcd adds
+            # no member while a voting one is unreachable.
+            goes = [r for r in goes if not answers[r.pk]]
+        elif len(keep) < target and candidates:
             newcomer = candidates[0]
             peer = peer_of(newcomer)
             EtcdMember.objects.create(
@@ -60,14 +66,14 @@ def rebalance() -> list[str]:
             )
             notes.append(f"etcd: a member is to join on {newcomer.name}")
             return notes  # the removals wait until it votes
-        if len(keep) > target:
+        elif len(keep) > target:
             # Members that answer stay, the oldest first: a dead one must not be all that is left.
-            tls = client_files()
-            keep.sort(key=lambda row: not engine.healthy(peer_of_row(row).client_url, tls))
+            keep.sort(key=lambda row: not answers[row.pk])
             goes += keep[target:]
             keep = keep[:target]
-        if not keep:  # the last member never leaves
-            keep, goes = goes[:1], goes[1:]
+        if not keep and goes:  # the last member never leaves: one that answers, if any
+            survivor = next((r for r in running if answers[r.pk]), running[0])
+            keep, goes = [survivor], [r for r in goes if r != survivor]
         for row in goes:
             row.state = EtcdMemberState.LEAVING
             row.save(update_fields=["state"])
@@ -104,9 +110,13 @@ def _remove(urls: list[str], member_id: str, tls: etcd_lib.TlsPaths) -> bool:
         try:
             engine.remove(urls, member_id, tls)
         except EngineError as exc:
-            if "unhealthy cluster" not in str(exc):
-                raise
-            return False
+            if "unhealthy cluster" in str(exc):
+                return False
+            # No answer in time (the leader leaving, an election): look whether it went.
+            try:
+                return all(m.id != member_id for m in engine.members(urls, tls))
+            except EngineError:
+                raise exc from None
         return True
 
     return wait_for(removed, REMOVE_WAIT, interval=1.0)
