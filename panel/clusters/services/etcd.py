@@ -208,12 +208,12 @@ def ensure_here(node: Node, timeout: float, *, claim: bool = False) -> str | Non
     """This node's part of the panel's etcd: its member running as the rows say (started,
     restarted when its flags or certificates changed; a joining one added, started, promoted),
     or none running when it holds none. ``claim``: a cluster here needs etcd now, so with no
-    member anywhere this node becomes the seed (without it, only a node that already holds an
-    etcd's data does: an installation from before keeps its data). A note when it did something."""
+    member anywhere this node becomes the seed, on the data its etcd has (an installation from
+    before keeps its clusters' keys). A note when it did something."""
     with transaction.atomic():
         lock()
         row = EtcdMember.objects.filter(node=node).first()
-        if row is None and not EtcdMember.objects.exists() and (claim or _has_data()):
+        if row is None and claim and not EtcdMember.objects.exists():
             peer = peer_of(node)
             row = EtcdMember.objects.create(
                 node=node,

@@ -129,7 +129,7 @@ def test_three_members_form_one_store_that_outlives_one_and_refuses_strangers(
         lambda: _plain_put(port, "/pgpanel/old/config", "kept")[0] == 200, timeout=30, message="old etcd"
     )
     with as_node(a):
-        note = etcd.ensure_here(a, TIMEOUT)  # the reconciler: no claim, but this node has data
+        note = etcd.ensure_here(a, TIMEOUT, claim=True)  # as before a cluster with standbys starts
     assert note and EtcdMember.objects.get(node=a).state == EtcdMemberState.RUNNING
     assert engine.get([_url(a)], "/pgpanel/old/config", _tls(a)) == "kept"
     with as_node(a):
