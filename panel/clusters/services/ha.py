@@ -1,6 +1,7 @@
-"""Clusters with standbys (``num_nodes`` 2-3): Patroni runs every member, etcd (one per node)
-holds the leader key, HAProxy keeps the cluster's port on the primary, and PgBouncer follows the
-primary (Patroni's ``on_role_change`` callback at once, ``refresh_members`` afterwards).
+"""Clusters with standbys (``num_nodes`` 2-3): Patroni runs every member, the panel's etcd (one
+etcd cluster over the nodes: services/etcd.py) holds the leader key, HAProxy keeps the
+cluster's port on the primary, and PgBouncer follows the primary (Patroni's ``on_role_change``
+callback at once, ``refresh_members`` afterwards).
 
 Member 1's data directory is the cluster's ``pgdata``: provisioning makes it as for a one-member
 cluster (initdb, TLS, the panel's configuration), then Patroni takes it over as the primary and
@@ -291,8 +292,9 @@ CAUSE_WORDS = {"failover": N_("Failover"), "switchover": N_("Switchover")}
 
 
 def supervise(cluster: Cluster) -> list[str]:
-    """The reconciler's part for a cluster with standbys: etcd, every member's Patroni and HAProxy
-    running (Patroni itself restarts, rewinds or rebuilds its PostgreSQL)."""
+    """The reconciler's part for a cluster with standbys: every member's Patroni running and
+    pointed at the panel's etcd as it is now (``supervise_etcd`` ran first), and HAProxy (Patroni
+    itself restarts, rewinds or rebuilds its PostgreSQL)."""
     notes = []
     user = cluster.os_user()
     timeout = settings.PANEL_COMMAND_TIMEOUT
