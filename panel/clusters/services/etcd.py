@@ -241,6 +241,11 @@ def _run_here(node: Node, row: EtcdMember, timeout: float) -> str | None:
     tls = client_tls()
     others = [r for r in serving() if r.pk != row.pk]
     joining = row.state == EtcdMemberState.JOINING
+    if not joining and others and not _has_data() and engine.running_argv(data_dir()) is None:
+        # Its data is gone (a new disk): started "new" it would be a second, empty etcd cluster
+        # answering at the member's address. It leaves, and joins again as a newcomer.
+        EtcdMember.objects.filter(pk=row.pk).update(state=EtcdMemberState.LEAVING)
+        return f"etcd: {row.name} lost its data: it leaves the panel's etcd and joins again"
     note = None
     if joining and not row.member_id:
         urls = [peer_of_row(r).client_url for r in others]

@@ -26,8 +26,8 @@ def rebalance() -> list[str]:
     """One step towards the members the active nodes call for: a newcomer chosen (its agent adds
     and starts it), or the members of drained and removed nodes (and any beyond the count)
     removed. Nothing while a newcomer is still joining (unless its node stopped answering or was
-    drained: it is removed, a learner never counts for the quorum), or before the seed runs."""
-    notes: list[str] = []
+    drained: it is removed, a learner never counts for the quorum), or before the seed runs.
+    Members already leaving go first: etcd adds no member while a voting one is unreachable."""
     with transaction.atomic():
         lock()
         rows = list(EtcdMember.objects.select_related("node"))
@@ -37,47 +37,55 @@ def rebalance() -> list[str]:
             r for r in joining if r.node is None or r.node.state != NodeState.ACTIVE or not r.node.is_alive
         ]
         if not running or len(stale) < len(joining):
-            return notes  # its agent is at it
+            return []  # its agent is at it
         for row in stale:  # its node went silent or was drained before it joined: another is chosen
             row.state = EtcdMemberState.LEAVING
             row.save(update_fields=["state"])
-            rows.remove(row)
-        active = list(Node.objects.filter(state=NodeState.ACTIVE).order_by("created_at", "name"))
-        target = wanted_count(len(active))
-        keep = [r for r in running if r.node is not None and r.node.state == NodeState.ACTIVE]
-        goes = [r for r in running if r not in keep]
-        holders = {r.node_id for r in rows}
-        candidates = [n for n in active if n.pk not in holders and n.is_alive]
-        tls = client_files()
-        answers = {r.pk: engine.healthy(peer_of_row(r).client_url, tls) for r in running}
-        if any(not answers[r.pk] for r in goes):
-            # The silent ones first: removing a dead member never hurts the quorum, and etcd adds
-            # no member while a voting one is unreachable.
-            goes = [r for r in goes if not answers[r.pk]]
-        elif len(keep) < target and candidates:
-            newcomer = candidates[0]
-            peer = peer_of(newcomer)
-            EtcdMember.objects.create(
-                node=newcomer,
-                name=peer.name,
-                host=peer.host,
-                client_port=peer.client_port,
-                peer_port=peer.peer_port,
-            )
-            notes.append(f"etcd: a member is to join on {newcomer.name}")
-            return notes  # the removals wait until it votes
-        elif len(keep) > target:
-            # Members that answer stay, the oldest first: a dead one must not be all that is left.
-            keep.sort(key=lambda row: not answers[row.pk])
-            goes += keep[target:]
-            keep = keep[:target]
-        if not keep and goes:  # the last member never leaves: one that answers, if any
-            survivor = next((r for r in running if answers[r.pk]), running[0])
-            keep, goes = [survivor], [r for r in goes if r != survivor]
-        for row in goes:
-            row.state = EtcdMemberState.LEAVING
-            row.save(update_fields=["state"])
-    return notes + _remove_leaving()
+        if not any(r.state == EtcdMemberState.LEAVING for r in rows):
+            chosen = _choose(rows, running)
+            if chosen:
+                return [f"etcd: a member is to join on {chosen.name}"]  # removals wait until it votes
+    return _remove_leaving()
+
+
+def _choose(rows: list[EtcdMember], running: list[EtcdMember]) -> Node | None:
+    """The node a newcomer goes to (its row made, ``joining``), or else the members that leave
+    marked ``leaving``."""
+    active = list(Node.objects.filter(state=NodeState.ACTIVE).order_by("created_at", "name"))
+    target = wanted_count(len(active))
+    keep = [r for r in running if r.node is not None and r.node.state == NodeState.ACTIVE]
+    goes = [r for r in running if r not in keep]
+    holders = {r.node_id for r in rows}
+    candidates = [n for n in active if n.pk not in holders and n.is_alive]
+    tls = client_files()
+    answers = {r.pk: engine.healthy(peer_of_row(r).client_url, tls) for r in running}
+    if any(not answers[r.pk] for r in goes):
+        # The silent ones first: removing a dead member never hurts the quorum, and etcd adds no
+        # member while a voting one is unreachable.
+        goes = [r for r in goes if not answers[r.pk]]
+    elif len(keep) < target and candidates:
+        newcomer = candidates[0]
+        peer = peer_of(newcomer)
+        EtcdMember.objects.create(
+            node=newcomer,
+            name=peer.name,
+            host=peer.host,
+            client_port=peer.client_port,
+            peer_port=peer.peer_port,
+        )
+        return newcomer
+    elif len(keep) > target:
+        # Members that answer stay, the oldest first: a dead one must not be all that is left.
+        keep.sort(key=lambda row: not answers[row.pk])
+        goes += keep[target:]
+        keep = keep[:target]
+    if not keep and goes:  # the last member never leaves: one that answers, if any
+        survivor = next((r for r in running if answers[r.pk]), running[0])
+        keep, goes = [survivor], [r for r in goes if r != survivor]
+    for row in goes:
+        row.state = EtcdMemberState.LEAVING
+        row.save(update_fields=["state"])
+    return None
 
 
 def _remove_leaving() -> list[str]:

@@ -164,6 +164,20 @@ def test_three_members_form_one_store_that_outlives_one_and_refuses_strangers(
         started = time.monotonic()
         assert ha.supervise_etcd() == [f"etcd: {c.name} joined"]
         print(f"{c.name}: added, started and promoted in {time.monotonic() - started:.1f} s")
+
+    # C's disk replaced: started as it was it would be a second, empty etcd at C's address. It
+    # leaves the panel's etcd and joins again instead.
+    with as_node(c):
+        engine.stop(etcd.data_dir())
+        shutil.rmtree(etcd.data_dir())
+        lost_data = f"etcd: {c.name} lost its data: it leaves the panel's etcd and joins again"
+        assert etcd.ensure_here(c, TIMEOUT) == lost_data
+        assert engine.pid(etcd.data_dir()) is None
+    with as_node(a):
+        assert etcd_membership.rebalance() == [f"etcd: member {c.name} removed"]
+        assert etcd_membership.rebalance() == [f"etcd: a member is to join on {c.name}"]
+    with as_node(c):
+        assert etcd.ensure_here(c, TIMEOUT) == f"etcd: {c.name} joined"
     assert set(EtcdMember.objects.values_list("state", flat=True)) == {EtcdMemberState.RUNNING}
     listed = engine.members([_url(a)], _tls(a))
     assert sorted(m.name for m in listed) == sorted(n.name for n in (a, b, c))
