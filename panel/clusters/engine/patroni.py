@@ -1,5 +1,6 @@
-"""The high-availability supervisor: the only module that spawns or signals etcd, Patroni and
-HAProxy (a cluster with standbys), and that talks to Patroni's REST API.
+"""The high-availability supervisor: the only module that spawns or signals Patroni and HAProxy
+(a cluster with standbys), and that talks to Patroni's REST API; etcd is ``engine/etcd.py``'s,
+which starts it through this module's helpers.
 
 Every program starts from an argument list (never a shell) as the cluster's own OS user (etcd:
 the panel's runner user), inside the cluster's cgroup, detached (``setsid --fork``: it outlives
@@ -27,7 +28,6 @@ import psutil
 
 from panel.clusters.lib import firewall
 from panel.clusters.lib import patroni as patroni_lib
-from panel.core.polling import wait_for
 from panel.core.runas import EngineError, OsUser, run_as, spawn_in, write_private_file
 
 log = logging.getLogger(__name__)
@@ -120,7 +120,7 @@ def _terminate(procs: list[psutil.Process], timeout: float) -> None:
     psutil.wait_procs(alive, timeout=5)
 
 
-# --- etcd (one per node) -------------------------------------------------------------------------
+# --- etcd (engine/etcd.py starts it; found and stopped here too) ------------------------------
 
 
 def etcd_pid(data_dir: Path) -> int | None:
@@ -128,43 +128,8 @@ def etcd_pid(data_dir: Path) -> int | None:
     return procs[0].pid if procs else None
 
 
-def start_etcd(data_dir: Path, client_port: int, peer_port: int, user: OsUser, *, timeout: float) -> None:
-    """The node's etcd on loopback, if it is not running; waits until it answers."""
-    if etcd_pid(data_dir) is None:
-        client = f"http://127.0.0.1:{client_port}"
-        peer = f"http://127.0.0.1:{peer_port}"
-        argv = [
-            ETCD,
-            "--name=panel",
-            f"--data-dir={data_dir}",
-            f"--listen-client-urls={client}",
-            f"--advertise-client-urls={client}",
-            f"--listen-peer-urls={peer}",
-            f"--initial-advertise-peer-urls={peer}",
-            f"--initial-cluster=panel={peer}",
-        ]
-        _detach(user, argv, data_dir.parent / "etcd.log")
-    if not wait_for(lambda: _etcd_healthy(client_port), timeout):
-        raise EngineError(f"etcd did not answer on port {client_port} within {timeout:.0f} s.")
-
-
-def _etcd_healthy(port: int) -> bool:
-    status, _text = rest("GET", port, "/health")
-    return status == 200
-
-
 def stop_etcd(data_dir: Path, *, timeout: float = 10) -> None:
     _terminate(_processes_with(f"--data-dir={data_dir}"), timeout)
-
-
-def etcd_delete_prefix(client_port: int, prefix: str) -> None:
-    """Remove a scope's keys (etcd's v3 JSON gateway; ``range_end`` is the prefix + 1)."""
-    end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
-    body = {
-        "key": base64.b64encode(prefix.encode()).decode(),
-        "range_end": base64.b64encode(end.encode()).decode(),
-    }
-    rest("POST", client_port, "/v3/kv/deleterange", body)
 
 
 # --- Patroni (one per member) ------------------------------------------------------------------
@@ -187,6 +152,15 @@ def start_member(
     env = {"PGBACKREST_PG1_PATH": data_dir} if data_dir else None
     argv = [sys.executable, "-I", str(PATRONI_RUN), str(config)]
     _detach(user, argv, log_file, join=join, env=env)
+
+
+def reload_member(config: Path) -> None:
+    """SIGHUP: Patroni reads its configuration file again."""
+    for proc in _processes_with(str(config)):
+        try:
+            proc.send_signal(signal.SIGHUP)
+        except psutil.Error:
+            continue
 
 
 def stop_member(config: Path, *, timeout: float = 60) -> None:

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from panel.clusters.lib import etcd as etcd_lib
+
 # DESIGN §7: fail over at once when the primary's postmaster dies (not restart it in place),
 # check every second, hold the leader key 20 s (Patroni's minimum), standbys retry the WAL
 # source every 500 ms.
@@ -80,6 +82,9 @@ class HaCluster:
     # reload) must carry this user and password; GET (HAProxy's checks, /cluster) stays open.
     rest_username: str = ""
     rest_password: str = ""
+    # The cluster's copy of its node's etcd client certificate (the panel's etcd CA's): Patroni
+    # reaches every member over TLS with it. None: plain HTTP (a test's own etcd).
+    etcd_tls: etcd_lib.TlsPaths | None = None
 
     @property
     def strict(self) -> bool:
@@ -144,7 +149,7 @@ def member_config(cluster: HaCluster, member: Member, pgpass: str) -> dict[str, 
             "connect_address": f"{member.host}:{member.rest_port}",
             **rest_authentication(cluster),
         },
-        "etcd3": {"hosts": list(cluster.etcd_hosts)},
+        "etcd3": etcd3_section(cluster),
         "bootstrap": {"dcs": dynamic_config(cluster)},
         "postgresql": {
             "listen": f"{member.host}:{member.port}",
@@ -179,6 +184,14 @@ def rest_authentication(cluster: HaCluster) -> dict[str, Any]:
     if ":" in cluster.rest_username:
         raise ValueError(f"not a REST user name: {cluster.rest_username!r}")
     return {"authentication": {"username": cluster.rest_username, "password": cluster.rest_password}}
+
+
+def etcd3_section(cluster: HaCluster) -> dict[str, Any]:
+    """Patroni's ``etcd3``: every member of the panel's etcd, over TLS when the cluster has its
+    client certificate."""
+    if cluster.etcd_tls is None:
+        return {"hosts": list(cluster.etcd_hosts)}
+    return etcd_lib.patroni_section(cluster.etcd_hosts, cluster.etcd_tls)
 
 
 def create_replica_methods(cluster: HaCluster, member: Member) -> dict[str, Any]:

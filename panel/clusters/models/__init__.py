@@ -11,6 +11,7 @@ from panel.clusters.models.clusters import (
     ClusterStatus,
     status_word,
 )
+from panel.clusters.models.etcd import EtcdAuthority, EtcdMember, EtcdMemberState
 from panel.clusters.models.events import ClusterEvent, EventLevel
 from panel.clusters.models.firewall import TrustedSource
 from panel.clusters.models.members import ClusterMember, MemberRole
@@ -29,6 +30,9 @@ __all__ = [
     "ClusterStatus",
     "Database",
     "DatabaseUser",
+    "EtcdAuthority",
+    "EtcdMember",
+    "EtcdMemberState",
     "EventLevel",
     "MemberRole",
     "Node",

@@ -1,6 +1,7 @@
-"""Clusters with standbys (``num_nodes`` 2-3): Patroni runs every member, etcd (one per node)
-holds the leader key, HAProxy keeps the cluster's port on the primary, and PgBouncer follows the
-primary (Patroni's ``on_role_change`` callback at once, ``refresh_members`` afterwards).
+"""Clusters with standbys (``num_nodes`` 2-3): Patroni runs every member, the panel's etcd (one
+etcd cluster over the nodes: services/etcd.py) holds the leader key, HAProxy keeps the
+cluster's port on the primary, and PgBouncer follows the primary (Patroni's ``on_role_change``
+callback at once, ``refresh_members`` afterwards).
 
 Member 1's data directory is the cluster's ``pgdata``: provisioning makes it as for a one-member
 cluster (initdb, TLS, the panel's configuration), then Patroni takes it over as the primary and
@@ -23,12 +24,12 @@ from panel.clusters import hooks
 from panel.clusters.engine import dbconn, isolation, patroni, postgres
 from panel.clusters.lib import patroni as patroni_lib
 from panel.clusters.models import Cluster, ClusterMember, ClusterStatus, EventLevel, MemberRole, Node
-from panel.clusters.services import remote_members
-from panel.clusters.services.create import etcd_ports
+from panel.clusters.services import etcd, etcd_membership, remote_members
 from panel.clusters.services.ha_files import (
     etcd_data_dir as etcd_data_dir,
 )
 from panel.clusters.services.ha_files import (
+    follow_etcd,
     ha_dir,
     haproxy_config_path,
     member_log_path,
@@ -54,12 +55,12 @@ log = logging.getLogger(__name__)
 
 
 def ensure_etcd(node: Node, timeout: float) -> None:
-    """The node's etcd, started if it does not run (as the panel's runner user, data under
-    PANEL_DATA_DIR/etcd)."""
-    runner = runas.os_user()
-    runas.make_private_dir(etcd_data_dir(), runner)
-    client, peer = etcd_ports(node)
-    patroni.start_etcd(etcd_data_dir(), client, peer, runner, timeout=timeout)
+    """The panel's etcd before a cluster of ``node`` (this process's) starts: this node's member
+    running when it holds one (the seed when there is none yet: services/etcd.py), and a voting
+    member answering."""
+    etcd.ensure_here(node, timeout, claim=True)
+    if not etcd.wait_answering(timeout):
+        raise EngineError(f"No member of the panel's etcd answered within {timeout:.0f} s.")
 
 
 def start_members(cluster: Cluster, user: OsUser, timeout: float) -> None:
@@ -150,14 +151,10 @@ def kill_members(cluster: Cluster) -> None:
 
 
 def forget(cluster: Cluster) -> None:
-    """A deleted cluster's keys out of etcd; the node's etcd stopped once no cluster needs it."""
+    """A deleted cluster's keys out of the panel's etcd (which runs on for the others)."""
     if cluster.node is None:
         return
-    client, _peer = etcd_ports(cluster.node)
-    patroni.etcd_delete_prefix(client, f"{patroni_lib.NAMESPACE}{scope(cluster)}/")
-    others = Cluster.objects.here().filter(num_nodes__gt=1).exclude(pk=cluster.pk)
-    if not others.exists():
-        patroni.stop_etcd(etcd_data_dir())
+    etcd.delete_prefix(f"{patroni_lib.NAMESPACE}{scope(cluster)}/")
 
 
 def _wait_primary(cluster: Cluster, timeout: float) -> bool:
@@ -301,14 +298,16 @@ CAUSE_WORDS = {"failover": N_("Failover"), "switchover": N_("Switchover")}
 
 
 def supervise(cluster: Cluster) -> list[str]:
-    """The reconciler's part for a cluster with standbys: etcd, every member's Patroni and HAProxy
-    running (Patroni itself restarts, rewinds or rebuilds its PostgreSQL)."""
+    """The reconciler's part for a cluster with standbys: every member's Patroni running and
+    pointed at the panel's etcd as it is now (``supervise_etcd`` ran first), and HAProxy (Patroni
+    itself restarts, rewinds or rebuilds its PostgreSQL)."""
     notes = []
     user = cluster.os_user()
     timeout = settings.PANEL_COMMAND_TIMEOUT
-    ensure_etcd(cluster.node, timeout)
     for member in members_of(cluster):
         config = member_config_path(cluster, member)
+        if not member.is_remote and (note := follow_etcd(cluster, member)):
+            notes.append(note)
         if not member.is_remote and patroni.member_pid(config) is None:  # (its node's reconciler)
             join = isolation.member_cgroup(cluster, member.name)
             patroni.start_member(
@@ -327,8 +326,22 @@ def supervise(cluster: Cluster) -> list[str]:
     return notes
 
 
+def supervise_etcd() -> list[str]:
+    """The reconciler's part for the panel's etcd on this node: its member as the rows say (the
+    seed claimed when a cluster here needs one and none exists), then one membership step."""
+    node = Node.objects.filter(name=settings.PANEL_NODE_NAME).first()
+    if node is None:
+        return []
+    needed = Cluster.objects.here().filter(num_nodes__gt=1, status__in=ClusterStatus.SERVING).exists()
+    try:
+        note = etcd.ensure_here(node, settings.PANEL_COMMAND_TIMEOUT, claim=needed)
+        return ([note] if note else []) + etcd_membership.rebalance()
+    except EngineError as exc:
+        return [f"etcd: {exc}"]
+
+
 def supervise_all() -> list[str]:
-    notes: list[str] = []
+    notes: list[str] = supervise_etcd()
     for cluster in Cluster.objects.here().filter(num_nodes__gt=1, status__in=ClusterStatus.SERVING):
         try:
             notes += supervise(cluster)

@@ -7,19 +7,24 @@ by that node's agent (``remote_members``).
 from __future__ import annotations
 
 import dataclasses
+import json
+import logging
 import sys
 from pathlib import Path
 
 from django.conf import settings
 
 from panel.clusters import hooks
-from panel.clusters.engine import patroni, postgres
+from panel.clusters.engine import isolation, patroni, postgres
+from panel.clusters.lib import etcd as etcd_lib
 from panel.clusters.lib import patroni as patroni_lib
 from panel.clusters.models import Cluster, ClusterMember
-from panel.clusters.services import handover
-from panel.clusters.services.create import allocate_standby_port, etcd_ports
+from panel.clusters.services import etcd, handover
+from panel.clusters.services.create import allocate_standby_port
 from panel.core import runas
 from panel.core.runas import OsUser
+
+log = logging.getLogger(__name__)
 
 INCLUDE_LINE = "include_if_exists = 'panel.conf'"
 CALLBACK = Path(patroni.__file__).with_name("patroni_callback.py")
@@ -46,7 +51,24 @@ def scope(cluster: Cluster) -> str:
 
 
 def etcd_data_dir() -> Path:
-    return Path(settings.PANEL_DATA_DIR) / "etcd" / "data"
+    return etcd.data_dir()
+
+
+def etcd_tls(cluster: Cluster) -> etcd_lib.TlsPaths:
+    """The cluster's own copy of its node's etcd client certificate (Patroni runs as the
+    cluster's user, which must not read another cluster's files)."""
+    d = ha_dir(cluster)
+    return etcd_lib.TlsPaths(str(d / "etcd-ca.crt"), str(d / "etcd-client.crt"), str(d / "etcd-client.key"))
+
+
+def write_etcd_tls(cluster: Cluster, user: OsUser) -> None:
+    """This node's etcd client certificate and the panel's etcd CA into the cluster's ``ha``
+    directory (0600, the cluster's user), rewritten when they differ."""
+    source, target = etcd.client_files(), etcd_tls(cluster)
+    for src, dst in ((source.ca, target.ca), (source.cert, target.cert), (source.key, target.key)):
+        text = Path(src).read_text()
+        if not Path(dst).exists() or Path(dst).read_text() != text:
+            runas.write_private_file(Path(dst), text, owner=user)
 
 
 def members_of(cluster: Cluster) -> list[ClusterMember]:
@@ -57,16 +79,13 @@ def spec(cluster: Cluster) -> patroni_lib.HaCluster:
     """What every member's Patroni configuration shares, from the cluster's rows."""
     plan = cluster.plan
     assert plan is not None and cluster.node is not None
-    client, _peer = etcd_ports(cluster.node)
     members = members_of(cluster)
     rest_username, rest_password = cluster.rest_credentials
-    # Members on other nodes reach the cluster's node's etcd at its address (one consensus store
-    # per cluster: the loss of that node needs it back before a failover; docs/high-availability.md).
-    spread = len({m.node_id for m in members}) > 1
-    etcd_host = cluster.node.address if spread else "127.0.0.1"
     return patroni_lib.HaCluster(
         scope=scope(cluster),
-        etcd_hosts=(f"{etcd_host}:{client}",),
+        # Every member of the panel's etcd (services/etcd.py), over TLS.
+        etcd_hosts=etcd.patroni_hosts(cluster.node),
+        etcd_tls=etcd_tls(cluster),
         bin_dir=str(postgres.bindir_for(cluster.version)),
         socket_dir=str(cluster.socket_dir),
         superuser=settings.PANEL_SUPERUSER,
@@ -142,6 +161,8 @@ def write_member_config(
     """One member's Patroni configuration (0600: it holds the superuser's password);
     ``replicate_from``: a switchover's cascade (services/cascade.py)."""
     shared = shared or member_spec(cluster)
+    runas.make_private_dir(ha_dir(cluster), user)
+    write_etcd_tls(cluster, user)
     own = patroni_lib.HaCluster(
         **{**shared.__dict__, "on_role_change": f"{shared.on_role_change} {member.port}"}
     )
@@ -156,3 +177,29 @@ def _lib_member(member: ClusterMember, replicate_from: dict[str, str] | None = N
     return patroni_lib.Member(
         member.name, member.port, member.rest_port, member.data_dir, host=member.host, replicate_from=upstream
     )
+
+
+def follow_etcd(cluster: Cluster, member: ClusterMember) -> str | None:
+    """A member of this node whose Patroni configuration names other etcd members (or other
+    certificates) than the panel's etcd has now: rewritten, and its Patroni reloaded (SIGHUP).
+    Patroni 4.1.5 does not rebuild its etcd client on a reload (``AbstractEtcdClientWithFailover``
+    keeps the hosts it started with and learns the rest from etcd's member list), so a Patroni
+    from before TLS (plain HTTP, ``protocol`` absent) is started again instead. A note then."""
+    path = member_config_path(cluster, member)
+    try:
+        current = json.loads(path.read_text()).get("etcd3", {})
+    except (OSError, ValueError):
+        return None
+    user = cluster.os_user()
+    wanted = patroni_lib.etcd3_section(spec(cluster))
+    if current == wanted:
+        write_etcd_tls(cluster, user)  # a renewed certificate: Patroni reads the files anew
+        return None
+    write_member_config(cluster, member, user)
+    if current.get("protocol") != "https" and patroni.member_pid(path) is not None:
+        patroni.stop_member(path)
+        join = isolation.member_cgroup(cluster, member.name)
+        patroni.start_member(path, member_log_path(cluster, member), user, join, data_dir=member.data_dir)
+        return f"{cluster.name}: Patroni of {member.name} started again on the panel's etcd over TLS"
+    patroni.reload_member(path)
+    return f"{cluster.name}: Patroni of {member.name} follows the etcd members {', '.join(wanted['hosts'])}"

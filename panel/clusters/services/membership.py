@@ -27,8 +27,8 @@ from psycopg import sql
 from panel.clusters.engine import dbconn, isolation, patroni, postgres
 from panel.clusters.lib import patroni as patroni_lib
 from panel.clusters.models import Cluster, ClusterMember
-from panel.clusters.services import ha, placement, remote_members
-from panel.clusters.services.create import add_member, etcd_ports
+from panel.clusters.services import etcd, ha, placement, remote_members
+from panel.clusters.services.create import add_member
 from panel.clusters.services.provision import INCLUDE_LINE, write_server_config
 from panel.core import runas
 from panel.core.runas import EngineError, OsUser
@@ -160,10 +160,8 @@ def remove(cluster: Cluster, member: ClusterMember) -> None:
 
 
 def _forget_key(cluster: Cluster, name: str) -> None:
-    assert cluster.node is not None
-    client, _peer = etcd_ports(cluster.node)
     # Member names are member-1 … member-3: no name is the prefix of another.
-    patroni.etcd_delete_prefix(client, f"{patroni_lib.NAMESPACE}{ha.scope(cluster)}/members/{name}")
+    etcd.delete_prefix(f"{patroni_lib.NAMESPACE}{ha.scope(cluster)}/members/{name}")
 
 
 def hand_back(cluster: Cluster, user: OsUser) -> bool:

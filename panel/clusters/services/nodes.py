@@ -25,7 +25,7 @@ from django.utils.translation import gettext as _
 from panel.clusters.engine import postgres
 from panel.clusters.lib.names import InvalidName, validate_node_name
 from panel.clusters.lib.plans import Plan
-from panel.clusters.models import Cluster, ClusterMember, ClusterStatus, Node, NodeState
+from panel.clusters.models import Cluster, ClusterMember, ClusterStatus, EtcdMember, Node, NodeState
 from panel.core.errors import N_, ServiceError
 
 log = logging.getLogger(__name__)
@@ -381,5 +381,16 @@ def remove_node(name: str) -> None:
             N_("Node “%(node)s” still holds %(n)d cluster(s): delete them first (draining stops new ones)."),
             code="node.not_empty",
             params={"node": name, "n": count},
+        )
+    if EtcdMember.objects.filter(node=node).exists():
+        # The agents' reconciler moves the member once the node is drained (services/etcd.py):
+        # a node removed with it would take a vote of the panel's etcd (or the only copy) along.
+        raise ServiceError(
+            N_(
+                "Node “%(node)s” holds a member of the panel's etcd: drain it first and wait until the "
+                "member has moved to another node (manage.py node list shows where the members are)."
+            ),
+            code="node.holds_etcd",
+            params={"node": name},
         )
     node.delete()

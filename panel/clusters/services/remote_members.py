@@ -384,6 +384,11 @@ def supervise_here() -> list[str]:
     ).exclude(cluster__node__name=settings.PANEL_NODE_NAME)
     for member in here.select_related("cluster", "node"):
         config = ha_files.member_config_path(member.cluster, member)
+        try:  # the panel's etcd members as they are now (services/etcd.py)
+            if config.exists() and (note := ha_files.follow_etcd(member.cluster, member)):
+                notes.append(note)
+        except runas.EngineError as exc:
+            notes.append(f"{member}: {exc}")
         if not config.exists() or patroni.member_pid(config) is not None:
             continue
         try:

@@ -13,7 +13,7 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from panel.clusters.management.cli import PanelCommand, human_size, print_table
-from panel.clusters.models import NodeState
+from panel.clusters.models import EtcdMember, NodeState
 from panel.clusters.services import nodes
 
 
@@ -72,6 +72,8 @@ class Command(PanelCommand):
 
     def do_list(self, options: dict[str, Any]) -> None:
         rows = []
+        # Which nodes hold a member of the panel's etcd, and its state (services/etcd.py).
+        etcd = dict(EtcdMember.objects.filter(node__isnull=False).values_list("node_id", "state"))
         for room in nodes.all_usage():
             node = room.node
             beat = "never" if node.heartbeat_age is None else f"{node.heartbeat_age} s ago"
@@ -86,6 +88,7 @@ class Command(PanelCommand):
                     str(room.clusters),
                     f"{human_size(room.ram_bytes)} / {human_size(node.ram_bytes)}",
                     f"{room.vcpus} / {node.vcpus}",
+                    etcd.get(node.pk, "-"),
                 )
             )
         if not rows:
@@ -103,6 +106,7 @@ class Command(PanelCommand):
             "CLUSTERS",
             "RAM USED",
             "VCPUS USED",
+            "ETCD",
         )
         print_table(self.stdout, header, rows)
 

@@ -1,0 +1,297 @@
+"""The panel's etcd cluster (Patroni's consensus store): its members' argument lists, the
+``initial-cluster`` they join, Patroni's ``etcd3`` section, the certificates of the panel's etcd
+CA, and etcd's member list read. Pure: text and dataclasses in and out.
+
+Every member listens on its node's private address (and 127.0.0.1) with TLS for clients and
+peers, and lets in only a client or a peer whose certificate the panel's etcd CA signed
+(``--client-cert-auth``, ``--peer-client-cert-auth``): anyone who reaches the port without one
+cannot write Patroni's ``/config`` (an ``archive_command`` runs as the cluster's user).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+# One member up to two active nodes, three from three on: quorum (two of three) survives one.
+SINGLE = 1
+QUORUM = 3
+CA_DAYS = 3650
+CERT_DAYS = 3650
+
+
+def _bracketed(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+@dataclass(frozen=True)
+class Peer:
+    """One member of the panel's etcd: its name (the node's), the address its peers and Patroni
+    reach it at (the node's private address, else its address), and its two ports."""
+
+    name: str
+    host: str
+    client_port: int
+    peer_port: int
+
+    @property
+    def client_url(self) -> str:
+        return f"https://{_bracketed(self.host)}:{self.client_port}"
+
+    @property
+    def peer_url(self) -> str:
+        return f"https://{_bracketed(self.host)}:{self.peer_port}"
+
+    @property
+    def client_host(self) -> str:
+        """``host:port`` as Patroni's ``etcd3.hosts`` lists it."""
+        return f"{_bracketed(self.host)}:{self.client_port}"
+
+
+@dataclass(frozen=True)
+class TlsPaths:
+    """The files a member or a client reads: the panel's etcd CA, a certificate and its key."""
+
+    ca: str
+    cert: str
+    key: str
+
+
+def initial_cluster(members: Sequence[Peer]) -> str:
+    """etcd's ``--initial-cluster``: every member's name and peer URL."""
+    if not members:
+        raise ValueError("an etcd cluster has at least one member")
+    return ",".join(f"{m.name}={m.peer_url}" for m in members)
+
+
+def listen_urls(host: str, port: int) -> str:
+    """The node's private address and loopback (the node's own Patroni and the panel): etcd
+    binds both; only the private one is advertised (another node's loopback is not this one)."""
+    hosts = [host] if host in ("127.0.0.1", "localhost") else [host, "127.0.0.1"]
+    return ",".join(f"https://{_bracketed(h)}:{port}" for h in hosts)
+
+
+def member_argv(
+    program: str,
+    me: Peer,
+    members: Sequence[Peer],
+    data_dir: str,
+    tls: TlsPaths,
+    *,
+    joining: bool,
+    bind: str | None = None,
+) -> list[str]:
+    """One member's etcd. ``joining``: it was added to a running cluster (``member add``) and
+    starts empty (``initial-cluster-state=existing``); else it is the seed or restarts on its
+    own data (etcd ignores ``initial-*`` then). ``members`` includes ``me``. ``bind``: the
+    address it listens on when ``me.host`` is a name (etcd binds addresses only)."""
+    if me not in members:
+        raise ValueError(f"{me.name} is not one of the members it is started with")
+    return [
+        program,
+        f"--name={me.name}",
+        f"--data-dir={data_dir}",
+        f"--listen-client-urls={listen_urls(bind or me.host, me.client_port)}",
+        f"--advertise-client-urls={me.client_url}",
+        f"--listen-peer-urls={listen_urls(bind or me.host, me.peer_port).split(',')[0]}",
+        f"--initial-advertise-peer-urls={me.peer_url}",
+        f"--initial-cluster={initial_cluster(members)}",
+        f"--initial-cluster-state={'existing' if joining else 'new'}",
+        "--client-cert-auth",
+        f"--trusted-ca-file={tls.ca}",
+        f"--cert-file={tls.cert}",
+        f"--key-file={tls.key}",
+        "--peer-client-cert-auth",
+        f"--peer-trusted-ca-file={tls.ca}",
+        f"--peer-cert-file={tls.cert}",
+        f"--peer-key-file={tls.key}",
+        # etcd 3.4 says nothing it refuses in its log without this (a client's bad certificate).
+        "--logger=zap",
+    ]
+
+
+# What a running member must have been started with to be left running (``initial-*`` is read
+# only on an empty data directory, so a change there needs no restart).
+def essential(argv: Sequence[str]) -> tuple[str, ...]:
+    return tuple(a for a in argv if not a.startswith("--initial-"))
+
+
+def patroni_section(hosts: Sequence[str], tls: TlsPaths) -> dict[str, Any]:
+    """Patroni's ``etcd3`` section: every member, over TLS with the cluster's client
+    certificate. Patroni also learns the members from etcd itself (its member list, every
+    ``ttl`` × 10 s and whenever a request fails on every member it knows)."""
+    if not hosts:
+        raise ValueError("Patroni needs at least one etcd member")
+    return {
+        "hosts": list(hosts),
+        "protocol": "https",
+        "cacert": tls.ca,
+        "cert": tls.cert,
+        "key": tls.key,
+    }
+
+
+@dataclass(frozen=True)
+class EtcdMember:
+    """A member as etcd's member list gives it: its id (hex, as ``etcdctl`` prints it), name
+    (empty until a member added with ``member add`` has started), peer and client URLs."""
+
+    id: str
+    name: str
+    peer_urls: tuple[str, ...]
+    client_urls: tuple[str, ...]
+
+    @property
+    def started(self) -> bool:
+        return bool(self.name)
+
+
+def parse_members(text: str) -> list[EtcdMember]:
+    """The JSON gateway's ``/v3/cluster/member/list`` (ids are decimal uint64 in strings)."""
+    data = json.loads(text)
+    return [
+        EtcdMember(
+            id=f"{int(item['ID']):x}",
+            name=str(item.get("name", "")),
+            peer_urls=tuple(item.get("peerURLs", ())),
+            client_urls=tuple(item.get("clientURLs", ())),
+        )
+        for item in data.get("members", [])
+    ]
+
+
+def member_id_field(hex_id: str) -> str:
+    """A member id as the gateway takes it in a request body (decimal)."""
+    return str(int(hex_id, 16))
+
+
+# --- the panel's etcd CA ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KeyPair:
+    cert_pem: str
+    key_pem: str
+
+
+def _name(common_name: str) -> x509.Name:
+    return x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "PostgreSQL control panel etcd"),
+            x509.NameAttribute(NameOID.COMMON_NAME, common_name),
+        ]
+    )
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> str:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+
+
+def new_ca(common_name: str = "pgpanel etcd CA") -> KeyPair:
+    """The panel-wide CA that signs every member's and every client's certificate."""
+    now = dt.datetime.now(dt.UTC)
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = _name(common_name)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=CA_DAYS))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return KeyPair(cert.public_bytes(serialization.Encoding.PEM).decode(), _key_pem(key))
+
+
+def _alt_names(hosts: Sequence[str]) -> list[x509.GeneralName]:
+    names: list[x509.GeneralName] = []
+    for host in dict.fromkeys(hosts):
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            names.append(x509.DNSName(host))
+    return names
+
+
+def issue(ca: KeyPair, common_name: str, hosts: Sequence[str] = (), *, server: bool) -> KeyPair:
+    """A certificate the CA signs. ``server``: a member's (server and peer: a peer is a client
+    of the others too), naming ``hosts``; else a client's (Patroni, the panel)."""
+    ca_cert = x509.load_pem_x509_certificate(ca.cert_pem.encode())
+    ca_key = serialization.load_pem_private_key(ca.key_pem.encode(), password=None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise ValueError("the etcd CA's key is not an EC key")
+    now = dt.datetime.now(dt.UTC)
+    key = ec.generate_private_key(ec.SECP256R1())
+    usages = [ExtendedKeyUsageOID.CLIENT_AUTH]
+    if server:
+        usages.insert(0, ExtendedKeyUsageOID.SERVER_AUTH)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(_name(common_name))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=CERT_DAYS))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+        )
+    )
+    if hosts:
+        builder = builder.add_extension(x509.SubjectAlternativeName(_alt_names(hosts)), critical=False)
+    cert = builder.sign(ca_key, hashes.SHA256())
+    return KeyPair(cert.public_bytes(serialization.Encoding.PEM).decode(), _key_pem(key))
+
+
+def signed_by(cert_pem: str, ca_cert_pem: str, hosts: Sequence[str] = ()) -> bool:
+    """Whether ``cert_pem`` was signed by that CA, is valid for a week more and names every one
+    of ``hosts`` (a node whose address changed needs a new one)."""
+    try:
+        cert = x509.load_pem_x509_certificate(cert_pem.encode())
+        ca_cert = x509.load_pem_x509_certificate(ca_cert_pem.encode())
+        cert.verify_directly_issued_by(ca_cert)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    if cert.not_valid_after_utc < dt.datetime.now(dt.UTC) + dt.timedelta(days=7):
+        return False
+    if not hosts:
+        return True
+    try:
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return False
+    named = {str(v) for v in san.get_values_for_type(x509.DNSName)}
+    named |= {str(v) for v in san.get_values_for_type(x509.IPAddress)}
+    return set(hosts) <= named
