@@ -84,6 +84,8 @@ def test_patroni_lists_every_member_over_tls_with_the_clusters_client_certificat
         hba_file="/data/pgdata/pg_hba.conf",
         ident_file="/data/pgdata/pg_ident.conf",
         on_role_change="python cb.py",
+        rest_username="panel-1a2b3c4d",
+        rest_password="rest-secret",
         etcd_tls=client,
     )
     config = json.loads(patroni.render_member(cluster, cluster.members[0], "/p"))
