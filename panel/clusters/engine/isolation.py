@@ -20,7 +20,7 @@ import psutil
 from django.conf import settings
 
 from panel.clusters.engine import cgroups, dbconn, postgres
-from panel.clusters.lib.pgconf import ident_token_ok, render_hba, render_ident
+from panel.clusters.lib.pgconf import hba_address, ident_token_ok, render_hba, render_ident
 from panel.clusters.models import MAX_NUM_NODES, Cluster
 from panel.core import osusers, runas
 from panel.core.polling import wait_for
@@ -100,6 +100,20 @@ def mapped_roles(cluster: Cluster) -> list[str]:
     return sorted(name for name in names if name not in unwritable)
 
 
+def replica_addresses(cluster: Cluster) -> list[str]:
+    """The addresses of the other nodes its read-only replicas run on (they stream from there)."""
+    rows = cluster.replicas.exclude(node=cluster.node_id).exclude(node__isnull=True)
+    addresses = []
+    for address in sorted(set(rows.values_list("node__address", flat=True))):
+        try:
+            hba_address(address)
+        except ValueError:
+            log.warning("replicas of %s: node address %r left out of pg_hba.conf", cluster.pk, address)
+            continue
+        addresses.append(address)
+    return addresses
+
+
 def write_auth_config(cluster: Cluster, user: OsUser | None = None) -> bool:
     """Write pg_hba.conf and pg_ident.conf (atomically, 0600, the cluster's user) where they differ
     from what they should be; True if one changed."""
@@ -111,6 +125,7 @@ def write_auth_config(cluster: Cluster, user: OsUser | None = None) -> bool:
             cluster.trusted_source_values(),
             settings.PANEL_REPLICATION_ROLE,
             members_from="127.0.0.1/32" if cluster.is_ha else "",
+            replicas_from=replica_addresses(cluster),
         ),
         cluster.ident_path: render_ident(user.name, mapped_roles(cluster)),
     }

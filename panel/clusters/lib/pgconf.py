@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -154,6 +155,7 @@ def render_hba(
     replication_role: str = "",
     *,
     members_from: str = "",
+    replicas_from: Sequence[str] = (),
 ) -> str:
     """Clients must use TLS and SCRAM over TCP; the panel's own roles come over the socket with a
     password. Any other role over the socket is PgBouncer logging in: ``peer`` authentication
@@ -168,8 +170,9 @@ def render_hba(
     the panel and PgBouncer's server logins never use TCP.
 
     ``replication_role`` (the panel's, reserved by the guard) may stream WAL to the cluster's
-    read-only replicas, which run on the same node: from loopback, over TLS, with its password,
-    and nothing else (no database, no other address).
+    read-only replicas: from loopback (replicas on the cluster's node) and from ``replicas_from``
+    (the addresses of the other nodes its replicas run on), over TLS, with its password, and
+    nothing else (no database, no other address).
 
     ``members_from`` (a cluster with standbys: the members' network): the superuser may come from
     there over TCP with its password, for replication and pg_rewind between members only. Clients
@@ -199,12 +202,29 @@ def render_hba(
     if replication_role:
         lines += [
             f"hostssl replication  {replication_role}  {address}  scram-sha-256"
-            for address in ("127.0.0.1/32", "::1/128")
+            for address in dict.fromkeys(["127.0.0.1/32", "::1/128", *map(hba_address, replicas_from)])
         ]
         lines.append(f"host    all       {replication_role}  all  reject")
     lines += [f"hostssl all       all           {address}  scram-sha-256" for address in addresses]
     lines += [f"host    all       all           {address}  reject" for address in addresses]
     return "\n".join(lines) + "\n"
+
+
+_HOSTNAME_RE = re.compile(
+    r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
+)
+
+
+def hba_address(address: str) -> str:
+    """A node's address as pg_hba.conf's ADDRESS field: an IP address as its one-host network,
+    a host name as it is (PostgreSQL matches it by its reverse and forward lookups)."""
+    try:
+        return ipaddress.ip_network(address.strip("[]")).with_prefixlen
+    except ValueError:
+        pass
+    if not _HOSTNAME_RE.fullmatch(address) or address.lower() in {"all", "samehost", "samenet"}:
+        raise ValueError(f"not an address pg_hba.conf can name: {address!r}")
+    return address
 
 
 def ident_token_ok(value: str) -> bool:

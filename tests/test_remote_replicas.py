@@ -1,0 +1,112 @@
+"""Read-only replicas on another node (issue 28): with two node agents running
+(tests/test_two_nodes.py's harness: each scripts/node_agent.py with its own data directory and
+ports; this process is the web), a replica of a cluster on node A is placed on node B, built and
+run there by B's agent (its data directory under B's, its port in B's range), streams from A over
+TCP, serves reads through its own connection details, refuses writes, shows its node on the
+source's Overview and in the API, and is deleted cleanly (its files gone on B, its slot on A).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from panel.clusters import services
+from panel.clusters.models import Cluster, ClusterStatus, Node
+from panel.clusters.services import replicas, replication
+from panel.clusters.tests.conftest import connect_as_client
+from tests.test_two_nodes import Agent, two_nodes  # noqa: F401
+
+pytestmark = pytest.mark.integration
+
+
+def _status(cluster: Cluster) -> str:
+    cluster.refresh_from_db()
+    return cluster.status
+
+
+def _slots(source: Cluster) -> set[str]:
+    """The source's replication slots, read as its owner over TCP (the view is readable by all)."""
+    with connect_as_client(source) as conn:
+        return {row[0] for row in conn.execute("SELECT slot_name FROM pg_catalog.pg_replication_slots")}
+
+
+def _rows(replica: Cluster) -> set[int] | None:
+    try:
+        with connect_as_client(replica, connect_timeout=3) as conn:
+            return {row[0] for row in conn.execute("SELECT id FROM seen").fetchall()}
+    except psycopg.Error:
+        return None
+
+
+def test_a_replica_is_placed_built_and_run_on_another_node(
+    two_nodes: tuple[Agent, Agent],  # noqa: F811
+    owner: User,
+    owner_client: Client,
+    wait_until: Callable[..., object],
+) -> None:
+    a, b = two_nodes
+    wait_until(lambda: all(Node.objects.get(pk=x.node.pk).is_alive for x in (a, b)), timeout=60)
+    source = services.create_cluster(owner, name="src", plan_slug="db-s-1vcpu-1gb", node=a.node.name)
+    wait_until(lambda: _status(source) != ClusterStatus.CREATING, timeout=240, message="the source")
+    assert source.status == ClusterStatus.ONLINE, source.error_message
+    with connect_as_client(source) as conn:
+        conn.execute("CREATE TABLE seen (id int PRIMARY KEY)")
+        conn.execute("INSERT INTO seen VALUES (1)")
+
+    # Placed on B (no server of the source there), counted against B; built by B's worker.
+    started = time.monotonic()
+    replica = replicas.create_replica(source, name="src-ro")
+    assert replica.node == b.node and replica.status == ClusterStatus.CREATING
+    assert b.node.port_first <= replica.port <= b.node.port_last
+    wait_until(lambda: _status(replica) != ClusterStatus.CREATING, timeout=240, message="the replica")
+    if replica.status != ClusterStatus.ONLINE:
+        failed = source.events.filter(kind="replica-failed").first()
+        pytest.fail(f"{failed.message if failed else replica.error_message}\n{b.log.read_text()[-4000:]}")
+    print(f"replica on node B online after {time.monotonic() - started:.1f} s")
+    wait_until(lambda: b.served("panel.clusters.tasks.build_replica") == 1, timeout=30, message="B's log")
+    assert a.served("panel.clusters.tasks.build_replica") == 0
+    pgdata = b.data_dir / "clusters" / replica.pk.hex / "pgdata"
+    assert (pgdata / "standby.signal").exists()
+    assert not (a.data_dir / "clusters" / replica.pk.hex).exists()
+    # It streams from A over TCP at A's address, with verify-full against A's CA.
+    conninfo = (pgdata / "standby.conf").read_text().replace("''", "'")
+    assert f"host='{a.node.address}' port='{source.port}'" in conninfo
+    assert "sslmode='verify-full'" in conninfo
+
+    # Its own connection details: B's address, its own port; reads served, writes refused.
+    details = services.connection_details(replica)
+    assert (details.host, details.port) == (b.node.address, replica.port)
+    with connect_as_client(source) as conn:
+        conn.execute("INSERT INTO seen VALUES (2)")
+    wait_until(lambda: _rows(replica) == {1, 2}, timeout=30, message="the row on the replica")
+    with connect_as_client(replica) as conn:
+        assert conn.execute("SELECT current_setting('port')::int").fetchone() == (replica.port,)
+        assert conn.execute("SELECT pg_catalog.pg_is_in_recovery()").fetchone() == (True,)
+        with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+            conn.execute("INSERT INTO seen VALUES (3)")
+
+    # The source's lag (asked of A's agent) says it streams; the card and the API name node B.
+    (row,) = replicas.list_replicas(source)
+    assert row.state == "streaming" and row.replica.node == b.node
+    card = owner_client.get(f"/clusters/{source.pk}/replicas/").content.decode()
+    assert f'data-replica-node="{b.node.name}"' in card
+    own = owner_client.get(f"/clusters/{replica.pk}/replicas/").content.decode()
+    assert f'data-replica-node="{b.node.name}"' in own and "data-shares-node" not in own
+    slot = replication.slot_name(replica)
+    assert slot in _slots(source)
+
+    # Deleting it is B's work: its processes and files gone there, its slot gone on A.
+    replicas.delete_replica(Cluster.objects.get(pk=replica.pk))
+    wait_until(lambda: not Cluster.objects.filter(pk=replica.pk).exists(), timeout=120, message="deleted")
+    assert not (b.data_dir / "clusters" / replica.pk.hex).exists()
+    assert slot not in _slots(source)
+    with connect_as_client(source) as conn:  # the source is untouched
+        assert conn.execute("SELECT count(*) FROM seen").fetchone() == (2,)
+    assert not Path(pgdata).exists()
