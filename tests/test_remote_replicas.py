@@ -3,7 +3,8 @@
 ports; this process is the web), a replica of a cluster on node A is placed on node B, built and
 run there by B's agent (its data directory under B's, its port in B's range), streams from A over
 TCP, serves reads through its own connection details, refuses writes, shows its node on the
-source's Overview and in the API, and is deleted cleanly (its files gone on B, its slot on A).
+source's Overview, lets a user added on the source log in, and is deleted cleanly (its files gone
+on B, its slot on A); a second one is promoted there and accepts writes.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from django.test import Client
 
 from panel.clusters import services
 from panel.clusters.models import Cluster, ClusterStatus, Node
-from panel.clusters.services import replicas, replication
-from panel.clusters.tests.conftest import connect_as_client
+from panel.clusters.services import replicas, replication, roles
+from panel.clusters.tests.conftest import can_log_in, connect_as_client
 from tests.test_two_nodes import Agent, two_nodes  # noqa: F401
 
 pytestmark = pytest.mark.integration
@@ -102,6 +103,13 @@ def test_a_replica_is_placed_built_and_run_on_another_node(
     slot = replication.slot_name(replica)
     assert slot in _slots(source)
 
+    # A user added on the source (A's agent) follows on the replica (B's agent: its rows, peer
+    # map and PgBouncer's auth file) and logs in there.
+    reader = roles.add_user(source, "reader")
+    wait_until(lambda: replica.users.filter(name="reader").exists(), timeout=30, message="the user's row")
+    assert can_log_in(replica, "reader", reader.password)
+    assert not replica.events.filter(kind="auth-error").exists()
+
     # Deleting it is B's work: its processes and files gone there, its slot gone on A.
     replicas.delete_replica(Cluster.objects.get(pk=replica.pk))
     wait_until(lambda: not Cluster.objects.filter(pk=replica.pk).exists(), timeout=120, message="deleted")
@@ -110,3 +118,19 @@ def test_a_replica_is_placed_built_and_run_on_another_node(
     with connect_as_client(source) as conn:  # the source is untouched
         assert conn.execute("SELECT count(*) FROM seen").fetchone() == (2,)
     assert not Path(pgdata).exists()
+
+    # A second replica, promoted by B's agent: it accepts writes, its slot on A is gone.
+    second = replicas.create_replica(source, name="src-ro2")
+    assert second.node == b.node
+    wait_until(lambda: _status(second) != ClusterStatus.CREATING, timeout=240, message="the second replica")
+    assert second.status == ClusterStatus.ONLINE, second.error_message
+    second_slot = replication.slot_name(second)
+    promoted = replicas.promote_replica(Cluster.objects.get(pk=second.pk))
+    assert promoted.replica_of_id is None and promoted.node == b.node
+    with connect_as_client(promoted) as conn:
+        conn.execute("INSERT INTO seen VALUES (4)")
+        assert conn.execute("SELECT count(*) FROM seen").fetchone() == (3,)
+    assert second_slot not in _slots(source)
+    assert services.request_delete(Cluster.objects.get(pk=second.pk), confirm_name="src-ro2") is False
+    wait_until(lambda: not Cluster.objects.filter(pk=second.pk).exists(), timeout=120, message="deleted")
+    assert not (b.data_dir / "clusters" / second.pk.hex).exists()
