@@ -21,7 +21,7 @@ from django.conf import settings
 
 from panel.clusters.engine import cgroups, dbconn, postgres
 from panel.clusters.lib.pgconf import hba_address, ident_token_ok, render_hba, render_ident
-from panel.clusters.models import MAX_NUM_NODES, Cluster
+from panel.clusters.models import MAX_NUM_NODES, Cluster, ClusterStatus
 from panel.core import osusers, runas
 from panel.core.polling import wait_for
 from panel.core.runas import EngineError, OsUser
@@ -101,8 +101,13 @@ def mapped_roles(cluster: Cluster) -> list[str]:
 
 
 def replica_addresses(cluster: Cluster) -> list[str]:
-    """The addresses of the other nodes its read-only replicas run on (they stream from there)."""
-    rows = cluster.replicas.exclude(node=cluster.node_id).exclude(node__isnull=True)
+    """The addresses of the other nodes its read-only replicas run on (they stream from there);
+    a replica being deleted no longer counts."""
+    rows = (
+        cluster.replicas.exclude(node=cluster.node_id)
+        .exclude(node__isnull=True)
+        .exclude(status=ClusterStatus.DELETING)
+    )
     addresses = []
     for address in sorted(set(rows.values_list("node__address", flat=True))):
         try:

@@ -60,7 +60,8 @@ def prepare_slot(source: Cluster, slot: str, timeout: float) -> None:
 
 
 def slot_gone(source: Cluster, slot: str) -> bool:
-    """The replica's slot dropped on its source (True also when the source does not answer: its
+    """The replica's slot dropped on its source, and the source's pg_hba.conf without the line of
+    a node that holds no other replica (True also when the source does not answer: its
     ``max_slot_wal_keep_size`` bounds what it keeps)."""
     try:
         return bool(at_source("slot_gone_here", source, slot))
@@ -140,7 +141,12 @@ def slot_gone_here(source: Cluster, slot: str) -> bool:
             row = conn.execute(
                 "SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_name = %s", [slot]
             ).fetchone()
-    except dbconn.DatabaseError:
+        if row is None:
+            # The replica is being deleted or was promoted: its node's line goes from pg_hba.conf.
+            isolation.refresh_server_auth(source)
+            if source.is_ha:
+                remote_members.push_auth(source)
+    except (EngineError, dbconn.DatabaseError, OSError):
         return True
     return row is None
 

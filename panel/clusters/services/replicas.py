@@ -85,14 +85,14 @@ def create_replica(
             code="replica.plan_too_small",
             params={"plan": source.plan_slug, "chosen": plan_slug},
         )
-    replica = create_cluster(
-        source.owner,
-        name=name,
-        plan_slug=plan_slug,
-        version=source.version,
-        enqueue=False,
-        node=placement.replica_node(source, plan, source.version).name,
-    )
+    node = placement.replica_node(source, plan, source.version)
+    try:
+        replica = _record(source, name, plan_slug, node.name)
+    except ServiceError as exc:
+        if exc.code != "node.full" or node.pk == source.node_id:
+            raise
+        # Another cluster took the room meanwhile (placement holds no lock): the source's node.
+        replica = _record(source, name, plan_slug, source.node.name)
     replica.replica_of = source
     replica.config = dict(source.config)  # replayed settings (max_worker_processes…) must fit
     replica.progress_message = _("Queued (replica of %(name)s)") % {"name": source.name}
@@ -112,6 +112,12 @@ def create_replica(
             replica.delete()
             raise
     return replica
+
+
+def _record(source: Cluster, name: str, plan_slug: str, node: str) -> Cluster:
+    return create_cluster(
+        source.owner, name=name, plan_slug=plan_slug, version=source.version, enqueue=False, node=node
+    )
 
 
 def add_replica(source: Cluster, *, name: str, plan_slug: str | None = None) -> Cluster:

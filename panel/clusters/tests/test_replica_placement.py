@@ -15,8 +15,8 @@ from panel.clusters import services
 from panel.clusters.engine import isolation
 from panel.clusters.lib.pgconf import hba_address, render_hba
 from panel.clusters.lib.plans import get_plan
-from panel.clusters.models import Cluster, Node, NodeState
-from panel.clusters.services import nodes, placement
+from panel.clusters.models import Cluster, ClusterStatus, Node, NodeState
+from panel.clusters.services import nodes, placement, replicas
 from panel.clusters.tests.test_placement import make_node
 
 pytestmark = pytest.mark.django_db
@@ -78,8 +78,10 @@ def test_the_source_admits_its_replicas_nodes_for_replication_only(owner: User) 
     assert isolation.replica_addresses(source) == []
     replica_of(owner, source, a, "ro-here")  # on the source's node: loopback, as before
     assert isolation.replica_addresses(source) == []
-    replica_of(owner, source, b, "ro-there")
+    there = replica_of(owner, source, b, "ro-there")
     assert isolation.replica_addresses(source) == ["b.example.net"]
+    Cluster.objects.filter(pk=there.pk).update(status=ClusterStatus.DELETING)  # its line goes
+    assert isolation.replica_addresses(source) == []
     hba = render_hba("su", "mon", (), "repl", replicas_from=["10.0.0.7", "127.0.0.1"])
     replication_lines = [line.split() for line in hba.splitlines() if " repl " in f" {line} "]
     assert replication_lines == [
@@ -91,3 +93,15 @@ def test_the_source_admits_its_replicas_nodes_for_replication_only(owner: User) 
     for bad in ("all", "samenet", "a b", "10.0.0.0/8 trust"):
         with pytest.raises(ValueError):
             hba_address(bad)
+
+
+def test_a_node_filled_meanwhile_leaves_the_replica_on_its_source_node(
+    owner: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = make_node("a", 40000), make_node("b", 40100, ram_gb=1)
+    source = source_on(owner, "a")
+    Cluster.objects.filter(pk=source.pk).update(status=ClusterStatus.ONLINE)
+    # As if b had room when placement looked and another cluster took it before the row was made.
+    monkeypatch.setattr(placement, "replica_node", lambda *_args: b)
+    replica = replicas.create_replica(Cluster.objects.get(pk=source.pk), name="src-ro", enqueue=False)
+    assert replica.node == a and replica.replica_of_id == source.pk
