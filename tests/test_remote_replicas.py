@@ -4,11 +4,13 @@ ports; this process is the web), a replica of a cluster on node A is placed on n
 run there by B's agent (its data directory under B's, its port in B's range), streams from A over
 TCP, serves reads through its own connection details, refuses writes, shows its node on the
 source's Overview, lets a user added on the source log in, and is deleted cleanly (its files gone
-on B, its slot on A); a second one is promoted there and accepts writes.
+on B, its slot on A); B's reconciler retries a heal of it that failed, copying it again from A
+through A's agent; a second one is promoted there and accepts writes.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,11 +19,13 @@ import psycopg
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
+from django.utils import timezone
 
 from panel.clusters import services
-from panel.clusters.models import Cluster, ClusterStatus, Node
+from panel.clusters.models import Cluster, ClusterEvent, ClusterStatus, Node
 from panel.clusters.services import replicas, replication, roles
 from panel.clusters.tests.conftest import can_log_in, connect_as_client
+from panel.core import taskqueue
 from tests.test_two_nodes import Agent, two_nodes  # noqa: F401
 
 pytestmark = pytest.mark.integration
@@ -110,13 +114,38 @@ def test_a_replica_is_placed_built_and_run_on_another_node(
     assert can_log_in(replica, "reader", reader.password)
     assert not replica.events.filter(kind="auth-error").exists()
 
+    # B's reconciler tries again a heal that failed (staged: the rows a failed attempt leaves, an
+    # old one), copying the replica again from A through A's agent (no pg_rewind from a
+    # one-member source): same port and CA, streaming, the rows there, writes still refused.
+    before = (replica.port, replica.ca_certificate)
+    Cluster.objects.filter(pk=replica.pk).update(status=ClusterStatus.ERROR, error_message="attempt 1 failed")
+    long_ago = timezone.now() - dt.timedelta(minutes=20)
+    for minutes, kind in ((0, "replica-diverged"), (1, "replica-heal-failed")):
+        event = replica.log_event(kind, f"staged by the test: {kind}")
+        ClusterEvent.objects.filter(pk=event.pk).update(created_at=long_ago + dt.timedelta(minutes=minutes))
+    taskqueue.send("panel.clusters.tasks.reconcile", [], queue=b.node.tasks_queue)
+    wait_until(
+        lambda: replica.events.filter(kind="replica-resynced").exists(), timeout=240, message="B's heal retry"
+    )
+    (resynced,) = replica.events.filter(kind="replica-resynced")
+    assert "pg_basebackup" in resynced.message and "attempt 2" in resynced.message
+    assert _status(replica) == ClusterStatus.ONLINE
+    assert (replica.port, replica.ca_certificate) == before
+    with connect_as_client(source) as conn:
+        conn.execute("INSERT INTO seen VALUES (5)")
+    wait_until(lambda: _rows(replica) == {1, 2, 5}, timeout=30, message="the row after the heal")
+    with connect_as_client(replica) as conn, pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+        conn.execute("INSERT INTO seen VALUES (6)")
+    (row,) = replicas.list_replicas(source)
+    assert row.state == "streaming"
+
     # Deleting it is B's work: its processes and files gone there, its slot gone on A.
     replicas.delete_replica(Cluster.objects.get(pk=replica.pk))
     wait_until(lambda: not Cluster.objects.filter(pk=replica.pk).exists(), timeout=120, message="deleted")
     assert not (b.data_dir / "clusters" / replica.pk.hex).exists()
     assert slot not in _slots(source)
     with connect_as_client(source) as conn:  # the source is untouched
-        assert conn.execute("SELECT count(*) FROM seen").fetchone() == (2,)
+        assert conn.execute("SELECT count(*) FROM seen").fetchone() == (3,)
     assert not Path(pgdata).exists()
 
     # A second replica, promoted by B's agent: it accepts writes, its slot on A is gone.
@@ -129,7 +158,7 @@ def test_a_replica_is_placed_built_and_run_on_another_node(
     assert promoted.replica_of_id is None and promoted.node == b.node
     with connect_as_client(promoted) as conn:
         conn.execute("INSERT INTO seen VALUES (4)")
-        assert conn.execute("SELECT count(*) FROM seen").fetchone() == (3,)
+        assert conn.execute("SELECT count(*) FROM seen").fetchone() == (4,)
     assert second_slot not in _slots(source)
     assert services.request_delete(Cluster.objects.get(pk=second.pk), confirm_name="src-ro2") is False
     wait_until(lambda: not Cluster.objects.filter(pk=second.pk).exists(), timeout=120, message="deleted")
