@@ -10,6 +10,8 @@ from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
+from django.test import Client
+from django.urls import reverse
 from django.utils import timezone
 
 from conftest import module_cluster
@@ -75,6 +77,10 @@ def test_a_failed_heal_is_retried_until_the_source_is_back(
     (event,) = failed.events.filter(kind="replica-heal-failed")
     assert event.message == failed.error_message and event.level == "error"
     assert failed.events.filter(kind="replica-diverged").count() == 1
+    web = Client()
+    web.force_login(failed.owner)
+    page = web.get(reverse("clusters:detail", args=[failed.pk])).content.decode()
+    assert "Re-synchronising the replica failed (attempt 1)" in page  # the reason, on its page
     pending = replica_heal.heal_pending(failed)
     assert pending is not None and pending.failed == 1 and "the test's divergence" in pending.reason
     assert pending.due == event.created_at + dt.timedelta(seconds=replica_heal.RETRY_FIRST)
