@@ -4,8 +4,9 @@ ports; this process is the web), a replica of a cluster on node A is placed on n
 run there by B's agent (its data directory under B's, its port in B's range), streams from A over
 TCP, serves reads through its own connection details, refuses writes, shows its node on the
 source's Overview, lets a user added on the source log in, and is deleted cleanly (its files gone
-on B, its slot on A); B's reconciler retries a heal of it that failed, copying it again from A
-through A's agent; a second one is promoted there and accepts writes.
+on B, its slot on A); B's reconciler retries a heal of it that fails while A's agent is stopped,
+and copies it again from A through A's agent once A is back; a second one is promoted there and
+accepts writes.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from django.contrib.auth.models import User
-from django.test import Client
+from django.test import Client, override_settings
 from django.utils import timezone
 
 from panel.clusters import services
@@ -26,7 +27,7 @@ from panel.clusters.models import Cluster, ClusterEvent, ClusterStatus, Node
 from panel.clusters.services import replicas, replication, roles
 from panel.clusters.tests.conftest import can_log_in, connect_as_client
 from panel.core import taskqueue
-from tests.test_two_nodes import Agent, two_nodes  # noqa: F401
+from tests.test_two_nodes import Agent, start_agent, two_nodes, wait_ready  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
@@ -52,6 +53,7 @@ def _rows(replica: Cluster) -> set[int] | None:
 
 def test_a_replica_is_placed_built_and_run_on_another_node(
     two_nodes: tuple[Agent, Agent],  # noqa: F811
+    redis_server: str,
     owner: User,
     owner_client: Client,
     wait_until: Callable[..., object],
@@ -114,21 +116,44 @@ def test_a_replica_is_placed_built_and_run_on_another_node(
     assert can_log_in(replica, "reader", reader.password)
     assert not replica.events.filter(kind="auth-error").exists()
 
-    # B's reconciler tries again a heal that failed (staged: the rows a failed attempt leaves, an
-    # old one), copying the replica again from A through A's agent (no pg_rewind from a
-    # one-member source): same port and CA, streaming, the rows there, writes still refused.
+    # A heal on B that cannot reach the source's node is tried again until it can. Staged: the
+    # rows a failed first attempt leaves (an old one, so the next is due). A's agent stopped: B's
+    # reconciler tries (its copy needs A's agent) and fails at once, with the reason; A's agent
+    # back: B's reconciler copies the replica again from A (no pg_rewind from a one-member source).
     before = (replica.port, replica.ca_certificate)
     Cluster.objects.filter(pk=replica.pk).update(status=ClusterStatus.ERROR, error_message="attempt 1 failed")
     long_ago = timezone.now() - dt.timedelta(minutes=20)
     for minutes, kind in ((0, "replica-diverged"), (1, "replica-heal-failed")):
         event = replica.log_event(kind, f"staged by the test: {kind}")
         ClusterEvent.objects.filter(pk=event.pk).update(created_at=long_ago + dt.timedelta(minutes=minutes))
+    with override_settings(PANEL_PROCESS_ROLE="all"):  # the test harness, not the web, stops it
+        a.stop()
+    wait_until(lambda: not Node.objects.get(pk=a.node.pk).is_alive, timeout=30, message="A silent")
     taskqueue.send("panel.clusters.tasks.reconcile", [], queue=b.node.tasks_queue)
-    wait_until(
-        lambda: replica.events.filter(kind="replica-resynced").exists(), timeout=240, message="B's heal retry"
-    )
+    failures = replica.events.filter(kind="replica-heal-failed")
+    wait_until(lambda: failures.count() == 2, timeout=120, message="B's second attempt")
+    reason = failures.order_by("-created_at").first().message  # (said at once when B sees A dead,
+    assert f"The node agent “{a.node.name}”" in reason  # else after the call's timeout)
+    assert _status(replica) == ClusterStatus.ERROR and "attempt 2" in replica.error_message
+    with override_settings(PANEL_PROCESS_ROLE="all"):  # the harness starts it again, as after a reboot
+        a.proc = start_agent(a.node, a.data_dir, redis_server).proc
+        wait_ready(a)
+    wait_until(lambda: Node.objects.get(pk=a.node.pk).is_alive, timeout=60, message="A's heartbeat")
+
+    sent = [0.0]
+
+    def healed() -> bool:  # B's reconciler runs again every 5 s (no beat in this harness)
+        if replica.events.filter(kind="replica-resynced").exists():
+            return True
+        if time.monotonic() - sent[0] > 5:
+            taskqueue.send("panel.clusters.tasks.reconcile", [], queue=b.node.tasks_queue)
+            sent[0] = time.monotonic()
+        return False
+
+    wait_until(healed, timeout=240, message="B's heal, once A answers")
     (resynced,) = replica.events.filter(kind="replica-resynced")
-    assert "pg_basebackup" in resynced.message and "attempt 2" in resynced.message
+    assert "pg_basebackup" in resynced.message and "attempt 3" in resynced.message
+    assert failures.count() == 2
     assert _status(replica) == ClusterStatus.ONLINE
     assert (replica.port, replica.ca_certificate) == before
     with connect_as_client(source) as conn:

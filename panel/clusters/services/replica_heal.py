@@ -239,7 +239,9 @@ def heal(replica: Cluster, reason: str, *, attempt: int = 1) -> str:
         _restore_own_files(replica, keep, job)
         replica_build.start_and_stream(job)
         replica_build.follow_source_rows(replica)
-    except (EngineError, dbconn.DatabaseError, psycopg.Error, OSError) as exc:
+    except Exception as exc:  # whatever it was, the replica waits in error for the next attempt
+        if not isinstance(exc, EngineError | dbconn.DatabaseError | psycopg.Error | OSError):
+            log.exception("re-synchronising replica %s crashed", replica.pk)
         return _attempt_failed(replica, attempt, exc)
     shutil.rmtree(keep, ignore_errors=True)
     seconds = round(time.monotonic() - started, 1)
@@ -274,7 +276,7 @@ def _attempt_failed(replica: Cluster, attempt: int, exc: BaseException) -> str:
             "Re-synchronising the replica failed (attempt %(attempt)s): %(reason)s. Next attempt in %(seconds)s s."
         ),
         attempt=attempt,
-        reason=str(exc),
+        reason=(str(exc) or type(exc).__name__).rstrip("."),
         seconds=round(retry_after(attempt)),
     )
     event = replica.log_event(FAILED_EVENT, message, EventLevel.ERROR)

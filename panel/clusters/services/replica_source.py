@@ -32,6 +32,11 @@ def at_source(step: str, source: Cluster, *args: object, timeout: float = CALL_T
     try:
         if source.node is None or source.node.is_here:
             return agent.lookup(name)(source, *args)
+        if source.agent_silent():  # its heartbeats stopped: no need to wait for the timeout to know
+            raise EngineError(
+                _("The node agent “%(node)s” is not answering (no heartbeat lately).")
+                % {"node": source.node.name}
+            )
         return agent.send(name, (source, *args), {}, timeout=timeout, queue=source.node.agent_queue)
     except ServiceError as exc:
         raise EngineError(exc.message) from None
