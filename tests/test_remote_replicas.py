@@ -22,6 +22,8 @@ from django.contrib.auth.models import User
 from django.test import Client, override_settings
 from django.utils import timezone
 
+from panel.api import services as api_services
+from panel.api.models import Scope
 from panel.clusters import services
 from panel.clusters.models import Cluster, ClusterEvent, ClusterStatus, Node
 from panel.clusters.services import replicas, replication, roles
@@ -106,6 +108,14 @@ def test_a_replica_is_placed_built_and_run_on_another_node(
     assert f'data-replica-node="{b.node.name}"' in card
     own = owner_client.get(f"/clusters/{replica.pk}/replicas/").content.decode()
     assert f'data-replica-node="{b.node.name}"' in own and "data-shares-node" not in own
+    token = api_services.create_token(owner, "test", [Scope.READ])[1]
+    answer = Client().get(
+        f"/v2/databases/{source.pk}/replicas/src-ro", headers={"Authorization": f"Bearer {token}"}
+    )
+    assert answer.status_code == 200, answer.content
+    found = answer.json()["replica"]
+    assert found["region"] == b.node.name and found["connection"]["port"] == replica.port
+    assert found["connection"]["host"] == b.node.address
     slot = replication.slot_name(replica)
     assert slot in _slots(source)
 
