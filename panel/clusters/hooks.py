@@ -228,6 +228,26 @@ def role_changed(cluster: Cluster, message: Any) -> None:
             log.exception("role change of cluster %s: %s failed", cluster.pk, getattr(step, "__name__", step))
 
 
+# --- a read-only replica re-synchronised after its source's failover (panel.insights: email) ----
+
+_replica_resynced: list[Callable[[Cluster, Any], object]] = []
+
+
+def register_replica_resynced(step: Callable[[Cluster, Any], object]) -> None:
+    """``step(replica, message)`` runs once a replica that could not follow its source is healed."""
+    if step not in _replica_resynced:
+        _replica_resynced.append(step)
+
+
+def replica_resynced(cluster: Cluster, message: Any) -> None:
+    """Every registered step; one that fails is logged (the event is recorded already)."""
+    for step in list(_replica_resynced):
+        try:
+            step(cluster, message)
+        except Exception:
+            log.exception("re-sync of replica %s: %s failed", cluster.pk, getattr(step, "__name__", step))
+
+
 # --- where a new standby is restored from (panel.backups: the repository) -----------------------
 
 

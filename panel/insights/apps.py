@@ -20,3 +20,4 @@ class InsightsConfig(AppConfig):
 
         hooks.register_metrics(services)
         hooks.register_role_changed(alerts.notify_role_change)
+        hooks.register_replica_resynced(alerts.notify_replica_resynced)

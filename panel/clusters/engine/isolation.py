@@ -21,8 +21,8 @@ from django.conf import settings
 
 from panel.clusters.engine import cgroups, dbconn, postgres
 from panel.clusters.lib import firewall
-from panel.clusters.lib.pgconf import ident_token_ok, render_hba, render_ident
-from panel.clusters.models import MAX_NUM_NODES, Cluster, Node
+from panel.clusters.lib.pgconf import hba_address, ident_token_ok, render_hba, render_ident
+from panel.clusters.models import MAX_NUM_NODES, Cluster, ClusterStatus, Node
 from panel.core import osusers, runas
 from panel.core.polling import wait_for
 from panel.core.runas import EngineError, OsUser
@@ -112,6 +112,25 @@ def member_addresses(cluster: Cluster) -> list[str]:
     return [a for m in cluster.members.select_related("node").order_by("name") for a in _addresses(m.node)]
 
 
+def replica_addresses(cluster: Cluster) -> list[str]:
+    """The addresses of the other nodes its read-only replicas run on (they stream from there);
+    a replica being deleted no longer counts."""
+    rows = (
+        cluster.replicas.exclude(node=cluster.node_id)
+        .exclude(node__isnull=True)
+        .exclude(status=ClusterStatus.DELETING)
+    )
+    addresses = []
+    for address in sorted(set(rows.values_list("node__address", flat=True))):
+        try:
+            hba_address(address)
+        except ValueError:
+            log.warning("replicas of %s: node address %r left out of pg_hba.conf", cluster.pk, address)
+            continue
+        addresses.append(address)
+    return addresses
+
+
 def write_auth_config(cluster: Cluster, user: OsUser | None = None) -> bool:
     """Write pg_hba.conf and pg_ident.conf (atomically, 0600, the cluster's user) where they differ
     from what they should be; True if one changed."""
@@ -124,6 +143,7 @@ def write_auth_config(cluster: Cluster, user: OsUser | None = None) -> bool:
             settings.PANEL_REPLICATION_ROLE,
             members_from=member_addresses(cluster) if cluster.is_ha else None,
             clients_from=firewall.proxy_networks(_addresses(cluster.node)) if cluster.is_ha else (),
+            replicas_from=replica_addresses(cluster),
         ),
         cluster.ident_path: render_ident(user.name, mapped_roles(cluster)),
     }

@@ -155,6 +155,7 @@ def render_hba(
     *,
     members_from: Sequence[str] | None = None,
     clients_from: Sequence[str] = (),
+    replicas_from: Sequence[str] = (),
 ) -> str:
     """Clients must use TLS and SCRAM over TCP; the panel's own roles come over the socket with a
     password. Any other role over the socket is PgBouncer logging in: ``peer`` authentication
@@ -169,8 +170,9 @@ def render_hba(
     the panel and PgBouncer's server logins never use TCP.
 
     ``replication_role`` (the panel's, reserved by the guard) may stream WAL to the cluster's
-    read-only replicas, which run on the same node: from loopback, over TLS, with its password,
-    and nothing else (no database, no other address).
+    read-only replicas: from loopback (replicas on the cluster's node) and from ``replicas_from``
+    (the addresses of the other nodes its replicas run on), over TLS, with its password, and
+    nothing else (no database, no other address).
 
     ``members_from`` (a cluster with standbys: the addresses of the nodes holding its members):
     the superuser may come from loopback and from there over TCP with its password, for
@@ -199,12 +201,18 @@ def render_hba(
     if replication_role:
         lines += [
             f"hostssl replication  {replication_role}  {address}  scram-sha-256"
-            for address in ("127.0.0.1/32", "::1/128")
+            for address in dict.fromkeys(["127.0.0.1/32", "::1/128", *map(hba_address, replicas_from)])
         ]
         lines.append(f"host    all       {replication_role}  all  reject")
     lines += [f"hostssl all       all           {address}  scram-sha-256" for address in addresses]
     lines += [f"host    all       all           {address}  reject" for address in addresses]
     return "\n".join(lines) + "\n"
+
+
+def hba_address(address: str) -> str:
+    """A node's address as pg_hba.conf's ADDRESS field (``firewall.host_network``: one host, or a
+    host name PostgreSQL matches by its reverse and forward lookups); ``ValueError`` otherwise."""
+    return firewall.host_network(address)
 
 
 def ident_token_ok(value: str) -> bool:

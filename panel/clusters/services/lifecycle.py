@@ -14,7 +14,7 @@ from django.utils.translation import gettext as _
 from panel.clusters import hooks
 from panel.clusters.engine import dbconn, isolation, postgres
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel, status_word
-from panel.clusters.services import ha, replication, rolling
+from panel.clusters.services import ha, replica_source, replication, rolling
 from panel.clusters.services.provision import clear_reserved, write_server_config
 from panel.core import runas
 from panel.core.errors import N_, Message, ServiceError, Term
@@ -255,7 +255,8 @@ def tear_down(cluster: Cluster) -> None:
     if cluster.replica_of is not None:
         # The source keeps no WAL for a replica that is gone (its walsender may take a moment).
         slot = replication.slot_name(cluster)
-        if not wait_for(lambda: _slot_dropped(cluster.replica_of, slot), 10, interval=0.2):
+        # (on the source's node: the replica may live on another one)
+        if not wait_for(lambda: replica_source.slot_gone(cluster.replica_of, slot), 10, interval=0.2):
             log.warning("deleting replica %s: its slot on the source stays", cluster.pk)
     isolation.kill_leftover_processes(cluster)
     isolation.remove_server_cgroup(cluster)
@@ -267,17 +268,3 @@ def tear_down(cluster: Cluster) -> None:
     except EngineError as exc:
         # The cluster is gone; a leftover system user owns nothing and runs nothing.
         log.warning("deleting cluster %s: %s", cluster.pk, exc)
-
-
-def _slot_dropped(source: Cluster, slot: str) -> bool:
-    try:
-        replication.drop_slot(source, slot)
-        with dbconn.admin_connection(source) as conn:
-            row = conn.execute(
-                "SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_name = %s", [slot]
-            ).fetchone()
-    except dbconn.DatabaseError as exc:
-        # The source does not answer (stopped): its max_slot_wal_keep_size bounds what it keeps.
-        log.warning("replica slot %s not dropped: %s", slot, exc)
-        return True
-    return row is None

@@ -4,7 +4,8 @@ a machine leaves a member to fail over to. With one node (or none other with roo
 it, and the Members card says so.
 
 ``member_nodes`` is what every caller that adds members asks: creating a cluster with standbys
-and adding members to a running one (``resize --num-nodes``).
+and adding members to a running one (``resize --num-nodes``). ``replica_node`` is where a new
+read-only replica goes: on another node than its source's servers when one has room.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections import Counter
 
 from django.db.models import Q
 
+from panel.clusters.lib.plans import Plan
 from panel.clusters.models import Cluster, Node, NodeState
 from panel.clusters.services import nodes
 from panel.core.errors import N_, ServiceError
@@ -87,3 +89,26 @@ def _full(cluster: Cluster, left: int, room: nodes.Usage, taken: int) -> Service
             "need_cpu": plan.vcpus,
         },
     )
+
+
+def replica_node(source: Cluster, plan: Plan, version: str) -> Node:
+    """The node a new read-only replica of ``source`` goes to: an active, answering node with room
+    for its plan that can run ``version``, one holding no server of the source first (its
+    primary's node nor a member's), then the most free RAM; the source's own node when no other
+    has room (the replica shares it, and its page says so). ``create_cluster`` checks the room
+    again inside its transaction."""
+    holding = {source.node_id, *source.members.values_list("node_id", flat=True)}
+    fitting = []
+    for node in Node.objects.filter(state=NodeState.ACTIVE).exclude(pk=source.node_id):
+        if not node.is_alive or (version not in node.version_list() and not node.is_here):
+            continue
+        room = nodes.usage(node)
+        if room.fits(plan):
+            fitting.append(room)
+    if fitting:
+        best = min(
+            fitting, key=lambda u: (u.node.pk in holding, -u.free_ram_bytes, -u.free_vcpus, u.node.name)
+        )
+        return best.node
+    assert source.node is not None
+    return source.node

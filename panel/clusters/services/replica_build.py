@@ -4,8 +4,10 @@
           with standbys a Patroni permanent slot)
           → certificates → configure (standby.conf, standby.signal) → start and stream → record
 
-The replica is a cluster row of its own (``replica_of`` its source), on the source's node, with
-its own ports, system user, certificate and CA; its data, roles and passwords are the source's
+The replica is a cluster row of its own (``replica_of`` its source), on the node placement chose
+(another than the source's when one has room; this runs on that node's worker, and what must be
+done on the source is asked of the source's node: ``replica_source``), with its own ports, system
+user, certificate and CA; its data, roles and passwords are the source's
 (hot standby replays them). A step that fails removes everything the replica had (processes,
 files, system user, its slot on the source, rows) and is an event on the source.
 """
@@ -22,10 +24,11 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from panel import crypto
 from panel.clusters.engine import dbconn, isolation, postgres
 from panel.clusters.lib.pgconf import QUOTA_FILE
 from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser, EventLevel
-from panel.clusters.services import ha_files, lifecycle, provision, replication
+from panel.clusters.services import ha_files, lifecycle, provision, replica_source, replication
 from panel.core import runas
 from panel.core.errors import N_, Message
 from panel.core.polling import wait_for
@@ -70,24 +73,17 @@ def prepare(job: Job) -> None:
 
 
 def base_backup(job: Job) -> None:
-    """The source's replication role and pg_hba line, then its data over a streaming connection."""
+    """The source's replication role and pg_hba line (on the source's node), then its data over a
+    streaming connection (from here: the replica's node)."""
     replica, source = job.cluster, job.cluster.replica_of
     assert source is not None
-    # One replica at a time sets up its source (role, pg_hba.conf written and reloaded): two at
-    # once would write the same file; the lock goes with the connection.
-    with dbconn.admin_connection(source) as lock:
-        lock.execute("SELECT pg_catalog.pg_advisory_lock(pg_catalog.hashtext('pgpanel_replica_setup'))")
-        password = replication.ensure_replication_role(source)
-        isolation.refresh_server_auth(source)
+    replica_source.admit(source)
+    source.refresh_from_db(fields=["replication_password_encrypted"])
+    password = crypto.decrypt(source.replication_password_encrypted)
     postgres.make_data_root(replica.data_root, job.user)
     replication.write_login_files(replica, password)
     slot = replication.slot_name(replica)
-    if source.is_ha:
-        # Patroni would drop a slot it does not know: it makes this one, on whichever member is
-        # primary now and after a failover (the replica streams through HAProxy, the cluster's port).
-        replication.declare_slot(source, slot, job.timeout)
-    else:
-        replication.drop_slot(source, slot)  # a failed attempt's
+    replica_source.prepare_slot(source, slot, job.timeout)
     postgres.basebackup(
         replica.version,
         replica.pgdata,
@@ -115,8 +111,7 @@ def _unpatroni(job: Job) -> None:
     pg_ident.conf in its data directory, as a copy of a one-member cluster has them."""
     replica, source = job.cluster, job.cluster.replica_of
     assert source is not None
-    base = (ha_files.ha_dir(source) / "postgresql.base.conf").read_text()
-    text = base.replace(f"include_if_exists = '{source.pgdata / 'panel.conf'}'", ha_files.INCLUDE_LINE)
+    text = replica_source.base_conf(source)
     if ha_files.INCLUDE_LINE not in text:
         raise EngineError(_("The source's base configuration does not include its panel.conf."))
     runas.write_private_file(replica.pgdata / "postgresql.conf", text, owner=job.user)
@@ -132,7 +127,7 @@ def start_and_stream(job: Job) -> None:
     slot = replication.slot_name(replica)
 
     def streaming() -> bool:
-        lag = replication.replica_lag(source).get(slot)
+        lag = replica_source.lag(source).get(slot)
         return lag is not None and lag.state == "streaming"
 
     if not wait_for(streaming, job.timeout, interval=0.2):

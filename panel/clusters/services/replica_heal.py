@@ -20,10 +20,12 @@ answers, and the timeline the replica is on is behind the source primary's. The 
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import re
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
@@ -36,7 +38,7 @@ from panel.clusters import hooks
 from panel.clusters.engine import dbconn, postgres
 from panel.clusters.lib.pgconf import QUOTA_FILE, STANDBY_FILE
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
-from panel.clusters.services import provision, replica_build
+from panel.clusters.services import provision, replica_build, replica_source
 from panel.clusters.services.provision import SETTINGS_FILE
 from panel.core.errors import N_, Message
 from panel.core.polling import wait_for
@@ -74,20 +76,34 @@ OWN_FILES = (
 )
 KEEP_DIR = "heal-keep"
 
+# A heal that failed (its source not answering yet, a copy cut off) is tried again by the
+# reconciler after RETRY_FIRST seconds, then twice as long each time up to RETRY_MAX.
+RETRY_FIRST = 5.0
+RETRY_MAX = 300.0
+DIVERGED_EVENT = "replica-diverged"
+FAILED_EVENT = "replica-heal-failed"
+HEAL_EVENTS = (DIVERGED_EVENT, FAILED_EVENT, "replica-resynced")
+
 
 def heal_diverged() -> list[str]:
-    """The reconciler's part: every online replica here that cannot follow its source is healed;
-    returns what was done, for the reconciler's notes. A healthy replica costs one query."""
+    """The reconciler's part: every online replica here that cannot follow its source is healed,
+    and every replica whose heal failed is tried again once its back-off is over; returns what
+    was done, for the reconciler's notes. A healthy replica costs one query."""
     notes = []
     for replica in (
         Cluster.objects.here()
         .select_related("replica_of", "node")
-        .filter(status=ClusterStatus.ONLINE, replica_of__isnull=False)
+        .filter(status__in=(ClusterStatus.ONLINE, ClusterStatus.ERROR), replica_of__isnull=False)
     ):
         source = replica.replica_of
         if source is None or source.status not in ClusterStatus.SERVING:
-            continue
+            continue  # a source that is stopped or failing over: a later pass, at no attempt's cost
         try:
+            if replica.status == ClusterStatus.ERROR:
+                pending = heal_pending(replica)
+                if pending is not None and pending.due <= timezone.now():
+                    notes.append(heal(replica, pending.reason, attempt=pending.failed + 1))
+                continue
             reason = diverged(replica)
             if reason is not None:
                 notes.append(heal(replica, reason))
@@ -97,19 +113,37 @@ def heal_diverged() -> list[str]:
     return notes
 
 
-def _source_timeline(source: Cluster) -> int | None:
-    """The timeline the source's primary writes on now (pg_control's may still be the old one
-    until its first checkpoint)."""
-    try:
-        with dbconn.admin_connection(source) as conn:
-            row = conn.execute(
-                "SELECT CASE WHEN pg_catalog.pg_is_in_recovery() THEN NULL ELSE "
-                "('x' || substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))"
-                "::bit(32)::int END"
-            ).fetchone()
-    except (dbconn.DatabaseError, psycopg.Error):
+@dataclass(frozen=True)
+class PendingHeal:
+    """A heal that failed and is to be tried again: how many attempts failed since the replica
+    was found diverged, why it diverged, and when the next attempt is due."""
+
+    failed: int
+    reason: str
+    due: dt.datetime
+
+
+def retry_after(failed: int) -> float:
+    """Seconds between a failed attempt and the next: doubling from ``RETRY_FIRST`` up to
+    ``RETRY_MAX`` (a source back within seconds is caught at once, one away for long costs little)."""
+    return min(RETRY_FIRST * 2 ** max(0, failed - 1), RETRY_MAX)
+
+
+def heal_pending(replica: Cluster) -> PendingHeal | None:
+    """The heal to try again, read from the replica's events (each failed attempt is one, after
+    the ``replica-diverged`` that began it); None when its last heal did not fail."""
+    events = replica.events.filter(kind__in=HEAL_EVENTS).order_by("-created_at", "-pk")
+    failed = []
+    began = None
+    for event in events[:100]:
+        if event.kind != FAILED_EVENT:
+            began = event if event.kind == DIVERGED_EVENT else None
+            break
+        failed.append(event)
+    if not failed or began is None:
         return None
-    return int(row[0]) if row and row[0] is not None else None
+    due = failed[0].created_at + dt.timedelta(seconds=retry_after(len(failed)))
+    return PendingHeal(failed=len(failed), reason=began.message, due=due)
 
 
 def _receiver(replica: Cluster) -> tuple[str, int | None, int]:
@@ -133,7 +167,7 @@ def diverged(replica: Cluster) -> str | None:
         return None  # not answering: restarting it is another part's job
     if status == "streaming":
         return None
-    timeline = _source_timeline(source)
+    timeline = replica_source.timeline(source)
     if timeline is None:
         return None  # no primary now (a failover under way): nothing to follow yet
 
@@ -164,10 +198,14 @@ def _logged_reason(replica: Cluster) -> str:
     return lines[-1].split(":  ", 1)[-1].strip()[:300] if lines else ""
 
 
-def heal(replica: Cluster, reason: str) -> str:
+def heal(replica: Cluster, reason: str, *, attempt: int = 1) -> str:
     """Rewind the replica onto its source's timeline, or copy it again if that fails; online
-    again with everything the user knows of it unchanged. Returns a note for the reconciler."""
-    if not Cluster.objects.filter(pk=replica.pk, status=ClusterStatus.ONLINE).update(
+    again with everything the user knows of it unchanged. A failed attempt leaves it ``error``
+    with the reason and when the next one comes (``heal_diverged`` tries again). Returns a note
+    for the reconciler."""
+    if not Cluster.objects.filter(
+        pk=replica.pk, status=ClusterStatus.ONLINE if attempt == 1 else ClusterStatus.ERROR
+    ).update(
         status=ClusterStatus.CREATING,
         progress=1,  # not 0: the replica builder claims only replicas that wait at 0
         progress_message=_("Re-synchronising with its source"),
@@ -176,17 +214,20 @@ def heal(replica: Cluster, reason: str) -> str:
         return f"{replica.name}: changed meanwhile, not healed"
     replica.refresh_from_db()
     started = time.monotonic()
-    replica.log_event(
-        "replica-diverged",
-        Message(
-            N_("This replica cannot follow its source after a failover (%(reason)s): re-synchronising it."),
-            reason=reason,
-        ),
-        EventLevel.WARNING,
-    )
+    if attempt == 1:
+        replica.log_event(
+            DIVERGED_EVENT,
+            Message(
+                N_(
+                    "This replica cannot follow its source after a failover (%(reason)s): re-synchronising it."
+                ),
+                reason=reason,
+            ),
+            EventLevel.WARNING,
+        )
     job = provision.Provisioning(replica)
     job.user = replica.os_user()
-    keep = _keep_own_files(replica)
+    keep = _keep_own_files(replica, again=attempt > 1)
     how = "pg_rewind"
     try:
         try:
@@ -198,32 +239,57 @@ def heal(replica: Cluster, reason: str) -> str:
         _restore_own_files(replica, keep, job)
         replica_build.start_and_stream(job)
         replica_build.follow_source_rows(replica)
-    except (EngineError, dbconn.DatabaseError, psycopg.Error, OSError) as exc:
-        log.warning("re-synchronising replica %s failed: %s", replica.pk, exc)
-        replica.status = ClusterStatus.ERROR
-        replica.error_message = str(exc)
-        replica.save(update_fields=["status", "error_message", "updated_at"])
-        replica.log_event(
-            "error",
-            Message(N_("Re-synchronising the replica failed: %(reason)s"), reason=exc),
-            EventLevel.ERROR,
-        )
-        return f"{replica.name}: re-synchronising failed: {exc}"
+    except Exception as exc:  # whatever it was, the replica waits in error for the next attempt
+        if not isinstance(exc, EngineError | dbconn.DatabaseError | psycopg.Error | OSError):
+            log.exception("re-synchronising replica %s crashed", replica.pk)
+        return _attempt_failed(replica, attempt, exc)
     shutil.rmtree(keep, ignore_errors=True)
     seconds = round(time.monotonic() - started, 1)
     replica.mark_online()
-    message = Message(
-        N_("Replica re-synchronised after its source's failover in %(seconds)s s (%(how)s)."),
-        seconds=seconds,
-        how=how,
-    )
+    if attempt == 1:
+        message = Message(
+            N_("Replica re-synchronised after its source's failover in %(seconds)s s (%(how)s)."),
+            seconds=seconds,
+            how=how,
+        )
+    else:
+        message = Message(
+            N_(
+                "Replica re-synchronised after its source's failover in %(seconds)s s (%(how)s), "
+                "at attempt %(attempt)s."
+            ),
+            seconds=seconds,
+            how=how,
+            attempt=attempt,
+        )
     replica.log_event("replica-resynced", message)
-    transaction.on_commit(lambda: hooks.role_changed(replica, message))
-    return f"{replica.name}: re-synchronised with {how} in {seconds} s"
+    transaction.on_commit(lambda: hooks.replica_resynced(replica, message))
+    return f"{replica.name}: re-synchronised with {how} in {seconds} s (attempt {attempt})"
 
 
-def _keep_own_files(replica: Cluster) -> Path:
+def _attempt_failed(replica: Cluster, attempt: int, exc: BaseException) -> str:
+    """The replica ``error`` with the reason on its page, an event for this attempt; the
+    reconciler tries again after ``retry_after``."""
+    log.warning("re-synchronising replica %s failed (attempt %s): %s", replica.pk, attempt, exc)
+    message = Message(
+        N_(
+            "Re-synchronising the replica failed (attempt %(attempt)s): %(reason)s. Next attempt in %(seconds)s s."
+        ),
+        attempt=attempt,
+        reason=(str(exc) or type(exc).__name__).rstrip("."),
+        seconds=round(retry_after(attempt)),
+    )
+    event = replica.log_event(FAILED_EVENT, message, EventLevel.ERROR)
+    replica.mark_error(event.message)
+    return f"{replica.name}: re-synchronising failed (attempt {attempt}): {exc}"
+
+
+def _keep_own_files(replica: Cluster, *, again: bool = False) -> Path:
+    """A copy of the replica's own files; ``again`` (a retry) keeps the copy an earlier attempt
+    made, since that attempt may have removed the data directory."""
     keep = replica.data_root / KEEP_DIR
+    if again and keep.is_dir() and any(keep.iterdir()):
+        return keep
     shutil.rmtree(keep, ignore_errors=True)
     keep.mkdir(mode=0o700)
     for name in OWN_FILES:
@@ -243,20 +309,6 @@ def _restore_own_files(replica: Cluster, keep: Path, job: provision.Provisioning
     provision.configure(job)
 
 
-def _primary_port(source: Cluster) -> int:
-    """The port of the source member that is primary now (its own, not HAProxy's: pg_rewind
-    logs in as the panel's superuser, which pg_hba.conf lets in over TCP only on a member's port)."""
-    for port in source.members.order_by("name").values_list("port", flat=True):
-        try:
-            with dbconn.admin_connection(source, port=int(port)) as conn:
-                row = conn.execute("SELECT NOT pg_catalog.pg_is_in_recovery()").fetchone()
-        except dbconn.DatabaseError:
-            continue
-        if row and row[0]:
-            return int(port)
-    raise EngineError(_("No member of the source is primary."))
-
-
 def _rewind(job: provision.Provisioning) -> None:
     """pg_rewind from the source's primary (a cluster with standbys; a one-member source has no
     superuser login over TCP, and no failover either)."""
@@ -272,8 +324,9 @@ def _rewind(job: provision.Provisioning) -> None:
         raise EngineError(_("The replica has neither data checksums nor wal_log_hints."))
     user = replica.os_user()
     postgres.stop(replica.version, replica.pgdata, user=user, timeout=job.timeout)
+    host, port = replica_source.primary_address(replica)
     conninfo = (
-        f"host=127.0.0.1 port={_primary_port(source)} user={settings.PANEL_SUPERUSER} "
+        f"host={host} port={port} user={settings.PANEL_SUPERUSER} "
         f"dbname={dbconn.MAINTENANCE_DATABASE} connect_timeout=5"
     )
     postgres.rewind(

@@ -22,7 +22,7 @@ from panel.clusters import hooks
 from panel.clusters.engine import dbconn, isolation, postgres
 from panel.clusters.lib.plans import PLANS_BY_SLUG, Plan, get_plan
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
-from panel.clusters.services import lifecycle, replication
+from panel.clusters.services import lifecycle, placement, replica_source, replication
 from panel.clusters.services.create import create_cluster, new_password
 from panel.clusters.services.provision import write_server_config
 from panel.clusters.services.replica_build import build_replica, follow_source_rows
@@ -57,7 +57,8 @@ def _plan(slug: str) -> Plan:
 def create_replica(
     source: Cluster, *, name: str, plan_slug: str | None = None, enqueue: bool = True
 ) -> Cluster:
-    """Check, record the replica (``creating``, on the source's node) and queue its making (or
+    """Check, record the replica (``creating``, on the node ``placement.replica_node`` chooses:
+    another than the source's when one has room) and queue its making on that node's worker (or
     leave that to the caller: ``add_replica`` in the foreground)."""
     lifecycle.require_local(source)
     if source.is_replica:
@@ -76,21 +77,22 @@ def create_replica(
     source_plan = source.plan
     assert source_plan is not None and source.node is not None
     plan_slug = plan_slug or source.plan_slug
-    if _plan(plan_slug).smaller_than(source_plan):
+    plan = _plan(plan_slug)
+    if plan.smaller_than(source_plan):
         raise ServiceError(
             N_("A replica's plan must be at least its source's (%(plan)s); %(chosen)s is smaller."),
             field="plan",
             code="replica.plan_too_small",
             params={"plan": source.plan_slug, "chosen": plan_slug},
         )
-    replica = create_cluster(
-        source.owner,
-        name=name,
-        plan_slug=plan_slug,
-        version=source.version,
-        enqueue=False,
-        node=source.node.name,
-    )
+    node = placement.replica_node(source, plan, source.version)
+    try:
+        replica = _record(source, name, plan_slug, node.name)
+    except ServiceError as exc:
+        if exc.code != "node.full" or node.pk == source.node_id:
+            raise
+        # Another cluster took the room meanwhile (placement holds no lock): the source's node.
+        replica = _record(source, name, plan_slug, source.node.name)
     replica.replica_of = source
     replica.config = dict(source.config)  # replayed settings (max_worker_processes…) must fit
     replica.progress_message = _("Queued (replica of %(name)s)") % {"name": source.name}
@@ -112,17 +114,51 @@ def create_replica(
     return replica
 
 
+def _record(source: Cluster, name: str, plan_slug: str, node: str) -> Cluster:
+    return create_cluster(
+        source.owner, name=name, plan_slug=plan_slug, version=source.version, enqueue=False, node=node
+    )
+
+
 def add_replica(source: Cluster, *, name: str, plan_slug: str | None = None) -> Cluster:
     """In the foreground (the command line, the tests): the replica online, or a ServiceError
-    and nothing of it left."""
+    and nothing of it left. Placed on another node, it is built by that node's worker, awaited."""
     replica = create_replica(source, name=name, plan_slug=plan_slug, enqueue=False)
-    reason = build_replica(replica.pk)
+    assert replica.node is not None
+    reason = build_replica(replica.pk) if replica.node.is_here else _built_there(replica)
     if reason:
         raise ServiceError(
             N_("The replica could not be made: %(reason)s"), code="replica.failed", params={"reason": reason}
         )
     replica.refresh_from_db()
     return replica
+
+
+def _built_there(replica: Cluster) -> str:
+    """Queue the build on the replica's node and wait for its outcome ("" once online)."""
+    source = replica.replica_of
+    assert source is not None
+    timeout = settings.PANEL_BACKUP_TIMEOUT + settings.PANEL_COMMAND_TIMEOUT * 2
+    try:
+        enqueue_task(
+            "panel.clusters.tasks.build_replica",
+            str(replica.pk),
+            queue=replica.backups_queue,
+            time_limit=timeout,
+        )
+    except ServiceError:
+        replica.delete()
+        raise
+    rows = Cluster.objects.filter(pk=replica.pk)
+    wait_for(lambda: not rows.filter(status=ClusterStatus.CREATING).exists(), timeout, interval=0.5)
+    if rows.filter(status=ClusterStatus.ONLINE).exists():
+        return ""
+    failed = source.events.filter(kind="replica-failed").order_by("-created_at").first()
+    return (
+        failed.message
+        if failed is not None
+        else _("it was not made on node %(node)s") % {"node": replica.node}
+    )
 
 
 def get_replica(source: Cluster, name: str) -> Cluster:
@@ -154,8 +190,8 @@ def list_replicas(source: Cluster) -> list[ReplicaRow]:
     lags: dict[str, replication.Lag] = {}
     if replicas and source.is_serving:
         try:
-            lags = replication.replica_lag(source)
-        except (ServiceError, dbconn.DatabaseError):
+            lags = replica_source.lag(source)
+        except (ServiceError, EngineError, dbconn.DatabaseError):
             lags = {}
     rows = []
     for replica in replicas:
@@ -225,7 +261,7 @@ def promote_replica(replica: Cluster) -> Cluster:
             code="replica.promote_failed",
             params={"reason": str(exc)},
         ) from None
-    if not wait_for(lambda: _dropped(source, slot), 10, interval=0.2):
+    if not wait_for(lambda: replica_source.slot_gone(source, slot), 10, interval=0.2):
         source.log_event(
             "replica-slot",
             Message(N_("The replication slot %(slot)s could not be dropped."), slot=slot),
@@ -242,22 +278,6 @@ def promote_replica(replica: Cluster) -> Cluster:
     hooks.after_provision(replica)  # its own stanza and first backup (panel.backups)
     replica.refresh_from_db()
     return replica
-
-
-def _dropped(source: Cluster, slot: str) -> bool:
-    try:
-        replication.drop_slot(source, slot)
-        return slot not in replication.replica_lag(source) and not _slot_exists(source, slot)
-    except dbconn.DatabaseError:
-        return False
-
-
-def _slot_exists(source: Cluster, slot: str) -> bool:
-    with dbconn.admin_connection(source) as conn:
-        row = conn.execute(
-            "SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_name = %s", [slot]
-        ).fetchone()
-    return row is not None
 
 
 def _own_secrets(cluster: Cluster) -> None:

@@ -2,8 +2,8 @@
 panel's, reserved by the privilege guard) and one slot per replica, the replica's passfile and
 copy of the source's CA, its ``standby.conf``, and how far behind the source it is.
 
-The replica logs in to the source's TCP port on loopback over TLS (``verify-full`` against the
-source's own CA), as ``settings.PANEL_REPLICATION_ROLE`` with a password kept encrypted on the
+The replica logs in to the source's TCP port (on loopback, or at the source's node address when
+the replica is on another node) over TLS (``verify-full`` against the source's own CA), as ``settings.PANEL_REPLICATION_ROLE`` with a password kept encrypted on the
 source's row and, in clear, only in a 0600 passfile of the replica's system user.
 """
 
@@ -77,13 +77,21 @@ def ensure_replication_role(source: Cluster) -> str:
     return password
 
 
+def source_host(replica: Cluster) -> str:
+    """Where the replica reaches its source: loopback on the same node, else the source's node
+    address (which the source's certificate names and its server listens on)."""
+    source = replica.replica_of
+    assert source is not None
+    return "127.0.0.1" if source.node_id == replica.node_id else source.public_host
+
+
 def conninfo(replica: Cluster) -> str:
     """How the replica reaches its source (libpq conninfo; the password is in the passfile)."""
     source = replica.replica_of
     assert source is not None
     return standby_conninfo(
         {
-            "host": "127.0.0.1",
+            "host": source_host(replica),
             "port": int(source.port or 0),
             "user": settings.PANEL_REPLICATION_ROLE,
             "passfile": f"{replication_dir(replica)}/{PASSFILE}",
@@ -103,7 +111,7 @@ def write_login_files(replica: Cluster, password: str) -> None:
     directory = replica.data_root / "replication"
     runas.make_private_dir(directory, user)
     # host:port:database:user:password; "replication" matches a streaming connection.
-    line = f"127.0.0.1:{source.port}:replication:{settings.PANEL_REPLICATION_ROLE}:{_pgpass(password)}\n"
+    line = f"{_pgpass(source_host(replica))}:{source.port}:replication:{settings.PANEL_REPLICATION_ROLE}:{_pgpass(password)}\n"
     runas.write_private_file(directory / PASSFILE, line, owner=user)
     runas.write_private_file(directory / SOURCE_CA, source.ca_certificate, owner=user)
 
@@ -272,15 +280,17 @@ def replica_lag(source: Cluster) -> dict[str, Lag]:
     return {name: Lag(state or "", lag, seconds) for name, state, lag, seconds in rows}
 
 
-def wait_replayed(replica: Cluster, timeout: float = 5.0) -> bool:
+def wait_replayed(replica: Cluster, timeout: float = 5.0, *, target: str | None = None) -> bool:
     """Until the replica has replayed everything its source has written so far (a role or a
-    password just changed there); False if it has not within ``timeout``."""
+    password just changed there), or up to ``target`` (read on the source's node when the
+    replica is on another one); False if it has not within ``timeout``."""
     source = replica.replica_of
     assert source is not None
-    with dbconn.admin_connection(source) as conn:
-        row = conn.execute("SELECT pg_catalog.pg_current_wal_lsn()::text").fetchone()
-    assert row is not None
-    target = row[0]
+    if target is None:
+        with dbconn.admin_connection(source) as conn:
+            row = conn.execute("SELECT pg_catalog.pg_current_wal_lsn()::text").fetchone()
+        assert row is not None
+        target = row[0]
 
     def replayed() -> bool:
         with dbconn.admin_connection(replica) as conn:

@@ -13,7 +13,8 @@ from panel.clusters import hooks
 from panel.clusters.engine import dbconn, isolation
 from panel.clusters.lib.names import InvalidName, validate_database_name, validate_role_name
 from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser, EventLevel
-from panel.clusters.services import new_password, remote_members, replica_build, replication
+from panel.clusters.services import new_password, remote_members, replica_build, replica_source, replication
+from panel.core import agent
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
 from panel.core.runas import EngineError
@@ -167,15 +168,40 @@ def reset_password(cluster: Cluster, name: str) -> DatabaseUser:
 
 def follow_on_replicas(source: Cluster) -> None:
     """The source's users and databases changed: its running replicas, once they replayed the
-    change, get the same rows, peer map and PgBouncer auth file. Never raises."""
+    change, get the same rows, peer map and PgBouncer auth file (a replica on another node from
+    that node's agent). Never raises."""
     for replica in source.replicas.filter(status__in=ClusterStatus.SERVING).select_related(
         "replica_of", "node"
     ):
+        if replica.node is not None and not replica.node.is_here:
+            try:
+                lsn = replica_source.current_lsn(source)
+                agent.send(
+                    f"{__name__}.follow_here", (replica, lsn), {}, timeout=30, queue=replica.node.agent_queue
+                )
+            except (ServiceError, EngineError) as exc:
+                replica.log_event(
+                    "auth-error",
+                    Message(
+                        N_("Could not update how the server authenticates PgBouncer: %(reason)s"), reason=exc
+                    ),
+                    EventLevel.ERROR,
+                )
+            continue
         # Behind or restarting: its rows follow anyway; its server has the roles once it replays.
         with contextlib.suppress(dbconn.DatabaseError):
             replication.wait_replayed(replica)
         replica_build.follow_source_rows(replica)
         _roles_changed(replica, follow=False)
+
+
+@on_node(timeout=30)
+def follow_here(replica: Cluster, lsn: str) -> None:
+    """``follow_on_replicas`` on a replica's own node, once it replayed up to ``lsn``."""
+    with contextlib.suppress(dbconn.DatabaseError):
+        replication.wait_replayed(replica, target=lsn)
+    replica_build.follow_source_rows(replica)
+    _roles_changed(replica, follow=False)
 
 
 def _roles_changed(cluster: Cluster, *, follow: bool = True) -> None:

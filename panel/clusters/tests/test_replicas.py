@@ -113,6 +113,8 @@ def test_a_replica_serves_reads_refuses_writes_and_is_promoted(source: Cluster) 
     out = io.StringIO()
     call_command("replica", "list", source.name, stdout=out)
     assert "db-source-replica" in out.getvalue() and "streaming" in out.getvalue()
+    header, line = out.getvalue().splitlines()[:2]
+    assert header.split()[3] == "NODE" and line.split()[3] == replica.node.name
     out = io.StringIO()
     call_command("replica", "connection", source.name, "db-source-replica", "--format", "uri", stdout=out)
     assert out.getvalue().strip() == uri
@@ -137,8 +139,12 @@ def test_a_replica_serves_reads_refuses_writes_and_is_promoted(source: Cluster) 
     web.force_login(source.owner)
     page = web.get(reverse("clusters:replicas", args=[replica.pk])).content.decode()
     assert "db-source</a>" in page and "Promote to a cluster" in page
+    # One node: the replica shares its source's, and its page says so (and the node's name).
+    assert replica.node_id == source.node_id
+    assert "data-shares-node" in page and f'data-replica-node="{replica.node.name}"' in page
     page = web.get(reverse("clusters:replicas", args=[source.pk])).content.decode()
     assert 'data-replica="db-source-replica"' in page and f":{replica.port}<" in page
+    assert f'data-replica-node="{replica.node.name}"' in page and "shared with this cluster" in page
     assert "Read-only replica of db-source" in web.get(reverse("clusters:list")).content.decode()
 
     # Promoted: a cluster of its own that accepts writes, the pool keeps serving.

@@ -191,6 +191,12 @@ def notify_role_change(cluster: Cluster, message: str | Message) -> bool:
     return notify_owner(cluster, Message(N_("Primary changed")), message)
 
 
+def notify_replica_resynced(cluster: Cluster, message: str | Message) -> bool:
+    """A read-only replica healed after its source's failover (pg_rewind or a new copy), told to
+    its owner once, when it streams again (failed attempts are events on its page)."""
+    return notify_owner(cluster, Message(N_("Replica re-synced")), message)
+
+
 def evaluate_alerts(cluster: Cluster, values: dict[tuple[str, str], float], now: dt.datetime) -> list[str]:
     """Advance every enabled rule of the cluster with one collection's values; returns transitions.
 

@@ -1,7 +1,7 @@
 """`manage.py replica …`: read-only replicas of a cluster, with the web's and the API's services.
 
 replica create CLUSTER --name R [--plan P]     made in the foreground; returns once it streams
-replica list CLUSTER                           name, status, plan, port, lag
+replica list CLUSTER                           name, status, plan, node, port, lag
 replica connection CLUSTER R [--format uri]    the replica's own connection details
 replica promote CLUSTER --name R               a cluster of its own that accepts writes
 replica delete CLUSTER --name R --yes          processes, files, system user, rows: all gone
@@ -50,7 +50,9 @@ class Command(PanelCommand):
         source = find_cluster(options["cluster"], options.get("owner"))
         replica = replicas.add_replica(source, name=options["name"], plan_slug=options["plan"])
         self.stdout.write(
-            self.style.SUCCESS(f"Replica {replica.name} of {source.name} is online on port {replica.port}.")
+            self.style.SUCCESS(
+                f"Replica {replica.name} of {source.name} is online on node {replica.node}, port {replica.port}."
+            )
         )
 
     def do_list(self, options: dict[str, Any]) -> None:
@@ -60,13 +62,14 @@ class Command(PanelCommand):
                 row.replica.name,
                 replicas.status_word_for_api(row.replica),
                 row.replica.plan_slug,
+                row.replica.node.name if row.replica.node else "-",
                 str(row.replica.port or ""),
                 row.state or "-",
                 "-" if row.lag_bytes is None else human_size(row.lag_bytes),
             )
             for row in replicas.list_replicas(source)
         ]
-        print_table(self.stdout, ("NAME", "STATUS", "PLAN", "PORT", "STREAM", "LAG"), rows)
+        print_table(self.stdout, ("NAME", "STATUS", "PLAN", "NODE", "PORT", "STREAM", "LAG"), rows)
 
     def do_connection(self, options: dict[str, Any]) -> None:
         source = find_cluster(options["cluster"], options.get("owner"))
