@@ -22,7 +22,7 @@ from django.contrib.auth.models import User
 from panel.clusters import services
 from panel.clusters.engine import dbconn, isolation, patroni, postgres
 from panel.clusters.models import Cluster
-from panel.clusters.services import ha, members, membership
+from panel.clusters.services import ha, ha_files, members, membership
 from panel.core.polling import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
@@ -118,3 +118,38 @@ def test_the_panels_own_switchover_and_configuration_change_still_work(ha_cluste
     assert wait_for(lambda: _config(candidate)["synchronous_mode_strict"] is True, 10, interval=0.2)
     membership.patch_dynamic(cluster)
     assert wait_for(lambda: _config(candidate)["synchronous_mode_strict"] is False, 10, interval=0.2)
+
+
+def test_a_member_configured_before_the_credentials_gets_them_from_the_reconciler(
+    ha_cluster: Cluster,
+) -> None:
+    """An upgrade: a member whose configuration file predates the REST credentials (as written by
+    the panel before them) answers unsafe requests from anyone; the reconciler's step for the
+    members' Patroni files (``ha_files.follow_etcd``) writes them in and reloads it, after which
+    the same request is refused."""
+    cluster = ha_cluster
+    member = cluster.members.order_by("name").first()
+    assert member is not None
+    path = ha_files.member_config_path(cluster, member)
+    old = json.loads(path.read_text())
+    del old["restapi"]["authentication"]
+    path.write_text(json.dumps(old))
+    patroni.reload_member(path)
+    opened = wait_for(
+        lambda: patroni.rest("POST", member.rest_port, "/reload", {}, host=member.host)[0] != 401,
+        20,
+        interval=0.3,
+    )
+    assert opened, "the member still asked for credentials after its authentication was taken out"
+
+    note = ha_files.follow_etcd(cluster, member)
+    assert note is not None and "credentials" in note
+    assert "authentication" in json.loads(path.read_text())["restapi"]
+    assert wait_for(
+        lambda: patroni.rest("POST", member.rest_port, "/reload", {}, host=member.host)[0] == 401,
+        20,
+        interval=0.3,
+    )
+    username, password = cluster.rest_credentials
+    auth = (username, password)
+    assert patroni.rest("POST", member.rest_port, "/reload", {}, host=member.host, auth=auth)[0] in (200, 202)

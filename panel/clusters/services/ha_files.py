@@ -181,18 +181,24 @@ def _lib_member(member: ClusterMember, replicate_from: dict[str, str] | None = N
 
 def follow_etcd(cluster: Cluster, member: ClusterMember) -> str | None:
     """A member of this node whose Patroni configuration names other etcd members (or other
-    certificates) than the panel's etcd has now: rewritten, and its Patroni reloaded (SIGHUP).
+    certificates) than the panel's etcd has now, or lacks the REST API's credentials: rewritten, and its Patroni reloaded (SIGHUP).
     Patroni 4.1.5 does not rebuild its etcd client on a reload (``AbstractEtcdClientWithFailover``
     keeps the hosts it started with and learns the rest from etcd's member list), so a Patroni
     from before TLS (plain HTTP, ``protocol`` absent) is started again instead. A note then."""
     path = member_config_path(cluster, member)
     try:
-        current = json.loads(path.read_text()).get("etcd3", {})
+        written = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+    current = written.get("etcd3", {})
     user = cluster.os_user()
-    wanted = patroni_lib.etcd3_section(spec(cluster))
-    if current == wanted:
+    shared = spec(cluster)
+    wanted = patroni_lib.etcd3_section(shared)
+    # A member configured before the REST API asked for credentials gets them the same way:
+    # Patroni's reload (``RestApiServer.reload_config``) takes the new ``authentication``.
+    auth = patroni_lib.rest_authentication(shared)["authentication"]
+    auth_now = written.get("restapi", {}).get("authentication")
+    if current == wanted and auth_now == auth:
         write_etcd_tls(cluster, user)  # a renewed certificate: Patroni reads the files anew
         return None
     write_member_config(cluster, member, user)
@@ -202,4 +208,6 @@ def follow_etcd(cluster: Cluster, member: ClusterMember) -> str | None:
         patroni.start_member(path, member_log_path(cluster, member), user, join, data_dir=member.data_dir)
         return f"{cluster.name}: Patroni of {member.name} started again on the panel's etcd over TLS"
     patroni.reload_member(path)
+    if current == wanted:
+        return f"{cluster.name}: Patroni of {member.name} asks its REST API's credentials now"
     return f"{cluster.name}: Patroni of {member.name} follows the etcd members {', '.join(wanted['hosts'])}"

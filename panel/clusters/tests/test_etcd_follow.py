@@ -42,6 +42,8 @@ def test_a_members_configuration_follows_the_etcd_members_and_patroni_is_reloade
     member = ClusterMember.objects.create(
         cluster=cluster, name="member-1", node=node, port=26950, rest_port=26951, data_dir=str(cluster.pgdata)
     )
+    # Only these rows (an earlier module's real etcd may have left this node's row; rolled back).
+    EtcdMember.objects.all().delete()
     for index, name in enumerate(("node-x", "node-y", "node-z")):
         EtcdMember.objects.create(
             name=name,
