@@ -31,8 +31,6 @@ released and naming the candidate) and the writers' first commits after their lo
 from __future__ import annotations
 
 import argparse
-import base64
-import json
 import os
 import shutil
 import socket
@@ -108,22 +106,22 @@ class Watcher(threading.Thread):
 
     def __init__(self, cluster, old, phases: dict[str, float]) -> None:  # type: ignore[no-untyped-def]
         super().__init__(daemon=True)
-        from panel.clusters.services import create, ha
+        from panel.clusters.services import etcd, ha
 
         self.old_port, self.old_name, self.phases = old.port, old.name, phases
-        self.etcd_port = create.etcd_ports(cluster.node)[0]
-        key = f"/pgpanel/{ha.scope(cluster)}/leader".encode()
-        self.body = {"key": base64.b64encode(key).decode()}
+        # The panel's etcd (TLS, the node's client certificate), as Patroni reads it.
+        self.urls, self.tls = etcd.client_urls(), etcd.client_tls()
+        self.key = f"/pgpanel/{ha.scope(cluster)}/leader"
         self.stop = threading.Event()
 
     def _leader(self) -> str | None:
-        from panel.clusters.engine import patroni
+        from panel.clusters.engine import etcd as etcd_engine
 
-        status, text = patroni.rest("POST", self.etcd_port, "/v3/kv/range", self.body, timeout=1)
-        if status != 200:
+        try:
+            value = etcd_engine.get(self.urls[:1], self.key, self.tls)
+        except Exception:  # an etcd busy or out of reach for a moment: no reading this round
             return None
-        kvs = json.loads(text).get("kvs") or []
-        return base64.b64decode(kvs[0]["value"]).decode() if kvs else ""
+        return "" if value is None else value
 
     def run(self) -> None:
         while not self.stop.is_set():
