@@ -180,6 +180,34 @@ def start_celery_worker(
     return proc
 
 
+def start_node_agent(redis_url: str, log_path: Path) -> subprocess.Popen[bytes]:
+    """This node's agent as make run starts it: a worker of role "agent" on the node's calls queue,
+    which registers the node and beats every PANEL_NODE_HEARTBEAT_SECONDS, so a test acting as the
+    web may call it however long the test takes (a heartbeat written once by the test goes stale
+    after PANEL_NODE_DEAD_AFTER, and the web then refuses to call). Returns once its first beat is
+    in the database (or fails the test with its log)."""
+    from django.conf import settings
+    from django.utils import timezone
+
+    from panel.clusters.models import Node
+
+    started = timezone.now()
+    name = settings.PANEL_NODE_NAME
+    proc = start_celery_worker(redis_url, f"node.{name}", log_path, PANEL_PROCESS_ROLE="agent")
+    deadline = time.monotonic() + 60
+    while True:
+        beat = Node.objects.filter(name=name).values_list("last_heartbeat", flat=True).first()
+        if beat is not None and beat >= started:
+            return proc
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()  # no teardown runs for a fixture that fails before its yield
+            proc.wait()
+            pytest.fail(
+                f"the agent sent no heartbeat within 60 s:\n{log_path.read_text(errors='replace')[-3000:]}"
+            )
+        time.sleep(0.2)
+
+
 @pytest.fixture(scope="session")
 def celery_worker(redis_server: str, django_db_setup: None, django_db_blocker: object) -> Iterator[None]:
     """The session's worker: this node's tasks queue and beat's default one."""
