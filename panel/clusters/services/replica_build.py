@@ -82,12 +82,14 @@ def base_backup(job: Job) -> None:
     postgres.make_data_root(replica.data_root, job.user)
     replication.write_login_files(replica, password)
     slot = replication.slot_name(replica)
+    # The slot holds the source's WAL before the copy starts (not once pg_basebackup's WAL stream
+    # connects: another copy's checkpoint meanwhile would recycle where this one starts).
     if source.is_ha:
         # Patroni would drop a slot it does not know: it makes this one, on whichever member is
         # primary now and after a failover (the replica streams through HAProxy, the cluster's port).
         replication.declare_slot(source, slot, job.timeout)
     else:
-        replication.drop_slot(source, slot)  # a failed attempt's
+        replication.reserve_slot(source, slot)
     postgres.basebackup(
         replica.version,
         replica.pgdata,
@@ -96,7 +98,6 @@ def base_backup(job: Job) -> None:
         passfile=replica.data_root / "replication" / replication.PASSFILE,
         user=job.user,
         timeout=settings.PANEL_BACKUP_TIMEOUT,
-        create_slot=not source.is_ha,
     )
     # The source's storage-quota stops are not the replica's to enforce (it takes no writes).
     (replica.pgdata / QUOTA_FILE).unlink(missing_ok=True)
