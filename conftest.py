@@ -403,7 +403,8 @@ class SharedCluster:
                         continue
                 if isinstance(row.object, Cluster):
                     row.object.owner_id = owner.pk
-                    row.object.node_id = node_id or row.object.node_id
+                if node_id is not None and hasattr(row.object, "node_id"):  # the cluster, its members
+                    row.object.node_id = node_id
                 row.save()
         Cluster.objects.filter(pk=self.pk).update(owner=owner)
         return Cluster.objects.get(pk=self.pk)
@@ -450,6 +451,118 @@ def shared_local_cluster(
         from panel.clusters.engine import isolation
 
         isolation.start_server(cluster, cluster.os_user(), settings.PANEL_COMMAND_TIMEOUT)
+
+
+HA_PAIR_OWNER = "ha-pair-owner"
+
+
+class HaPair(SharedCluster):
+    """The session's two-member cluster (``ha_pair``) between loans: its rows kept as serialised
+    copies (a loan's owner, name and what cascades from them are deleted after it), and its
+    pooler port held by a socket of this process, so that no cluster made meanwhile is given it
+    (nothing listens there until a loan makes a pool, and the rows that say it is taken are gone)."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        super().__init__(cluster)
+        self.pooler_port = int(cluster.pooler_port or 0)
+        self._held: socket.socket | None = None
+
+    def hold_port(self) -> None:
+        if self._held is not None:
+            return
+        held = socket.socket()
+        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            held.bind(("127.0.0.1", self.pooler_port))
+        except OSError:  # a PgBouncer of the pair still listens there: taken anyway
+            held.close()
+            return
+        self._held = held
+
+    def release_port(self) -> None:
+        if self._held is not None:
+            self._held.close()
+            self._held = None
+
+
+@pytest.fixture(scope="session")
+def ha_pair(django_db_setup: None, django_db_blocker: object) -> Iterator[HaPair]:
+    """A two-member db-s-1vcpu-2gb cluster (Patroni, etcd, HAProxy) that the modules of this
+    session (one xdist worker) borrow in turn with ``lend_ha_pair`` instead of each building one
+    of their own; built by the first that asks, removed when the session ends. A module borrows
+    it only if it leaves the pair as it found it: two members streaming, no replica, no pool,
+    no trusted source (the loan puts member-1 back as the primary).
+
+    While it lives the node's etcd is never stopped: a module's teardown and a deletion's
+    ``ha.forget`` stop it once no cluster row needs it, and between loans the pair has no rows."""
+    from panel.clusters.engine import patroni
+    from panel.clusters.services import ha
+
+    with django_db_blocker.unblock():  # type: ignore[attr-defined]
+        maker = User.objects.create_user(HA_PAIR_OWNER, f"{HA_PAIR_OWNER}@example.com", "ha-pair-password-1")
+        cluster = services.create_cluster(
+            maker, name="db-ha-pair", plan_slug="db-s-1vcpu-2gb", num_nodes=2, enqueue=False
+        )
+        cluster = services.provision_cluster(cluster.pk)
+        if cluster.status != "online" or not ha.wait_healthy(cluster, 90):
+            services.delete_cluster(cluster, confirm_name=cluster.name)  # no teardown before the yield
+            User.objects.filter(username=HA_PAIR_OWNER).delete()
+            pytest.fail(f"the shared two-member cluster did not come up: {cluster.error_message}")
+        pair = HaPair(cluster)
+        User.objects.filter(username=HA_PAIR_OWNER).delete()  # its rows go too: kept as copies
+    stop_etcd = patroni.stop_etcd
+
+    def stop_etcd_but_the_pairs(data_dir: Path, **kwargs: float) -> None:
+        if Path(data_dir) != ha.etcd_data_dir():  # another node's (an agent's in tests/)
+            stop_etcd(data_dir, **kwargs)
+
+    keep = pytest.MonkeyPatch()
+    keep.setattr(patroni, "stop_etcd", stop_etcd_but_the_pairs)
+    pair.hold_port()
+    try:
+        yield pair
+    finally:
+        keep.undo()
+        pair.release_port()
+        with django_db_blocker.unblock():  # type: ignore[attr-defined]
+            owner = User.objects.create_user(HA_PAIR_OWNER, f"{HA_PAIR_OWNER}@example.com")
+            cluster = pair.restore(owner)
+            delete_replicas_of(cluster)
+            services.delete_cluster(cluster, confirm_name=cluster.name)  # etcd too, if no one else
+            User.objects.filter(username=HA_PAIR_OWNER).delete()
+
+
+@contextlib.contextmanager
+def lend_ha_pair(pair: HaPair, django_db_blocker: object, owner: User, name: str) -> Iterator[Cluster]:
+    """The session's two-member cluster, owned by ``owner`` and named ``name`` for the loan, both
+    members streaming and member-1 the primary (a switchover back if a module before moved it).
+    Afterwards what the loan made on it goes (replicas, pools); the caller deletes ``owner``,
+    whose rows the cluster's go with (or a transactional test flushed them already)."""
+    from panel.clusters.models import MemberRole
+    from panel.clusters.services import ha, members
+    from panel.pools import services as pool_services
+
+    with django_db_blocker.unblock():  # type: ignore[attr-defined]
+        pair.release_port()
+        cluster = pair.restore(owner)
+        Cluster.objects.filter(pk=cluster.pk).update(name=name)
+        cluster = Cluster.objects.get(pk=cluster.pk)
+        ha.ensure_etcd(cluster.node, 30)  # (a Celery worker's deletion of a cluster may have stopped it)
+        assert ha.wait_healthy(cluster, 120), ha.read_statuses(cluster)
+        ha.refresh_members(cluster)
+        if cluster.members.get(role=MemberRole.PRIMARY).name != "member-1":
+            members.switchover(cluster, "member-1")
+            assert ha.wait_healthy(cluster, 120), ha.read_statuses(cluster)
+            ha.refresh_members(cluster)
+    try:
+        yield cluster
+    finally:
+        with django_db_blocker.unblock():  # type: ignore[attr-defined]
+            if Cluster.objects.filter(pk=cluster.pk).exists():
+                delete_replicas_of(cluster)
+                for pool in cluster.pools.all():
+                    pool_services.delete_pool(pool)
+            pair.hold_port()
 
 
 def postgres_is_running(cluster: Cluster) -> bool:

@@ -14,8 +14,8 @@ import psycopg
 import pytest
 from django.contrib.auth.models import User
 
-from panel.clusters import services
-from panel.clusters.engine import dbconn, isolation, patroni, postgres
+from conftest import HaPair, lend_ha_pair
+from panel.clusters.engine import dbconn, patroni, postgres
 from panel.clusters.lib import patroni as patroni_lib
 from panel.clusters.models import Cluster, MemberRole
 from panel.clusters.services import ha, members, reconciler, replica_heal, replicas, replication
@@ -36,27 +36,16 @@ def test_permanent_slots_declare_and_remove_by_name() -> None:
 
 
 @pytest.fixture(scope="module")
-def source(django_db_setup: None, django_db_blocker: object) -> Iterator[Cluster]:
-    """One two-member db-s-1vcpu-2gb cluster for the module."""
+def source(ha_pair: HaPair, django_db_blocker: object) -> Iterator[Cluster]:
+    """The session's two-member db-s-1vcpu-2gb cluster, named db-ha-source for the module (its
+    replicas are deleted after it)."""
     with django_db_blocker.unblock():  # type: ignore[attr-defined]
         owner = User.objects.create_user(OWNER, f"{OWNER}@example.com", f"{OWNER}-password-1")
-        cluster = services.create_cluster(
-            owner, name="db-ha-source", plan_slug="db-s-1vcpu-2gb", num_nodes=2, enqueue=False
-        )
-        cluster = services.provision_cluster(cluster.pk)
-        try:
-            assert cluster.status == "online", cluster.error_message
+    try:
+        with lend_ha_pair(ha_pair, django_db_blocker, owner, "db-ha-source") as cluster:
             yield cluster
-        finally:
-            if Cluster.objects.filter(pk=cluster.pk).exists():
-                for replica in Cluster.objects.filter(replica_of=cluster):
-                    replicas.delete_replica(replica, foreground=True)
-                services.delete_cluster(Cluster.objects.get(pk=cluster.pk), confirm_name=cluster.name)
-            else:  # flushed by a transactional test: everything runs as the cluster's user
-                isolation.kill_leftover_processes(cluster)
-                patroni.stop_etcd(ha.etcd_data_dir())
-                postgres.remove_data(cluster.data_root)
-                isolation.remove_cluster_user(cluster)
+    finally:
+        with django_db_blocker.unblock():  # type: ignore[attr-defined]
             User.objects.filter(username=OWNER).delete()
 
 
