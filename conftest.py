@@ -193,7 +193,10 @@ def start_node_agent(redis_url: str, log_path: Path) -> subprocess.Popen[bytes]:
 
     started = timezone.now()
     name = settings.PANEL_NODE_NAME
-    proc = start_celery_worker(redis_url, f"node.{name}", log_path, PANEL_PROCESS_ROLE="agent")
+    # Beats every 2 s: a registration that met a busy database at start is retried that soon.
+    proc = start_celery_worker(
+        redis_url, f"node.{name}", log_path, PANEL_PROCESS_ROLE="agent", PANEL_NODE_HEARTBEAT_SECONDS="2"
+    )
     deadline = time.monotonic() + 60
     while True:
         beat = Node.objects.filter(name=name).values_list("last_heartbeat", flat=True).first()
