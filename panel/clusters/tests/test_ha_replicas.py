@@ -131,7 +131,7 @@ def test_a_replica_keeps_streaming_from_the_new_primary_and_its_slot_goes_with_i
         assert _declared_soon(source, lambda slots: slots == {slot: {"type": "physical"}})
         every_member = sorted(source.members.values_list("name", flat=True))
         assert len(every_member) == 2
-        assert wait_for(lambda: replication.members_with_slot(source, slot) == every_member, 20, interval=0.5)
+        assert wait_for(lambda: replication.members_with_slot(source, slot) == every_member, 20, interval=0.2)
         assert wait_for(lambda: _has_row(replica, 1), 10, interval=0.2)
         # A slot no longer declared (etcd's data lost) is declared again by the reconciler.
         status, _text = patroni.rest(
@@ -143,7 +143,7 @@ def test_a_replica_keeps_streaming_from_the_new_primary_and_its_slot_goes_with_i
         ]
         assert _declared_soon(source, lambda slots: slots == {slot: {"type": "physical"}})
         assert replication.keep_slots_declared(source) == []
-        assert wait_for(lambda: replication.members_with_slot(source, slot) == every_member, 20, interval=0.5)
+        assert wait_for(lambda: replication.members_with_slot(source, slot) == every_member, 20, interval=0.2)
         with connect_as_client(replica) as conn, pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
             conn.execute("INSERT INTO items VALUES (99)")
 
@@ -152,7 +152,7 @@ def test_a_replica_keeps_streaming_from_the_new_primary_and_its_slot_goes_with_i
         old = source.members.get(role=MemberRole.PRIMARY)
         new_name = members.switchover(source)
         assert new_name != old.name
-        assert wait_for(lambda: _write(fresh(source), 2), 30, interval=0.5)
+        assert wait_for(lambda: _write(fresh(source), 2), 30, interval=0.2)
         assert wait_for(lambda: _has_row(replica, 2), 60, interval=0.2)
         _streams_through_its_slot_on(source, new_name, replica, slot)
         (row,) = replicas.list_replicas(fresh(source))
@@ -168,7 +168,7 @@ def test_a_replica_keeps_streaming_from_the_new_primary_and_its_slot_goes_with_i
         took_over = _other_primary(source, new_name)
         assert took_over is not None
         ha.refresh_members(source)
-        assert wait_for(lambda: _write(fresh(source), 3), 30, interval=0.5)
+        assert wait_for(lambda: _write(fresh(source), 3), 30, interval=0.2)
         assert wait_for(lambda: _has_row(replica, 3), 60, interval=0.2)
         _streams_through_its_slot_on(source, took_over, replica, slot)
         assert postgres.postmaster_pid(replica.pgdata) == postmaster
@@ -177,7 +177,7 @@ def test_a_replica_keeps_streaming_from_the_new_primary_and_its_slot_goes_with_i
         replicas.delete_replica(fresh(replica), foreground=True)
         assert _declared_soon(source, lambda slots: slot not in slots)
         assert ha.wait_healthy(source, RECOVERY_TIMEOUT)  # the crashed member answers again too
-        assert wait_for(lambda: replication.members_with_slot(source, slot) == [], 20, interval=0.5)
+        assert wait_for(lambda: replication.members_with_slot(source, slot) == [], 20, interval=0.2)
         every_answers = [s.name for s in ha.read_statuses(source) if s.state in ha.HEALTHY_STATES]
         assert sorted(every_answers) == every_member
     finally:
@@ -325,9 +325,9 @@ def test_a_replica_ahead_of_the_new_primary_is_healed_by_the_reconciler(
         os.kill(sender, signal.SIGKILL)
     assert wait_for(lambda: _other_primary(source, old) == standby, RECOVERY_TIMEOUT, interval=0.2)
     ha.refresh_members(source)
-    assert wait_for(lambda: _run(fresh(source), "INSERT INTO healed VALUES (3)"), 30, interval=0.5)
+    assert wait_for(lambda: _run(fresh(source), "INSERT INTO healed VALUES (3)"), 30, interval=0.2)
     # It cannot follow by itself (the panel's own connections say so, not only its log) …
-    assert wait_for(lambda: replica_heal.diverged(fresh(replica)) is not None, 30, interval=0.5)
+    assert wait_for(lambda: replica_heal.diverged(fresh(replica)) is not None, 30, interval=0.2)
     # … and the reconciler heals it, with an event; its connection details are unchanged.
     with django_capture_on_commit_callbacks(execute=True):  # type: ignore[attr-defined]
         assert wait_for(

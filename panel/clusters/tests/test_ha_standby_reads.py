@@ -178,7 +178,7 @@ def test_with_the_standby_stopped_the_primary_answers_reads_until_it_is_back(ha_
     while time.monotonic() < deadline and not answered_by_primary:
         with contextlib.suppress(psycopg.OperationalError):  # the standby not marked down yet
             answered_by_primary = not _in_recovery(ha_cluster)
-        time.sleep(0.5)
+        time.sleep(0.2)
     assert answered_by_primary, "reads on the standby port were not answered by the primary"
     with _connect(ha_cluster, standby=True) as conn:
         assert conn.execute("SELECT count(*) FROM seen").fetchone() == (1,)
@@ -195,7 +195,7 @@ def test_with_the_standby_stopped_the_primary_answers_reads_until_it_is_back(ha_
     while time.monotonic() < deadline and not back:
         with contextlib.suppress(psycopg.OperationalError):
             back = _in_recovery(ha_cluster)
-        time.sleep(0.5)
+        time.sleep(0.2)
     assert back, "reads did not go back to the standby once it streamed again"
 
 
