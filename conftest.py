@@ -459,19 +459,48 @@ def shared_local_cluster(
 HA_PAIR_OWNER = "ha-pair-owner"
 
 
-class HaPair(SharedCluster):
-    """The session's two-member cluster (``ha_pair``) between loans: its rows kept as serialised
-    copies (a loan's owner, name and what cascades from them are deleted after it), and its
-    pooler port held by a socket of this process, so that no cluster made meanwhile is given it
-    (nothing listens there until a loan makes a pool, and the rows that say it is taken are gone)."""
+class HaPair:
+    """The session's two-member cluster (``ha_pair``), built by the first loan. Between loans its
+    rows are kept as serialised copies (a loan's owner, and what cascades from it, is deleted
+    after it) and its pooler port is held by a socket of this process, so that no cluster made
+    meanwhile is given it (nothing listens there until a loan makes a pool, and the rows that
+    said it was taken are gone). A build that fails leaves nothing: the next loan tries again."""
 
-    def __init__(self, cluster: Cluster) -> None:
-        super().__init__(cluster)
-        self.pooler_port = int(cluster.pooler_port or 0)
+    def __init__(self) -> None:
+        self.shared: SharedCluster | None = None
+        self.pooler_port = 0
         self._held: socket.socket | None = None
 
+    def build(self, django_db_blocker: object) -> SharedCluster:
+        from panel.clusters.services import ha
+
+        if self.shared is not None:
+            return self.shared
+        with django_db_blocker.unblock():  # type: ignore[attr-defined]
+            maker = User.objects.create_user(
+                HA_PAIR_OWNER, f"{HA_PAIR_OWNER}@example.com", "ha-pair-password-1"
+            )
+            made = None
+            try:
+                made = services.create_cluster(
+                    maker, name="db-ha-pair", plan_slug="db-s-1vcpu-2gb", num_nodes=2, enqueue=False
+                )
+                cluster = services.provision_cluster(made.pk)
+                assert cluster.status == "online", cluster.error_message
+                assert ha.wait_healthy(cluster, 90), ha.read_statuses(cluster)
+            except BaseException:
+                if made is not None and Cluster.objects.filter(pk=made.pk).exists():
+                    services.delete_cluster(Cluster.objects.get(pk=made.pk), confirm_name=made.name)
+                User.objects.filter(username=HA_PAIR_OWNER).delete()
+                raise
+            self.shared = SharedCluster(cluster)
+            self.pooler_port = int(cluster.pooler_port or 0)
+            User.objects.filter(username=HA_PAIR_OWNER).delete()  # its rows go too: kept as copies
+        self.hold_port()
+        return self.shared
+
     def hold_port(self) -> None:
-        if self._held is not None:
+        if self._held is not None or not self.pooler_port:
             return
         held = socket.socket()
         held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -492,47 +521,37 @@ class HaPair(SharedCluster):
 def ha_pair(django_db_setup: None, django_db_blocker: object) -> Iterator[HaPair]:
     """A two-member db-s-1vcpu-2gb cluster (Patroni, etcd, HAProxy) that the modules of this
     session (one xdist worker) borrow in turn with ``lend_ha_pair`` instead of each building one
-    of their own; built by the first that asks, removed when the session ends. A module borrows
-    it only if it leaves the pair as it found it: two members streaming, no replica, no pool,
-    no trusted source (the loan puts member-1 back as the primary).
+    of their own; built by the first loan, removed when the session ends. A module borrows it
+    only if it leaves the pair as it found it: two members streaming, no replica, no pool, no
+    trusted source (the loan puts member-1 back as the primary).
 
-    While it lives the node's etcd is never stopped: a module's teardown and a deletion's
+    Once it is built the node's etcd is never stopped: a module's teardown and a deletion's
     ``ha.forget`` stop it once no cluster row needs it, and between loans the pair has no rows."""
     from panel.clusters.engine import patroni
     from panel.clusters.services import ha
 
-    with django_db_blocker.unblock():  # type: ignore[attr-defined]
-        maker = User.objects.create_user(HA_PAIR_OWNER, f"{HA_PAIR_OWNER}@example.com", "ha-pair-password-1")
-        cluster = services.create_cluster(
-            maker, name="db-ha-pair", plan_slug="db-s-1vcpu-2gb", num_nodes=2, enqueue=False
-        )
-        cluster = services.provision_cluster(cluster.pk)
-        if cluster.status != "online" or not ha.wait_healthy(cluster, 90):
-            services.delete_cluster(cluster, confirm_name=cluster.name)  # no teardown before the yield
-            User.objects.filter(username=HA_PAIR_OWNER).delete()
-            pytest.fail(f"the shared two-member cluster did not come up: {cluster.error_message}")
-        pair = HaPair(cluster)
-        User.objects.filter(username=HA_PAIR_OWNER).delete()  # its rows go too: kept as copies
+    pair = HaPair()
     stop_etcd = patroni.stop_etcd
 
     def stop_etcd_but_the_pairs(data_dir: Path, **kwargs: float) -> None:
-        if Path(data_dir) != ha.etcd_data_dir():  # another node's (an agent's in tests/)
+        # Another node's etcd (an agent's, in tests/) stops as asked.
+        if pair.shared is None or Path(data_dir) != ha.etcd_data_dir():
             stop_etcd(data_dir, **kwargs)
 
     keep = pytest.MonkeyPatch()
     keep.setattr(patroni, "stop_etcd", stop_etcd_but_the_pairs)
-    pair.hold_port()
     try:
         yield pair
     finally:
         keep.undo()
         pair.release_port()
-        with django_db_blocker.unblock():  # type: ignore[attr-defined]
-            owner = User.objects.create_user(HA_PAIR_OWNER, f"{HA_PAIR_OWNER}@example.com")
-            cluster = pair.restore(owner)
-            delete_replicas_of(cluster)
-            services.delete_cluster(cluster, confirm_name=cluster.name)  # etcd too, if no one else
-            User.objects.filter(username=HA_PAIR_OWNER).delete()
+        if pair.shared is not None:
+            with django_db_blocker.unblock():  # type: ignore[attr-defined]
+                owner = User.objects.create_user(HA_PAIR_OWNER, f"{HA_PAIR_OWNER}@example.com")
+                cluster = pair.shared.restore(owner)
+                delete_replicas_of(cluster)
+                services.delete_cluster(cluster, confirm_name=cluster.name)  # etcd too, if no one else
+                User.objects.filter(username=HA_PAIR_OWNER).delete()
 
 
 @contextlib.contextmanager
@@ -545,9 +564,10 @@ def lend_ha_pair(pair: HaPair, django_db_blocker: object, owner: User, name: str
     from panel.clusters.services import ha, members
     from panel.pools import services as pool_services
 
+    shared = pair.build(django_db_blocker)
     with django_db_blocker.unblock():  # type: ignore[attr-defined]
         pair.release_port()
-        cluster = pair.restore(owner)
+        cluster = shared.restore(owner)
         Cluster.objects.filter(pk=cluster.pk).update(name=name)
         cluster = Cluster.objects.get(pk=cluster.pk)
         ha.ensure_etcd(cluster.node, 30)  # (a Celery worker's deletion of a cluster may have stopped it)
