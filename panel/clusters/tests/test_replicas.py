@@ -51,18 +51,20 @@ def fresh(cluster: Cluster) -> Cluster:
 
 
 @contextlib.contextmanager
-def churning_wal(cluster: Cluster) -> Iterator[None]:
-    """The server switches to a new WAL file and checkpoints over and over meanwhile, as when
+def churning_wal(cluster: Cluster, rounds: int = 5) -> Iterator[None]:
+    """The server switches to a new WAL file and checkpoints ``rounds`` times meanwhile, as when
     another replica's copy starts (``pg_basebackup --checkpoint=fast``): WAL files older than
     the last checkpoint are recycled unless a slot holds them."""
     stop = threading.Event()
 
     def churn() -> None:
         with dbconn.admin_connection(cluster) as conn:
-            while not stop.is_set():
+            for _round in range(rounds):
+                if stop.is_set():
+                    return
                 conn.execute("SELECT pg_catalog.pg_switch_wal()")
                 conn.execute("CHECKPOINT")
-                stop.wait(0.2)
+                stop.wait(0.1)
 
     thread = threading.Thread(target=churn, daemon=True)
     thread.start()
@@ -96,11 +98,11 @@ def test_a_replica_serves_reads_refuses_writes_and_is_promoted(
                     [args[3]],
                 ).fetchone()
             )
-        copy(*args, **kwargs)
+        with churning_wal(source):  # while the copy starts
+            copy(*args, **kwargs)
 
     monkeypatch.setattr(postgres, "basebackup", watched_copy)
-    with churning_wal(source):
-        replica = replicas.add_replica(source, name="db-source-replica")
+    replica = replicas.add_replica(source, name="db-source-replica")
     monkeypatch.undo()
     assert held_at_copy == [(True,)]
     assert replica.status == "online" and replica.replica_of_id == source.pk
