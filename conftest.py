@@ -180,6 +180,37 @@ def start_celery_worker(
     return proc
 
 
+def start_node_agent(redis_url: str, log_path: Path) -> subprocess.Popen[bytes]:
+    """This node's agent as make run starts it: a worker of role "agent" on the node's calls queue,
+    which registers the node and beats every PANEL_NODE_HEARTBEAT_SECONDS, so a test acting as the
+    web may call it however long the test takes (a heartbeat written once by the test goes stale
+    after PANEL_NODE_DEAD_AFTER, and the web then refuses to call). Returns once its first beat is
+    in the database (or fails the test with its log)."""
+    from django.conf import settings
+    from django.utils import timezone
+
+    from panel.clusters.models import Node
+
+    started = timezone.now()
+    name = settings.PANEL_NODE_NAME
+    # Beats every 2 s: a registration that met a busy database at start is retried that soon.
+    proc = start_celery_worker(
+        redis_url, f"node.{name}", log_path, PANEL_PROCESS_ROLE="agent", PANEL_NODE_HEARTBEAT_SECONDS="2"
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        beat = Node.objects.filter(name=name).values_list("last_heartbeat", flat=True).first()
+        if beat is not None and beat >= started:
+            return proc
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()  # no teardown runs for a fixture that fails before its yield
+            proc.wait()
+            pytest.fail(
+                f"the agent sent no heartbeat within 60 s:\n{log_path.read_text(errors='replace')[-3000:]}"
+            )
+        time.sleep(0.2)
+
+
 @pytest.fixture(scope="session")
 def celery_worker(redis_server: str, django_db_setup: None, django_db_blocker: object) -> Iterator[None]:
     """The session's worker: this node's tasks queue and beat's default one."""
@@ -375,7 +406,8 @@ class SharedCluster:
                         continue
                 if isinstance(row.object, Cluster):
                     row.object.owner_id = owner.pk
-                    row.object.node_id = node_id or row.object.node_id
+                if node_id is not None and hasattr(row.object, "node_id"):  # the cluster, its members
+                    row.object.node_id = node_id
                 row.save()
         Cluster.objects.filter(pk=self.pk).update(owner=owner)
         return Cluster.objects.get(pk=self.pk)
@@ -422,6 +454,138 @@ def shared_local_cluster(
         from panel.clusters.engine import isolation
 
         isolation.start_server(cluster, cluster.os_user(), settings.PANEL_COMMAND_TIMEOUT)
+
+
+HA_PAIR_OWNER = "ha-pair-owner"
+
+
+class HaPair:
+    """The session's two-member cluster (``ha_pair``), built by the first loan. Between loans its
+    rows are kept as serialised copies (a loan's owner, and what cascades from it, is deleted
+    after it) and its pooler port is held by a socket of this process, so that no cluster made
+    meanwhile is given it (nothing listens there until a loan makes a pool, and the rows that
+    said it was taken are gone). A build that fails leaves nothing: the next loan tries again."""
+
+    def __init__(self) -> None:
+        self.shared: SharedCluster | None = None
+        self.pooler_port = 0
+        self._held: socket.socket | None = None
+
+    def build(self, django_db_blocker: object) -> SharedCluster:
+        from panel.clusters.services import ha
+
+        if self.shared is not None:
+            return self.shared
+        with django_db_blocker.unblock():  # type: ignore[attr-defined]
+            maker = User.objects.create_user(
+                HA_PAIR_OWNER, f"{HA_PAIR_OWNER}@example.com", "ha-pair-password-1"
+            )
+            made = None
+            try:
+                made = services.create_cluster(
+                    maker, name="db-ha-pair", plan_slug="db-s-1vcpu-2gb", num_nodes=2, enqueue=False
+                )
+                cluster = services.provision_cluster(made.pk)
+                assert cluster.status == "online", cluster.error_message
+                assert ha.wait_healthy(cluster, 90), ha.read_statuses(cluster)
+            except BaseException:
+                if made is not None and Cluster.objects.filter(pk=made.pk).exists():
+                    services.delete_cluster(Cluster.objects.get(pk=made.pk), confirm_name=made.name)
+                User.objects.filter(username=HA_PAIR_OWNER).delete()
+                raise
+            self.shared = SharedCluster(cluster)
+            self.pooler_port = int(cluster.pooler_port or 0)
+            User.objects.filter(username=HA_PAIR_OWNER).delete()  # its rows go too: kept as copies
+        self.hold_port()
+        return self.shared
+
+    def hold_port(self) -> None:
+        if self._held is not None or not self.pooler_port:
+            return
+        held = socket.socket()
+        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            held.bind(("127.0.0.1", self.pooler_port))
+        except OSError:  # a PgBouncer of the pair still listens there: taken anyway
+            held.close()
+            return
+        self._held = held
+
+    def release_port(self) -> None:
+        if self._held is not None:
+            self._held.close()
+            self._held = None
+
+
+@pytest.fixture(scope="session")
+def ha_pair(django_db_setup: None, django_db_blocker: object) -> Iterator[HaPair]:
+    """A two-member db-s-1vcpu-2gb cluster (Patroni, etcd, HAProxy) that the modules of this
+    session (one xdist worker) borrow in turn with ``lend_ha_pair`` instead of each building one
+    of their own; built by the first loan, removed when the session ends. A module borrows it
+    only if it leaves the pair as it found it: two members streaming, no replica, no pool, no
+    trusted source (the loan puts member-1 back as the primary).
+
+    Once it is built the node's etcd is never stopped: a module's teardown and a deletion's
+    ``ha.forget`` stop it once no cluster row needs it, and between loans the pair has no rows."""
+    from panel.clusters.engine import patroni
+    from panel.clusters.services import ha
+
+    pair = HaPair()
+    stop_etcd = patroni.stop_etcd
+
+    def stop_etcd_but_the_pairs(data_dir: Path, **kwargs: float) -> None:
+        # Another node's etcd (an agent's, in tests/) stops as asked.
+        if pair.shared is None or Path(data_dir) != ha.etcd_data_dir():
+            stop_etcd(data_dir, **kwargs)
+
+    keep = pytest.MonkeyPatch()
+    keep.setattr(patroni, "stop_etcd", stop_etcd_but_the_pairs)
+    try:
+        yield pair
+    finally:
+        keep.undo()
+        pair.release_port()
+        if pair.shared is not None:
+            with django_db_blocker.unblock():  # type: ignore[attr-defined]
+                owner = User.objects.create_user(HA_PAIR_OWNER, f"{HA_PAIR_OWNER}@example.com")
+                cluster = pair.shared.restore(owner)
+                delete_replicas_of(cluster)
+                services.delete_cluster(cluster, confirm_name=cluster.name)  # etcd too, if no one else
+                User.objects.filter(username=HA_PAIR_OWNER).delete()
+
+
+@contextlib.contextmanager
+def lend_ha_pair(pair: HaPair, django_db_blocker: object, owner: User, name: str) -> Iterator[Cluster]:
+    """The session's two-member cluster, owned by ``owner`` and named ``name`` for the loan, both
+    members streaming and member-1 the primary (a switchover back if a module before moved it).
+    Afterwards what the loan made on it goes (replicas, pools); the caller deletes ``owner``,
+    whose rows the cluster's go with (or a transactional test flushed them already)."""
+    from panel.clusters.models import MemberRole
+    from panel.clusters.services import ha, members
+    from panel.pools import services as pool_services
+
+    shared = pair.build(django_db_blocker)
+    with django_db_blocker.unblock():  # type: ignore[attr-defined]
+        pair.release_port()
+        cluster = shared.restore(owner)
+        Cluster.objects.filter(pk=cluster.pk).update(name=name)
+        cluster = Cluster.objects.get(pk=cluster.pk)
+        ha.ensure_etcd(cluster.node, 30)  # (a Celery worker's deletion of a cluster may have stopped it)
+        assert ha.wait_healthy(cluster, 120), ha.read_statuses(cluster)
+        ha.refresh_members(cluster)
+        if cluster.members.get(role=MemberRole.PRIMARY).name != "member-1":
+            members.switchover(cluster, "member-1")
+            assert ha.wait_healthy(cluster, 120), ha.read_statuses(cluster)
+            ha.refresh_members(cluster)
+    try:
+        yield cluster
+    finally:
+        with django_db_blocker.unblock():  # type: ignore[attr-defined]
+            if Cluster.objects.filter(pk=cluster.pk).exists():
+                delete_replicas_of(cluster)
+                for pool in cluster.pools.all():
+                    pool_services.delete_pool(pool)
+            pair.hold_port()
 
 
 def postgres_is_running(cluster: Cluster) -> bool:

@@ -42,8 +42,10 @@ def kolkata_page(browser: Browser) -> Iterator[Page]:
 
 
 def axis_of(page: Page, canvas: str) -> dict:
+    # The login's redirect lands before the page's deferred scripts have run: until Chart.js has
+    # loaded, the bare name ``Chart`` would throw (a ReferenceError ends the wait at once).
     handle = page.wait_for_function(
-        f"() => {{ const c = Chart.getChart(document.querySelector({canvas!r})); "
+        f"() => {{ const c = window.Chart && Chart.getChart(document.querySelector({canvas!r})); "
         "return c && c.data.datasets.length && c.scales.x.ticks.length ? c : null; }"
     )
     return page.evaluate(AXIS_JS, handle)

@@ -68,7 +68,10 @@ def test_queries_tab_lists_sorts_shows_and_resets(live_server, journey_cluster: 
         "UPDATE pgbench_accounts SET abalance = abalance + $1"
     )
     expect(page.get_by_role("button", name="Copy")).to_be_visible()
-    page.wait_for_function(f"() => {CHART} && {CHART}.data.datasets[0].data.length === 2", timeout=10_000)
+    # A page load: the statement's text shows before its deferred scripts (Chart.js) have run.
+    page.wait_for_function(
+        f"() => window.Chart && {CHART} && {CHART}.data.datasets[0].data.length === 2", timeout=10_000
+    )
     assert page.evaluate(f"() => {CHART}.data.datasets[0].data.map(p => p.y)") == [200, 200]
     snapshot(page, "queries-1-detail")
 

@@ -17,6 +17,7 @@ pytestmark = pytest.mark.integration
 
 # What the page's chart holds: each line's label, and per point its x, y and drawn style.
 CHART_STATE = """(kind) => {
+  if (!window.Chart) { return null; }  // the page's deferred scripts have not run yet
   const chart = window.Chart.getChart(document.querySelector(`canvas[data-chart='${kind}']`));
   if (!chart || !chart.data.datasets.length) { return null; }
   return chart.data.datasets.map((dataset, i) => ({

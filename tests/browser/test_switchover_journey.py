@@ -15,6 +15,7 @@ import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import Page, expect
 
+from conftest import HaPair, lend_ha_pair
 from panel.clusters import services as cluster_services
 from panel.clusters.models import Cluster, MemberRole
 from panel.clusters.services import ha
@@ -27,19 +28,12 @@ HEALTHY_TIMEOUT = 90
 
 
 @pytest.fixture
-def ha_journey_cluster(journey_user: User) -> Iterator[Cluster]:
-    """Two members (the cheapest cluster with a standby) and a transaction pool ``writes``."""
-    cluster = cluster_services.create_cluster(
-        journey_user, name="db-switch", plan_slug="db-s-1vcpu-2gb", num_nodes=2, enqueue=False
-    )
-    try:
-        cluster = cluster_services.provision_cluster(cluster.pk)
-        assert cluster.status == "online", cluster.error_message
+def ha_journey_cluster(journey_user: User, ha_pair: HaPair, django_db_blocker: object) -> Iterator[Cluster]:
+    """The session's two-member cluster (the cheapest with a standby), the journey user's as
+    db-switch, and a transaction pool ``writes`` (deleted after the test, as the loan wants)."""
+    with lend_ha_pair(ha_pair, django_db_blocker, journey_user, "db-switch") as cluster:
         pool_services.create_pool(cluster, "writes", "defaultdb", None, "transaction", 3)
         yield cluster
-    finally:
-        cluster.refresh_from_db()
-        cluster_services.delete_cluster(cluster, confirm_name=cluster.name)
 
 
 @dataclass

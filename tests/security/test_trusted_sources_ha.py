@@ -20,8 +20,8 @@ import psycopg
 import pytest
 from django.contrib.auth.models import User
 
-from panel.clusters import services
-from panel.clusters.engine import isolation, patroni, postgres
+from conftest import HaPair, lend_ha_pair
+from panel.clusters.engine import isolation, patroni
 from panel.clusters.lib.patroni import HAPROXY_SOCKET
 from panel.clusters.models import Cluster, TrustedSource
 from panel.clusters.services import firewall, ha, reconciler
@@ -38,27 +38,18 @@ TIMEOUT = 60
 
 
 @pytest.fixture(scope="module")
-def ha_cluster(django_db_setup: None, django_db_blocker: Any) -> Iterator[tuple[Cluster, ConnectionPool]]:
-    """One two-member db-s-1vcpu-2gb cluster for the module, both members streaming, and a pool."""
+def ha_cluster(ha_pair: HaPair, django_db_blocker: Any) -> Iterator[tuple[Cluster, ConnectionPool]]:
+    """The session's two-member db-s-1vcpu-2gb cluster, named db-haf for the module, both members
+    streaming, and a pool (deleted after the module, as the loan wants)."""
     with django_db_blocker.unblock():
         owner = User.objects.create_user(OWNER, "haf-owner@example.com", "haf-owner-password-1")
-        cluster = services.create_cluster(
-            owner, name="db-haf", plan_slug="db-s-1vcpu-2gb", num_nodes=2, enqueue=False
-        )
-        cluster = services.provision_cluster(cluster.pk)
-        try:
-            assert cluster.status == "online", cluster.error_message
-            assert ha.wait_healthy(cluster, TIMEOUT)
-            pool = pool_services.create_pool(cluster, "haf-pool", "defaultdb", None, "transaction", 2)
+    try:
+        with lend_ha_pair(ha_pair, django_db_blocker, owner, "db-haf") as cluster:
+            with django_db_blocker.unblock():
+                pool = pool_services.create_pool(cluster, "haf-pool", "defaultdb", None, "transaction", 2)
             yield cluster, pool
-        finally:
-            if Cluster.objects.filter(pk=cluster.pk).exists():
-                services.delete_cluster(Cluster.objects.get(pk=cluster.pk), confirm_name=cluster.name)
-            else:  # flushed by a transactional test of another module
-                isolation.kill_leftover_processes(cluster)
-                patroni.stop_etcd(ha.etcd_data_dir())
-                postgres.remove_data(cluster.data_root)
-                isolation.remove_cluster_user(cluster)
+    finally:
+        with django_db_blocker.unblock():
             User.objects.filter(username=OWNER).delete()
 
 

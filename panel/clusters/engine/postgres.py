@@ -197,15 +197,13 @@ def basebackup(
     passfile: Path,
     user: OsUser,
     timeout: float,
-    create_slot: bool = True,
 ) -> None:
     """A read-only replica's data directory: ``pg_basebackup`` from its source (``conninfo``,
     whose password is in ``passfile``), streaming the WAL it needs through the source's
-    replication ``slot`` (created here unless ``create_slot`` is false: Patroni made it), as the
+    replication ``slot`` (made by the caller, holding WAL since before the copy starts), as the
     replica's user into its empty ``pgdata``."""
     argv = [str(bindir_for(version) / "pg_basebackup"), "--pgdata", str(pgdata), "--dbname", conninfo]
-    argv += ["--wal-method=stream", "--checkpoint=fast", *(["--create-slot"] if create_slot else [])]
-    argv += ["--slot", slot, "--no-password"]
+    argv += ["--wal-method=stream", "--checkpoint=fast", "--slot", slot, "--no-password"]
     result = run_as(user, argv, timeout=timeout, cwd=pgdata.parent, env={"PGPASSFILE": str(passfile)})
     if result.returncode != 0:
         raise _failure("pg_basebackup", result)

@@ -92,7 +92,6 @@ def base_backup(job: Job) -> None:
         passfile=replica.data_root / "replication" / replication.PASSFILE,
         user=job.user,
         timeout=settings.PANEL_BACKUP_TIMEOUT,
-        create_slot=not source.is_ha,
     )
     # The source's storage-quota stops are not the replica's to enforce (it takes no writes).
     (replica.pgdata / QUOTA_FILE).unlink(missing_ok=True)

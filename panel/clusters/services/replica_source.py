@@ -133,7 +133,10 @@ def prepare_slot_here(source: Cluster, slot: str, timeout: float) -> None:
             # primary now and after a failover (the replica streams through HAProxy).
             replication.declare_slot(source, slot, timeout)
         else:
-            replication.drop_slot(source, slot)  # a failed attempt's; pg_basebackup makes it
+            # Made anew (a failed attempt's dropped) and holding WAL before the copy starts, not
+            # once pg_basebackup's WAL stream connects: another copy's checkpoint meanwhile would
+            # recycle where this one starts (``replication.reserve_slot``).
+            replication.reserve_slot(source, slot)
     except (EngineError, dbconn.DatabaseError) as exc:
         raise _failed(exc) from None
 

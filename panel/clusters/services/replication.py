@@ -168,7 +168,7 @@ def declare_slot(source: Cluster, slot: str, timeout: float) -> None:
     """A cluster with standbys: the replica's slot as a Patroni permanent physical slot, so that
     it exists on whichever member is primary and survives a failover (Patroni keeps copies on
     the standbys, advanced as the primary's moves); returns once the primary has it, reserving
-    WAL. A one-member cluster's slot is made by ``pg_basebackup`` itself."""
+    WAL. A one-member cluster's slot is ``reserve_slot``'s."""
     _patch_slots(source, patroni_lib.permanent_slots(declare=[slot]))
 
     def reserved() -> bool:
@@ -188,6 +188,19 @@ def declare_slot(source: Cluster, slot: str, timeout: float) -> None:
             _("Patroni did not make the replication slot %(slot)s on the primary within %(s).0f s.")
             % {"slot": slot, "s": timeout}
         )
+
+
+def reserve_slot(source: Cluster, slot: str) -> None:
+    """A one-member source: the replica's physical slot made anew (a failed attempt's dropped),
+    holding WAL from now on, before ``pg_basebackup`` starts its copy.
+
+    A slot ``pg_basebackup --create-slot`` makes holds WAL only once its WAL stream has connected,
+    after the copy started: a checkpoint in between (another replica's copy starting, two made at
+    once) recycles the segment the copy starts from, and the copy fails with "requested WAL
+    segment … has already been removed"."""
+    drop_slot(source, slot)
+    with dbconn.admin_connection(source) as conn:
+        conn.execute("SELECT pg_catalog.pg_create_physical_replication_slot(%s, true)", [slot])
 
 
 def declared_slots(source: Cluster) -> dict[str, object]:

@@ -47,10 +47,10 @@ def rolling_restart(cluster: Cluster) -> None:
     for status in statuses:
         if not status.is_primary:
             restart_member(cluster, cluster.members.get(name=status.name), timeout)
-    # Streaming again is not yet synchronous: Patroni names the synchronous standby on its next
-    # loop, and a switchover goes to that one only (seen with a standby on another node).
+    # Patroni names a synchronous standby again a loop or more after the last one streams (later
+    # on a loaded machine), and the switchover takes only a synchronous one.
     if not ha.wait_healthy(cluster, timeout):
-        raise EngineError("No standby became synchronous again after the restarts.")
+        raise EngineError("The standbys do not all stream again, one synchronously, after their restart.")
     members.switch(cluster, None)
     old = cluster.members.get(name=primary)
     if not _wait_streaming(cluster, old.name, timeout):

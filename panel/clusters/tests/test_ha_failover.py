@@ -20,14 +20,13 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import Client
-from django.utils import timezone
 
-from conftest import start_celery_worker
+from conftest import start_node_agent
 from panel.api import services as api_services
 from panel.api.models import Scope
 from panel.clusters import services
 from panel.clusters.engine import cgroups, isolation, patroni, postgres
-from panel.clusters.models import Cluster, ClusterMember, MemberRole, Node
+from panel.clusters.models import Cluster, ClusterMember, MemberRole
 from panel.clusters.services import ha, members, reconciler
 from panel.core.errors import ServiceError
 from panel.pools import services as pool_services
@@ -309,10 +308,10 @@ def test_losing_a_members_patroni_and_postmaster_fails_over_too(ha_cluster):
 def web_with_agent(redis_server: str, settings: object) -> Iterator[None]:
     """This process acts as the web (role "web"); a real Celery worker is this node's agent."""
     log = Path(settings.PANEL_DATA_DIR) / "ha-agent.log"  # type: ignore[attr-defined]
-    proc = start_celery_worker(redis_server, f"node.{settings.PANEL_NODE_NAME}", log)  # type: ignore[attr-defined]
+    # An agent that beats: the test waits for the members and switches over for longer than
+    # PANEL_NODE_DEAD_AFTER on a loaded machine, and a heartbeat written once would go stale.
+    proc = start_node_agent(redis_server, log)
     settings.PANEL_PROCESS_ROLE = "web"  # type: ignore[attr-defined]
-    # What the agent's heartbeat says (a test worker does not beat): the web then calls it.
-    Node.objects.filter(name=settings.PANEL_NODE_NAME).update(last_heartbeat=timezone.now())  # type: ignore[attr-defined]
     try:
         yield
     finally:

@@ -78,7 +78,7 @@ def retried(work: Callable[[psycopg.Connection], T], cluster: Cluster) -> T:
         except psycopg.OperationalError:
             if time.monotonic() > deadline:
                 raise
-            time.sleep(0.5)
+            time.sleep(0.2)
 
 
 def through_the_pool(cluster: Cluster) -> int:

@@ -14,8 +14,8 @@ import psycopg
 import pytest
 from django.contrib.auth.models import User
 
-from panel.clusters import services
-from panel.clusters.engine import dbconn, isolation, patroni, postgres
+from conftest import HaPair, lend_ha_pair
+from panel.clusters.engine import dbconn, patroni, postgres
 from panel.clusters.lib import patroni as patroni_lib
 from panel.clusters.models import Cluster, MemberRole
 from panel.clusters.services import ha, members, reconciler, replica_heal, replicas, replication
@@ -36,27 +36,16 @@ def test_permanent_slots_declare_and_remove_by_name() -> None:
 
 
 @pytest.fixture(scope="module")
-def source(django_db_setup: None, django_db_blocker: object) -> Iterator[Cluster]:
-    """One two-member db-s-1vcpu-2gb cluster for the module."""
+def source(ha_pair: HaPair, django_db_blocker: object) -> Iterator[Cluster]:
+    """The session's two-member db-s-1vcpu-2gb cluster, named db-ha-source for the module (its
+    replicas are deleted after it)."""
     with django_db_blocker.unblock():  # type: ignore[attr-defined]
         owner = User.objects.create_user(OWNER, f"{OWNER}@example.com", f"{OWNER}-password-1")
-        cluster = services.create_cluster(
-            owner, name="db-ha-source", plan_slug="db-s-1vcpu-2gb", num_nodes=2, enqueue=False
-        )
-        cluster = services.provision_cluster(cluster.pk)
-        try:
-            assert cluster.status == "online", cluster.error_message
+    try:
+        with lend_ha_pair(ha_pair, django_db_blocker, owner, "db-ha-source") as cluster:
             yield cluster
-        finally:
-            if Cluster.objects.filter(pk=cluster.pk).exists():
-                for replica in Cluster.objects.filter(replica_of=cluster):
-                    replicas.delete_replica(replica, foreground=True)
-                services.delete_cluster(Cluster.objects.get(pk=cluster.pk), confirm_name=cluster.name)
-            else:  # flushed by a transactional test: everything runs as the cluster's user
-                isolation.kill_leftover_processes(cluster)
-                patroni.stop_etcd(ha.etcd_data_dir())
-                postgres.remove_data(cluster.data_root)
-                isolation.remove_cluster_user(cluster)
+    finally:
+        with django_db_blocker.unblock():  # type: ignore[attr-defined]
             User.objects.filter(username=OWNER).delete()
 
 
@@ -142,7 +131,7 @@ def test_a_replica_keeps_streaming_from_the_new_primary_and_its_slot_goes_with_i
         assert _declared_soon(source, lambda slots: slots == {slot: {"type": "physical"}})
         every_member = sorted(source.members.values_list("name", flat=True))
         assert len(every_member) == 2
-        assert wait_for(lambda: replication.members_with_slot(source, slot) == every_member, 20, interval=0.5)
+        assert wait_for(lambda: replication.members_with_slot(source, slot) == every_member, 20, interval=0.2)
         assert wait_for(lambda: _has_row(replica, 1), 10, interval=0.2)
         # A slot no longer declared (etcd's data lost) is declared again by the reconciler.
         status, _text = patroni.rest(
@@ -158,7 +147,7 @@ def test_a_replica_keeps_streaming_from_the_new_primary_and_its_slot_goes_with_i
         ]
         assert _declared_soon(source, lambda slots: slots == {slot: {"type": "physical"}})
         assert replication.keep_slots_declared(source) == []
-        assert wait_for(lambda: replication.members_with_slot(source, slot) == every_member, 20, interval=0.5)
+        assert wait_for(lambda: replication.members_with_slot(source, slot) == every_member, 20, interval=0.2)
         with connect_as_client(replica) as conn, pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
             conn.execute("INSERT INTO items VALUES (99)")
 
@@ -167,7 +156,7 @@ def test_a_replica_keeps_streaming_from_the_new_primary_and_its_slot_goes_with_i
         old = source.members.get(role=MemberRole.PRIMARY)
         new_name = members.switchover(source)
         assert new_name != old.name
-        assert wait_for(lambda: _write(fresh(source), 2), 30, interval=0.5)
+        assert wait_for(lambda: _write(fresh(source), 2), 30, interval=0.2)
         assert wait_for(lambda: _has_row(replica, 2), 60, interval=0.2)
         _streams_through_its_slot_on(source, new_name, replica, slot)
         (row,) = replicas.list_replicas(fresh(source))
@@ -183,7 +172,7 @@ def test_a_replica_keeps_streaming_from_the_new_primary_and_its_slot_goes_with_i
         took_over = _other_primary(source, new_name)
         assert took_over is not None
         ha.refresh_members(source)
-        assert wait_for(lambda: _write(fresh(source), 3), 30, interval=0.5)
+        assert wait_for(lambda: _write(fresh(source), 3), 30, interval=0.2)
         assert wait_for(lambda: _has_row(replica, 3), 60, interval=0.2)
         _streams_through_its_slot_on(source, took_over, replica, slot)
         assert postgres.postmaster_pid(replica.pgdata) == postmaster
@@ -192,7 +181,7 @@ def test_a_replica_keeps_streaming_from_the_new_primary_and_its_slot_goes_with_i
         replicas.delete_replica(fresh(replica), foreground=True)
         assert _declared_soon(source, lambda slots: slot not in slots)
         assert ha.wait_healthy(source, RECOVERY_TIMEOUT)  # the crashed member answers again too
-        assert wait_for(lambda: replication.members_with_slot(source, slot) == [], 20, interval=0.5)
+        assert wait_for(lambda: replication.members_with_slot(source, slot) == [], 20, interval=0.2)
         every_answers = [s.name for s in ha.read_statuses(source) if s.state in ha.HEALTHY_STATES]
         assert sorted(every_answers) == every_member
     finally:
@@ -345,9 +334,9 @@ def test_a_replica_ahead_of_the_new_primary_is_healed_by_the_reconciler(
         os.kill(sender, signal.SIGKILL)
     assert wait_for(lambda: _other_primary(source, old) == standby, RECOVERY_TIMEOUT, interval=0.2)
     ha.refresh_members(source)
-    assert wait_for(lambda: _run(fresh(source), "INSERT INTO healed VALUES (3)"), 30, interval=0.5)
+    assert wait_for(lambda: _run(fresh(source), "INSERT INTO healed VALUES (3)"), 30, interval=0.2)
     # It cannot follow by itself (the panel's own connections say so, not only its log) …
-    assert wait_for(lambda: replica_heal.diverged(fresh(replica)) is not None, 30, interval=0.5)
+    assert wait_for(lambda: replica_heal.diverged(fresh(replica)) is not None, 30, interval=0.2)
     # … and the reconciler heals it, with an event; its connection details are unchanged.
     with django_capture_on_commit_callbacks(execute=True):  # type: ignore[attr-defined]
         assert wait_for(

@@ -21,10 +21,11 @@ from django.core.management.base import CommandError
 from django.test import Client
 from django.urls import reverse
 
+from conftest import HaPair, lend_ha_pair
 from panel.api import services as api_services
 from panel.api.models import Scope
 from panel.clusters import services
-from panel.clusters.engine import isolation, patroni, postgres
+from panel.clusters.engine import isolation, patroni
 from panel.clusters.models import Cluster, Node
 from panel.clusters.services import ha
 from panel.clusters.tests.conftest import make_cluster_row
@@ -40,26 +41,16 @@ TIMEOUT = 60
 
 
 @pytest.fixture(scope="module")
-def ha_cluster(django_db_setup: None, django_db_blocker: object) -> Iterator[Cluster]:
-    """One two-member db-s-1vcpu-2gb cluster for the module, both members streaming."""
+def ha_cluster(ha_pair: HaPair, django_db_blocker: object) -> Iterator[Cluster]:
+    """The session's two-member db-s-1vcpu-2gb cluster, named db-sr for the module, both members
+    streaming."""
     with django_db_blocker.unblock():  # type: ignore[attr-defined]
         owner = User.objects.create_user(OWNER, "sr-owner@example.com", "sr-owner-password-1")
-        cluster = services.create_cluster(
-            owner, name="db-sr", plan_slug="db-s-1vcpu-2gb", num_nodes=2, enqueue=False
-        )
-        cluster = services.provision_cluster(cluster.pk)
-        try:
-            assert cluster.status == "online", cluster.error_message
-            assert ha.wait_healthy(cluster, TIMEOUT)
+    try:
+        with lend_ha_pair(ha_pair, django_db_blocker, owner, "db-sr") as cluster:
             yield cluster
-        finally:
-            if Cluster.objects.filter(pk=cluster.pk).exists():
-                services.delete_cluster(Cluster.objects.get(pk=cluster.pk), confirm_name=cluster.name)
-            else:  # flushed by the transactional (pydo) test
-                isolation.kill_leftover_processes(cluster)
-                patroni.stop_etcd(ha.etcd_data_dir())
-                postgres.remove_data(cluster.data_root)
-                isolation.remove_cluster_user(cluster)
+    finally:
+        with django_db_blocker.unblock():  # type: ignore[attr-defined]
             User.objects.filter(username=OWNER).delete()
 
 
@@ -187,7 +178,7 @@ def test_with_the_standby_stopped_the_primary_answers_reads_until_it_is_back(ha_
     while time.monotonic() < deadline and not answered_by_primary:
         with contextlib.suppress(psycopg.OperationalError):  # the standby not marked down yet
             answered_by_primary = not _in_recovery(ha_cluster)
-        time.sleep(0.5)
+        time.sleep(0.2)
     assert answered_by_primary, "reads on the standby port were not answered by the primary"
     with _connect(ha_cluster, standby=True) as conn:
         assert conn.execute("SELECT count(*) FROM seen").fetchone() == (1,)
@@ -204,7 +195,7 @@ def test_with_the_standby_stopped_the_primary_answers_reads_until_it_is_back(ha_
     while time.monotonic() < deadline and not back:
         with contextlib.suppress(psycopg.OperationalError):
             back = _in_recovery(ha_cluster)
-        time.sleep(0.5)
+        time.sleep(0.2)
     assert back, "reads did not go back to the standby once it streamed again"
 
 

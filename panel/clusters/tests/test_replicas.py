@@ -4,9 +4,12 @@ and is deleted completely; what cannot be done is refused with nothing changed."
 
 from __future__ import annotations
 
+import contextlib
 import io
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -47,13 +50,61 @@ def fresh(cluster: Cluster) -> Cluster:
     return Cluster.objects.select_related("node", "replica_of").get(pk=cluster.pk)
 
 
-def test_a_replica_serves_reads_refuses_writes_and_is_promoted(source: Cluster) -> None:
+@contextlib.contextmanager
+def churning_wal(cluster: Cluster, rounds: int = 5) -> Iterator[None]:
+    """The server switches to a new WAL file and checkpoints ``rounds`` times meanwhile, as when
+    another replica's copy starts (``pg_basebackup --checkpoint=fast``): WAL files older than
+    the last checkpoint are recycled unless a slot holds them."""
+    stop = threading.Event()
+
+    def churn() -> None:
+        with dbconn.admin_connection(cluster) as conn:
+            for _round in range(rounds):
+                if stop.is_set():
+                    return
+                conn.execute("SELECT pg_catalog.pg_switch_wal()")
+                conn.execute("CHECKPOINT")
+                stop.wait(0.1)
+
+    thread = threading.Thread(target=churn, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+
+
+def test_a_replica_serves_reads_refuses_writes_and_is_promoted(
+    source: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
     source = fresh(source)
     with connect_as_client(source) as conn:
         conn.execute("CREATE TABLE items (id int PRIMARY KEY, label text)")
         conn.execute("INSERT INTO items VALUES (1, 'before')")
 
+    # Its slot holds the source's WAL before the copy starts, while checkpoints come and go: a
+    # slot made by pg_basebackup itself holds WAL only once its WAL stream connects, and a
+    # checkpoint in between (two replicas made at once) recycled the file the copy started from
+    # ("requested WAL segment … has already been removed": the pydo test's intermittent failure).
+    held_at_copy = []
+    copy = postgres.basebackup
+
+    def watched_copy(*args: Any, **kwargs: Any) -> None:
+        with dbconn.admin_connection(source) as conn:
+            held_at_copy.append(
+                conn.execute(
+                    "SELECT restart_lsn IS NOT NULL FROM pg_catalog.pg_replication_slots WHERE slot_name = %s",
+                    [args[3]],
+                ).fetchone()
+            )
+        with churning_wal(source):  # while the copy starts
+            copy(*args, **kwargs)
+
+    monkeypatch.setattr(postgres, "basebackup", watched_copy)
     replica = replicas.add_replica(source, name="db-source-replica")
+    monkeypatch.undo()
+    assert held_at_copy == [(True,)]
     assert replica.status == "online" and replica.replica_of_id == source.pk
     assert replica.port != source.port and replica.os_user_name != source.os_user_name
     assert replica.ca_certificate and replica.ca_certificate != source.ca_certificate
