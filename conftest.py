@@ -538,8 +538,18 @@ def ha_pair(django_db_setup: None, django_db_blocker: object) -> Iterator[HaPair
         if pair.shared is None or Path(data_dir) != ha.etcd_data_dir():
             stop_etcd(data_dir, **kwargs)
 
+    from panel.clusters.services import etcd as etcd_service
+
+    retire_here = etcd_service._retire_here
+
+    def retire_but_the_pairs() -> str | None:
+        # A reconciler round with no etcd rows (a transactional test flushed them) would stop the
+        # node's etcd under the pair: its loan makes the rows again (``ha.ensure_etcd``).
+        return None if pair.shared is not None else retire_here()
+
     keep = pytest.MonkeyPatch()
     keep.setattr(patroni, "stop_etcd", stop_etcd_but_the_pairs)
+    keep.setattr(etcd_service, "_retire_here", retire_but_the_pairs)
     try:
         yield pair
     finally:
@@ -561,7 +571,7 @@ def lend_ha_pair(pair: HaPair, django_db_blocker: object, owner: User, name: str
     Afterwards what the loan made on it goes (replicas, pools); the caller deletes ``owner``,
     whose rows the cluster's go with (or a transactional test flushed them already)."""
     from panel.clusters.models import MemberRole
-    from panel.clusters.services import ha, members
+    from panel.clusters.services import ha, ha_files, members
     from panel.pools import services as pool_services
 
     shared = pair.build(django_db_blocker)
@@ -571,6 +581,9 @@ def lend_ha_pair(pair: HaPair, django_db_blocker: object, owner: User, name: str
         Cluster.objects.filter(pk=cluster.pk).update(name=name)
         cluster = Cluster.objects.get(pk=cluster.pk)
         ha.ensure_etcd(cluster.node, 30)  # (a Celery worker's deletion of a cluster may have stopped it)
+        # A flush between loans may have taken the etcd CA's row, and a cluster made since a new
+        # CA: the pair's Patroni gets the node's client certificate again (read per connection).
+        ha_files.write_etcd_tls(cluster, cluster.os_user())
         assert ha.wait_healthy(cluster, 120), ha.read_statuses(cluster)
         ha.refresh_members(cluster)
         if cluster.members.get(role=MemberRole.PRIMARY).name != "member-1":
