@@ -541,11 +541,15 @@ def ha_pair(django_db_setup: None, django_db_blocker: object) -> Iterator[HaPair
     from panel.clusters.services import etcd as etcd_service
 
     retire_here = etcd_service._retire_here
+    pairs_etcd = etcd_service.data_dir()
 
     def retire_but_the_pairs() -> str | None:
         # A reconciler round with no etcd rows (a transactional test flushed them) would stop the
-        # node's etcd under the pair: its loan makes the rows again (``ha.ensure_etcd``).
-        return None if pair.shared is not None else retire_here()
+        # node's etcd under the pair: its loan makes the rows again (``ha.ensure_etcd``). Another
+        # node's etcd (a test acting as that node's agent) retires as asked.
+        if pair.shared is not None and etcd_service.data_dir() == pairs_etcd:
+            return None
+        return retire_here()
 
     keep = pytest.MonkeyPatch()
     keep.setattr(patroni, "stop_etcd", stop_etcd_but_the_pairs)
@@ -678,3 +682,28 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     data_dir = Path(os.environ.get("PANEL_TEST_DATA_DIR", ""))
     if data_dir.name.startswith("pgpanel-test-"):
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+# The modules that take longest (each builds clusters with standbys, or runs two node agents),
+# measured in full runs: collected first, so that `--dist loadfile` hands them out at the start
+# and the run does not end with one worker on a four-minute module while the other idles.
+# Within a module the order stays as written.
+SLOWEST_FIRST = (
+    "panel/clusters/tests/test_etcd_members.py",  # first on its worker: no other store around yet
+    "tests/test_remote_members.py",
+    "tests/test_remote_replicas.py",
+    "tests/test_two_nodes.py",
+    "panel/clusters/tests/test_ha_rolling.py",
+    "panel/clusters/tests/test_ha_failover.py",
+    "panel/clusters/tests/test_ha_member_count.py",
+    "tests/security/test_patroni_rest.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {path: index for index, path in enumerate(SLOWEST_FIRST)}
+
+    def key(item: pytest.Item) -> int:
+        return rank.get(item.nodeid.split("::", 1)[0], len(SLOWEST_FIRST))
+
+    items.sort(key=key)  # stable: every other module keeps its place

@@ -55,6 +55,9 @@ def as_node(node: Node) -> Iterator[None]:
 
 @pytest.fixture
 def four_nodes(db: None) -> Iterator[list[Node]]:
+    # The store these four nodes make, alone: an earlier module's cluster with standbys may have
+    # left this node's member row (its etcd keeps running elsewhere; the deletion is rolled back).
+    EtcdMember.objects.all().delete()
     suffix = secrets.token_hex(2)
     root = Path(django_settings.PANEL_DATA_DIR) / "etcd-nodes" / suffix
     _first, last = django_settings.PANEL_PORT_RANGE
