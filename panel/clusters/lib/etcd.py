@@ -11,7 +11,6 @@ cannot write Patroni's ``/config`` (an ``archive_command`` runs as the cluster's
 from __future__ import annotations
 
 import datetime as dt
-import ipaddress
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,9 +18,11 @@ from typing import Any
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID
+
+from panel.clusters.lib import tls
 
 # One member up to two active nodes, three from three on: quorum (two of three) survives one.
 SINGLE = 1
@@ -177,6 +178,8 @@ def member_id_field(hex_id: str) -> str:
 
 # --- the panel's etcd CA ---------------------------------------------------------------------------
 
+ORGANIZATION = "PostgreSQL control panel etcd"
+
 
 @dataclass(frozen=True)
 class KeyPair:
@@ -184,63 +187,11 @@ class KeyPair:
     key_pem: str
 
 
-def _name(common_name: str) -> x509.Name:
-    return x509.Name(
-        [
-            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "PostgreSQL control panel etcd"),
-            x509.NameAttribute(NameOID.COMMON_NAME, common_name),
-        ]
-    )
-
-
-def _key_pem(key: ec.EllipticCurvePrivateKey) -> str:
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    ).decode()
-
-
 def new_ca(common_name: str = "pgpanel etcd CA") -> KeyPair:
     """The panel-wide CA that signs every member's and every client's certificate."""
-    now = dt.datetime.now(dt.UTC)
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = _name(common_name)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=CA_DAYS))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    return KeyPair(cert.public_bytes(serialization.Encoding.PEM).decode(), _key_pem(key))
-
-
-def _alt_names(hosts: Sequence[str]) -> list[x509.GeneralName]:
-    names: list[x509.GeneralName] = []
-    for host in dict.fromkeys(hosts):
-        try:
-            names.append(x509.IPAddress(ipaddress.ip_address(host)))
-        except ValueError:
-            names.append(x509.DNSName(host))
-    return names
+    key = tls.new_key()
+    cert = tls.ca_certificate(key, tls.name(common_name, ORGANIZATION), CA_DAYS)
+    return KeyPair(tls.certificate_pem(cert), tls.private_key_pem(key))
 
 
 def issue(ca: KeyPair, common_name: str, hosts: Sequence[str] = (), *, server: bool) -> KeyPair:
@@ -250,29 +201,15 @@ def issue(ca: KeyPair, common_name: str, hosts: Sequence[str] = (), *, server: b
     ca_key = serialization.load_pem_private_key(ca.key_pem.encode(), password=None)
     if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
         raise ValueError("the etcd CA's key is not an EC key")
-    now = dt.datetime.now(dt.UTC)
-    key = ec.generate_private_key(ec.SECP256R1())
     usages = [ExtendedKeyUsageOID.CLIENT_AUTH]
     if server:
         usages.insert(0, ExtendedKeyUsageOID.SERVER_AUTH)
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(_name(common_name))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=CERT_DAYS))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
+    key = tls.new_key()
+    subject = tls.name(common_name, ORGANIZATION)
+    cert = tls.leaf_certificate(
+        ca_key, ca_cert.subject, key, subject, hosts=hosts, usages=usages, days=CERT_DAYS
     )
-    if hosts:
-        builder = builder.add_extension(x509.SubjectAlternativeName(_alt_names(hosts)), critical=False)
-    cert = builder.sign(ca_key, hashes.SHA256())
-    return KeyPair(cert.public_bytes(serialization.Encoding.PEM).decode(), _key_pem(key))
+    return KeyPair(tls.certificate_pem(cert), tls.private_key_pem(key))
 
 
 def signed_by(cert_pem: str, ca_cert_pem: str, hosts: Sequence[str] = ()) -> bool:
@@ -286,12 +223,4 @@ def signed_by(cert_pem: str, ca_cert_pem: str, hosts: Sequence[str] = ()) -> boo
         return False
     if cert.not_valid_after_utc < dt.datetime.now(dt.UTC) + dt.timedelta(days=7):
         return False
-    if not hosts:
-        return True
-    try:
-        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    except x509.ExtensionNotFound:
-        return False
-    named = {str(v) for v in san.get_values_for_type(x509.DNSName)}
-    named |= {str(v) for v in san.get_values_for_type(x509.IPAddress)}
-    return set(hosts) <= named
+    return set(hosts) <= set(tls.subject_alt_names(cert_pem))
