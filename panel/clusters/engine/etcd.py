@@ -20,6 +20,7 @@ import psutil
 
 from panel.clusters.engine.patroni import _detach, _processes_with, _terminate
 from panel.clusters.lib import etcd as etcd_lib
+from panel.core import jsonhttp
 from panel.core.polling import wait_for
 from panel.core.runas import EngineError, OsUser
 
@@ -85,17 +86,7 @@ def request(
     conn = http.client.HTTPSConnection(
         parts.hostname or "", parts.port or 2379, timeout=timeout, context=_context(tls)
     )
-    try:
-        if body is None:
-            conn.request("GET", path)
-        else:
-            conn.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
-        response = conn.getresponse()
-        return response.status, response.read().decode(errors="replace")
-    except (OSError, http.client.HTTPException) as exc:
-        return 0, str(exc)
-    finally:
-        conn.close()
+    return jsonhttp.exchange(conn, "GET" if body is None else "POST", path, body)
 
 
 def healthy(url: str, tls: etcd_lib.TlsPaths) -> bool:
@@ -206,16 +197,11 @@ def legacy_keys(port: int, prefix: str) -> list[tuple[str, str, bool]]:
     panel (plain HTTP on loopback, no authentication: it is about to be put aside)."""
     end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
-    try:
-        body = json.dumps({"key": _b64(prefix), "range_end": _b64(end)})
-        conn.request("POST", "/v3/kv/range", body=body, headers={"Content-Type": "application/json"})
-        response = conn.getresponse()
-        text = response.read().decode(errors="replace")
-    except (OSError, http.client.HTTPException) as exc:
-        raise EngineError(f"The etcd of before on port {port} did not answer: {exc}") from None
-    finally:
-        conn.close()
-    if response.status != 200:
+    body = {"key": _b64(prefix), "range_end": _b64(end)}
+    status, text = jsonhttp.exchange(conn, "POST", "/v3/kv/range", body)
+    if status == 0:
+        raise EngineError(f"The etcd of before on port {port} did not answer: {text}")
+    if status != 200:
         raise EngineError(f"The etcd of before on port {port} refused to list its keys: {text[:200]}")
     return [
         (

@@ -11,9 +11,7 @@ configuration files, never in argv.
 
 from __future__ import annotations
 
-import base64
 import http.client
-import json
 import logging
 import os
 import signal
@@ -28,6 +26,7 @@ import psutil
 
 from panel.clusters.lib import firewall
 from panel.clusters.lib import patroni as patroni_lib
+from panel.core import jsonhttp
 from panel.core.runas import EngineError, OsUser, run_as, spawn_in, write_private_file
 
 log = logging.getLogger(__name__)
@@ -309,17 +308,6 @@ def rest(
     """One HTTP request to ``host``:``port`` (Patroni's or etcd's API); (0, reason) when nothing
     answers. ``auth``: the cluster's REST user and password (``Cluster.rest_credentials``), which
     Patroni asks for on every request that changes something (401 without)."""
+    headers = {"Authorization": jsonhttp.basic_auth(*auth)} if auth is not None else {}
     conn = http.client.HTTPConnection(host, port, timeout=timeout)
-    try:
-        payload = json.dumps(body) if body is not None else None
-        headers = {"Content-Type": "application/json"} if payload is not None else {}
-        if auth is not None:
-            token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
-            headers["Authorization"] = f"Basic {token}"
-        conn.request(method, path, body=payload, headers=headers)
-        response = conn.getresponse()
-        return response.status, response.read().decode(errors="replace")
-    except (OSError, http.client.HTTPException) as exc:
-        return 0, str(exc)
-    finally:
-        conn.close()
+    return jsonhttp.exchange(conn, method, path, body, headers=headers)
