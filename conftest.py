@@ -338,27 +338,41 @@ def make_local_cluster(owner: User, name: str = "db-test", plan: str = "db-s-1vc
 
 @contextlib.contextmanager
 def module_cluster(
-    django_db_blocker: object, username: str, name: str, plan: str = "db-s-1vcpu-1gb"
+    django_db_blocker: object,
+    username: str,
+    name: str,
+    plan: str = "db-s-1vcpu-1gb",
+    *,
+    num_nodes: int = 1,
 ) -> Iterator[Cluster]:
     """A real cluster that one module's tests share, owned by a user of its own; removed afterwards.
 
     For a module-scoped fixture (``django_db_blocker`` lets it write rows outside a test). When a
     transactional test of another module flushed the rows meanwhile, the server is stopped and
-    its files removed instead.
+    its files removed instead. ``num_nodes`` above 1: members run by Patroni (and etcd), which
+    all run as the cluster's user: without the rows its leftover processes go, and the user.
     """
     from panel.clusters import hooks
-    from panel.clusters.engine import postgres
+    from panel.clusters.engine import isolation, patroni, postgres
+    from panel.clusters.services import ha
 
     with django_db_blocker.unblock():  # type: ignore[attr-defined]
         owner = User.objects.create_user(username, f"{username}@example.com", f"{username}-password-1")
-        cluster = make_local_cluster(owner, name=name, plan=plan)
+        made = services.create_cluster(owner, name=name, plan_slug=plan, num_nodes=num_nodes, enqueue=False)
+        cluster = services.provision_cluster(made.pk)
     try:
+        assert cluster.status == "online", cluster.error_message
         yield cluster
     finally:
         with django_db_blocker.unblock():  # type: ignore[attr-defined]
             if Cluster.objects.filter(pk=cluster.pk).exists():
                 delete_replicas_of(cluster)
                 services.delete_cluster(Cluster.objects.get(pk=cluster.pk), confirm_name=cluster.name)
+            elif num_nodes > 1:
+                isolation.kill_leftover_processes(cluster)
+                patroni.stop_etcd(ha.etcd_data_dir())
+                postgres.remove_data(cluster.data_root)
+                isolation.remove_cluster_user(cluster)
             else:  # its PgBouncer too: the teardown that would stop it cannot run without the rows
                 hooks.pooler.stop_pgbouncer(cluster)
                 postgres.kill(cluster.pgdata)
@@ -696,7 +710,6 @@ SLOWEST_FIRST = (
     "panel/clusters/tests/test_ha_rolling.py",
     "panel/clusters/tests/test_ha_failover.py",
     "panel/clusters/tests/test_ha_member_count.py",
-    "tests/security/test_patroni_rest.py",
 )
 
 

@@ -1,5 +1,5 @@
 """Patroni's REST API asks for the cluster's credentials, replayed for real on one two-member
-cluster (Patroni, etcd, HAProxy).
+cluster (Patroni, etcd, HAProxy): the session's shared pair.
 
 The attack (before the fix): a member's REST port (its node's address once members are spread)
 took any request. ``PATCH /config`` with an ``archive_command`` runs a command as the cluster's OS
@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
-from panel.clusters import services
-from panel.clusters.engine import dbconn, isolation, patroni, postgres
+from conftest import HaPair, lend_ha_pair
+from panel.clusters.engine import dbconn, patroni, postgres
 from panel.clusters.models import Cluster
 from panel.clusters.services import ha, ha_files, members, membership
 from panel.core.polling import wait_for
@@ -32,26 +32,17 @@ TIMEOUT = 60
 
 
 @pytest.fixture(scope="module")
-def ha_cluster(django_db_setup: None, django_db_blocker: Any) -> Iterator[Cluster]:
-    """One two-member db-s-1vcpu-2gb cluster for the module, both members streaming."""
+def ha_cluster(ha_pair: HaPair, django_db_blocker: Any) -> Iterator[Cluster]:
+    """The session's two-member db-s-1vcpu-2gb cluster, named db-rest for the module, both
+    members streaming (a loan puts member-1 back as the primary and leaves nothing of this
+    module's on it: the switchover is undone, the PATCH sent back, the credentials written in)."""
     with django_db_blocker.unblock():
         owner = User.objects.create_user(OWNER, "rest-owner@example.com", "rest-owner-password-1")
-        cluster = services.create_cluster(
-            owner, name="db-rest", plan_slug="db-s-1vcpu-2gb", num_nodes=2, enqueue=False
-        )
-        cluster = services.provision_cluster(cluster.pk)
-        try:
-            assert cluster.status == "online", cluster.error_message
-            assert ha.wait_healthy(cluster, TIMEOUT)
+    try:
+        with lend_ha_pair(ha_pair, django_db_blocker, owner, "db-rest") as cluster:
             yield cluster
-        finally:
-            if Cluster.objects.filter(pk=cluster.pk).exists():
-                services.delete_cluster(Cluster.objects.get(pk=cluster.pk), confirm_name=cluster.name)
-            else:  # flushed by a transactional test of another module
-                isolation.kill_leftover_processes(cluster)
-                patroni.stop_etcd(ha.etcd_data_dir())
-                postgres.remove_data(cluster.data_root)
-                isolation.remove_cluster_user(cluster)
+    finally:
+        with django_db_blocker.unblock():
             User.objects.filter(username=OWNER).delete()
 
 

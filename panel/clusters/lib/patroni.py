@@ -248,7 +248,13 @@ def render_haproxy(
         "defaults",
         "    mode tcp",
         "    load-server-state-from-file global",
-        "    timeout connect 3s",
+        # A connection to a member that has just stopped (a switchover, before its check says so)
+        # is refused: it is tried again after min(timeout connect, 1 s), on another server
+        # (redispatch on every retry), so a direct client waits for the new primary's check, not
+        # for three turns of a second.
+        "    timeout connect 500ms",
+        "    retries 3",
+        "    option redispatch 1",
         "    timeout client 1h",
         "    timeout server 1h",
         "    timeout check 2s",

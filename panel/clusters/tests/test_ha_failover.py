@@ -17,11 +17,10 @@ from pathlib import Path
 import psutil
 import psycopg
 import pytest
-from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import Client
 
-from conftest import start_node_agent
+from conftest import module_cluster, start_node_agent
 from panel.api import services as api_services
 from panel.api.models import Scope
 from panel.clusters import services
@@ -39,27 +38,12 @@ RECOVERY_TIMEOUT = 90
 @pytest.fixture(scope="module")
 def ha_cluster(django_db_setup: None, django_db_blocker: object) -> Iterator[Cluster]:
     """One three-member db-s-1vcpu-2gb cluster for the module, with a transaction pool."""
-    with django_db_blocker.unblock():  # type: ignore[attr-defined]
-        owner = User.objects.create_user("ha-owner", "ha-owner@example.com", "ha-owner-password-1")
-        cluster = services.create_cluster(
-            owner, name="db-ha", plan_slug="db-s-1vcpu-2gb", num_nodes=3, enqueue=False
-        )
-        cluster = services.provision_cluster(cluster.pk)
-        try:
-            assert cluster.status == "online", cluster.error_message
+    with module_cluster(django_db_blocker, "ha-owner", "db-ha", "db-s-1vcpu-2gb", num_nodes=3) as cluster:
+        with django_db_blocker.unblock():  # type: ignore[attr-defined]
             pool_services.create_pool(cluster, "writes", "defaultdb", None, "transaction", 5)
-            with _connect(cluster) as conn:
-                conn.execute("CREATE TABLE acked (id bigint PRIMARY KEY)")
-            yield cluster
-        finally:
-            if Cluster.objects.filter(pk=cluster.pk).exists():
-                services.delete_cluster(Cluster.objects.get(pk=cluster.pk), confirm_name=cluster.name)
-            else:  # flushed by the transactional test: everything runs as the cluster's user
-                isolation.kill_leftover_processes(cluster)
-                patroni.stop_etcd(ha.etcd_data_dir())
-                postgres.remove_data(cluster.data_root)
-                isolation.remove_cluster_user(cluster)
-            User.objects.filter(username="ha-owner").delete()
+        with _connect(cluster) as conn:
+            conn.execute("CREATE TABLE acked (id bigint PRIMARY KEY)")
+        yield cluster
 
 
 def _params(cluster: Cluster, dbname: str = "defaultdb", *, port: int | None = None) -> dict[str, object]:

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 
 import psycopg
 import pytest
-from django.contrib.auth.models import User
 
+from conftest import module_cluster
 from panel.clusters import services
-from panel.clusters.engine import cgroups, dbconn, isolation, patroni, postgres
+from panel.clusters.engine import cgroups, dbconn, isolation, postgres
 from panel.clusters.lib.plans import get_plan
 from panel.clusters.models import Cluster, ClusterStatus, MemberRole
 from panel.clusters.services import ha, lifecycle, resize
@@ -30,27 +30,12 @@ NEW_PLAN = "db-s-2vcpu-4gb"
 @pytest.fixture(scope="module")
 def ha_cluster(django_db_setup: None, django_db_blocker: object) -> Iterator[Cluster]:
     """One three-member db-s-1vcpu-2gb cluster for the module, with a transaction pool."""
-    with django_db_blocker.unblock():  # type: ignore[attr-defined]
-        owner = User.objects.create_user("roll-owner", "roll-owner@example.com", "roll-owner-password-1")
-        cluster = services.create_cluster(
-            owner, name="db-roll", plan_slug="db-s-1vcpu-2gb", num_nodes=3, enqueue=False
-        )
-        cluster = services.provision_cluster(cluster.pk)
-        try:
-            assert cluster.status == "online", cluster.error_message
+    with module_cluster(django_db_blocker, "roll-owner", "db-roll", "db-s-1vcpu-2gb", num_nodes=3) as cluster:
+        with django_db_blocker.unblock():  # type: ignore[attr-defined]
             pool_services.create_pool(cluster, "writes", "defaultdb", None, "transaction", 5)
-            with psycopg.connect(**_params(cluster, "writes")) as conn:
-                conn.execute("CREATE TABLE acked (id bigint PRIMARY KEY)")
-            yield cluster
-        finally:
-            if Cluster.objects.filter(pk=cluster.pk).exists():
-                services.delete_cluster(Cluster.objects.get(pk=cluster.pk), confirm_name=cluster.name)
-            else:
-                isolation.kill_leftover_processes(cluster)
-                patroni.stop_etcd(ha.etcd_data_dir())
-                postgres.remove_data(cluster.data_root)
-                isolation.remove_cluster_user(cluster)
-            User.objects.filter(username="roll-owner").delete()
+        with psycopg.connect(**_params(cluster, "writes")) as conn:
+            conn.execute("CREATE TABLE acked (id bigint PRIMARY KEY)")
+        yield cluster
 
 
 def _params(cluster: Cluster, dbname: str) -> dict[str, object]:

@@ -116,6 +116,17 @@ def test_haproxy_drops_a_demoted_member_after_one_failed_half_second_check():
     assert "default-server inter 500ms fall 1 rise 1 on-marked-down shutdown-sessions" in text
 
 
+def test_haproxy_retries_a_refused_connection_on_another_member_within_half_a_second():
+    """A switchover stops the old primary before its check says so: a direct client's connection
+    to it is refused and retried after min(timeout connect, 1 s), on another server each time.
+    With ``timeout connect 3s`` and no redispatch a direct client waited 3.4 s (failover.py)."""
+    lines = patroni.render_haproxy(["127.0.0.1"], 26000, _cluster(2), "/data/ha/haproxy.pid").splitlines()
+    defaults = lines[lines.index("defaults") : lines.index("listen primary")]
+    assert "    timeout connect 500ms" in defaults
+    assert "    retries 3" in defaults
+    assert "    option redispatch 1" in defaults
+
+
 def test_patroni_runs_with_a_100_ms_stop_poll(monkeypatch):
     import patroni.__main__
     import patroni.postgresql
