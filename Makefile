@@ -23,11 +23,13 @@ run: bootstrap-run messages
 	$(VENV)/bin/python scripts/run.py
 
 # Two test sessions side by side (pytest-xdist), a module's tests in one of them (their shared
-# cluster is made once); PYTEST_WORKERS=0 runs everything in this process.
+# cluster is made once); PYTEST_WORKERS=0 runs everything in this process. Modules are handed out
+# in collection order (conftest.py puts the slowest first), not xdist's default of most tests
+# first, which left the one-test two-node modules for the end on one worker.
 PYTEST_WORKERS ?= 2
 
 test: bootstrap-test lint messages i18n-check
-	$(VENV)/bin/python -m pytest $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
+	$(VENV)/bin/python -m pytest $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 test-pg: bootstrap-test lint messages
 	$(VENV)/bin/python scripts/test_pg.py $(PYTEST_ARGS)
