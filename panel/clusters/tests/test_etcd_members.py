@@ -252,7 +252,17 @@ def test_three_members_form_one_store_that_outlives_one_and_refuses_strangers(
         etcd.ensure_here(drained, TIMEOUT)  # its agent: it holds none now
         assert engine.pid(etcd.data_dir()) is None and not etcd.data_dir().exists()
         assert list(etcd.root().glob("data.retired-*"))  # put aside, not deleted
-    engine.put([_url(kept)], "/pgpanel/t/k", "alone", _tls(kept))
+
+    # The last member alone commits (a write may time out while it settles after the removals,
+    # as Patroni's would: it retries too).
+    def written_alone() -> bool:
+        try:
+            engine.put([_url(kept)], "/pgpanel/t/k", "alone", _tls(kept))
+        except runas.EngineError:
+            return False
+        return True
+
+    wait_until(written_alone, timeout=30, message="a write on the last member")
     assert engine.get([_url(kept)], "/pgpanel/t/k", _tls(kept)) == "alone"
     nodes.remove_node(drained.name)  # no member there any more
 
