@@ -30,12 +30,14 @@ NEW_PLAN = "db-s-2vcpu-4gb"
 @pytest.fixture(scope="module")
 def ha_cluster(django_db_setup: None, django_db_blocker: object) -> Iterator[Cluster]:
     """One three-member db-s-1vcpu-2gb cluster for the module, with a transaction pool."""
-    with module_cluster(django_db_blocker, "roll-owner", "db-roll", "db-s-1vcpu-2gb", num_nodes=3) as cluster:
-        with django_db_blocker.unblock():  # type: ignore[attr-defined]
-            pool_services.create_pool(cluster, "writes", "defaultdb", None, "transaction", 5)
-            with psycopg.connect(**_params(cluster, "writes")) as conn:
-                conn.execute("CREATE TABLE acked (id bigint PRIMARY KEY)")
-            yield cluster
+    with (
+        module_cluster(django_db_blocker, "roll-owner", "db-roll", "db-s-1vcpu-2gb", num_nodes=3) as cluster,
+        django_db_blocker.unblock(),  # type: ignore[attr-defined]
+    ):
+        pool_services.create_pool(cluster, "writes", "defaultdb", None, "transaction", 5)
+        with psycopg.connect(**_params(cluster, "writes")) as conn:
+            conn.execute("CREATE TABLE acked (id bigint PRIMARY KEY)")
+        yield cluster
 
 
 def _params(cluster: Cluster, dbname: str) -> dict[str, object]:
