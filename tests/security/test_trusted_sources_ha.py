@@ -170,7 +170,8 @@ def test_the_reconciler_puts_the_rule_into_an_haproxy_from_before(
         TrustedSource.objects.create(cluster=cluster, value=TRUSTED)  # as if never applied
         assert _recovery(OTHER, cluster, primary) is False  # the old HAProxy lets it through
 
-        assert f"{cluster.name}: HAProxy's trusted sources brought up to date" in reconciler.reconcile()
+        note = f"{cluster.name}: HAProxy's configuration and trusted sources brought up to date"
+        assert note in reconciler.reconcile()
         assert firewall.reconcile_proxy(cluster) is None  # nothing left to do
         assert "src -f" in config.read_text()
         _refused(OTHER, cluster, primary)
@@ -178,3 +179,38 @@ def test_the_reconciler_puts_the_rule_into_an_haproxy_from_before(
     finally:
         firewall.set_trusted_sources(cluster, [])
     assert _recovery(OTHER, cluster, primary) is False
+
+
+def test_the_reconciler_brings_an_haproxy_of_an_older_panel_up_to_date(
+    ha_cluster: tuple[Cluster, ConnectionPool],
+) -> None:
+    """An HAProxy configured by the panel before its retries on another member (``timeout connect
+    3s``, no redispatch: a direct client waited 3.4 s at a switchover): the reconciler writes the
+    configuration of now and reloads HAProxy, whose sessions go on; a second pass finds nothing."""
+    cluster, _pool = ha_cluster
+    config = ha.haproxy_config_path(cluster)
+    now = config.read_text()
+    assert now == ha.haproxy_text(cluster)
+    older = now.replace("    timeout connect 500ms\n", "    timeout connect 3s\n")
+    older = older.replace("    retries 3\n", "").replace("    option redispatch 1\n", "")
+    assert older != now
+    config.write_text(older)
+    user = cluster.os_user()
+    patroni.reload_haproxy(
+        config,
+        ha.ha_dir(cluster) / "haproxy.pid",
+        cluster.socket_dir / HAPROXY_SOCKET,
+        user,
+        isolation.server_cgroup(cluster),
+        timeout=TIMEOUT,
+    )
+    pidfile = ha.ha_dir(cluster) / "haproxy.pid"
+    before = pidfile.read_text()
+    with connect_from("127.0.0.1", _params(cluster, int(cluster.port or 0))) as held:
+        note = f"{cluster.name}: HAProxy's configuration and trusted sources brought up to date"
+        assert note in reconciler.reconcile()
+        assert config.read_text() == now
+        assert firewall.reconcile_proxy(cluster) is None  # nothing left to do
+        assert _alive(held)  # reloaded, not restarted
+    assert pidfile.read_text() != before, "no new HAProxy took the configuration"
+    assert _recovery("127.0.0.1", cluster, int(cluster.port or 0)) is False

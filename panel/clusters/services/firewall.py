@@ -162,27 +162,22 @@ def _reload_proxy(cluster: Cluster) -> None:
         return
     user = cluster.os_user()
     ha.write_configs(cluster, user)
-    patroni.reload_haproxy(
-        ha.haproxy_config_path(cluster),
-        ha.ha_dir(cluster) / "haproxy.pid",
-        cluster.socket_dir / patroni_lib.HAPROXY_SOCKET,
-        user,
-        isolation.server_cgroup(cluster),
-        timeout=settings.PANEL_COMMAND_TIMEOUT,
-    )
+    ha.reload_haproxy(cluster, user, settings.PANEL_COMMAND_TIMEOUT)
 
 
 def reconcile_proxy(cluster: Cluster) -> str | None:
     """The reconciler's part: a cluster with standbys whose HAProxy does not apply the rows' sources
-    (made before HAProxy did: no ``src -f`` rule; or a pattern file that differs) gets its files
-    written and HAProxy reloaded, then pg_hba.conf, which lets HAProxy's address in, in that order."""
+    (made before HAProxy did: no ``src -f`` rule; or a pattern file that differs) or whose
+    configuration an older panel wrote (before its retries on another member, say) gets its files
+    written and HAProxy reloaded (checked first), then pg_hba.conf, which lets HAProxy's address
+    in, in that order."""
     if not cluster.is_ha:
         return None
     directory = ha.ha_dir(cluster)
     wanted = firewall.render_haproxy_sources(cluster.trusted_source_values())
     try:
         current = (directory / patroni_lib.HAPROXY_SOURCES).read_text()
-        configured = "src -f " in ha.haproxy_config_path(cluster).read_text()
+        configured = ha.haproxy_config_path(cluster).read_text() == ha.haproxy_text(cluster)
     except FileNotFoundError:
         current, configured = "", False
     if configured and current == wanted:
@@ -191,8 +186,8 @@ def reconcile_proxy(cluster: Cluster) -> str | None:
         _reload_proxy(cluster)
         isolation.refresh_server_auth(cluster)
     except (EngineError, dbconn.DatabaseError, OSError) as exc:
-        return f"{cluster.name}: HAProxy's trusted sources: {exc}"
-    return f"{cluster.name}: HAProxy's trusted sources brought up to date"
+        return f"{cluster.name}: HAProxy's configuration: {exc}"
+    return f"{cluster.name}: HAProxy's configuration and trusted sources brought up to date"
 
 
 def _restore(cluster: Cluster) -> None:

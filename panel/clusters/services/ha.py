@@ -37,6 +37,9 @@ from panel.clusters.services.ha_files import (
     scope,
 )
 from panel.clusters.services.ha_files import (
+    haproxy_text as haproxy_text,
+)
+from panel.clusters.services.ha_files import (
     member_config_path as member_config_path,
 )
 from panel.clusters.services.ha_files import (
@@ -122,6 +125,18 @@ def start_haproxy(cluster: Cluster, user: OsUser, timeout: float) -> None:
     patroni.start_haproxy(
         haproxy_config_path(cluster),
         ha_dir(cluster) / "haproxy.pid",
+        user,
+        isolation.server_cgroup(cluster),
+        timeout=timeout,
+    )
+
+
+def reload_haproxy(cluster: Cluster, user: OsUser, timeout: float) -> None:
+    """HAProxy's configuration loaded again without cutting a session (checked first)."""
+    patroni.reload_haproxy(
+        haproxy_config_path(cluster),
+        ha_dir(cluster) / "haproxy.pid",
+        cluster.socket_dir / patroni_lib.HAPROXY_SOCKET,
         user,
         isolation.server_cgroup(cluster),
         timeout=timeout,

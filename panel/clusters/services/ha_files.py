@@ -137,13 +137,19 @@ def write_configs(cluster: Cluster, user: OsUser, replicate_from: dict[str, str]
     for member in members_of(cluster):
         if not member.is_remote:  # a member on another node: its agent writes its own
             write_member_config(cluster, member, user, shared, replicate_from)
-    binds = patroni_lib.haproxy_binds(settings.PANEL_LISTEN_ADDRESSES)
-    pidfile = str(ha_dir(cluster) / "haproxy.pid")
     if cluster.standby_port is None:  # a cluster made before the read-only port existed
         cluster.standby_port = allocate_standby_port(cluster.node)
         cluster.save(update_fields=["standby_port"])
-    text = patroni_lib.render_haproxy(binds, int(cluster.port or 0), shared, pidfile, cluster.standby_port)
+    text = haproxy_text(cluster, shared)
     patroni.write_haproxy(haproxy_config_path(cluster), text, cluster.trusted_source_values(), user)
+
+
+def haproxy_text(cluster: Cluster, shared: patroni_lib.HaCluster | None = None) -> str:
+    """HAProxy's configuration as the cluster's rows and this panel's version call for."""
+    binds = patroni_lib.haproxy_binds(settings.PANEL_LISTEN_ADDRESSES)
+    pidfile = str(ha_dir(cluster) / "haproxy.pid")
+    shared = shared or member_spec(cluster)
+    return patroni_lib.render_haproxy(binds, int(cluster.port or 0), shared, pidfile, cluster.standby_port)
 
 
 def member_spec(cluster: Cluster) -> patroni_lib.HaCluster:

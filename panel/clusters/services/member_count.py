@@ -214,7 +214,7 @@ def _shrink(cluster: Cluster, num_nodes: int) -> None:
         cluster.save(update_fields=["num_nodes", "updated_at"])
         ha.write_configs(cluster, user)
         membership.patch_dynamic(cluster)  # no longer strict with two
-        membership.reload_haproxy(cluster, user)
+        ha.reload_haproxy(cluster, user, membership.timeout())
         return
     if not cluster.members.filter(name=membership.FIRST, role=MemberRole.PRIMARY).exists():
         cluster.set_progress(40, _("Switching over to member-1"))

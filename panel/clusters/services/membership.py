@@ -94,7 +94,7 @@ def start_new(cluster: Cluster, new: list[ClusterMember], user: OsUser) -> None:
             isolation.member_cgroup(cluster, member.name),
             data_dir=member.data_dir,
         )
-    reload_haproxy(cluster, user)
+    ha.reload_haproxy(cluster, user, timeout())
 
 
 def refresh_member_lines(cluster: Cluster, *, exclude: list[ClusterMember] | None = None) -> None:
@@ -123,17 +123,6 @@ def patch_dynamic(cluster: Cluster, *, strict: bool | None = None) -> None:
     )
     if status != 200:
         raise EngineError(f"Patroni did not take the new settings: {text.strip() or status}")
-
-
-def reload_haproxy(cluster: Cluster, user: OsUser) -> None:
-    patroni.reload_haproxy(
-        ha.haproxy_config_path(cluster),
-        ha.ha_dir(cluster) / "haproxy.pid",
-        cluster.socket_dir / patroni_lib.HAPROXY_SOCKET,
-        user,
-        isolation.server_cgroup(cluster),
-        timeout=timeout(),
-    )
 
 
 def remove(cluster: Cluster, member: ClusterMember) -> None:
