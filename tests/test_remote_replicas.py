@@ -162,8 +162,11 @@ def test_a_replica_is_placed_built_and_run_on_another_node(
 
     wait_until(healed, timeout=240, message="B's heal, once A answers")
     (resynced,) = replica.events.filter(kind="replica-resynced")
-    assert "pg_basebackup" in resynced.message and "attempt 3" in resynced.message
-    assert failures.count() == 2
+    # Attempt 3 on a quiet machine; under a full run's load an attempt after A is back may fail
+    # too (each with its reason, and the next after twice the wait), then one succeeds.
+    reasons = [event.message for event in failures.order_by("created_at")]
+    assert "pg_basebackup" in resynced.message, resynced.message
+    assert f"attempt {len(reasons) + 1}" in resynced.message, (resynced.message, reasons)
     assert _status(replica) == ClusterStatus.ONLINE
     assert (replica.port, replica.ca_certificate) == before
     with connect_as_client(source) as conn:

@@ -21,8 +21,6 @@ import pytest
 from django.contrib.auth.models import User
 
 from conftest import HaPair, lend_ha_pair
-from panel.clusters.engine import isolation, patroni
-from panel.clusters.lib.patroni import HAPROXY_SOCKET
 from panel.clusters.models import Cluster, TrustedSource
 from panel.clusters.services import firewall, ha, reconciler
 from panel.clusters.tests.conftest import client_params
@@ -158,14 +156,7 @@ def test_the_reconciler_puts_the_rule_into_an_haproxy_from_before(
     old = "".join(line for line in config.read_text().splitlines(True) if "tcp-request" not in line)
     config.write_text(old)
     user = cluster.os_user()
-    patroni.reload_haproxy(
-        config,
-        ha.ha_dir(cluster) / "haproxy.pid",
-        cluster.socket_dir / HAPROXY_SOCKET,
-        user,
-        isolation.server_cgroup(cluster),
-        timeout=TIMEOUT,
-    )
+    ha.reload_haproxy(cluster, user, TIMEOUT)
     try:
         TrustedSource.objects.create(cluster=cluster, value=TRUSTED)  # as if never applied
         assert _recovery(OTHER, cluster, primary) is False  # the old HAProxy lets it through
@@ -196,14 +187,7 @@ def test_the_reconciler_brings_an_haproxy_of_an_older_panel_up_to_date(
     assert older != now
     config.write_text(older)
     user = cluster.os_user()
-    patroni.reload_haproxy(
-        config,
-        ha.ha_dir(cluster) / "haproxy.pid",
-        cluster.socket_dir / HAPROXY_SOCKET,
-        user,
-        isolation.server_cgroup(cluster),
-        timeout=TIMEOUT,
-    )
+    ha.reload_haproxy(cluster, user, TIMEOUT)
     pidfile = ha.ha_dir(cluster) / "haproxy.pid"
     before = pidfile.read_text()
     with connect_from("127.0.0.1", _params(cluster, int(cluster.port or 0))) as held:
