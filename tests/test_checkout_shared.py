@@ -65,3 +65,22 @@ def test_a_file_of_another_user_is_refused_with_the_command_that_repairs_it(tmp_
     (problem,) = report.problems
     assert f"{mo} has mode 0600 and belongs to 'nobody'" in problem.message
     assert problem.fix.endswith(f"chmod 0644 {mo}")
+
+
+def test_the_start_check_says_what_it_repaired(tmp_path: Path, settings: object) -> None:
+    """What every start runs as root (``check_checkout_shared``): the repair as a warning of
+    ``manage.py check`` and make run's output, with who could not read it before."""
+    from panel.clusters.checks import check_checkout_shared
+
+    root = checkout(tmp_path)
+    mo = root / "locale" / "de" / "LC_MESSAGES" / "django.mo"
+    settings.BASE_DIR = root  # type: ignore[attr-defined]
+    files.shared_at_start.clear()
+
+    (warning,) = [m for m in check_checkout_shared(None) if str(mo) + ":" in m.msg]
+
+    assert warning.id == "clusters.W012" and warning.msg.startswith(
+        f"Repaired: {mo}: mode 0600 changed to 0644"
+    )
+    assert mode(mo) == 0o644
+    assert [m for m in check_checkout_shared(None) if m.id == "clusters.W012"] == []  # said once

@@ -364,9 +364,11 @@ def test_as_root_the_web_user_reads_the_german_catalogue_and_answers_in_german(p
     assert '<html lang="de"' in page and "Anmelden" in page, page[-2000:]
     assert "PermissionError" not in panel.output()
     if os.geteuid() == 0:
-        # The start made it readable (panel/files.py: share_checkout_with_web) and said so.
+        # The start made it readable (panel/files.py: share_checkout_with_web), and the German
+        # page above is what the web user read of it. Which process said "Repaired" is not
+        # asserted: in a full run the other test session's manage.py (root too, the same
+        # checkout) may repair it first (test_checkout_shared.py checks the report itself).
         assert stat.S_IMODE(CATALOGUE.stat().st_mode) == 0o644
-        assert f"Repaired: {CATALOGUE}: mode 0600 changed to 0644" in panel.output()
     # Signed in, the cluster list (the cluster page itself is in the test above, which makes one).
     listing = WebSession(panel).get("/clusters/", language="de")
     assert '<html lang="de"' in listing and "Abmelden" in listing, listing[-2000:]
