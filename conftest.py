@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -608,6 +609,7 @@ def lend_ha_pair(pair: HaPair, django_db_blocker: object, owner: User, name: str
             members.switchover(cluster, "member-1")
             assert ha.wait_healthy(cluster, 120), ha.read_statuses(cluster)
             ha.refresh_members(cluster)
+        proxy_serves_the_primary(cluster)
     try:
         yield cluster
     finally:
@@ -617,6 +619,45 @@ def lend_ha_pair(pair: HaPair, django_db_blocker: object, owner: User, name: str
                 for pool in cluster.pools.all():
                     pool_services.delete_pool(pool)
             pair.hold_port()
+
+
+def _primary_through_proxy(cluster: Cluster) -> str | None:
+    """None when the cluster's port (HAProxy) reaches a primary, else why not."""
+    import psycopg
+
+    from panel.clusters.tests.conftest import connect_as_client
+
+    try:
+        with connect_as_client(cluster, connect_timeout=3) as conn:
+            row = conn.execute("SELECT pg_is_in_recovery()").fetchone()
+    except psycopg.Error as exc:
+        return str(exc).strip()
+    return "a standby answered" if row and row[0] else None
+
+
+def proxy_serves_the_primary(cluster: Cluster, timeout: float = 30) -> None:
+    """Between loans the pair has no rows, so no reconciler looks after it: before a loan its
+    HAProxy must reach the primary on the cluster's port. If it does not within ``timeout`` the
+    reconciler's own steps run (HAProxy started if it is not running, its files rewritten if
+    they differ) and what was found is reported as a warning of the run, with HAProxy's view of
+    its servers; a pair they do not bring back fails the loan."""
+    from panel.clusters.engine import patroni
+    from panel.clusters.services import firewall, ha
+
+    deadline = time.monotonic() + timeout
+    while (why := _primary_through_proxy(cluster)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    if why is None:
+        return
+    running = patroni.haproxy_pid(ha.haproxy_config_path(cluster))
+    notes = ha.supervise(cluster)
+    notes += [note for note in [firewall.reconcile_proxy(cluster)] if note]
+    found = f"the HA pair's port did not reach the primary ({why}); HAProxy pid {running}; repaired: {notes}"
+    warnings.warn(found, stacklevel=2)
+    deadline = time.monotonic() + timeout
+    while (why := _primary_through_proxy(cluster)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert why is None, f"{found}; still: {why}"
 
 
 def postgres_is_running(cluster: Cluster) -> bool:

@@ -134,7 +134,10 @@ def test_a_standby_on_another_node_is_run_there_and_takes_over(
         os.kill(postgres.postmaster_pid(Path(primary.data_dir)) or 0, signal.SIGKILL)
     killed = time.monotonic()
     counter = iter(range(1, 10_000))
-    wait_until(lambda: _write(cluster, next(counter)) == standby.port, timeout=90, message="a write on B")
+    try:
+        wait_until(lambda: _write(cluster, next(counter)) == standby.port, timeout=90, message="a write on B")
+    except pytest.fail.Exception:
+        pytest.fail(f"no write on B within 90 s\n{_diagnosis(cluster, a, b)}", pytrace=False)
     took = time.monotonic() - killed
     print(f"kill -> first write through the pool on node B: {took:.1f} s")
     statuses = {s.name: s for s in ha.read_statuses(cluster)}
@@ -146,6 +149,25 @@ def test_a_standby_on_another_node_is_run_there_and_takes_over(
     assert services.request_delete(Cluster.objects.get(pk=cluster.pk), confirm_name="spread") is False
     wait_until(lambda: not Cluster.objects.filter(pk=cluster.pk).exists(), timeout=120, message="deleted")
     assert patroni.member_pid(on_b) is None and not data_dir.exists()
+
+
+def _diagnosis(cluster: Cluster, *agents: Agent) -> str:
+    """What a failover that did not reach B left to read: Patroni's view, the cluster's events,
+    where PgBouncer points, and the agents' logs."""
+    try:
+        statuses = "\n".join(repr(s) for s in ha.read_statuses(cluster))
+    except Exception as exc:  # (the diagnosis of a failure must not fail itself)
+        statuses = f"statuses unreadable: {exc}"
+    events = "\n".join(
+        f"{e.created_at:%H:%M:%S} {e.kind}: {e.message}" for e in cluster.events.order_by("created_at")
+    )
+    inis = [
+        p for root in (cluster.data_root, *(x.data_dir for x in agents)) for p in Path(root).rglob("*.ini")
+    ]
+    targets = "\n".join(
+        f"{p}: {line}" for p in inis for line in p.read_text().splitlines() if "host=" in line
+    )
+    return f"--- Patroni\n{statuses}\n--- events\n{events}\n--- PgBouncer\n{targets}\n{_logs(*agents)}"
 
 
 def _work_mem(cluster: Cluster, host: str, port: int) -> str:
