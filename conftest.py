@@ -635,6 +635,23 @@ def _primary_through_proxy(cluster: Cluster) -> str | None:
     return "a standby answered" if row and row[0] else None
 
 
+def _haproxy_servers(cluster: Cluster) -> str:
+    """HAProxy's ``show servers state`` (its admin socket), for a diagnosis."""
+    from panel.clusters.lib import patroni as patroni_lib
+
+    chunks = []
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(5)
+            conn.connect(str(cluster.socket_dir / patroni_lib.HAPROXY_SOCKET))
+            conn.sendall(b"show servers state\n")
+            while chunk := conn.recv(65536):
+                chunks.append(chunk)
+    except OSError as exc:
+        return f"(servers unreadable: {exc})"
+    return b"".join(chunks).decode(errors="replace")
+
+
 def proxy_serves_the_primary(cluster: Cluster, timeout: float = 30) -> None:
     """Between loans the pair has no rows, so no reconciler looks after it: before a loan its
     HAProxy must reach the primary on the cluster's port. If it does not within ``timeout`` the
@@ -650,9 +667,10 @@ def proxy_serves_the_primary(cluster: Cluster, timeout: float = 30) -> None:
     if why is None:
         return
     running = patroni.haproxy_pid(ha.haproxy_config_path(cluster))
+    servers = _haproxy_servers(cluster) if running else ""
     notes = ha.supervise(cluster)
     notes += [note for note in [firewall.reconcile_proxy(cluster)] if note]
-    found = f"the HA pair's port did not reach the primary ({why}); HAProxy pid {running}; repaired: {notes}"
+    found = f"the HA pair's port did not reach the primary ({why}); HAProxy pid {running} {servers}; repaired: {notes}"
     warnings.warn(found, stacklevel=2)
     deadline = time.monotonic() + timeout
     while (why := _primary_through_proxy(cluster)) and time.monotonic() < deadline:
