@@ -3,9 +3,10 @@
 #
 #   make run    migrate, create the first admin once, then run Redis (if none answers),
 #               the Celery worker and beat, and gunicorn on PANEL_BIND (Ctrl-C stops them)
-#   make test   ruff check, ruff format --check, lint-imports (pyproject.toml's import
-#               contracts), compilemessages and the i18n check (scripts/i18n_check.py), then
-#               the whole pytest suite in two sessions (pytest-xdist)
+#   make test   compilemessages, then the whole pytest suite in three sessions (pytest-xdist)
+#               with, beside it, ruff check, ruff format --check, lint-imports (pyproject.toml's
+#               import contracts), mypy (the annotations of panel/ and benchmarks/) and the i18n
+#               check (scripts/i18n_check.py); PYTEST_ARGS passes more arguments to pytest
 #   make test-pg  the same suite with its metadata database on a throwaway PostgreSQL
 #               (scripts/test_pg.py), as a multi-node panel's shared DATABASE_URL; not in make test
 #
@@ -22,14 +23,19 @@ export PYTHON
 run: bootstrap-run messages
 	$(VENV)/bin/python scripts/run.py
 
-# Two test sessions side by side (pytest-xdist), a module's tests in one of them (their shared
+# Three test sessions side by side (pytest-xdist), a module's tests in one of them (their shared
 # cluster is made once); PYTEST_WORKERS=0 runs everything in this process. Modules are handed out
 # in collection order (conftest.py puts the slowest first), not xdist's default of most tests
 # first, which left the one-test two-node modules for the end on one worker.
-PYTEST_WORKERS ?= 2
+PYTEST_WORKERS ?= 3
 
-test: bootstrap-test lint messages i18n-check
-	$(VENV)/bin/python -m pytest $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder)
+# The lint steps (ruff, the contracts, mypy, the catalogue's check: about a minute) run beside the
+# suite, which mostly waits; the output of both is shown, and either failing fails make test.
+test: bootstrap-test messages
+	@$(MAKE) --no-print-directory lint i18n-check > $(VENV)/lint.log 2>&1 & lint=$$!; \
+	$(VENV)/bin/python -m pytest $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder) $(PYTEST_ARGS); \
+	rc=$$?; wait $$lint; lint_rc=$$?; echo "==> lint, mypy and the i18n check:"; cat $(VENV)/lint.log; \
+	if [ $$lint_rc -ne 0 ]; then echo "lint failed (exit $$lint_rc)"; exit 1; fi; exit $$rc
 
 test-pg: bootstrap-test lint messages
 	$(VENV)/bin/python scripts/test_pg.py $(PYTEST_ARGS)
@@ -42,10 +48,13 @@ messages:
 i18n-check:
 	$(VENV)/bin/python scripts/i18n_check.py
 
+# mypy's Django plugin loads the test settings, which make a data directory: one kept in var/
+# (ignored by git) instead of a new one under /tmp at each run.
 lint:
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
+	PANEL_TEST_DATA_DIR=$(CURDIR)/var/mypy $(VENV)/bin/mypy panel benchmarks
 
 bootstrap-run:
 	bash scripts/bootstrap.sh run

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import secrets
 from functools import lru_cache
 
@@ -28,3 +30,11 @@ def decrypt(token: str) -> str:
         return _fernet().decrypt(token.encode()).decode()
     except InvalidToken:
         raise ValueError("A stored password cannot be decrypted: the encryption key has changed.") from None
+
+
+def derived_secret(purpose: str) -> str:
+    """A password that every node computes alike from the encryption key and ``purpose``, and
+    that tells nothing of the key or of any other purpose's (HMAC-SHA256): the etcd users' and the
+    members' role, passwords the panel never has to store."""
+    key = settings.PANEL_ENCRYPTION_KEY.encode()
+    return hmac.new(key, f"pgpanel {purpose}".encode(), hashlib.sha256).hexdigest()

@@ -1,7 +1,4 @@
-"""Settings for the control panel, read from environment variables with safe local defaults.
-
-See README.md ("Configuration") for every variable.
-"""
+"""Settings for the control panel, from environment variables with safe local defaults (docs/configuration.md)."""
 
 from __future__ import annotations
 
@@ -42,13 +39,18 @@ PANEL_PORT_RANGE = env_port_range("PANEL_PORT_RANGE", (25060, 25259))
 PANEL_PUBLIC_HOST = env_str("PANEL_PUBLIC_HOST", "localhost")
 PANEL_LISTEN_ADDRESSES = env_str("PANEL_LISTEN_ADDRESSES", "127.0.0.1")
 PANEL_SUPERUSER = "pgpanel"
-# The non-superuser role (member of pg_monitor) that collection and measurement use inside
-# databases a tenant can write to; the superuser never enters those.
+# The panel's roles in a cluster. Monitor: collection inside tenants' databases (pg_monitor; the
+# superuser never enters those). Migration: owns online migrations' subscriptions. Replication: the
+# replicas' streaming login. Backup: pgBackRest's, by peer. Member: the members' streaming and rewind.
 PANEL_MONITOR_ROLE = "pgpanel_monitor"
-PANEL_MIGRATION_ROLE = "pgpanel_migrate"  # owns online migrations' subscriptions; reserved too
-# The role a cluster's read-only replicas stream with (REPLICATION, from loopback over TLS only);
-# reserved by the privilege guard like the two above.
+PANEL_MIGRATION_ROLE = "pgpanel_migrate"
 PANEL_REPLICATION_ROLE = "pgpanel_replication"
+PANEL_BACKUP_ROLE = "pgpanel_backup"
+PANEL_MEMBER_ROLE = "pgpanel_member"
+# The one list of them (a new role goes here): the guard reserves them, no user may take their
+# names, the panel alters or drops one only if it made it (clusters.engine.panel_roles).
+PANEL_ROLES: tuple[str, ...] = (PANEL_SUPERUSER, PANEL_MONITOR_ROLE, PANEL_MIGRATION_ROLE, PANEL_REPLICATION_ROLE)  # fmt: skip
+PANEL_ROLES += (PANEL_BACKUP_ROLE, PANEL_MEMBER_ROLE)
 # PgBouncer's server_idle_timeout for every cluster (seconds). PgBouncer's own 600 s kept a busy
 # pool's idle server connections, and so the direct clients' slots, for ten minutes after a run;
 # 60 s gives them back within about a minute (measured: issue 11). PgBouncer 1.18 has no per-pool
@@ -66,10 +68,15 @@ PANEL_BENCH_ENGINES = env_list("PANEL_BENCH_ENGINES", [])
 PANEL_CLUSTER_USER_PREFIX = env_str("PANEL_CLUSTER_USER_PREFIX", "pgc-")
 PANEL_RECONCILE_SECONDS = env_int("PANEL_RECONCILE_SECONDS", 15, minimum=1)
 PANEL_COMMAND_TIMEOUT = env_int("PANEL_COMMAND_TIMEOUT", 120, minimum=5)
+# New data directories copied from one initdb made once (clusters/engine/pgdata_template.py).
+PANEL_PGDATA_TEMPLATE = env_bool("PANEL_PGDATA_TEMPLATE", False)
 # How often a node agent reads the roles of its clusters' members from Patroni (clusters with
 # standbys): PgBouncer follows a new primary within this, should Patroni's callback have failed.
 PANEL_MEMBER_WATCH_SECONDS = env_int("PANEL_MEMBER_WATCH_SECONDS", 2, minimum=1)
 PANEL_METRICS_INTERVAL = env_int("PANEL_METRICS_INTERVAL", 15, minimum=5)
+# Clusters one collection cycle reads at once (mostly waiting on their servers): 4 per core, 4 to 32.
+_COLLECT_DEFAULT = min(32, max(4, 4 * (os.cpu_count() or 1)))
+PANEL_COLLECT_CONCURRENCY = env_int("PANEL_COLLECT_CONCURRENCY", _COLLECT_DEFAULT, minimum=1)
 # Backups (panel/backups): the pgBackRest program, the first full backup queued as soon as a new
 # cluster is online, the hour (UTC) of the daily backup, and the longest a backup or restore may run.
 PANEL_PGBACKREST = env_str("PANEL_PGBACKREST", "pgbackrest")
@@ -212,7 +219,6 @@ def _sqlite_files() -> list[Path]:
 # The unprivileged user make run's web server runs as when make run runs as root.
 PANEL_WEB_USER = env_str("PANEL_WEB_USER", "pgpanel")
 
-
 PANEL_SQLITE_FILES = _sqlite_files()
 # Installs from before umask 077 have a 0644 database and a 0755 data directory: repaired on every
 # start; the system check says what was repaired and refuses what cannot be (panel/files.py).
@@ -257,9 +263,8 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = PANEL_DATA_DIR / "staticfiles"
 # Public files, served without a login by WhiteNoise from what `collectstatic` gathered (make run,
-# the image): names carry a hash of the content, so browsers keep them a year, and a gzip copy sits
-# beside each. Readable by others on purpose (a web server running as another user), whatever the
-# panel's umask 077 would give them.
+# the image): hashed names kept a year by browsers, a gzip copy beside each; readable by others on
+# purpose (a web server running as another user), whatever the panel's umask 077 gives them.
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
@@ -308,13 +313,13 @@ CONTENT_SECURITY_POLICY = {
     }
 }
 
-# Attaching an existing server makes the panel open a connection where the form says: staff
-# only unless opened to every account (see panel/clusters/services/attach.py for the rules then).
+# Attaching a server: staff only unless opened to every account (panel/clusters/services/attach.py).
 PANEL_ATTACH_FOR_ALL = env_bool("PANEL_ATTACH_FOR_ALL", False)
 PANEL_ATTACH_RATE = env_int("PANEL_ATTACH_RATE", 5, minimum=1)  # attempts per account…
 PANEL_ATTACH_RATE_SECONDS = env_int("PANEL_ATTACH_RATE_SECONDS", 600, minimum=1)  # …per this window
 # Every failed attempt of such an account takes at least this long, whatever failed.
 PANEL_ATTACH_FAILURE_SECONDS = env_int("PANEL_ATTACH_FAILURE_SECONDS", 5, minimum=0)
+PANEL_ATTACH_NETWORKS = env_list("PANEL_ATTACH_NETWORKS", [])  # docs/configuration.md
 PANEL_MIGRATION_SOURCE_NETWORKS = env_list("PANEL_MIGRATION_SOURCE_NETWORKS", [])  # docs/online-migration.md
 PANEL_MIGRATION_RATE = env_int("PANEL_MIGRATION_RATE", 20, minimum=1)
 PANEL_LOGSINK_TARGET_NETWORKS = env_list("PANEL_LOGSINK_TARGET_NETWORKS", [])  # docs/logsink.md
@@ -338,8 +343,7 @@ REDIS_URL = env_str("REDIS_URL", "") or (
 CELERY_BROKER_URL = REDIS_URL
 # Every message, results too, is signed and only signed ones are taken (panel/signing.py).
 globals().update(signing.celery_settings(PANEL_DATA_DIR / "keys", env_str("PANEL_TASK_SIGNING_KEY", ""), env_str("PANEL_TASK_SIGNING_CERT", "")))  # fmt: skip
-# Only the node agent's answers to the web are results (panel/core/agent.py); every other task
-# records its outcome in its own row.
+# Only the node agent's answers to the web are results (panel/core/agent.py); other tasks use rows.
 CELERY_RESULT_BACKEND = REDIS_URL
 CELERY_RESULT_EXPIRES = 600
 CELERY_TASK_IGNORE_RESULT = True

@@ -6,9 +6,15 @@ Fails (exit 1, each finding on its own line) when
     the tree, so the check changes no file);
   - a template holds user-visible text that is not marked: text between tags, or a title,
     aria-label, placeholder, alt or data-label* attribute, outside {% translate %} and
-    {% blocktranslate %}.
+    {% blocktranslate %};
+  - Python code hands a page or an event text that is not marked, or that is translated too early
+    (``python_findings``): a plain string (or f-string) given to ``messages.*``, ``mark_error``,
+    ``ValidationError`` or a form's ``add_error``, ``label=`` / ``help_text=`` in a form, ``help=``
+    / ``label=`` in a ``lib`` table; and anything but a Message (or a coded error) given to
+    ``log_event`` as text, since an event is read later in the reader's language, never in the
+    language of the process that logged it.
 
-    python scripts/i18n_check.py [--templates-only | --catalogue-only]
+    python scripts/i18n_check.py [--templates-only | --catalogue-only | --python-only]
 
 Text that is the same in every language (product names, units, code) is listed in SAME_EVERYWHERE.
 """
@@ -16,6 +22,7 @@ Text that is the same in every language (product names, units, code) is listed i
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import re
 import shutil
@@ -102,6 +109,135 @@ def unmarked_template_text() -> list[str]:
     findings: list[str] = []
     for path in sorted((ROOT / "templates").rglob("*.html")):
         findings += template_findings(path)
+    return findings
+
+
+# Python calls whose text argument reaches a page: the call's name, and which argument.
+PAGE_TEXT_CALLS = {
+    "success": 1, "info": 1, "warning": 1, "error": 1, "debug": 1, "add_message": 2,  # messages.*
+    "mark_error": 0, "ValidationError": 0, "add_error": 1,
+}  # fmt: skip
+# Keyword arguments whose text is shown: in forms (label, help_text), in lib tables (help, label…).
+FORM_KEYWORDS = {"label", "help_text", "empty_label"}
+TABLE_KEYWORDS = {"help", "label", "title", "description", "help_text"}
+# Calls that translate at once, in the language of whatever process runs them.
+EAGER_TRANSLATIONS = {"_", "gettext", "ngettext", "pgettext", "npgettext"}
+
+
+def _plain_text(node: ast.AST) -> str | None:
+    """The text of a string literal, f-string or ``"…" % …`` with words to translate; else None."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        text = node.value
+    elif isinstance(node, ast.JoinedStr):
+        text = "".join(
+            v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str)
+        )
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod | ast.Add):
+        return _plain_text(node.left) or _plain_text(node.right)
+    else:
+        return None
+    return text if visible_words(text) else None
+
+
+def _eager(node: ast.AST) -> bool:
+    """``_("…")``, ``ngettext(…) % …``: finished text in the language active when it ran."""
+    if isinstance(node, ast.BinOp):
+        return _eager(node.left)
+    if isinstance(node, ast.IfExp):
+        return _eager(node.body) or _eager(node.orelse)
+    return (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in EAGER_TRANSLATIONS
+    )
+
+
+def _call_name(node: ast.Call) -> str:
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def python_findings(path: Path, source: str | None = None) -> list[str]:
+    """Text that reaches a page or an event unmarked, or marked but translated too early, in one
+    Python module, as ``path:line: what``."""
+    tree = ast.parse(source if source is not None else path.read_text())
+    where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    is_form = path.name == "forms.py" or path.parent.name == "forms"
+    is_lib = "lib" in path.parts
+    findings: list[str] = []
+
+    def report(node: ast.AST, what: str, text: str) -> None:
+        findings.append(f"{where}:{getattr(node, 'lineno', 0)}: {what} {text.strip()[:80]!r}")
+
+    # What each function assigns to a name, so that ``message = _("…")`` then
+    # ``log_event(kind, message)`` is seen too.
+    assigned: dict[int, list[ast.AST]] = {}
+    for function in ast.walk(tree):  # outer functions first: an inner one's calls end up its own
+        if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            assignments = [
+                node
+                for node in ast.walk(function)
+                if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign) and node.value
+            ]
+            for inner in ast.walk(function):
+                if isinstance(inner, ast.Call):
+                    assigned[id(inner)] = assignments
+
+    def too_early(call: ast.Call, text: ast.AST) -> bool:
+        if _plain_text(text) or _eager(text):
+            return True
+        if isinstance(text, ast.Attribute) and text.attr in {"error_message", "message"}:
+            return True  # a row's or a refusal's text, rendered already
+        if not isinstance(text, ast.Name):
+            return False
+        for assignment in assigned.get(id(call), []):
+            targets = assignment.targets if isinstance(assignment, ast.Assign) else [assignment.target]
+            if any(isinstance(t, ast.Name) and t.id == text.id for t in targets):
+                value = assignment.value
+                if (
+                    _plain_text(value)
+                    or _eager(value)
+                    or (isinstance(value, ast.BinOp) and _eager(value.right))
+                ):
+                    return True
+        return False
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = _call_name(node)
+            if name == "log_event" and len(node.args) > 1:
+                if too_early(node, node.args[1]):
+                    report(node, "event text not kept as a Message", ast.unparse(node.args[1]))
+            elif name in PAGE_TEXT_CALLS and len(node.args) > PAGE_TEXT_CALLS[name]:
+                is_messages = name not in {"success", "info", "warning", "error", "debug", "add_message"} or (
+                    isinstance(node.func, ast.Attribute)
+                    and isinstance(node.func.value, ast.Name)
+                    and node.func.value.id == "messages"
+                )
+                text = _plain_text(node.args[PAGE_TEXT_CALLS[name]])
+                if is_messages and text:
+                    report(node, f"unmarked text given to {name}", text)
+            keywords = (FORM_KEYWORDS if is_form else set()) | (TABLE_KEYWORDS if is_lib else set())
+            for keyword in node.keywords:
+                text = _plain_text(keyword.value) if keyword.arg in keywords else None
+                if text:
+                    report(keyword.value, f"unmarked {keyword.arg}=", text)
+        elif isinstance(node, ast.Dict) and is_lib:
+            for key, value in zip(node.keys, node.values, strict=True):
+                if isinstance(key, ast.Constant) and key.value in TABLE_KEYWORDS:
+                    text = _plain_text(value)
+                    if text:
+                        report(value, f"unmarked {key.value!r} in a table", text)
+    return findings
+
+
+def unmarked_python_text() -> list[str]:
+    findings: list[str] = []
+    for top in ("panel", "benchmarks"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            parts = set(path.relative_to(ROOT).parts)
+            # Tests, migrations and the command line (English for operators) are not pages.
+            if parts & {"tests", "migrations", "management"}:
+                continue
+            findings += python_findings(path)
     return findings
 
 
@@ -194,14 +330,17 @@ def main() -> int:
     only = parser.add_mutually_exclusive_group()
     only.add_argument("--templates-only", action="store_true")
     only.add_argument("--catalogue-only", action="store_true")
+    only.add_argument("--python-only", action="store_true")
     args = parser.parse_args()
     import django
 
     django.setup()
     findings: list[str] = []
-    if not args.catalogue_only:
+    if not (args.catalogue_only or args.python_only):
         findings += unmarked_template_text()
-    if not args.templates_only:
+    if not (args.templates_only or args.catalogue_only):
+        findings += unmarked_python_text()
+    if not (args.templates_only or args.python_only):
         findings += catalogue_findings()
     for finding in findings:
         print(finding)
@@ -211,7 +350,10 @@ def main() -> int:
             file=sys.stderr,
         )
         return 1
-    print("i18n check: every marked string has a German translation, none fuzzy; no unmarked template text.")
+    print(
+        "i18n check: every marked string has a German translation, none fuzzy; no unmarked template "
+        "text; no unmarked or early-translated Python text for pages and events."
+    )
     return 0
 
 

@@ -15,12 +15,12 @@ import pytest
 from django.contrib.auth.models import User
 from psycopg import errors
 
-from conftest import make_local_cluster
 from panel.clusters import services
 from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster
 from panel.quotas import services as quotas
 from panel.quotas.services import reserve
+from tests.fixtures.clusters import make_local_cluster
 
 pytestmark = [
     pytest.mark.integration,

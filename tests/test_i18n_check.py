@@ -77,3 +77,57 @@ def test_the_catalogue_parser_sees_untranslated_fuzzy_and_plural_entries(tmp_pat
 
 def test_the_projects_templates_have_no_unmarked_text() -> None:
     assert i18n_check.unmarked_template_text() == []
+
+
+def python_findings(tmp_path: Path, source: str, name: str = "services.py") -> list[str]:
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(source)
+    return i18n_check.python_findings(path)
+
+
+@pytest.mark.parametrize(
+    ("name", "source"),
+    [
+        ("services.py", 'cluster.log_event("trusted-sources", "Trusted source added.")'),
+        ("services.py", 'cluster.log_event("reset", _("Query statistics were reset."))'),
+        ("services.py", 'cluster.log_event("x", _("Trusted source %(s)s added.") % {"s": s})'),
+        (
+            "services.py",
+            'def f(c):\n    message = _("Sources set.")\n    message += " more"\n    c.log_event("x", message)',
+        ),
+        ("services.py", 'cluster.log_event("error", cluster.error_message)'),
+        ("services.py", 'cluster.mark_error(f"Could not delete the cluster: {exc}")'),
+        ("views.py", 'messages.success(request, "Pool created.")'),
+        ("forms.py", 'raise forms.ValidationError("Choose another name.")'),
+        ("forms.py", 'form.add_error("name", "This name is taken.")'),
+        ("forms.py", 'name = forms.CharField(label="Cluster name")'),
+        ("forms.py", 'name = forms.CharField(label=_("Name"), help_text="Lowercase letters only.")'),
+        ("lib/tunables.py", 'Tunable("work_mem", "int", 4, help="Memory a sort may use.")'),
+        ("lib/table.py", 'ROWS = {"work_mem": {"help": "Memory a sort may use."}}'),
+    ],
+)
+def test_unmarked_python_text_for_pages_is_found(tmp_path: Path, name: str, source: str) -> None:
+    assert python_findings(tmp_path, source, name), source
+
+
+@pytest.mark.parametrize(
+    ("name", "source"),
+    [
+        ("services.py", 'cluster.log_event("x", Message(N_("Trusted source “%(s)s” added."), s=s))'),
+        ("services.py", "cluster.log_event('pooler-error', exc.as_message())"),  # kept as its template
+        ("services.py", 'log.warning("resizing %s failed: %s", pk, reason)'),  # the log, not a page
+        ("services.py", "cluster.mark_error(str(message))"),
+        ("views.py", 'messages.success(request, _("Pool created."))'),
+        ("forms.py", 'name = forms.CharField(label=_("Cluster name"), help_text=_("Lowercase letters."))'),
+        ("forms.py", 'ssl = forms.CharField(label="TLS")'),  # the same in every language
+        ("lib/tunables.py", 'Tunable("work_mem", "int", 4, help=N_("Memory a sort may use."))'),
+        ("services.py", 'Tunable("x", help="Not in a lib table: services hold no such tables.")'),
+    ],
+)
+def test_marked_python_text_passes(tmp_path: Path, name: str, source: str) -> None:
+    assert python_findings(tmp_path, source, name) == [], source
+
+
+def test_the_projects_python_hands_pages_and_events_no_unmarked_text() -> None:
+    assert i18n_check.unmarked_python_text() == []

@@ -18,7 +18,6 @@ import pytest
 from django.conf import settings as django_settings
 from django.db import connections
 
-from conftest import start_celery_worker
 from panel.clusters.models import Cluster, Database, Node
 from panel.clusters.services import roles
 from panel.clusters.services.overview import Overview
@@ -26,6 +25,7 @@ from panel.clusters.tests.conftest import connect_as_client
 from panel.core import agent
 from panel.core.errors import ServiceError
 from panel.pools import services as pools
+from tests.fixtures.processes import start_celery_worker
 
 # --- the wire: pure ------------------------------------------------------------------------------
 

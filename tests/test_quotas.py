@@ -13,7 +13,6 @@ import pytest
 from django.utils import timezone
 from psycopg import errors
 
-from conftest import module_cluster
 from panel.clusters import services
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster
@@ -25,6 +24,7 @@ from panel.insights.models import MetricPoint
 from panel.quotas import services as quotas
 from panel.quotas.models import Quota, QuotaKind, QuotaState
 from panel.quotas.services import enforce
+from tests.fixtures.clusters import module_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 MB = 1024**2

@@ -12,6 +12,7 @@ import io
 import json
 import os
 import signal
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -20,6 +21,7 @@ from pathlib import Path
 import psutil
 import psycopg
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import override_settings
@@ -29,7 +31,7 @@ from panel.clusters.engine import cgroups, patroni, postgres
 from panel.clusters.models import Cluster, ClusterMember, ClusterStatus, Node
 from panel.clusters.services import config, ha, ha_files, members, resize, roles
 from panel.clusters.tests.conftest import connect_as_client
-from panel.core import taskqueue
+from panel.core import runas, taskqueue
 from panel.core.errors import ServiceError
 from panel.core.polling import wait_for
 from panel.pools import services as pools
@@ -64,6 +66,96 @@ def _logs(*agents: Agent) -> str:
             worst = [line for line in lines if "ERROR" in line or "FATAL" in line or "error" in line]
             found.append(f"--- {path}\n" + "\n".join([*worst[:10], *lines[-6:]]))
     return "\n".join(found)
+
+
+def _as_an_earlier_panel(cluster: Cluster, config: Path) -> None:
+    """A member's Patroni files as a panel before issue 37 wrote them: the superuser with its
+    password for every login, and in the passfile; its Patroni reads them again."""
+    user = cluster.os_user()
+    auth = {"username": settings.PANEL_SUPERUSER, "password": cluster.superuser_password}
+    written = json.loads(config.read_text())
+    written["postgresql"]["authentication"] = {"superuser": auth, "replication": auth, "rewind": auth}
+    runas.write_private_file(config, json.dumps(written, indent=2) + "\n", owner=user)
+    line = f"*:*:*:{settings.PANEL_SUPERUSER}:{cluster.superuser_password}\n"
+    runas.write_private_file(config.with_suffix(".pgpass"), line, owner=user)
+    with override_settings(PANEL_PROCESS_ROLE="all"):  # the test harness signals it
+        patroni.reload_member(config)
+
+
+def _holds_password(cluster: Cluster, config: Path) -> bool:
+    texts = [config.read_text(), config.with_suffix(".pgpass").read_text()]
+    return any(cluster.superuser_password in text for text in texts)
+
+
+def _streaming_as_member(socket_dir: Path, port: int) -> bool:
+    """Whether the member listening on ``socket_dir`` (its node's) streams as the members' role,
+    asked over its socket by peer authentication (the panel's OS user maps to its superuser)."""
+    with psycopg.connect(
+        host=str(socket_dir), port=port, user=settings.PANEL_SUPERUSER, dbname="postgres"
+    ) as conn:
+        row = conn.execute("SELECT status, conninfo FROM pg_catalog.pg_stat_wal_receiver").fetchone()
+    return bool(row and row[0] == "streaming" and f"user={settings.PANEL_MEMBER_ROLE} " in row[1])
+
+
+RECONCILE = "panel.clusters.tasks.reconcile"
+
+
+def _round_on(agent: Agent, wait_until: Callable[..., object]) -> str:
+    """One reconciler round on ``agent``'s node, awaited: what its log says the round returned."""
+    before = agent.served(RECONCILE)
+    taskqueue.send(RECONCILE, [], queue=agent.node.tasks_queue)  # (results not kept)
+    wait_until(lambda: agent.served(RECONCILE) > before, timeout=180, message=f"a round on {agent.node.name}")
+    rounds = [line for line in agent.log.read_text(errors="replace").splitlines() if f"{RECONCILE}[" in line]
+    return next(line for line in reversed(rounds) if "succeeded" in line)
+
+
+def _switchover(cluster: Cluster, to: str, wait_until: Callable[..., object]) -> str:
+    """members.switchover, asked again when Patroni refused it (nothing changed) because its sync
+    key did not name ``to`` yet: under load the key lags the listing the panel checked."""
+    candidate = cluster.members.get(name=to)
+    for _attempt in range(3):
+        try:
+            return members.switchover(cluster, to)
+        except ServiceError as exc:
+            if exc.code != "cluster.switchover_failed" or "sync_standby" not in exc.message:
+                raise
+        wait_until(lambda: _may_take_over(cluster, candidate), timeout=90, message=f"{to} synchronous again")
+    return members.switchover(cluster, to)
+
+
+def _may_take_over(cluster: Cluster, standby: ClusterMember) -> bool:
+    """Whether Patroni would fail over to ``standby`` if the primary crashed now: its own Patroni
+    answers at once (the primary's asks it with a 2 s timeout at the crash) that its server runs
+    and streams as the synchronous standby, and the members' listing shows it with no lag. (The
+    listing alone is not enough: the consensus store keeps a killed Patroni's last word until its
+    key expires, while the new Patroni may still be starting.)"""
+    status, text = patroni.rest("GET", standby.rest_port, "/patroni", timeout=2, host=standby.host)
+    if status != 200:
+        return False
+    own = json.loads(text)
+    if (own.get("state"), own.get("replication_state"), own.get("sync_standby")) != (
+        "running",
+        "streaming",
+        True,
+    ):
+        return False
+    statuses = {s.name: s for s in ha.read_statuses(cluster)}
+    listed = statuses.get(standby.name)
+    running = [s for s in statuses.values() if s.is_primary and s.state == "running"]
+    return bool(listed and listed.sync and listed.state == "streaming" and listed.lag_bytes == 0 and running)
+
+
+def _synchronous(socket_dir: Path, port: int, standby: ClusterMember) -> bool:
+    """Whether the primary listening on ``socket_dir`` (its node's) has ``standby`` streaming as
+    its synchronous standby now (what its Patroni reads at each loop to keep the /sync key)."""
+    with psycopg.connect(
+        host=str(socket_dir), port=port, user=settings.PANEL_SUPERUSER, dbname="postgres"
+    ) as conn:
+        row = conn.execute(
+            "SELECT state, sync_state FROM pg_catalog.pg_stat_replication WHERE application_name = %s",
+            [standby.name],
+        ).fetchone()
+    return row == ("streaming", "sync")
 
 
 @pytest.fixture
@@ -115,14 +207,16 @@ def test_a_standby_on_another_node_is_run_there_and_takes_over(
     assert rows["member-1"]["role"] == "primary" and rows["member-2"]["role"] == "standby"
     assert rows["member-2"]["pid"] == postmaster
 
-    # B's reconciler supervises B's member: its Patroni killed, B's reconcile starts it again.
+    # B's reconciler supervises B's member: its Patroni killed, B's reconcile starts it again, and
+    # that round does nothing else (its member's files are current: no rewrite, reload or signal).
     with override_settings(PANEL_PROCESS_ROLE="all"):  # the test harness, not the web, kills it
         os.kill(patroni_pid, signal.SIGKILL)
     wait_until(lambda: patroni.member_pid(on_b) is None, timeout=10, message="Patroni on B gone")
-    taskqueue.send("panel.clusters.tasks.reconcile", [], queue=b.node.tasks_queue)  # (results not kept)
-    wait_until(lambda: patroni.member_pid(on_b) is not None, timeout=90, message="B's reconciler")
-    assert patroni.member_pid(on_b) != patroni_pid
-    assert ha.wait_healthy(cluster, 90)  # the synchronous standby again: a failover may go to it
+    done = _round_on(b, wait_until)
+    assert f"{standby}: started its Patroni again" in done and f"'{cluster.name}: " not in done, done
+    assert patroni.member_pid(on_b) not in (None, patroni_pid)
+    # The synchronous standby again, as its new Patroni itself says: a failover may go to it.
+    wait_until(lambda: _may_take_over(cluster, standby), timeout=90, message="B a candidate again")
 
     # A transaction pool on A; the primary's postmaster SIGKILLed: B's member takes over and
     # writes through the pool work again (PgBouncer repointed to B over TCP).
@@ -130,12 +224,23 @@ def test_a_standby_on_another_node_is_run_there_and_takes_over(
     with connect_as_client(cluster) as conn:
         conn.execute("CREATE TABLE acked (id bigint PRIMARY KEY)")
     assert _write(cluster, 0) == primary.port
+    wait_until(lambda: _may_take_over(cluster, standby), timeout=90, message="B replayed the writes")
     with override_settings(PANEL_PROCESS_ROLE="all"):  # the test harness, not the web, kills it
         os.kill(postgres.postmaster_pid(Path(primary.data_dir)) or 0, signal.SIGKILL)
     killed = time.monotonic()
     counter = iter(range(1, 10_000))
+    rounds = [killed + 20.0]
+
+    def written_on_b() -> bool:
+        # Patroni's callback repoints the pools at once; if a loaded machine loses that, A's
+        # reconciler does, as beat runs it every few seconds in production (no beat here).
+        if time.monotonic() > rounds[0]:
+            taskqueue.send(RECONCILE, [], queue=a.node.tasks_queue)
+            rounds[0] = time.monotonic() + 15
+        return _write(cluster, next(counter)) == standby.port
+
     try:
-        wait_until(lambda: _write(cluster, next(counter)) == standby.port, timeout=90, message="a write on B")
+        wait_until(written_on_b, timeout=90, message="a write on B")
     except pytest.fail.Exception:
         pytest.fail(f"no write on B within 90 s\n{_diagnosis(cluster, a, b)}", pytrace=False)
     took = time.monotonic() - killed
@@ -245,6 +350,48 @@ def test_a_configuration_change_reaches_the_member_on_another_node_or_nowhere(
     assert "reporter" in ident_on_b.read_text()
     assert not cluster.events.filter(kind="auth-error").exists()
 
+    # B's member from before issue 37 (Patroni's files hold the superuser's password): B's own
+    # reconciler writes them anew without it, with the member CA's certificate (0600, the
+    # cluster's user), and its Patroni streams as the members' role again.
+    # A round leaves members alone while one's Patroni is not seen running and streaming (right
+    # after the reload its standby may be reconnecting): rounds until one has rewritten them.
+    _as_an_earlier_panel(cluster, on_b_config)
+    assert cluster.superuser_password in on_b_config.read_text()
+    wait_until(
+        lambda: _round_on(b, wait_until) and not _holds_password(cluster, on_b_config),
+        timeout=180,
+        message="B's reconciler rewrites its files",
+    )
+    # Then a round has nothing to say of the cluster: its files are current. (Not always the next
+    # one: until B's Patroni reads its new file at its next loop, it may write its passfile from
+    # the old one again, and a round rewrites it again.)
+    wait_until(
+        lambda: f"'{cluster.name}: " not in _round_on(b, wait_until),
+        timeout=180,
+        message="a round of B's with nothing to do",
+    )
+    replication = json.loads(on_b_config.read_text())["postgresql"]["authentication"]["replication"]
+    assert replication["username"] == settings.PANEL_MEMBER_ROLE
+    key = Path(replication["sslkey"])
+    assert key.is_relative_to(b.data_dir) and stat.S_IMODE(key.stat().st_mode) == 0o600
+    assert key.stat().st_uid == cluster.os_user().uid
+    socket_on_b = b.data_dir / cluster.socket_dir.relative_to(cluster.data_root.parent.parent)
+    wait_until(
+        lambda: _streaming_as_member(socket_on_b, standby.port),
+        timeout=90,
+        message="B streams as the members' role",
+    )
+    # Synchronous again after its reload, as the primary itself and B's own Patroni say (the
+    # listing alone may still show the /sync key from before B's walreceiver reconnected, which
+    # the primary's Patroni drops at its next loop): a switchover may go to it.
+    socket_on_a = a.data_dir / cluster.socket_dir.relative_to(cluster.data_root.parent.parent)
+    wait_until(
+        lambda: _synchronous(socket_on_a, primary.port, standby) and _may_take_over(cluster, standby),
+        timeout=90,
+        message="B the synchronous standby again",
+    )
+    assert ha.wait_healthy(cluster, 90)
+
     # A switchover to B's member and back while a client of the transaction pool writes on one
     # connection: B's before_stop script holds its primary's stop until the pools are paused (the
     # handover files through B's agent), so the client keeps its connection and every commit.
@@ -271,9 +418,9 @@ def test_a_configuration_change_reaches_the_member_on_another_node_or_nowhere(
         thread = threading.Thread(target=writer)
         thread.start()
         try:
-            assert members.switchover(cluster, "member-2") == "member-2"
+            assert _switchover(cluster, "member-2", wait_until) == "member-2"
             assert ha.wait_healthy(cluster, 90)  # member-1 streams again: it may take over
-            assert members.switchover(cluster, "member-1") == "member-1"
+            assert _switchover(cluster, "member-1", wait_until) == "member-1"
         finally:
             stop.set()
             thread.join(timeout=30)
@@ -306,6 +453,9 @@ def test_a_configuration_change_reaches_the_member_on_another_node_or_nowhere(
     before = settings_conf.read_text()
     with override_settings(PANEL_PROCESS_ROLE="all"):  # the test harness, not the web, stops it
         b.stop()
+    # Once B is seen silent (by this process and A's agent alike) the push to it is refused at
+    # once; a call to an agent that stopped only now waits out its timeout (tests/test_node_agent.py).
+    wait_until(lambda: not Node.objects.get(pk=b.node.pk).is_alive, timeout=30, message="B silent")
     with pytest.raises(ServiceError) as refused:
         config.update_config(cluster, {"work_mem": 32})
     assert refused.value.code == "config.not_applied"
@@ -319,8 +469,7 @@ def test_a_configuration_change_reaches_the_member_on_another_node_or_nowhere(
             member.name,
             ha.read_statuses(cluster),
         )
-    # A resize too, once B is seen silent: refused before anything changes.
-    wait_until(lambda: not Node.objects.get(pk=b.node.pk).is_alive, timeout=30, message="B silent")
+    # A resize too: refused before anything changes.
     with pytest.raises(ServiceError) as silent:
         resize.resize_cluster(Cluster.objects.get(pk=cluster.pk), "db-s-1vcpu-2gb")
     assert silent.value.code == "resize.member_silent" and b.node.name in silent.value.message

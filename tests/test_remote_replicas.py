@@ -29,6 +29,7 @@ from panel.clusters.models import Cluster, ClusterEvent, ClusterStatus, Node
 from panel.clusters.services import replicas, replication, roles
 from panel.clusters.tests.conftest import can_log_in, connect_as_client
 from panel.core import taskqueue
+from panel.core.errors import shown_text
 from tests.test_two_nodes import Agent, start_agent, two_nodes, wait_ready  # noqa: F401
 
 pytestmark = pytest.mark.integration
@@ -144,7 +145,7 @@ def test_a_replica_is_placed_built_and_run_on_another_node(
     wait_until(lambda: failures.count() == 2, timeout=120, message="B's second attempt")
     reason = failures.order_by("-created_at").first().message  # (said at once when B sees A dead,
     assert f"The node agent “{a.node.name}”" in reason  # else after the call's timeout)
-    assert _status(replica) == ClusterStatus.ERROR and "attempt 2" in replica.error_message
+    assert _status(replica) == ClusterStatus.ERROR and "attempt 2" in shown_text(replica.error_message)
     with override_settings(PANEL_PROCESS_ROLE="all"):  # the harness starts it again, as after a reboot
         a.proc = start_agent(a.node, a.data_dir, redis_server).proc
         wait_ready(a)

@@ -171,6 +171,19 @@ def test_it_runs_everything(panel: Panel) -> None:
         assert response.status == 200 and response.headers["Content-Encoding"] == "gzip"
 
 
+def test_beats_rounds_run_on_the_nodes_queues_through_the_seal_check(panel: Panel) -> None:
+    """Beat sends each round to ``default`` with an expiry; the worker fans it out, sealed anew,
+    to the node's queues, where it runs (every task checks its message's seal first, issue 37)."""
+    panel.wait_ready()
+    fanned = re.compile(r"Task panel\.logsink\.tasks\.forward\[[0-9a-f-]+\] succeeded")
+    deadline = time.monotonic() + 120
+    while not fanned.search(panel.output()):
+        assert panel.proc.poll() is None and time.monotonic() < deadline, panel.output()[-4000:]
+        time.sleep(0.5)
+    assert re.search(r"Task panel\.clusters\.tasks\.fan_out\[[0-9a-f-]+\] succeeded", panel.output())
+    assert "refused the task message" not in panel.output()
+
+
 def worker_main(panel: Panel) -> psutil.Process:
     return next(
         p for p in psutil.Process(panel.proc.pid).children() if "node.local.tasks,default" in p.cmdline()

@@ -29,7 +29,7 @@ from django.test import Client, override_settings
 from benchmarks import services as bench
 from benchmarks.lib.pgbench_command import RunOptions
 from benchmarks.models import RunStatus
-from conftest import ROOT, remove_clusters_in, worker_env
+from conftest import ROOT, remove_clusters_in
 from panel.clusters import services
 from panel.clusters.models import Cluster, ClusterStatus, Node, NodeState
 from panel.clusters.services import nodes, roles
@@ -37,11 +37,14 @@ from panel.clusters.tests.conftest import connect_as_client
 from panel.core import agent as agent_route
 from panel.core.errors import ServiceError
 from panel.pools import services as pools
+from tests.fixtures.processes import worker_env
 
 pytestmark = pytest.mark.integration
 
 HEARTBEAT = 1
-DEAD_AFTER = 6
+# The web (this process) and the agents judge a node silent alike: an agent calling another node's
+# agent (a heal, a configuration push) refuses at once instead of waiting out the call's timeout.
+DEAD_AFTER = 8
 
 
 @dataclass
@@ -89,6 +92,7 @@ def start_agent(node: Node, data_dir: Path, redis_url: str) -> Agent:
         PANEL_PORT_RANGE=f"{node.port_first}-{node.port_last}",
         PANEL_PUBLIC_HOST=node.address,
         PANEL_NODE_HEARTBEAT_SECONDS=str(HEARTBEAT),
+        PANEL_NODE_DEAD_AFTER=str(DEAD_AFTER),
         DJANGO_SECRET_KEY=django_settings.SECRET_KEY,
         PANEL_ENCRYPTION_KEY=django_settings.PANEL_ENCRYPTION_KEY,
         PANEL_METRICS_TOKEN=django_settings.PANEL_METRICS_TOKEN,
@@ -124,7 +128,7 @@ def wait_ready(agent: Agent) -> None:
 
 @pytest.fixture
 def two_nodes(redis_server: str, transactional_db: None, settings: object) -> Iterator[tuple[Agent, Agent]]:
-    root = Path(django_settings.PANEL_DATA_DIR) / "nodes"
+    root = Path(django_settings.PANEL_DATA_DIR) / "n"  # short: sockets under it stay < 100 bytes
     root.mkdir(exist_ok=True)
     root.chmod(0o711)  # clusters' system users traverse it, as the data directory itself
     first, last = django_settings.PANEL_PORT_RANGE

@@ -259,7 +259,7 @@ class LoadProcess:
                 env=env,
                 cwd=str(cwd) if cwd else "/",
                 start_new_session=True,
-                **kwargs,  # type: ignore[arg-type]
+                **kwargs,
             )
         except OSError as exc:
             raise RunnerError(f"Could not run {args[0]}: {exc.strerror or exc}.") from None

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.utils.translation import gettext_lazy as _
@@ -43,7 +43,8 @@ def form_field(spec: FieldSpec) -> forms.Field:
         "help_text": _(spec.help) if spec.help else "",
     }
     if spec.kind == "int":
-        return forms.IntegerField(min_value=spec.min_value, max_value=spec.max_value, **common)
+        low, high = cast("int | None", spec.min_value), cast("int | None", spec.max_value)  # ints here
+        return forms.IntegerField(min_value=low, max_value=high, **common)
     if spec.kind == "float":
         return forms.FloatField(min_value=spec.min_value, max_value=spec.max_value, **common)
     if spec.kind == "bool":
@@ -81,7 +82,7 @@ def target_choices(cluster: Cluster) -> list[tuple[str, str]]:
     return choices
 
 
-def database_choices(field: forms.Field, cluster: Cluster, fallback: str | None) -> None:
+def database_choices(field: forms.ChoiceField, cluster: Cluster, fallback: str | None) -> None:
     """The cluster's databases; ``benchmark`` (the tutorial's) preselected when it exists."""
     names = [database.name for database in cluster.databases.all()]
     field.choices = [(name, name) for name in names]
@@ -102,7 +103,7 @@ class EngineFieldsMixin:
     engine_specific: tuple[str, ...] = ()
     #: The engine attribute of the note shown under the script: ``run_note`` or ``sweep_note``.
     note_attr = "run_note"
-    fields: dict[str, forms.Field]
+    fields: dict[str, Any]
 
     def _chosen(self) -> str:
         return engine_name(self["engine"].value())  # type: ignore[index]
@@ -164,7 +165,7 @@ class EngineFieldsMixin:
 
 class TargetMixin:
     cluster: Cluster
-    fields: dict[str, forms.Field]
+    fields: dict[str, Any]
 
     def _pool_for(self, value: str) -> ConnectionPool | None:
         if value == DIRECT:

@@ -124,9 +124,14 @@ class OutputReader(Protocol):
 class InitReader(Protocol):
     """Reads a data set's initialisation as it comes."""
 
-    percent: int
     message: str | Message
-    first_error: str
+
+    # Read only: each an attribute or a property of the reader.
+    @property
+    def percent(self) -> int: ...
+
+    @property
+    def first_error(self) -> str: ...
 
     def feed(self, stream: str, text: str) -> None: ...
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from dataclasses import replace
 
 from benchmarks.lib import pgbench_command, run_problems, run_warnings
@@ -67,6 +68,7 @@ class PgbenchReader:
     def finish(self, returncode: int) -> Outcome:
         parser = self.parser
         summary = parse_summary("".join(self.stdout), run_aborted=parser.run_aborted)
+        reason: str | Message
         status, reason = classify_exit(returncode, summary, parser.errors)
         refused = next((e for e in parser.errors if e.kind == CONNECTION_FAILED), None)
         if status == FAILED and returncode < 0 and refused is not None:
@@ -120,7 +122,7 @@ class Pgbench(BaseEngine):
     logs_transactions = True
     program = "pgbench"
     server_bindir = True
-    scripts = {
+    scripts: Mapping[str, str] = {  # as the Engine protocol declares it
         "tpcb-like": N_("TPC-B-like (read/write, the default)"),
         "simple-update": N_("Simple update"),
         "select-only": N_("Select only"),

@@ -8,7 +8,9 @@ p99 read off its latency histogram. ``prepare`` makes its tables one after the o
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 from benchmarks.lib import sysbench_command
 from benchmarks.lib.engine_base import (
@@ -74,7 +76,8 @@ class SysbenchPrepareReader:
     def __init__(self, spec: DatasetSpec) -> None:
         self.tables = int(spec.tables or 0)
         self.done: set[int] = set()
-        self.message = self.first_error = ""
+        self.message: str | Message = ""
+        self.first_error = ""
 
     def feed(self, stream: str, text: str) -> None:
         step = parse_init_line(text)
@@ -104,24 +107,25 @@ class Sysbench(BaseEngine):
     name = SYSBENCH
     label = "sysbench"
     program = "sysbench"
-    scripts = {
+    # (annotated as the Engine protocol declares them, so that Sysbench is one)
+    scripts: Mapping[str, str] = {
         "oltp_read_write": N_("OLTP read/write"),
         "oltp_read_only": N_("OLTP read only"),
         "oltp_point_select": N_("OLTP point select"),
         "oltp_write_only": N_("OLTP write only"),
     }
     default_script = "oltp_read_write"
-    extra_sample_fields = ("qps",)
+    extra_sample_fields: tuple[str, ...] = ("qps",)
     # Decided at launch (for_target); a -C posted for sysbench is refused by its rules, not cleared.
-    form_values = {"query_mode": "auto", "percentiles": False}
+    form_values: Mapping[str, Any] = {"query_mode": "auto", "percentiles": False}
     dataset_fields = frozenset({"tables", "table_size"})
     query_mode_option = "--db-ps-mode"
-    run_note = N_(
+    run_note: str | None = N_(
         "sysbench runs its OLTP scripts on the tables of a sysbench data set, one connection per client. "
         "Through a transaction pool it runs without prepared statements (--db-ps-mode=disable): "
         "PgBouncer 1.18 does not keep them across transactions."
     )
-    sweep_note = N_(
+    sweep_note: str | None = N_(
         "sysbench runs its OLTP scripts on the tables of a sysbench data set in each target's database. "
         "Through a transaction pool it runs without prepared statements (--db-ps-mode=disable): "
         "PgBouncer 1.18 does not keep them across transactions."

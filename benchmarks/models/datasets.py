@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import uuid
 from typing import Any
 
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from benchmarks.lib import engines
 from benchmarks.models.status import Engine, InvalidTransition, JobStatus
 from panel.clusters.models import Cluster
+from panel.core.errors import message_from_json
 
 
 class DataSet(models.Model):
@@ -76,6 +80,16 @@ class DataSet(models.Model):
     def shape(self) -> str:
         """What the data set holds, in the tool's own terms (``bench init`` prints it)."""
         return engines.ENGINES[self.engine].shape(self.spec)
+
+    @property
+    def progress_shown(self) -> str:
+        """The progress line in the reader's language: the worker keeps a Message as JSON (its
+        template and parameters), a plain step as its English words (the catalogue's id)."""
+        text = self.progress_message
+        if text.startswith("{"):
+            with contextlib.suppress(ValueError):
+                return str(message_from_json(json.loads(text)))
+        return gettext(text) if text else ""
 
     @property
     def is_terminal(self) -> bool:

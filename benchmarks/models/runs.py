@@ -134,6 +134,9 @@ class BenchmarkRun(models.Model):
     # where cgroups cannot be written), ``memory_bytes``, ``cpu_weight`` and ``weight_of_default``
     # (the clients' group's limits), ``cpu_s`` (its CPU time) and ``wall_s`` (its lifetime).
     client = models.JSONField(default=dict, blank=True)
+    # A run through a pool: PgBouncer watched once a second while it ran (``lib/pooler_load.py``):
+    # ``pool_size``, ``clients``, ``samples`` and their ``summary``; {} for a direct run.
+    pooler = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ("-created_at",)

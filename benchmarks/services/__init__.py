@@ -38,6 +38,7 @@ from benchmarks.services.launch import (
     preview_warnings,
     validate_run,
 )
+from benchmarks.services.pool_slowdown import compare_slowdowns, slowdown_note
 from benchmarks.services.read import (
     SAMPLE_FIELDS,
     compare_records,
@@ -76,6 +77,7 @@ __all__ = [
     "claim_run",
     "compare_records",
     "compare_runs",
+    "compare_slowdowns",
     "execute_init",
     "execute_run",
     "execute_sweep",
@@ -102,6 +104,7 @@ __all__ = [
     "run_time_limit",
     "samples_after",
     "shown_command",
+    "slowdown_note",
     "sweep_report",
     "sweep_results",
     "validate_run",

@@ -4,6 +4,7 @@ prepare`` of tables × rows), queued, executed with live progress read by the en
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import time
 import traceback
@@ -17,11 +18,12 @@ from benchmarks.lib import engines
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.models import BenchmarkRun, DataSet, InvalidTransition, JobStatus, RunStatus
 from benchmarks.services.enqueue import INIT_TASK, send_job
+from benchmarks.services.failure import NOT_STARTED
 from benchmarks.services.targets import ResolvedTarget, require_serving, resolve_target
 from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
 from panel.core.agent import on_node
-from panel.core.errors import N_, ServiceError
+from panel.core.errors import N_, Message, ServiceError, message_to_json
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +152,8 @@ def _execute_init(dataset: DataSet) -> None:
     try:
         proc = runner.LoadProcess(args, env, join=runner.client_cgroup().procs_files)
     except runner.RunnerError as exc:
-        dataset.fail(str(exc))
+        log.warning("data set %s did not start: %s", dataset.pk, exc)  # a path: the log's, not the page's
+        dataset.fail(_(NOT_STARTED) % {"tool": tool.init_command})
         return
     DataSet.objects.filter(pk=dataset.pk).update(
         pgbench_pid=proc.pid, command_display=cmd.display_command(args, env, program=tool.program)
@@ -166,7 +169,7 @@ def _execute_init(dataset: DataSet) -> None:
                 last_write = now
                 DataSet.objects.filter(pk=dataset.pk, status=JobStatus.RUNNING).update(
                     progress=progress.percent,
-                    progress_message=str(progress.message)[:200],
+                    progress_message=_stored(progress.message),
                     heartbeat_at=timezone.now(),
                 )
     except BaseException:
@@ -269,3 +272,13 @@ def cleanup_dataset(cluster: Cluster, database: str, engine: str = engines.SYSBE
         )
     forgotten, _by_model = datasets.delete()
     return forgotten
+
+
+def _stored(message: str | Message) -> str:
+    """A progress line kept to be put into words where it is read (``DataSet.progress_shown``):
+    a Message as its JSON, a tool's own line as it is."""
+    if isinstance(message, Message):
+        kept = json.dumps(message_to_json(message), ensure_ascii=False)
+        if len(kept) <= 200:
+            return kept
+    return str(message)[:200]

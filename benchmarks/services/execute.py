@@ -22,14 +22,16 @@ from benchmarks.lib.pgbench_txlog import TxLogTail
 from benchmarks.models import BenchmarkRun, InvalidTransition, RunStatus
 from benchmarks.services.config import HOSTNAME, SCRIPT_FILE, heartbeat_interval
 from benchmarks.services.enqueue import kick_next, next_in_line, run_time_limit
+from benchmarks.services.failure import NOT_PREPARED, NOT_STARTED
 from benchmarks.services.launch import refuse_shell_commands
 from benchmarks.services.percentiles import Percentiles
+from benchmarks.services.pooler_watch import PoolerWatch
 from benchmarks.services.recorder import RunRecorder
+from benchmarks.services.room import wait_for_room
 from benchmarks.services.sweep_pool import after_run, prepare_step
 from benchmarks.services.targets import ResolvedTarget, require_serving, resolve_target
 from panel.clusters.models import Cluster
 from panel.core.errors import ServiceError
-from panel.pools import services as pools_services
 
 log = logging.getLogger(__name__)
 
@@ -126,20 +128,18 @@ class _Execution:
         try:
             target = self._target()
             prepare_step(run)  # a pool-size sweep's step: its pool resized first, online
+            if target.pool is not None:
+                target.pool.refresh_from_db()  # the step's size, for counting its connections
         except ServiceError as exc:
             run.fail(exc.message)
             return
-        if target.pool is None:
-            released = pools_services.release_idle_servers(run.cluster)
-            if released:
-                # Idle pooled servers would otherwise take the slots a direct baseline needs.
-                run.warnings = [
-                    *run.warnings,
-                    _("Closed %(n)s idle server connections that connection pools were holding.")
-                    % {"n": released},
-                ]
-                run.save(update_fields=["warnings"])
         options = cmd.RunOptions.from_json(run.options)
+        try:
+            # Counted again now, never made by closing the pools' servers: see ``room``.
+            wait_for_room(run, target, options.clients)
+        except ServiceError as exc:
+            run.fail(exc.message)
+            return
         engine = engines.ENGINES[options.engine]
         if run.custom_script:
             # Queued before the rule existed, or written around the launch service: never run it.
@@ -151,7 +151,9 @@ class _Execution:
         try:
             workdir = runner.make_workdir(workdir_prefix(run))
         except (runner.RunnerError, OSError) as exc:
-            run.fail(_("Could not prepare pgbench's work directory: %(e)s") % {"e": exc})
+            # The error names the directory (a path): the log's, not the page's.
+            log.warning("benchmark run %s: no work directory: %s", run.pk, exc)
+            run.fail(_(NOT_PREPARED) % {"tool": engine.name})
             return
         try:
             if run.custom_script:
@@ -190,7 +192,8 @@ class _Execution:
             try:
                 proc = runner.LoadProcess(args, env, cwd=workdir, join=group.procs_files)
             except runner.RunnerError as exc:
-                run.fail(str(exc))
+                log.warning("benchmark run %s did not start: %s", run.pk, exc)
+                run.fail(_(NOT_STARTED) % {"tool": engine.name})
                 return
             self.client = {
                 "node": HOSTNAME,
@@ -227,6 +230,7 @@ class _Execution:
             client=self.client,
         )
         recorder = _recorder(run, proc, options, workdir)
+        pooler = PoolerWatch.for_run(run)  # why a pool run is slower, if it is: see the run page
         limit = run_time_limit(run)
         deadline = time.monotonic() + limit
         next_tick = next_beat = 0.0
@@ -240,6 +244,8 @@ class _Execution:
                     next_tick = now + TICK_S
                     proc.sample_cpu()
                     recorder.tick()
+                    if pooler is not None:
+                        pooler.tick()
                     if not BenchmarkRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING).exists():
                         self.cancelled = True
                         proc.stop()
@@ -264,6 +270,8 @@ class _Execution:
         BenchmarkRun.objects.filter(pk=run.pk).update(
             client={**self.client, "cpu_s": proc.cpu_s, "wall_s": round(proc.wall_s, 3)}
         )
+        if pooler is not None:
+            pooler.save()
         recorder.finish(returncode, cancelled=self.cancelled, stopped_reason=self.stopped_reason)
 
 

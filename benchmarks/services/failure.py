@@ -15,6 +15,16 @@ from dataclasses import dataclass
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop as N_
 
+# What a run's page says when the node could not start the tool; the cause (a path, the system's
+# words) is in the log. "Could not run" is what explain_failure reads.
+NOT_PREPARED = N_(
+    "Could not run %(tool)s: its work directory could not be made on this node. The panel's log "
+    "holds the details for an administrator."
+)
+NOT_STARTED = N_(
+    "Could not run %(tool)s on this node. The panel's log holds the details for an administrator."
+)
+
 
 @dataclass(frozen=True)
 class Explanation:
@@ -88,10 +98,14 @@ def explain_failure(status: str, reason: str, first_error: str = "") -> Explanat
             detail,
         )
     if status == "errored":
+        # The traceback names the panel's files and the server's paths: the log's, not the page's.
         return Explanation(
             _("The panel failed while running it"),
-            _("This is a bug of the panel, not of your database: the traceback below says where."),
-            (reason or "").strip().splitlines()[-1] if reason.strip() else "",
+            _(
+                "This is a bug of the panel, not of your database: the panel's log holds the "
+                "traceback for an administrator."
+            ),
+            "",
         )
     text = f"{first_error}\n{reason}"
     if "worker lost" in reason:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from django.utils import translation
@@ -15,6 +16,7 @@ from benchmarks.models import BenchmarkRun, InvalidTransition, RunStatus, Sweep
 from benchmarks.services.config import HOSTNAME, SCRIPT_FILE, percentile_budget
 from benchmarks.services.datasets import dataset_spec, latest_dataset
 from benchmarks.services.enqueue import enqueue_run, kick_next
+from benchmarks.services.room import require_room
 from benchmarks.services.targets import ResolvedTarget, require_serving, resolve_target
 from panel.clusters.models import Cluster
 from panel.core.agent import on_node
@@ -125,7 +127,7 @@ def preview_warnings(
     user: str | None = None,
     options: cmd.RunOptions,
     custom_script: str | None = None,
-) -> list[str]:
+) -> Sequence[str | Message]:
     """Non-blocking warnings to show before launch (an empty list when the target is unknown)."""
     try:
         target = resolve_target(cluster, pool=pool, database=database, user=user)
@@ -222,6 +224,7 @@ def launch_run(
     target = validate_run(
         cluster, pool=pool, database=database, user=user, options=options, custom_script=custom_script
     )
+    require_room(cluster, target, options.clients)
     run = _new_run(
         cluster, target, options, custom_script, label=label, percentiles=percentiles, foreground=not enqueue
     )

@@ -9,13 +9,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop as N_
 
 from benchmarks.models import BenchmarkRun, DataSet, JobStatus, RunStatus, Sweep
 from benchmarks.services.failure import explain_failure, kind_label
+from benchmarks.services.pool_slowdown import slowdown_note
 from benchmarks.services.read import live_state, shown_command
 from benchmarks.services.sweep_report import sweep_report
 from panel.clusters.models import Cluster
@@ -80,18 +81,16 @@ SUMMARY_LABELS = {
 }
 
 
-def runs_for(user: AbstractBaseUser | AnonymousUser) -> QuerySet[BenchmarkRun]:
+def runs_for(user: User) -> QuerySet[BenchmarkRun]:
     """The runs of the clusters the user may see."""
     return BenchmarkRun.objects.filter(cluster__in=clusters_for(user))
 
 
-def sweeps_for(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Sweep]:
+def sweeps_for(user: User) -> QuerySet[Sweep]:
     return Sweep.objects.filter(cluster__in=clusters_for(user))
 
 
-def picked_runs(
-    user: AbstractBaseUser | AnonymousUser, cluster: Cluster, ids: Iterable[Any]
-) -> list[BenchmarkRun]:
+def picked_runs(user: User, cluster: Cluster, ids: Iterable[Any]) -> list[BenchmarkRun]:
     """The runs among ``ids`` that are the cluster's and the user's, oldest first.
 
     The order the runs were made in, whatever order the form sent them in (the history lists them
@@ -213,11 +212,15 @@ def run_page(run: BenchmarkRun) -> dict[str, Any]:
         "errors": [(error, kind_label(error.kind)) for error in run.errors.order_by("id")[:20]],
         "summary_rows": summary_rows(run.summary),
         "statement_latencies": (run.summary or {}).get("statement_latencies") or [],
-        "reason": run.error_message.strip().splitlines()[-1] if run.error_message.strip() else "",
+        # An errored run's text is a traceback (the panel's files, paths): the log's, never the page's.
+        "reason": run.error_message.strip().splitlines()[-1]
+        if run.error_message.strip() and run.status != RunStatus.ERRORED
+        else "",
         "explanation": explanation,
         "command": command,
         "command_exact": exact,
         "command_workdir": exact and bool(run.workdir) and "$WORKDIR" in command,
+        "pool_slowdown": slowdown_note(run) if run.is_terminal else None,
     }
 
 

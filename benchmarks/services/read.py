@@ -125,6 +125,8 @@ def run_record(run: BenchmarkRun) -> dict[str, Any]:
         "client": run.client or None,
         "client_cores": run.client_cores,
         "client_bound": run.client_bound,
+        # PgBouncer as sampled during a pool run (clients waiting, its CPU): the summary, not the samples.
+        "pooler": (run.pooler or {}).get("summary") or None,
         "latency_avg_ms": run.latency_avg_ms,
         "summary": run.summary,
         "created_at": run.created_at.isoformat(),
@@ -205,7 +207,7 @@ def export_run(run: BenchmarkRun, fmt: str = "csv") -> str:
         writer.writerows(samples)
         return out.getvalue()
     if fmt == "json":
-        errors = list(run.errors.order_by("id").values("at", "kind", "message", "client_id"))
+        errors: list[Any] = list(run.errors.order_by("id").values("at", "kind", "message", "client_id"))
         for error in errors:
             error["at"] = error["at"].isoformat()
         return json.dumps({**run_record(run), "samples": samples, "errors": errors}, indent=2)

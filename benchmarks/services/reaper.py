@@ -58,6 +58,7 @@ def reap() -> list[str]:
         first = next_in_line(cluster_id)
         stalled = first is not None and (first.enqueued_at is None or first.enqueued_at < resend_before)
         if stalled and kick_next(cluster_id) is not None:
+            assert first is not None  # stalled
             notes.append(f"run {first.pk}: enqueued again")
     notes.extend(restore_finished_sweeps())
     return notes

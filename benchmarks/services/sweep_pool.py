@@ -17,12 +17,17 @@ from django.utils import timezone
 from benchmarks.models import BenchmarkRun, RunStatus, Sweep, SweepKind
 from panel.clusters.models import Cluster
 from panel.core.errors import N_, ServiceError
+from panel.core.polling import wait_for
 from panel.pools import services as pools_services
 from panel.pools.engine import console
 from panel.pools.engine.console import admin_console
+from panel.pools.lib.admin_console import pool_totals
 from panel.pools.models import ConnectionPool
 
 log = logging.getLogger(__name__)
+
+# How long a step waits for PgBouncer to close a shrunk pool's servers beyond its new size.
+TRIM_TIMEOUT_S = 5.0
 
 
 def _served_size(cluster: Cluster, name: str) -> int | None:
@@ -32,6 +37,26 @@ def _served_size(cluster: Cluster, name: str) -> int | None:
             if row.name == name:
                 return row.pool_size
     return None
+
+
+def _held(cluster: Cluster, name: str) -> int:
+    with admin_console(cluster) as conn:
+        totals = pool_totals(console.show_pools(conn)).get(name)
+    return totals.servers_active + totals.servers_idle if totals else 0
+
+
+def _trim(run: BenchmarkRun, pool: ConnectionPool) -> None:
+    """A smaller size applies as PgBouncer closes the servers beyond it. The sweep's scratch pool
+    is the benchmark's own: its idle servers are closed at once. A tenant's pool keeps its servers
+    (traffic through it would notice them closed): PgBouncer's own upkeep closes only those beyond
+    the new size, which this waits for."""
+    if run.sweep is not None and run.sweep.scratch_pool:
+        pools_services.release_pool(pool)
+        return
+    try:
+        wait_for(lambda: _held(run.cluster, pool.name) <= pool.size, TRIM_TIMEOUT_S, interval=0.2)
+    except (console.ConsoleError, ValueError) as exc:
+        log.info("sweep %s: counting the servers of %s failed: %s", run.sweep_id, pool.name, exc)
 
 
 def prepare_step(run: BenchmarkRun) -> None:
@@ -49,8 +74,7 @@ def prepare_step(run: BenchmarkRun) -> None:
     if pool.size != run.pool_size:
         pool = pools_services.update_pool(pool, pool.database, pool.user or None, pool.mode, run.pool_size)
     if shrinking:
-        # A smaller pool_size applies only as server connections go idle: close them now.
-        pools_services.release_pool(pool)
+        _trim(run, pool)
     try:
         served = _served_size(run.cluster, pool.name)
     except (console.ConsoleError, ValueError) as exc:

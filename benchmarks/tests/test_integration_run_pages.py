@@ -16,6 +16,7 @@ from django.urls import reverse
 
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.models import BenchmarkRun, RunStatus
+from benchmarks.services import room
 from benchmarks.tests.test_integration_runs import cluster, run_now  # noqa: F401  (the fixture)
 from panel.clusters.models import Cluster
 
@@ -34,8 +35,12 @@ def page_of(owner: User, run: BenchmarkRun) -> str:
 def test_a_refused_run_says_why_first_with_a_red_stopped_bar_no_chart_and_no_export(
     cluster: Cluster,  # noqa: F811
     owner: User,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The 1 GB plan lets 22 sessions in: 30 direct clients are refused before the first report.
+    # The launch counts the free slots first (issue 38); here the count is skipped, as when other
+    # clients take the slots between the count and pgbench's start, so pgbench meets the limit.
+    monkeypatch.setattr(room.pools_services, "server_room", lambda cluster: None)
     run = run_now(cluster, clients=30, duration_s=20)
     assert run.status == RunStatus.FAILED, (run.status, run.error_message)
     assert not run.samples.exists()

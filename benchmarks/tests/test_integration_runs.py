@@ -19,6 +19,7 @@ from benchmarks.lib.pgbench_txlog import TxLogFormat, parse_txlog, percentiles_b
 from benchmarks.models import BenchmarkRun, JobStatus, RunStatus
 from panel.clusters import hooks
 from panel.clusters.models import Cluster
+from panel.core.errors import ServiceError
 from panel.pools import services as pool_services
 
 pytestmark = pytest.mark.integration
@@ -69,8 +70,9 @@ def assert_ran_cleanly(run: BenchmarkRun, clients: int, seconds: int) -> None:
     summary = run.summary
     assert summary is not None and summary["clients"] == clients and summary["duration_s"] == seconds
     samples = list(run.samples.order_by("seq"))
-    # One sample a second (pgbench may skip the last one when the run ends on it).
-    assert seconds - 1 <= len(samples) <= seconds
+    # One sample a second (pgbench may skip the last one when the run ends on it, and print one
+    # more when a loaded machine lets the run end late).
+    assert seconds - 1 <= len(samples) <= seconds + 1
     assert [s.seq for s in samples] == list(range(1, len(samples) + 1))
     for previous, sample in zip(samples, samples[1:], strict=False):
         assert 0.5 < sample.elapsed_s - previous.elapsed_s < 1.5
@@ -78,7 +80,7 @@ def assert_ran_cleanly(run: BenchmarkRun, clients: int, seconds: int) -> None:
     mean_tps = statistics.mean(s.tps for s in samples)
     assert 0.75 * summary["tps"] < mean_tps < 1.25 * summary["tps"]
     assert (
-        abs(sum(s.tps for s in samples) - summary["transactions_processed"])
+        abs(sum(s.tps for s in samples[:seconds]) - summary["transactions_processed"])
         < 0.25 * summary["transactions_processed"]
     )
     assert summary["failed_transactions"] == 0 and run.error_count == 0
@@ -113,29 +115,28 @@ def test_direct_run_stores_a_sample_a_second_pgbench_summary_and_consistent_perc
         assert sample.p50_ms < sample.latency_avg_ms * 3
 
 
-def test_too_many_clients_fail_direct_with_the_reserved_slots_message_and_run_through_a_pool(
-    cluster: Cluster,
-) -> None:
-    refused = run_now(cluster, clients=30, duration_s=3)
-    assert refused.status == RunStatus.FAILED
-    assert "could not start" in refused.error_message
-    assert "remaining connection slots are reserved" in refused.error_message
-    assert "remaining connection slots are reserved" in refused.first_error
-    assert refused.error_count >= 1 and refused.errors.exists()
-    assert any("will not start" in warning for warning in map(str, refused.warning_messages))
+def test_too_many_clients_are_refused_direct_at_launch_and_run_through_a_pool(cluster: Cluster) -> None:
+    # 30 clients on 22 free slots: refused before pgbench starts, beside the client count.
+    with pytest.raises(ServiceError) as refused:
+        run_now(cluster, clients=30, duration_s=3)
+    assert refused.value.code == "run.connections_full" and refused.value.field == "clients"
+    assert "at most 22 clients" in str(refused.value.message)
 
-    pool = pool_services.create_pool(cluster, "test-pool", "defaultdb", "", "transaction", 22)
+    # A pool of 20: the run needs at most 20 server slots, two to spare for the panel's own
+    # monitoring session, which may hold one of the 22 at that moment (the count then refuses 22).
+    pool = pool_services.create_pool(cluster, "test-pool", "defaultdb", "", "transaction", 20)
     pooled = run_now(cluster, pool=pool, clients=30, duration_s=4)
     assert_ran_cleanly(pooled, 30, 4)
     assert pooled.pool_name == "test-pool" and pooled.database == "defaultdb"
     assert f"-p {cluster.pooler_port}" in pooled.command_display
     assert pooled.command_display.endswith("-- test-pool")
 
-    # The pool now keeps 22 idle server connections: all the slots. A direct baseline after it
-    # still runs, because the panel closes them first, and says so on the run.
-    direct = run_now(cluster, clients=4, duration_s=2)
-    assert direct.status == RunStatus.SUCCEEDED, (direct.error_message, direct.first_error)
-    assert any("idle server connections" in warning for warning in map(str, direct.warning_messages))
+    # The pool now keeps 20 idle server connections. A direct baseline of 4 clients after it is
+    # refused with what the pools hold; the panel never closes them (issue 38).
+    with pytest.raises(ServiceError) as full:
+        run_now(cluster, clients=4, duration_s=2)
+    assert full.value.code == "run.connections_full"
+    assert "connection pools hold 20 of" in str(full.value.message)
 
 
 def test_cancel_stops_pgbench_within_two_seconds_and_keeps_the_samples(

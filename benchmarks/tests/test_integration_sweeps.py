@@ -16,12 +16,12 @@ from benchmarks import services
 from benchmarks.lib import engines
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.models import BenchmarkRun, Engine, JobStatus, RunStatus, Sweep
-from conftest import module_cluster
 from panel.clusters.models import Cluster
 from panel.pools import services as pool_services
 from panel.pools.engine import console, disk, supervisor
 from panel.pools.engine.console import admin_console
 from panel.pools.models import ConnectionPool
+from tests.fixtures.clusters import module_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
@@ -222,3 +222,35 @@ def test_a_sysbench_sweep_runs_without_prepared_statements_through_the_pool(clus
     assert direct.engine == pooled.engine == "sysbench" and direct.threads == 2
     assert "--db-ps-mode=disable" in pooled.argv and "--db-ps-mode=disable" not in direct.argv
     assert len(services.sweep_report(sweep)["sentences"]) == 1
+
+
+def test_a_sweep_shrinking_a_tenants_pool_closes_only_the_servers_beyond_the_new_size(
+    cluster: Cluster,
+) -> None:
+    """Issue 38: the tenant's own pool keeps its server connections (traffic through it would
+    notice them closed); PgBouncer closes only those beyond the step's size, itself."""
+    pool = ConnectionPool.objects.get(cluster=cluster, name=POOL)
+    warm = services.launch_run(cluster, pool=pool, options=options(clients=ORIGINAL), enqueue=False)
+    warm = services.execute_run(warm.pk, wait_turn_s=30)
+    assert warm.status == RunStatus.SUCCEEDED, warm.error_message
+    warmed = server_pids(cluster, POOL)
+    assert len(warmed) == ORIGINAL
+
+    sweep = services.launch_sweep(
+        cluster, clients_list=[2], pool_sizes=[3], pool=pool, repeats=1, base_options=options(), enqueue=False
+    )
+    sweep = services.execute_sweep(sweep, wait_turn_s=30)
+
+    run = sweep.runs.get()
+    assert run.status == RunStatus.SUCCEEDED and run.pool_size_applied == 3, run.error_message
+    kept = server_pids(cluster, POOL)
+    # The servers left are the tenant's own, opened before the sweep: none was closed and reopened.
+    assert kept and kept <= warmed and len(kept) <= 3
+    assert served_sizes(cluster)[POOL] == ORIGINAL
+
+
+def server_pids(cluster: Cluster, pool: str) -> set[int]:
+    with admin_console(cluster) as conn:
+        columns, rows = console.show(conn, "SERVERS")
+    database, pid = columns.index("database"), columns.index("remote_pid")
+    return {int(row[pid]) for row in rows if row[database] == pool}

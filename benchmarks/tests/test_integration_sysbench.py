@@ -59,7 +59,10 @@ def assert_ran(run: BenchmarkRun, clients: int, seconds: int) -> None:
     assert run.status == RunStatus.SUCCEEDED, (run.error_message, run.first_error)
     assert run.engine == Engine.SYSBENCH and run.exit_code == 0 and run.error_count == 0
     summary = run.summary
-    assert summary is not None and summary["clients"] == clients and summary["duration_s"] == seconds
+    assert summary is not None and summary["clients"] == clients
+    # sysbench's own total time: the asked seconds, and more when its last transactions waited
+    # on a loaded machine (2.4 s latencies made a 3 s run report 5 s in a full run).
+    assert summary["duration_s"] >= seconds
     assert summary["tps"] > 0 and summary["qps"] > summary["tps"]
     assert summary["latency_p50_ms"] <= summary["latency_p95_ms"] <= summary["latency_p99_ms"]
     samples = list(run.samples.order_by("seq"))

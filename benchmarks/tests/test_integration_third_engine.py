@@ -22,9 +22,9 @@ from benchmarks import services
 from benchmarks.forms.run import RunForm
 from benchmarks.lib import engines
 from benchmarks.models import BenchmarkRun, RunStatus
-from conftest import start_celery_worker
 from panel.clusters.models import Cluster
 from panel.clusters.tests.conftest import make_cluster_row
+from tests.fixtures.processes import start_celery_worker
 
 pytestmark = pytest.mark.integration
 

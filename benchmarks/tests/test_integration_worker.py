@@ -17,9 +17,9 @@ from benchmarks import services
 from benchmarks.engine import runner
 from benchmarks.lib.pgbench_command import RunOptions
 from benchmarks.models import BenchmarkRun, JobStatus, RunStatus
-from conftest import start_celery_worker
 from panel.clusters.models import Cluster
 from panel.pools import services as pool_services
+from tests.fixtures.processes import start_celery_worker
 
 pytestmark = pytest.mark.integration
 

@@ -180,6 +180,15 @@ def test_the_tab_shows_empty_states_and_the_forms(owner_client, cluster_row):
     assert "js/bench-form.js" in page
 
 
+@pytest.mark.parametrize(("plan", "clients"), [("db-s-1vcpu-1gb", 11), ("db-s-4vcpu-8gb", 50)])
+def test_the_empty_history_suggests_clients_the_plan_allows(owner, client, plan, clients):
+    """A plan of 22 client connections was told to start with 50 clients, which it refuses."""
+    cluster = make_cluster_row(owner, name="db-plan", plan_slug=plan)
+    client.force_login(owner)
+    page = client.get(reverse("benchmarks:tab", args=[cluster.pk])).content.decode()
+    assert f"e.g. {clients} clients directly for 60 seconds" in page
+
+
 # --- data sets ----------------------------------------------------------------------------------------
 
 

@@ -20,12 +20,12 @@ from benchmarks.views.common import get_sweep
 from panel.clusters.models import Cluster
 from panel.clusters.ownership import get_cluster_for_user
 from panel.core.errors import ServiceError
-from panel.core.web import go_to
+from panel.core.web import PanelRequest, go_to
 
 MAX_COMPARED = 8
 
 
-def _picked_runs(request: HttpRequest, cluster: Cluster) -> list[BenchmarkRun]:
+def _picked_runs(request: PanelRequest, cluster: Cluster) -> list[BenchmarkRun]:
     ids: list[uuid.UUID] = []
     for value in request.GET.getlist("run")[:MAX_COMPARED]:
         try:
@@ -36,7 +36,7 @@ def _picked_runs(request: HttpRequest, cluster: Cluster) -> list[BenchmarkRun]:
 
 
 @require_GET
-def compare(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+def compare(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     runs = _picked_runs(request, cluster)
     context: dict[str, Any] = {"cluster": cluster, "active_tab": "benchmarks", "runs": runs}
@@ -47,12 +47,13 @@ def compare(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
         context["error"] = exc.message
     else:
         context["rows"] = list(zip(records, runs, strict=True))
+        context["slowdowns"] = services.compare_slowdowns(runs)
     context["query"] = request.GET.urlencode()
     return render(request, "benchmarks/compare.html", context)
 
 
 @require_GET
-def compare_data(request: HttpRequest, cluster_id: uuid.UUID) -> JsonResponse:
+def compare_data(request: PanelRequest, cluster_id: uuid.UUID) -> JsonResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     try:
         comparison = services.compare_runs(_picked_runs(request, cluster))
@@ -62,7 +63,7 @@ def compare_data(request: HttpRequest, cluster_id: uuid.UUID) -> JsonResponse:
 
 
 @require_GET
-def sweep_detail(request: HttpRequest, cluster_id: uuid.UUID, sweep_id: uuid.UUID) -> HttpResponse:
+def sweep_detail(request: PanelRequest, cluster_id: uuid.UUID, sweep_id: uuid.UUID) -> HttpResponse:
     sweep = get_sweep(request, cluster_id, sweep_id)
     template = "benchmarks/sweep_detail.html#runs" if request.htmx else "benchmarks/sweep_detail.html"
     return render(request, template, pages.sweep_page(sweep))

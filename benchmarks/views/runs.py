@@ -18,14 +18,14 @@ from benchmarks import services
 from benchmarks.services import pages
 from benchmarks.views.common import get_run, int_param
 from panel.core.errors import ServiceError
-from panel.core.web import go_to
+from panel.core.web import PanelRequest, go_to
 
 SAMPLES_PAGE = 5000  # samples per answer of the data endpoint; the chart asks again for more
 EXPORT_TYPES = {"csv": "text/csv; charset=utf-8", "json": "application/json"}
 
 
 @require_GET
-def run_detail(request: HttpRequest, cluster_id: uuid.UUID, run_id: uuid.UUID) -> HttpResponse:
+def run_detail(request: PanelRequest, cluster_id: uuid.UUID, run_id: uuid.UUID) -> HttpResponse:
     run = get_run(request, cluster_id, run_id)
     template = "benchmarks/run_detail.html#live" if request.htmx else "benchmarks/run_detail.html"
     response = render(request, template, pages.run_page(run))

@@ -17,12 +17,19 @@ from benchmarks.services import pages
 from panel.clusters.models import Cluster
 from panel.clusters.ownership import get_cluster_for_user
 from panel.core.errors import ServiceError
-from panel.core.web import add_service_error, go_to
+from panel.core.web import PanelRequest, add_service_error, go_to
 from panel.pools import services as pools_services
 
 
 def _datasets_context(cluster: Cluster, form: InitDataSetForm | None = None) -> dict[str, Any]:
     return {**pages.datasets_card(cluster), "init_form": form or InitDataSetForm(cluster=cluster)}
+
+
+def baseline_clients(cluster: Cluster) -> int:
+    """The client count the empty history suggests for a first run: half the connections the plan
+    leaves to clients, at most 50 (it said 50 on a plan of 22 connections, which refuses them)."""
+    usable = cluster.pool_connections
+    return 50 if usable is None else max(1, min(50, usable // 2))
 
 
 def _render_tab(
@@ -39,6 +46,7 @@ def _render_tab(
         "sweep_form": sweep_form or SweepForm(cluster=cluster),
         "sweep_open": bool(sweep_form is not None and sweep_form.errors),
         "pool_budget": pools_services.pool_budget(cluster),
+        "baseline_clients": baseline_clients(cluster),
         **_datasets_context(cluster, init_form),
         **pages.history_card(cluster),
     }
@@ -61,8 +69,9 @@ def datasets(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 
 
 @require_POST
-def dataset_init(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+def dataset_init(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
+    form: InitDataSetForm | None  # None: the card without a form's errors
     form = InitDataSetForm(request.POST, cluster=cluster)
     if form.is_valid():
         try:
@@ -96,7 +105,7 @@ def run_check(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 
 
 @require_POST
-def run_launch(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+def run_launch(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     form = RunForm(request.POST, cluster=cluster)
     if form.is_valid():

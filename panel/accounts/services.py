@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.utils.translation import gettext as _
 
 from panel.accounts.models import AccountSettings
@@ -17,13 +17,13 @@ def language_codes() -> list[str]:
     return [code for code, _name in settings.LANGUAGES]
 
 
-def account_language(user: AbstractBaseUser) -> str:
+def account_language(user: User) -> str:
     """The language the account chose, or "" (follow the browser)."""
     row = AccountSettings.objects.filter(user=user).only("language").first()
     return row.language if row else ""
 
 
-def set_account_language(user: AbstractBaseUser, language: str) -> str:
+def set_account_language(user: User, language: str) -> str:
     """Remember ``language`` for ``user`` ("" = follow the browser again); returns what was stored."""
     if language and language not in language_codes():
         raise ServiceError(

@@ -24,6 +24,6 @@ class TokenForm(PanelForm):
     )
 
     def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        super().__init__(*args, **kwargs)
         # PanelForm gives every widget form-control; checkboxes take Bootstrap's own classes.
         self.fields["scopes"].widget.attrs.pop("class", None)

@@ -15,11 +15,11 @@ from panel.api import services
 from panel.api.forms import TokenForm
 from panel.api.models import ApiToken
 from panel.core.errors import ServiceError
-from panel.core.web import add_service_error
+from panel.core.web import PanelRequest, add_service_error
 
 
 @require_http_methods(["GET", "POST"])
-def tokens(request: HttpRequest) -> HttpResponse:
+def tokens(request: PanelRequest) -> HttpResponse:
     new_token = None
     form = TokenForm(request.POST or None)
     if request.method == "POST" and form.is_valid():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.translation import gettext as _
@@ -19,11 +19,11 @@ from panel.backups.services import archiving, backups, restore
 from panel.clusters.models import Cluster
 from panel.clusters.ownership import get_cluster_for_user
 from panel.core.errors import ServiceError
-from panel.core.web import add_service_error, go_to
+from panel.core.web import PanelRequest, add_service_error, go_to
 
 
 def render_tab(
-    request: HttpRequest,
+    request: PanelRequest,
     cluster: Cluster,
     *,
     restore_form: RestoreForm | None = None,
@@ -59,12 +59,12 @@ def render_tab(
 
 
 @require_GET
-def backups_tab(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+def backups_tab(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
     return render_tab(request, get_cluster_for_user(request, cluster_id))
 
 
 @require_POST
-def backup_now(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+def backup_now(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     form = BackupNowForm(request.POST)
     if not form.is_valid():
@@ -77,7 +77,7 @@ def backup_now(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 
 
 @require_POST
-def restore_view(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+def restore_view(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     form = RestoreForm(request.POST)
     if not form.is_valid():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
@@ -14,13 +14,13 @@ from panel.clusters.ownership import get_cluster_for_user
 from panel.clusters.services import firewall
 from panel.clusters.settings_views import render_settings_tab
 from panel.core.errors import ServiceError
-from panel.core.web import add_service_error
+from panel.core.web import PanelRequest, add_service_error
 
 SECTION = "trusted-sources"
 
 
 @require_POST
-def trusted_source_add(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+def trusted_source_add(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     form = TrustedSourceForm(request.POST)
     if form.is_valid():
@@ -35,7 +35,7 @@ def trusted_source_add(request: HttpRequest, cluster_id: uuid.UUID) -> HttpRespo
 
 
 @require_POST
-def trusted_source_remove(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+def trusted_source_remove(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     source = request.POST.get("source", "")
     try:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.utils.formats import number_format
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from panel.clusters import services
@@ -34,7 +36,8 @@ class CreateClusterForm(PanelForm):
         label=_("Standby nodes"),
         coerce=int,
         required=False,
-        empty_value=1,  # a form without the field (older pages, scripts): one server
+        # A form without the field (older pages, scripts): one server (the stubs take only a str).
+        empty_value=1,  # type: ignore[arg-type]
         choices=[
             (1, _("None: one server")),
             (2, _("One standby (2 members)")),
@@ -176,7 +179,11 @@ class ConfigForm(PanelForm):
 
     @staticmethod
     def _field(tunable: tunables.Tunable) -> forms.Field:
-        help_text = f"{tunable.help} {_('Range')}: {tunable.range_text}. {_('Default')}: {tunable.default}."
+        help_text = gettext("%(help)s Range: %(range)s. Default: %(default)s.") % {
+            "help": gettext(tunable.help),
+            "range": _range_text(tunable),
+            "default": _default_text(tunable),
+        }
         label = f"{tunable.name} ({tunable.unit})" if tunable.unit else tunable.name
         if tunable.kind == "int":
             return forms.IntegerField(label=label, help_text=help_text)
@@ -228,3 +235,18 @@ class ReplicaForm(PanelForm):
         help_text=_("Lowercase letters, digits and hyphens; it starts with a letter."),
     )
     plan = forms.ChoiceField(label=_("Plan"), choices=[(plan.slug, plan.slug) for plan in PLANS])
+
+
+def _range_text(tunable: tunables.Tunable) -> str:
+    """A setting's range as the page's language writes it (0 … 604.800.000 ms on a German page)."""
+    if tunable.kind == "int":
+        assert tunable.minimum is not None and tunable.maximum is not None  # every int setting has both
+        text = f"{number_format(tunable.minimum)} … {number_format(tunable.maximum)}"
+        return f"{text} {tunable.unit}" if tunable.unit else text
+    return gettext(tunable.range_text)
+
+
+def _default_text(tunable: tunables.Tunable) -> str:
+    if tunable.kind == "bool":
+        return "true" if tunable.default else "false"  # as the field's choices say it
+    return number_format(tunable.default) if tunable.kind == "int" else str(tunable.default)

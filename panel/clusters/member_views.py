@@ -10,6 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import trigger_client_event
 
 from panel.clusters.forms import SwitchoverForm
 from panel.clusters.models import Cluster
@@ -19,6 +20,7 @@ from panel.core.errors import ServiceError
 from panel.core.web import add_service_error
 
 TEMPLATE = "clusters/_members.html"
+EVENTS_CHANGED = "cluster-events-changed"  # the event templates/clusters/detail.html's events list listens to
 
 
 def _render(request: HttpRequest, cluster: Cluster, form: SwitchoverForm, notice: str = "") -> HttpResponse:
@@ -51,4 +53,6 @@ def switchover(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
         else:
             notice = _("%(member)s is the primary now.") % {"member": primary}
             form = SwitchoverForm()
-    return _render(request, cluster, form, notice)
+    response = _render(request, cluster, form, notice)
+    # The switchover is over (done or refused): the Overview's events list fetches itself again.
+    return trigger_client_event(response, EVENTS_CHANGED)

@@ -1,4 +1,5 @@
-"""The staff Nodes page: each node's capacity, clusters and last heartbeat; drain and activate."""
+"""The staff Nodes page: each node's capacity, clusters (a page at a time), last heartbeat and how
+long its last reconciler round and metrics collection took; drain and activate."""
 
 from __future__ import annotations
 
@@ -10,19 +11,24 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
-from panel.clusters.models import NodeState
-from panel.clusters.services import nodes
+from panel.clusters.models import CycleKind, NodeState
+from panel.clusters.services import cycles, nodes
 from panel.core.errors import ServiceError
+from panel.core.paging import paginate
+from panel.core.web import PanelRequest
 
 
 @require_GET
 @staff_member_required(login_url="login")
-def node_list(request: HttpRequest) -> HttpResponse:
+def node_list(request: PanelRequest) -> HttpResponse:
+    last = cycles.last_cycles()
     rows = []
     for room in nodes.all_usage():
-        rows.append(
-            {"usage": room, "node": room.node, "clusters": list(room.node.clusters.select_related("owner"))}
-        )
+        node = room.node
+        # Each node's clusters a page at a time, each node with its own page parameter.
+        clusters = paginate(request, node.clusters.select_related("owner"), param=f"{node.name}-page")
+        rounds = [(kind.label, kind.value, last.get((node.pk, kind.value))) for kind in CycleKind]
+        rows.append({"usage": room, "node": node, "clusters": clusters, "cycles": rounds})
     template = "clusters/nodes.html#table" if request.htmx else "clusters/nodes.html"
     return render(request, template, {"rows": rows, "dead_after": settings.PANEL_NODE_DEAD_AFTER})
 

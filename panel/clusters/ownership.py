@@ -5,8 +5,9 @@ panel.core (which imports no app); the apps built on clusters import it from her
 from __future__ import annotations
 
 import uuid
+from typing import cast
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
@@ -14,7 +15,7 @@ from django.shortcuts import get_object_or_404
 from panel.clusters.models import Cluster
 
 
-def clusters_for(user: AbstractBaseUser) -> QuerySet[Cluster]:
+def clusters_for(user: User) -> QuerySet[Cluster]:
     """Clusters a user may see and act on: their own, or all for staff."""
     qs = Cluster.objects.all()
     if not getattr(user, "is_staff", False):
@@ -24,4 +25,5 @@ def clusters_for(user: AbstractBaseUser) -> QuerySet[Cluster]:
 
 def get_cluster_for_user(request: HttpRequest, cluster_id: uuid.UUID) -> Cluster:
     """The cluster if the user may see it (owner or staff); a 404 for everyone else."""
-    return get_object_or_404(clusters_for(request.user), pk=cluster_id)
+    # LoginRequiredMiddleware lets only a signed-in user through to a view.
+    return get_object_or_404(clusters_for(cast(User, request.user)), pk=cluster_id)

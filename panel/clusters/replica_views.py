@@ -49,12 +49,15 @@ def replica_add(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     form = ReplicaForm(request.POST)
     if form.is_valid():
+        name, plan = form.cleaned_data["name"], form.cleaned_data["plan"]
         try:
-            made = replicas.create_replica(
-                cluster, name=form.cleaned_data["name"], plan_slug=form.cleaned_data["plan"]
-            )
+            made = replicas.create_replica(cluster, name=name, plan_slug=plan)
         except ServiceError as exc:
             add_service_error(form, exc)
+            # The other refusals too: a plan too small used to hide a bad name.
+            for problem in replicas.request_problems(cluster, name, plan):
+                if problem.code != exc.code:
+                    add_service_error(form, problem)
         else:
             return _card(request, cluster, added=made)
     # An invalid form re-renders with status 200 (htmx 2 swaps no 4xx).
@@ -65,7 +68,7 @@ def replica_add(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 def replica_promote(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     try:
-        replicas.promote_replica(cluster)
+        replicas.promote_replica(cluster, confirm_name=request.POST.get("confirm_name", ""))
     except ServiceError as exc:
         return _card(request, cluster, problem=exc.message)
     messages.success(

@@ -22,7 +22,7 @@ from panel.clusters.models import Cluster
 from panel.clusters.ownership import get_cluster_for_user
 from panel.clusters.services import config, resize
 from panel.core.errors import ServiceError
-from panel.core.web import add_service_error, go_to
+from panel.core.web import PanelRequest, add_service_error, go_to
 from panel.lockout import client_address
 
 # Where the panel's own benchmarks connect from (benchmarks.services.targets): a firewall without
@@ -30,7 +30,7 @@ from panel.lockout import client_address
 PANEL_CLIENT_ADDRESS = "127.0.0.1"
 
 
-def render_settings_tab(request: HttpRequest, cluster: Cluster, **extra: Any) -> HttpResponse:
+def render_settings_tab(request: PanelRequest, cluster: Cluster, **extra: Any) -> HttpResponse:
     """The Settings tab: the whole page, or one section for an HTMX swap (``section`` names the
     partial of ``clusters/settings.html`` to render)."""
     section = extra.pop("section", None)
@@ -69,13 +69,13 @@ def _my_address(request: HttpRequest, sources: list[str]) -> str | None:
 
 
 @require_GET
-def cluster_settings(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+def cluster_settings(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     return render_settings_tab(request, cluster)
 
 
 @require_http_methods(["GET", "POST"])
-def resize_card(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+def resize_card(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     form = ResizeForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
@@ -99,7 +99,7 @@ def resize_card(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 
 
 @require_http_methods(["GET", "POST"])
-def config_card(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+def config_card(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     form = ConfigForm(request.POST or None, current=config.current_config(cluster))
     saved = False

@@ -24,7 +24,8 @@ from panel.clusters.models import Cluster
 from panel.clusters.ownership import get_cluster_for_user
 from panel.clusters.services import attach, roles
 from panel.core.errors import ServiceError
-from panel.core.web import add_service_error, go_to
+from panel.core.paging import paginate
+from panel.core.web import PanelRequest, add_service_error, go_to
 
 
 def _detail_redirect(cluster: Cluster) -> HttpResponse:
@@ -35,11 +36,15 @@ def _detail_redirect(cluster: Cluster) -> HttpResponse:
 
 
 @require_GET
-def cluster_list(request: HttpRequest) -> HttpResponse:
-    clusters = list(ownership.clusters_for(request.user).select_related("owner", "node", "replica_of"))
+def cluster_list(request: PanelRequest) -> HttpResponse:
+    # A page at a time: a panel of hundreds of clusters renders 25 rows (issue 41).
+    paged = paginate(
+        request, ownership.clusters_for(request.user).select_related("owner", "node", "replica_of")
+    )
     context = {
-        "clusters": clusters,
-        "any_busy": any(c.is_busy for c in clusters),
+        "clusters": paged.rows,
+        "paged": paged,
+        "any_busy": any(c.is_busy for c in paged.rows),
         "may_attach": attach.may_attach(request.user),
     }
     template = "clusters/list.html#table" if request.htmx else "clusters/list.html"
@@ -47,7 +52,7 @@ def cluster_list(request: HttpRequest) -> HttpResponse:
 
 
 @require_http_methods(["GET", "POST"])
-def cluster_create(request: HttpRequest) -> HttpResponse:
+def cluster_create(request: PanelRequest) -> HttpResponse:
     form = CreateClusterForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
@@ -63,13 +68,18 @@ def cluster_create(request: HttpRequest) -> HttpResponse:
         except ServiceError as exc:
             add_service_error(form, exc)
         else:
-            messages.success(request, _("Cluster “%(name)s” is being created.") % {"name": cluster.name})
+            # The message leaves the page when the creation is over (panel.js, data-while-busy).
+            messages.success(
+                request,
+                _("Cluster “%(name)s” is being created.") % {"name": cluster.name},
+                extra_tags="while-busy",
+            )
             return _detail_redirect(cluster)
     return render(request, "clusters/create.html", {"form": form})
 
 
 @require_http_methods(["GET", "POST"])
-def cluster_attach(request: HttpRequest) -> HttpResponse:
+def cluster_attach(request: PanelRequest) -> HttpResponse:
     if not attach.may_attach(request.user):
         return render(request, "clusters/attach_forbidden.html", status=403)
     form = AttachClusterForm(request.POST or None)
@@ -222,7 +232,7 @@ def cluster_retry(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 
 
 @require_http_methods(["GET", "POST"])
-def cluster_delete(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+def cluster_delete(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     form = DeleteClusterForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
@@ -251,7 +261,7 @@ def cluster_delete(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 
 
 def _render_users_tab(
-    request: HttpRequest,
+    request: PanelRequest,
     cluster: Cluster,
     *,
     user_form: NameForm | None = None,
@@ -277,13 +287,13 @@ def _render_users_tab(
 
 
 @require_GET
-def cluster_users(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+def cluster_users(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     return _render_users_tab(request, cluster)
 
 
 @require_POST
-def user_add(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+def user_add(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     form = NameForm(request.POST, prefix="user")
     if form.is_valid():
@@ -302,7 +312,7 @@ def user_add(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 
 
 def _on_users_tab(
-    request: HttpRequest, cluster_id: uuid.UUID, action: Any, *, error_key: str, **done: Any
+    request: PanelRequest, cluster_id: uuid.UUID, action: Any, *, error_key: str, **done: Any
 ) -> HttpResponse:
     """Run ``action(cluster)`` (a roles service) and show the tab again: with the service's
     refusal next to the list it is about (``error_key``), or with ``done`` (a notice, a secret)
@@ -311,23 +321,29 @@ def _on_users_tab(
     try:
         result = action(cluster)
     except ServiceError as exc:
-        return _render_users_tab(request, cluster, **{error_key: exc.message})
+        refusal: dict[str, Any] = {error_key: exc.message}
+        return _render_users_tab(request, cluster, **refusal)
     return _render_users_tab(request, cluster, **{key: make(result) for key, make in done.items()})
 
 
+def _typed(request: HttpRequest) -> str:
+    """The name typed in the confirmation modal; none at all is no confirmation either."""
+    return request.POST.get("confirm_name", "")
+
+
 @require_POST
-def user_delete(request: HttpRequest, cluster_id: uuid.UUID, name: str) -> HttpResponse:
+def user_delete(request: PanelRequest, cluster_id: uuid.UUID, name: str) -> HttpResponse:
     return _on_users_tab(
         request,
         cluster_id,
-        lambda cluster: roles.delete_user(cluster, name),
+        lambda cluster: roles.delete_user(cluster, name, confirm_name=_typed(request)),
         error_key="user_error",
         notice=lambda _result: _("User “%(name)s” deleted.") % {"name": name},
     )
 
 
 @require_POST
-def user_reset_password(request: HttpRequest, cluster_id: uuid.UUID, name: str) -> HttpResponse:
+def user_reset_password(request: PanelRequest, cluster_id: uuid.UUID, name: str) -> HttpResponse:
     return _on_users_tab(
         request,
         cluster_id,
@@ -339,7 +355,7 @@ def user_reset_password(request: HttpRequest, cluster_id: uuid.UUID, name: str) 
 
 
 @require_POST
-def database_add(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+def database_add(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     form = NameForm(request.POST, prefix="database")
     if form.is_valid():
@@ -355,11 +371,11 @@ def database_add(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 
 
 @require_POST
-def database_delete(request: HttpRequest, cluster_id: uuid.UUID, name: str) -> HttpResponse:
+def database_delete(request: PanelRequest, cluster_id: uuid.UUID, name: str) -> HttpResponse:
     return _on_users_tab(
         request,
         cluster_id,
-        lambda cluster: roles.delete_database(cluster, name),
+        lambda cluster: roles.delete_database(cluster, name, confirm_name=_typed(request)),
         error_key="database_error",
         notice=lambda _result: _("Database “%(name)s” deleted.") % {"name": name},
     )

@@ -2,5 +2,5 @@
 
 ``errors`` (ServiceError), ``taskqueue`` (enqueue_task), ``runas`` (who runs a program, running it
 and writing its files as that user), ``osusers`` (the system users the panel creates as root),
-``forms`` (PanelForm) and ``web`` (helpers of the views). A contract in pyproject.toml keeps it so.
+``forms`` (PanelForm), ``web`` (helpers of the views) and ``scram`` (SCRAM-SHA-256 secrets). A contract in pyproject.toml keeps it so.
 """

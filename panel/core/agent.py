@@ -200,7 +200,8 @@ def send(
 ) -> Any:
     """Run the marked function ``name`` in the node agent and return its answer (or raise its
     ServiceError). An agent that does not answer within ``timeout`` is a ServiceError; the
-    message expires then, so an agent that comes back later does not act on it. ``queue``: the
+    message expires then, so an agent that comes back later does not act on it (the expiry is
+    signed with the call, and the agent runs a call once: panel/signing.py). ``queue``: the
     agent of another node than the arguments' cluster's (a member of it on that node)."""
     from celery.exceptions import TimeoutError as CeleryTimeout
 

@@ -13,6 +13,9 @@ installs Django's ``gettext`` as the translator at start-up (``set_translator``)
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -42,6 +45,20 @@ class Count(int):
     (10,000 / 10.000), unlike a port or an id."""
 
 
+class When(dt.datetime):
+    """A message parameter that is a moment: written in the language's date and time format
+    (2026-11-24 14:03:00 / 24.11.2026 14:03:00), never as ISO text inside a German sentence."""
+
+    @classmethod
+    def of(cls, moment: dt.datetime) -> When:
+        return cls.fromisoformat(moment.isoformat())
+
+
+# ``%(s).1f`` or ``%(t)g`` in a template: the number is written with the language's decimal mark
+# (2,5 s).
+_DECIMAL_FIELD = re.compile(r"%\((\w+)\)(?:\.(\d))?([fg])")
+
+
 def _untranslated(message: str) -> str:
     return message
 
@@ -53,18 +70,24 @@ def _untranslated_in(context: str, message: str) -> str:
 _translate: Callable[[str], str] = _untranslated
 _translate_in: Callable[[str, str], str] = _untranslated_in
 _group: Callable[[int], str] = "{:,}".format
+_decimal: Callable[[float, int], str] = lambda value, digits: f"{value:.{digits}f}"  # noqa: E731
+_moment: Callable[[dt.datetime], str] = lambda moment: f"{moment:%Y-%m-%d %H:%M:%S}"  # noqa: E731
 
 
 def set_translator(
     translate: Callable[[str], str],
     translate_in: Callable[[str, str], str],
     group: Callable[[int], str] | None = None,
+    decimal: Callable[[float, int], str] | None = None,
+    moment: Callable[[dt.datetime], str] | None = None,
 ) -> None:
     """Install the functions that look a template up in the catalogue (Django's gettext and
-    pgettext) and that write a Count in the active language."""
-    global _translate, _translate_in, _group
+    pgettext) and that write a Count, a decimal number and a When in the active language."""
+    global _translate, _translate_in, _group, _decimal, _moment
     _translate, _translate_in = translate, translate_in
     _group = group or _group
+    _decimal = decimal or _decimal
+    _moment = moment or _moment
 
 
 def render(template: str, params: Mapping[str, Any] | None) -> str:
@@ -73,7 +96,23 @@ def render(template: str, params: Mapping[str, Any] | None) -> str:
     text = _translate(template)
     if params is None:
         return text
-    return text % {key: _param(value) for key, value in params.items()}
+    values = {key: _param(value) for key, value in params.items()}
+
+    def decimal(match: re.Match[str]) -> str:
+        key, digits, kind = match.group(1), match.group(2), match.group(3)
+        value = values.get(key)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return match.group(0)
+        if kind == "g":  # as %g writes it (no trailing zeros), with the language's decimal mark
+            shown = f"{value:g}"
+            if "e" in shown:
+                return match.group(0)
+            digits = str(len(shown.partition(".")[2]))
+        digits = digits or "6"  # %f's own default
+        values[f"{key}.{digits}{kind}"] = _decimal(round(float(value), int(digits)), int(digits))
+        return f"%({key}.{digits}{kind})s"
+
+    return _DECIMAL_FIELD.sub(decimal, text) % values
 
 
 def words(value: Any) -> str:
@@ -86,6 +125,8 @@ def _param(value: Any) -> Any:
         return _translate_in(value.context, str(value)) if value.context else _translate(str(value))
     if isinstance(value, Count):
         return _group(int(value))
+    if isinstance(value, When):
+        return _moment(value)
     # A lazy label (a model's choice, a gettext_lazy text) or a Message becomes its words in the
     # active language.
     return value if isinstance(value, int | float | str) else str(value)
@@ -134,6 +175,8 @@ def _to_wire(value: Any) -> Any:
         return {"$message": value.template, "code": value.code, "params": params_to_wire(value.params)}
     if isinstance(value, Count):
         return {"$count": int(value)}
+    if isinstance(value, When):
+        return {"$when": value.isoformat()}
     return value if isinstance(value, int | float | str) or value is None else str(value)
 
 
@@ -147,6 +190,33 @@ def message_from_json(value: Any) -> Message | str:
     return _from_wire(value) if isinstance(value, dict) else str(value)
 
 
+def message_to_text(message: Message) -> str:
+    """A Message kept in a text column a page shows (a cluster's last error): JSON, rendered in
+    the reader's language by ``shown_text``."""
+    return json.dumps(_to_wire(message), ensure_ascii=False)
+
+
+def message_from_text(text: str) -> Message | str:
+    """``message_to_text``'s reverse; other text (rows from before) stays as it is."""
+    if not text.startswith('{"$message"'):
+        return text
+    try:
+        found = _from_wire(json.loads(text))
+    except (ValueError, TypeError, KeyError):
+        return text
+    return found if isinstance(found, Message) else text
+
+
+def shown_text(text: str) -> str:
+    """A text column's words in the active language: a kept Message rendered, other text as it is."""
+    if not text.startswith('{"$message"'):
+        return text
+    try:
+        return str(_from_wire(json.loads(text)))
+    except (ValueError, TypeError, KeyError):
+        return text
+
+
 def params_from_wire(wire: Mapping[str, Any]) -> dict[str, Any]:
     return {key: _from_wire(value) for key, value in wire.items()}
 
@@ -156,6 +226,8 @@ def _from_wire(value: Any) -> Any:
         return C_(value["context"], value["$term"]) if value.get("context") else Term(value["$term"])
     if isinstance(value, dict) and "$count" in value:
         return Count(value["$count"])
+    if isinstance(value, dict) and "$when" in value:
+        return When.fromisoformat(value["$when"])
     if isinstance(value, dict) and "$message" in value:
         return Message(value["$message"], value.get("code"), **params_from_wire(value["params"]))
     return value
@@ -187,6 +259,13 @@ class CodedError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+    def as_message(self) -> Message | str:
+        """The message to keep and render later in the reader's language: a Message when it has a
+        template from the catalogue, else its text as it is (a server's own words)."""
+        if self.params is not None:
+            return Message(self.template, self.code, **self.params)
+        return Message(self.template, self.code) if self.code else self.template
 
 
 class ServiceError(CodedError):

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 from django.conf import settings
 
@@ -27,6 +28,15 @@ log = logging.getLogger(__name__)
 class EngineError(Exception):
     """A program the panel runs (PostgreSQL's, PgBouncer, useradd) failed; the message carries
     its own words for the user."""
+
+
+class SpawnOptions(TypedDict, total=False):
+    """The subprocess options of ``OsUser.spawn_options`` (typed, so that subprocess's overloads
+    accept them as keywords)."""
+
+    user: int
+    group: int
+    extra_groups: list[int]
 
 
 @dataclass(frozen=True)
@@ -43,7 +53,7 @@ class OsUser:
     def is_self(self) -> bool:
         return self.uid == os.geteuid()
 
-    def spawn_options(self) -> dict[str, object]:
+    def spawn_options(self) -> SpawnOptions:
         """subprocess options that start a program as this user (none when it is ourselves): its
         uid and gid, and none of root's supplementary groups."""
         return {} if self.is_self else {"user": self.uid, "group": self.gid, "extra_groups": []}
@@ -97,9 +107,7 @@ def run_as_runner(
     return run_as(os_user(), args, timeout=timeout, cwd=cwd)
 
 
-def spawn_in(
-    user: OsUser, args: Sequence[str], join: Sequence[Path] = ()
-) -> tuple[list[str], dict[str, object]]:
+def spawn_in(user: OsUser, args: Sequence[str], join: Sequence[Path] = ()) -> tuple[list[str], SpawnOptions]:
     """The argument list and subprocess options that start ``args`` as ``user``, inside the
     cgroups whose ``cgroup.procs`` files ``join`` names (as root; elsewhere there are none)."""
     if join and os.geteuid() == 0:
@@ -120,11 +128,13 @@ def run_as(
     cwd: Path | None = None,
     join: Sequence[Path] = (),
     env: dict[str, str] | None = None,
+    input: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run a program to completion as ``user``, from an argument list, in its own session, with a
     minimal environment and a timeout (PgBouncer's supervisor uses it too). ``join``: the
     ``cgroup.procs`` files of the cgroups it (and all it starts) runs in (panel/core/cgexec.py).
-    ``env``: variables added to the minimal environment (e.g. ``PGPASSFILE``)."""
+    ``env``: variables added to the minimal environment (e.g. ``PGPASSFILE``); ``input``: its
+    standard input (else none)."""
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": user.home,
@@ -139,13 +149,14 @@ def run_as(
             args,
             capture_output=True,
             text=True,
+            input=input,
             timeout=timeout,
             env=env,
             cwd=str(cwd) if cwd else "/",
             start_new_session=True,
             # What the program creates (PgBouncer's pidfile and log, pg_ctl's log) is its user's only.
             umask=0o077,
-            **kwargs,  # type: ignore[arg-type]
+            **kwargs,
         )
     except subprocess.TimeoutExpired:
         raise EngineError(f"{Path(args[0]).name} did not finish within {timeout:.0f} s.") from None

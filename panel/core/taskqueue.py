@@ -16,7 +16,7 @@ log = logging.getLogger(__name__)
 
 
 def enqueue_task(
-    task_name: str, *args: str, queue: str | None = None, time_limit: float | None = None
+    task_name: str, *args: str | int, queue: str | None = None, time_limit: float | None = None
 ) -> None:
     """Send a task now (on ``queue``, with a soft ``time_limit`` in seconds and a hard one 30 s
     later); a broker that does not answer becomes a ServiceError for the form."""

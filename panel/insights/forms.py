@@ -61,6 +61,7 @@ class WindowForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        assert data is not None  # Form.clean returns cleaned_data
         start, end = data.get("start"), data.get("end")
         if end is not None and start is None:
             self.add_error("start", _("A window needs a start."))

@@ -23,19 +23,19 @@ class EpochMs(Func):
     arity = 1
 
     @property
-    def convert_value(self):  # type: ignore[no-untyped-def, override]
+    def convert_value(self):
         # Both databases already return an integer: no converter call per row.
         return self._convert_value_noop
 
-    def as_sql(self, compiler, connection, **extra_context):  # type: ignore[no-untyped-def]
+    def as_sql(self, compiler, connection, **extra_context):
         raise NotSupportedError(f"EpochMs is not written for {connection.vendor}")
 
-    def as_sqlite(self, compiler, connection, **extra_context):  # type: ignore[no-untyped-def]
+    def as_sqlite(self, compiler, connection, **extra_context):
         # Django stores naive UTC text; julianday() keeps milliseconds.
         template = "CAST(ROUND((julianday(%(expressions)s) - 2440587.5) * 86400000.0) AS INTEGER)"
         return super().as_sql(compiler, connection, template=template, **extra_context)
 
-    def as_postgresql(self, compiler, connection, **extra_context):  # type: ignore[no-untyped-def]
+    def as_postgresql(self, compiler, connection, **extra_context):
         template = POSTGRESQL_EPOCH_MS
         return super().as_sql(compiler, connection, template=template, **extra_context)
 

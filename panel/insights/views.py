@@ -22,7 +22,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from panel.clusters.models import Cluster
 from panel.clusters.ownership import get_cluster_for_user
 from panel.core.errors import ServiceError
-from panel.core.web import add_service_error
+from panel.core.web import PanelRequest, add_service_error
 from panel.insights import services
 from panel.insights.charts import RESOLUTION_LABELS, chart_page_data, charts_for
 from panel.insights.forms import DEFAULT_RANGE, RANGE_CHOICES, AlertRuleForm, Window, WindowForm, range_window
@@ -144,7 +144,7 @@ def _alerts_response(request: HttpRequest, context: dict[str, object]) -> HttpRe
 
 
 @require_http_methods(["GET", "POST"])
-def alert_rules(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+def alert_rules(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
     """GET: the alerts card (``?kind=`` fills the form with that rule); POST: add or replace a rule."""
     cluster = get_cluster_for_user(request, cluster_id)
     if request.method == "GET":
@@ -174,7 +174,7 @@ def alert_rules(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 
 
 @require_POST
-def alert_rule_delete(request: HttpRequest, cluster_id: uuid.UUID, rule_id: int) -> HttpResponse:
+def alert_rule_delete(request: PanelRequest, cluster_id: uuid.UUID, rule_id: int) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     rule = get_object_or_404(AlertRule, cluster=cluster, pk=rule_id)
     label = rule.get_kind_display()
@@ -229,7 +229,7 @@ def _queries_context(request: HttpRequest, cluster: Cluster) -> dict[str, object
 
 
 @require_GET
-def queries_tab(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+def queries_tab(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     context = _queries_context(request, cluster)
     template = "insights/queries.html#table" if request.htmx else "insights/queries.html"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.utils.translation import gettext_lazy as _
@@ -25,7 +25,7 @@ class LogFilterForm(PanelForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         source = self.data.get("source") if self.data.get("source") in services.SOURCES else services.POSTGRES
-        levels = services.LEVELS[source]
+        levels = services.LEVELS[cast(str, source)]  # one of SOURCES
         self.fields["level"].choices = [("", _("All levels")), *[(level, level) for level in levels]]
 
     def filters(self) -> dict[str, str]:
@@ -51,5 +51,6 @@ class SlowQueryForm(PanelForm):
         try:
             tunables.validate({SLOW_QUERY_SETTING: value})
         except tunables.InvalidSettings as exc:
-            raise forms.ValidationError(exc.problems.get(SLOW_QUERY_SETTING, str(exc))) from None
+            # A Message renders in the active language, like a lazy string.
+            raise forms.ValidationError(cast(str, exc.problems.get(SLOW_QUERY_SETTING, str(exc)))) from None
         return int(value)

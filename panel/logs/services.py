@@ -101,7 +101,7 @@ def parse(read: logfile.Read, source: str) -> list[LogEntry]:
 def hidden_roles(source: str) -> tuple[str, ...]:
     """Whose sessions the tenant does not see: the panel's own roles."""
     if source == POSTGRES:
-        return (settings.PANEL_SUPERUSER, settings.PANEL_MONITOR_ROLE)
+        return settings.PANEL_ROLES
     return (ADMIN_ROLE,)
 
 

@@ -20,7 +20,7 @@ from panel.clusters.models import Cluster
 from panel.clusters.ownership import get_cluster_for_user
 from panel.clusters.services import config
 from panel.core.errors import ServiceError
-from panel.core.web import add_service_error, go_to
+from panel.core.web import PanelRequest, add_service_error, go_to
 from panel.logs import services
 from panel.logs.forms import SLOW_QUERY_SETTING, LogFilterForm, SlowQueryForm
 
@@ -51,7 +51,7 @@ def _read(cluster: Cluster, filters: dict[str, str], after: str = "") -> tuple[s
 
 
 @require_GET
-def logs_tab(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+def logs_tab(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     form = LogFilterForm(request.GET)
     filters = form.filters()
@@ -123,10 +123,11 @@ def logs_download(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 
 
 @require_http_methods(["GET", "POST"])
-def slow_queries(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+def slow_queries(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
     """The slow-query card: log_min_duration_statement through the configuration service (the
     Settings tab's Configuration card calls the same ``config.update_config``)."""
     cluster = get_cluster_for_user(request, cluster_id)
+    form: SlowQueryForm | None  # None: the card without a form's errors
     form = SlowQueryForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:

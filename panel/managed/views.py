@@ -1,5 +1,6 @@
 """The per-cluster Prometheus scrape endpoint (HTTP basic auth with the account's metrics
-credentials, no login), and the Settings tab's maintenance card (an HTMX partial)."""
+credentials, no login), and the Settings tab's maintenance, tags and storage autoscale cards
+(HTMX partials, through the service functions the API calls)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,15 @@ import uuid
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from panel.clusters.ownership import get_cluster_for_user
 from panel.core.errors import ServiceError
 from panel.core.web import add_service_error
-from panel.managed.forms import MaintenanceWindowForm
-from panel.managed.services import maintenance, metrics
+from panel.managed.forms import AutoscaleForm, MaintenanceWindowForm, TagsForm
+from panel.managed.services import autoscale, maintenance, metrics, tags
 
 
 def _basic_auth(request: HttpRequest) -> tuple[str, str] | None:
@@ -83,3 +85,48 @@ def maintenance_card(request: HttpRequest, cluster_id: uuid.UUID) -> HttpRespons
         "form": form,
     }
     return render(request, "managed/_maintenance.html", context)
+
+
+@require_http_methods(["GET", "POST"])
+def tags_card(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    """The cluster's tags (the API's ``tags``); POST replaces them."""
+    cluster = get_cluster_for_user(request, cluster_id)
+    form = TagsForm(initial={"tags": " ".join(tags.tags_of(cluster))})
+    notice = ""
+    if request.method == "POST":
+        form = TagsForm(request.POST)
+        if form.is_valid():
+            try:
+                tags.set_tags(cluster, form.cleaned_data["tags"])
+            except ServiceError as exc:
+                add_service_error(form, exc)
+            else:
+                notice = _("Tags saved.")
+                form = TagsForm(initial={"tags": " ".join(tags.tags_of(cluster))})
+    context = {"cluster": cluster, "form": form, "tags": tags.tags_of(cluster), "notice": notice}
+    return render(request, "managed/_tags.html", context)
+
+
+@require_http_methods(["GET", "POST"])
+def autoscale_card(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    """Storage autoscale (the API's ``autoscale.storage``); POST sets it."""
+    cluster = get_cluster_for_user(request, cluster_id)
+    row = autoscale.autoscale_of(cluster)
+    initial = {
+        "enabled": row.enabled,
+        "threshold_percent": row.threshold_percent,
+        "increment_gib": row.increment_gib,
+    }
+    form = AutoscaleForm(initial=initial)
+    notice = ""
+    if request.method == "POST":
+        form = AutoscaleForm(request.POST)
+        if form.is_valid():
+            try:
+                row = autoscale.set_autoscale(cluster, **form.cleaned_data)
+            except ServiceError as exc:
+                add_service_error(form, exc)
+            else:
+                notice = _("Storage autoscale saved.")
+    context = {"cluster": cluster, "form": form, "autoscale": row, "notice": notice}
+    return render(request, "managed/_autoscale.html", context)

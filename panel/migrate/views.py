@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from panel.clusters.models import Cluster
 from panel.clusters.ownership import get_cluster_for_user
 from panel.core.errors import ServiceError
-from panel.core.web import add_service_error, go_to
+from panel.core.web import PanelRequest, add_service_error, go_to
 from panel.migrate.forms import MigrationForm
 from panel.migrate.services import actions, cutover
 
@@ -38,8 +38,9 @@ def _context(cluster: Cluster, form: MigrationForm | None = None, error: str = "
 
 
 @require_http_methods(["GET", "POST"])
-def migration_tab(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+def migration_tab(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
+    form: MigrationForm | None  # None: the card without a form's errors
     form = MigrationForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data

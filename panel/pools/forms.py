@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.utils.functional import lazy
+from django.utils.functional import Promise, lazy
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
@@ -56,7 +56,7 @@ class PoolForm(PanelForm):
         self.fields["size"].widget.attrs.update({"min": 1, "inputmode": "numeric"})
 
     @property
-    def mode_choices(self) -> list[tuple[str, str, str]]:
+    def mode_choices(self) -> list[tuple[str, str | Promise, str]]:
         """(value, label, one-line explanation) for the mode radio cards."""
         return [(value, label, str(PoolMode.HELP[value])) for value, label in PoolMode.choices]
 

@@ -21,7 +21,7 @@ from panel.clusters.connection import SECRET_FORMATS, connection_box
 from panel.clusters.models import Cluster
 from panel.clusters.ownership import get_cluster_for_user
 from panel.core.errors import ServiceError
-from panel.core.web import add_service_error, go_to
+from panel.core.web import PanelRequest, add_service_error, go_to
 from panel.pools import services
 from panel.pools.forms import CreatePoolForm, PoolForm
 from panel.pools.models import ConnectionPool
@@ -37,7 +37,7 @@ def _get_pool(cluster: Cluster, pool_id: uuid.UUID) -> ConnectionPool:
 
 
 def _render_tab(
-    request: HttpRequest, cluster: Cluster, *, form: CreatePoolForm | None = None, **extra: Any
+    request: PanelRequest, cluster: Cluster, *, form: CreatePoolForm | None = None, **extra: Any
 ) -> HttpResponse:
     """The whole tab, or only its content for HTMX swaps."""
     context = {
@@ -54,7 +54,7 @@ def _render_tab(
 
 
 @require_GET
-def pool_list(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+def pool_list(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     return _render_tab(request, cluster)
 
@@ -94,7 +94,7 @@ def _released_notice(released: int, name: str | None) -> str:
 
 
 def _after_release(
-    request: HttpRequest,
+    request: PanelRequest,
     cluster: Cluster,
     notice: str,
     *,
@@ -103,7 +103,11 @@ def _after_release(
 ) -> HttpResponse:
     """The part of the page that asked: the Overview's warning or the Pools tab's live figures."""
     if request.htmx and request.htmx.target == "pools-slots":
-        context = {"cluster": cluster, "slots": services.slot_usage(cluster), "release_notice": notice}
+        context: dict[str, Any] = {
+            "cluster": cluster,
+            "slots": services.slot_usage(cluster),
+            "release_notice": notice,
+        }
         return render(request, "pools/_slots.html", context)
     if request.htmx:
         context = {
@@ -121,7 +125,7 @@ def _after_release(
 
 
 @require_POST
-def pool_release(request: HttpRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID) -> HttpResponse:
+def pool_release(request: PanelRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID) -> HttpResponse:
     """Release idle server connections of one pool (a RECONNECT of it on PgBouncer's console)."""
     cluster = get_cluster_for_user(request, cluster_id)
     pool = _get_pool(cluster, pool_id)
@@ -133,7 +137,7 @@ def pool_release(request: HttpRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID
 
 
 @require_POST
-def pools_release(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+def pools_release(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
     """Release the idle server connections of every pool of the cluster (the warning's button)."""
     cluster = get_cluster_for_user(request, cluster_id)
     try:
@@ -144,7 +148,7 @@ def pools_release(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 
 
 @require_POST
-def pool_create(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+def pool_create(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     form = CreatePoolForm(request.POST, cluster=cluster)
     if form.is_valid():
@@ -187,7 +191,7 @@ def _connection_context(pool: ConnectionPool, params: Any, *, reveal: bool) -> d
 
 
 def _render_pool_page(
-    request: HttpRequest,
+    request: PanelRequest,
     cluster: Cluster,
     pool: ConnectionPool,
     *,
@@ -211,14 +215,14 @@ def _render_pool_page(
 
 
 @require_GET
-def pool_detail(request: HttpRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID) -> HttpResponse:
+def pool_detail(request: PanelRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     pool = _get_pool(cluster, pool_id)
     return _render_pool_page(request, cluster, pool)
 
 
 @require_POST
-def pool_edit(request: HttpRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID) -> HttpResponse:
+def pool_edit(request: PanelRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     pool = _get_pool(cluster, pool_id)
     form = PoolForm(request.POST, cluster=cluster, pool=pool)
@@ -240,7 +244,7 @@ def pool_edit(request: HttpRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID) -
 
 
 @require_http_methods(["GET", "POST"])
-def pool_delete(request: HttpRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID) -> HttpResponse:
+def pool_delete(request: PanelRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     pool = _get_pool(cluster, pool_id)
     error = ""

@@ -10,6 +10,7 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from panel.clusters.models import Cluster
+from panel.quotas.lib import blindness
 from panel.quotas.lib.quota import DEFAULT_GRACE_SECONDS, Limit
 
 
@@ -112,6 +113,12 @@ class Storage(models.Model):
 
     def __str__(self) -> str:
         return f"storage of {self.cluster_id}"
+
+    @property
+    def blind_shown(self) -> str:
+        """What the last measurement could not see and why, in the reader's language (the banner)."""
+        shown = blindness.shown(self.blind, self.cluster.name)
+        return str(shown) if shown else ""
 
     @property
     def is_full(self) -> bool:

@@ -12,21 +12,57 @@ from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 from django.utils.http import content_disposition_header
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_GET, require_POST
 
 from panel.clusters.models import Cluster
 from panel.clusters.ownership import get_cluster_for_user
 from panel.clusters.templatetags.numbers import number
 from panel.core.errors import ServiceError
-from panel.core.web import add_service_error
+from panel.core.web import PanelRequest, add_service_error
 from panel.quotas import services
 from panel.quotas.forms import GraceForm, QuotaForm
-from panel.quotas.lib.quota import grace_period_text, human_count, human_space
-from panel.quotas.models import Quota, QuotaKind
+from panel.quotas.lib.quota import human_count, human_space
+from panel.quotas.models import Quota, QuotaKind, QuotaState
+
+# What saving a quota leads to, by the state its usage puts it in (it said "saved: OK").
+SAVED = {
+    QuotaState.OK: gettext_lazy("The quota on “%(name)s” is saved; its usage is within the limits."),
+    QuotaState.OVER_SOFT: gettext_lazy(
+        "The quota on “%(name)s” is saved; its usage is over the soft limit, so writes stop when the "
+        "grace period ends unless it shrinks."
+    ),
+    QuotaState.ENFORCED: gettext_lazy(
+        "The quota on “%(name)s” is saved; its usage is over the limit, so writes are stopped until "
+        "data is deleted or the limit raised."
+    ),
+}
 
 
-def _shown(row: services.Row, now: dt.datetime) -> dict[str, Any]:
-    """A report row with repquota -s's human sizes, for the tab."""
+def duration(seconds: float) -> str:
+    """A period in words of the page's language: days from two days on, else hours and minutes
+    (setquota's "7days" and "06:30" were its jargon)."""
+    minutes = (int(seconds) + 30) // 60
+    hours, minutes = divmod(minutes, 60)
+    if hours >= 48:
+        days = (hours + 12) // 24
+        return ngettext("%(count)s day", "%(count)s days", days) % {"count": number(days)}
+    parts = [ngettext("%(count)s hour", "%(count)s hours", hours) % {"count": hours}] if hours else []
+    if minutes or not hours:
+        parts.append(ngettext("%(count)s minute", "%(count)s minutes", minutes) % {"count": minutes})
+    return " ".join(parts)
+
+
+def _grace_left(shown: str, over_since: dt.datetime | None, grace: int, now: dt.datetime) -> str:
+    """What is left of a running grace period ("" when none runs), in words."""
+    if not shown or over_since is None:
+        return ""
+    left = (over_since - now).total_seconds() + grace
+    return duration(left) if left > 0 else _("ran out")
+
+
+def _shown(row: services.Row, storage: Any, now: dt.datetime) -> dict[str, Any]:
+    """A report row with repquota -s's human sizes and the grace left in words, for the tab."""
     quota = row.quota
     return {
         "quota": quota,
@@ -34,18 +70,18 @@ def _shown(row: services.Row, now: dt.datetime) -> dict[str, Any]:
         "space_used": human_space(quota.space_used) if quota.space_used is not None else "—",
         "space_soft": human_space(quota.space_soft),
         "space_hard": human_space(quota.space_hard),
-        "space_grace": row.space_grace,
+        "space_grace": _grace_left(row.space_grace, quota.over_since, storage.space_grace_seconds, now),
         "files_used": human_count(quota.files_used, number) if quota.files_used is not None else "—",
         "files_soft": human_count(quota.files_soft, number),
         "files_hard": human_count(quota.files_hard, number),
-        "files_grace": row.files_grace,
+        "files_grace": _grace_left(row.files_grace, quota.over_since, storage.files_grace_seconds, now),
         "allowance_left": quota.allowance_left,
         "writes_allowed": quota.writes_allowed_at(now),
     }
 
 
 def render_tab(
-    request: HttpRequest,
+    request: PanelRequest,
     cluster: Cluster,
     *,
     quota_form: QuotaForm | None = None,
@@ -67,12 +103,14 @@ def render_tab(
         "plan": plan,
         "disk_percent": disk_percent,
         "data_dir_human": human_space(storage.data_dir_bytes) if storage.data_dir_bytes is not None else None,
-        "space_grace_text": grace_period_text(storage.space_grace_seconds),
-        "files_grace_text": grace_period_text(storage.files_grace_seconds),
+        "space_grace_text": duration(storage.space_grace_seconds),
+        "files_grace_text": duration(storage.files_grace_seconds),
         "database_rows": [
-            _shown(row, now) for row in services.rows(cluster, QuotaKind.DATABASE, storage=storage)
+            _shown(row, storage, now) for row in services.rows(cluster, QuotaKind.DATABASE, storage=storage)
         ],
-        "role_rows": [_shown(row, now) for row in services.rows(cluster, QuotaKind.ROLE, storage=storage)],
+        "role_rows": [
+            _shown(row, storage, now) for row in services.rows(cluster, QuotaKind.ROLE, storage=storage)
+        ],
         "databases": list(cluster.databases.values_list("name", flat=True)),
         "users": list(cluster.users.values_list("name", flat=True)),
         "quota_form": quota_form or QuotaForm(),
@@ -87,12 +125,12 @@ def render_tab(
 
 
 @require_GET
-def quota_tab(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+def quota_tab(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
     return render_tab(request, get_cluster_for_user(request, cluster_id))
 
 
 @require_POST
-def quota_set(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+def quota_set(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     form = QuotaForm(request.POST)
     if not form.is_valid():
@@ -116,15 +154,12 @@ def quota_set(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     if quota is None:
         notice = _("The quota on “%(name)s” was removed (every limit 0).") % {"name": data["name"]}
     else:
-        notice = _("Quota on “%(name)s” saved: %(state)s.") % {
-            "name": quota.name,
-            "state": quota.get_state_display(),
-        }
+        notice = SAVED[QuotaState(quota.state)] % {"name": quota.name}
     return render_tab(request, cluster, notice=notice)
 
 
 @require_POST
-def quota_remove(request: HttpRequest, cluster_id: uuid.UUID, quota_id: uuid.UUID) -> HttpResponse:
+def quota_remove(request: PanelRequest, cluster_id: uuid.UUID, quota_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     quota = get_object_or_404(Quota, cluster=cluster, pk=quota_id)
     services.remove_quota(cluster, quota.kind, quota.name)
@@ -132,7 +167,7 @@ def quota_remove(request: HttpRequest, cluster_id: uuid.UUID, quota_id: uuid.UUI
 
 
 @require_POST
-def quota_allow_writes(request: HttpRequest, cluster_id: uuid.UUID, quota_id: uuid.UUID) -> HttpResponse:
+def quota_allow_writes(request: PanelRequest, cluster_id: uuid.UUID, quota_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     quota = get_object_or_404(Quota, cluster=cluster, pk=quota_id)
     try:
@@ -148,7 +183,7 @@ def quota_allow_writes(request: HttpRequest, cluster_id: uuid.UUID, quota_id: uu
 
 
 @require_POST
-def quota_grace(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+def quota_grace(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     form = GraceForm(request.POST)
     if not form.is_valid():

@@ -84,7 +84,7 @@ def main() -> None:
             down = [k for k, s in snaps.items() if not s.up.get("postgres")]
             assert not down, down
         print(
-            f"collect_all over {len(clusters)} clusters ({services.MAX_WORKERS} threads): "
+            f"collect_all over {len(clusters)} clusters ({services.collect_workers()} threads): "
             f"{', '.join(f'{c:.2f} s' for c in cycles)} (target < {settings.PANEL_METRICS_INTERVAL} s)"
         )
 

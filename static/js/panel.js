@@ -5,11 +5,25 @@
  *   data-copy-target="#id"  copy the value or text of that element
  *   data-copy-url="…"       fetch the text first (secrets that the page does not contain)
  *   data-copied-label="…"   the translated "Copied" feedback
+ *   data-while-busy         a message about a job on the cluster ("… is being created"): it
+ *                           leaves the page when the cluster's status moves on
  *   data-progress="42"      a progress bar's width in percent (set through the CSSOM, which the
  *                           policy allows, instead of a style attribute, which it refuses)
  *
  * Polling (hx-trigger="every …") pauses while the tab is hidden: htmx's own trigger filter
  * ("[document.visibilityState === …]") would need eval.
+ *
+ * Confirmations: a form with hx-confirm="question" asks in a modal made from base.html's
+ * #confirm-modal-template (removed again once closed), never with the browser's confirm().
+ * Its data- attributes shape the modal:
+ *   data-confirm-title="…"   the modal's heading
+ *   data-confirm-action="…"  the confirming button's label
+ *   data-confirm-name="…"    the user types this name before the button is enabled (deletes, promote);
+ *                            the typed name goes with the form as confirm_name, which the server checks
+ *   data-confirm-safe        a blue button instead of a red one (nothing is lost)
+ *
+ * Plain forms (a full page load, such as the Actions menu) marked data-busy disable their buttons
+ * once submitted: a second click would queue the action twice.
  *
  * PanelPoll is the one way the pages' own scripts (run charts, sweeps, Insights) poll:
  *   PanelPoll.whenVisible(root, fn)  run fn now if root is still on the page and the tab is
@@ -161,6 +175,132 @@
     if (document.visibilityState === "hidden" && /^\s*every\s/.test(trigger)) {
       event.preventDefault();
     }
+  });
+
+  var pendingConfirm = null;
+
+  function confirmParts(modal) {
+    return {
+      title: modal.querySelector("[data-confirm-title]"),
+      question: modal.querySelector("[data-confirm-question]"),
+      typed: modal.querySelector("[data-confirm-typed]"),
+      expected: modal.querySelector("[data-confirm-expected]"),
+      input: modal.querySelector("[data-confirm-input]"),
+      ok: modal.querySelector("[data-confirm-ok]"),
+    };
+  }
+
+  function askConfirm(modal, source, question, proceed) {
+    var parts = confirmParts(modal);
+    var name = source.dataset.confirmName || "";
+    parts.title.textContent = source.dataset.confirmTitle || modal.dataset.defaultTitle;
+    parts.question.textContent = question;
+    parts.ok.textContent = source.dataset.confirmAction || modal.dataset.defaultAction;
+    var safe = source.hasAttribute("data-confirm-safe");
+    parts.ok.classList.toggle("btn-danger", !safe);
+    parts.ok.classList.toggle("btn-primary", safe);
+    parts.typed.hidden = !name;
+    parts.expected.textContent = name;
+    parts.input.value = "";
+    parts.input.required = !!name;
+    parts.ok.disabled = !!name;
+    pendingConfirm = { name: name, proceed: proceed };
+    window.bootstrap.Modal.getOrCreateInstance(modal).show();
+  }
+
+  function confirmModal() {
+    var modal = document.getElementById("confirm-modal");
+    var template = document.getElementById("confirm-modal-template");
+    if (!modal && template) {
+      document.body.appendChild(template.content.cloneNode(true));
+      modal = document.getElementById("confirm-modal");
+    }
+    return modal;
+  }
+
+  // The server refuses a delete or a promote without the typed name (a replayed POST changes
+  // nothing): it goes with the form, in a hidden field htmx sends with the others.
+  function carryTypedName(source, typed) {
+    var form = source.closest("form");
+    if (!form) {
+      return;
+    }
+    var field = form.querySelector("input[name='confirm_name']");
+    if (!field) {
+      field = document.createElement("input");
+      field.type = "hidden";
+      field.name = "confirm_name";
+      form.appendChild(field);
+    }
+    field.value = typed;
+  }
+
+  document.addEventListener("htmx:confirm", function (event) {
+    var question = event.detail.question;
+    var modal = question && window.bootstrap ? confirmModal() : null;
+    if (!modal) {
+      return; // nothing to ask (or no modal on this page: htmx falls back to the browser's dialog)
+    }
+    event.preventDefault();
+    var source = event.detail.elt.closest("[hx-confirm]") || event.detail.elt;
+    askConfirm(modal, source, question, function (typed) {
+      if (typed) {
+        carryTypedName(source, typed);
+      }
+      event.detail.issueRequest(true);
+    });
+  });
+
+  document.addEventListener("input", function (event) {
+    if (pendingConfirm && event.target.matches("#confirm-modal [data-confirm-input]")) {
+      confirmParts(document.getElementById("confirm-modal")).ok.disabled = event.target.value !== pendingConfirm.name;
+    }
+  });
+
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (form.id === "confirm-modal-form") {
+      event.preventDefault();
+      var modal = document.getElementById("confirm-modal");
+      var parts = confirmParts(modal);
+      if (!pendingConfirm || (pendingConfirm.name && parts.input.value !== pendingConfirm.name)) {
+        return;
+      }
+      var proceed = pendingConfirm.proceed;
+      var typed = pendingConfirm.name ? parts.input.value : "";
+      pendingConfirm = null;
+      window.bootstrap.Modal.getOrCreateInstance(modal).hide();
+      proceed(typed);
+      return;
+    }
+    if (form.matches("form[data-busy]") && !event.defaultPrevented) {
+      window.setTimeout(function () {
+        form.setAttribute("aria-busy", "true");
+        Array.prototype.forEach.call(form.querySelectorAll("button"), function (button) { button.disabled = true; });
+      }, 0);
+    }
+  });
+
+  document.addEventListener("shown.bs.modal", function (event) {
+    if (event.target.id === "confirm-modal") {
+      var parts = confirmParts(event.target);
+      (parts.typed.hidden ? parts.ok : parts.input).focus();
+    }
+  });
+
+  document.addEventListener("hidden.bs.modal", function (event) {
+    if (event.target.id === "confirm-modal") {
+      pendingConfirm = null; // closed or cancelled: the request is never sent
+      window.bootstrap.Modal.getOrCreateInstance(event.target).dispose();
+      event.target.remove();
+    }
+  });
+
+  // The live header found the status moved on: a message about the job that was running is stale.
+  document.body.addEventListener("cluster-status-changed", function () {
+    Array.prototype.forEach.call(document.querySelectorAll("[data-while-busy]"), function (alert) {
+      alert.remove();
+    });
   });
 
   // After htmx re-renders a form with errors, put the cursor in the first invalid field.

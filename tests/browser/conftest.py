@@ -11,9 +11,9 @@ import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import Page, expect
 
-from conftest import make_local_cluster
 from panel.clusters import services as cluster_services
 from panel.clusters.models import Cluster
+from tests.fixtures.clusters import make_local_cluster
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

@@ -36,6 +36,8 @@ def test_create_cluster_show_password_copy_uri_and_add_database(
     online_after = time.monotonic() - started
     print(f"\n4 GB cluster online in the browser after {online_after:.1f} s")
     assert page.evaluate("window.__sameDocument === true"), "the page was reloaded"
+    # The creation's message left with the creation (it stayed on the online cluster, issue 38).
+    expect(page.get_by_text("is being created")).to_have_count(0)
 
     cluster = Cluster.objects.get(name="db-journey")
     password = cluster.users.get(name="doadmin").password

@@ -12,6 +12,7 @@ from playwright.sync_api import Page, expect
 
 from benchmarks import services
 from benchmarks.models import BenchmarkRun, JobStatus, RunStatus
+from benchmarks.services import room
 from benchmarks.tests.test_integration_runs import run_now
 from benchmarks.tests.test_views_pages import RESERVED as RESERVED_MESSAGE
 from benchmarks.tests.test_views_pages import make_run
@@ -23,11 +24,16 @@ pytestmark = pytest.mark.integration
 DATASETS_JS = "(kind) => Chart.getChart(document.querySelector('[data-bench-compare] canvas[data-chart=\"' + kind + '\"]')).data"
 
 
-def test_a_refused_run_and_its_comparison(live_server, journey_cluster: Cluster, page: Page) -> None:
+def test_a_refused_run_and_its_comparison(
+    live_server, journey_cluster: Cluster, page: Page, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cluster = journey_cluster
     dataset = services.execute_init(services.init_dataset(cluster, "defaultdb", 1, enqueue=False).pk)
     assert dataset.status == JobStatus.SUCCEEDED, dataset.error_message
     ok = run_now(cluster, clients=2, duration_s=3)
+    # The launch counts the free slots first (issue 38); skipped here, as when other clients take
+    # them between the count and pgbench's start, so that pgbench itself is refused.
+    monkeypatch.setattr(room.pools_services, "server_room", lambda cluster: None)
     refused = run_now(cluster, clients=30, duration_s=20)
     assert ok.status == RunStatus.SUCCEEDED and refused.status == RunStatus.FAILED
     BenchmarkRun.objects.filter(pk=ok.pk).update(label="two clients")

@@ -1,7 +1,9 @@
 """A switchover from the Overview in a real browser (issue 28, test c): a two-member cluster
 (Patroni, etcd, HAProxy, PgBouncer) with a writer committing through a transaction pool; the
-user picks the standby in the Members card, confirms, and the card shows the new primary without
-a page load, while the writer's one connection to PgBouncer goes on and loses nothing."""
+user picks the standby in the Members card, confirms in the page's modal, sees a disabled button and
+a progress line while it runs, and the card and the events list show the new primary without a page
+load, while the writer's one connection to PgBouncer goes on and loses nothing. The console stays
+clean all along (issue 38, items 5 and 6)."""
 
 from __future__ import annotations
 
@@ -15,12 +17,13 @@ import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import Page, expect
 
-from conftest import HaPair, lend_ha_pair
 from panel.clusters import services as cluster_services
 from panel.clusters.models import Cluster, MemberRole
 from panel.clusters.services import ha
 from panel.pools import services as pool_services
 from tests.browser.conftest import log_in, snapshot, wait_for_htmx
+from tests.browser.console import ConsoleWatch
+from tests.fixtures.ha_pair import HaPair, lend_ha_pair
 
 pytestmark = pytest.mark.integration
 
@@ -90,6 +93,7 @@ def test_switch_over_from_the_overview_while_a_pool_client_writes(
     writer = PoolWriter(conn)
     thread = threading.Thread(target=writer.run, daemon=True)
     try:
+        watch = ConsoleWatch(page)
         log_in(page, live_server.url, f"/clusters/{cluster.pk}/")
         card = page.locator("#members-card")
         expect(card.locator(f"[data-member='{old}']")).to_have_attribute("data-role", "primary")
@@ -103,11 +107,24 @@ def test_switch_over_from_the_overview_while_a_pool_client_writes(
         assert len(writer.acked) >= 20, writer.errors[:3]
 
         card.get_by_label("New primary").select_option(standby)
-        page.once("dialog", lambda dialog: dialog.accept())
+        watch.at("switchover: asked in the page's modal")
         card.get_by_role("button", name="Switchover").click()
-        expect(page.locator("#members-card [role=status]")).to_contain_text(
+        modal = page.locator("#confirm-modal")
+        expect(modal).to_contain_text("Switch over now?")
+        modal.get_by_role("button", name="Switch over").click()
+        # While Patroni switches: the button is disabled and a progress line says what happens.
+        progress = page.locator("#switchover-progress")
+        expect(progress).to_be_visible()
+        expect(progress).to_contain_text("Switching over")
+        expect(card.get_by_role("button", name="Switchover")).to_be_disabled()
+        expect(page.locator("#members-card .alert[role=status]")).to_contain_text(
             f"{standby} is the primary now.", timeout=90_000
         )
+        # The events list follows without a page load (the response's cluster-events-changed).
+        expect(page.locator(".event-list")).to_contain_text(
+            f"Switchover: {standby} is the primary now (was {old})", timeout=15_000
+        )
+        expect(page.locator("#switchover-progress")).to_be_hidden()
         card = page.locator("#members-card")
         expect(card.locator(f"[data-member='{standby}']")).to_have_attribute("data-role", "primary")
         expect(card.locator(f"[data-member='{old}']")).to_have_attribute("data-role", "standby")
@@ -131,7 +148,10 @@ def test_switch_over_from_the_overview_while_a_pool_client_writes(
     lost = [n for n in writer.acked if n not in present]
     assert not lost, f"{len(lost)} acknowledged commits lost: {lost[:10]}"
 
-    # The role change is an event on the Overview.
+    # The role change is an event on the Overview, after a page load too.
+    watch.at("overview after the switchover")
     page.reload()
     events = page.locator(".event-list")
     expect(events).to_contain_text(f"Switchover: {standby} is the primary now (was {old})")
+    watch.at("end")
+    assert watch.report() == []

@@ -17,11 +17,11 @@ import pytest
 from django.conf import settings
 from psycopg import errors, sql
 
-from conftest import module_cluster
 from panel.clusters import services
 from panel.clusters.engine import dbconn, guard, postgres
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster
+from tests.fixtures.clusters import module_cluster
 
 # django_db only so that the test database is set up: the module's fixture writes its rows.
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
@@ -29,6 +29,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 RESERVED_PREDEFINED = ("pg_execute_server_program", "pg_read_server_files", "pg_write_server_files")
 PANEL_ROLES = (settings.PANEL_SUPERUSER, settings.PANEL_MONITOR_ROLE)
 RESERVED_DETAIL = "is reserved by the control panel"
+ROLE_GUARD_FILES = ("role_guard.c", "reserved_roles.c", "role_membership.c", "server_access_guard.c")
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ def refused(conn: psycopg.Connection, statement: str, message: str, detail: str 
     diag = caught.value.diag
     assert message in (diag.message_primary or ""), diag.message_primary
     assert detail in (diag.message_detail or ""), diag.message_detail
-    assert diag.source_file == "role_guard.c"  # the role guard refused, not PostgreSQL on its own
+    assert diag.source_file in ROLE_GUARD_FILES  # the role guard refused, not PostgreSQL on its own
 
 
 def member_of(conn: psycopg.Connection, member: str, role: str) -> bool:

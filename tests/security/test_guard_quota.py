@@ -22,11 +22,11 @@ import pytest
 from django.conf import settings
 from psycopg import errors
 
-from conftest import module_cluster
 from panel.clusters import services
 from panel.clusters.engine import dbconn, guard
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster
+from tests.fixtures.clusters import module_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 

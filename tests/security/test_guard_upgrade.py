@@ -18,6 +18,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from django.conf import settings
+from django.urls import reverse
 from psycopg import errors
 
 from panel.clusters import services
@@ -215,7 +216,7 @@ def test_a_failed_build_shows_the_compiler_output(fresh_lib, monkeypatch, tmp_pa
 
 
 def test_provisioning_without_build_tools_fails_saying_what_to_install(
-    fresh_lib, monkeypatch, tmp_path, owner, transactional_db
+    fresh_lib, monkeypatch, tmp_path, owner, owner_client, transactional_db, caplog
 ):
     empty = tmp_path / "bin"
     empty.mkdir()
@@ -225,9 +226,20 @@ def test_provisioning_without_build_tools_fails_saying_what_to_install(
     cluster = services.provision_cluster(cluster.pk)
 
     assert cluster.status == ClusterStatus.ERROR
-    assert "privilege guard for PostgreSQL 15 cannot be built" in cluster.error_message
-    assert "make" in cluster.error_message and "gcc" in cluster.error_message
-    assert "apt-get install postgresql-server-dev-15 make gcc" in cluster.error_message
+    # The page says what failed and who acts, in the reader's words; no command, no path.
+    page = owner_client.get(reverse("clusters:detail", args=[cluster.pk])).content.decode()
+    assert (
+        "The privilege guard for PostgreSQL 15 cannot be built on this node: its build tools are missing."
+        in page
+    )
+    assert "apt-get" not in page and "gcc" not in page and str(fresh_lib) not in page
+    owner_client.cookies[settings.LANGUAGE_COOKIE_NAME] = "de"
+    page = owner_client.get(reverse("clusters:detail", args=[cluster.pk])).content.decode()
+    assert "Der Rechteschutz für PostgreSQL 15 kann auf diesem Knoten nicht gebaut werden" in page
+    assert "apt-get" not in page
+    # What to install is the administrator's, in the server log.
+    assert "privilege guard for PostgreSQL 15 cannot be built" in caplog.text
+    assert "apt-get install postgresql-server-dev-15 make gcc" in caplog.text
     assert postgres.postmaster_pid(cluster.pgdata) is None
     services.delete_cluster(cluster, confirm_name="db-nobuild")
 

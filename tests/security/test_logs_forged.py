@@ -22,13 +22,13 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from conftest import module_cluster
 from panel.clusters.engine import dbconn, isolation
 from panel.clusters.lib import pgconf
 from panel.clusters.models import Cluster
 from panel.clusters.services import config, reconciler
 from panel.clusters.tests.conftest import connect_as_client
 from panel.logs import services
+from tests.fixtures.clusters import module_cluster
 
 pytestmark = pytest.mark.integration
 

@@ -9,11 +9,13 @@ with an inner hyphen that is still accepted.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import Client
 
@@ -33,7 +35,7 @@ VALIDATORS = [
     (names.validate_cluster_name, "my-db"),
     (names.validate_replica_name, "my-replica"),
     (names.validate_node_name, "node-2"),
-    (names.validate_role_name, "app-user"),
+    (functools.partial(names.validate_role_name, panel_roles=settings.PANEL_ROLES), "app-user"),
     (names.validate_database_name, "app-db"),
     (validate_pool_name, "test-pool"),
 ]

@@ -25,7 +25,6 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
 
-from conftest import make_local_cluster
 from panel.clusters import services as cluster_services
 from panel.clusters.engine import dbconn, postgres
 from panel.clusters.models import Cluster, ClusterStatus
@@ -35,6 +34,7 @@ from panel.core.runas import OsUser
 from panel.pools import services as pool_services
 from panel.pools.engine import disk, rendering, supervisor
 from panel.pools.models import ConnectionPool
+from tests.fixtures.clusters import make_local_cluster
 
 pytestmark = [
     pytest.mark.integration,

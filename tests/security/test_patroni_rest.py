@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
-from conftest import HaPair, lend_ha_pair
 from panel.clusters.engine import dbconn, patroni, postgres
 from panel.clusters.models import Cluster
 from panel.clusters.services import ha, ha_files, members, membership
 from panel.core.polling import wait_for
+from tests.fixtures.ha_pair import HaPair, lend_ha_pair
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 

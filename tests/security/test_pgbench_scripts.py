@@ -38,11 +38,11 @@ from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib.pgbench_script_rules import ShellCommand, shell_command_lines, shell_commands
 from benchmarks.models import BenchmarkRun, RunStatus
 from benchmarks.tests.test_views_forms import RUN, field_errors
-from conftest import make_local_cluster
 from panel.clusters import services as cluster_services
 from panel.clusters.models import Cluster
 from panel.core import runas
 from panel.core.errors import ServiceError
+from tests.fixtures.clusters import make_local_cluster
 
 pytestmark = pytest.mark.integration
 

@@ -17,15 +17,16 @@ import psycopg
 import pytest
 from psycopg import errors, sql
 
-from conftest import module_cluster
 from panel.clusters import services
 from panel.clusters.engine import dbconn
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster
 from panel.clusters.services import roles
 from panel.quotas import services as quotas
+from panel.quotas.lib import blindness
 from panel.quotas.models import Quota, QuotaKind, QuotaState
 from panel.quotas.services import enforce
+from tests.fixtures.clusters import module_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 MB = 1024**2
@@ -192,13 +193,14 @@ def test_a_blind_measurement_keeps_the_enforced_state_and_says_why(clean: Tenant
     quotas.run_cycle(cluster)
     assert_app_stopped(tenant, try_insert=False)  # not "ok, 0": the last enforced state holds
     storage = quotas.storage_of(cluster)
-    assert DB in storage.blind and "too many connections" in storage.blind, storage.blind
+    assert blindness.loads(storage.blind) == [(DB, blindness.CONNECTION_LIMIT)], storage.blind
     event = cluster.events.filter(kind="quota-blind").latest("created_at")
-    assert DB in str(event.message)
+    assert DB in str(event.message) and "accepts no more connections" in str(event.message)
     client.force_login(cluster.owner)
     page = client.get(f"/clusters/{cluster.pk}/quotas/")
     assert page.status_code == 200
-    assert "Storage could not be measured in" in page.content.decode()
+    assert f"Storage could not be measured in {DB} (it accepts no more connections)" in page.content.decode()
+    assert "too many connections" not in page.content.decode()
 
     with tenant.connect("defaultdb") as conn:
         conn.execute(f"ALTER DATABASE {DB} CONNECTION LIMIT -1")
@@ -208,8 +210,11 @@ def test_a_blind_measurement_keeps_the_enforced_state_and_says_why(clean: Tenant
     assert_app_stopped(tenant)
 
 
+DE_UNREACHABLE = "der Server hat nicht geantwortet"
+
+
 def test_a_cycle_that_measures_nothing_keeps_every_state_and_says_so(
-    clean: Tenant, monkeypatch: pytest.MonkeyPatch
+    clean: Tenant, monkeypatch: pytest.MonkeyPatch, client
 ) -> None:
     """Whatever keeps the whole measurement from running (here the cluster's socket, moved away)
     is not "ok, 0" either: the stop holds and the cluster says why; the next good cycle clears it."""
@@ -221,9 +226,22 @@ def test_a_cycle_that_measures_nothing_keeps_every_state_and_says_so(
     monkeypatch.setattr(Cluster, "socket_dir", property(lambda self: real_socket_dir.fget(self) / "gone"))
     results = quotas.run_all()
     assert results[cluster.name][0].startswith("error:")
-    assert cluster.name in quotas.storage_of(cluster).blind
+    assert str(real_socket_dir.fget(cluster)) in results[cluster.name][0]  # the driver named the path
+    assert blindness.loads(quotas.storage_of(cluster).blind) == [("", blindness.UNREACHABLE)]
     assert cluster.events.filter(kind="quota-blind").exists()
     monkeypatch.undo()
+    # Issue 38, item 2: the driver's text and the socket's path reach no page, in either
+    # language; the banner and the event say what could not be measured in a coded sentence.
+    client.force_login(cluster.owner)
+    for language, sentence in (
+        ("en", f"Storage could not be measured in {cluster.name} (the server did not answer)"),
+        ("de", f"({DE_UNREACHABLE})"),
+    ):
+        for path in (f"/clusters/{cluster.pk}/quotas/", f"/clusters/{cluster.pk}/"):
+            page = client.get(path, headers={"accept-language": language}).content.decode()
+            assert sentence in page, (language, path)
+            for raw in (str(real_socket_dir.fget(cluster)), "/tmp", "connection to server", "failed:"):
+                assert raw not in page, (language, path, raw)
     quotas.run_cycle(cluster)
     assert quotas.storage_of(cluster).blind == ""
     assert_app_stopped(tenant)

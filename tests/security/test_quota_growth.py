@@ -18,7 +18,6 @@ import psycopg
 import pytest
 from psycopg import errors
 
-from conftest import module_cluster
 from panel.backups.engine import runner
 from panel.clusters import services
 from panel.clusters.engine import dbconn
@@ -30,6 +29,7 @@ from panel.core.errors import ServiceError
 from panel.quotas import services as quotas
 from panel.quotas.services import enforce
 from panel.quotas.services.measure import measure
+from tests.fixtures.clusters import module_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 DB = "grow"

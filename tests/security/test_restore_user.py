@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from conftest import module_cluster
 from panel.backups.engine import runner as engine
 from panel.backups.lib import pgbackrest
 from panel.backups.models import JobStatus
@@ -29,6 +28,7 @@ from panel.backups.services import backups
 from panel.clusters.models import Cluster
 from panel.clusters.tests.conftest import connect_as_client
 from panel.core.runas import EngineError
+from tests.fixtures.clusters import module_cluster
 
 pytestmark = pytest.mark.integration
 

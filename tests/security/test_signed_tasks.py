@@ -5,7 +5,8 @@ the network) could push a task onto a queue that a root worker takes. Every mess
 with the panel's key (Celery's ``auth`` serializer) and the workers take only signed ones. Replayed
 on the real Redis with a real worker: a task written onto its queue as Celery's JSON protocol
 (what anyone with the broker's address and password can do) and one signed with another key are
-both refused and never run; a task the panel sends runs.
+both refused and never run; a task the panel sends runs. What the signature covers besides the
+arguments (the task's name, id, expiry, queue) and the replay window: test_task_replay.py.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from celery.security.key import PrivateKey
 from celery.security.serialization import SecureSerializer
 from django.conf import settings
 
-from conftest import start_celery_worker
 from panel import signing
 from panel.core import taskqueue
+from tests.fixtures.processes import start_celery_worker
 
 pytestmark = pytest.mark.integration
 

@@ -19,7 +19,6 @@ from typing import Any
 import psycopg
 import pytest
 
-from conftest import module_cluster
 from panel.clusters.engine import dbconn, postgres
 from panel.clusters.models import Cluster, TrustedSource
 from panel.clusters.services import firewall, roles
@@ -29,6 +28,7 @@ from panel.pools.engine import console, disk, supervisor
 from panel.pools.engine.disk import bouncer_files
 from panel.pools.engine.rendering import get_pooler
 from panel.pools.models import ConnectionPool
+from tests.fixtures.clusters import module_cluster
 from tests.security.sourced import connect_from
 
 pytestmark = pytest.mark.integration

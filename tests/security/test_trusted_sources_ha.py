@@ -20,12 +20,12 @@ import psycopg
 import pytest
 from django.contrib.auth.models import User
 
-from conftest import HaPair, lend_ha_pair
 from panel.clusters.models import Cluster, TrustedSource
 from panel.clusters.services import firewall, ha, reconciler
 from panel.clusters.tests.conftest import client_params
 from panel.pools import services as pool_services
 from panel.pools.models import ConnectionPool
+from tests.fixtures.ha_pair import HaPair, lend_ha_pair
 from tests.security.sourced import connect_from
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]

@@ -1,20 +1,26 @@
 """Row 7: the attach form made the panel connect anywhere it could reach and answered differently
 for open and closed ports (a network probe for every account), and host ``.`` or ``a..b`` gave a
-500. Replayed against a real PostgreSQL started here for the module: it listens on this machine's
-network address (not loopback), on a port outside PANEL_PORT_RANGE, and on 127.0.0.1; ``app``
-logs in with a password (SCRAM), ``trusted`` without one (``trust`` in pg_hba.conf).
+500. Replayed against a real PostgreSQL started here for the module: it listens on an address of
+this machine that is not loopback (one made on an interface of the test's own, in 198.18.0.0/24,
+when the machine has none), on a port outside PANEL_PORT_RANGE, and on 127.0.0.1; ``app`` logs
+in with a password (SCRAM), ``trusted`` without one (``trust`` in pg_hba.conf).
+
+Issue 37, item 5, for attach: accounts that are not staff were refused this machine's own
+addresses only on the panel's ports, and registered nodes' addresses not at all. Now attach
+follows the rule of log sinks and migration sources (every address of this machine and of every
+node refused on every port), unless the operator lists the network in PANEL_ATTACH_NETWORKS;
+the legitimate attaches here are to the server's address, listed.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import socket
+import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
 import psycopg
 import pytest
 from django.contrib.auth.models import User
@@ -23,11 +29,13 @@ from django.test import Client
 from django.urls import reverse
 
 from panel.clusters.engine import dbconn
-from panel.clusters.models import Cluster
-from panel.clusters.services import attach
+from panel.clusters.models import Cluster, Node
+from panel.clusters.services import destinations
 from panel.clusters.services.attach import ExternalServer, attach_cluster, password_was_used, uniform_failure
 from panel.core.errors import ServiceError
 from tests import pgserver
+from tests.security import ownaddress
+from tests.security.ownaddress import own_address
 
 pytestmark = pytest.mark.integration
 
@@ -36,29 +44,22 @@ APP_PASSWORD = "app-password-Lq8z"
 
 @dataclass(frozen=True)
 class Server:
-    address: str  # this machine's own network address
+    address: str  # an address of this machine, not loopback
     port: int
     socket_dir: str
 
 
-def _network_address() -> str | None:
-    for addresses in psutil.net_if_addrs().values():
-        for entry in addresses:
-            if entry.family == socket.AF_INET:
-                address = ipaddress.ip_address(entry.address)
-                if not (address.is_loopback or address.is_link_local):
-                    return str(address)
-    return None
+@pytest.fixture(scope="module")
+def address() -> Iterator[str]:
+    with own_address() as found:
+        yield found
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[Server]:
+def server(address: str) -> Iterator[Server]:
     """A throwaway PostgreSQL run by PostgreSQL's unprivileged user."""
     from django.conf import settings
 
-    address = _network_address()
-    if address is None:
-        pytest.skip("this machine has no network address besides loopback")
     pg_hba = (
         "local all all trust\n"
         f"host all trusted {address}/32 trust\nhost all trusted 127.0.0.1/32 trust\n"
@@ -103,9 +104,11 @@ def _external(server: Server, **overrides: object) -> ExternalServer:
 
 
 @pytest.fixture
-def open_to_all(settings: object) -> None:
+def open_to_all(server: Server, settings: object) -> None:
+    """Every account may attach; the server's address, this machine's, is listed by the operator."""
     settings.PANEL_ATTACH_FOR_ALL = True  # type: ignore[attr-defined]
     settings.PANEL_ATTACH_FAILURE_SECONDS = 1  # type: ignore[attr-defined]
+    settings.PANEL_ATTACH_NETWORKS = [f"{server.address}/32"]  # type: ignore[attr-defined]
 
 
 @pytest.fixture
@@ -169,6 +172,39 @@ def test_internal_addresses_and_the_panels_ports_are_refused_with_one_message(
     # Staff may: the refusals above are the rule, not the server.
     response = staff_client.post(reverse("clusters:attach"), _form(server, host="127.0.0.1"))
     assert response.status_code == 302
+
+
+def test_this_machines_own_address_is_refused_on_any_port_unless_its_network_is_listed(
+    server: Server, owner_client: Client, owner: User, open_to_all: None, settings: object,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    """Issue 37, item 5: the server listens on this machine's own address, not loopback, on a port
+    outside PANEL_PORT_RANGE, and lets ``app`` in with its password: the attach connected."""
+    first, last = settings.PANEL_PORT_RANGE  # type: ignore[attr-defined]
+    assert not first <= server.port <= last
+    settings.PANEL_ATTACH_NETWORKS = []  # type: ignore[attr-defined]
+    with caplog.at_level(logging.INFO, logger="panel.clusters.services.attach"):
+        assert _refused(owner_client, _form(server)) >= 1
+    assert f"{server.address}: an address of this machine" in caplog.text
+    # The legitimate attach beside it: the operator lists the network, the same form attaches.
+    settings.PANEL_ATTACH_NETWORKS = [f"{server.address}/32"]  # type: ignore[attr-defined]
+    response = owner_client.post(reverse("clusters:attach"), _form(server))
+    attached = Cluster.objects.get(owner=owner, name="db-attached")
+    assert response.status_code == 302 and attached.host_address == server.address
+
+
+def test_a_registered_nodes_addresses_are_refused(
+    server: Server, owner_client: Client, open_to_all: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 37, item 5: nothing refused a node's public or private address, on any port."""
+    Node.objects.create(
+        name="far-node", address=ownaddress.FAR_NODE_ADDRESS, private_address=ownaddress.FAR_NODE_PRIVATE,
+        port_first=30000, port_last=30199, data_dir="/srv/pgpanel", ram_bytes=2**30, vcpus=1,
+    )  # fmt: skip
+    with ownaddress.unreachable(), caplog.at_level(logging.INFO, logger="panel.clusters.services.attach"):
+        for host in (ownaddress.FAR_NODE_ADDRESS, ownaddress.FAR_NODE_PRIVATE):
+            _refused(owner_client, _form(server, host=host, port="5432"))
+            assert f"{host}: an address of one of the panel's nodes" in caplog.text, caplog.text
 
 
 def test_a_closed_port_an_open_port_a_wrong_password_and_a_bad_name_look_alike(
@@ -262,7 +298,7 @@ def test_later_connections_go_to_the_checked_address_not_where_the_name_points_n
     by the next connection the same name answers 127.0.0.1. Here ``localhost`` is that name: the
     check is given the first answer, libpq resolves it itself later (127.0.0.1, where the same
     server listens too)."""
-    monkeypatch.setattr(attach, "resolve", lambda host, port: [ipaddress.ip_address(server.address)])
+    monkeypatch.setattr(destinations, "resolve", lambda host, port: [ipaddress.ip_address(server.address)])
     attached = attach_cluster(owner, name="db-rebound", server=_external(server, host="localhost"))
     # Every later connection (collection, users and databases) goes to the address checked.
     assert _server_address(attached) == server.address  # "127.0.0.1" before

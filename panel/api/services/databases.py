@@ -62,7 +62,7 @@ def connection_object(details: ConnectionDetails, *, with_password: bool) -> dic
 
 def region(cluster: Cluster) -> str:
     """The node a cluster runs on stands for the managed service's region."""
-    return cluster.node.name if cluster.node_id else settings.PANEL_NODE_NAME
+    return cluster.node.name if cluster.node else settings.PANEL_NODE_NAME
 
 
 def database(cluster: Cluster, *, with_password: bool) -> dict[str, Any]:

@@ -9,7 +9,7 @@ import hmac
 import secrets
 from collections.abc import Iterable
 
-from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -45,7 +45,7 @@ def parse_scopes(scopes: Iterable[str]) -> list[str]:
     return [scope for scope in Scope.values if scope in wanted]
 
 
-def create_token(owner: AbstractBaseUser, name: str, scopes: Iterable[str]) -> tuple[ApiToken, str]:
+def create_token(owner: User, name: str, scopes: Iterable[str]) -> tuple[ApiToken, str]:
     """A new token and its plaintext, which is not kept anywhere: the caller shows it once."""
     scope_list = parse_scopes(scopes)
     name = name.strip() or _("API token")
@@ -67,7 +67,7 @@ def create_token(owner: AbstractBaseUser, name: str, scopes: Iterable[str]) -> t
     raise ServiceError(N_("Could not make a token; try again."), code="token.create_failed", params={})
 
 
-def tokens_of(owner: AbstractBaseUser | None = None) -> QuerySet[ApiToken]:
+def tokens_of(owner: User | None = None) -> QuerySet[ApiToken]:
     """Every token (of ``owner`` when given), the newest first, revoked ones included."""
     tokens = ApiToken.objects.select_related("owner")
     return tokens.filter(owner=owner) if owner is not None else tokens
@@ -85,7 +85,7 @@ def revoke_token(token: ApiToken) -> ApiToken:
     return token
 
 
-def authenticate(bearer: str) -> tuple[AbstractBaseUser, ApiToken] | None:
+def authenticate(bearer: str) -> tuple[User, ApiToken] | None:
     """The owner and the token a bearer token stands for; None for an unknown, malformed or
     revoked token, or an account that is no longer active."""
     if not bearer.startswith(TOKEN_PREFIX):

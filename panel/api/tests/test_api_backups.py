@@ -12,12 +12,12 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from conftest import module_cluster
 from panel.api.models import Scope
 from panel.api.tests.conftest import MakeToken, bearer
 from panel.backups.models import BackupJob, JobKind
 from panel.backups.services import backups
 from panel.clusters.models import Cluster
+from tests.fixtures.clusters import module_cluster
 
 pytestmark = pytest.mark.integration
 

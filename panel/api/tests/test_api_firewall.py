@@ -13,12 +13,12 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from conftest import module_cluster
 from panel.api.models import Scope
 from panel.api.tests.conftest import MakeToken, bearer
 from panel.api.tests.test_api_databases import assert_error
 from panel.clusters.models import Cluster, TrustedSource
 from panel.clusters.tests.conftest import make_cluster_row
+from tests.fixtures.clusters import module_cluster
 
 UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 TIME_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")

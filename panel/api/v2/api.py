@@ -5,6 +5,7 @@ panel's Content-Security-Policy (and its no-CDN rule) forbids."""
 from __future__ import annotations
 
 import logging
+from typing import cast
 
 from django.contrib.auth.decorators import login_not_required
 from django.http import Http404, HttpRequest, HttpResponse
@@ -106,10 +107,11 @@ def urls() -> tuple[list[URLPattern], str]:
     """The API's URL patterns for ``include()``: each one exempt from the panel's login (the
     token is the login; ninja's views are CSRF-exempt and cookie-free), and any other path under
     ``/v2/`` a 404 in the API's shape rather than the login page."""
-    patterns, _app_name, namespace = api.urls
+    # ninja makes paths only, no include()s
+    patterns, _app_name, namespace = cast("tuple[list[URLPattern], str, str]", api.urls)
     for pattern in patterns:
         if pattern.name == "openapi-json":
             # The public, read-only schema: GET and HEAD only (ninja's view answers any method).
             pattern.callback = require_safe(pattern.callback)
-        pattern.callback.login_required = False  # type: ignore[union-attr]
-    return [*patterns, re_path(r"^.*$", _unknown_path)], namespace  # type: ignore[return-value]
+        pattern.callback.login_required = False  # type: ignore[attr-defined]
+    return [*patterns, re_path(r"^.*$", _unknown_path)], namespace

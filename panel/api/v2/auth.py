@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.http import HttpRequest
 from ninja.security import HttpBearer
 
@@ -34,7 +34,7 @@ class TokenAuth(HttpBearer):
         return found
 
 
-def caller(request: HttpRequest, scope: str) -> tuple[AbstractBaseUser, ApiToken]:
+def caller(request: HttpRequest, scope: str) -> tuple[User, ApiToken]:
     """The owner and token of this call, if the token has ``scope``; a 403 otherwise."""
     user, token = request.auth  # type: ignore[attr-defined]
     if not token.has_scope(scope):

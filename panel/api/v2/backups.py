@@ -31,7 +31,7 @@ def list_backups(request: HttpRequest, database_id: uuid.UUID) -> dict[str, Any]
         return {"backups": []}
     page = backups.page(cluster)
     if page.problem:
-        raise ServiceError(page.problem)
+        raise page.problem_error()
     return {
         "backups": [
             # A backup can be restored from the moment it ended: that is its created_at here.

@@ -2,6 +2,10 @@
 operations (pydo's ``list_logsink``, ``create_logsink``, ``get_logsink``, ``update_logsink``,
 ``delete_logsink``), through the same services as the Logs tab's card.
 
+A sink's secrets (the TLS private key ``key``, the password in an Elasticsearch/OpenSearch
+``url``) are shown only to a token with ``database:view_credentials``; without it ``key`` is left
+out and the URL keeps its user name only.
+
 As the managed service: create answers 201 with ``{"sink": …}``, get the sink object itself,
 update (a full replacement of ``config``) and delete 200 with no body. Unknown fields, in the
 body or in ``config``, are refused (422 with the code), so nothing is ever half understood.
@@ -17,9 +21,10 @@ from ninja import Router, Schema
 from ninja.responses import Status
 from pydantic import ConfigDict
 
-from panel.api.models import Scope
+from panel.api.models import ApiToken, Scope
 from panel.api.v2.auth import caller
 from panel.api.v2.common import ERRORS, WRITE_ERRORS, owned_cluster
+from panel.logsink.lib import config as sink_config
 from panel.logsink.models import LogSink
 from panel.logsink.services import sinks
 
@@ -59,12 +64,17 @@ class SinkListOut(Schema):
     sinks: list[SinkOut]
 
 
-def _out(sink: LogSink) -> dict[str, Any]:
+def _out(sink: LogSink, token: ApiToken) -> dict[str, Any]:
+    """The sink as the API shows it: its secrets (the TLS private key, the password in an
+    Elasticsearch URL) only to a token with database:view_credentials, as clusters' passwords."""
+    config = sink.config
+    if not token.has_scope(Scope.VIEW_CREDENTIALS):
+        config = sink_config.without_secrets(sink.sink_type, config)
     return {
         "sink_id": str(sink.pk),
         "sink_name": sink.name,
         "sink_type": sink.sink_type,
-        "config": sink.config,
+        "config": config,
         "failing": sink.is_failing,
         "last_error": sink.error_text,
         "sent_count": sink.sent_count,
@@ -73,31 +83,29 @@ def _out(sink: LogSink) -> dict[str, Any]:
 
 @router.get("/{uuid:database_id}/logsink", response={200: SinkListOut, **ERRORS}, summary="List logsinks")
 def list_logsink(request: HttpRequest, database_id: uuid.UUID) -> dict[str, Any]:
-    user, _token = caller(request, Scope.READ)
+    user, token = caller(request, Scope.READ)
     cluster = owned_cluster(user, database_id)
-    return {"sinks": [_out(sink) for sink in cluster.log_sinks.all()]}
+    return {"sinks": [_out(sink, token) for sink in cluster.log_sinks.all()]}
 
 
 @router.post(
     "/{uuid:database_id}/logsink", response={201: SinkCreatedOut, **WRITE_ERRORS}, summary="Create a logsink"
 )
-def create_logsink(
-    request: HttpRequest, database_id: uuid.UUID, payload: SinkIn
-) -> tuple[int, dict[str, Any]]:
-    user, _token = caller(request, Scope.CREATE)
+def create_logsink(request: HttpRequest, database_id: uuid.UUID, payload: SinkIn) -> Status[dict[str, Any]]:
+    user, token = caller(request, Scope.CREATE)
     cluster = owned_cluster(user, database_id)
     sink = sinks.create_sink(
         cluster, name=payload.sink_name, sink_type=payload.sink_type, config=payload.config
     )
-    return Status(201, {"sink": _out(sink)})
+    return Status(201, {"sink": _out(sink, token)})
 
 
 @router.get(
     "/{uuid:database_id}/logsink/{logsink_id}", response={200: SinkOut, **ERRORS}, summary="Get a logsink"
 )
 def get_logsink(request: HttpRequest, database_id: uuid.UUID, logsink_id: str) -> dict[str, Any]:
-    user, _token = caller(request, Scope.READ)
-    return _out(sinks.get_sink(owned_cluster(user, database_id), logsink_id))
+    user, token = caller(request, Scope.READ)
+    return _out(sinks.get_sink(owned_cluster(user, database_id), logsink_id), token)
 
 
 @router.put(

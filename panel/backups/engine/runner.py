@@ -4,8 +4,8 @@ Each cluster has its own configuration, repository, log and lock directories und
 ``PANEL_DATA_DIR/backups/<cluster id>/`` (0700, the cluster's system user), outside the cluster's
 data root so that a deleted cluster's backups can be kept for their retention period. pgBackRest
 runs as the cluster's user, from an argument list, with a timeout; it logs in to the server over
-the cluster's socket as the panel's superuser, whose password it reads from a 0600 passfile
-(``PGPASSFILE``), never from argv. A restore runs as the source cluster's user too (issue 29):
+the cluster's socket as a role of its own by peer authentication (``login``): no password of any
+role is in its files. A restore runs as the source cluster's user too (issue 29):
 that user may write its repository, so root never reads it; the restored files are then given to
 the new cluster's user.
 """
@@ -24,6 +24,7 @@ from pathlib import Path
 from django.conf import settings
 
 from panel import crypto
+from panel.backups.engine import login
 from panel.backups.lib import pgbackrest
 from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster
@@ -114,13 +115,14 @@ def repo_config(cluster: Cluster, where: Paths) -> pgbackrest.RepoConfig:
         pg_path=str(cluster.pgdata),
         pg_port=cluster.server_port,
         pg_socket_path=str(cluster.socket_dir),
-        pg_user=settings.PANEL_SUPERUSER,
+        pg_user=settings.PANEL_BACKUP_ROLE,
     )
 
 
 def write_files(cluster: Cluster, user: OsUser) -> Paths:
-    """The cluster's pgbackrest.conf, passfile and directories, and the archiving settings in its
-    data directory (``backup.conf``), each written atomically where it changed."""
+    """The cluster's pgbackrest.conf and directories, and the archiving settings in its data
+    directory (``backup.conf``), each written atomically where it changed; the passfile of
+    before (it held the panel's superuser password) removed."""
     where = paths(cluster)
     for directory in (backups_dir(),):
         directory.mkdir(parents=True, exist_ok=True)
@@ -129,18 +131,21 @@ def write_files(cluster: Cluster, user: OsUser) -> Paths:
     for directory in (where.repo, where.log_dir, where.lock_dir):
         runas.make_private_dir(directory, user)
     _write_if_changed(where.config, pgbackrest.render_config(repo_config(cluster, where)), user)
-    # host:port:database:user:password, over the socket (its directory as the host).
-    line = ":".join(
-        part.replace("\\", "\\\\").replace(":", "\\:")
-        # Any port: with standbys every member's socket is in that directory, and the primary moves.
-        for part in (str(cluster.socket_dir), "*", "*", settings.PANEL_SUPERUSER)
-    )
-    secret = cluster.superuser_password.replace("\\", "\\\\").replace(":", "\\:")
-    _write_if_changed(where.passfile, f"{line}:{secret}\n", user)
+    remove_passfile(cluster)
     _write_if_changed(
         cluster.pgdata / SERVER_FILE, pgbackrest.archive_settings(program(), str(where.config)), user
     )
     return where
+
+
+def remove_passfile(cluster: Cluster) -> bool:
+    """The passfile earlier panels wrote for pgBackRest (the panel's superuser password, readable
+    by the cluster's OS user) removed; True if there was one."""
+    try:
+        paths(cluster).passfile.unlink()
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _write_if_changed(path: Path, content: str, user: OsUser) -> None:
@@ -153,7 +158,7 @@ def _write_if_changed(path: Path, content: str, user: OsUser) -> None:
 
 
 # A full backup's directory in the repository (its label); others build on one.
-_FULL_LABEL = re.compile(r"^[0-9]{8}-[0-9]{6}F$")
+_FULL_LABEL = re.compile(r"[0-9]{8}-[0-9]{6}F")
 
 
 def has_backup(cluster: Cluster) -> bool:
@@ -164,7 +169,7 @@ def has_backup(cluster: Cluster) -> bool:
     folder = paths(cluster).repo / "backup" / pgbackrest.STANZA
     try:
         return any(
-            _FULL_LABEL.match(entry.name)
+            _FULL_LABEL.fullmatch(entry.name)
             for entry in os.scandir(folder)
             if entry.is_dir(follow_symlinks=False)
         )
@@ -177,12 +182,18 @@ def stanza_command(cluster: Cluster) -> list[str]:
     return pgbackrest.command(program(), str(paths(cluster).config), "")[:-1]
 
 
+# The actions that log in to the server (archive-push, archive-get, restore, info do not).
+LOGS_IN = frozenset({"stanza-create", "stanza-upgrade", "backup", "check"})
+
+
 def run(cluster: Cluster, action: str, *options: str, timeout: float) -> subprocess.CompletedProcess[str]:
     """One pgBackRest call on the cluster's stanza, as its user."""
     where = paths(cluster)
     argv = pgbackrest.command(program(), str(where.config), action, *options)
-    env = {"PGPASSFILE": str(where.passfile), **primary_env(cluster)}
-    return runas.run_as(cluster.os_user(), argv, timeout=timeout, cwd=where.root, env=env)
+    if action in LOGS_IN:
+        login.ensure_backup_role(cluster)
+    remove_passfile(cluster)
+    return runas.run_as(cluster.os_user(), argv, timeout=timeout, cwd=where.root, env=primary_env(cluster))
 
 
 def primary_env(cluster: Cluster) -> dict[str, str]:

@@ -216,7 +216,7 @@ class StanzaInfo:
 
 
 def _stamp(seconds: object) -> dt.datetime:
-    return dt.datetime.fromtimestamp(int(seconds), tz=dt.UTC)  # type: ignore[arg-type]
+    return dt.datetime.fromtimestamp(int(seconds), tz=dt.UTC)  # type: ignore[call-overload]
 
 
 def parse_info(text: str, stanza: str = STANZA) -> StanzaInfo:

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
-from django.utils.translation import gettext as _
 
 from panel.backups.engine import runner as engine
 from panel.backups.models import ArchiveHealth
@@ -105,13 +104,16 @@ def record_health(cluster: Cluster, status: ArchiveStatus) -> None:
     health, _created = ArchiveHealth.objects.get_or_create(cluster=cluster)
     if status.failing and not health.failing:
         health.failing_since = timezone.now()
-        message = _(
-            "WAL archiving fails (segment %(wal)s): the WAL piles up on the cluster's disk and recent "
-            "changes cannot be restored until it works again."
-        ) % {"wal": status.last_failed_wal}
+        message = Message(
+            N_(
+                "WAL archiving fails (segment %(wal)s): the WAL piles up on the cluster's disk and recent "
+                "changes cannot be restored until it works again."
+            ),
+            wal=status.last_failed_wal,
+        )
         cluster.log_event("archive-failed", message, EventLevel.ERROR)
         # The alert channel of Insights: the owner's email.
-        transaction.on_commit(lambda: alerts.notify_owner(cluster, _("WAL archiving"), message))
+        transaction.on_commit(lambda: alerts.notify_owner(cluster, Message(N_("WAL archiving")), message))
     elif health.failing and not status.failing:
         health.failing_since = None
         cluster.log_event("archive-recovered", Message(N_("WAL archiving works again.")))

@@ -17,21 +17,25 @@ from panel.backups.models import BackupJob, JobKind, JobStatus
 from panel.backups.services.archiving import ArchiveStatus, archive_status, check_archiving
 from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster, EventLevel
+from panel.clusters.services import failures
 from panel.core.agent import on_node
-from panel.core.errors import N_, Message, ServiceError
+from panel.core.errors import N_, Message, ServiceError, Term, message_from_text, message_to_text
 from panel.core.runas import EngineError
 from panel.core.taskqueue import enqueue_task
 
 log = logging.getLogger(__name__)
 
-SCHEDULE_TEXT = _(
+_TYPE_WORDS = {"full": N_("Full"), "diff": N_("Differential"), "incr": N_("Incremental")}
+
+# Marked here, translated when a page asks (the reader's language, not the one at import).
+SCHEDULE_TEXT = N_(
     "Daily at %(hour)02d:00 UTC: a full backup on Sundays, a differential one on the other days; "
     "backups are kept for %(days)d days, with the WAL to restore to any moment in between."
 )
 
 
 def schedule_text() -> str:
-    return str(SCHEDULE_TEXT) % {"hour": settings.PANEL_BACKUP_HOUR, "days": pgbackrest.RETENTION_DAYS}
+    return _(SCHEDULE_TEXT) % {"hour": settings.PANEL_BACKUP_HOUR, "days": pgbackrest.RETENTION_DAYS}
 
 
 def active_job(cluster: Cluster) -> BackupJob | None:
@@ -93,7 +97,10 @@ def create_backup(cluster: Cluster, backup_type: str = "full") -> BackupJob:
     perform_backup(job.pk)
     job.refresh_from_db()
     if job.status == JobStatus.FAILED:
-        raise ServiceError(job.error_message)
+        failed = message_from_text(job.error_message)
+        if isinstance(failed, Message):
+            raise ServiceError(failed.template, code="backup.failed", params=failed.params)
+        raise ServiceError(failed)
     return job
 
 
@@ -108,8 +115,12 @@ def perform_backup(job_id: int) -> BackupJob | None:
     try:
         status = archive_status(cluster)
         if not status.active:
-            raise EngineError(
-                _("WAL archiving is not active on the running server; restart the cluster to enable backups.")
+            raise ServiceError(
+                N_(
+                    "WAL archiving is not active on the running server; restart the cluster to enable backups."
+                ),
+                code="backup.archiving_inactive",
+                params={},
             )
         if cluster.is_ha:
             checkpoint(cluster)
@@ -119,16 +130,20 @@ def perform_backup(job_id: int) -> BackupJob | None:
         engine.check(result, "pgbackrest backup")
         latest = engine.info(cluster).latest()
     except (EngineError, ServiceError, OSError) as exc:
-        reason = getattr(exc, "message", None) or str(exc)
-        job.fail(reason)
-        cluster.log_event(
-            "backup-failed", Message(N_("Backup failed: %(reason)s"), reason=reason), EventLevel.ERROR
-        )
+        # pgBackRest's words name the repository's and the server's paths: the log only.
+        log.warning("backup %s of cluster %s failed: %s", job.pk, cluster.pk, exc)
+        failed = Message(N_("Backup failed: %(reason)s"), reason=failures.reason(exc))
+        job.fail(message_to_text(failed))
+        cluster.log_event("backup-failed", failed, EventLevel.ERROR)
         return job
     job.succeed(latest.label if latest else "")
     cluster.log_event(
         "backup",
-        Message(N_("%(type)s backup %(label)s taken."), type=job.backup_type.capitalize(), label=job.label),
+        Message(
+            N_("%(type)s backup %(label)s taken."),
+            type=Term(_TYPE_WORDS.get(job.backup_type, job.backup_type)),
+            label=job.label,
+        ),
     )
     return job
 
@@ -159,7 +174,20 @@ class BackupsPage:
     running: bool = False
     running_percent: int | None = None
     archive: ArchiveStatus | None = None
-    problem: str = ""
+    # Rendered where it is read (the reader's language); pgBackRest's own words are the log's.
+    problem: Message | str = ""
+
+    def problem_error(self) -> ServiceError:
+        """The problem as the refusal the API, a restore and the command line raise."""
+        if isinstance(self.problem, Message):
+            code = self.problem.code or "backup.repository_unreadable"
+            return ServiceError(self.problem.template, code=code, params=self.problem.params)
+        return ServiceError(self.problem)
+
+
+REPOSITORY_UNREADABLE = N_(
+    "The backup repository could not be read. The panel's log holds the details for an administrator."
+)
 
 
 @on_node()
@@ -168,12 +196,13 @@ def page(cluster: Cluster) -> BackupsPage:
     try:
         info = engine.info(cluster)
     except (EngineError, OSError) as exc:
-        return BackupsPage(problem=str(exc))
+        log.warning("reading the backup repository of %s failed: %s", cluster.pk, exc)
+        return BackupsPage(problem=Message(REPOSITORY_UNREADABLE, "backup.repository_unreadable"))
     archive = None
     try:
         archive = archive_status(cluster)
     except ServiceError as exc:
-        return BackupsPage(backups=list(reversed(info.backups)), problem=exc.message)
+        return BackupsPage(backups=list(reversed(info.backups)), problem=exc.as_message())
     start = info.window_start()
     return BackupsPage(
         backups=list(reversed(info.backups)),
@@ -202,6 +231,9 @@ def scheduled_round(now: dt.datetime | None = None) -> list[str]:
     now = now or timezone.now()
     notes = []
     for cluster in Cluster.objects.here().select_related("node"):
+        if cluster.is_local and engine.remove_passfile(cluster):
+            # An earlier panel's: it held the superuser's password where the cluster's OS user reads.
+            notes.append(f"{cluster.name}: pgBackRest's passfile removed")
         if not cluster.is_serving or cluster.is_replica:  # a replica's data is its source's backups'
             continue
         status = check_archiving(cluster)

@@ -55,13 +55,27 @@ def replica_repository(cluster: Cluster) -> tuple[str, ...]:
 
 
 def after_provision(cluster: Cluster) -> None:
-    """A new cluster's stanza, and its first full backup queued."""
+    """A new cluster's stanza, and its first full backup queued (the cluster is online)."""
+    if prepare_repository(cluster):
+        queue_first_backup(cluster)
+
+
+def prepare_repository(cluster: Cluster) -> bool:
+    """The cluster's own stanza (WAL archiving on); False when the cluster archives nothing (no
+    pgBackRest here). Raises EngineError when the stanza cannot be made."""
     if not (cluster.pgdata / engine.SERVER_FILE).is_file():
-        return
+        return False
     archiving.ensure_stanza(cluster)
     cluster.log_event("archiving", Message(N_("WAL archiving to the cluster's backup repository is on.")))
-    if settings.PANEL_BACKUP_AFTER_CREATE:
-        try:
-            backups.request_backup(cluster, "full", scheduled=True)
-        except ServiceError as exc:
-            log.warning("first backup of %s not queued: %s", cluster.pk, exc.message)
+    return True
+
+
+def queue_first_backup(cluster: Cluster) -> None:
+    """The first full backup of a cluster that is online now (a new, restored, forked or promoted
+    one), so that it can be restored to a moment before the nightly round."""
+    if not settings.PANEL_BACKUP_AFTER_CREATE:
+        return
+    try:
+        backups.request_backup(cluster, "full", scheduled=True)
+    except ServiceError as exc:
+        log.warning("first backup of %s not queued: %s", cluster.pk, exc.message)

@@ -19,7 +19,7 @@ import datetime as dt
 import logging
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -32,8 +32,8 @@ from panel.backups.services.restore_steps import run_steps
 from panel.clusters.engine import dbconn, postgres
 from panel.clusters.lib.plans import PLANS_BY_SLUG, get_plan
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
-from panel.clusters.services import create_cluster, lifecycle
-from panel.core.errors import N_, Message, ServiceError
+from panel.clusters.services import create_cluster, failures, lifecycle
+from panel.core.errors import N_, Message, ServiceError, When, message_to_text
 from panel.core.runas import EngineError
 from panel.core.taskqueue import enqueue_task
 
@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 
 def prepare_restore(
     source: Cluster,
-    owner: AbstractBaseUser,
+    owner: User,
     *,
     name: str,
     target_time: dt.datetime | None,
@@ -63,11 +63,7 @@ def prepare_restore(
         )
     overview = page(source)
     if overview.problem:
-        raise ServiceError(
-            N_("The backup repository cannot be read: %(reason)s"),
-            code="backup.repository_unreadable",
-            params={"reason": overview.problem},
-        )
+        raise overview.problem_error()
     if overview.archive is None or not overview.archive.active:
         raise ServiceError(
             N_("WAL archiving is not active on this cluster; restart it to enable backups."),
@@ -93,8 +89,8 @@ def prepare_restore(
                 field="time",
                 code="backup.time_outside_window",
                 params={
-                    "start": f"{overview.window_start:%Y-%m-%d %H:%M:%S}",
-                    "end": f"{end:%Y-%m-%d %H:%M:%S}",
+                    "start": When.of(overview.window_start),
+                    "end": When.of(end),
                 },
             )
     plan_slug = plan_slug or source.plan_slug
@@ -137,7 +133,7 @@ def prepare_restore(
 
 def request_restore(
     source: Cluster,
-    owner: AbstractBaseUser,
+    owner: User,
     *,
     name: str,
     target_time: dt.datetime | None,
@@ -162,7 +158,7 @@ def request_restore(
 
 def restore_cluster(
     source: Cluster,
-    owner: AbstractBaseUser,
+    owner: User,
     *,
     name: str,
     target_time: dt.datetime | None,
@@ -188,7 +184,7 @@ def perform_restore(job_id: int) -> BackupJob | None:
         owner=source.owner, name=job.target_name, status=ClusterStatus.CREATING
     ).first()
     if new is None:
-        job.fail(_("The new cluster “%(name)s” is gone.") % {"name": job.target_name})
+        job.fail(message_to_text(Message(N_("The new cluster “%(name)s” is gone."), name=job.target_name)))
         return job
     try:
         run_steps(job, source, new)
@@ -196,14 +192,14 @@ def perform_restore(job_id: int) -> BackupJob | None:
         expected = isinstance(exc, EngineError | dbconn.DatabaseError | OSError | ServiceError)
         if not expected:
             log.exception("restoring %s into %s crashed", source.pk, new.pk)
-        reason = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+        log.warning("restoring %s into %s failed: %s", source.pk, new.pk, str(exc) or type(exc).__name__)
+        reason = failures.reason(exc)  # pgBackRest's and the server's words: the log only
         _remove(new)
-        job.fail(reason)
-        source.log_event(
-            "restore-failed",
-            Message(N_("Restore into “%(name)s” failed: %(reason)s"), name=job.target_name, reason=reason),
-            EventLevel.ERROR,
+        failed = Message(
+            N_("Restore into “%(name)s” failed: %(reason)s"), name=job.target_name, reason=reason
         )
+        job.fail(message_to_text(failed))
+        source.log_event("restore-failed", failed, EventLevel.ERROR)
         return job
     job.succeed()
     return job

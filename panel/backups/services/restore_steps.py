@@ -22,13 +22,13 @@ from panel.backups.engine import runner as engine
 from panel.backups.lib import pgbackrest
 from panel.backups.models import BackupJob
 from panel.backups.services import cluster_hooks
-from panel.clusters.engine import dbconn, isolation, postgres
+from panel.clusters.engine import dbconn, isolation, panel_roles, postgres
 from panel.clusters.lib.pgconf import QUOTA_FILE
 from panel.clusters.models import Cluster, Database, DatabaseUser
 from panel.clusters.services import provision
 from panel.clusters.services.create import new_password
 from panel.core import runas
-from panel.core.errors import N_, Message
+from panel.core.errors import N_, Message, Term, When
 from panel.core.runas import EngineError
 
 _START_WAL = re.compile(r"START WAL LOCATION: \S+ \(file ([0-9A-F]{24})\)")
@@ -114,10 +114,14 @@ def run_steps(job: BackupJob, source: Cluster, new: Cluster) -> None:
     isolation.refresh_server_auth(new)
 
     new.set_progress(95, _("Creating the cluster's own backup stanza"))
-    cluster_hooks.after_provision(new)
+    archived = cluster_hooks.prepare_repository(new)
     new.mark_online()
     origin = new.restore_origin
-    when = f"{origin.target_time:%Y-%m-%d %H:%M:%S} UTC" if origin.target_time else _("the latest point")
+    when: Message | Term = (
+        Message(N_("%(moment)s UTC"), moment=When.of(origin.target_time))
+        if origin.target_time
+        else Term(N_("the latest point"))
+    )
     new.log_event(
         "restored",
         Message(
@@ -130,6 +134,8 @@ def run_steps(job: BackupJob, source: Cluster, new: Cluster) -> None:
     source.log_event(
         "restored-into", Message(N_("Restored into “%(name)s” at %(when)s."), name=new.name, when=when)
     )
+    if archived:  # online now: its own first backup (a restore to a moment needs one of its own)
+        cluster_hooks.queue_first_backup(new)
 
 
 def seal_source(source: Cluster) -> None:
@@ -212,11 +218,13 @@ def own_secrets(new: Cluster) -> None:
     monitor_password = new_password()
     with dbconn.admin_connection(new) as conn:
         dbconn.set_password(conn, settings.PANEL_SUPERUSER, superuser_password)
-        dbconn.ensure_monitor_role(conn, settings.PANEL_MONITOR_ROLE, monitor_password)
+        # The source's monitor password, which the restore's copy of the role still has.
+        previous = crypto.decrypt(new.monitor_password_encrypted) if new.monitor_password_encrypted else ""
+        panel_roles.ensure_monitor_role(conn, settings.PANEL_MONITOR_ROLE, monitor_password, previous)
     new.superuser_password_encrypted = crypto.encrypt(superuser_password)
     new.monitor_password_encrypted = crypto.encrypt(monitor_password)
     new.save(update_fields=["superuser_password_encrypted", "monitor_password_encrypted", "updated_at"])
-    engine.write_files(new, new.os_user())  # the passfile pgBackRest logs in with
+    engine.write_files(new, new.os_user())  # pgBackRest's files for the new cluster
 
 
 def copy_rows(source: Cluster, new: Cluster) -> None:

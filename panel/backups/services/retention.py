@@ -53,7 +53,7 @@ def before_teardown(cluster: Cluster) -> None:
         defaults={
             "cluster_name": cluster.name,
             "owner": cluster.owner,
-            "node_name": cluster.node.name if cluster.node_id else "",
+            "node_name": cluster.node.name if cluster.node else "",
             "expires_at": timezone.now() + dt.timedelta(days=pgbackrest.RETENTION_DAYS),
         },
     )

@@ -15,7 +15,6 @@ import psycopg
 import pytest
 from django.utils import timezone
 
-from conftest import module_cluster
 from panel.backups.engine import runner as engine
 from panel.backups.models import BackupJob, JobStatus, RestoreOrigin
 from panel.backups.services import archiving, backups, restore
@@ -24,6 +23,7 @@ from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster
 from panel.clusters.tests.conftest import connect_as_client
 from panel.core.errors import ServiceError
+from tests.fixtures.clusters import module_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -55,7 +55,7 @@ def test_a_new_cluster_archives_and_doadmin_cannot_change_it(fresh: Cluster) -> 
     conf = engine.paths(fresh).root
     assert conf.stat().st_mode & 0o777 == 0o700
     assert conf.stat().st_uid == fresh.os_user().uid
-    assert (conf / "pgpass").stat().st_mode & 0o777 == 0o600
+    assert not (conf / "pgpass").exists()  # pgBackRest logs in by peer authentication
     with connect_as_client(fresh) as conn:
         for statement in (
             "ALTER SYSTEM SET archive_command = 'touch /tmp/pwned-%f'",
@@ -157,7 +157,9 @@ def test_a_plan_too_small_is_refused(fresh: Cluster, monkeypatch: pytest.MonkeyP
     assert not Cluster.objects.filter(name="bk-small").exists()
 
 
-def test_an_unwritable_repository_fails_the_backup_with_its_reason(fresh: Cluster) -> None:
+def test_an_unwritable_repository_fails_the_backup_with_its_reason(
+    fresh: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
     repo = engine.paths(fresh).repo / "backup" / "main"
     mode = repo.stat().st_mode & 0o777
     os.chmod(repo, 0o500)
@@ -166,9 +168,31 @@ def test_an_unwritable_repository_fails_the_backup_with_its_reason(fresh: Cluste
             backups.create_backup(fresh, "incr")
     finally:
         os.chmod(repo, mode)
-    assert "pgbackrest backup failed" in refused.value.message
+    # The user reads a coded sentence; pgBackRest's words (with the repository's path) are the log's.
+    assert refused.value.code == "backup.failed" and "pgbackrest" not in refused.value.message
+    assert "pgbackrest backup failed" in caplog.text and str(repo) in caplog.text
     failed = BackupJob.objects.filter(cluster=fresh).first()
     assert failed is not None and failed.status == JobStatus.FAILED
+
+
+def test_a_repository_pgbackrest_cannot_read_is_a_sentence_on_the_tab(
+    fresh: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = engine.paths(fresh).config
+    mode = config.stat().st_mode & 0o777
+    os.chmod(config, 0)  # pgBackRest, as the cluster's user, cannot read its configuration
+    try:
+        problem = backups.page(fresh).problem
+        with pytest.raises(ServiceError) as refused:
+            restore.restore_cluster(fresh, fresh.owner, name="bk-unread", target_time=None)
+    finally:
+        os.chmod(config, mode)
+    # What the tab, the API and a restore say: a sentence; pgBackRest's words and paths: the log.
+    assert str(problem).startswith("The backup repository could not be read.")
+    assert refused.value.code == "backup.repository_unreadable"
+    assert str(config) not in str(problem) and str(config) not in refused.value.message
+    assert "pgbackrest info failed" in caplog.text and str(config) in caplog.text
+    assert not Cluster.objects.filter(name="bk-unread").exists()
 
 
 def test_an_unreadable_repository_fails_the_restore_and_leaves_nothing(fresh: Cluster) -> None:

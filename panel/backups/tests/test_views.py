@@ -16,13 +16,14 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from conftest import module_cluster
 from panel.backups.engine import runner as engine
 from panel.backups.models import BackupJob, JobKind, JobStatus, KeptRepository
 from panel.backups.services import backups, restore, retention
 from panel.clusters import services
 from panel.clusters.models import Cluster
 from panel.clusters.tests.conftest import connect_as_client
+from panel.core.errors import ServiceError
+from tests.fixtures.clusters import module_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -56,8 +57,11 @@ def test_outsiders_get_404s(fresh: Cluster, other_client: Client) -> None:
 def test_the_tab_lists_backups_and_the_window(fresh: Cluster, tenant: Client) -> None:
     page = tenant.get(reverse("backups:tab", args=[fresh.pk])).content.decode()
     assert "No backups yet." in page and "a full backup on Sundays" in page
-    assert f'href="/clusters/{fresh.pk}/backups/"' in page  # the tab, before Settings
-    assert page.index(">Backups</a>") < page.index(">Settings</a>")
+    # The tab, folded under "More" with Logs, Quotas and Migration, and the open one.
+    assert (
+        f'<a class="dropdown-item active" aria-current="page" href="/clusters/{fresh.pk}/backups/">Backups</a>'
+        in page
+    )
     job = backups.create_backup(fresh, "full")
     page = tenant.get(reverse("backups:tab", args=[fresh.pk])).content.decode()
     assert job.label in page and "Restorable from" in page
@@ -80,6 +84,31 @@ def test_back_up_now_queues_a_job_on_the_node(fresh: Cluster, tenant: Client, qu
     backups.perform_backup(job.pk)
     job.refresh_from_db()
     assert job.status == JobStatus.SUCCEEDED and job.label.endswith("D")
+
+
+def test_a_failed_backup_shows_a_sentence_and_leaves_pgbackrests_words_to_the_log(
+    fresh: Cluster, tenant: Client, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    missing = "/nonexistent/pgpanel-repository"
+    real_run = engine.run
+
+    def elsewhere(cluster: Cluster, action: str, *options: str, timeout: float) -> object:
+        # pgBackRest fails for real: its repository is a directory that does not exist.
+        return real_run(cluster, action, *options, f"--repo1-path={missing}", timeout=timeout)
+
+    monkeypatch.setattr(engine, "run", elsewhere)
+    with pytest.raises(ServiceError, match="Backup failed: the panel's log holds the details") as failed:
+        backups.create_backup(fresh, "full")
+    assert failed.value.code == "backup.failed"
+    job = BackupJob.objects.filter(cluster=fresh).latest("created_at")
+    assert job.status == JobStatus.FAILED
+
+    page = tenant.get(reverse("backups:tab", args=[fresh.pk])).content.decode()
+    assert "Backup failed: the panel&#x27;s log holds the details for an administrator" in page
+    assert missing not in page and "ERROR: [" not in page
+    assert missing in caplog.text  # pgBackRest's own words, for an administrator
+    event = fresh.events.filter(kind="backup-failed").latest("created_at")
+    assert missing not in str(event.shown)
 
 
 def test_restore_form_refusals_show_on_their_fields(fresh: Cluster, tenant: Client) -> None:

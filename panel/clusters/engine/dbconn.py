@@ -25,6 +25,7 @@ import psycopg
 from django.conf import settings
 from psycopg import sql
 
+from panel.clusters.engine import member_tls
 from panel.clusters.lib.libpq import outside_client_params
 from panel.clusters.lib.session import CLIENT_ENCODING, PINNED_OPTIONS, SEARCH_PATH_OPTION
 from panel.clusters.models import Cluster
@@ -152,13 +153,15 @@ def admin_connection(
                 f"The panel's superuser does not connect to the tenant database {dbname!r}; "
                 "use monitor_connection() to read there."
             )
-        params = {
+        params: dict[str, Any] = {
             "host": str(cluster.socket_dir) if port else cluster.server_host,
             "port": port or cluster.server_port,
             "user": settings.PANEL_SUPERUSER,
             "password": cluster.superuser_password,
             "dbname": MAINTENANCE_DATABASE,
         }
+        if not params["host"].startswith("/"):  # a primary on another node: its certificate too
+            params.update(member_tls.panel_client_params(cluster))
         with connect(quiet_log=quiet_log, session_settings=quiet_log, **params) as conn:
             yield conn
     else:
@@ -203,7 +206,7 @@ def statements_template_connection(cluster: Cluster) -> Iterator[psycopg.Connect
     cluster only; no tenant role exists yet, and no role may connect to it afterwards)."""
     if not cluster.is_local:
         raise TenantDatabaseRefused("only a cluster provisioned here has the panel's template database")
-    params = {
+    params: dict[str, Any] = {
         "host": cluster.server_host,
         "port": cluster.server_port,
         "user": settings.PANEL_SUPERUSER,
@@ -239,7 +242,7 @@ def monitor_connection(cluster: Cluster, dbname: str | None = None) -> Iterator[
             raise DatabaseError(
                 f"the monitoring role {settings.PANEL_MONITOR_ROLE} is not set up yet on this cluster"
             )
-        params = {
+        params: dict[str, Any] = {
             "host": cluster.server_host,
             "port": cluster.server_port,
             "user": settings.PANEL_MONITOR_ROLE,
@@ -290,42 +293,6 @@ def set_password(conn: psycopg.Connection, role: str, password: str) -> None:
             sql.Identifier(role), sql.Literal(scram_verifier(conn, role, password))
         )
     )
-
-
-def ensure_monitor_role(conn: psycopg.Connection, role: str, password: str) -> None:
-    """Create or repair the monitor role, as the superuser in the maintenance database: LOGIN,
-    member of pg_monitor and nothing else, no other attribute, no member, no role setting,
-    CONNECT to the maintenance database; ``password`` becomes its password."""
-    ident = sql.Identifier(role)
-    # INHERIT: pg_monitor's rights (pg_read_all_stats, pg_read_all_settings…) only work inherited.
-    attributes = sql.SQL(
-        "LOGIN INHERIT NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS PASSWORD {}"
-    ).format(sql.Literal(scram_verifier(conn, role, password)))
-    with conn.transaction():
-        exists = conn.execute("SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = %s", [role]).fetchone()
-        verb = sql.SQL("ALTER" if exists else "CREATE")
-        conn.execute(sql.SQL("{} ROLE {} WITH {}").format(verb, ident, attributes))
-        conn.execute(sql.SQL("ALTER ROLE {} RESET ALL").format(ident))
-        # Memberships granted by somebody else (a CREATEROLE tenant on PostgreSQL 15) would
-        # widen what a collection may do, or let that somebody act as the monitor.
-        granted = conn.execute(
-            "SELECT pg_catalog.pg_get_userbyid(roleid) FROM pg_catalog.pg_auth_members "
-            "WHERE member = %s::pg_catalog.regrole AND roleid <> 'pg_monitor'::pg_catalog.regrole",
-            [role],
-        ).fetchall()
-        for (other,) in granted:
-            conn.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(other), ident))
-        members = conn.execute(
-            "SELECT pg_catalog.pg_get_userbyid(member) FROM pg_catalog.pg_auth_members "
-            "WHERE roleid = %s::pg_catalog.regrole",
-            [role],
-        ).fetchall()
-        for (member,) in members:
-            conn.execute(sql.SQL("REVOKE {} FROM {}").format(ident, sql.Identifier(member)))
-        conn.execute(sql.SQL("GRANT pg_monitor TO {}").format(ident))
-        conn.execute(
-            sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(sql.Identifier(MAINTENANCE_DATABASE), ident)
-        )
 
 
 def drop_role(conn: psycopg.Connection, role: str) -> None:

@@ -77,20 +77,62 @@ def _context(tls: etcd_lib.TlsPaths) -> ssl.SSLContext:
     return context
 
 
-def request(
-    url: str, path: str, body: Any, tls: etcd_lib.TlsPaths, *, timeout: float = TIMEOUT
+def _send(
+    url: str, path: str, body: Any, tls: etcd_lib.TlsPaths, token: str, timeout: float
 ) -> tuple[int, str]:
-    """One request to the member at ``url`` (``https://host:port``); (0, reason) when nothing
-    answers or the TLS handshake fails. ``body`` None: a GET."""
     parts = urlsplit(url)
     conn = http.client.HTTPSConnection(
         parts.hostname or "", parts.port or 2379, timeout=timeout, context=_context(tls)
     )
-    return jsonhttp.exchange(conn, "GET" if body is None else "POST", path, body)
+    headers = {"Authorization": token} if token else None
+    return jsonhttp.exchange(conn, "GET" if body is None else "POST", path, body, headers=headers)
+
+
+# The token each (member, user) got last: etcd's simple tokens are known only to the member
+# that issued them and last five minutes; a request refused for its token logs in again.
+_tokens: dict[tuple[str, str], str] = {}
+# etcd's words when a request lacks a token, carries an expired one, or one older than the last
+# change of users and roles.
+TOKEN_REFUSED = ("user name is empty", "invalid auth token", "revision of auth store is old")
+AUTH_DISABLED = "authentication is not enabled"
+
+
+def _login(url: str, tls: etcd_lib.TlsPaths, timeout: float) -> tuple[int, str]:
+    """(200, token) or (200, "") while etcd's authentication is off; else (status, reason)."""
+    body = {"name": tls.user, "password": tls.password}
+    status, text = _send(url, "/v3/auth/authenticate", body, tls, "", timeout)
+    if status == 200:
+        return 200, str(json.loads(text).get("token", ""))
+    if AUTH_DISABLED in text:
+        return 200, ""
+    return status, text
+
+
+def request(
+    url: str, path: str, body: Any, tls: etcd_lib.TlsPaths, *, timeout: float = TIMEOUT
+) -> tuple[int, str]:
+    """One request to the member at ``url`` (``https://host:port``), logged in as ``tls.user``
+    when it names one; (0, reason) when nothing answers or the TLS handshake fails. ``body``
+    None: a GET."""
+    if not tls.user:
+        return _send(url, path, body, tls, "", timeout)
+    key = (url, tls.user)
+    for fresh in (key not in _tokens, True):
+        if fresh:
+            status, token = _login(url, tls, timeout)
+            if status != 200:
+                return status, token
+            _tokens[key] = token
+        token = _tokens[key]
+        status, text = _send(url, path, body, tls, token, timeout)
+        # No token because authentication was off when it last logged in: it may be on now.
+        if status == 200 or (token and not any(words in text for words in TOKEN_REFUSED)):
+            break
+    return status, text
 
 
 def healthy(url: str, tls: etcd_lib.TlsPaths) -> bool:
-    status, text = request(url, "/health", None, tls)
+    status, text = _send(url, "/health", None, tls, "", TIMEOUT)  # etcd asks no user here
     if status != 200:
         return False
     try:
@@ -195,7 +237,7 @@ def put_absent(urls: Sequence[str], key: str, value: str, tls: etcd_lib.TlsPaths
 def legacy_keys(port: int, prefix: str) -> list[tuple[str, str, bool]]:
     """(key, value, whether it has a lease) of every key under ``prefix`` in an etcd of an older
     panel (plain HTTP on loopback, no authentication: it is about to be put aside)."""
-    end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+    end = etcd_lib.prefix_end(prefix)
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
     body = {"key": _b64(prefix), "range_end": _b64(end)}
     status, text = jsonhttp.exchange(conn, "POST", "/v3/kv/range", body)
@@ -215,5 +257,95 @@ def legacy_keys(port: int, prefix: str) -> list[tuple[str, str, bool]]:
 
 def delete_prefix(urls: Sequence[str], prefix: str, tls: etcd_lib.TlsPaths) -> None:
     """Every key under ``prefix`` (``range_end`` is the prefix + 1)."""
-    end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+    end = etcd_lib.prefix_end(prefix)
     call(urls, "/v3/kv/deleterange", {"key": _b64(prefix), "range_end": _b64(end)}, tls)
+
+
+def keys(urls: Sequence[str], prefix: str, tls: etcd_lib.TlsPaths) -> list[tuple[str, str]]:
+    """(key, value) of every key under ``prefix``."""
+    body = {"key": _b64(prefix), "range_end": _b64(etcd_lib.prefix_end(prefix))}
+    data = call(urls, "/v3/kv/range", body, tls)
+    return [
+        (base64.b64decode(kv["key"]).decode(), base64.b64decode(kv.get("value", "")).decode())
+        for kv in data.get("kvs") or []
+    ]
+
+
+# --- users and roles (etcd's authentication) -------------------------------------------------------
+
+
+def auth_enabled(urls: Sequence[str], tls: etcd_lib.TlsPaths) -> bool:
+    """Whether etcd asks for a user, as the first member that answers says (etcd 3.4 has no
+    status call: a login says "authentication is not enabled" while it is off)."""
+    reasons = []
+    for url in urls:
+        status, text = _login(url, tls, TIMEOUT)
+        if status == 200:
+            return bool(text)
+        reasons.append(f"{url}: {text.strip()[:200] or status}")
+        if status != 0:
+            break
+    raise EngineError("etcd refused the panel's login or did not answer: " + "; ".join(reasons))
+
+
+def _absent(urls: Sequence[str], path: str, body: dict[str, str], tls: etcd_lib.TlsPaths) -> bool:
+    try:
+        call(urls, path, body, tls)
+    except EngineError as exc:
+        if "not found" in str(exc):
+            return True
+        raise
+    return False
+
+
+def ensure_user(urls: Sequence[str], name: str, password: str, role: str, tls: etcd_lib.TlsPaths) -> bool:
+    """User ``name`` with ``password`` holding ``role``, made when missing (a user that exists
+    keeps its password: every change of users and roles voids every token given so far). Whether
+    anything was made."""
+    made = False
+    if _absent(urls, "/v3/auth/user/get", {"name": name}, tls):
+        call(urls, "/v3/auth/user/add", {"name": name, "password": password}, tls)
+        made = True
+    roles = call(urls, "/v3/auth/user/get", {"name": name}, tls).get("roles") or []
+    if role not in roles:
+        call(urls, "/v3/auth/user/grant", {"user": name, "role": role}, tls)
+        made = True
+    return made
+
+
+def ensure_prefix_role(urls: Sequence[str], role: str, prefix: str, tls: etcd_lib.TlsPaths) -> bool:
+    """Role ``role`` that reads and writes every key under ``prefix`` and nothing else, made
+    when missing. Whether anything was made."""
+    made = False
+    if _absent(urls, "/v3/auth/role/get", {"role": role}, tls):
+        call(urls, "/v3/auth/role/add", {"name": role}, tls)
+        made = True
+    key, end = _b64(prefix), _b64(etcd_lib.prefix_end(prefix))
+    perms = call(urls, "/v3/auth/role/get", {"role": role}, tls).get("perm") or []
+    wanted = {"permType": "READWRITE", "key": key, "range_end": end}
+    if not any({k: p.get(k, "READ" if k == "permType" else "") for k in wanted} == wanted for p in perms):
+        call(urls, "/v3/auth/role/grant", {"name": role, "perm": wanted}, tls)
+        made = True
+    return made
+
+
+def delete_user(urls: Sequence[str], name: str, tls: etcd_lib.TlsPaths) -> None:
+    """User and role ``name`` gone (a deleted cluster's), if they exist."""
+    for path, body in (("/v3/auth/user/delete", {"name": name}), ("/v3/auth/role/delete", {"role": name})):
+        _absent(urls, path, body, tls)
+
+
+def enable_auth(urls: Sequence[str], tls: etcd_lib.TlsPaths) -> None:
+    call(urls, "/v3/auth/enable", {}, tls)
+
+
+def started_at(url: str, tls: etcd_lib.TlsPaths) -> float | None:
+    """When the member at ``url`` started (its ``process_start_time_seconds``, epoch seconds);
+    None when it does not answer."""
+    status, text = _send(url, "/metrics", None, tls, "", TIMEOUT)
+    if status != 200:
+        return None
+    for line in text.splitlines():
+        if line.startswith("process_start_time_seconds "):
+            return float(line.split()[1])
+    return None

@@ -31,10 +31,22 @@ SOURCES = (
     "Makefile",
     "pgpanel_guard.h",
     "pgpanel_guard.c",
+    "role_guard.h",
     "role_guard.c",
+    "reserved_roles.c",
+    "role_membership.c",
+    "server_access_guard.c",
     "measure_guard.c",
+    "write_stop.h",
     "write_stop.c",
+    "write_stop_executor.c",
+    "write_stop_statements.c",
+    "write_stop_rewrites.c",
+    "write_stop_functions.c",
     "replication_guard.c",
+    "subscription_guard.c",
+    "name_list.h",
+    "name_list.c",
 )
 LIBRARY = "pgpanel_guard.so"
 STAMP = "pgpanel_guard.sha256"
@@ -46,18 +58,18 @@ BUILD_TIMEOUT = 180
 
 
 class GuardBuildError(EngineError):
-    """The guard could not be built; the message says what to install or shows the compiler."""
+    """The guard could not be built; the message (for the server log) says what to install or
+    shows the compiler. ``tools_missing``: the node lacks the build tools, which an administrator
+    installs (a page says so in its own words)."""
+
+    def __init__(self, message: str, *, tools_missing: bool = False) -> None:
+        super().__init__(message)
+        self.tools_missing = tools_missing
 
 
 def reserved_roles() -> tuple[str, ...]:
     """The roles only a superuser may grant, revoke, alter or drop."""
-    return (
-        *RESERVED_PREDEFINED_ROLES,
-        settings.PANEL_SUPERUSER,
-        settings.PANEL_MONITOR_ROLE,
-        settings.PANEL_MIGRATION_ROLE,
-        settings.PANEL_REPLICATION_ROLE,
-    )
+    return (*RESERVED_PREDEFINED_ROLES, *settings.PANEL_ROLES)
 
 
 def lib_root() -> Path:
@@ -94,7 +106,8 @@ def pg_config_for(version: str) -> Path:
             return candidate
     raise GuardBuildError(
         f"The privilege guard for PostgreSQL {version} cannot be built: pg_config was not found "
-        f"(looked for {', '.join(map(str, candidates))}). {_install_hint(version)}"
+        f"(looked for {', '.join(map(str, candidates))}). {_install_hint(version)}",
+        tools_missing=True,
     )
 
 
@@ -194,7 +207,9 @@ def _compile(version: str, pg_config: Path, workdir: Path) -> Path:
             start_new_session=True,
         )
     except OSError as exc:
-        raise GuardBuildError(f"Could not run make: {exc.strerror}. {_install_hint(version)}") from None
+        raise GuardBuildError(
+            f"Could not run make: {exc.strerror}. {_install_hint(version)}", tools_missing=True
+        ) from None
     try:
         output, _ = proc.communicate(timeout=BUILD_TIMEOUT)
     except subprocess.TimeoutExpired:
@@ -226,7 +241,8 @@ def ensure_built(version: str) -> Path:
         if missing:
             raise GuardBuildError(
                 f"The privilege guard for PostgreSQL {version} cannot be built: missing "
-                f"{', '.join(missing)}. {_install_hint(version)}"
+                f"{', '.join(missing)}. {_install_hint(version)}",
+                tools_missing=True,
             )
         workdir = Path(tempfile.mkdtemp(prefix=".build-", dir=lib_root()))
         try:

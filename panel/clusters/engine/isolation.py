@@ -91,7 +91,7 @@ def _uid(name: str) -> int | None:
 
 def mapped_roles(cluster: Cluster) -> list[str]:
     """The roles PgBouncer may log in as: the cluster's users the panel knows."""
-    panel_roles = {settings.PANEL_SUPERUSER, settings.PANEL_MONITOR_ROLE, *NOT_MAPPED}
+    panel_roles = {*settings.PANEL_ROLES, *NOT_MAPPED}
     names = [name for name in cluster.users.values_list("name", flat=True) if name not in panel_roles]
     # A row kept from before names were matched whole (issue 29: "name\n") cannot be written
     # to pg_ident.conf; leaving it out keeps every other role's change working.
@@ -131,11 +131,9 @@ def replica_addresses(cluster: Cluster) -> list[str]:
     return addresses
 
 
-def write_auth_config(cluster: Cluster, user: OsUser | None = None) -> bool:
-    """Write pg_hba.conf and pg_ident.conf (atomically, 0600, the cluster's user) where they differ
-    from what they should be; True if one changed."""
-    user = user or cluster.os_user()
-    wanted = {
+def _wanted_auth(cluster: Cluster, user: OsUser) -> dict[Path, str]:
+    """pg_hba.conf and pg_ident.conf's paths and the texts they should hold."""
+    return {
         cluster.hba_path: render_hba(
             settings.PANEL_SUPERUSER,
             settings.PANEL_MONITOR_ROLE,
@@ -144,9 +142,37 @@ def write_auth_config(cluster: Cluster, user: OsUser | None = None) -> bool:
             members_from=member_addresses(cluster) if cluster.is_ha else None,
             clients_from=firewall.proxy_networks(_addresses(cluster.node)) if cluster.is_ha else (),
             replicas_from=replica_addresses(cluster),
+            panel_roles=(settings.PANEL_MIGRATION_ROLE,),
+            backup_role=settings.PANEL_BACKUP_ROLE,
+            member_role=settings.PANEL_MEMBER_ROLE if cluster.is_ha else "",
         ),
-        cluster.ident_path: render_ident(user.name, mapped_roles(cluster)),
+        cluster.ident_path: render_ident(
+            user.name,
+            mapped_roles(cluster),
+            settings.PANEL_BACKUP_ROLE,
+            settings.PANEL_SUPERUSER,
+            [user.name, runas.current_user().name] if cluster.is_ha else (),
+        ),
     }
+
+
+def auth_config_current(cluster: Cluster, user: OsUser | None = None) -> bool:
+    """Whether pg_hba.conf and pg_ident.conf hold what ``write_auth_config`` would write (read
+    only: nothing written, nothing reloaded)."""
+    for path, content in _wanted_auth(cluster, user or cluster.os_user()).items():
+        try:
+            if path.read_text() != content:
+                return False
+        except FileNotFoundError:
+            return False
+    return True
+
+
+def write_auth_config(cluster: Cluster, user: OsUser | None = None) -> bool:
+    """Write pg_hba.conf and pg_ident.conf (atomically, 0600, the cluster's user) where they differ
+    from what they should be; True if one changed."""
+    user = user or cluster.os_user()
+    wanted = _wanted_auth(cluster, user)
     changed = False
     if cluster.is_ha:
         runas.make_private_dir(cluster.hba_path.parent, user)

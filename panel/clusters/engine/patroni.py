@@ -25,7 +25,7 @@ from typing import Any
 import psutil
 
 from panel.clusters.lib import firewall
-from panel.clusters.lib import patroni as patroni_lib
+from panel.clusters.lib import haproxy as haproxy_lib
 from panel.core import jsonhttp
 from panel.core.runas import EngineError, OsUser, run_as, spawn_in, write_private_file
 
@@ -98,7 +98,7 @@ def _detach(
             timeout=30,
             umask=0o077,
             check=False,
-            **kwargs,  # type: ignore[arg-type]
+            **kwargs,
         )
     if result.returncode != 0:
         raise EngineError(f"{Path(argv[0]).name} did not start (exit {result.returncode}); see {log_file}.")
@@ -208,7 +208,7 @@ def write_haproxy(config: Path, text: str, sources: Sequence[str], user: OsUser)
     """HAProxy's configuration and, beside it, the trusted sources as its pattern file (``src -f``),
     each written atomically (the running HAProxy reads them again only when reloaded, after
     ``check_haproxy``)."""
-    sources_file = config.with_name(patroni_lib.HAPROXY_SOURCES)
+    sources_file = config.with_name(haproxy_lib.HAPROXY_SOURCES)
     write_private_file(sources_file, firewall.render_haproxy_sources(sources), owner=user)
     write_private_file(config, text, owner=user)
 
@@ -232,7 +232,7 @@ def reload_haproxy(
         start_haproxy(config, pidfile, user, join, timeout=timeout)
         return
     check_haproxy(config, user, timeout=timeout)
-    state = pidfile.with_name(patroni_lib.HAPROXY_STATE)
+    state = pidfile.with_name(haproxy_lib.HAPROXY_STATE)
     _save_server_state(admin_socket, state, user)
     argv = [HAPROXY, "-D", "-f", str(config), "-p", str(pidfile), "-sf", *map(str, old)]
     try:

@@ -65,7 +65,7 @@ def main() -> None:
     assert isinstance(patroni.postgresql.STOP_POLLING_INTERVAL, (int, float))
     assert ha.time is time
     patroni.postgresql.STOP_POLLING_INTERVAL = STOP_POLLING_INTERVAL
-    ha.time = DemoteClock()
+    ha.time = DemoteClock()  # type: ignore[attr-defined]  # patroni.ha's own `time`, replaced
     sys.argv[0] = "patroni"
     patroni_main()
 

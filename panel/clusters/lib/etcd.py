@@ -6,6 +6,11 @@ Every member listens on its node's private address (and 127.0.0.1) with TLS for 
 peers, and lets in only a client or a peer whose certificate the panel's etcd CA signed
 (``--client-cert-auth``, ``--peer-client-cert-auth``): anyone who reaches the port without one
 cannot write Patroni's ``/config`` (an ``archive_command`` runs as the cluster's user).
+
+A certificate alone opens no key: etcd's authentication is on, and every cluster's Patroni logs in
+as a user of its own whose role reads and writes only its scope's prefix (``scope_permission``);
+the panel logs in as ``root``. Every cluster's OS user holds a client certificate, so without
+this one cluster's user could rewrite another's ``/config``.
 """
 
 from __future__ import annotations
@@ -13,14 +18,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from panel.clusters.lib import tls
 
@@ -61,11 +66,32 @@ class Peer:
 
 @dataclass(frozen=True)
 class TlsPaths:
-    """The files a member or a client reads: the panel's etcd CA, a certificate and its key."""
+    """The files a member or a client reads: the panel's etcd CA, a certificate and its key; and
+    the etcd user a client logs in as (empty: none, a member's own files or an etcd of a test)."""
 
     ca: str
     cert: str
     key: str
+    user: str = ""
+    password: str = field(default="", repr=False)
+
+
+# The panel's own etcd user: etcd's built-in role of that name may do everything (users, roles,
+# membership, every key). etcd refuses to enable authentication without it.
+ROOT = "root"
+
+
+def prefix_end(prefix: str) -> str:
+    """The end of the key range of every key that starts with ``prefix`` (its last byte + 1)."""
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
+def scope_prefix(namespace: str, scope: str) -> str:
+    """Every key of one Patroni scope (the slash keeps ``cluster-a`` from opening
+    ``cluster-ab``)."""
+    if not scope or "/" in scope:
+        raise ValueError(f"not a Patroni scope: {scope!r}")
+    return f"{namespace}{scope}/"
 
 
 def initial_cluster(members: Sequence[Peer]) -> str:
@@ -133,13 +159,18 @@ def patroni_section(hosts: Sequence[str], tls: TlsPaths) -> dict[str, Any]:
     ``ttl`` × 10 s and whenever a request fails on every member it knows)."""
     if not hosts:
         raise ValueError("Patroni needs at least one etcd member")
-    return {
+    section = {
         "hosts": list(hosts),
         "protocol": "https",
         "cacert": tls.ca,
         "cert": tls.cert,
         "key": tls.key,
     }
+    if tls.user:
+        # Patroni logs in with them (``/v3/auth/authenticate``), again whenever etcd says its
+        # token is missing, expired or older than the users' last change.
+        section.update(username=tls.user, password=tls.password)
+    return section
 
 
 @dataclass(frozen=True)
@@ -196,7 +227,8 @@ def new_ca(common_name: str = "pgpanel etcd CA") -> KeyPair:
 
 def issue(ca: KeyPair, common_name: str, hosts: Sequence[str] = (), *, server: bool) -> KeyPair:
     """A certificate the CA signs. ``server``: a member's (server and peer: a peer is a client
-    of the others too), naming ``hosts``; else a client's (Patroni, the panel)."""
+    of the others too), naming ``hosts``; else a client's (Patroni, the panel), with no common
+    name (``client_subject``): a client is who its etcd user is, never its certificate."""
     ca_cert = x509.load_pem_x509_certificate(ca.cert_pem.encode())
     ca_key = serialization.load_pem_private_key(ca.key_pem.encode(), password=None)
     if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
@@ -205,11 +237,33 @@ def issue(ca: KeyPair, common_name: str, hosts: Sequence[str] = (), *, server: b
     if server:
         usages.insert(0, ExtendedKeyUsageOID.SERVER_AUTH)
     key = tls.new_key()
-    subject = tls.name(common_name, ORGANIZATION)
+    subject = tls.name(common_name, ORGANIZATION) if server else client_subject(common_name)
     cert = tls.leaf_certificate(
         ca_key, ca_cert.subject, key, subject, hosts=hosts, usages=usages, days=CERT_DAYS
     )
     return KeyPair(tls.certificate_pem(cert), tls.private_key_pem(key))
+
+
+def client_subject(label: str) -> x509.Name:
+    """A client's name without a common name: with authentication on, etcd 3.4's JSON gateway
+    refuses every request that comes with a certificate naming one ("CommonName of client
+    sending a request against gateway will be ignored"), and over gRPC it would take the common
+    name as the user, no password asked. ``label`` goes in the organizational unit."""
+    return x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, ORGANIZATION),
+            x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, label),
+        ]
+    )
+
+
+def names_a_user(cert_pem: str) -> bool:
+    """Whether the certificate has a common name (etcd would take it for a user name)."""
+    try:
+        cert = x509.load_pem_x509_certificate(cert_pem.encode())
+    except ValueError:
+        return False
+    return bool(cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME))
 
 
 def signed_by(cert_pem: str, ca_cert_pem: str, hosts: Sequence[str] = ()) -> bool:

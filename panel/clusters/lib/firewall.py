@@ -115,11 +115,18 @@ def hba_lines(sources: Sequence[str], *, connection_type: str, method: str) -> l
     return [f"{connection_type} all all {network.with_prefixlen} {method}" for network in networks(sources)]
 
 
-# HAProxy lets the machine itself in whatever the sources: the cluster's read-only replicas stream
-# through it from there (as they reach a one-member cluster's pg_hba.conf replication line). Only a
-# process on this machine can come from a loopback address (Linux drops such packets from outside),
-# and it could reach a member's own port on loopback anyway.
+# HAProxy lets the machine itself in whatever the sources (a process on this machine could reach a
+# member's own port on loopback anyway; only such a process can come from a loopback address, Linux
+# drops such packets from outside). What comes through HAProxy reaches the members from
+# ``HAPROXY_SOURCE`` and so is a tenant's client whatever its own address: no panel role.
 HAPROXY_ALWAYS = ("127.0.0.1/32",)
+
+# The address HAProxy connects to the members on its node from (its servers' ``source``): Linux
+# lets a process bind any address of 127.0.0.0/8 without configuring it. The members' pg_hba.conf
+# refuses every panel role from it before any other line, so whoever reaches a cluster's public
+# port, from wherever, is never asked a panel role's password. A process binding it itself gains
+# nothing: the address only takes rights away.
+HAPROXY_SOURCE = "127.0.5.1"
 
 
 def render_haproxy_sources(sources: Sequence[str]) -> str:
@@ -158,25 +165,52 @@ def _networks_besides_loopback(addresses: Iterable[str]) -> list[str]:
 
 
 def member_hba_lines(superuser: str, member_addresses: Sequence[str]) -> list[str]:
-    """What lets the members of one cluster stream from and rewind against each other: the panel's
-    superuser (Patroni's replication and rewind user) into ``replication`` and the maintenance
-    database ``postgres`` (pg_rewind's), with its password, from loopback (members sharing a node)
-    and over TLS from the addresses of the nodes holding this cluster's members, nothing else.
-    The tenant's trusted sources never widen these lines, and no tenant role matches them."""
+    """What lets the members of one cluster stream from and rewind against each other: the roles
+    ``superuser`` names (a pg_hba.conf list: the members' role, Patroni's replication and rewind
+    user, and the panel's superuser, which reaches a member on another node over TCP) into
+    ``replication`` and the maintenance database ``postgres`` (pg_rewind's), with a password, from
+    loopback (members sharing a node) and over TLS from the addresses of the nodes holding this
+    cluster's members, nothing else. The tenant's trusted sources never widen these lines, and no
+    tenant role matches them.
+
+    A node's address is also where HAProxy on that node reaches the members of other nodes from,
+    with whatever client came to the cluster's public port: from there a password alone is not
+    enough. The client must show a certificate of the cluster's member CA issued to the role
+    (``clientcert=verify-full``, ``lib.member_tls``), or it is refused before any password is
+    asked."""
     lines = [
         f"host    replication  {superuser}  {LOOPBACK}  scram-sha-256",
         f"host    postgres  {superuser}  {LOOPBACK}  scram-sha-256",
     ]
     for network in _networks_besides_loopback(member_addresses):
         lines += [
-            f"hostssl replication  {superuser}  {network}  scram-sha-256",
-            f"hostssl postgres  {superuser}  {network}  scram-sha-256",
+            f"hostssl replication  {superuser}  {network}  scram-sha-256  {MEMBER_CERTIFICATE}",
+            f"hostssl postgres  {superuser}  {network}  scram-sha-256  {MEMBER_CERTIFICATE}",
         ]
     return lines
 
 
+MEMBER_CERTIFICATE = "clientcert=verify-full"
+
+
 def proxy_networks(cluster_node_addresses: Sequence[str]) -> list[str]:
     """Where a member's TCP clients come from when the cluster has standbys: HAProxy (which alone
-    applies the trusted sources), PgBouncer and the panel, all on the cluster's node: loopback,
-    and that node's addresses for a member on another node."""
-    return [LOOPBACK, *_networks_besides_loopback(cluster_node_addresses)]
+    applies the trusted sources; ``HAPROXY_SOURCE`` for a member on its node), PgBouncer and the
+    panel, all on the cluster's node: loopback, and that node's addresses for a member on another
+    node."""
+    return [f"{HAPROXY_SOURCE}/32", LOOPBACK, *_networks_besides_loopback(cluster_node_addresses)]
+
+
+_ROLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+def panel_roles_refused(roles: Sequence[str], address: str) -> str:
+    """The pg_hba.conf line that refuses every role in ``roles`` (the panel's) over TCP from
+    ``address`` (``all``: from anywhere), for a database and for a replication connection alike
+    (``all`` alone does not match ``replication``). PostgreSQL answers "pg_hba.conf rejects
+    connection" before it asks for any password."""
+    names = list(dict.fromkeys(roles))
+    for name in names:
+        if not _ROLE_NAME.fullmatch(name):
+            raise ValueError(f"not a role name for pg_hba.conf: {name!r}")
+    return f"host    all,replication  {','.join(names)}  {address}  reject"

@@ -19,8 +19,8 @@ from panel.core.errors import N_, CodedError
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 MAX_NAME_LENGTH = 253
-_LABEL = re.compile(r"^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$")
-_NUMERIC_LABEL = re.compile(r"^(?:0x[0-9a-f]*|[0-9]+)$")
+_LABEL = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?")
+_NUMERIC_LABEL = re.compile(r"(?:0x[0-9a-f]*|[0-9]+)")
 
 
 class InvalidHost(CodedError, ValueError):
@@ -64,7 +64,7 @@ def validate_host(text: str) -> str:
             raise InvalidHost(
                 N_("“%(label)s” is not a valid part of a host name."), label=label[:70]
             ) from None
-        if not _LABEL.match(encoded):
+        if not _LABEL.fullmatch(encoded):
             raise InvalidHost(
                 N_(
                     "“%(label)s” is not a valid part of a host name: letters, digits and hyphens, "
@@ -73,7 +73,7 @@ def validate_host(text: str) -> str:
                 label=label[:70],
             )
         ascii_labels.append(encoded)
-    if _NUMERIC_LABEL.match(ascii_labels[-1]):
+    if _NUMERIC_LABEL.fullmatch(ascii_labels[-1]):
         # "127.1", "2130706433" or "0x7f.1" are addresses to inet_aton, not names.
         raise InvalidHost(N_("Write an IP address as four decimal numbers (e.g. 192.0.2.10)."))
     result = ".".join(ascii_labels)

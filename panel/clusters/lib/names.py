@@ -8,6 +8,7 @@ trailing newline, and a name with a newline breaks every file it is written to (
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 
 from panel.core.errors import N_, CodedError
 
@@ -15,7 +16,9 @@ CLUSTER_NAME_RE = re.compile(r"[a-z][a-z0-9-]{1,61}[a-z0-9]")
 IDENTIFIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_$-]*")
 MAX_IDENTIFIER_BYTES = 63
 
-# Names PostgreSQL itself or the panel uses; refusing them keeps users out of trouble.
+# Names PostgreSQL itself gives a meaning (and ``doadmin``, the admin user, and ``pgbouncer``, the
+# pooler's name in the server's peer map); the panel's own roles are the caller's
+# (``settings.PANEL_ROLES``, the one list the guard reserves too).
 RESERVED_ROLE_PREFIXES = ("pg_",)
 RESERVED_ROLES = frozenset(
     {
@@ -25,9 +28,6 @@ RESERVED_ROLES = frozenset(
         "session_user",
         "current_role",
         "postgres",
-        "pgpanel",
-        "pgpanel_monitor",
-        "pgpanel_migrate",
         "pgbouncer",
         "doadmin",
     }
@@ -124,10 +124,13 @@ def _validate_identifier(name: str, what: str) -> str:
     return name
 
 
-def validate_role_name(name: str) -> str:
+def validate_role_name(name: str, panel_roles: Collection[str]) -> str:
+    """A user's name, refused if PostgreSQL or the panel uses it: ``panel_roles`` are the roles
+    the panel makes (``settings.PANEL_ROLES``)."""
     _validate_identifier(name, "user")
     lowered = name.lower()
-    if lowered in RESERVED_ROLES or lowered.startswith(RESERVED_ROLE_PREFIXES):
+    reserved = RESERVED_ROLES | {role.lower() for role in panel_roles}
+    if lowered in reserved or lowered.startswith(RESERVED_ROLE_PREFIXES):
         raise InvalidName(
             N_("“%(name)s” is reserved; choose another user name."), "user.name_reserved", name=name
         )
@@ -141,3 +144,19 @@ def validate_database_name(name: str) -> str:
             N_("“%(name)s” is reserved; choose another database name."), "database.name_reserved", name=name
         )
     return name
+
+
+# What the web's confirmation asks: "Type the name …" (the cluster's own is in services/lifecycle).
+_TYPED_NAME_MESSAGES = {
+    "database": N_("Type the database name “%(name)s” to confirm."),
+    "user": N_("Type the user name “%(name)s” to confirm."),
+    "replica": N_("Type the replica name “%(name)s” to confirm."),
+}
+
+
+def require_typed_name(what: str, name: str, typed: str | None) -> None:
+    """A destructive action the web asks with a typed name (a delete, a promote) runs only when
+    ``typed`` is ``name``: a forged or replayed POST without it changes nothing. None: the caller
+    asks no typed name (the API, the command line, the panel's own steps)."""
+    if typed is not None and typed != name:
+        raise InvalidName(_TYPED_NAME_MESSAGES[what], f"{what}.confirm_name_mismatch", name=name)

@@ -1,6 +1,6 @@
-"""Patroni and HAProxy for a cluster with standbys: each member's Patroni configuration, the
-dynamic settings kept in etcd (``/config``), HAProxy's configuration, and Patroni's ``/cluster``
-answer read into member states. Pure: text and dataclasses in and out.
+"""Patroni for a cluster with standbys: each member's Patroni configuration, the dynamic settings
+kept in etcd (``/config``), and Patroni's ``/cluster`` answer read into member states (HAProxy's
+configuration is ``lib/haproxy.py``). Pure: text and dataclasses in and out.
 
 Patroni reads YAML, of which JSON is a subset: the configuration is written as JSON.
 """
@@ -31,6 +31,9 @@ WAL_RETRIEVE_RETRY_INTERVAL = "500ms"
 SYNCHRONOUS_COMMIT = "remote_apply"
 WAL_KEEP_SIZE = "256MB"
 NAMESPACE = "/pgpanel/"
+# The member's tag naming the etcd user its Patroni was given: published in its member key once
+# Patroni read its configuration, it tells the panel that Patroni logs in (services/etcd_auth.py).
+ETCD_USER_TAG = "etcd_user"
 
 
 def new_rest_username() -> str:
@@ -59,8 +62,9 @@ class HaCluster:
     etcd_hosts: tuple[str, ...]
     bin_dir: str
     socket_dir: str
-    superuser: str
-    superuser_password: str
+    superuser: str  # Patroni's local login, over the socket by peer authentication: no password
+    replication_user: str  # its replication and rewind login between members, a role of its own
+    replication_password: str
     max_connections: int
     members: tuple[Member, ...]
     # Included by every member's postgresql.conf: the panel's settings (guard, TLS, plan, owner).
@@ -85,6 +89,13 @@ class HaCluster:
     # The cluster's copy of its node's etcd client certificate (the panel's etcd CA's): Patroni
     # reaches every member over TLS with it. None: plain HTTP (a test's own etcd).
     etcd_tls: etcd_lib.TlsPaths | None = None
+    # The members' role's client certificate and key (``lib.member_tls``): the members' lines
+    # for other nodes' addresses ask for it. Empty: none sent.
+    member_sslcert: str = ""
+    member_sslkey: str = ""
+    # The members' ssl_ca_file: the cluster's CA and the member CA, one file per node outside
+    # the data directories (a copy of one from before the member CA would not know it).
+    member_ssl_ca: str = ""
 
     @property
     def strict(self) -> bool:
@@ -137,8 +148,12 @@ def permanent_slots(declare: Sequence[str] = (), remove: Sequence[str] = ()) -> 
 
 def member_config(cluster: HaCluster, member: Member, pgpass: str) -> dict[str, Any]:
     """One member's Patroni configuration."""
-    auth = {"username": cluster.superuser, "password": cluster.superuser_password}
+    auth = {"username": cluster.replication_user, "password": cluster.replication_password}
+    if cluster.member_sslcert:
+        auth.update(sslcert=cluster.member_sslcert, sslkey=cluster.member_sslkey)
     tags = {"replicatefrom": member.replicate_from} if member.replicate_from else {}
+    if cluster.etcd_tls is not None and cluster.etcd_tls.user:
+        tags[ETCD_USER_TAG] = cluster.etcd_tls.user
     return {
         "tags": tags,
         "scope": cluster.scope,
@@ -162,8 +177,14 @@ def member_config(cluster: HaCluster, member: Member, pgpass: str) -> dict[str, 
                 "unix_socket_directories": cluster.socket_dir,
                 "hba_file": cluster.hba_file,
                 "ident_file": cluster.ident_file,
+                **({"ssl_ca_file": cluster.member_ssl_ca} if cluster.member_ssl_ca else {}),
             },
-            "authentication": {"superuser": auth, "replication": auth, "rewind": auth},
+            "use_unix_socket": True,
+            "authentication": {
+                "superuser": {"username": cluster.superuser},
+                "replication": auth,
+                "rewind": auth,
+            },
             "callbacks": {"on_role_change": cluster.on_role_change},
             **({"before_stop": cluster.before_stop} if cluster.before_stop else {}),
             "basebackup": [{"checkpoint": "fast"}],
@@ -214,111 +235,6 @@ def create_replica_methods(cluster: HaCluster, member: Member) -> dict[str, Any]
 
 def render_member(cluster: HaCluster, member: Member, pgpass: str) -> str:
     return json.dumps(member_config(cluster, member, pgpass), indent=2, sort_keys=True) + "\n"
-
-
-# HAProxy's pattern file of trusted sources, beside haproxy.cfg (``lib.firewall``).
-HAPROXY_SOURCES = "trusted_sources.lst"
-# A reload hands the servers' states (which member is up where) to the new HAProxy: saved from
-# the old one's admin socket (in the cluster's socket directory) into the state file (beside the
-# pid file), which the new one reads when it starts. Without it a new HAProxy takes every member
-# for up until its checks say otherwise, and may send a client of the primary port to a standby.
-HAPROXY_SOCKET = "haproxy.sock"
-HAPROXY_STATE = "haproxy.state"
-
-
-def render_haproxy(
-    listen: Sequence[str],
-    port: int,
-    cluster: HaCluster,
-    pidfile: str,
-    standby_port: int | None = None,
-) -> str:
-    """HAProxy in front of the members: the cluster's port reaches whichever one answers 200 to
-    ``GET /primary`` on its REST port (only the leader does); clients of a member that stops
-    being primary are cut so that they reconnect to the new one. ``standby_port``: reads served
-    by a standby (``_standby_listen``). Both refuse addresses outside the cluster's
-    ``haproxy_sources`` (``_sources_rule``)."""
-    lines = [
-        "# Written by the control panel; edits here are overwritten.",
-        "global",
-        "    maxconn 2000",
-        f"    pidfile {pidfile}",
-        f"    stats socket {cluster.socket_dir}/{HAPROXY_SOCKET} mode 600 level admin",
-        f"    server-state-file {pidfile.rpartition('/')[0]}/{HAPROXY_STATE}",
-        "defaults",
-        "    mode tcp",
-        "    load-server-state-from-file global",
-        # A connection to a member that has just stopped (a switchover, before its check says so)
-        # is refused: it is tried again after min(timeout connect, 1 s), on another server
-        # (redispatch on every retry), so a direct client waits for the new primary's check, not
-        # for three turns of a second.
-        "    timeout connect 500ms",
-        "    retries 3",
-        "    option redispatch 1",
-        "    timeout client 1h",
-        "    timeout server 1h",
-        "    timeout check 2s",
-        "listen primary",
-    ]
-    lines += [f"    bind {address}:{port}" for address in listen]
-    lines.append(_sources_rule(cluster.haproxy_sources))
-    lines += [
-        "    option httpchk GET /primary",
-        "    http-check expect status 200",
-        "    default-server inter 500ms fall 1 rise 1 on-marked-down shutdown-sessions",
-    ]
-    lines += [f"    server {m.name} {m.host}:{m.port} check port {m.rest_port}" for m in cluster.members]
-    if standby_port:
-        lines += _standby_listen(listen, standby_port, cluster)
-        lines.insert(lines.index("listen standby") + 1 + len(listen), _sources_rule(cluster.haproxy_sources))
-    return "\n".join(lines) + "\n"
-
-
-def _sources_rule(sources_file: str) -> str:
-    """Only HAProxy sees a client's own address (PostgreSQL sees HAProxy's): every listen section
-    refuses a connection whose source is not in the file, before a byte is forwarded. Without a
-    file nobody is let in (fail closed)."""
-    if not sources_file:
-        return "    tcp-request connection reject"
-    if any(c in sources_file for c in " \t\n\"'#\\"):
-        raise ValueError(f"cannot be written in haproxy.cfg: {sources_file!r}")
-    return f"    tcp-request connection reject unless {{ src -f {sources_file} }}"
-
-
-def _standby_listen(listen: Sequence[str], port: int, cluster: HaCluster) -> list[str]:
-    """The read-only port (the managed service's ``replica-`` host): round-robin over the members
-    whose ``GET /replica`` answers 200 (running standbys); when none does, the primary as a
-    ``backup`` server, its health the ``primary`` section's check (``track``), so reads go on."""
-    lines = ["listen standby"]
-    lines += [f"    bind {address}:{port}" for address in listen]
-    lines += [
-        "    balance roundrobin",
-        "    option httpchk GET /replica",
-        "    http-check expect status 200",
-        # A standby back up takes the reads over from the primary again.
-        "    default-server inter 1s fall 2 rise 1 on-marked-down shutdown-sessions"
-        " on-marked-up shutdown-backup-sessions",
-    ]
-    lines += [f"    server {m.name} {m.host}:{m.port} check port {m.rest_port}" for m in cluster.members]
-    lines += [
-        f"    server {m.name}-primary {m.host}:{m.port} backup track primary/{m.name}"
-        for m in cluster.members
-    ]
-    return lines
-
-
-def haproxy_binds(listen_addresses: str) -> list[str]:
-    """PostgreSQL's ``listen_addresses`` as HAProxy bind addresses (``*``: every IPv4 address)."""
-    addresses = [a.strip() for a in listen_addresses.split(",") if a.strip()]
-    binds = []
-    for address in addresses or ["127.0.0.1"]:
-        if address == "*":
-            binds.append("0.0.0.0")
-        elif ":" in address:
-            binds.append(f"[{address}]")
-        else:
-            binds.append(address)
-    return binds
 
 
 @dataclass(frozen=True)

@@ -144,6 +144,11 @@ class ServerSettings:
 
 # The pg_ident.conf map PgBouncer's server logins go through (see render_hba).
 POOLER_MAP = "pgbouncer"
+# The map pgBackRest's login goes through: the cluster's OS user as the backup role, nothing else.
+BACKUP_MAP = "pgbackrest"
+# The map Patroni's local login goes through (a cluster with standbys): the superuser, from the
+# cluster's OS user (Patroni) and the panel's own.
+SUPERUSER_MAP = "superuser"
 _IDENT_TOKEN_RE = re.compile(r"[A-Za-z0-9_$.-]+")
 
 
@@ -156,6 +161,9 @@ def render_hba(
     members_from: Sequence[str] | None = None,
     clients_from: Sequence[str] = (),
     replicas_from: Sequence[str] = (),
+    panel_roles: Sequence[str] = (),
+    backup_role: str = "",
+    member_role: str = "",
 ) -> str:
     """Clients must use TLS and SCRAM over TCP; the panel's own roles come over the socket with a
     password. Any other role over the socket is PgBouncer logging in: ``peer`` authentication
@@ -180,7 +188,20 @@ def render_hba(
     come through HAProxy, which is what applies the trusted sources (PostgreSQL sees HAProxy's
     address, never the client's): TCP clients are let in from ``clients_from`` alone (loopback and
     the cluster's node: ``firewall.proxy_networks``), whatever the sources, so no other address
-    reaches a member's own port."""
+    reaches a member's own port. HAProxy comes from an address of its own
+    (``firewall.HAPROXY_SOURCE``), from which no panel role is let in: a line before all others.
+
+    ``panel_roles``: the panel's other login roles (the migration's subscription owner). After the
+    lines above, no panel role comes in over TCP at all: a wrong password for one through the
+    cluster's port is refused by this file, never asked for.
+
+    ``backup_role`` (pgBackRest's) logs in over the socket to the maintenance database alone, by
+    peer authentication through the ``BACKUP_MAP`` of pg_ident.conf (the cluster's OS user): no
+    file holds a password for it.
+
+    With standbys, Patroni logs in as the superuser over the socket by peer authentication too
+    (``SUPERUSER_MAP``: the cluster's OS user and the panel's), so that no file of the cluster
+    holds the superuser's password; the members stream and rewind as ``member_role``."""
     addresses = [network.with_prefixlen for network in firewall.networks(trusted_sources)]
     if members_from is not None:
         addresses = list(clients_from) or [firewall.LOOPBACK]
@@ -189,12 +210,34 @@ def render_hba(
     lines = [
         "# Written by the control panel; edits here are overwritten.",
         "# TYPE  DATABASE  USER  ADDRESS  METHOD",
-        f"local   all       {superuser}  scram-sha-256",
-        f"local   all       {monitor_role}  scram-sha-256",
-        f"local   all       all           peer map={POOLER_MAP}",
     ]
     if members_from is not None:
-        lines += firewall.member_hba_lines(superuser, members_from)
+        lines.append(f"local   all       {superuser}  peer map={SUPERUSER_MAP}")
+    lines += [
+        f"local   all       {superuser}  scram-sha-256",
+        f"local   all       {monitor_role}  scram-sha-256",
+    ]
+    if backup_role:
+        lines += [
+            f"local   postgres  {backup_role}  peer map={BACKUP_MAP}",
+            f"local   all       {backup_role}  reject",
+        ]
+    lines += [
+        f"local   all       all           peer map={POOLER_MAP}",
+    ]
+    every_panel_role = [
+        superuser,
+        monitor_role,
+        *([replication_role] if replication_role else []),
+        *([backup_role] if backup_role else []),
+        *([member_role] if member_role else []),
+        *panel_roles,
+    ]
+    if members_from is not None:
+        lines.append(firewall.panel_roles_refused(every_panel_role, f"{firewall.HAPROXY_SOURCE}/32"))
+        lines += firewall.member_hba_lines(
+            ",".join([superuser, *([member_role] if member_role else [])]), members_from
+        )
     lines += [
         f"host    all       {superuser}  all  reject",
     ]
@@ -204,6 +247,7 @@ def render_hba(
             for address in dict.fromkeys(["127.0.0.1/32", "::1/128", *map(hba_address, replicas_from)])
         ]
         lines.append(f"host    all       {replication_role}  all  reject")
+    lines.append(firewall.panel_roles_refused(every_panel_role, "all"))
     lines += [f"hostssl all       all           {address}  scram-sha-256" for address in addresses]
     lines += [f"host    all       all           {address}  reject" for address in addresses]
     return "\n".join(lines) + "\n"
@@ -227,15 +271,29 @@ def _ident_token(value: str, what: str) -> str:
     return f'"{value}"'
 
 
-def render_ident(os_user: str, roles: list[str]) -> str:
+def render_ident(
+    os_user: str,
+    roles: list[str],
+    backup_role: str = "",
+    superuser: str = "",
+    superuser_from: Sequence[str] = (),
+) -> str:
     """pg_ident.conf: the cluster's OS user may log in as each of ``roles`` (PostgreSQL 15 has no
-    ``all`` keyword here, so one line per role; rewritten whenever the roles change)."""
+    ``all`` keyword here, so one line per role; rewritten whenever the roles change) through
+    PgBouncer's map, and as ``backup_role`` through pgBackRest's; ``superuser_from`` (OS users)
+    as ``superuser`` through ``SUPERUSER_MAP``."""
     lines = [
         "# Written by the control panel; edits here are overwritten.",
         "# MAPNAME  SYSTEM-USERNAME  PG-USERNAME",
     ]
     system_user = _ident_token(os_user, "The OS user")
     lines += [f"{POOLER_MAP}  {system_user}  {_ident_token(role, 'The role')}" for role in sorted(set(roles))]
+    if backup_role:
+        lines.append(f"{BACKUP_MAP}  {system_user}  {_ident_token(backup_role, 'The role')}")
+    for name in dict.fromkeys(superuser_from):
+        lines.append(
+            f"{SUPERUSER_MAP}  {_ident_token(name, 'The OS user')}  {_ident_token(superuser, 'The role')}"
+        )
     return "\n".join(lines) + "\n"
 
 

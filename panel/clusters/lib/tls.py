@@ -59,35 +59,52 @@ def new_key() -> ec.EllipticCurvePrivateKey:
     return ec.generate_private_key(ec.SECP256R1())
 
 
-def ca_certificate(key: ec.EllipticCurvePrivateKey, subject: x509.Name, days: int) -> x509.Certificate:
-    """A self-signed CA certificate that signs leaf certificates only (path length 0)."""
-    now = dt.datetime.now(dt.UTC)
+def ca_builder(
+    key: ec.EllipticCurvePrivateKey,
+    subject: x509.Name,
+    *,
+    serial: int,
+    not_before: dt.datetime,
+    not_after: dt.datetime,
+    digital_signature: bool = True,
+) -> x509.CertificateBuilder:
+    """A self-signed CA that signs leaf certificates only (path length 0), to be signed by ``key``."""
+    usage = x509.KeyUsage(
+        digital_signature=digital_signature,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=True,
+        crl_sign=True,
+        encipher_only=False,
+        decipher_only=False,
+    )
     return (
         x509.CertificateBuilder()
         .subject_name(subject)
         .issuer_name(subject)
         .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=days))
+        .serial_number(serial)
+        .not_valid_before(not_before)
+        .not_valid_after(not_after)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        .add_extension(usage, critical=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .sign(key, hashes.SHA256())
     )
+
+
+def ca_certificate(key: ec.EllipticCurvePrivateKey, subject: x509.Name, days: int) -> x509.Certificate:
+    """A self-signed CA certificate that signs leaf certificates only (path length 0)."""
+    now = dt.datetime.now(dt.UTC)
+    builder = ca_builder(
+        key,
+        subject,
+        serial=x509.random_serial_number(),
+        not_before=now - dt.timedelta(minutes=5),
+        not_after=now + dt.timedelta(days=days),
+    )
+    return builder.sign(key, hashes.SHA256())
 
 
 def leaf_certificate(

@@ -45,6 +45,7 @@ class Tunable:
     choices: tuple[str, ...] = ()
     # PostgreSQL keeps the value in pg_settings in its own base unit: this many of them per ours.
     base_per_unit: int = 1
+    # Marked for the catalogue (N_), translated where a page shows it (the reader's language).
     help: str = ""
 
     @property
@@ -55,7 +56,7 @@ class Tunable:
             return " | ".join(self.choices)
         if self.kind == "bool":
             return "true | false"
-        return "IANA time zone name"
+        return N_("IANA time zone name")
 
     def rendered(self, value: Value) -> str:
         """The value as postgresql.conf takes it (in PostgreSQL's base unit, strings quoted)."""
@@ -78,23 +79,23 @@ _WEEK_MS = 7 * 24 * 3600 * 1000
 
 TUNABLES: tuple[Tunable, ...] = (
     Tunable("work_mem", "int", 4, "MB", 1, 1024, base_per_unit=1024,
-            help="Memory a sort or hash may use before it spills to disk, per operation."),
+            help=N_("Memory a sort or hash may use before it spills to disk, per operation.")),
     Tunable("statement_timeout", "int", 0, "ms", 0, _WEEK_MS,
-            help="Cancel any statement that runs longer; 0 means no limit."),
+            help=N_("Cancel any statement that runs longer; 0 means no limit.")),
     Tunable("idle_in_transaction_session_timeout", "int", 0, "ms", 0, _WEEK_MS,
-            help="End sessions idle inside an open transaction for longer; 0 means never."),
+            help=N_("End sessions idle inside an open transaction for longer; 0 means never.")),
     Tunable("log_min_duration_statement", "int", -1, "ms", -1, 86_400_000,
-            help="Log statements that run at least this long; -1 turns it off, 0 logs all."),
+            help=N_("Log statements that run at least this long; -1 turns it off, 0 logs all.")),
     Tunable("deadlock_timeout", "int", 1000, "ms", 500, 1_800_000,
-            help="How long to wait on a lock before checking for a deadlock."),
+            help=N_("How long to wait on a lock before checking for a deadlock.")),
     Tunable("autovacuum_naptime", "int", 60, "s", 1, 86_400,
-            help="Delay between two autovacuum rounds over a database."),
+            help=N_("Delay between two autovacuum rounds over a database.")),
     Tunable("temp_file_limit", "int", -1, "kB", -1, 2_147_483_647,
-            help="Temporary file space a session may use; -1 means no limit."),
-    Tunable("jit", "bool", True, help="Compile parts of costly queries just in time (LLVM)."),
+            help=N_("Temporary file space a session may use; -1 means no limit.")),
+    Tunable("jit", "bool", True, help=N_("Compile parts of costly queries just in time (LLVM).")),
     Tunable("track_io_timing", "choice", "off", choices=("on", "off"),
-            help="Time disk reads and writes (EXPLAIN BUFFERS, statistics); small overhead."),
-    Tunable("timezone", "timezone", "UTC", help="The time zone sessions start in."),
+            help=N_("Time disk reads and writes (EXPLAIN BUFFERS, statistics); small overhead.")),
+    Tunable("timezone", "timezone", "UTC", help=N_("The time zone sessions start in.")),
 )  # fmt: skip
 TUNABLES_BY_NAME = {tunable.name: tunable for tunable in TUNABLES}
 

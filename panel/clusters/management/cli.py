@@ -3,11 +3,11 @@ database that is not set up, finding a cluster by name, printing a table."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError, OutputWrapper
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.db.migrations.executor import MigrationExecutor
@@ -63,7 +63,7 @@ def ensure_database_ready(alias: str = DEFAULT_DB_ALIAS) -> None:
         )
 
 
-def find_user(username: str) -> AbstractBaseUser:
+def find_user(username: str) -> User:
     try:
         return get_user_model().objects.get(username=username)
     except get_user_model().DoesNotExist:
@@ -92,7 +92,7 @@ def human_size(value: int) -> str:
     return str(filesizeformat(value)).replace("\xa0", " ")
 
 
-def print_table(out: OutputWrapper, header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+def print_table(out: OutputWrapper, header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
     """Columns padded to their widest cell, the header first."""
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:

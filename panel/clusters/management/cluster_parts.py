@@ -12,7 +12,8 @@ from django.core.management.base import CommandError
 
 from panel.clusters.management.cli import PanelCommand, find_cluster
 from panel.clusters.models import Cluster, ClusterStatus
-from panel.clusters.services import roles
+from panel.clusters.services import ha_health, roles
+from panel.core.errors import shown_text
 
 SUBCOMMANDS = (
     ("user-add", "Add a database user with a generated password."),
@@ -79,8 +80,10 @@ def describe_cluster(c: Cluster) -> list[tuple[str, str]]:
     ]
     if c.status == ClusterStatus.CREATING:
         lines.append(("Progress", f"{c.progress}% {c.progress_message}".strip()))
+    if why := ha_health.detail(c):
+        lines.append(("Degraded", str(why)))
     if c.error_message:
-        lines.append(("Error", c.error_message))
+        lines.append(("Error", shown_text(c.error_message)))
     if plan:
         lines.append(
             (

@@ -14,6 +14,7 @@ from panel.clusters.management.cli import PanelCommand, find_cluster
 from panel.clusters.models import ClusterStatus
 from panel.clusters.services import config, resize
 from panel.core import polling
+from panel.core.errors import shown_text
 
 # How long `cluster resize` follows a resize another node's worker does.
 RESIZE_WAIT_SECONDS = 600
@@ -57,10 +58,11 @@ class SettingsSubcommands(PanelCommand):
                 cluster.refresh_from_db()
                 return cluster.status != ClusterStatus.RESIZING
 
+            assert cluster.node is not None  # queued to a node's worker
             self.stdout.write(f"  queued on node {cluster.node.name}'s worker")
             polling.wait_for(done, RESIZE_WAIT_SECONDS, interval=0.5)
         if cluster.status != ClusterStatus.ONLINE or cluster.error_message:
-            raise CommandError(cluster.error_message or f"{cluster.name} is {cluster.status}.")
+            raise CommandError(shown_text(cluster.error_message) or f"{cluster.name} is {cluster.status}.")
         self.stdout.write(
             self.style.SUCCESS(
                 f"{cluster.name} is online on {cluster.plan_slug} ({cluster.max_connections} connections), "

@@ -15,7 +15,7 @@ from panel.clusters.models.etcd import EtcdAuthority, EtcdMember, EtcdMemberStat
 from panel.clusters.models.events import ClusterEvent, EventLevel
 from panel.clusters.models.firewall import TrustedSource
 from panel.clusters.models.members import ClusterMember, MemberRole
-from panel.clusters.models.nodes import Node, NodeState
+from panel.clusters.models.nodes import CycleKind, Node, NodeCycle, NodeState
 from panel.clusters.models.roles import Database, DatabaseUser
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "ClusterKind",
     "ClusterQuerySet",
     "ClusterStatus",
+    "CycleKind",
     "Database",
     "DatabaseUser",
     "EtcdAuthority",
@@ -36,6 +37,7 @@ __all__ = [
     "EventLevel",
     "MemberRole",
     "Node",
+    "NodeCycle",
     "NodeState",
     "TrustedSource",
     "status_word",

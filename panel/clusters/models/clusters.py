@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, cast
 
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone, translation
+from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
 
 from panel import crypto
@@ -50,7 +51,7 @@ class ClusterStatus(models.TextChoices):
 
 
 # A status inside a sentence ("The cluster is stopped; …"), translated where the sentence is read.
-STATUS_WORDS = {
+STATUS_WORDS: dict[str, str] = {
     ClusterStatus.CREATING: N_("creating"),
     ClusterStatus.ONLINE: N_("online"),
     ClusterStatus.DEGRADED: N_("degraded"),
@@ -197,47 +198,47 @@ class Cluster(models.Model):
     def agent_queue(self) -> str:
         """Where the web sends calls on this cluster's processes: its node's agent (an attached
         server, reached over the network, by ``Node.for_attached``)."""
-        return self.node.agent_queue if self.node_id else f"node.{Node.for_attached()}"
+        return self.node.agent_queue if self.node else f"node.{Node.for_attached()}"
 
     @property
     def tasks_queue(self) -> str:
         """Where this cluster's control work (provision, start/stop, delete) is sent."""
-        return self.node.tasks_queue if self.node_id else f"node.{Node.for_attached()}.tasks"
+        return self.node.tasks_queue if self.node else f"node.{Node.for_attached()}.tasks"
 
     @property
     def work_queue(self) -> str:
         """Where its tenant's long work (data sets, benchmarks) is sent."""
-        return self.node.work_queue if self.node_id else f"node.{Node.for_attached()}.work"
+        return self.node.work_queue if self.node else f"node.{Node.for_attached()}.work"
 
     @property
     def backups_queue(self) -> str:
         """Where its backups and restores are sent."""
-        return self.node.backups_queue if self.node_id else f"node.{Node.for_attached()}.backups"
+        return self.node.backups_queue if self.node else f"node.{Node.for_attached()}.backups"
 
     @property
     def public_host(self) -> str:
         """The host clients connect to: the node's address (an attached server: its own)."""
         if not self.is_local:
             return self.host
-        return self.node.address if self.node_id else settings.PANEL_PUBLIC_HOST
+        return self.node.address if self.node else settings.PANEL_PUBLIC_HOST
 
     @property
     def private_host(self) -> str:
         """The host of the private connection details: the node's private address when it has
         one, else the public host (one network)."""
-        if self.is_local and self.node_id and self.node.private_address:
+        if self.is_local and self.node and self.node.private_address:
             return self.node.private_address
         return self.public_host
 
     @property
     def status_unknown(self) -> bool:
         """Its node's agent stopped answering: what the row says may no longer be true."""
-        return self.node_id is not None and not self.node.is_alive
+        return self.node is not None and not self.node.is_alive
 
     def agent_silent(self) -> bool:
         """``status_unknown`` as the database says now (the node row read again: an object kept
         for a while holds its node's heartbeat as it was then)."""
-        if self.node_id is None:
+        if self.node is None:
             return False
         self.node.refresh_from_db(fields=["last_heartbeat"])
         return self.status_unknown
@@ -375,7 +376,7 @@ class Cluster(models.Model):
         self.refresh_from_db(fields=["status", "updated_at"])
         self.log_event(
             "postmaster-gone",
-            _("PostgreSQL is not running; the reconciler will start it again."),
+            Message(N_("PostgreSQL is not running; the reconciler will start it again.")),
             EventLevel.WARNING,
         )
         return True
@@ -384,7 +385,7 @@ class Cluster(models.Model):
         """Its trusted sources as pg_hba.conf and PgBouncer's hba file are written from them."""
         return list(self.trusted_sources.order_by("created_at", "value").values_list("value", flat=True))
 
-    def log_event(self, kind: str, message: str | Message, level: str = "info") -> ClusterEvent:
+    def log_event(self, kind: str, message: str | Promise | Message, level: str = "info") -> ClusterEvent:
         """Record an event; a Message is kept as its template and parameters, so each reader sees it
         in their language (``ClusterEvent.shown``), and in English in ``message``."""
         if isinstance(message, Message):
@@ -393,4 +394,5 @@ class Cluster(models.Model):
             return ClusterEvent.objects.create(
                 cluster=self, kind=kind, message=english, text=message_to_json(message), level=level
             )
-        return ClusterEvent.objects.create(cluster=self, kind=kind, message=message, level=level)
+        # A lazy string is saved as its text, like a str.
+        return ClusterEvent.objects.create(cluster=self, kind=kind, message=cast(str, message), level=level)

@@ -34,6 +34,9 @@ class Node(models.Model):
     # What the agent reported with its last heartbeat: the PostgreSQL majors it can run, its host.
     versions = models.CharField(max_length=100, blank=True)
     agent_host = models.CharField(max_length=255, blank=True)
+    # Free space of the filesystem of its data directory, as its agent last reported it (None:
+    # not reported yet); placement refuses a node nearly out of disk.
+    disk_free_bytes = models.PositiveBigIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -102,3 +105,40 @@ class Node(models.Model):
             if node.is_alive:
                 return node.name
         return settings.PANEL_NODE_NAME
+
+
+class CycleKind(models.TextChoices):
+    RECONCILE = "reconcile", _("Reconciler round")
+    COLLECT = "collect", _("Metrics collection")
+
+
+class NodeCycle(models.Model):
+    """The last round of one periodic job on a node (a reconciler round, a metrics collection):
+    when it began and how long it took, written by the node's agent as the round ends, so the
+    Nodes page shows whether the node keeps up with the job's period."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="cycles")
+    kind = models.CharField(max_length=16, choices=CycleKind.choices)
+    started_at = models.DateTimeField()
+    seconds = models.FloatField()
+
+    class Meta:
+        ordering = ("node", "kind")
+        constraints = [
+            models.UniqueConstraint(fields=("node", "kind"), name="node_cycle_one_per_kind"),
+            models.CheckConstraint(condition=Q(seconds__gte=0), name="node_cycle_seconds_not_negative"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.node_id} {self.kind} {self.seconds:.2f} s"
+
+    @property
+    def period(self) -> int:
+        """How often beat sends this job (seconds): a round longer than that falls behind."""
+        if self.kind == CycleKind.RECONCILE:
+            return int(settings.PANEL_RECONCILE_SECONDS)
+        return int(settings.PANEL_METRICS_INTERVAL)
+
+    @property
+    def is_slow(self) -> bool:
+        return self.seconds > self.period

@@ -12,7 +12,6 @@ Attaching an existing server lives in ``panel.clusters.services.attach``, the re
 """
 
 from panel.clusters.services.create import (
-    allocate_ports,
     available_versions,
     create_cluster,
     default_cluster_name,
@@ -29,6 +28,7 @@ from panel.clusters.services.lifecycle import (
     request_delete,
 )
 from panel.clusters.services.overview import Overview, connection_details, overview
+from panel.clusters.services.ports import allocate_ports
 from panel.clusters.services.provision import (
     clear_reserved,
     ensure_statements,

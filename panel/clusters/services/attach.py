@@ -6,10 +6,12 @@ runs every cluster. For staff (and the operator at the command line) that is a t
 account it would be a network probe. So, unless the account is staff:
 
 - attaching is refused unless PANEL_ATTACH_FOR_ALL opens it to every account;
-- the host is resolved once, here, and every address is checked: loopback, link-local,
-  unspecified, multicast and reserved addresses are refused, and so are this machine's own
-  addresses on a port of PANEL_PORT_RANGE (the panel's clusters and poolers); libpq then connects
-  to the checked address (``hostaddr``), so a second DNS answer cannot send it elsewhere;
+- the host is resolved once, here, and every address is checked by the rule log sinks and
+  migration sources follow (``destinations``): loopback, link-local, unspecified, multicast and
+  reserved addresses, every address of this machine and of every registered node are refused on
+  every port, unless the operator lists the network in PANEL_ATTACH_NETWORKS (the panel's own
+  cluster ports stay refused even then); libpq then connects to the checked address
+  (``hostaddr``), so a second DNS answer cannot send it elsewhere;
 - every failure after the form's own checks gives one text (``UNIFORM_FAILURE``) and takes at
   least PANEL_ATTACH_FAILURE_SECONDS, so that closed, filtered and open ports, a refused address,
   a wrong password and a timeout all look alike; the real reason goes to the panel's log;
@@ -22,18 +24,15 @@ account it would be a network probe. So, unless the account is staff:
 
 from __future__ import annotations
 
-import ipaddress
 import logging
-import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import psutil
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
@@ -41,10 +40,11 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from panel.clusters.engine import dbconn
-from panel.clusters.lib.hosts import InvalidHost, IPAddress, forbidden_reason, validate_host
+from panel.clusters.lib.hosts import InvalidHost, validate_host
 from panel.clusters.lib.libpq import outside_client_params
 from panel.clusters.lib.names import InvalidName, validate_cluster_name
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, Database, DatabaseUser
+from panel.clusters.services import destinations
 from panel.core.errors import N_, Message, ServiceError
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ def uniform_failure() -> str:
     )
 
 
-def may_attach(user: AbstractBaseUser) -> bool:
+def may_attach(user: User) -> bool:
     """Whether ``user`` may use the attach form at all."""
     return bool(getattr(user, "is_staff", False)) or settings.PANEL_ATTACH_FOR_ALL
 
@@ -78,9 +78,7 @@ class ExternalServer:
     sslmode: str
 
 
-def attach_cluster(
-    owner: AbstractBaseUser, *, name: str, server: ExternalServer, operator: bool = False
-) -> Cluster:
+def attach_cluster(owner: User, *, name: str, server: ExternalServer, operator: bool = False) -> Cluster:
     """Test the connection, then record an existing server the panel will not run itself.
 
     ``operator`` is True for the panel's operator at the command line, who may attach anything;
@@ -155,7 +153,7 @@ class _Refused(Exception):
     """Why an attempt of an account that is not staff failed: for the log only."""
 
 
-def _count_attempt(owner: AbstractBaseUser) -> None:
+def _count_attempt(owner: User) -> None:
     """Count one attempt of ``owner``; refuse it when the account used up its window."""
     key = f"attach-attempts:{owner.pk}"
     window = settings.PANEL_ATTACH_RATE_SECONDS
@@ -176,33 +174,6 @@ def _count_attempt(owner: AbstractBaseUser) -> None:
     cache.set(key, recent, window)
 
 
-def _local_addresses() -> set[IPAddress]:
-    found: set[IPAddress] = set()
-    for addresses in psutil.net_if_addrs().values():
-        for entry in addresses:
-            if entry.family in (socket.AF_INET, socket.AF_INET6):
-                try:
-                    found.add(ipaddress.ip_address(entry.address.split("%", 1)[0]))
-                except ValueError:
-                    continue
-    return found
-
-
-def resolve(host: str, port: int) -> list[IPAddress]:
-    """Every address ``host`` resolves to (an address resolves to itself), in the resolver's order."""
-    try:
-        return [ipaddress.ip_address(host.split("%", 1)[0])]
-    except ValueError:
-        pass
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    seen: list[IPAddress] = []
-    for _family, _type, _proto, _canon, sockaddr in infos:
-        address = ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0])
-        if address not in seen:
-            seen.append(address)
-    return seen
-
-
 def _probe(*, host: str, server: ExternalServer, **extra: Any) -> tuple[int, list[tuple[str, str]]]:
     """Connect as the form says; PostgreSQL's own words when that fails (staff, operator)."""
     try:
@@ -217,24 +188,19 @@ def _probe(*, host: str, server: ExternalServer, **extra: Any) -> tuple[int, lis
 def _probe_restricted(*, host: str, server: ExternalServer) -> tuple[int, list[tuple[str, str]], str]:
     """Check every address the host has, connect to the first; its version, databases and the
     address (kept: later connections go there, libpq's ``hostaddr``)."""
+    allowed = destinations.networks(settings.PANEL_ATTACH_NETWORKS)
     try:
-        addresses = resolve(host, server.port)
-    except (OSError, UnicodeError) as exc:
-        raise _Refused(f"could not resolve: {exc}") from None
-    if not addresses:
-        raise _Refused("no address")
-    local = _local_addresses()
-    ports = tuple(settings.PANEL_PORT_RANGE)
-    for address in addresses:
-        reason = forbidden_reason(address, server.port, local_addresses=local, panel_ports=ports)  # type: ignore[arg-type]
-        if reason:
-            raise _Refused(f"{address}: {reason}")
-    extra = {"hostaddr": str(addresses[0]), "require_auth": PASSWORD_METHODS}
+        address = destinations.checked_address(host, server.port, allowed=allowed)
+    except destinations.Unresolved:
+        raise _Refused("no address") from None
+    except destinations.Refused as exc:
+        raise _Refused(str(exc)) from None
+    extra = {"hostaddr": address, "require_auth": PASSWORD_METHODS}
     try:
         with _connect(host, server, **extra) as conn:
             if not password_was_used(conn):
                 raise _Refused("the server let the user in without a password")
-            return conn.info.server_version, dbconn.list_databases(conn), str(addresses[0])
+            return conn.info.server_version, dbconn.list_databases(conn), address
     except dbconn.DatabaseError as exc:
         raise _Refused(str(exc)) from None
 

@@ -3,13 +3,12 @@ retrying one whose provisioning failed. The provisioning itself is ``provision``
 
 from __future__ import annotations
 
+import logging
 import secrets
-import socket
-from collections.abc import Collection
 from pathlib import Path
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -27,8 +26,11 @@ from panel.clusters.models import (
     Node,
 )
 from panel.clusters.services import nodes, placement
+from panel.clusters.services.ports import allocate_ports, allocate_standby_port
 from panel.core.errors import N_, Message, ServiceError
 from panel.core.taskqueue import enqueue_task
+
+log = logging.getLogger(__name__)
 
 
 def new_password() -> str:
@@ -51,91 +53,11 @@ def _node_versions(node: Node) -> list[str]:
     return list(postgres.installed_versions()) if node.is_here else node.version_list()
 
 
-# --- ports -------------------------------------------------------------------------------
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def port_range(node: Node) -> tuple[int, int]:
-    """The node's port range: on this process's own node its own PANEL_PORT_RANGE."""
-    first, last = settings.PANEL_PORT_RANGE if node.is_here else (node.port_first, node.port_last)
-    return int(first), int(last)
-
-
-def etcd_ports(node: Node) -> tuple[int, int]:
-    """The (client, peer) ports of the node's etcd: the last two of its range, never a cluster's."""
-    _first, last = port_range(node)
-    return last - 1, last
-
-
-def _taken_ports(node: Node) -> set[int]:
-    taken: set[int] = set(etcd_ports(node))
-    for ports in Cluster.objects.filter(kind=ClusterKind.LOCAL, node=node).values_list(
-        "port", "pooler_port", "standby_port"
-    ):
-        taken.update(p for p in ports if p)
-    for port, rest in ClusterMember.objects.filter(node=node).values_list("port", "rest_port"):
-        taken.update((port, rest))
-    return taken
-
-
-def allocate_ports(node: Node, members: int = 0) -> tuple[int, int, list[tuple[int, int]]]:
-    """The lowest free (server, pooler) pair of the node's range, and a (port, REST port) pair for
-    each of ``members`` members. On this process's own node the ports must be free to bind here
-    too."""
-    first, last = port_range(node)
-    taken = _taken_ports(node)
-    pairs: list[tuple[int, int]] = []
-    for port in range(first, last, 2):
-        pair = (port, port + 1)
-        if pair[0] in taken or pair[1] in taken:
-            continue
-        if node.is_here and not (_port_free(pair[0]) and _port_free(pair[1])):
-            continue
-        pairs.append(pair)
-        if len(pairs) == members + 1:
-            return pairs[0][0], pairs[0][1], pairs[1:]
-    raise ServiceError(
-        N_(
-            "No free ports are left in node “%(node)s”'s range %(first)s–%(last)s; delete a cluster or widen "
-            "the range (PANEL_PORT_RANGE, or manage.py node add --ports on a new node)."
-        ),
-        code="cluster.no_free_ports",
-        params={"node": node.name, "first": first, "last": last},
-    )
-
-
-def allocate_standby_port(node: Node, also_taken: Collection[int] = ()) -> int:
-    """The lowest free single port of the node's range for HAProxy's read-only (standby) port;
-    ``also_taken``: ports allocated in the same transaction, not yet in a row."""
-    first, last = port_range(node)
-    taken = _taken_ports(node) | set(also_taken)
-    for port in range(first, last + 1):
-        if port not in taken and (not node.is_here or _port_free(port)):
-            return port
-    raise ServiceError(
-        N_(
-            "No free ports are left in node “%(node)s”'s range %(first)s–%(last)s; delete a cluster or widen "
-            "the range (PANEL_PORT_RANGE, or manage.py node add --ports on a new node)."
-        ),
-        code="cluster.no_free_ports",
-        params={"node": node.name, "first": first, "last": last},
-    )
-
-
 # --- create, retry ------------------------------------------------------------------------
 
 
 def create_cluster(
-    owner: AbstractBaseUser,
+    owner: User,
     *,
     name: str,
     plan_slug: str,
@@ -173,7 +95,7 @@ def create_cluster(
             with transaction.atomic():
                 # The primary's node needs room for one server; the standbys go where
                 # ``placement.member_nodes`` finds room (other nodes first).
-                target = nodes.place(plan, node_name=node)
+                target = placement.place(plan, node_name=node)
                 version = _check_version(target, version)
                 port, pooler_port, _none = allocate_ports(target)
                 cluster = Cluster.objects.create(
@@ -292,7 +214,15 @@ def _check_version(node: Node, version: str | None) -> str:
     versions = _node_versions(node)
     if not versions:
         if node.is_here:
-            raise ServiceError(postgres.MISSING_BINARIES, field="version", code="node.binaries_missing")
+            log.warning("node %s: %s", node.name, postgres.MISSING_BINARIES)  # the operator's part
+            raise ServiceError(
+                N_(
+                    "No PostgreSQL server is installed on node “%(node)s”: ask the panel's operator to install one."
+                ),
+                field="version",
+                code="node.binaries_missing",
+                params={"node": node.name},
+            )
         raise ServiceError(
             N_("Node “%(node)s” has reported no PostgreSQL installation yet."),
             field="version",

@@ -11,7 +11,9 @@ aside. An etcd that ran before (one per node, on loopback) becomes the seed with
 TLS everywhere, with certificates of the panel's etcd CA (its key encrypted in the database):
 each agent issues its node's server/peer certificate and the client certificate that the panel
 and Patroni use (PANEL_DATA_DIR/etcd/tls, the runner's, 0600); each cluster's ``ha`` directory
-gets its own copy for Patroni, owned by the cluster's user (``ha_files``).
+gets its own copy for Patroni, owned by the cluster's user (``ha_files``). The certificate only
+lets a client talk: what it may read and write is its etcd user's (``etcd_auth``): the panel's
+is ``root``, each cluster's Patroni has its own.
 """
 
 from __future__ import annotations
@@ -24,11 +26,12 @@ from pathlib import Path
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
+from panel import crypto
 from panel.clusters.engine import etcd as engine
 from panel.clusters.lib import etcd as etcd_lib
 from panel.clusters.lib.patroni import NAMESPACE
 from panel.clusters.models import EtcdAuthority, EtcdMember, EtcdMemberState, Node
-from panel.clusters.services.create import etcd_ports
+from panel.clusters.services.ports import etcd_ports
 from panel.core import runas
 from panel.core.polling import wait_for
 from panel.core.runas import EngineError
@@ -56,8 +59,12 @@ def server_tls() -> etcd_lib.TlsPaths:
 
 
 def client_tls() -> etcd_lib.TlsPaths:
+    """The panel's: this node's client certificate, logged in as etcd's ``root``."""
     d = tls_dir()
-    return etcd_lib.TlsPaths(str(d / "ca.crt"), str(d / "client.crt"), str(d / "client.key"))
+    password = crypto.derived_secret(f"etcd user {etcd_lib.ROOT}")
+    return etcd_lib.TlsPaths(
+        str(d / "ca.crt"), str(d / "client.crt"), str(d / "client.key"), etcd_lib.ROOT, password
+    )
 
 
 # --- the CA and this node's certificates -------------------------------------------------------------
@@ -90,7 +97,7 @@ def _bind_address(host: str) -> str:
     if host == "localhost":
         return host
     try:
-        return socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)[0][4][0]
+        return str(socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)[0][4][0])  # an IP address
     except (OSError, IndexError):
         return host
 
@@ -130,7 +137,9 @@ def write_node_certificates(node: Node) -> bool:
         (server, node.name, hosts, True),
         (client, f"{node.name} client", (), False),
     ):
-        if not changed and etcd_lib.signed_by(_read(paths.cert), ca.cert_pem, names):
+        cert = _read(paths.cert)
+        named = not is_server and etcd_lib.names_a_user(cert)  # one of before: a user without a password
+        if not changed and not named and etcd_lib.signed_by(cert, ca.cert_pem, names):
             continue
         pair = etcd_lib.issue(ca, name, names, server=is_server)
         runas.write_private_file(Path(paths.key), pair.key_pem, owner=runner)
@@ -165,7 +174,7 @@ def patroni_hosts(fallback: Node | None = None) -> tuple[str, ...]:
 
 def client_urls() -> list[str]:
     """The voting members' client URLs, this node's own first (over loopback)."""
-    urls = []
+    urls: list[str] = []
     for row in serving():
         if row.name == settings.PANEL_NODE_NAME:
             urls.insert(0, f"https://127.0.0.1:{row.client_port}")

@@ -14,16 +14,15 @@ import logging
 
 from django.conf import settings
 from django.db import transaction
-from django.utils.translation import gettext as _
 
 from panel.clusters import hooks
 from panel.clusters.engine import dbconn, isolation, patroni
 from panel.clusters.lib import firewall
-from panel.clusters.lib import patroni as patroni_lib
+from panel.clusters.lib import haproxy as haproxy_lib
 from panel.clusters.models import Cluster, TrustedSource
 from panel.clusters.services import ha
 from panel.core.agent import on_node
-from panel.core.errors import N_, ServiceError
+from panel.core.errors import N_, Message, ServiceError
 from panel.core.runas import EngineError
 
 log = logging.getLogger(__name__)
@@ -44,7 +43,7 @@ def add_trusted_source(cluster: Cluster, value: str) -> list[str]:
             params={"source": source},
         )
     wanted = _normalize([*current, source])  # within MAX_SOURCES
-    return _apply(cluster, wanted, _("Trusted source “%(source)s” added.") % {"source": source})
+    return _apply(cluster, wanted, Message(N_("Trusted source “%(source)s” added."), source=source))
 
 
 @on_node(timeout=60)
@@ -61,7 +60,7 @@ def remove_trusted_source(cluster: Cluster, value: str) -> list[str]:
             params={"source": value},
         )
     wanted = [source for source in current if source != value]
-    return _apply(cluster, wanted, _("Trusted source “%(source)s” removed.") % {"source": value})
+    return _apply(cluster, wanted, Message(N_("Trusted source “%(source)s” removed."), source=value))
 
 
 @on_node(timeout=60)
@@ -69,9 +68,9 @@ def set_trusted_sources(cluster: Cluster, values: list[str]) -> list[str]:
     """Replace every trusted source (an empty list: every address may connect again)."""
     wanted = _normalize(values)
     if not wanted:
-        message = _("Trusted sources removed: every address may connect.")
+        message = Message(N_("Trusted sources removed: every address may connect."))
     else:
-        message = _("Trusted sources set to %(sources)s.") % {"sources": ", ".join(wanted)}
+        message = Message(N_("Trusted sources set to %(sources)s."), sources=", ".join(wanted))
     return _apply(cluster, wanted, message)
 
 
@@ -89,7 +88,7 @@ def _parse(value: str) -> str:
         raise ServiceError.of(exc, FIELD) from None
 
 
-def _apply(cluster: Cluster, wanted: list[str], message: str) -> list[str]:
+def _apply(cluster: Cluster, wanted: list[str], message: Message) -> list[str]:
     if not cluster.is_local:
         raise ServiceError(
             N_(
@@ -116,7 +115,11 @@ def _apply(cluster: Cluster, wanted: list[str], message: str) -> list[str]:
         raise
     ended = _end_untrusted_sessions(cluster, wanted)
     if ended:
-        message += " " + _("%(count)d open session(s) from other addresses ended.") % {"count": ended}
+        message = Message(
+            "%(done)s %(ended)s",
+            done=message,
+            ended=Message(N_("%(count)d open session(s) from other addresses ended."), count=ended),
+        )
     cluster.log_event("trusted-sources", message)
     return wanted
 
@@ -176,7 +179,7 @@ def reconcile_proxy(cluster: Cluster) -> str | None:
     directory = ha.ha_dir(cluster)
     wanted = firewall.render_haproxy_sources(cluster.trusted_source_values())
     try:
-        current = (directory / patroni_lib.HAPROXY_SOURCES).read_text()
+        current = (directory / haproxy_lib.HAPROXY_SOURCES).read_text()
         configured = ha.haproxy_config_path(cluster).read_text() == ha.haproxy_text(cluster)
     except FileNotFoundError:
         current, configured = "", False

@@ -16,15 +16,17 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
 
 from panel.clusters import hooks
-from panel.clusters.engine import dbconn, isolation, patroni, postgres
+from panel.clusters.engine import dbconn, isolation, member_tls, patroni, postgres
+from panel.clusters.lib import haproxy as haproxy_lib
 from panel.clusters.lib import patroni as patroni_lib
 from panel.clusters.models import Cluster, ClusterMember, ClusterStatus, EventLevel, MemberRole, Node
-from panel.clusters.services import etcd, etcd_membership, remote_members
+from panel.clusters.services import etcd, etcd_auth, etcd_membership, ha_roles, remote_members
 from panel.clusters.services.ha_files import (
     etcd_data_dir as etcd_data_dir,
 )
@@ -64,12 +66,14 @@ def ensure_etcd(node: Node, timeout: float) -> None:
     etcd.ensure_here(node, timeout, claim=True)
     if not etcd.wait_answering(timeout):
         raise EngineError(f"No member of the panel's etcd answered within {timeout:.0f} s.")
+    etcd_auth.enable_when_ready(node, timeout)
 
 
 def start_members(cluster: Cluster, user: OsUser, timeout: float) -> None:
     """etcd, then every member's Patroni (member 1 first: it holds the data and becomes the
     primary; the others are copied from it), then HAProxy."""
     patroni.check_installed(user)
+    assert cluster.node is not None  # a standby cluster's members run on nodes
     ensure_etcd(cluster.node, timeout)
     write_configs(cluster, user)
     runas.make_private_dir(cluster.socket_dir, user)
@@ -100,6 +104,8 @@ def _take_over(cluster: Cluster, member: ClusterMember, timeout: float) -> None:
         raise EngineError(
             f"No member became the primary within {timeout:.0f} s; see {member_log_path(cluster, member)}."
         )
+    # Before any standby starts: they are copied from the primary, and stream, as this role.
+    ha_roles.ensure_member_role(cluster)
     status, text = patroni.rest("GET", member.rest_port, "/patroni", host=member.host)
     if status != 200 or not json.loads(text).get("pending_restart"):
         return
@@ -136,7 +142,7 @@ def reload_haproxy(cluster: Cluster, user: OsUser, timeout: float) -> None:
     patroni.reload_haproxy(
         haproxy_config_path(cluster),
         ha_dir(cluster) / "haproxy.pid",
-        cluster.socket_dir / patroni_lib.HAPROXY_SOCKET,
+        cluster.socket_dir / haproxy_lib.HAPROXY_SOCKET,
         user,
         isolation.server_cgroup(cluster),
         timeout=timeout,
@@ -170,6 +176,10 @@ def forget(cluster: Cluster) -> None:
     if cluster.node is None:
         return
     etcd.delete_prefix(f"{patroni_lib.NAMESPACE}{scope(cluster)}/")
+    try:
+        etcd_auth.forget_scope(scope(cluster))
+    except EngineError as exc:
+        log.warning("etcd: the user of %s not deleted: %s", scope(cluster), exc)
 
 
 def _wait_primary(cluster: Cluster, timeout: float) -> bool:
@@ -234,7 +244,11 @@ def replay_lag(cluster: Cluster, standby: ClusterMember) -> int | None:
     """Bytes of WAL the primary wrote that ``standby`` has not replayed yet, asked of both
     servers now (Patroni's figure is as old as its last loop); None: no answer. A standby on
     another node is asked over TCP at its node's address (the members' pg_hba line)."""
-    remote = {"host": standby.host, "port": standby.port} if standby.is_remote else None
+    remote: dict[str, Any] | None = (
+        {"host": standby.host, "port": standby.port, **member_tls.panel_client_params(cluster)}
+        if standby.is_remote
+        else None
+    )
     try:
         with dbconn.admin_connection(cluster) as conn:
             row = conn.execute("SELECT pg_catalog.pg_current_wal_lsn()").fetchone()
@@ -271,7 +285,7 @@ def record_statuses(cluster: Cluster, statuses: list[patroni_lib.MemberStatus]) 
         else:
             member.role = MemberRole.PRIMARY if status.is_primary else MemberRole.STANDBY
             member.state, member.lag_bytes, member.timeline = status.state, status.lag_bytes, status.timeline
-            if status.state in HEALTHY_STATES and member.pid is not None:
+            if status.state in HEALTHY_STATES and (member.pid is not None or member.is_remote):
                 member.healthy_at = now
         member.updated_at = now
         member.save(
@@ -350,7 +364,12 @@ def supervise_etcd() -> list[str]:
     needed = Cluster.objects.here().filter(num_nodes__gt=1, status__in=ClusterStatus.SERVING).exists()
     try:
         note = etcd.ensure_here(node, settings.PANEL_COMMAND_TIMEOUT, claim=needed)
-        return ([note] if note else []) + etcd_membership.rebalance()
+        notes = ([note] if note else []) + etcd_membership.rebalance()
+        # Once every cluster's Patroni here and elsewhere logs in (``supervise`` gives them their
+        # users first): a later round of whichever agent sees them all.
+        if auth := etcd_auth.enable_when_ready(node, settings.PANEL_COMMAND_TIMEOUT):
+            notes.append(auth)
+        return notes
     except EngineError as exc:
         return [f"etcd: {exc}"]
 
@@ -362,4 +381,17 @@ def supervise_all() -> list[str]:
             notes += supervise(cluster)
         except EngineError as exc:
             notes.append(f"{cluster.name}: {exc}")
-    return notes + remote_members.supervise_here()
+    return notes + remote_members.supervise_here() + upgrade_members_here()
+
+
+def upgrade_members_here() -> list[str]:
+    """``ha_roles.upgrade_here`` for the members on this node of clusters living on another."""
+    here = ClusterMember.objects.filter(
+        node__name=settings.PANEL_NODE_NAME, cluster__status__in=ClusterStatus.SERVING
+    ).exclude(cluster__node__name=settings.PANEL_NODE_NAME)
+    by_cluster: dict[object, list[ClusterMember]] = {}
+    for member in here.select_related("cluster", "node").order_by("name"):
+        by_cluster.setdefault(member.cluster_id, []).append(member)
+    return [
+        note for members in by_cluster.values() for note in ha_roles.upgrade_here(members[0].cluster, members)
+    ]

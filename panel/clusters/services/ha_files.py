@@ -14,15 +14,17 @@ from pathlib import Path
 
 from django.conf import settings
 
+from panel import crypto
 from panel.clusters import hooks
-from panel.clusters.engine import isolation, patroni, postgres
+from panel.clusters.engine import isolation, member_tls, patroni, postgres
 from panel.clusters.lib import etcd as etcd_lib
+from panel.clusters.lib import haproxy as haproxy_lib
 from panel.clusters.lib import patroni as patroni_lib
 from panel.clusters.models import Cluster, ClusterMember
-from panel.clusters.services import etcd, handover
-from panel.clusters.services.create import allocate_standby_port
+from panel.clusters.services import etcd, etcd_auth, handover
+from panel.clusters.services.ports import allocate_standby_port
 from panel.core import runas
-from panel.core.runas import OsUser
+from panel.core.runas import EngineError, OsUser
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +58,10 @@ def etcd_data_dir() -> Path:
 
 def etcd_tls(cluster: Cluster) -> etcd_lib.TlsPaths:
     """The cluster's own copy of its node's etcd client certificate (Patroni runs as the
-    cluster's user, which must not read another cluster's files)."""
+    cluster's user, which must not read another cluster's files), and its scope's etcd user."""
     d = ha_dir(cluster)
-    return etcd_lib.TlsPaths(str(d / "etcd-ca.crt"), str(d / "etcd-client.crt"), str(d / "etcd-client.key"))
+    files = etcd_lib.TlsPaths(str(d / "etcd-ca.crt"), str(d / "etcd-client.crt"), str(d / "etcd-client.key"))
+    return etcd_auth.scope_tls(files, scope(cluster))
 
 
 def write_etcd_tls(cluster: Cluster, user: OsUser) -> None:
@@ -89,18 +92,28 @@ def spec(cluster: Cluster) -> patroni_lib.HaCluster:
         bin_dir=str(postgres.bindir_for(cluster.version)),
         socket_dir=str(cluster.socket_dir),
         superuser=settings.PANEL_SUPERUSER,
-        superuser_password=cluster.superuser_password,
+        replication_user=settings.PANEL_MEMBER_ROLE,
+        replication_password=member_password(cluster),
         max_connections=plan.max_connections,
         members=tuple(_lib_member(m) for m in members),
         panel_conf=str(ha_dir(cluster) / "postgresql.base.conf"),
         hba_file=str(cluster.hba_path),
         ident_file=str(cluster.ident_path),
-        haproxy_sources=str(ha_dir(cluster) / patroni_lib.HAPROXY_SOURCES),
+        haproxy_sources=str(ha_dir(cluster) / haproxy_lib.HAPROXY_SOURCES),
         on_role_change=_callback_command(cluster),
         repository=hooks.replica_repository(cluster),
         rest_username=rest_username,
         rest_password=rest_password,
+        member_sslcert=str(member_tls.client_paths(ha_dir(cluster))[0]),
+        member_sslkey=str(member_tls.client_paths(ha_dir(cluster))[1]),
+        member_ssl_ca=str(member_tls.ssl_ca_path(ha_dir(cluster))),
     )
+
+
+def member_password(cluster: Cluster) -> str:
+    """The members' replication and rewind role's password (``settings.PANEL_MEMBER_ROLE``): the
+    same on every node (a member's agent writes its own configuration), stored nowhere."""
+    return crypto.derived_secret(f"member-role:{cluster.pk}")
 
 
 def _callback_command(cluster: Cluster) -> str:
@@ -124,7 +137,7 @@ def _callback_command(cluster: Cluster) -> str:
 
 def write_configs(cluster: Cluster, user: OsUser, replicate_from: dict[str, str] | None = None) -> None:
     """Every member's Patroni configuration, the shared base configuration and HAProxy's (0600,
-    the cluster's user: they hold the superuser's password)."""
+    the cluster's user: they hold the members' role's password and Patroni's REST password)."""
     runas.make_private_dir(ha_dir(cluster), user)
     base = ha_dir(cluster) / "postgresql.base.conf"
     if not base.exists():
@@ -138,6 +151,7 @@ def write_configs(cluster: Cluster, user: OsUser, replicate_from: dict[str, str]
         if not member.is_remote:  # a member on another node: its agent writes its own
             write_member_config(cluster, member, user, shared, replicate_from)
     if cluster.standby_port is None:  # a cluster made before the read-only port existed
+        assert cluster.node is not None  # a standby cluster's members run on nodes
         cluster.standby_port = allocate_standby_port(cluster.node)
         cluster.save(update_fields=["standby_port"])
     text = haproxy_text(cluster, shared)
@@ -146,10 +160,10 @@ def write_configs(cluster: Cluster, user: OsUser, replicate_from: dict[str, str]
 
 def haproxy_text(cluster: Cluster, shared: patroni_lib.HaCluster | None = None) -> str:
     """HAProxy's configuration as the cluster's rows and this panel's version call for."""
-    binds = patroni_lib.haproxy_binds(settings.PANEL_LISTEN_ADDRESSES)
+    binds = haproxy_lib.haproxy_binds(settings.PANEL_LISTEN_ADDRESSES)
     pidfile = str(ha_dir(cluster) / "haproxy.pid")
     shared = shared or member_spec(cluster)
-    return patroni_lib.render_haproxy(binds, int(cluster.port or 0), shared, pidfile, cluster.standby_port)
+    return haproxy_lib.render_haproxy(binds, int(cluster.port or 0), shared, pidfile, cluster.standby_port)
 
 
 def member_spec(cluster: Cluster) -> patroni_lib.HaCluster:
@@ -164,11 +178,14 @@ def write_member_config(
     shared: patroni_lib.HaCluster | None = None,
     replicate_from: dict[str, str] | None = None,
 ) -> None:
-    """One member's Patroni configuration (0600: it holds the superuser's password);
+    """One member's Patroni configuration (0600: it holds the members' role's password);
     ``replicate_from``: a switchover's cascade (services/cascade.py)."""
     shared = shared or member_spec(cluster)
     runas.make_private_dir(ha_dir(cluster), user)
     write_etcd_tls(cluster, user)
+    member_tls.write_client_files(cluster, ha_dir(cluster), settings.PANEL_MEMBER_ROLE, user)
+    member_tls.write_ssl_ca(cluster, member_tls.ssl_ca_path(ha_dir(cluster)), user)
+    ensure_etcd_user(scope(cluster))  # before its Patroni logs in with it
     own = patroni_lib.HaCluster(
         **{**shared.__dict__, "on_role_change": f"{shared.on_role_change} {member.port}"}
     )
@@ -176,6 +193,15 @@ def write_member_config(
         own, _lib_member(member, replicate_from), str(ha_dir(cluster) / f"{member.name}.pgpass")
     )
     runas.write_private_file(member_config_path(cluster, member), text, owner=user)
+
+
+def ensure_etcd_user(name: str) -> None:
+    """The scope's etcd user and role (``etcd_auth``); when no member of the panel's etcd
+    answers, the reconciler's next round (``follow_etcd``) makes them."""
+    try:
+        etcd_auth.ensure_scope(name)
+    except EngineError as exc:
+        log.warning("etcd: the user of %s not checked: %s", name, exc)
 
 
 def _lib_member(member: ClusterMember, replicate_from: dict[str, str] | None = None) -> patroni_lib.Member:
@@ -206,6 +232,7 @@ def follow_etcd(cluster: Cluster, member: ClusterMember) -> str | None:
     auth_now = written.get("restapi", {}).get("authentication")
     if current == wanted and auth_now == auth:
         write_etcd_tls(cluster, user)  # a renewed certificate: Patroni reads the files anew
+        ensure_etcd_user(shared.scope)  # (an etcd that lost its data, users and all)
         return None
     write_member_config(cluster, member, user)
     if current.get("protocol") != "https" and patroni.member_pid(path) is not None:

@@ -14,10 +14,10 @@ from django.utils.translation import gettext as _
 from panel.clusters import hooks
 from panel.clusters.engine import dbconn, isolation, postgres
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel, status_word
-from panel.clusters.services import ha, replica_source, replication, rolling
+from panel.clusters.services import failures, ha, replica_source, replication, rolling
 from panel.clusters.services.provision import clear_reserved, write_server_config
 from panel.core import runas
-from panel.core.errors import N_, Message, ServiceError, Term
+from panel.core.errors import N_, Message, ServiceError, Term, message_to_text
 from panel.core.polling import wait_for
 from panel.core.runas import EngineError, OsUser
 from panel.core.taskqueue import enqueue_task
@@ -26,6 +26,15 @@ log = logging.getLogger(__name__)
 
 
 ACTIONS = ("start", "stop", "restart")
+HEALTHY_WAIT = 10  # seconds a restart waits for every member of a cluster with standbys to run
+# The statuses each action may start from: the web refuses the others, and the Actions menu offers
+# only these. A degraded cluster is running (part of it, at least): it restarts or stops; Start is
+# for a stopped one (a restart starts what is missing too).
+ACTION_STATUSES: dict[str, frozenset[str]] = {
+    "start": frozenset({ClusterStatus.STOPPED}),
+    "restart": frozenset({ClusterStatus.ONLINE, ClusterStatus.DEGRADED}),
+    "stop": frozenset({ClusterStatus.ONLINE, ClusterStatus.DEGRADED}),
+}
 # An action inside a sentence ("…; it cannot start now"), translated where the sentence is read.
 ACTION_WORDS = {"start": N_("start"), "stop": N_("stop"), "restart": N_("restart")}
 
@@ -39,16 +48,20 @@ def require_local(cluster: Cluster) -> None:
         )
 
 
+def available_actions(cluster: Cluster) -> list[str]:
+    """The actions the cluster's status allows now, in the menu's order (none for an attached
+    server, which the panel does not run)."""
+    if not cluster.is_local:
+        return []
+    return [action for action in ("start", "restart", "stop") if cluster.status in ACTION_STATUSES[action]]
+
+
 def request_action(cluster: Cluster, action: str) -> Cluster:
     """Mark the cluster busy and queue ``action`` for a worker (the web's way)."""
     require_local(cluster)
     if action not in ACTIONS:
         raise ServiceError(N_("Unknown action %(a)s."), code="cluster.action_unknown", params={"a": action})
-    allowed = {
-        "start": {ClusterStatus.STOPPED, ClusterStatus.DEGRADED},
-        "stop": {ClusterStatus.ONLINE, ClusterStatus.DEGRADED},
-        "restart": {ClusterStatus.ONLINE, ClusterStatus.DEGRADED},
-    }[action]
+    allowed = ACTION_STATUSES[action]
     busy = ClusterStatus.STOPPING if action == "stop" else ClusterStatus.STARTING
     previous = cluster.status
     if not Cluster.objects.filter(pk=cluster.pk, status__in=allowed).update(
@@ -95,35 +108,63 @@ def perform_action(cluster: Cluster, action: str) -> Cluster:
             if action == "stop":
                 cluster.log_event("stopped", Message(N_("Cluster stopped.")))
         if action in {"start", "restart"}:
+            done = (
+                Message(N_("Cluster restarted.")) if action == "restart" else Message(N_("Cluster started."))
+            )
             if rolling_restart:
-                rolling.rolling_restart(cluster)
+                start_missing_members(cluster, user)
+                # The primary stays where it is: a restart the user asked for moves nothing.
+                primary = rolling.rolling_restart(cluster, keep_primary=True)
+                done = Message(
+                    N_(
+                        "Cluster restarted member by member, the standbys first; %(member)s is still the primary."
+                    ),
+                    member=primary,
+                )
                 guard_loaded(cluster, guard_added=guard_added)
             else:
                 cluster.mark(ClusterStatus.STARTING)
                 start_server(cluster, user, guard_added=guard_added)
             cluster.mark_online()
             hooks.pooler.refresh_auth(cluster)  # starts PgBouncer again if the cluster has pools
-            cluster.log_event(
-                "restarted" if action == "restart" else "started",
-                _("Cluster restarted.") if action == "restart" else _("Cluster started."),
-            )
+            cluster.log_event("restarted" if action == "restart" else "started", done)
     except (EngineError, dbconn.DatabaseError, OSError) as exc:
+        # The engine's own words (pg_ctl's, the server's, with its paths) go to the log only.
+        log.warning("%s of cluster %s failed: %s", action, cluster.pk, exc)
         running = postgres.postmaster_pid(cluster.pgdata) is not None
         cluster.status = ClusterStatus.DEGRADED if running else ClusterStatus.STOPPED
-        cluster.error_message = str(exc)
+        failed = action_failed(action)
+        cluster.error_message = message_to_text(failed)
         cluster.save(update_fields=["status", "error_message", "updated_at"])
-        cluster.log_event(
-            "error",
-            Message(
-                N_("Could not %(action)s: %(reason)s"),
-                action=Term(ACTION_WORDS.get(action, action)),
-                reason=exc,
-            ),
-            EventLevel.ERROR,
-        )
-        # The engine's own words (PostgreSQL's, pg_ctl's) under a code.
-        raise ServiceError(str(exc), code="cluster.action_failed") from None
+        cluster.log_event("error", failed, EventLevel.ERROR)
+        raise ServiceError(failed.template, code="cluster.action_failed", params=failed.params) from None
     return cluster
+
+
+def start_missing_members(cluster: Cluster, user: OsUser) -> None:
+    """Before a rolling restart, which needs every member running: a member that is not (a
+    degraded cluster) is started first, as a start would, and the event says so; the primary,
+    wherever it runs, stays."""
+    if not ha.wait_healthy(cluster, HEALTHY_WAIT):
+        cluster.log_event(
+            "restarting",
+            Message(N_("The members are not all running: the missing ones start first, then each restarts.")),
+            EventLevel.WARNING,
+        )
+        cluster.set_progress(5, N_("Starting the members that do not run"))
+        ha.start_members(cluster, user, settings.PANEL_COMMAND_TIMEOUT)
+    cluster.set_progress(
+        10, N_("Restarting member by member, the standbys first; the primary stays where it is")
+    )
+
+
+def action_failed(action: str) -> Message:
+    """What a page, an event and the command line say of a failed start, stop or restart."""
+    return Message(
+        N_("Could not %(action)s the cluster. The panel's log holds the details for an administrator."),
+        "cluster.action_failed",
+        action=Term(ACTION_WORDS.get(action, action)),
+    )
 
 
 def start_server(cluster: Cluster, user: OsUser, *, guard_added: bool) -> None:
@@ -218,9 +259,9 @@ def delete_queued(cluster_id: uuid.UUID | str) -> None:
     try:
         tear_down(cluster)
     except (EngineError, OSError) as exc:
-        log.warning("deleting cluster %s failed: %s", cluster.pk, exc)
-        cluster.mark_error(_("Could not delete the cluster: %(reason)s") % {"reason": exc})
-        cluster.log_event("error", cluster.error_message, EventLevel.ERROR)
+        message = failures.deletion(cluster.pk, exc)  # the engine's words: the log only
+        cluster.mark_error(message_to_text(message))
+        cluster.log_event("error", message, EventLevel.ERROR)
         return
     cluster.delete()
 
@@ -252,11 +293,11 @@ def tear_down(cluster: Cluster) -> None:
     except EngineError:
         postgres.kill(cluster.pgdata)
     postgres.kill(cluster.pgdata)
-    if cluster.replica_of is not None:
+    if (source := cluster.replica_of) is not None:
         # The source keeps no WAL for a replica that is gone (its walsender may take a moment).
         slot = replication.slot_name(cluster)
         # (on the source's node: the replica may live on another one)
-        if not wait_for(lambda: replica_source.slot_gone(cluster.replica_of, slot), 10, interval=0.2):
+        if not wait_for(lambda: replica_source.slot_gone(source, slot), 10, interval=0.2):
             log.warning("deleting replica %s: its slot on the source stays", cluster.pk)
     isolation.kill_leftover_processes(cluster)
     isolation.remove_server_cgroup(cluster)

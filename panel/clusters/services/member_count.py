@@ -3,7 +3,7 @@
 ``change_member_count`` is the one action the Settings tab's resize form, the API's
 ``PUT /v2/databases/{id}/resize`` (``num_nodes``) and ``manage.py cluster resize --num-nodes``
 call: it refuses what cannot work (a count outside 1–3 or the same, standbys on a plan under
-2 GB, a read-only replica, a node without room for the new members, a cluster not online) with
+2 GB, a read-only replica, no node with room for a new member, a cluster not online) with
 nothing changed, then marks the cluster ``resizing`` and queues the work on its node.
 
 ``perform_member_count`` is that work (``membership`` does each step):
@@ -32,17 +32,16 @@ from django.utils.translation import gettext as _
 from panel.clusters import hooks
 from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel, MemberRole, Node, status_word
-from panel.clusters.services import ha, members, membership, nodes
+from panel.clusters.services import failures, ha, members, membership, placement
 from panel.clusters.services.create import check_num_nodes
 from panel.clusters.services.lifecycle import guard_loaded, require_local
 from panel.core import runas
-from panel.core.errors import N_, Message, ServiceError
+from panel.core.errors import N_, Message, ServiceError, message_to_text
 from panel.core.taskqueue import enqueue_task
 
 log = logging.getLogger(__name__)
 
 FIELD = "num_nodes"
-GB = 1024**3
 
 
 def check_member_count(cluster: Cluster, num_nodes: int) -> None:
@@ -77,28 +76,14 @@ def check_member_count(cluster: Cluster, num_nodes: int) -> None:
 
 
 def _check_room(cluster: Cluster, num_nodes: int) -> None:
-    """Each member takes the plan's RAM on the node (``nodes.usage``)."""
-    plan = cluster.plan
-    if cluster.node is None or plan is None or num_nodes <= cluster.num_nodes:
+    """Placement finds a node for each new standby (other nodes first, the cluster's own when none
+    has room), else refuses with each node's reason (``node.full``). Member 1 is the server that
+    runs now: it takes no more room."""
+    if cluster.node is None or cluster.plan is None or num_nodes <= cluster.num_nodes:
         return
-    need = plan.ram_bytes * (num_nodes - cluster.num_nodes)
-    free = nodes.usage(cluster.node).free_ram_bytes
-    if free < need:
-        raise ServiceError(
-            N_(
-                "Node “%(node)s” has no room for %(more)s more member(s) of plan %(plan)s: %(free).1f GB of RAM "
-                "free, %(need).1f GB needed."
-            ),
-            field=FIELD,
-            code="resize.node_full_members",
-            params={
-                "node": cluster.node.name,
-                "more": num_nodes - cluster.num_nodes,
-                "plan": plan.slug,
-                "free": max(0, free) / GB,
-                "need": need / GB,
-            },
-        )
+    standbys = num_nodes - max(cluster.members.count(), 1)
+    with transaction.atomic():  # (placement locks the nodes' rows it reads)
+        placement.member_nodes(cluster, standbys)
 
 
 def change_member_count(cluster: Cluster, num_nodes: int, *, enqueue: bool = True) -> Cluster:
@@ -247,12 +232,19 @@ def _remove_one(cluster: Cluster, name: str) -> None:
 def _failed(cluster: Cluster, old: int, wanted: int, exc: Exception) -> Cluster:
     """The reason on the page and in the events. The row keeps the members that exist: online
     when they serve (fewer or more than asked), in error otherwise (Start or the reconciler)."""
-    reason = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-    log.warning("changing %s from %s to %s members failed: %s", cluster.pk, old, wanted, reason)
+    log.warning(
+        "changing %s from %s to %s members failed: %s",
+        cluster.pk,
+        old,
+        wanted,
+        str(exc) or type(exc).__name__,
+    )
+    reason = failures.reason(exc)  # the engine's words: the log only
     count = max(1, cluster.members.count())
     cluster.num_nodes = count
     cluster.save(update_fields=["num_nodes", "updated_at"])
-    message = _("Changing to %(n)s node(s) failed: %(reason)s") % {"n": wanted, "reason": reason}
+    event = Message(N_("Changing to %(n)s node(s) failed: %(reason)s"), n=wanted, reason=reason)
+    message = message_to_text(event)
     if cluster.is_ha:
         serving = ha.wait_healthy(cluster, 10)
     else:  # refused before anything changed, or handed back already
@@ -263,5 +255,5 @@ def _failed(cluster: Cluster, old: int, wanted: int, exc: Exception) -> Cluster:
         cluster.save(update_fields=["error_message", "updated_at"])
     else:
         cluster.mark_error(message)
-    cluster.log_event("members-failed", message, EventLevel.ERROR)
+    cluster.log_event("members-failed", event, EventLevel.ERROR)
     return cluster

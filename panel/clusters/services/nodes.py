@@ -2,9 +2,8 @@
 
 A node's agent registers it (``register_this_node``, at the agent's start) and keeps its
 ``last_heartbeat`` fresh (``heartbeat``, every PANEL_NODE_HEARTBEAT_SECONDS); an operator adds,
-drains, activates and removes nodes (``manage.py node …``, the staff Nodes page). ``place``
-picks the node a new cluster goes to: the active, living node with the most free RAM that has
-room for the plan (or the one the user named), so a full node refuses with a clear message.
+drains, activates and removes nodes (``manage.py node …``, the staff Nodes page). Where a new
+cluster goes, and why a node cannot take it, is ``placement``.
 """
 
 from __future__ import annotations
@@ -12,9 +11,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import shutil
 import socket
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
+from typing import cast
 
 from django.conf import settings
 from django.db import transaction
@@ -150,6 +152,23 @@ def register_this_node() -> Node:
     return node
 
 
+def free_disk() -> int | None:
+    """Free bytes of the filesystem this machine keeps its clusters' data on (PANEL_DATA_DIR, or
+    the nearest directory above it that exists yet)."""
+    path = Path(settings.PANEL_DATA_DIR)
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    try:
+        return shutil.disk_usage(path).free
+    except OSError:
+        return None
+
+
+def disk_free_bytes(node: Node) -> int | None:
+    """The node's free disk: measured now on this process's own node, else as its agent reported."""
+    return free_disk() if node.is_here else node.disk_free_bytes
+
+
 def heartbeat(*, inventory: bool = True) -> bool:
     """The agent is alive: its node's ``last_heartbeat`` and, with ``inventory``, the PostgreSQL
     versions installed and its host (looking for the versions runs pg_config: the heartbeat
@@ -157,7 +176,11 @@ def heartbeat(*, inventory: bool = True) -> bool:
     (removed by an operator)."""
     fields: dict[str, object] = {"last_heartbeat": timezone.now()}
     if inventory:
-        fields.update(versions=",".join(postgres.installed_versions()), agent_host=socket.gethostname())
+        fields.update(
+            versions=",".join(postgres.installed_versions()),
+            agent_host=socket.gethostname(),
+            disk_free_bytes=free_disk(),
+        )
     return bool(Node.objects.filter(name=settings.PANEL_NODE_NAME).update(**fields))
 
 
@@ -171,84 +194,6 @@ def this_node() -> Node:
         return Node.objects.get(name=settings.PANEL_NODE_NAME)
     except Node.DoesNotExist:
         return register_this_node()
-
-
-def place(plan: Plan, *, node_name: str | None = None) -> Node:
-    """The node a new cluster of ``plan`` goes to (called inside the creating transaction)."""
-    if node_name:
-        try:
-            node = Node.objects.select_for_update().get(name=node_name)
-        except Node.DoesNotExist:
-            raise ServiceError(
-                N_("There is no node named “%(node)s”."),
-                field="node",
-                code="node.not_found",
-                params={"node": node_name},
-            ) from None
-        _check_can_take(node, plan)
-        return node
-    if not Node.objects.exists() and settings.PANEL_PROCESS_ROLE != "web":
-        this_node()
-    nodes = list(Node.objects.select_for_update().order_by("name"))
-    if not nodes:
-        raise ServiceError(
-            N_(
-                "No node has registered yet: start the node agent (make run starts one) or add a node with manage.py node add."
-            ),
-            code="node.none_registered",
-            params={},
-        )
-    candidates = [u for u in map(usage, nodes) if u.node.state == NodeState.ACTIVE and u.node.is_alive]
-    fitting = [u for u in candidates if u.fits(plan)]
-    if fitting:
-        return max(fitting, key=lambda u: (u.free_ram_bytes, u.free_vcpus)).node
-    if not candidates:
-        raise ServiceError(
-            N_("No node takes new clusters now: every node is draining or its agent is not answering."),
-            field="plan",
-            code="node.none_available",
-            params={},
-        )
-    return _check_can_take(max(candidates, key=lambda u: u.free_ram_bytes).node, plan)  # raises
-
-
-def _check_can_take(node: Node, plan: Plan) -> Node:
-    if node.state != NodeState.ACTIVE:
-        raise ServiceError(
-            N_("Node “%(node)s” is draining: it keeps its clusters but takes no new ones."),
-            field="node",
-            code="node.draining",
-            params={"node": node.name},
-        )
-    if not node.is_alive:
-        raise ServiceError(
-            N_(
-                "Node “%(node)s” is not answering (no heartbeat from its agent), so no cluster can be created there."
-            ),
-            field="node",
-            code="node.not_answering",
-            params={"node": node.name},
-        )
-    room = usage(node)
-    if not room.fits(plan):
-        raise ServiceError(
-            N_(
-                "Node “%(node)s” is full for plan %(plan)s: it has %(ram).1f GB of RAM and %(cpu)d vCPUs free, "
-                "the plan needs %(need_ram)d GB and %(need_cpu)d vCPUs. Choose a smaller plan or another node, "
-                "or add a node."
-            ),
-            field="node" if Node.objects.count() > 1 else "plan",
-            code="node.full",
-            params={
-                "node": node.name,
-                "plan": plan.slug,
-                "ram": max(0, room.free_ram_bytes) / GB,
-                "cpu": max(0, room.free_vcpus),
-                "need_ram": plan.ram_gb,
-                "need_cpu": plan.vcpus,
-            },
-        )
-    return node
 
 
 def node_choices() -> list[tuple[str, str]]:
@@ -331,7 +276,7 @@ def add_node(
             N_("Ports %(a)d–%(b)d overlap node “%(other)s” at the same address."),
             field="ports",
             code="node.ports_overlap",
-            params={"a": ports[0], "b": ports[1], "other": overlapping.first().name},
+            params={"a": ports[0], "b": ports[1], "other": cast(Node, overlapping.first()).name},
         )
     with transaction.atomic():
         if Node.objects.filter(name=name).exists():

@@ -19,6 +19,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 import psutil
 import psycopg
@@ -26,20 +27,19 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
 from psycopg import sql
 
 from panel import crypto
 from panel.clusters import hooks
-from panel.clusters.engine import dbconn, guard, isolation, postgres
+from panel.clusters.engine import dbconn, guard, isolation, panel_roles, pgdata_template, postgres
 from panel.clusters.lib import tls, tunables
 from panel.clusters.lib.pgconf import ServerSettings, loads_guard, render_temp_file_limit, temp_file_limit_kb
 from panel.clusters.lib.plans import SUPERUSER_RESERVED_CONNECTIONS
 from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser, EventLevel
-from panel.clusters.services import ha, replication
+from panel.clusters.services import failures, ha, remote_members, replication
 from panel.clusters.services.create import new_password
 from panel.core import runas
-from panel.core.errors import N_, Message
+from panel.core.errors import N_, Message, ServiceError, message_to_text
 from panel.core.runas import EngineError
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,8 @@ class Provisioning:
     """What the steps hand on to each other."""
 
     cluster: Cluster
-    user: str = ""
+    # Set by the first step (ensure_cluster_user); "" until then, as it always was.
+    user: runas.OsUser = cast(runas.OsUser, "")
     superuser_password: str = ""
     admin_password: str = ""
 
@@ -72,13 +73,15 @@ def provision_cluster(cluster_id: uuid.UUID | str) -> Cluster:
     if not claimed:
         return cluster  # another worker has it, or it is not waiting to be created
     job = Provisioning(cluster)
+    at = ""
     try:
         for percent, label, step in STEPS:
             if label:
-                cluster.set_progress(percent, str(label))
+                at = label
+                cluster.set_progress(percent, label)  # the msgid: the page translates it
             step(job)
     except Exception as exc:
-        fail(cluster, exc)
+        fail(cluster, exc, at)
     return cluster
 
 
@@ -104,7 +107,7 @@ def build_guard(job: Provisioning) -> None:
 
 def init_data_directory(job: Provisioning) -> None:
     cluster = job.cluster
-    postgres.initdb(
+    pgdata_template.initdb(
         cluster.version,
         cluster.pgdata,
         settings.PANEL_SUPERUSER,
@@ -161,7 +164,7 @@ def create_roles(job: Provisioning) -> None:
         dbconn.create_role(conn, cluster.admin_user, job.admin_password, admin=True)
         dbconn.create_database(conn, cluster.default_database, cluster.admin_user)
         conn.execute("REVOKE CONNECT ON DATABASE postgres FROM PUBLIC")
-        dbconn.ensure_monitor_role(conn, settings.PANEL_MONITOR_ROLE, monitor_password)
+        panel_roles.ensure_monitor_role(conn, settings.PANEL_MONITOR_ROLE, monitor_password)
         dbconn.ensure_statements_extension(conn)  # the Queries tab reads it (panel/insights)
 
 
@@ -219,45 +222,42 @@ def record(job: Provisioning) -> None:
             cluster=cluster, name=cluster.default_database, owner_name=cluster.admin_user, is_protected=True
         )
     isolation.refresh_server_auth(cluster)  # PgBouncer may log in as the admin user
+    try:  # members on other nodes read the same lines (they started before the admin user's row)
+        remote_members.push_auth(cluster)
+    except EngineError as exc:  # that node's reconciler writes them from the rows (ha_roles)
+        log.warning("pg_ident.conf of %s not pushed to its other nodes: %s", cluster.pk, exc)
     cluster.mark_online()
     cluster.log_event("online", Message(N_("Cluster is online on port %(port)s."), port=cluster.port))
     hooks.after_provision(cluster)
 
 
 # (progress in %, what the page shows while the step runs, the step); no label: progress unchanged.
+# The labels are msgids: a failure names its step in the reader's language (failures.provisioning).
 STEPS: tuple[tuple[int, str, Callable[[Provisioning], None]], ...] = (
     (1, "", prepare),
-    (5, gettext_lazy("Building the privilege guard"), build_guard),
-    (10, gettext_lazy("Initialising the data directory (initdb)"), init_data_directory),
-    (40, gettext_lazy("Generating TLS certificates"), write_certificates),
-    (50, gettext_lazy("Writing the configuration"), configure),
-    (60, gettext_lazy("Starting PostgreSQL"), start_server),
-    (80, gettext_lazy("Creating the admin user and the default database"), create_roles),
-    (90, gettext_lazy("Waiting for the standbys"), wait_for_standbys),
+    (5, N_("Building the privilege guard"), build_guard),
+    (10, N_("Initialising the data directory (initdb)"), init_data_directory),
+    (40, N_("Generating TLS certificates"), write_certificates),
+    (50, N_("Writing the configuration"), configure),
+    (60, N_("Starting PostgreSQL"), start_server),
+    (80, N_("Creating the admin user and the default database"), create_roles),
+    (90, N_("Waiting for the standbys"), wait_for_standbys),
     (100, "", record),
 )
 
 
-def fail(cluster: Cluster, exc: Exception) -> None:
-    """End a failed pipeline: nothing left running, the reason on the page and in the events.
-    Expected failures (a program's or PostgreSQL's own words) are shown as they are; anything
-    else is a bug, logged with its traceback, and still ends in a visible error."""
-    expected = isinstance(exc, EngineError | dbconn.DatabaseError | OSError)
-    reason = str(exc) or type(exc).__name__
-    if not expected:
+def fail(cluster: Cluster, exc: Exception, step: str = "") -> None:
+    """End a failed pipeline: nothing left running, a coded sentence on the page and in the
+    events (which step, what to do), the program's or server's own words in the log only.
+    Anything but an expected failure is a bug, logged with its traceback."""
+    if not isinstance(exc, EngineError | dbconn.DatabaseError | OSError | ServiceError):
         log.exception("provisioning %s crashed", cluster.pk)
-        reason = _("Internal error while provisioning (%(type)s): %(reason)s") % {
-            "type": type(exc).__name__,
-            "reason": reason,
-        }
-    log.warning("provisioning %s failed: %s", cluster.pk, reason)
+    failed = failures.provisioning(cluster.pk, cluster.version, step, exc)
     if cluster.is_ha:
         ha.stop_members(cluster)
     postgres.kill(cluster.pgdata)
-    cluster.mark_error(reason)
-    cluster.log_event(
-        "error", Message(N_("Provisioning failed: %(reason)s"), reason=reason), EventLevel.ERROR
-    )
+    cluster.mark_error(message_to_text(failed))
+    cluster.log_event("error", failed, EventLevel.ERROR)
 
 
 # --- the server's configuration ------------------------------------------------------------

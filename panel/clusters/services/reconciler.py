@@ -10,18 +10,27 @@ import os
 
 from django.conf import settings
 from django.utils import timezone
-from django.utils.translation import gettext as _
 
 from panel import crypto
 from panel.clusters import hooks, services
-from panel.clusters.engine import dbconn, guard, isolation, postgres
+from panel.clusters.engine import dbconn, guard, isolation, panel_roles, postgres
 from panel.clusters.lib import pgconf
 from panel.clusters.lib.pgconf import STATEMENTS_LIBRARY, guard_lines
-from panel.clusters.models import Cluster, ClusterStatus, EventLevel
-from panel.clusters.services import firewall, ha, new_password, replica_heal, replication
+from panel.clusters.models import Cluster, ClusterStatus, CycleKind, EventLevel
+from panel.clusters.services import (
+    cycles,
+    firewall,
+    ha,
+    ha_health,
+    ha_roles,
+    new_password,
+    replica_heal,
+    replica_slots,
+    replication,
+)
 from panel.clusters.services.provision import SETTINGS_FILE
 from panel.core import osusers, runas
-from panel.core.errors import N_, Message, ServiceError
+from panel.core.errors import N_, Message, ServiceError, message_to_text
 from panel.core.runas import EngineError
 
 log = logging.getLogger(__name__)
@@ -31,17 +40,27 @@ STUCK_AFTER = dt.timedelta(minutes=10)
 
 def reconcile() -> list[str]:
     """Bring back every online local cluster whose postmaster died; fail stuck creations; bring
-    clusters from before up to date (own OS user, privilege guard, monitor role)."""
+    clusters from before up to date (own OS user, privilege guard, monitor role). The round's
+    duration is recorded on this node (the Nodes page)."""
+    with cycles.timed(CycleKind.RECONCILE):
+        return _reconcile()
+
+
+def _reconcile() -> list[str]:
     notes: list[str] = move_legacy_clusters()
     # Patroni supervises the members of a cluster with standbys; the reconciler supervises Patroni.
     notes += ha.supervise_all()
     for cluster in Cluster.objects.here().filter(status__in=ClusterStatus.SERVING, num_nodes__gt=1):
         notes += _restore_member_config(cluster)
-        notes += replication.keep_slots_declared(cluster)
+        notes += ha_roles.upgrade(cluster)
+        notes += replica_slots.keep_slots_declared(cluster)
         if note := firewall.reconcile_proxy(cluster):
             notes.append(note)
+        # Patroni healed what it could (and Patroni itself is running again): the status says so.
+        notes += ha_health.assess(cluster)
     # A replica left on its source's old timeline by a crash failover is rewound or copied again.
     notes += replica_heal.heal_diverged()
+    notes += replication.refresh_standbys()
     for cluster in Cluster.objects.here().filter(status__in=ClusterStatus.SERVING, num_nodes=1):
         if postgres.postmaster_pid(cluster.pgdata) is not None:
             continue
@@ -57,8 +76,11 @@ def reconcile() -> list[str]:
         try:
             isolation.start_server(cluster, cluster.os_user(), settings.PANEL_COMMAND_TIMEOUT)
         except EngineError as exc:
+            log.warning("restarting %s failed: %s", cluster.pk, exc)  # pg_ctl's words: the log only
             cluster.log_event(
-                "error", Message(N_("Restart failed: %(reason)s"), reason=exc), EventLevel.ERROR
+                "error",
+                Message(N_("Restart failed. The panel's log holds the details for an administrator.")),
+                EventLevel.ERROR,
             )
             notes.append(f"{cluster.name}: restart failed: {exc}")
             continue
@@ -86,12 +108,15 @@ def reconcile() -> list[str]:
             notes += _write_json_log(cluster)
     stuck_before = timezone.now() - STUCK_AFTER
     for cluster in Cluster.objects.here().filter(status__in=ClusterStatus.BUSY, updated_at__lt=stuck_before):
-        reason = _("The job working on this cluster was interrupted.")
+        reason = Message(N_("The job working on this cluster was interrupted."))
         # Only if the job has not moved on since the query ran.
         if not Cluster.objects.filter(
             pk=cluster.pk, status=cluster.status, updated_at__lt=stuck_before
         ).update(
-            status=ClusterStatus.ERROR, error_message=reason, progress_message="", updated_at=timezone.now()
+            status=ClusterStatus.ERROR,
+            error_message=message_to_text(reason),
+            progress_message="",
+            updated_at=timezone.now(),
         ):
             continue
         cluster.log_event("error", reason, EventLevel.ERROR)
@@ -252,13 +277,15 @@ def move_to_own_os_user(cluster: Cluster) -> str | None:
         log.warning("moving %s to its own OS user failed: %s", cluster.pk, exc)
         # A serving cluster stays degraded, so the next pass tries again (and starts it).
         cluster.status = ClusterStatus.STOPPED if was == ClusterStatus.STOPPED else ClusterStatus.DEGRADED
-        cluster.error_message = str(exc)
-        cluster.save(update_fields=["status", "error_message", "updated_at"])
-        cluster.log_event(
-            "error",
-            Message(N_("Could not move the cluster to a system user of its own: %(reason)s"), reason=exc),
-            EventLevel.ERROR,
+        failed = Message(
+            N_(
+                "Could not move the cluster to a system user of its own. The panel's log holds the "
+                "details for an administrator."
+            )
         )
+        cluster.error_message = message_to_text(failed)
+        cluster.save(update_fields=["status", "error_message", "updated_at"])
+        cluster.log_event("error", failed, EventLevel.ERROR)
         return f"{cluster.name}: moving to its own OS user failed: {exc}"
     cluster.log_event(
         "os-user",
@@ -289,7 +316,7 @@ def create_missing_monitor_roles() -> list[str]:
         cluster.monitor_password_encrypted = encrypted
         try:
             with dbconn.admin_connection(cluster) as conn:
-                dbconn.ensure_monitor_role(conn, settings.PANEL_MONITOR_ROLE, password)
+                panel_roles.ensure_monitor_role(conn, settings.PANEL_MONITOR_ROLE, password)
         except (dbconn.DatabaseError, ValueError) as exc:
             # Released for the next pass (the server may be restarting).
             Cluster.objects.filter(pk=cluster.pk, monitor_password_encrypted=encrypted).update(

@@ -23,7 +23,7 @@ from django.utils.translation import gettext as _
 
 from panel.clusters.engine import dbconn, guard, isolation, patroni, postgres
 from panel.clusters.models import Cluster, ClusterMember, ClusterStatus
-from panel.clusters.services import ha_files
+from panel.clusters.services import failures, ha_files
 from panel.core import agent, runas
 from panel.core.agent import on_node
 from panel.core.errors import N_, ServiceError
@@ -264,11 +264,7 @@ def apply_config_here(member: ClusterMember, wanted: ServerConfig) -> ServerConf
             raise runas.EngineError("; ".join(errors))
         isolation.reload_member(cluster, member.port)
     except (runas.EngineError, dbconn.DatabaseError, OSError) as exc:
-        raise ServiceError(
-            N_("The member's server did not take the configuration: %(reason)s"),
-            code="member.config_not_applied",
-            params={"reason": str(exc)},
-        ) from None
+        raise _not_applied(cluster, member.name, exc) from None
     _ensure_rest_auth(cluster, member, user)
     return previous
 
@@ -315,12 +311,14 @@ def apply_auth_here(member: ClusterMember, wanted: AuthFiles) -> AuthFiles:
             raise runas.EngineError("; ".join(errors))
         isolation.reload_member(cluster, member.port)
     except (runas.EngineError, dbconn.DatabaseError, OSError) as exc:
-        raise ServiceError(
-            N_("The member's server did not take the configuration: %(reason)s"),
-            code="member.config_not_applied",
-            params={"reason": str(exc)},
-        ) from None
+        raise _not_applied(cluster, member.name, exc) from None
     return previous
+
+
+def _not_applied(cluster: Cluster, member: str, exc: BaseException) -> ServiceError:
+    log.warning("member %s of %s did not take its configuration: %s", member, cluster.pk, exc)  # paths
+    words = N_("The member's server did not take the configuration: %(reason)s")
+    return ServiceError(words, code="member.config_not_applied", params={"reason": failures.reason(exc)})
 
 
 @on_node(timeout=PID_TIMEOUT)

@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager, contextmanager
 import psycopg
 from django.conf import settings
 
-from panel.clusters.engine import dbconn
+from panel.clusters.engine import dbconn, member_tls
 from panel.clusters.models import Cluster, ClusterMember
 from panel.clusters.services import ha_files, handover
 from panel.clusters.services.remote_members import CONFIG_TIMEOUT, PID_TIMEOUT, ask
@@ -37,6 +37,7 @@ def member_connection(member: ClusterMember) -> AbstractContextManager[psycopg.C
         user=settings.PANEL_SUPERUSER,
         password=cluster.superuser_password,
         dbname=dbconn.MAINTENANCE_DATABASE,
+        **member_tls.panel_client_params(cluster),  # the members' lines ask for it
     )
 
 

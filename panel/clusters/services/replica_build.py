@@ -21,6 +21,7 @@ from collections.abc import Callable
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.functional import Promise
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
@@ -28,7 +29,7 @@ from panel import crypto
 from panel.clusters.engine import dbconn, isolation, postgres
 from panel.clusters.lib.pgconf import QUOTA_FILE
 from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser, EventLevel
-from panel.clusters.services import ha_files, lifecycle, provision, replica_source, replication
+from panel.clusters.services import failures, ha_files, lifecycle, provision, replica_source, replication
 from panel.core import runas
 from panel.core.errors import N_, Message
 from panel.core.polling import wait_for
@@ -172,7 +173,7 @@ def follow_source_rows(replica: Cluster) -> bool:
         databases = {database.name: database for database in source.databases.all()}
         changed |= bool(replica.databases.exclude(name__in=list(databases)).delete()[0])
         for database in databases.values():
-            _row, made = Database.objects.update_or_create(
+            _database, made = Database.objects.update_or_create(
                 cluster=replica,
                 name=database.name,
                 defaults={"owner_name": database.owner_name, "is_protected": database.is_protected},
@@ -181,7 +182,7 @@ def follow_source_rows(replica: Cluster) -> bool:
     return changed
 
 
-STEPS: tuple[tuple[int, str, Callable[[Job], None]], ...] = (
+STEPS: tuple[tuple[int, str | Promise, Callable[[Job], None]], ...] = (
     (1, "", prepare),
     (5, gettext_lazy("Building the privilege guard"), provision.build_guard),
     (10, gettext_lazy("Copying the source's data (pg_basebackup)"), base_backup),
@@ -193,12 +194,13 @@ STEPS: tuple[tuple[int, str, Callable[[Job], None]], ...] = (
 
 
 def abandon(replica: Cluster, exc: Exception) -> str:
-    """Nothing of a failed replica is left; the reason is an event on its source."""
+    """Nothing of a failed replica is left; a coded sentence is an event on its source, the
+    engine's words are the log's (and the command line's, which the returned reason reaches)."""
     expected = isinstance(exc, EngineError | dbconn.DatabaseError | OSError)
     reason = str(exc) or type(exc).__name__
     if not expected:
         log.exception("building replica %s crashed", replica.pk)
-    log.warning("building replica %s failed: %s", replica.pk, reason)
+    failed = failures.replica(replica.pk, replica.name, exc)
     source = replica.replica_of
     try:
         lifecycle.tear_down(replica)
@@ -208,13 +210,5 @@ def abandon(replica: Cluster, exc: Exception) -> str:
         postgres.remove_data(replica.data_root)
     replica.delete()
     if source is not None:
-        source.log_event(
-            "replica-failed",
-            Message(
-                N_("Read-only replica “%(name)s” could not be made: %(reason)s"),
-                name=replica.name,
-                reason=reason,
-            ),
-            EventLevel.ERROR,
-        )
+        source.log_event("replica-failed", failed, EventLevel.ERROR)
     return reason

@@ -38,9 +38,9 @@ from panel.clusters import hooks
 from panel.clusters.engine import dbconn, postgres
 from panel.clusters.lib.pgconf import QUOTA_FILE, STANDBY_FILE
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
-from panel.clusters.services import provision, replica_build, replica_source
+from panel.clusters.services import failures, ha_files, provision, replica_build, replica_source
 from panel.clusters.services.provision import SETTINGS_FILE
-from panel.core.errors import N_, Message
+from panel.core.errors import N_, Message, message_to_text
 from panel.core.polling import wait_for
 from panel.core.runas import EngineError
 
@@ -276,11 +276,11 @@ def _attempt_failed(replica: Cluster, attempt: int, exc: BaseException) -> str:
             "Re-synchronising the replica failed (attempt %(attempt)s): %(reason)s. Next attempt in %(seconds)s s."
         ),
         attempt=attempt,
-        reason=(str(exc) or type(exc).__name__).rstrip("."),
+        reason=failures.reason(exc),  # the engine's words were logged above
         seconds=round(retry_after(attempt)),
     )
-    event = replica.log_event(FAILED_EVENT, message, EventLevel.ERROR)
-    replica.mark_error(event.message)
+    replica.log_event(FAILED_EVENT, message, EventLevel.ERROR)
+    replica.mark_error(message_to_text(message))
     return f"{replica.name}: re-synchronising failed (attempt {attempt}): {exc}"
 
 
@@ -325,15 +325,17 @@ def _rewind(job: provision.Provisioning) -> None:
     user = replica.os_user()
     postgres.stop(replica.version, replica.pgdata, user=user, timeout=job.timeout)
     host, port = replica_source.primary_address(replica)
+    # As the members rewind against each other: their role, never the superuser (whose password
+    # would be in the environment of a process of the replica's OS user).
     conninfo = (
-        f"host={host} port={port} user={settings.PANEL_SUPERUSER} "
+        f"host={host} port={port} user={settings.PANEL_MEMBER_ROLE} "
         f"dbname={dbconn.MAINTENANCE_DATABASE} connect_timeout=5"
     )
     postgres.rewind(
         replica.version,
         replica.pgdata,
         conninfo,
-        password=source.superuser_password,
+        password=ha_files.member_password(source),
         user=user,
         timeout=settings.PANEL_BACKUP_TIMEOUT,
     )

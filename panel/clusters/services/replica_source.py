@@ -12,18 +12,31 @@ the replica's pipeline (build, heal, delete) handles it as it handles a local on
 
 from __future__ import annotations
 
+import logging
+
 import psycopg
 from django.utils.translation import gettext as _
 
 from panel.clusters.engine import dbconn, isolation
 from panel.clusters.models import Cluster, Node
-from panel.clusters.services import ha_files, remote_members, replication
+from panel.clusters.services import failures, ha_files, remote_members, replica_slots, replication
 from panel.core import agent
 from panel.core.agent import on_node
-from panel.core.errors import N_, ServiceError
+from panel.core.errors import N_, Message, ServiceError
 from panel.core.runas import EngineError
 
+log = logging.getLogger(__name__)
+
 CALL_TIMEOUT = 60.0
+
+
+class SourceNodeError(EngineError):
+    """The source's node did not do a step, said in the panel's own words (``words``: a coded
+    sentence a page may show, where an engine's text would go to the log only)."""
+
+    def __init__(self, words: Message | str) -> None:
+        super().__init__(str(words))
+        self.words = words
 
 
 def at_source(step: str, source: Cluster, *args: object, timeout: float = CALL_TIMEOUT) -> object:
@@ -33,20 +46,24 @@ def at_source(step: str, source: Cluster, *args: object, timeout: float = CALL_T
         if source.node is None or source.node.is_here:
             return agent.lookup(name)(source, *args)
         if source.agent_silent():  # its heartbeats stopped: no need to wait for the timeout to know
-            raise EngineError(
-                _("The node agent “%(node)s” is not answering (no heartbeat lately).")
-                % {"node": source.node.name}
+            raise SourceNodeError(
+                Message(
+                    N_("The node agent “%(node)s” is not answering (no heartbeat lately)"),
+                    "agent.not_answering",
+                    node=source.node.name,
+                )
             )
         return agent.send(name, (source, *args), {}, timeout=timeout, queue=source.node.agent_queue)
     except ServiceError as exc:
-        raise EngineError(exc.message) from None
+        raise SourceNodeError(exc.as_message()) from None
 
 
 def _failed(exc: BaseException) -> ServiceError:
+    log.warning("the source's node could not do it: %s", str(exc) or type(exc).__name__)
     return ServiceError(
         N_("The source's node could not do it: %(reason)s"),
         code="replica.source_failed",
-        params={"reason": str(exc) or type(exc).__name__},
+        params={"reason": failures.reason(exc)},
     )
 
 
@@ -131,12 +148,12 @@ def prepare_slot_here(source: Cluster, slot: str, timeout: float) -> None:
         if source.is_ha:
             # Patroni would drop a slot it does not know: it makes this one, on whichever member is
             # primary now and after a failover (the replica streams through HAProxy).
-            replication.declare_slot(source, slot, timeout)
+            replica_slots.declare_slot(source, slot, timeout)
         else:
             # Made anew (a failed attempt's dropped) and holding WAL before the copy starts, not
             # once pg_basebackup's WAL stream connects: another copy's checkpoint meanwhile would
-            # recycle where this one starts (``replication.reserve_slot``).
-            replication.reserve_slot(source, slot)
+            # recycle where this one starts (``replica_slots.reserve_slot``).
+            replica_slots.reserve_slot(source, slot)
     except (EngineError, dbconn.DatabaseError) as exc:
         raise _failed(exc) from None
 
@@ -144,7 +161,7 @@ def prepare_slot_here(source: Cluster, slot: str, timeout: float) -> None:
 @on_node(timeout=CALL_TIMEOUT)
 def slot_gone_here(source: Cluster, slot: str) -> bool:
     try:
-        replication.drop_slot(source, slot)
+        replica_slots.drop_slot(source, slot)
         with dbconn.admin_connection(source) as conn:
             row = conn.execute(
                 "SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_name = %s", [slot]

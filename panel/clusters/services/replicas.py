@@ -11,6 +11,7 @@ the primary) with a Patroni permanent slot, so it keeps streaming after a failov
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -19,10 +20,11 @@ from psycopg import sql
 
 from panel import crypto
 from panel.clusters import hooks
-from panel.clusters.engine import dbconn, isolation, postgres
+from panel.clusters.engine import dbconn, isolation, panel_roles, postgres
+from panel.clusters.lib.names import InvalidName, require_typed_name, validate_replica_name
 from panel.clusters.lib.plans import PLANS_BY_SLUG, Plan, get_plan
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
-from panel.clusters.services import lifecycle, placement, replica_source, replication
+from panel.clusters.services import failures, lifecycle, placement, replica_source, replication
 from panel.clusters.services.create import create_cluster, new_password
 from panel.clusters.services.provision import write_server_config
 from panel.clusters.services.replica_build import build_replica, follow_source_rows
@@ -31,6 +33,8 @@ from panel.core.errors import N_, Message, ServiceError
 from panel.core.polling import wait_for
 from panel.core.runas import EngineError
 from panel.core.taskqueue import enqueue_task
+
+log = logging.getLogger(__name__)
 
 # PostgreSQL's default max_wal_senders and max_replication_slots are 10 (Patroni's too): one
 # sender and one slot per replica, and pg_basebackup needs two senders while it copies.
@@ -54,6 +58,31 @@ def _plan(slug: str) -> Plan:
         ) from None
 
 
+def request_problems(source: Cluster, name: str, plan_slug: str) -> list[ServiceError]:
+    """Every refusal of a replica's name and plan, so that a form shows them all at once (a plan
+    too small used to hide a bad name until it was fixed)."""
+    problems = []
+    try:
+        validate_replica_name(name)
+    except InvalidName as exc:
+        problems.append(ServiceError.of(exc, "name"))
+    try:
+        plan = _plan(plan_slug)
+    except ServiceError as exc:
+        return [*problems, exc]
+    source_plan = source.plan
+    if source_plan is not None and plan.smaller_than(source_plan):
+        problems.append(
+            ServiceError(
+                N_("A replica's plan must be at least its source's (%(plan)s); %(chosen)s is smaller."),
+                field="plan",
+                code="replica.plan_too_small",
+                params={"plan": source.plan_slug, "chosen": plan_slug},
+            )
+        )
+    return problems
+
+
 def create_replica(
     source: Cluster, *, name: str, plan_slug: str | None = None, enqueue: bool = True
 ) -> Cluster:
@@ -74,17 +103,12 @@ def create_replica(
             code="replica.too_many",
             params={"count": max_replicas(source)},
         )
-    source_plan = source.plan
-    assert source_plan is not None and source.node is not None
     plan_slug = plan_slug or source.plan_slug
+    problems = request_problems(source, name, plan_slug)
+    if problems:
+        raise problems[0]
+    assert source.node is not None
     plan = _plan(plan_slug)
-    if plan.smaller_than(source_plan):
-        raise ServiceError(
-            N_("A replica's plan must be at least its source's (%(plan)s); %(chosen)s is smaller."),
-            field="plan",
-            code="replica.plan_too_small",
-            params={"plan": source.plan_slug, "chosen": plan_slug},
-        )
     node = placement.replica_node(source, plan, source.version)
     try:
         replica = _record(source, name, plan_slug, node.name)
@@ -227,11 +251,16 @@ def require_replica(cluster: Cluster) -> None:
 
 
 @on_node(timeout=120)
-def promote_replica(replica: Cluster) -> Cluster:
+def promote_replica(replica: Cluster, *, confirm_name: str | None = None) -> Cluster:
     """Make a replica a cluster of its own that accepts writes: ``pg_ctl promote``, new secrets
     for the panel's roles, no more ``standby.conf`` nor slot on the old source, its own WAL
-    archiving and backups. Its users, databases and pools stay as they are."""
+    archiving and backups. Its users, databases and pools stay as they are. ``confirm_name``:
+    the name the user typed, when the caller asks one (the web)."""
     require_replica(replica)
+    try:
+        require_typed_name("replica", replica.name, confirm_name)
+    except InvalidName as exc:
+        raise ServiceError.of(exc, "confirm_name") from None
     replica.require_serving(fresh=True)
     source = replica.replica_of
     assert source is not None
@@ -241,25 +270,32 @@ def promote_replica(replica: Cluster) -> Cluster:
             replica.version, replica.pgdata, user=replica.os_user(), timeout=settings.PANEL_COMMAND_TIMEOUT
         )
     except EngineError as exc:
-        raise ServiceError(str(exc), code="replica.promote_failed") from None
+        log.warning("promoting replica %s failed: %s", replica.pk, exc)  # pg_ctl's words: the log only
+        raise ServiceError(
+            N_("Promoting the replica failed. The panel's log holds the details for an administrator."),
+            code="replica.promote_failed",
+            params={},
+        ) from None
     slot = replication.slot_name(replica)
     replica.replica_of = None
     replica.save(update_fields=["replica_of", "updated_at"])
     try:
-        _own_secrets(replica)
-        write_server_config(replica)  # standby.conf gone; pgBackRest's passfile gets the new password
+        _own_secrets(replica, source)
+        write_server_config(replica)  # standby.conf gone; pgBackRest's files written for it
         isolation.reload_server_config(replica)
     except (EngineError, dbconn.DatabaseError, OSError) as exc:
         # Promoted already (it accepts writes): what is left is said, and a restart redoes the files.
+        log.warning("finishing the promotion of %s failed: %s", replica.pk, exc)
+        reason = failures.reason(exc)
         replica.log_event(
             "error",
-            Message(N_("Promoted, but finishing failed: %(reason)s"), reason=str(exc)),
+            Message(N_("Promoted, but finishing failed: %(reason)s"), reason=reason),
             EventLevel.ERROR,
         )
         raise ServiceError(
             N_("Promoted, but finishing failed: %(reason)s"),
             code="replica.promote_failed",
-            params={"reason": str(exc)},
+            params={"reason": reason},
         ) from None
     if not wait_for(lambda: replica_source.slot_gone(source, slot), 10, interval=0.2):
         source.log_event(
@@ -280,18 +316,25 @@ def promote_replica(replica: Cluster) -> Cluster:
     return replica
 
 
-def _own_secrets(cluster: Cluster) -> None:
+def _own_secrets(cluster: Cluster, source: Cluster) -> None:
     """New passwords for the panel's roles (they were the source's), and the source's replication
     password no longer opens anything here."""
+    source_password = (
+        crypto.decrypt(source.replication_password_encrypted) if source.replication_password_encrypted else ""
+    )
     superuser_password = new_password()
     monitor_password = new_password()
     with dbconn.admin_connection(cluster) as conn:
         dbconn.set_password(conn, settings.PANEL_SUPERUSER, superuser_password)
-        dbconn.ensure_monitor_role(conn, settings.PANEL_MONITOR_ROLE, monitor_password)
-        role = conn.execute(
-            "SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = %s", [settings.PANEL_REPLICATION_ROLE]
-        ).fetchone()
-        if role:
+        previous = (
+            crypto.decrypt(cluster.monitor_password_encrypted) if cluster.monitor_password_encrypted else ""
+        )
+        panel_roles.ensure_monitor_role(conn, settings.PANEL_MONITOR_ROLE, monitor_password, previous)
+        try:
+            ours = panel_roles.claim(conn, settings.PANEL_REPLICATION_ROLE, lambda: source_password)
+        except panel_roles.NotPanelRole:
+            ours = False  # somebody else's role of that name is not the panel's to change
+        if ours:
             conn.execute(
                 sql.SQL("ALTER ROLE {} WITH PASSWORD NULL").format(
                     sql.Identifier(settings.PANEL_REPLICATION_ROLE)

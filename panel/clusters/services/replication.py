@@ -3,27 +3,27 @@ panel's, reserved by the privilege guard) and one slot per replica, the replica'
 copy of the source's CA, its ``standby.conf``, and how far behind the source it is.
 
 The replica logs in to the source's TCP port (on loopback, or at the source's node address when
-the replica is on another node) over TLS (``verify-full`` against the source's own CA), as ``settings.PANEL_REPLICATION_ROLE`` with a password kept encrypted on the
+the replica is on another node; with standbys, to the members' own ports, never through HAProxy)
+over TLS (``verify-full`` against the source's own CA), as ``settings.PANEL_REPLICATION_ROLE`` with a password kept encrypted on the
 source's row and, in clear, only in a 0600 passfile of the replica's system user.
 """
 
 from __future__ import annotations
 
-import json
+import ipaddress
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.utils.translation import gettext as _
 from psycopg import sql
 
 from panel import crypto
-from panel.clusters.engine import dbconn, patroni
-from panel.clusters.lib import patroni as patroni_lib
+from panel.clusters.engine import dbconn, panel_roles
 from panel.clusters.lib.pgconf import STANDBY_FILE, render_standby_conf, standby_conninfo
 from panel.clusters.models import Cluster, ClusterStatus
 from panel.clusters.services.create import new_password
 from panel.core import runas
 from panel.core.agent import on_node
+from panel.core.errors import N_, ServiceError
 from panel.core.polling import wait_for
 from panel.core.runas import EngineError
 
@@ -46,7 +46,8 @@ def replication_dir(replica: Cluster) -> str:
 
 def ensure_replication_role(source: Cluster) -> str:
     """The source's replication role, created or repaired (LOGIN REPLICATION and nothing else,
-    no member, no membership), with the password on the source's row; returns the password."""
+    no member, no membership), with the password on the source's row; returns the password.
+    A role of that name the panel did not make is refused, not repaired (``panel_roles``)."""
     # Claimed once: two replicas made at the same time must not each set a password of their own.
     Cluster.objects.filter(pk=source.pk, replication_password_encrypted="").update(
         replication_password_encrypted=crypto.encrypt(new_password())
@@ -54,26 +55,28 @@ def ensure_replication_role(source: Cluster) -> str:
     source.refresh_from_db(fields=["replication_password_encrypted"])
     password = crypto.decrypt(source.replication_password_encrypted)
     role = settings.PANEL_REPLICATION_ROLE
-    ident = sql.Identifier(role)
     with dbconn.admin_connection(source) as conn, conn.transaction():
-        # One at a time: concurrent ALTER ROLEs of one role fail ("tuple concurrently updated").
-        conn.execute("SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext(%s))", [role])
-        exists = conn.execute("SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = %s", [role]).fetchone()
         attributes = sql.SQL(
             "LOGIN REPLICATION NOINHERIT NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS PASSWORD {}"
         ).format(sql.Literal(dbconn.scram_verifier(conn, role, password)))
-        conn.execute(
-            sql.SQL("{} ROLE {} WITH {}").format(sql.SQL("ALTER" if exists else "CREATE"), ident, attributes)
-        )
-        conn.execute(sql.SQL("ALTER ROLE {} RESET ALL").format(ident))
-        related = conn.execute(
-            "SELECT pg_catalog.pg_get_userbyid(roleid), pg_catalog.pg_get_userbyid(member) "
-            "FROM pg_catalog.pg_auth_members WHERE member = %s::pg_catalog.regrole "
-            "OR roleid = %s::pg_catalog.regrole",
-            [role, role],
-        ).fetchall()
-        for granted, member in related:
-            conn.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(granted), sql.Identifier(member)))
+        try:
+            if source.users.filter(name=role).exists():
+                # Made for the tenant by the API before the name was refused, and perhaps taken
+                # over by a build then (its password the panel's): the tenant's all the same.
+                raise panel_roles.NotPanelRole(role)
+            panel_roles.ensure(conn, role, attributes, known_password=lambda: password)
+        except panel_roles.NotPanelRole:
+            # Somebody else's role of that name (a tenant's, made before the name was reserved)
+            # would become the role every replica logs in as, with its password: left as it is.
+            raise ServiceError(
+                N_(
+                    "This cluster has a role named “%(role)s” that the panel did not make; the panel "
+                    "streams replicas with a role of that name and does not take over somebody "
+                    "else's. Ask an administrator to remove or rename that role, then try again."
+                ),
+                code="replica.role_not_panels",
+                params={"role": role},
+            ) from None
     return password
 
 
@@ -85,14 +88,51 @@ def source_host(replica: Cluster) -> str:
     return "127.0.0.1" if source.node_id == replica.node_id else source.public_host
 
 
+def _member_targets(replica: Cluster, source: Cluster) -> dict[str, str | int]:
+    """A source with standbys: every member's own port, the primary chosen by libpq
+    (``target_session_attrs``), again after each failover. Not HAProxy's port: what comes through
+    it reaches the members from an address whose pg_hba.conf lines let no panel role in
+    (``firewall.HAPROXY_SOURCE``). A member on another node is reached at its node's address, its
+    certificate checked for the source's host name as before (``hostaddr`` when the address is
+    numeric)."""
+    hosts, addresses, ports = [], [], []
+    for member in source.members.select_related("node", "cluster").order_by("name"):
+        if member.node is None or member.node_id == replica.node_id:
+            address = member.host
+        else:
+            address = member.node.address
+        if address == "127.0.0.1" or not _numeric(address):
+            hosts.append(address)
+            addresses.append("")
+        else:
+            hosts.append(source.public_host)
+            addresses.append(address)
+        ports.append(str(member.port))
+    targets: dict[str, str | int] = {"host": ",".join(hosts), "port": ",".join(ports)}
+    if any(addresses):
+        targets["hostaddr"] = ",".join(addresses)  # an empty entry: that host's name is looked up
+    return {**targets, "target_session_attrs": "primary"}
+
+
+def _numeric(address: str) -> bool:
+    try:
+        ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return True
+
+
 def conninfo(replica: Cluster) -> str:
     """How the replica reaches its source (libpq conninfo; the password is in the passfile)."""
     source = replica.replica_of
     assert source is not None
+    if source.is_ha:
+        targets = _member_targets(replica, source)
+    else:
+        targets = {"host": source_host(replica), "port": int(source.port or 0)}
     return standby_conninfo(
         {
-            "host": source_host(replica),
-            "port": int(source.port or 0),
+            **targets,
             "user": settings.PANEL_REPLICATION_ROLE,
             "passfile": f"{replication_dir(replica)}/{PASSFILE}",
             "sslmode": "verify-full",
@@ -110,8 +150,9 @@ def write_login_files(replica: Cluster, password: str) -> None:
     user = replica.os_user()
     directory = replica.data_root / "replication"
     runas.make_private_dir(directory, user)
-    # host:port:database:user:password; "replication" matches a streaming connection.
-    line = f"{_pgpass(source_host(replica))}:{source.port}:replication:{settings.PANEL_REPLICATION_ROLE}:{_pgpass(password)}\n"
+    # host:port:database:user:password; "replication" matches a streaming connection, to any of
+    # a source's members (the file serves this one login alone).
+    line = f"*:*:replication:{settings.PANEL_REPLICATION_ROLE}:{_pgpass(password)}\n"
     runas.write_private_file(directory / PASSFILE, line, owner=user)
     runas.write_private_file(directory / SOURCE_CA, source.ca_certificate, owner=user)
 
@@ -133,142 +174,31 @@ def standby_files(replica: Cluster) -> list[str]:
     return [STANDBY_FILE]
 
 
-def drop_slot(source: Cluster, slot: str) -> bool:
-    """Remove a replica's slot from its source, so the source keeps no WAL for it; True if one
-    was there. A slot still in use (its walsender exiting) is retried by the caller's next call.
-    With standbys the slot is one of Patroni's permanent slots: it leaves Patroni's configuration
-    first (else Patroni would make it again), then every member that still has it."""
-    if not source.is_ha:
-        return _drop_on(source, slot, None)
-    try:
-        _patch_slots(source, patroni_lib.permanent_slots(remove=[slot]))
-    except EngineError as exc:
-        # As when the source's PostgreSQL does not answer: the caller's retry or warning.
-        raise dbconn.DatabaseError(str(exc)) from None
-    found = False
-    for port in source.members.values_list("port", flat=True):
+def refresh_standbys() -> list[str]:
+    """The reconciler's part: a serving replica on this node whose ``standby.conf`` is not what
+    it should be (a source's members changed; or written when replicas of a cluster with standbys
+    streamed through HAProxy, which no longer lets the replication role in) gets its login files
+    and ``standby.conf`` written again, then a reload (the WAL receiver reconnects with them)."""
+    notes = []
+    replicas = Cluster.objects.here().filter(status__in=ClusterStatus.SERVING, replica_of__isnull=False)
+    for replica in replicas.select_related("replica_of"):
+        source = replica.replica_of
+        assert source is not None
         try:
-            found |= _drop_on(source, slot, int(port))
-        except dbconn.DatabaseError:
-            continue  # a member that is down: its Patroni drops the slot once it runs again
-    return found
-
-
-def _drop_on(source: Cluster, slot: str, port: int | None) -> bool:
-    with dbconn.admin_connection(source, port=port) as conn:
-        row = conn.execute(
-            "SELECT pg_catalog.pg_drop_replication_slot(slot_name) FROM pg_catalog.pg_replication_slots "
-            "WHERE slot_name = %s AND NOT active",
-            [slot],
-        ).fetchone()
-    return row is not None
-
-
-def declare_slot(source: Cluster, slot: str, timeout: float) -> None:
-    """A cluster with standbys: the replica's slot as a Patroni permanent physical slot, so that
-    it exists on whichever member is primary and survives a failover (Patroni keeps copies on
-    the standbys, advanced as the primary's moves); returns once the primary has it, reserving
-    WAL. A one-member cluster's slot is ``reserve_slot``'s."""
-    _patch_slots(source, patroni_lib.permanent_slots(declare=[slot]))
-
-    def reserved() -> bool:
-        try:
-            with dbconn.admin_connection(source) as conn:
-                row = conn.execute(
-                    "SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_name = %s "
-                    "AND slot_type = 'physical' AND restart_lsn IS NOT NULL AND NOT pg_catalog.pg_is_in_recovery()",
-                    [slot],
-                ).fetchone()
-        except dbconn.DatabaseError:
-            return False
-        return row is not None
-
-    if not wait_for(reserved, timeout, interval=0.2):
-        raise EngineError(
-            _("Patroni did not make the replication slot %(slot)s on the primary within %(s).0f s.")
-            % {"slot": slot, "s": timeout}
-        )
-
-
-def reserve_slot(source: Cluster, slot: str) -> None:
-    """A one-member source: the replica's physical slot made anew (a failed attempt's dropped),
-    holding WAL from now on, before ``pg_basebackup`` starts its copy.
-
-    A slot ``pg_basebackup --create-slot`` makes holds WAL only once its WAL stream has connected,
-    after the copy started: a checkpoint in between (another replica's copy starting, two made at
-    once) recycles the segment the copy starts from, and the copy fails with "requested WAL
-    segment … has already been removed"."""
-    drop_slot(source, slot)
-    with dbconn.admin_connection(source) as conn:
-        conn.execute("SELECT pg_catalog.pg_create_physical_replication_slot(%s, true)", [slot])
-
-
-def declared_slots(source: Cluster) -> dict[str, object]:
-    """Patroni's permanent slots of a cluster with standbys (its ``GET /config``: the member's
-    view of etcd, a moment behind a ``PATCH``)."""
-    for member in source.members.order_by("name"):
-        status, text = patroni.rest("GET", member.rest_port, "/config", timeout=5, host=member.host)
-        if status == 200:
-            return dict(json.loads(text).get("slots") or {})
-    raise EngineError(_("No member's Patroni answers."))
-
-
-def members_with_slot(source: Cluster, slot: str) -> list[str]:
-    """The members (by name) whose PostgreSQL has the slot now; a member that does not answer is
-    left out."""
-    holders = []
-    for name, port in source.members.order_by("name").values_list("name", "port"):
-        try:
-            with dbconn.admin_connection(source, port=int(port)) as conn:
-                row = conn.execute(
-                    "SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_name = %s", [slot]
-                ).fetchone()
-        except dbconn.DatabaseError:
+            text = render_standby_conf(conninfo(replica), slot_name(replica))
+            if (replica.pgdata / STANDBY_FILE).read_text() == text:
+                continue
+            if not source.replication_password_encrypted:
+                continue
+            write_login_files(replica, crypto.decrypt(source.replication_password_encrypted))
+            standby_files(replica)
+            with dbconn.admin_connection(replica) as conn:
+                conn.execute("SELECT pg_catalog.pg_reload_conf()")
+        except (OSError, EngineError, dbconn.DatabaseError) as exc:
+            notes.append(f"{replica.name}: its standby.conf: {exc}")
             continue
-        if row is not None:
-            holders.append(name)
-    return holders
-
-
-def keep_slots_declared(source: Cluster) -> list[str]:
-    """The reconciler's part for a cluster with standbys: Patroni's permanent replica slots are
-    its replicas' (one missing, etcd's data lost or a PATCH that failed, is declared again; one
-    of a replica that is gone, deleted while no Patroni answered, is removed); other permanent
-    slots are left alone. Returns what it did, for the reconciler's notes."""
-    try:
-        declared = {name for name in declared_slots(source) if name.startswith(SLOT_PREFIX)}
-    except EngineError:
-        return []  # no Patroni answers: supervise() starts them, the next pass does this
-    wanted = {slot_name(replica) for replica in source.replicas.exclude(status=ClusterStatus.DELETING)}
-    missing, extra = sorted(wanted - declared), sorted(declared - wanted)
-    if not missing and not extra:
-        return []
-    try:
-        _patch_slots(source, patroni_lib.permanent_slots(declare=missing, remove=extra))
-    except EngineError as exc:
-        return [f"{source.name}: replica slots not declared: {exc}"]
-    return [f"{source.name}: replica slots declared {missing}, removed {extra}"]
-
-
-def _patch_slots(source: Cluster, body: dict[str, object]) -> None:
-    """``PATCH /config`` on the first member whose Patroni answers (it writes etcd for all)."""
-    answer = ""
-    for member in source.members.order_by("name"):
-        status, answer = patroni.rest(
-            "PATCH",
-            member.rest_port,
-            "/config",
-            body,
-            timeout=10,
-            host=member.host,
-            auth=source.rest_credentials,
-        )
-        if status == 200:
-            return
-    raise EngineError(
-        _("Patroni did not take the replication slot: %(reason)s")
-        % {"reason": answer.strip() or _("No member's Patroni answers.")}
-    )
+        notes.append(f"{replica.name}: standby.conf written again (how it reaches its source)")
+    return notes
 
 
 @dataclass(frozen=True)

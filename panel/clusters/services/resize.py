@@ -26,12 +26,12 @@ from panel.clusters import hooks
 from panel.clusters.engine import postgres
 from panel.clusters.lib.plans import PLANS, Plan, get_plan
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel, Node, status_word
-from panel.clusters.services import member_count, nodes, remote_members, rolling
+from panel.clusters.services import failures, member_count, nodes, remote_members, rolling
 from panel.clusters.services.lifecycle import guard_loaded, require_local, start_server
 from panel.clusters.services.overview import overview
 from panel.clusters.services.provision import write_server_config
 from panel.core import runas
-from panel.core.errors import N_, Message, ServiceError
+from panel.core.errors import N_, Message, ServiceError, message_to_text
 from panel.core.taskqueue import enqueue_task
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ class PlanChoice:
 
 def circumstances(cluster: Cluster) -> Circumstances:
     free_ram = free_vcpus = None
-    if cluster.node_id:
+    if cluster.node:
         room = nodes.usage(cluster.node)
         own = cluster.plan
         # The cluster's own plan is given back by the resize: it counts as free.
@@ -79,7 +79,7 @@ def circumstances(cluster: Cluster) -> Circumstances:
         pool_sizes=hooks.pooler.pool_sizes(cluster),
         free_ram_bytes=free_ram,
         free_vcpus=free_vcpus,
-        node_name=cluster.node.name if cluster.node_id else "",
+        node_name=cluster.node.name if cluster.node else "",
         source_plan=cluster.replica_of.plan if cluster.replica_of else None,
         replica_plans=tuple(
             p for p in (get_plan(s) for s in cluster.replicas.values_list("plan_slug", flat=True))
@@ -313,7 +313,7 @@ def perform_resize(cluster_id: uuid.UUID | str, plan_slug: str) -> Cluster | Non
     try:
         _record_plan(cluster, plan)
     except ServiceError as exc:  # refused on the node: nothing was changed
-        _back_online(cluster, _("The cluster was not resized: %(reason)s") % {"reason": exc.message})
+        _back_online(cluster, Message(N_("The cluster was not resized: %(reason)s"), reason=exc.as_message()))
         return cluster
     try:
         _restart_on_plan(cluster)
@@ -339,30 +339,39 @@ def perform_resize(cluster_id: uuid.UUID | str, plan_slug: str) -> Cluster | Non
     return cluster
 
 
-def _back_online(cluster: Cluster, reason: str) -> None:
+def _back_online(cluster: Cluster, reason: Message) -> None:
     cluster.mark_online()
-    cluster.error_message = reason
+    cluster.error_message = message_to_text(reason)
     cluster.save(update_fields=["error_message", "updated_at"])
     cluster.log_event("resize-failed", reason, EventLevel.ERROR)
 
 
 def _roll_back(cluster: Cluster, old: str, plan: Plan, exc: Exception) -> Cluster:
-    reason = str(exc) or type(exc).__name__
-    log.warning("resizing %s to %s failed: %s", cluster.pk, plan.slug, reason)
+    log.warning("resizing %s to %s failed: %s", cluster.pk, plan.slug, str(exc) or type(exc).__name__)
+    reason = failures.reason(exc)  # the engine's words: the log only
     cluster.plan_slug = old
     cluster.save(update_fields=["plan_slug", "updated_at"])
     try:
         _restart_on_plan(cluster, rolling_back=True)
     except Exception as again:
-        cluster.mark_error(
-            _("Resizing to %(plan)s failed (%(reason)s), and restarting on %(old)s failed too: %(again)s")
-            % {"plan": plan.slug, "reason": reason, "old": old, "again": again}
+        log.warning("restarting %s on %s failed too: %s", cluster.pk, old, str(again) or type(again).__name__)
+        message = Message(
+            N_("Resizing to %(plan)s failed (%(reason)s), and restarting on %(old)s failed too: %(again)s"),
+            plan=plan.slug,
+            reason=reason,
+            old=old,
+            again=failures.reason(again),
         )
-        cluster.log_event("error", cluster.error_message, EventLevel.ERROR)
+        cluster.mark_error(message_to_text(message))
+        cluster.log_event("error", message, EventLevel.ERROR)
         return cluster
     _back_online(
         cluster,
-        _("Resizing to %(plan)s failed, so the cluster is back on %(old)s: %(reason)s")
-        % {"plan": plan.slug, "old": old, "reason": reason},
+        Message(
+            N_("Resizing to %(plan)s failed, so the cluster is back on %(old)s: %(reason)s"),
+            plan=plan.slug,
+            old=old,
+            reason=reason,
+        ),
     )
     return cluster

@@ -7,11 +7,17 @@ import logging
 from collections.abc import Callable
 
 import psycopg
+from django.conf import settings
 from django.db import transaction
 
 from panel.clusters import hooks
 from panel.clusters.engine import dbconn, isolation
-from panel.clusters.lib.names import InvalidName, validate_database_name, validate_role_name
+from panel.clusters.lib.names import (
+    InvalidName,
+    require_typed_name,
+    validate_database_name,
+    validate_role_name,
+)
 from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser, EventLevel
 from panel.clusters.services import new_password, remote_members, replica_build, replica_source, replication
 from panel.core import agent
@@ -65,7 +71,9 @@ def add_database(cluster: Cluster, name: str) -> Database:
 
 
 @on_node(timeout=60)
-def delete_database(cluster: Cluster, name: str) -> None:
+def delete_database(cluster: Cluster, name: str, *, confirm_name: str | None = None) -> None:
+    """``confirm_name``: the name the user typed, when the caller asks one (the web)."""
+    _require_typed("database", name, confirm_name)
     database = _get_database(cluster, name)
     if database.is_protected:
         raise ServiceError(
@@ -81,10 +89,17 @@ def delete_database(cluster: Cluster, name: str) -> None:
     cluster.log_event("database-deleted", Message(N_("Database “%(name)s” deleted."), name=name))
 
 
+def _require_typed(what: str, name: str, confirm_name: str | None) -> None:
+    try:
+        require_typed_name(what, name, confirm_name)
+    except InvalidName as exc:
+        raise ServiceError.of(exc, "confirm_name") from None
+
+
 @on_node(timeout=30)
 def add_user(cluster: Cluster, name: str) -> DatabaseUser:
     try:
-        validate_role_name(name)
+        validate_role_name(name, settings.PANEL_ROLES)
     except InvalidName as exc:
         raise ServiceError.of(exc, "name") from None
     if cluster.users.filter(name=name).exists():
@@ -130,7 +145,9 @@ def _undo_user(cluster: Cluster, name: str) -> None:
 
 
 @on_node(timeout=30)
-def delete_user(cluster: Cluster, name: str) -> None:
+def delete_user(cluster: Cluster, name: str, *, confirm_name: str | None = None) -> None:
+    """``confirm_name``: the name the user typed, when the caller asks one (the web)."""
+    _require_typed("user", name, confirm_name)
     user = _get_user(cluster, name)
     if user.is_protected:
         raise ServiceError(
@@ -223,6 +240,14 @@ def _roles_changed(cluster: Cluster, *, follow: bool = True) -> None:
 
 
 def _get_user(cluster: Cluster, name: str) -> DatabaseUser:
+    if name in settings.PANEL_ROLES:
+        # A row left from before the name was refused (issue 37) names the panel's role, not
+        # the tenant's: no password of it is reset, no role of that name dropped.
+        raise ServiceError(
+            N_("“%(name)s” is reserved; choose another user name."),
+            code="user.name_reserved",
+            params={"name": name},
+        )
     try:
         return cluster.users.get(name=name)
     except DatabaseUser.DoesNotExist:

@@ -9,10 +9,12 @@ from django.utils.translation import gettext
 
 from panel.clusters import hooks
 from panel.clusters.models import Cluster, ClusterStatus
+from panel.clusters.services import ha_health, lifecycle
+from panel.core.errors import shown_text
 
 register = template.Library()
 
-STATUS_COLORS = {
+STATUS_COLORS: dict[str, str] = {
     ClusterStatus.ONLINE: "success",
     ClusterStatus.DEGRADED: "warning",
     ClusterStatus.STOPPED: "secondary",
@@ -29,6 +31,7 @@ STATUS_COLORS = {
 def status_badge(cluster: Cluster) -> dict[str, Any]:
     if cluster.status_unknown:
         # Its node's agent stopped answering: the row's status may no longer be true.
+        assert cluster.node is not None  # status_unknown: the cluster has a node
         return {
             "status": "unknown",
             "label": gettext("Unknown"),
@@ -56,9 +59,30 @@ def status_badge(cluster: Cluster) -> dict[str, Any]:
     if cluster.status == ClusterStatus.CREATING and cluster.is_replica:
         # The managed service's word for a read-only node being made from its source.
         return {"status": "forking", "label": gettext("Forking"), "color": "info", "busy": True}
+    why = ha_health.detail(cluster)
     return {
         "status": cluster.status,
         "label": cluster.get_status_display(),
         "color": STATUS_COLORS.get(cluster.status, "secondary"),
         "busy": cluster.is_busy,
+        "title": str(why) if why else "",
     }
+
+
+@register.simple_tag
+def degraded_detail(cluster: Cluster) -> str:
+    """Which member keeps a cluster with standbys degraded, in the reader's language ("": none)."""
+    why = ha_health.detail(cluster)
+    return str(why) if why else ""
+
+
+@register.filter
+def in_words(text: str) -> str:
+    """A cluster's kept message (its last error) in the reader's language; older text as it is."""
+    return shown_text(text or "")
+
+
+@register.simple_tag
+def cluster_actions(cluster: Cluster) -> list[str]:
+    """What the Actions menu offers: the actions the cluster's status allows (services/lifecycle)."""
+    return lifecycle.available_actions(cluster)

@@ -10,9 +10,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 
-from conftest import module_cluster
 from panel.clusters.models import Cluster, TrustedSource
 from panel.clusters.tests.conftest import make_cluster_row
+from tests.fixtures.clusters import module_cluster
 
 
 def run(*args: str) -> str:

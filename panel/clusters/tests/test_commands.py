@@ -11,11 +11,11 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 
-from conftest import make_local_cluster
 from panel.clusters import services
 from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus
 from panel.clusters.tests.test_flags_shell import SSL_QUERY, run_pasted
+from tests.fixtures.clusters import make_local_cluster
 
 pytestmark = pytest.mark.integration
 

@@ -71,6 +71,8 @@ def test_a_members_configuration_follows_the_etcd_members_and_patroni_is_reloade
             "cacert": tls.ca,
             "cert": tls.cert,
             "key": tls.key,
+            "username": ha_files.scope(cluster),  # its own etcd user (services/etcd_auth.py)
+            "password": tls.password,
         }
         for path in (tls.ca, tls.cert, tls.key):
             assert Path(path).stat().st_mode & 0o777 == 0o600

@@ -162,7 +162,12 @@ def test_three_members_form_one_store_that_outlives_one_and_refuses_strangers(
     assert engine.get([_url(a)], "/pgpanel/old/config", _tls(a)) == "kept"
     # The same through the reconciler's own step: node B chooses C, C's reconciler brings it in.
     with as_node(b):
-        assert ha.supervise_etcd() == [f"etcd: a member is to join on {c.name}"]
+        # No Patroni runs on this store: the reconciler turns etcd's authentication on as well,
+        # and everything after goes on logged in as root (services/etcd_auth.py).
+        assert ha.supervise_etcd() == [
+            f"etcd: a member is to join on {c.name}",
+            "etcd: authentication enabled (each cluster's Patroni logs in as its own user)",
+        ]
     with as_node(c):
         started = time.monotonic()
         assert ha.supervise_etcd() == [f"etcd: {c.name} joined"]

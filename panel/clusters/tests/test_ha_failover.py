@@ -20,7 +20,6 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
-from conftest import module_cluster, start_node_agent
 from panel.api import services as api_services
 from panel.api.models import Scope
 from panel.clusters import services
@@ -29,6 +28,8 @@ from panel.clusters.models import Cluster, ClusterMember, MemberRole
 from panel.clusters.services import ha, members, reconciler
 from panel.core.errors import ServiceError
 from panel.pools import services as pool_services
+from tests.fixtures.clusters import module_cluster
+from tests.fixtures.processes import start_node_agent
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
@@ -275,7 +276,8 @@ def test_a_switchover_holds_pool_clients_and_is_an_event_with_its_duration(ha_cl
     assert old_log.read_text().count("before_stop script") > log_before
     assert not list(Path(ha_cluster.socket_dir).glob(".switchover-*"))
     for member in ha_cluster.members.all():
-        assert json.loads(ha.member_config_path(ha_cluster, member).read_text())["tags"] == {}
+        tags = json.loads(ha.member_config_path(ha_cluster, member).read_text())["tags"]
+        assert "replicatefrom" not in tags, tags
 
 
 def test_a_primary_postmaster_crash_fails_over_without_losing_commits(ha_cluster):

@@ -20,7 +20,6 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from conftest import module_cluster
 from panel.backups.models import JobStatus
 from panel.backups.services import archiving, backups, restore
 from panel.clusters import services
@@ -30,6 +29,7 @@ from panel.clusters.services import ha, members, resize
 from panel.clusters.tests.conftest import connect_as_client, make_cluster_row
 from panel.core.errors import ServiceError
 from panel.pools import services as pool_services
+from tests.fixtures.clusters import module_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
@@ -183,7 +183,8 @@ def test_refusals_change_nothing(cluster: Cluster, owner: object) -> None:
     try:
         with pytest.raises(ServiceError) as refused:
             resize.resize_cluster(cluster, PLAN, num_nodes=3, enqueue=False)
-        assert refused.value.code == "resize.node_full_members"
+        assert refused.value.code == "node.full" and refused.value.field == "num_nodes"
+        assert "RAM: the plan needs 2 GB, 0.0 GB of 4.0 GB are free" in refused.value.message
     finally:
         node.ram_bytes = ram
         node.save(update_fields=["ram_bytes"])
@@ -295,4 +296,4 @@ def two_to_one_hands_the_server_back_to_the_reconciler(cluster: Cluster) -> None
     kinds = list(cluster.events.values_list("kind", flat=True))
     assert kinds.count("member-removed") == 2
     took = [e.message for e in cluster.events.filter(kind="members-changed").order_by("pk")]
-    print("\n".join(took))  # the figures in docs/high-availability.md
+    print("\n".join(took))  # the figures in docs/ha-figures.md

@@ -14,14 +14,22 @@ import psycopg
 import pytest
 from django.contrib.auth.models import User
 
-from conftest import HaPair, lend_ha_pair
 from panel.clusters.engine import dbconn, patroni, postgres
 from panel.clusters.lib import patroni as patroni_lib
 from panel.clusters.models import Cluster, MemberRole
-from panel.clusters.services import ha, members, reconciler, replica_heal, replicas, replication
+from panel.clusters.services import (
+    ha,
+    members,
+    reconciler,
+    replica_heal,
+    replica_slots,
+    replicas,
+    replication,
+)
 from panel.clusters.tests.conftest import connect_as_client
 from panel.core.errors import ServiceError
 from panel.core.polling import wait_for
+from tests.fixtures.ha_pair import HaPair, lend_ha_pair
 
 OWNER = "ha-replica-owner"
 RECOVERY_TIMEOUT = 90
@@ -79,7 +87,7 @@ def _write(cluster: Cluster, item: int) -> bool:
 def _declared_soon(cluster: Cluster, condition: Callable[[dict[str, object]], bool]) -> bool:
     """Whether Patroni's permanent slots meet ``condition`` within a few seconds: a member's
     ``GET /config`` reads its cached view of etcd, a moment behind a ``PATCH``."""
-    return wait_for(lambda: condition(replication.declared_slots(cluster)), 10, interval=0.2)
+    return wait_for(lambda: condition(replica_slots.declared_slots(cluster)), 10, interval=0.2)
 
 
 def _other_primary(cluster: Cluster, than: str) -> str | None:
@@ -124,14 +132,18 @@ def test_a_replica_keeps_streaming_from_the_new_primary_and_its_slot_goes_with_i
     replica = replicas.add_replica(source, name="db-ha-replica")
     slot = replication.slot_name(replica)
     try:
-        # It streams through the cluster's port, not one member's, with a permanent slot that
-        # Patroni keeps on every member.
-        assert f"port='{source.port}'" in replication.conninfo(replica)
-        assert source.port not in set(source.members.values_list("port", flat=True))
+        # It streams from the members' own ports, not through HAProxy (which lets no panel role
+        # in), libpq picking the primary, with a permanent slot that Patroni keeps on every member.
+        ports = ",".join(str(port) for port in source.members.order_by("name").values_list("port", flat=True))
+        assert f"port='{ports}'" in replication.conninfo(replica)
+        assert "target_session_attrs='primary'" in replication.conninfo(replica)
+        assert f"{source.port}" not in ports.split(",")
         assert _declared_soon(source, lambda slots: slots == {slot: {"type": "physical"}})
         every_member = sorted(source.members.values_list("name", flat=True))
         assert len(every_member) == 2
-        assert wait_for(lambda: replication.members_with_slot(source, slot) == every_member, 20, interval=0.2)
+        assert wait_for(
+            lambda: replica_slots.members_with_slot(source, slot) == every_member, 20, interval=0.2
+        )
         assert wait_for(lambda: _has_row(replica, 1), 10, interval=0.2)
         # A slot no longer declared (etcd's data lost) is declared again by the reconciler.
         status, _text = patroni.rest(
@@ -142,12 +154,14 @@ def test_a_replica_keeps_streaming_from_the_new_primary_and_its_slot_goes_with_i
             auth=source.rest_credentials,
         )
         assert status == 200 and _declared_soon(source, lambda slots: slot not in slots)
-        assert replication.keep_slots_declared(source) == [
+        assert replica_slots.keep_slots_declared(source) == [
             f"{source.name}: replica slots declared {[slot]}, removed []"
         ]
         assert _declared_soon(source, lambda slots: slots == {slot: {"type": "physical"}})
-        assert replication.keep_slots_declared(source) == []
-        assert wait_for(lambda: replication.members_with_slot(source, slot) == every_member, 20, interval=0.2)
+        assert replica_slots.keep_slots_declared(source) == []
+        assert wait_for(
+            lambda: replica_slots.members_with_slot(source, slot) == every_member, 20, interval=0.2
+        )
         with connect_as_client(replica) as conn, pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
             conn.execute("INSERT INTO items VALUES (99)")
 
@@ -181,7 +195,7 @@ def test_a_replica_keeps_streaming_from_the_new_primary_and_its_slot_goes_with_i
         replicas.delete_replica(fresh(replica), foreground=True)
         assert _declared_soon(source, lambda slots: slot not in slots)
         assert ha.wait_healthy(source, RECOVERY_TIMEOUT)  # the crashed member answers again too
-        assert wait_for(lambda: replication.members_with_slot(source, slot) == [], 20, interval=0.2)
+        assert wait_for(lambda: replica_slots.members_with_slot(source, slot) == [], 20, interval=0.2)
         every_answers = [s.name for s in ha.read_statuses(source) if s.state in ha.HEALTHY_STATES]
         assert sorted(every_answers) == every_member
     finally:
@@ -193,7 +207,7 @@ def test_a_replica_keeps_streaming_from_the_new_primary_and_its_slot_goes_with_i
 def test_bad_input_is_refused_with_nothing_made(source: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
     source = fresh(source)
     before = Cluster.objects.count()
-    declared = replication.declared_slots(source)
+    declared = replica_slots.declared_slots(source)
     with pytest.raises(ServiceError) as small:
         replicas.create_replica(source, name="db-ha-small", plan_slug="db-s-1vcpu-1gb", enqueue=False)
     assert small.value.code == "replica.plan_too_small" and small.value.field == "plan"
@@ -216,7 +230,7 @@ def test_bad_input_is_refused_with_nothing_made(source: Cluster, monkeypatch: py
     assert status == 200
     try:
         assert _declared_soon(source, lambda slots: gone in slots and other in slots)
-        assert replication.keep_slots_declared(source) == [
+        assert replica_slots.keep_slots_declared(source) == [
             f"{source.name}: replica slots declared [], removed {[gone]}"
         ]
         assert _declared_soon(source, lambda slots: gone not in slots and other in slots)
@@ -237,7 +251,7 @@ def test_bad_input_is_refused_with_nothing_made(source: Cluster, monkeypatch: py
         replicas.create_replica(source, name="db-ha-one-more", enqueue=False)
     assert too_many.value.code == "replica.too_many" and too_many.value.params == {"count": 0}
     assert Cluster.objects.count() == before
-    assert replication.declared_slots(source) == declared
+    assert replica_slots.declared_slots(source) == declared
 
 
 # --- a replica left on the old timeline by a crash failover, healed by the reconciler -------------

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 import psycopg
 import pytest
 
-from conftest import module_cluster
 from panel.clusters import services
-from panel.clusters.engine import cgroups, dbconn, isolation, postgres
+from panel.clusters.engine import cgroups, dbconn, isolation
 from panel.clusters.lib.plans import get_plan
 from panel.clusters.models import Cluster, ClusterStatus, MemberRole
-from panel.clusters.services import ha, lifecycle, resize
+from panel.clusters.services import ha, resize
 from panel.pools import services as pool_services
+from tests.fixtures.clusters import module_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
@@ -129,27 +129,3 @@ def test_a_resize_rolls_over_the_members_without_failing_a_transaction(ha_cluste
     ha.refresh_members(cluster)
     assert cluster.members.get(role=MemberRole.PRIMARY).name != old_primary
     assert sorted(cluster.members.values_list("role", flat=True)) == ["primary", "standby", "standby"]
-
-
-def test_a_restart_rolls_too_and_every_postmaster_is_new(ha_cluster):
-    assert ha.wait_healthy(ha_cluster, RECOVERY_TIMEOUT)
-    ha.refresh_members(ha_cluster)
-    before = {m.name: postgres.postmaster_pid(m.pgdata) for m in ha_cluster.members.all()}
-    writer = Writer(_params(ha_cluster, "writes"))
-    with psycopg.connect(**writer.params) as conn:
-        conn.execute("DELETE FROM acked")
-    thread = threading.Thread(target=writer.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while len(writer.acked) < 50 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    try:
-        cluster = lifecycle.perform_action(ha_cluster, "restart")
-    finally:
-        writer.stop.set()
-        thread.join(timeout=10)
-    assert cluster.status == ClusterStatus.ONLINE, cluster.error_message
-    assert writer.failed == [], f"transactions failed during the restart: {writer.failed[:5]}"
-    after = {m.name: postgres.postmaster_pid(m.pgdata) for m in cluster.members.all()}
-    assert all(after[name] not in (None, pid) for name, pid in before.items()), (before, after)
-    assert cluster.events.filter(kind="restarted").exists()

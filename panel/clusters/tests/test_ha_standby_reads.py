@@ -21,7 +21,6 @@ from django.core.management.base import CommandError
 from django.test import Client
 from django.urls import reverse
 
-from conftest import HaPair, lend_ha_pair
 from panel.api import services as api_services
 from panel.api.models import Scope
 from panel.clusters import services
@@ -33,6 +32,7 @@ from panel.core.errors import ServiceError
 from panel.insights.models import MetricPoint
 from panel.insights.prometheus import exposition
 from panel.insights.services.collection import collect_cluster
+from tests.fixtures.ha_pair import HaPair, lend_ha_pair
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 

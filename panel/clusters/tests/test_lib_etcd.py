@@ -69,15 +69,15 @@ def test_a_change_of_initial_cluster_alone_needs_no_restart():
     )
 
 
-def test_patroni_lists_every_member_over_tls_with_the_clusters_client_certificate():
-    client = etcd.TlsPaths("/c/ha/etcd-ca.crt", "/c/ha/etcd-client.crt", "/c/ha/etcd-client.key")
-    cluster = patroni.HaCluster(
+def _cluster(client: etcd.TlsPaths | None = None) -> patroni.HaCluster:
+    return patroni.HaCluster(
         scope="cluster-x",
         etcd_hosts=(A.client_host, B.client_host, C.client_host),
         bin_dir="/usr/lib/postgresql/15/bin",
         socket_dir="/data/run",
         superuser="pgpanel",
-        superuser_password="secret",
+        replication_user="pgpanel_member",
+        replication_password="secret",
         max_connections=50,
         members=(patroni.Member("member-1", 27000, 27001, "/d/1"),),
         panel_conf="/data/ha/postgresql.base.conf",
@@ -88,6 +88,11 @@ def test_patroni_lists_every_member_over_tls_with_the_clusters_client_certificat
         rest_password="rest-secret",
         etcd_tls=client,
     )
+
+
+def test_patroni_lists_every_member_over_tls_with_the_clusters_client_certificate():
+    client = etcd.TlsPaths("/c/ha/etcd-ca.crt", "/c/ha/etcd-client.crt", "/c/ha/etcd-client.key")
+    cluster = _cluster(client)
     config = json.loads(patroni.render_member(cluster, cluster.members[0], "/p"))
     assert config["etcd3"] == {
         "hosts": ["10.0.0.1:25258", "10.0.0.2:25258", "[fd00::3]:26000"],
@@ -96,8 +101,35 @@ def test_patroni_lists_every_member_over_tls_with_the_clusters_client_certificat
         "cert": "/c/ha/etcd-client.crt",
         "key": "/c/ha/etcd-client.key",
     }
+    assert "etcd_user" not in config["tags"]
     with pytest.raises(ValueError):
         etcd.patroni_section([], client)
+
+
+def test_patroni_logs_in_as_its_scopes_etcd_user_and_says_so_in_a_tag():
+    client = etcd.TlsPaths(
+        "/c/ha/etcd-ca.crt", "/c/ha/etcd-client.crt", "/c/ha/etcd-client.key", "cluster-x", "pw"
+    )
+    section = etcd.patroni_section([A.client_host], client)
+    assert (section["username"], section["password"]) == ("cluster-x", "pw")
+    assert "pw" not in repr(client)
+    config = patroni.member_config(
+        dataclasses.replace(_cluster(), etcd_tls=client),
+        patroni.Member("member-1", 27000, 27001, "/d/1"),
+        "/p",
+    )
+    assert config["tags"] == {"etcd_user": "cluster-x"}
+
+
+def test_a_scopes_prefix_covers_its_keys_only():
+    prefix = etcd.scope_prefix("/pgpanel/", "cluster-a")
+    assert prefix == "/pgpanel/cluster-a/"
+    end = etcd.prefix_end(prefix)
+    assert prefix <= "/pgpanel/cluster-a/config" < end
+    assert not prefix <= "/pgpanel/cluster-ab/config" < end
+    for bad in ("", "a/b"):
+        with pytest.raises(ValueError):
+            etcd.scope_prefix("/pgpanel/", bad)
 
 
 def test_the_ca_signs_server_and_client_certificates_and_another_cas_are_not_taken():
@@ -114,6 +146,8 @@ def test_the_ca_signs_server_and_client_certificates_and_another_cas_are_not_tak
     )
     # A member is its peers' client too.
     assert set(usages.value) == {ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH}
+    # A client has no common name: etcd would take it for a user (and its JSON gateway refuses it).
+    assert etcd.names_a_user(server.cert_pem) and not etcd.names_a_user(client.cert_pem)
     client_usages = x509.load_pem_x509_certificate(client.cert_pem.encode()).extensions
     assert list(client_usages.get_extension_for_class(x509.ExtendedKeyUsage).value) == [
         ExtendedKeyUsageOID.CLIENT_AUTH

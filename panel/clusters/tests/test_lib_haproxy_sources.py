@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from panel.clusters.engine.patroni import HAPROXY
-from panel.clusters.lib import firewall, patroni
+from panel.clusters.lib import firewall, haproxy
 from panel.clusters.lib.pgconf import render_hba
 from panel.clusters.tests.test_lib_patroni import _cluster
 
@@ -30,7 +30,7 @@ def _sections(text: str) -> dict[str, str]:
 
 def test_every_listen_section_refuses_addresses_outside_the_sources_file() -> None:
     cluster = dataclasses.replace(_cluster(2), haproxy_sources=SOURCES)
-    text = patroni.render_haproxy(["127.0.0.1", "[::1]"], 26000, cluster, "/data/ha/haproxy.pid", 26005)
+    text = haproxy.render_haproxy(["127.0.0.1", "[::1]"], 26000, cluster, "/data/ha/haproxy.pid", 26005)
     sections = _sections(text)
     assert set(sections) == {"primary", "standby"}
     for body in sections.values():
@@ -41,14 +41,14 @@ def test_every_listen_section_refuses_addresses_outside_the_sources_file() -> No
 
 
 def test_without_a_sources_file_nobody_is_let_in() -> None:
-    text = patroni.render_haproxy(["127.0.0.1"], 26000, _cluster(2), "/data/ha/haproxy.pid", 26005)
+    text = haproxy.render_haproxy(["127.0.0.1"], 26000, _cluster(2), "/data/ha/haproxy.pid", 26005)
     for body in _sections(text).values():
         assert "    tcp-request connection reject\n" in body and "unless" not in body
 
 
 def test_a_sources_path_that_haproxy_would_split_is_refused() -> None:
     with pytest.raises(ValueError, match="cannot be written"):
-        patroni.render_haproxy(
+        haproxy.render_haproxy(
             ["127.0.0.1"], 26000, dataclasses.replace(_cluster(2), haproxy_sources="/a b }"), "/p"
         )
 
@@ -68,11 +68,11 @@ def test_the_pattern_file_holds_the_sources_or_every_address() -> None:
 
 
 def test_haproxy_reads_the_sources_file_and_refuses_a_missing_one(tmp_path: Path) -> None:
-    sources = tmp_path / patroni.HAPROXY_SOURCES
+    sources = tmp_path / haproxy.HAPROXY_SOURCES
     sources.write_text(firewall.render_haproxy_sources(["127.0.0.2", "2001:db8::/32"]))
     config = tmp_path / "haproxy.cfg"
     config.write_text(
-        patroni.render_haproxy(
+        haproxy.render_haproxy(
             ["127.0.0.1"],
             26000,
             dataclasses.replace(_cluster(2), haproxy_sources=str(sources)),
@@ -84,7 +84,7 @@ def test_haproxy_reads_the_sources_file_and_refuses_a_missing_one(tmp_path: Path
     assert check.returncode == 0, check.stderr + check.stdout
     sources.unlink()  # fail closed: HAProxy does not start (nor reload) without its sources
     missing = subprocess.run([HAPROXY, "-c", "-f", str(config)], capture_output=True, text=True, timeout=30)
-    assert missing.returncode != 0 and patroni.HAPROXY_SOURCES in missing.stdout + missing.stderr
+    assert missing.returncode != 0 and haproxy.HAPROXY_SOURCES in missing.stdout + missing.stderr
 
 
 def _tcp_client_addresses(text: str) -> list[str]:

@@ -7,32 +7,32 @@ import subprocess
 from pathlib import Path
 
 from panel.clusters.engine.patroni import HAPROXY
-from panel.clusters.lib import patroni
+from panel.clusters.lib import haproxy
 from panel.clusters.tests.test_lib_patroni import _cluster
 
 
 def test_the_standby_port_balances_over_replicas_with_the_primary_as_backup():
-    text = patroni.render_haproxy(["127.0.0.1"], 26000, _cluster(2), "/data/ha/haproxy.pid", 26005)
+    text = haproxy.render_haproxy(["127.0.0.1"], 26000, _cluster(2), "/data/ha/haproxy.pid", 26005)
     primary, _sep, standby = text.partition("listen standby")
     assert "bind 127.0.0.1:26005" in standby and "26005" not in primary
     assert "balance roundrobin" in standby
     assert "option httpchk GET /replica" in standby
     assert "on-marked-up shutdown-backup-sessions" in standby
-    assert "server member-0 127.0.0.1:27000 check port 27001" in standby
+    assert "server member-0 127.0.0.1:27000 source 127.0.5.1 check port 27001" in standby
     # Every member may be the primary: each one is a backup that follows the primary's check.
-    assert "server member-0-primary 127.0.0.1:27000 backup track primary/member-0" in standby
-    assert "server member-1-primary 127.0.0.1:27002 backup track primary/member-1" in standby
+    assert "server member-0-primary 127.0.0.1:27000 source 127.0.5.1 backup track primary/member-0" in standby
+    assert "server member-1-primary 127.0.0.1:27002 source 127.0.5.1 backup track primary/member-1" in standby
 
 
 def test_without_a_standby_port_there_is_no_standby_section():
-    text = patroni.render_haproxy(["127.0.0.1"], 26000, _cluster(2), "/data/ha/haproxy.pid")
+    text = haproxy.render_haproxy(["127.0.0.1"], 26000, _cluster(2), "/data/ha/haproxy.pid")
     assert "listen standby" not in text and "/replica" not in text
 
 
 def test_haproxy_accepts_the_configuration(tmp_path: Path):
     config = tmp_path / "haproxy.cfg"
     config.write_text(
-        patroni.render_haproxy(["127.0.0.1"], 26000, _cluster(3), str(tmp_path / "haproxy.pid"), 26005)
+        haproxy.render_haproxy(["127.0.0.1"], 26000, _cluster(3), str(tmp_path / "haproxy.pid"), 26005)
     )
     check = subprocess.run([HAPROXY, "-c", "-f", str(config)], capture_output=True, text=True, timeout=30)
     assert check.returncode == 0, check.stderr + check.stdout

@@ -23,6 +23,7 @@ def _spread(sources: list[str] | None = None) -> str:
         "pgpanel_replication",
         members_from=[NODE_A, "", NODE_B, NODE_B_PRIVATE],
         clients_from=firewall.proxy_networks([NODE_A, ""]),
+        member_role="pgpanel_member",
     )
 
 
@@ -34,10 +35,14 @@ def _decision(text: str, *, database: str, user: str, address: str, ssl: bool = 
         fields = line.split()
         if not fields or fields[0].startswith("#") or fields[0] == "local":
             continue
-        kind, rule_database, rule_user, rule_address, method = fields[:5]
+        kind, rule_database, rule_user, rule_address = fields[:4]
+        method = " ".join(fields[4:])  # with its options (clientcert=…)
         if kind == "hostssl" and not ssl:
             continue
-        if rule_database not in {"all", database} or rule_user not in {"all", user}:
+        databases, users = set(rule_database.split(",")), set(rule_user.split(","))
+        if database == "replication":
+            databases.discard("all")  # "all" does not match a replication connection
+        if not databases & {"all", database} or not users & {"all", user}:
             continue
         if rule_address != "all" and client not in ipaddress.ip_network(rule_address):
             continue
@@ -47,11 +52,23 @@ def _decision(text: str, *, database: str, user: str, address: str, ssl: bool = 
 
 def test_the_superuser_streams_and_rewinds_over_tls_from_this_clusters_member_nodes_only():
     text = _spread()
-    for node in (NODE_A, NODE_B, NODE_B_PRIVATE, "127.0.0.1"):
+    # From another node's address (where that node's HAProxy comes from too) with the member
+    # CA's certificate of the role as well as its password; from loopback with the password.
+    for node in (NODE_A, NODE_B, NODE_B_PRIVATE):
         for database in ("replication", "postgres"):
-            assert _decision(text, database=database, user="pgpanel", address=node) == "scram-sha-256"
-    assert f"hostssl replication  pgpanel  {NODE_B}/32  scram-sha-256" in text
-    assert f"hostssl postgres  pgpanel  {NODE_B_PRIVATE}/32  scram-sha-256" in text
+            for user in ("pgpanel", "pgpanel_member"):
+                decision = _decision(text, database=database, user=user, address=node)
+                assert decision == "scram-sha-256 clientcert=verify-full"
+    for database in ("replication", "postgres"):
+        assert _decision(text, database=database, user="pgpanel", address="127.0.0.1") == "scram-sha-256"
+    assert (
+        f"hostssl replication  pgpanel,pgpanel_member  {NODE_B}/32  scram-sha-256  clientcert=verify-full"
+        in text
+    )
+    assert (
+        f"hostssl postgres  pgpanel,pgpanel_member  {NODE_B_PRIVATE}/32  scram-sha-256  clientcert=verify-full"
+        in text
+    )
     # Without TLS from another node, from a node holding none of its members, into a tenant's
     # database: refused.
     assert _decision(text, database="replication", user="pgpanel", address=NODE_B, ssl=False) == "reject"
@@ -93,3 +110,25 @@ def test_an_address_that_would_read_as_another_field_is_refused(bad):
 def test_a_node_named_by_its_host_name_is_written_as_that_name():
     assert firewall.host_network("db-2.example.net") == "db-2.example.net"
     assert firewall.host_network("2001:db8::7") == "2001:db8::7/128"
+
+
+@pytest.mark.parametrize("user", ["pgpanel", "pgpanel_replication", "pgpanel_monitor", "pgpanel_migrate"])
+@pytest.mark.parametrize("database", ["replication", "postgres", "defaultdb"])
+def test_no_panel_role_comes_in_through_haproxy(user: str, database: str) -> None:
+    text = render_hba(
+        "pgpanel",
+        "pgpanel_monitor",
+        [],
+        "pgpanel_replication",
+        members_from=["127.0.0.1"],
+        clients_from=firewall.proxy_networks(["127.0.0.1"]),
+        panel_roles=["pgpanel_migrate"],
+    )
+    assert _decision(text, database=database, user=user, address=firewall.HAPROXY_SOURCE) == "reject"
+    # A tenant's role does come in that way (HAProxy is how clients reach the members).
+    assert (
+        _decision(text, database="defaultdb", user="doadmin", address=firewall.HAPROXY_SOURCE)
+        == "scram-sha-256"
+    )
+    # The members stream and rewind from loopback as before.
+    assert _decision(text, database="replication", user="pgpanel", address="127.0.0.1") == "scram-sha-256"

@@ -9,8 +9,14 @@ from panel.clusters.lib.names import (
     validate_cluster_name,
     validate_database_name,
     validate_node_name,
-    validate_role_name,
 )
+from panel.clusters.lib.names import validate_role_name as validate_any_role_name
+
+PANEL_ROLES = ("pgpanel", "pgpanel_monitor", "pgpanel_migrate", "pgpanel_replication")
+
+
+def validate_role_name(name: str) -> str:
+    return validate_any_role_name(name, PANEL_ROLES)
 
 
 @pytest.mark.parametrize("name", ["db-test", "abc", "db-postgresql-fra1-12345", "a" * 63, "x1-2-3"])
@@ -67,7 +73,19 @@ def test_the_length_limit_counts_bytes_not_characters():
 
 @pytest.mark.parametrize(
     "name",
-    ["postgres", "Postgres", "doadmin", "DOADMIN", "pgpanel", "pgbouncer", "public", "pg_monitor", "pg_x"],
+    [
+        "postgres",
+        "Postgres",
+        "doadmin",
+        "DOADMIN",
+        "pgpanel",
+        "pgpanel_replication",
+        "PgPanel_Migrate",
+        "pgbouncer",
+        "public",
+        "pg_monitor",
+        "pg_x",
+    ],
 )
 def test_it_refuses_reserved_role_names(name):
     with pytest.raises(InvalidName, match="reserved"):

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from panel.clusters.engine.patroni_callback import repoint
-from panel.clusters.lib import patroni
+from panel.clusters.lib import haproxy, patroni
 
 # GET /cluster of a three-member cluster right after a failover (Patroni 4.1.5, this machine).
 CLUSTER_ANSWER = (
@@ -33,7 +33,8 @@ def _cluster(members: int) -> patroni.HaCluster:
         bin_dir="/usr/lib/postgresql/15/bin",
         socket_dir="/data/run",
         superuser="pgpanel",
-        superuser_password="secret",
+        replication_user="pgpanel_member",
+        replication_password="secret",
         max_connections=50,
         members=tuple(
             patroni.Member(f"member-{i}", 27000 + 2 * i, 27001 + 2 * i, f"/d/{i}") for i in range(members)
@@ -76,13 +77,13 @@ def test_a_member_configuration_is_json_patroni_reads_as_yaml():
 
 
 def test_haproxy_checks_every_member_for_the_primary():
-    text = patroni.render_haproxy(["127.0.0.1"], 26000, _cluster(2), "/data/ha/haproxy.pid")
+    text = haproxy.render_haproxy(["127.0.0.1"], 26000, _cluster(2), "/data/ha/haproxy.pid")
     assert "bind 127.0.0.1:26000" in text
     assert "option httpchk GET /primary" in text
-    assert "server member-0 127.0.0.1:27000 check port 27001" in text
-    assert "server member-1 127.0.0.1:27002 check port 27003" in text
-    assert patroni.haproxy_binds("*") == ["0.0.0.0"]
-    assert patroni.haproxy_binds("127.0.0.1, ::1") == ["127.0.0.1", "[::1]"]
+    assert "server member-0 127.0.0.1:27000 source 127.0.5.1 check port 27001" in text
+    assert "server member-1 127.0.0.1:27002 source 127.0.5.1 check port 27003" in text
+    assert haproxy.haproxy_binds("*") == ["0.0.0.0"]
+    assert haproxy.haproxy_binds("127.0.0.1, ::1") == ["127.0.0.1", "[::1]"]
 
 
 def test_the_callback_repoints_only_lines_on_the_clusters_socket():
@@ -112,7 +113,7 @@ def test_commits_wait_for_a_standby_to_apply_them():
 
 
 def test_haproxy_drops_a_demoted_member_after_one_failed_half_second_check():
-    text = patroni.render_haproxy(["127.0.0.1"], 26000, _cluster(2), "/data/ha/haproxy.pid")
+    text = haproxy.render_haproxy(["127.0.0.1"], 26000, _cluster(2), "/data/ha/haproxy.pid")
     assert "default-server inter 500ms fall 1 rise 1 on-marked-down shutdown-sessions" in text
 
 
@@ -120,7 +121,7 @@ def test_haproxy_retries_a_refused_connection_on_another_member_within_half_a_se
     """A switchover stops the old primary before its check says so: a direct client's connection
     to it is refused and retried after min(timeout connect, 1 s), on another server each time.
     With ``timeout connect 3s`` and no redispatch a direct client waited 3.4 s (failover.py)."""
-    lines = patroni.render_haproxy(["127.0.0.1"], 26000, _cluster(2), "/data/ha/haproxy.pid").splitlines()
+    lines = haproxy.render_haproxy(["127.0.0.1"], 26000, _cluster(2), "/data/ha/haproxy.pid").splitlines()
     defaults = lines[lines.index("defaults") : lines.index("listen primary")]
     assert "    timeout connect 500ms" in defaults
     assert "    retries 3" in defaults
@@ -287,3 +288,21 @@ def test_a_member_without_usable_rest_credentials_is_not_written(fields):
     cluster = patroni.HaCluster(**{**_cluster(2).__dict__, **fields})
     with pytest.raises(ValueError):
         patroni.render_member(cluster, cluster.members[0], "/d/pgpass")
+
+
+def test_replication_and_rewind_show_the_members_certificate():
+    """The members' lines for another node's address ask for it (``lib.member_tls``)."""
+    files = {
+        "member_sslcert": "/d/ha/member-client.crt",
+        "member_sslkey": "/d/ha/member-client.key",
+        "member_ssl_ca": "/d/ha/members-ca.crt",
+    }
+    cluster = patroni.HaCluster(**{**_cluster(2).__dict__, **files})
+    postgresql = json.loads(patroni.render_member(cluster, cluster.members[1], "/d/pgpass"))["postgresql"]
+    auth = postgresql["authentication"]
+    # Every member trusts the member CA from a file of its node, not its data directory's copy.
+    assert postgresql["parameters"]["ssl_ca_file"] == "/d/ha/members-ca.crt"
+    for kind in ("replication", "rewind"):
+        assert auth[kind]["sslcert"] == "/d/ha/member-client.crt"
+        assert auth[kind]["sslkey"] == "/d/ha/member-client.key"
+    assert "sslcert" not in auth["superuser"]  # over the socket, by peer authentication

@@ -196,7 +196,7 @@ def test_hba_without_trusted_sources_is_the_file_every_cluster_had():
 def test_hba_with_trusted_sources_lets_tls_clients_in_from_those_ranges_only():
     text = render_hba("pgpanel", "pgpanel_monitor", ["10.99.0.0/16", "2001:db8::/32"])
     rules = _hba_rules(text)
-    tcp = [rule for rule in rules if rule[0] != "local" and rule[2] != "pgpanel"]
+    tcp = [rule for rule in rules if rule[0] != "local" and "pgpanel" not in rule[2]]
     assert tcp == [
         ["hostssl", "all", "all", "10.99.0.0/16", "scram-sha-256"],
         ["hostssl", "all", "all", "2001:db8::/32", "scram-sha-256"],

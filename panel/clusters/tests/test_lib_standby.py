@@ -32,9 +32,11 @@ def test_the_replication_role_streams_from_loopback_only_and_logs_in_nowhere() -
         "hostssl replication  pgpanel_replication  127.0.0.1/32  scram-sha-256",
         "hostssl replication  pgpanel_replication  ::1/128  scram-sha-256",
         "host    all       pgpanel_replication  all  reject",
+        "host    all,replication  pgpanel,pgpanel_monitor,pgpanel_replication  all  reject",
     ]
     # Before every line that lets clients in.
     assert lines.index(replication[-1]) < min(
         i for i, line in enumerate(lines) if line.startswith("hostssl all")
     )
-    assert "replication" not in render_hba("pgpanel", "pgpanel_monitor")
+    alone = render_hba("pgpanel", "pgpanel_monitor").splitlines()
+    assert not [line for line in alone if "replication" in line and not line.endswith("reject")]

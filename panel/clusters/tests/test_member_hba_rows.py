@@ -50,14 +50,18 @@ def _lines(cluster: Cluster) -> list[str]:
     return [" ".join(line.split()) for line in cluster.hba_path.read_text().splitlines()]
 
 
+CERT_TOO = "scram-sha-256 clientcert=verify-full"  # the member CA's certificate and the password
+
+
 def test_a_standby_on_another_node_may_stream_and_rewind_from_its_addresses_only(spread: Cluster) -> None:
     isolation.write_auth_config(spread)
     lines = _lines(spread)
     for network in ("10.0.0.1/32", "10.0.0.2/32", "192.168.7.2/32"):
-        assert f"hostssl replication pgpanel {network} scram-sha-256" in lines
-        assert f"hostssl postgres pgpanel {network} scram-sha-256" in lines
+        assert f"hostssl replication pgpanel,pgpanel_member {network} {CERT_TOO}" in lines
+        assert f"hostssl postgres pgpanel,pgpanel_member {network} {CERT_TOO}" in lines
     clients = [line for line in lines if line.startswith("hostssl all all ")]
     assert clients == [
+        "hostssl all all 127.0.5.1/32 scram-sha-256",  # HAProxy's own address
         "hostssl all all 127.0.0.1/32 scram-sha-256",
         "hostssl all all 10.0.0.1/32 scram-sha-256",
     ]
@@ -70,4 +74,4 @@ def test_a_standby_on_another_node_may_stream_and_rewind_from_its_addresses_only
     spread.members.get(name="member-2").delete()  # the member left: its node is no longer let in
     isolation.write_auth_config(spread)
     assert not any("10.0.0.2" in line or "192.168.7.2" in line for line in _lines(spread))
-    assert "hostssl replication pgpanel 10.0.0.1/32 scram-sha-256" in _lines(spread)
+    assert f"hostssl replication pgpanel,pgpanel_member 10.0.0.1/32 {CERT_TOO}" in _lines(spread)

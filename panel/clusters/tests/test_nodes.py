@@ -80,7 +80,8 @@ def test_a_full_node_refuses_with_a_clear_message_and_records_nothing(owner: Use
     with pytest.raises(ServiceError) as refused:
         create(owner, "too-big", "db-s-1vcpu-1gb")
     assert "Node “tiny” is full for plan db-s-1vcpu-1gb" in refused.value.message
-    assert "0.0 GB of RAM and 1 vCPUs free" in refused.value.message
+    assert "RAM: the plan needs 1 GB, 0.0 GB of 2.0 GB are free" in refused.value.message
+    assert refused.value.code == "node.full"
     assert refused.value.field == "plan"  # one node: the plan is what the user can change
     assert not Cluster.objects.filter(name="too-big").exists()
 

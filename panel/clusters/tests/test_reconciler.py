@@ -141,10 +141,10 @@ def test_reconcile_does_not_fail_an_action_that_was_just_requested(owner, transa
 
 
 def test_reconcile_gives_a_cluster_from_before_the_monitor_role_a_clean_one(local_cluster):
+    import psycopg
     from django.conf import settings
 
     from panel.clusters.engine import dbconn
-    from panel.clusters.tests.conftest import can_log_in
     from panel.insights import services as insights
     from panel.insights.engine import collector
 
@@ -178,7 +178,15 @@ def test_reconcile_gives_a_cluster_from_before_the_monitor_role_a_clean_one(loca
         ).fetchall()
     assert row == (False, None)
     assert memberships == [("pg_monitor", role)]
-    assert not can_log_in(cluster, role, "known-password-1")
+    # Over the socket, where the monitor logs in (no TCP line lets a panel role in at all).
+    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+        psycopg.connect(
+            host=str(cluster.socket_dir),
+            port=cluster.port,
+            user=role,
+            password="known-password-1",
+            dbname="postgres",
+        ).close()
     after = collector.collect(insights.target_for(cluster))
     assert after.up["postgres"] is True, after.errors
     assert reconciler.reconcile() == []  # once

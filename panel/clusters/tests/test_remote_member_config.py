@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from panel.clusters.lib import patroni
+from panel.clusters.lib import haproxy, patroni
 from panel.clusters.services.remote_members import MemberFiles, node_conf
 
 
@@ -17,7 +17,8 @@ def _spread() -> patroni.HaCluster:
         bin_dir="/usr/lib/postgresql/15/bin",
         socket_dir="/data/run",
         superuser="pgpanel",
-        superuser_password="secret",
+        replication_user="pgpanel_member",
+        replication_password="secret",
         max_connections=50,
         members=(
             patroni.Member("member-1", 27000, 27001, "/a/pgdata", "10.0.0.1"),
@@ -39,7 +40,7 @@ def test_members_on_other_nodes_listen_and_are_checked_at_their_nodes_address():
     assert config["postgresql"]["connect_address"] == "10.0.0.2:27000"
     assert config["restapi"]["connect_address"] == "10.0.0.2:27001"
     assert config["etcd3"]["hosts"] == ["10.0.0.1:2379"]
-    text = patroni.render_haproxy(["0.0.0.0"], 26000, cluster, "/a/ha/haproxy.pid")
+    text = haproxy.render_haproxy(["0.0.0.0"], 26000, cluster, "/a/ha/haproxy.pid")
     assert "server member-1 10.0.0.1:27000 check port 27001" in text
     assert "server member-2 10.0.0.2:27000 check port 27001" in text
 

@@ -20,7 +20,6 @@ from django.core.management.base import CommandError
 from django.test import Client
 from django.urls import reverse
 
-from conftest import module_cluster
 from panel import crypto
 from panel.backups.services import archiving, backups
 from panel.clusters import services
@@ -30,6 +29,7 @@ from panel.clusters.services import reconciler, replicas, replication, resize, r
 from panel.clusters.tests.conftest import can_log_in, client_params, connect_as_client
 from panel.core.errors import ServiceError
 from panel.pools import services as pools
+from tests.fixtures.clusters import module_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -198,8 +198,22 @@ def test_a_replica_serves_reads_refuses_writes_and_is_promoted(
     assert f'data-replica-node="{replica.node.name}"' in page and "shared with this cluster" in page
     assert "Read-only replica of db-source" in web.get(reverse("clusters:list")).content.decode()
 
-    # Promoted: a cluster of its own that accepts writes, the pool keeps serving.
-    promoted = replicas.promote_replica(fresh(replica))
+    # A promote POST without the replica's typed name (a replay, a forged form) changes nothing.
+    promote = reverse("clusters:replica-promote", args=[replica.pk])
+    for data in ({}, {"confirm_name": source.name}):
+        refused_page = web.post(promote, data, headers={"HX-Request": "true"})
+        assert refused_page.status_code == 200 and "HX-Redirect" not in refused_page
+        assert "Type the replica name “db-source-replica” to confirm." in refused_page.content.decode()
+        assert fresh(replica).replica_of_id == source.pk
+        with psycopg.connect(uri) as conn:
+            assert conn.execute("SELECT pg_is_in_recovery()").fetchone() == (True,)
+    assert not fresh(replica).events.filter(kind="promoted").exists()
+
+    # Promoted with the name typed: a cluster of its own that accepts writes, the pool keeps serving.
+    done = web.post(promote, {"confirm_name": "db-source-replica"}, headers={"HX-Request": "true"})
+    assert done.status_code == 200, done.content.decode()
+    assert done["HX-Redirect"] == reverse("clusters:detail", args=[replica.pk])
+    promoted = fresh(replica)
     assert promoted.replica_of_id is None and promoted.status == "online"
     assert promoted.superuser_password_encrypted != source.superuser_password_encrypted
     assert archiving.archive_status(promoted).active  # its own WAL archive and stanza

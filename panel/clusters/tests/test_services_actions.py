@@ -12,7 +12,7 @@ import pytest
 from panel.clusters import services
 from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster, ClusterStatus
-from panel.core.errors import ServiceError
+from panel.core.errors import ServiceError, shown_text
 
 pytestmark = pytest.mark.integration
 
@@ -26,7 +26,7 @@ def _serves(cluster: Cluster | str) -> bool:
         return False
 
 
-def test_stop_start_and_restart_in_the_foreground(local_cluster):
+def test_stop_start_and_restart_in_the_foreground(local_cluster, caplog):
     services.perform_action(local_cluster, "stop")
     local_cluster.refresh_from_db()
     assert local_cluster.status == ClusterStatus.STOPPED
@@ -56,11 +56,13 @@ def test_stop_start_and_restart_in_the_foreground(local_cluster):
         squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         squatter.bind(("127.0.0.1", local_cluster.port))
         squatter.listen()
-        with pytest.raises(ServiceError, match="could not create any TCP/IP sockets"):
+        with caplog.at_level("WARNING"), pytest.raises(ServiceError, match="Could not start the cluster"):
             services.perform_action(local_cluster, "start")
+    # The server's own words are the administrator's, in the log (issue 38, item 2).
+    assert "could not create any TCP/IP sockets" in caplog.text
     local_cluster.refresh_from_db()
     assert local_cluster.status == ClusterStatus.STOPPED
-    assert "TCP/IP" in local_cluster.error_message
+    assert "Could not start the cluster" in shown_text(local_cluster.error_message)
     assert local_cluster.events.filter(kind="error").exists()
 
     services.perform_action(local_cluster, "start")
@@ -125,3 +127,38 @@ def test_delete_refuses_a_wrong_name_then_removes_everything(local_cluster):
     assert not data_root.exists()
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     assert not _serves(uri)
+
+
+def test_a_failed_start_says_so_in_coded_words_and_keeps_pg_ctls_text_for_the_log(
+    local_cluster, owner, caplog
+):
+    """Issue 38, item 2: pg_ctl's words (with the data directory's path) go to the log; the page,
+    the event and the refusal carry a coded, translated sentence, in English and German."""
+    from django.test import Client
+
+    services.perform_action(local_cluster, "stop")
+    auto_conf = local_cluster.pgdata / "postgresql.auto.conf"
+    auto_conf.write_text(auto_conf.read_text() + "\nshared_buffers = 'not a size'\n")
+    with caplog.at_level("WARNING"), pytest.raises(ServiceError) as failed:
+        services.perform_action(Cluster.objects.get(pk=local_cluster.pk), "start")
+    assert failed.value.code == "cluster.action_failed"
+    logged = next(r.getMessage() for r in caplog.records if "start of cluster" in r.getMessage())
+    raw = logged.split(" failed: ", 1)[1]  # the engine's text (pg_ctl's, pgBackRest's): the log only
+    assert "pg_ctl" in raw, raw
+    event = local_cluster.events.filter(kind="error").latest("created_at")
+    for shown in (str(failed.value), event.shown):
+        assert raw not in shown and "pg_ctl" not in shown and str(local_cluster.data_root) not in shown
+    client = Client()
+    client.force_login(owner)
+    for language, sentence in (
+        ("en", "Could not start the cluster. The panel&#x27;s log holds the details"),
+        ("de", "„Starten“ ist fehlgeschlagen. Das Log des Panels enthält die Einzelheiten"),
+    ):
+        page = client.get(f"/clusters/{local_cluster.pk}/", headers={"accept-language": language})
+        text = page.content.decode()
+        assert sentence in text, language
+        assert raw not in text and "pg_ctl" not in text, language
+        assert str(local_cluster.data_root) not in text, language
+    auto_conf.write_text(auto_conf.read_text().replace("shared_buffers = 'not a size'", ""))
+    services.perform_action(Cluster.objects.get(pk=local_cluster.pk), "start")
+    assert Cluster.objects.get(pk=local_cluster.pk).error_message == ""

@@ -13,7 +13,6 @@ from django.core.management.base import CommandError
 from django.test import Client
 from django.urls import reverse
 
-from conftest import module_cluster
 from panel.clusters import services
 from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster
@@ -21,6 +20,7 @@ from panel.clusters.services import config
 from panel.clusters.services.provision import SETTINGS_FILE
 from panel.clusters.tests.conftest import connect_as_client
 from panel.core.errors import ServiceError
+from tests.fixtures.clusters import module_cluster
 
 pytestmark = pytest.mark.integration
 

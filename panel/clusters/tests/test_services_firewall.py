@@ -15,7 +15,6 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
-from conftest import make_local_cluster
 from panel.clusters import services
 from panel.clusters.engine import isolation
 from panel.clusters.lib import firewall as firewall_rules
@@ -24,6 +23,7 @@ from panel.clusters.services import firewall
 from panel.clusters.tests.conftest import client_params, make_cluster_row
 from panel.core.errors import ServiceError
 from panel.pools import services as pools
+from tests.fixtures.clusters import make_local_cluster
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ from django.core.management.base import CommandError
 
 from panel.clusters import services
 from panel.clusters.models import Cluster, ClusterMember
-from panel.clusters.services.create import etcd_ports
+from panel.clusters.services.ports import etcd_ports
 from panel.core.errors import ServiceError
 
 pytestmark = pytest.mark.django_db

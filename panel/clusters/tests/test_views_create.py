@@ -126,6 +126,7 @@ def test_it_creates_a_cluster_and_shows_its_progress(owner_client, owner, redis_
     assert cluster.plan_slug == "db-s-1vcpu-1gb"
     page = owner_client.get(response.url).content.decode()
     assert "is being created" in page
+    assert "data-while-busy" in page  # it leaves the page once the cluster is created (panel.js)
     assert 'hx-trigger="every 1s"' in page
 
 

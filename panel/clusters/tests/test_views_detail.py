@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
+import pytest
 from django.urls import reverse
 
 from panel.clusters.models import Cluster, ClusterStatus
+from panel.clusters.services import lifecycle
 
 from .conftest import ADMIN_PASSWORD, APP_PASSWORD, CA_PEM, make_cluster_row
 
@@ -230,6 +234,39 @@ def test_actions_offer_only_what_the_status_allows(owner_client, owner):
     page = owner_client.get(reverse("clusters:detail", args=[stopped.pk])).content.decode()
     assert reverse("clusters:action", args=[stopped.pk, "start"]) in page
     assert reverse("clusters:action", args=[stopped.pk, "stop"]) not in page
+    assert reverse("clusters:action", args=[stopped.pk, "restart"]) not in page
+
+
+def test_a_degraded_cluster_offers_restart_and_stop_not_start(owner_client, owner):
+    degraded = make_cluster_row(owner, "db-degraded", status=ClusterStatus.DEGRADED)
+    page = owner_client.get(reverse("clusters:detail", args=[degraded.pk])).content.decode()
+    offered = re.findall(r'data-action="(\w+)"', page)
+    assert offered == ["restart", "stop"]
+    assert reverse("clusters:action", args=[degraded.pk, "start"]) not in page
+    # …and the server refuses a Start posted anyway, the status unchanged.
+    response = owner_client.post(reverse("clusters:action", args=[degraded.pk, "start"]), follow=True)
+    assert "The cluster is degraded; it cannot start now." in response.content.decode()
+    degraded.refresh_from_db()
+    assert degraded.status == ClusterStatus.DEGRADED
+
+
+@pytest.mark.parametrize(
+    ("status", "offered"),
+    [
+        (ClusterStatus.ONLINE, ["restart", "stop"]),
+        (ClusterStatus.DEGRADED, ["restart", "stop"]),
+        (ClusterStatus.STOPPED, ["start"]),
+        (ClusterStatus.STARTING, []),
+        (ClusterStatus.STOPPING, []),
+        (ClusterStatus.RESIZING, []),
+        (ClusterStatus.ERROR, []),
+    ],
+)
+def test_the_actions_menu_follows_the_statuses_each_action_allows(owner_client, owner, status, offered):
+    cluster = make_cluster_row(owner, "db-menu", status=status)
+    page = owner_client.get(reverse("clusters:detail", args=[cluster.pk])).content.decode()
+    assert re.findall(r'data-action="(\w+)"', page) == offered
+    assert all(status in lifecycle.ACTION_STATUSES[action] for action in offered)
 
 
 def test_an_action_with_redis_down_says_so_and_keeps_the_status(owner_client, cluster_row, redis_down):

@@ -23,10 +23,11 @@ def test_the_settings_tab_renders_both_cards(owner_client: Client, cluster_row: 
     assert f'hx-post="/clusters/{cluster_row.pk}/settings/resize/"' in page
     assert f'hx-post="/clusters/{cluster_row.pk}/settings/config/"' in page
     assert 'data-plan="db-s-4vcpu-8gb"' in page and 'name="work_mem" value="4"' in page
-    # Resize and configuration need no second request; only the maintenance card, which asks the
-    # node what is installed there, loads after the page.
-    assert page.count('hx-trigger="load"') == 1
-    assert f'hx-get="/clusters/{cluster_row.pk}/maintenance/" hx-trigger="load"' in page
+    # Resize and configuration need no second request; the managed service's cards (maintenance,
+    # which asks the node what is installed there, autoscale and tags) load after the page.
+    assert page.count('hx-trigger="load"') == 3
+    for card in ("maintenance", "autoscale", "tags"):
+        assert f'hx-get="/clusters/{cluster_row.pk}/{card}/" hx-trigger="load"' in page
 
 
 def test_an_attached_server_has_neither_card(owner_client: Client, owner: User) -> None:

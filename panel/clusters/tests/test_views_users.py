@@ -76,15 +76,45 @@ def test_it_refuses_bad_database_names_inline(owner_client, cluster_row, name, m
     assert _names(cluster_row.databases) == ["appdb", "defaultdb"]
 
 
+@pytest.mark.parametrize("typed", [None, "", "App", "appdb", "app "])
+def test_it_deletes_no_user_without_its_typed_name(owner_client, cluster_row, typed):
+    data = {} if typed is None else {"confirm_name": typed}
+    text = _post(owner_client, "clusters:user-delete", cluster_row, data, name="app")
+    assert "Type the user name “app” to confirm." in text
+    assert 'class="alert alert-danger' in text
+    assert _names(cluster_row.users) == ["app", "doadmin"]
+    assert not cluster_row.events.filter(kind="user-deleted").exists()
+
+
+@pytest.mark.parametrize("typed", [None, "", "app", "appdb2"])
+def test_it_deletes_no_database_without_its_typed_name(owner_client, cluster_row, typed):
+    data = {} if typed is None else {"confirm_name": typed}
+    text = _post(owner_client, "clusters:database-delete", cluster_row, data, name="appdb")
+    assert "Type the database name “appdb” to confirm." in text
+    assert _names(cluster_row.databases) == ["appdb", "defaultdb"]
+
+
+def test_the_typed_name_refusal_is_german_on_a_german_page(owner_client, cluster_row):
+    url = reverse("clusters:database-delete", args=[cluster_row.pk, "appdb"])
+    response = owner_client.post(url, {"confirm_name": "x"}, headers={**HTMX, "Accept-Language": "de"})
+    text = response.content.decode()
+    assert response.status_code == 200
+    assert "Geben Sie zur Bestätigung den Datenbanknamen „appdb“ ein." in text
+
+
 def test_it_refuses_to_delete_the_admin_user_inline(owner_client, cluster_row):
-    text = _post(owner_client, "clusters:user-delete", cluster_row, name="doadmin")
+    text = _post(
+        owner_client, "clusters:user-delete", cluster_row, {"confirm_name": "doadmin"}, name="doadmin"
+    )
     assert "is the admin user and cannot be deleted" in text
     assert 'class="alert alert-danger' in text
     assert cluster_row.users.filter(name="doadmin").exists()
 
 
 def test_it_refuses_to_delete_the_default_database_inline(owner_client, cluster_row):
-    text = _post(owner_client, "clusters:database-delete", cluster_row, name="defaultdb")
+    text = _post(
+        owner_client, "clusters:database-delete", cluster_row, {"confirm_name": "defaultdb"}, name="defaultdb"
+    )
     assert "is the default database and cannot be deleted" in text
     assert cluster_row.databases.filter(name="defaultdb").exists()
 
@@ -121,7 +151,14 @@ def test_it_adds_a_user_showing_its_password_once_then_deletes_it(owner_client, 
     detail = owner_client.get(reverse("clusters:detail", args=[local_cluster.pk])).content.decode()
     assert '<option value="app">app</option>' in detail  # the connection box's user selector
 
-    text = _post(owner_client, "clusters:user-delete", local_cluster, name="app")
+    # A replayed or forged POST without the typed name (or with another) deletes nothing.
+    for data in ({}, {"confirm_name": "doadmin"}):
+        text = _post(owner_client, "clusters:user-delete", local_cluster, data, name="app")
+        assert "Type the user name “app” to confirm." in text
+        assert can_log_in(local_cluster, "app", password)
+        assert local_cluster.users.filter(name="app").exists()
+
+    text = _post(owner_client, "clusters:user-delete", local_cluster, {"confirm_name": "app"}, name="app")
     assert "User “app” deleted." in text
     assert "<code>app</code>" not in text
     assert not can_log_in(local_cluster, "app", password)
@@ -147,6 +184,19 @@ def test_it_adds_and_deletes_a_database(owner_client, local_cluster):
     detail = owner_client.get(reverse("clusters:detail", args=[local_cluster.pk])).content.decode()
     assert '<option value="benchmark">benchmark</option>' in detail
 
-    text = _post(owner_client, "clusters:database-delete", local_cluster, name="benchmark")
+    for data in ({}, {"confirm_name": "benchmar"}):
+        text = _post(owner_client, "clusters:database-delete", local_cluster, data, name="benchmark")
+        assert "Type the database name “benchmark” to confirm." in text
+        assert can_log_in(local_cluster, "doadmin", admin_password, "benchmark")
+        assert local_cluster.databases.filter(name="benchmark").exists()
+
+    text = _post(
+        owner_client,
+        "clusters:database-delete",
+        local_cluster,
+        {"confirm_name": "benchmark"},
+        name="benchmark",
+    )
+    assert "Database “benchmark” deleted." in text
     assert "<code>benchmark</code>" not in text
     assert not can_log_in(local_cluster, "doadmin", admin_password, "benchmark")

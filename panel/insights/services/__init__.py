@@ -47,7 +47,6 @@ from panel.insights.services.tiers import (
     FIVE_MINUTES,
     FOUR_HOURS,
     HOUR,
-    MAX_WORKERS,
     MERGED_TIERS,
     MINUTE,
     QUARTER,
@@ -56,6 +55,7 @@ from panel.insights.services.tiers import (
     RAW_TIERS,
     ROLLUP_RETENTION,
     START_COUNTER,
+    collect_workers,
     interval,
 )
 
@@ -64,7 +64,6 @@ __all__ = [
     "FIVE_MINUTES",
     "FOUR_HOURS",
     "HOUR",
-    "MAX_WORKERS",
     "MERGED_TIERS",
     "MINUTE",
     "QUARTER",
@@ -80,6 +79,7 @@ __all__ = [
     "SeriesPoint",
     "Wanted",
     "collect_all",
+    "collect_workers",
     "collect_cluster",
     "current_values",
     "evaluate_alerts",

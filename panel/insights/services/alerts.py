@@ -12,6 +12,7 @@ from django.core.mail import get_connection, send_mail
 from django.core.validators import validate_email
 from django.db import transaction
 from django.utils import translation
+from django.utils.functional import Promise
 from django.utils.translation import gettext as _
 
 from panel.accounts.services import account_language
@@ -158,7 +159,9 @@ def _notify(cluster: Cluster, rule: AlertRule, value: float) -> bool:
     return notify_owner(cluster, AlertKind(rule.kind).label, _describe(rule, value), to=rule.email)
 
 
-def notify_owner(cluster: Cluster, what: str | Message, body: str | Message, *, to: str = "") -> bool:
+def notify_owner(
+    cluster: Cluster, what: str | Promise | Message, body: str | Message, *, to: str = ""
+) -> bool:
     """The alert channel: one email to ``to`` or the cluster owner's address, "[pgpanel]
     <cluster>: <what> alert", in the owner's language (their account's choice, else the panel's
     default); a mail server that fails is an error event, never an exception."""

@@ -1,8 +1,9 @@
-"""Collecting and storing: every cluster read concurrently (a small thread pool; each cluster has a
-hard 5-second budget, see ``collector``), and the calling thread stores what came back: gauges as
-they are, counters as per-second rates from the previous reading (``CounterState``). A source that
-did not answer writes ``up=0`` and a NULL point for each of its series (a gap, never a zero), and
-its counters start new series once it answers again."""
+"""Collecting and storing: every cluster read concurrently (a bounded thread pool of
+PANEL_COLLECT_CONCURRENCY threads; each cluster has a hard 5-second budget, see ``collector``, so a
+hung cluster holds one thread, never the others), and the calling thread stores what came back:
+gauges as they are, counters as per-second rates from the previous reading (``CounterState``). A
+source that did not answer writes ``up=0`` and a NULL point for each of its series (a gap, never a
+zero), and its counters start new series once it answers again."""
 
 from __future__ import annotations
 
@@ -16,15 +17,15 @@ from django.db import connections, transaction
 from django.db.models import Q
 
 from panel.clusters.engine import postgres
-from panel.clusters.models import Cluster, ClusterKind, ClusterStatus
-from panel.clusters.services import nodes, replication
+from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, CycleKind
+from panel.clusters.services import cycles, nodes, replication
 from panel.insights.engine import collector
 from panel.insights.lib import metrics
 from panel.insights.lib.metrics import CATALOGUE, COUNTER_RATES, HOST, PGBOUNCER, POSTGRES
 from panel.insights.models import CounterState, MetricPoint
 from panel.insights.services.alerts import evaluate_alerts
 from panel.insights.services.statement_store import baseline_for, store_statements
-from panel.insights.services.tiers import ABANDON_AFTER, MAX_WORKERS, START_COUNTER, interval
+from panel.insights.services.tiers import ABANDON_AFTER, START_COUNTER, collect_workers, interval
 from panel.pools.models import Pooler
 
 log = logging.getLogger(__name__)
@@ -66,8 +67,13 @@ def _absent(cluster: Cluster, reason: str) -> collector.Snapshot:
 
 
 def note_postmaster_gone(cluster: Cluster, snap: collector.Snapshot) -> None:
-    """A local cluster shown online whose PostgreSQL did not answer and has no postmaster is
-    degraded from this collection on, not online until the next reconciler pass."""
+    """A local one-member cluster shown online whose PostgreSQL did not answer and has no
+    postmaster is degraded from this collection on, not online until the next reconciler pass.
+    A cluster with standbys is not judged here: member 1's postmaster stops in every switchover
+    and rolling restart, and Patroni, not one data directory, says whether it serves (the
+    reconciler's ``ha_health.assess``)."""
+    if cluster.is_ha:
+        return
     if not (cluster.is_local and cluster.status == ClusterStatus.ONLINE and snap.up.get(POSTGRES) is False):
         return
     if postgres.postmaster_pid(cluster.pgdata) is None and cluster.mark_postmaster_gone():
@@ -89,8 +95,14 @@ def collect_all() -> dict[str, collector.Snapshot]:
     """Collect every cluster once, concurrently; returns snapshots by cluster id.
 
     A cluster that does not answer within its budget is recorded as a gap and the cycle moves on;
-    its thread ends by itself when its socket watchdog fires.
+    its thread ends by itself when its socket watchdog fires. The cycle's duration is recorded on
+    this node (the Nodes page).
     """
+    with cycles.timed(CycleKind.COLLECT):
+        return _collect_all()
+
+
+def _collect_all() -> dict[str, collector.Snapshot]:
     mine = Q(pk__in=Cluster.objects.here().values("pk"))
     if nodes.collects_attached():
         mine |= Q(kind=ClusterKind.EXTERNAL)
@@ -106,7 +118,7 @@ def collect_all() -> dict[str, collector.Snapshot]:
         started[str(target.cluster.pk)] = time.monotonic()
         return _collect_in_thread(target)
 
-    pool = ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="insights")
+    pool = ThreadPoolExecutor(max_workers=collect_workers(), thread_name_prefix="insights")
     futures: dict[Future[collector.Snapshot], Cluster] = {
         pool.submit(run, target_for(cluster)): cluster for cluster in serving
     }

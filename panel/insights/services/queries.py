@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from django.db.models import Sum
 from django.utils import timezone
-from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
 from panel.core.agent import on_node
-from panel.core.errors import N_, ServiceError
+from panel.core.errors import N_, Message, ServiceError
 from panel.insights.lib import statements
 from panel.insights.models import (
     StatementCounter,
@@ -115,7 +116,9 @@ def top_statements(
     deltas = StatementDelta.objects.filter(cluster=cluster, ts__gt=window.start, ts__lte=window.end)
     if queryid is not None:
         deltas = deltas.filter(queryid=queryid)
-    sums = deltas.values("queryid", "database", "role").annotate(**{f"s_{n}": Sum(n) for n in COUNTER_FIELDS})
+    sums: Iterable[Mapping[str, Any]] = deltas.values("queryid", "database", "role").annotate(
+        **{f"s_{n}": Sum(n) for n in COUNTER_FIELDS}
+    )
     totals = [
         statements.Totals(
             row["queryid"],
@@ -197,7 +200,7 @@ def reset_statements(cluster: Cluster) -> StatementsState:
     )
     state.reset_at = now
     state.save(update_fields=["reset_at"])
-    cluster.log_event("statements-reset", _("Query statistics (pg_stat_statements) were reset."))
+    cluster.log_event("statements-reset", Message(N_("Query statistics (pg_stat_statements) were reset.")))
     return state
 
 

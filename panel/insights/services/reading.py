@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple, cast
 
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.utils import timezone
@@ -125,6 +125,7 @@ def read_series(
     found: dict[tuple[str, str], list[tuple]] = {
         (metric, labels): [] for metric, asked in by_metric.items() for labels in sorted(asked or ())
     }
+    rows: Iterable[tuple[Any, ...]]  # raw points or rollups: (metric, labels, *figures)
     if res.rollup is None:
         rows = _raw_rows(cluster, by_metric, start, end)
     else:
@@ -252,7 +253,7 @@ def latest_of(clusters: QuerySet[Cluster], now: dt.datetime | None = None) -> li
         .values("ts")[:1]
     )
     found = list(clusters.annotate(last_at=Subquery(last_at)))
-    collected = {c.pk: c.last_at for c in found if c.last_at is not None}  # type: ignore[attr-defined]
+    collected = {c.pk: c.last_at for c in found if c.last_at is not None}
     values: dict[object, dict[tuple[str, str], float]] = {pk: {} for pk in collected}
     if collected:
         # Along the (cluster, ts) index; a row of another cluster's collection time is dropped here
@@ -262,7 +263,7 @@ def latest_of(clusters: QuerySet[Cluster], now: dt.datetime | None = None) -> li
         ).values_list("cluster_id", "ts", "metric", "labels", "value")
         for cluster_id, ts, metric, labels, value in rows:
             if ts == collected[cluster_id]:
-                values[cluster_id][(metric, labels)] = value
+                values[cluster_id][(metric, labels)] = cast(float, value)  # value__isnull=False
     stale_after = dt.timedelta(seconds=3 * interval())
     return [
         (

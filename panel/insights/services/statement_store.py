@@ -9,9 +9,9 @@ import datetime as dt
 import logging
 
 from django.db import transaction
-from django.utils.translation import gettext as _
 
 from panel.clusters.models import Cluster
+from panel.core.errors import N_, Message
 from panel.insights.engine.snapshot import Snapshot
 from panel.insights.lib import statements
 from panel.insights.models import StatementCounter, StatementDelta, StatementsState, StatementText
@@ -80,7 +80,9 @@ def store_statements(cluster: Cluster, snap: Snapshot) -> None:
         if collected.created_extension:
             cluster.log_event(
                 "statements",
-                _("Set up pg_stat_statements for the Queries tab and the databases the panel creates."),
+                Message(
+                    N_("Set up pg_stat_statements for the Queries tab and the databases the panel creates.")
+                ),
             )
         if collected.readings is None:
             # Not read: the counters stay, so the next reading's deltas cover the gap.

@@ -22,7 +22,6 @@ FOUR_HOURS = 4 * HOUR
 # Each chart range reads one tier, a few hundred points a line (reading.RESOLUTIONS).
 RAW_TIERS = (MINUTE, FIVE_MINUTES)
 MERGED_TIERS = (HOUR, FOUR_HOURS)
-MAX_WORKERS = 4
 # Grace over the collector's own budget before the cycle stops waiting for a cluster.
 ABANDON_AFTER = collector.BUDGET_SECONDS + 1.0
 START_COUNTER = "_start"  # the postmaster's start time: a change means every counter restarted
@@ -38,3 +37,8 @@ RANGES: dict[str, dt.timedelta] = {
 
 def interval() -> int:
     return int(settings.PANEL_METRICS_INTERVAL)
+
+
+def collect_workers() -> int:
+    """How many clusters a collection cycle reads at once (PANEL_COLLECT_CONCURRENCY)."""
+    return max(1, int(settings.PANEL_COLLECT_CONCURRENCY))

@@ -19,7 +19,6 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
 
-from conftest import module_cluster
 from panel.clusters import services as cluster_services
 from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
@@ -27,6 +26,7 @@ from panel.clusters.services import roles
 from panel.insights import services
 from panel.insights.models import StatementsState, StatementsStatus
 from panel.insights.services import queries
+from tests.fixtures.clusters import module_cluster
 
 pytestmark = pytest.mark.integration
 

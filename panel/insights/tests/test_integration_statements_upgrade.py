@@ -13,7 +13,6 @@ from django.conf import settings
 from django.test import Client
 from django.urls import reverse
 
-from conftest import module_cluster
 from panel.clusters import services as cluster_services
 from panel.clusters.engine import dbconn, isolation, postgres
 from panel.clusters.models import Cluster
@@ -21,6 +20,7 @@ from panel.clusters.services import roles
 from panel.core import runas
 from panel.insights import services
 from panel.insights.models import StatementsState, StatementsStatus
+from tests.fixtures.clusters import module_cluster
 
 pytestmark = pytest.mark.integration
 

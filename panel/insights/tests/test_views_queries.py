@@ -86,6 +86,21 @@ def test_the_tab_writes_its_figures_as_german_pages_do(
     assert "1.350,0 ms" in html and "1350,0" not in html
 
 
+def test_statistics_that_could_not_be_read_are_a_sentence_without_the_servers_words(
+    owner_client: Client, cluster_row: Cluster
+) -> None:
+    socket = "/var/lib/pgpanel/clusters/x/run/.s.PGSQL.26001"
+    StatementsState.objects.create(
+        cluster=cluster_row,
+        status=StatementsStatus.UNAVAILABLE,
+        message=f'connection to server on socket "{socket}" failed: FATAL:  the database system is starting up',
+        checked_at=timezone.now(),
+    )
+    html = owner_client.get(url("queries", cluster_row)).content.decode()
+    assert "Query statistics could not be read." in html and "the next collection tries again" in html
+    assert socket not in html and "FATAL" not in html
+
+
 def test_a_longer_window_holds_the_older_statement(owner_client: Client, with_statements: Cluster) -> None:
     html = owner_client.get(url("queries", with_statements), {"window": "6h"}).content.decode()
     assert listed(html) == [OLD, SLOW, BUSY]

@@ -17,13 +17,13 @@ from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
-from conftest import module_cluster
 from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
 from panel.clusters.services import config, roles
 from panel.clusters.tests.conftest import connect_as_client
 from panel.logs import services
 from panel.pools import services as pools
+from tests.fixtures.clusters import module_cluster
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from panel.core.errors import N_, CodedError
 from panel.logsink.lib import formats
@@ -27,10 +27,13 @@ _KEYS = {
     ELASTICSEARCH: {"url", "index_prefix", "index_days_max", "timeout", "ca"},
     OPENSEARCH: {"url", "index_prefix", "index_days_max", "timeout", "ca"},
 }
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
-_INDEX_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,99}$")
-_SERVER_RE = re.compile(r"^[A-Za-z0-9.:_-]{1,253}$")
-_SD_RE = re.compile(r"^(\[[^\]\n]{1,500}\])+$")
+# Every value is matched whole (re.fullmatch): "$" would let a final line break through to
+# the frames the values end up in; a custom log line holds no control character either.
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+_INDEX_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,99}")
+_SERVER_RE = re.compile(r"[A-Za-z0-9.:_-]{1,253}")
+_SD_RE = re.compile(r"(\[[^\]\x00-\x1f\x7f]{1,500}\])+")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 MAX_PEM = 20000
 
 
@@ -44,7 +47,7 @@ class InvalidSink(CodedError, ValueError):
 
 
 def check_name(name: object) -> str:
-    if not isinstance(name, str) or not _NAME_RE.match(name):
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
         raise InvalidSink(
             N_(
                 "A sink name is 1 to 63 letters, digits, dots, underscores and hyphens, starting with a letter or digit."
@@ -89,7 +92,7 @@ def check(sink_type: object, config: object) -> dict[str, Any]:
 
 def _rsyslog(config: Mapping[str, Any]) -> dict[str, Any]:
     server, port = config.get("server"), config.get("port")
-    if not isinstance(server, str) or not _SERVER_RE.match(server):
+    if not isinstance(server, str) or not _SERVER_RE.fullmatch(server):
         raise _bad("server")
     if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
         raise _bad("port")
@@ -101,7 +104,7 @@ def _rsyslog(config: Mapping[str, Any]) -> dict[str, Any]:
         raise _bad("format")
     logline = config.get("logline")
     if fmt == "custom":
-        if not isinstance(logline, str) or not logline or len(logline) > 1000:
+        if not isinstance(logline, str) or not logline or len(logline) > 1000 or _CONTROL_RE.search(logline):
             raise _bad("logline")
         if formats.unknown_properties(logline):
             raise InvalidSink(
@@ -112,7 +115,7 @@ def _rsyslog(config: Mapping[str, Any]) -> dict[str, Any]:
     elif logline not in (None, ""):
         raise _bad("logline")
     sd = config.get("sd")
-    if sd not in (None, "") and (not isinstance(sd, str) or not _SD_RE.match(sd)):
+    if sd not in (None, "") and (not isinstance(sd, str) or not _SD_RE.fullmatch(sd)):
         raise _bad("sd")
     result: dict[str, Any] = {"server": server, "port": port, "tls": tls, "format": fmt}
     if fmt == "custom":
@@ -142,7 +145,7 @@ def _http(config: Mapping[str, Any]) -> dict[str, Any]:
     if port is not None and not 1 <= port <= 65535:
         raise _bad("url")
     prefix = config.get("index_prefix")
-    if not isinstance(prefix, str) or not _INDEX_RE.match(prefix):
+    if not isinstance(prefix, str) or not _INDEX_RE.fullmatch(prefix):
         raise _bad("index_prefix")
     days = config.get("index_days_max", 7)
     if not isinstance(days, int) or isinstance(days, bool) or not 1 <= days <= 10000:
@@ -164,3 +167,20 @@ def destination(sink_type: str, config: Mapping[str, Any]) -> tuple[str, int, bo
     parts = urlsplit(str(config["url"]))
     tls = parts.scheme == "https"
     return str(parts.hostname), int(parts.port or (443 if tls else 80)), tls
+
+
+# What a sink's configuration holds that only a reader with the right to see credentials sees.
+SECRET_KEYS = frozenset({"key"})
+
+
+def without_secrets(sink_type: str, config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` without its secrets: no private key, and an Elasticsearch/OpenSearch URL with
+    its user name but not its password."""
+    shown = {key: value for key, value in config.items() if key not in SECRET_KEYS}
+    if sink_type != RSYSLOG and "url" in shown:
+        parts = urlsplit(str(shown["url"]))
+        if parts.password is not None:
+            userinfo, host = parts.netloc.rsplit("@", 1)
+            user = userinfo.split(":", 1)[0]
+            shown["url"] = urlunsplit(parts._replace(netloc=f"{user}@{host}" if user else host))
+    return shown

@@ -1,6 +1,12 @@
 """Log records as a sink receives them (pure, no Django): syslog lines in RFC 5424, RFC 3164 or a
-custom template (rsyslog's property names), framed by octet counting (RFC 6587, so a message of
-several lines stays one message), and Elasticsearch/OpenSearch ``_bulk`` bodies.
+custom template (rsyslog's property names), framed by octet counting (RFC 6587), and
+Elasticsearch/OpenSearch ``_bulk`` bodies.
+
+A tenant writes what its records say (``RAISE WARNING E'x\nSET k v'``), so no control character
+of a record reaches the wire as itself: every one is written as rsyslog writes those it receives
+(``#012`` for a line feed). Framing alone would not do: a receiver that reads lines (or a service
+that is no syslog server at all) would take the rest of the line as a message, or a command, of
+its own.
 
 The host name of every record is the cluster's name, the application ``postgresql`` or
 ``pgbouncer``: a sink that receives several clusters tells them apart.
@@ -120,12 +126,24 @@ def custom(record: Record, template: str, sd: str | None = None) -> str:
     return _PROPERTY_RE.sub(lambda m: values.get(m.group(1).lower(), ""), template)
 
 
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with every control character (line breaks above all) as ``#`` and its three
+    octal digits, as rsyslog's EscapeControlCharactersOnReceive writes them."""
+    return _CONTROL_RE.sub(lambda m: f"#{ord(m.group()):03o}", text)
+
+
 def syslog_line(record: Record, fmt: str, *, logline: str | None = None, sd: str | None = None) -> str:
+    """The record as one line in ``fmt``: no control character left in it."""
     if fmt == "rfc3164":
-        return rfc3164(record)
-    if fmt == "custom":
-        return custom(record, logline or "", sd)
-    return rfc5424(record, sd)
+        line = rfc3164(record)
+    elif fmt == "custom":
+        line = custom(record, logline or "", sd)
+    else:
+        line = rfc5424(record, sd)
+    return escape_controls(line)
 
 
 def octet_frame(message: str) -> bytes:

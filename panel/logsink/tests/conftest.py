@@ -25,7 +25,12 @@ module(load="imtcp")
 global(workDirectory="{dir}")
 template(name="fields" type="string" string="%HOSTNAME%|%APP-NAME%|%syslogseverity-text%|%msg%\\n")
 ruleset(name="received") {{ action(type="omfile" file="{dir}/received.log" template="fields") }}
-input(type="imtcp" address="127.0.0.1" port="{port}" ruleset="received")
+input(type="imtcp" address="{address}" port="{port}" ruleset="received")
+"""
+# A receiver that keeps control characters as they come (rsyslog escapes them unless told not
+# to): what the panel sends is what the file shows.
+RAW_CONF = """
+global(parser.escapeControlCharactersOnReceive="off")
 """
 
 
@@ -39,9 +44,9 @@ class Rsyslog:
         return self.received.read_text(errors="replace").splitlines() if self.received.exists() else []
 
 
-def _free_port() -> int:
+def _free_port(address: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((address, 0))
         return int(sock.getsockname()[1])
 
 
@@ -52,13 +57,13 @@ global(DefaultNetstreamDriver="gtls" DefaultNetstreamDriverCAFile="{dir}/ca.pem"
 """
 
 
-def _rsyslog(tls: bool) -> Iterator[Rsyslog]:
+def _rsyslog(tls: bool, address: str = "127.0.0.1", *, raw: bool = False) -> Iterator[Rsyslog]:
     binary = shutil.which("rsyslogd") or "/usr/sbin/rsyslogd"
     if not Path(binary).exists():
         pytest.fail("rsyslogd is not installed; run `make bootstrap-test`, which installs it")
     root = Path(tempfile.mkdtemp(prefix="pgpanel-rsyslog-"))
-    port = _free_port()
-    text = RSYSLOG_CONF.format(dir=root, port=port)
+    port = _free_port(address)
+    text = (RAW_CONF if raw else "") + RSYSLOG_CONF.format(dir=root, port=port, address=address)
     ca = ""
     if tls:
         certs = tls_lib.generate("rsyslog-test", ["127.0.0.1"])
@@ -80,7 +85,7 @@ def _rsyslog(tls: bool) -> Iterator[Rsyslog]:
     deadline = time.monotonic() + 20
     while True:
         with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
+            if sock.connect_ex((address, port)) == 0:
                 break
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()

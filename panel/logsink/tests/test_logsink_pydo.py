@@ -25,7 +25,6 @@ from django.test import Client
 from django.utils import translation
 from pydo import Client as Pydo
 
-from conftest import make_local_cluster, start_celery_worker
 from panel.api import services
 from panel.api.models import Scope
 from panel.clusters.engine import dbconn
@@ -37,6 +36,8 @@ from panel.logs import services as logs
 from panel.logsink.models import LogSink
 from panel.logsink.tests.conftest import BulkServer, Rsyslog
 from panel.pools import services as pools
+from tests.fixtures.clusters import make_local_cluster
+from tests.fixtures.processes import start_celery_worker
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
 

@@ -6,7 +6,32 @@ from __future__ import annotations
 import datetime as dt
 import re
 
+from panel.core.errors import N_, Term
+
 DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+# The days' names as a sentence says them, translated where it is read ("Mittwoch", never "wednesday").
+DAY_NAMES = dict(
+    zip(
+        DAYS,
+        (
+            N_("Monday"),
+            N_("Tuesday"),
+            N_("Wednesday"),
+            N_("Thursday"),
+            N_("Friday"),
+            N_("Saturday"),
+            N_("Sunday"),
+        ),
+        strict=True,
+    )
+)
+
+
+def day_name(day: str) -> Term | str:
+    """``day`` (``wednesday``) as a word to translate in a message; an unknown one as it is."""
+    return Term(DAY_NAMES[day]) if day in DAY_NAMES else day
+
+
 _VERSION = re.compile(r"(\d+(?:\.\d+)+)")
 
 

@@ -20,7 +20,7 @@ from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
 from panel.core.runas import EngineError
 from panel.core.taskqueue import enqueue_task
-from panel.managed.lib.updates import DAYS, in_window, newer, parse_hour, parse_version
+from panel.managed.lib.updates import DAYS, day_name, in_window, newer, parse_hour, parse_version
 from panel.managed.models import Maintenance
 from panel.pools.engine import console, supervisor
 from panel.pools.services.figures import pooler_running
@@ -59,7 +59,9 @@ def set_window(cluster: Cluster, day: str, hour: str) -> Maintenance:
         cluster.log_event(
             "maintenance-window",
             Message(
-                N_("Maintenance window set to %(day)s %(hour)02d:00 UTC."), day=wanted_day, hour=wanted_hour
+                N_("Maintenance window set to %(day)s %(hour)02d:00 UTC."),
+                day=day_name(wanted_day),
+                hour=wanted_hour,
             ),
         )
     return row
@@ -96,13 +98,13 @@ def check_updates(cluster: Cluster) -> list[str]:
     try:
         row.postgres_installed = parse_version(postgres.release(cluster.version))
     except EngineError as exc:
-        raise ServiceError(str(exc), code="maintenance.check_failed") from None
+        raise _check_failed(cluster, exc) from None
     if cluster.is_serving:
         try:
             with dbconn.admin_connection(cluster) as conn:
                 found = conn.execute("SHOW server_version").fetchone()
         except dbconn.DatabaseError as exc:
-            raise ServiceError(str(exc), code="maintenance.check_failed") from None
+            raise _check_failed(cluster, exc) from None
         row.postgres_running = parse_version(str(found[0])) if found else ""
     _check_pgbouncer(cluster, row)
     row.checked_at = timezone.now()
@@ -116,6 +118,19 @@ def check_updates(cluster: Cluster) -> list[str]:
         ]
     )
     return [str(message) for message in pending(row)]
+
+
+def _check_failed(cluster: Cluster, exc: Exception) -> ServiceError:
+    """The program's or server's words (paths, English) go to the log; the user reads what failed."""
+    log.warning("maintenance: checking the versions of %s failed: %s", cluster.pk, exc)
+    return ServiceError(
+        N_(
+            "Could not read the installed and running versions. Try again later; the panel's log "
+            "holds the details for an administrator."
+        ),
+        code="maintenance.check_failed",
+        params={},
+    )
 
 
 def _check_pgbouncer(cluster: Cluster, row: Maintenance) -> None:

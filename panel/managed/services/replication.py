@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 
+from django.conf import settings
 from django.db import transaction
 from psycopg import sql
 
@@ -45,6 +46,13 @@ def is_allowed(user: DatabaseUser) -> bool:
 
 
 def _user(cluster: Cluster, name: str) -> DatabaseUser:
+    if name in settings.PANEL_ROLES:
+        # A row left from before the name was refused (issue 37) names the panel's own role.
+        raise ServiceError(
+            N_("“%(name)s” is reserved; choose another user name."),
+            code="user.name_reserved",
+            params={"name": name},
+        )
     found = cluster.users.filter(name=name).first()
     if found is None:
         raise ServiceError(

@@ -20,7 +20,6 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from conftest import start_celery_worker
 from panel.clusters.engine import dbconn, postgres
 from panel.clusters.models import Cluster, Node
 from panel.clusters.services import roles
@@ -30,6 +29,7 @@ from panel.managed.services import maintenance, replication
 from panel.pools.engine import supervisor
 from panel.pools.engine.disk import bouncer_files
 from panel.pools.services.actions import create_pool
+from tests.fixtures.processes import start_celery_worker
 
 TUESDAY_1430 = dt.datetime(2026, 11, 24, 14, 30, tzinfo=dt.UTC)
 

@@ -92,7 +92,7 @@ def copy_schema(
             env=_env(source_password),
             cwd="/",
             start_new_session=True,
-            **dump_opts,  # type: ignore[arg-type]
+            **dump_opts,
         )
         try:
             restore = subprocess.Popen(
@@ -103,7 +103,7 @@ def copy_schema(
                 env=_env(target_password),
                 cwd="/",
                 start_new_session=True,
-                **restore_opts,  # type: ignore[arg-type]
+                **restore_opts,
             )
         except OSError as exc:
             _stop(dump)

@@ -17,7 +17,7 @@ from panel.core.errors import N_, CodedError
 # Databases never migrated: the templates and the maintenance database.
 SKIPPED_DATABASES = frozenset({"template0", "template1", "postgres"})
 # Names PostgreSQL accepts unquoted and the panel accepts for users and databases.
-_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_$-]{0,62}$")
+_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_$-]{0,62}")
 MAX_IGNORED = 100
 
 
@@ -45,7 +45,7 @@ class Source:
 
 
 def check_name(value: str, what: str) -> str:
-    if not isinstance(value, str) or not _NAME_RE.match(value):
+    if not isinstance(value, str) or not _NAME_RE.fullmatch(value):
         raise InvalidSource(
             N_(
                 "“%(value)s” is not a name the panel migrates: letters, digits, underscores, hyphens "

@@ -21,7 +21,7 @@ from django.db import IntegrityError, transaction
 
 from panel.clusters.engine import dbconn, postgres
 from panel.clusters.models import Cluster, DatabaseUser
-from panel.clusters.services import roles
+from panel.clusters.services import ha, roles
 from panel.core import taskqueue
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
@@ -38,6 +38,11 @@ log = logging.getLogger(__name__)
 TASK = "panel.migrate.tasks.run_migration"
 SCHEMA_TIMEOUT = 600
 TASK_TIME_LIMIT = 3600
+STATEMENT_FAILED = N_(
+    "A statement on the cluster or on the source failed while the migration was set up. Check "
+    "that the source still accepts this user and password, then start again; the panel's log "
+    "holds the details for an administrator."
+)
 
 
 def latest(cluster: Cluster) -> OnlineMigration | None:
@@ -52,6 +57,19 @@ def _require_local(cluster: Cluster) -> None:
             params={},
         )
     cluster.require_serving()
+    if cluster.is_ha:
+        ha.refresh_members(cluster)  # Patroni's primary now, not the last one recorded
+    if cluster.server_host != str(cluster.socket_dir):
+        # The subscriptions run on the primary and read the source's password from a file
+        # on the cluster's node, which a member on another node cannot.
+        raise ServiceError(
+            N_(
+                "The cluster's primary member runs on another node; online migration needs it on "
+                "the cluster's own node. Switch over to a member there first."
+            ),
+            code="migration.primary_elsewhere",
+            params={},
+        )
 
 
 @on_node(timeout=90)
@@ -148,8 +166,11 @@ def run_migration(migration_id: str) -> None:
         # was made since the stop's own clean-up goes too.
         _undo(migration, drop_created=True)
     except (ServiceError, EngineError, dbconn.DatabaseError) as exc:
-        reason = exc.message if isinstance(exc, ServiceError) else str(exc)
-        log.warning("migration %s into %s failed: %s", migration.pk, cluster.name, reason)
+        detail = exc.message if isinstance(exc, ServiceError) else str(exc)
+        log.warning("migration %s into %s failed: %s", migration.pk, cluster.name, detail)
+        # A server's own words can name paths of the panel's machines (a socket directory, the
+        # source's password file): the user reads a plain reason, the panel's log the detail.
+        reason = str(Message(STATEMENT_FAILED)) if isinstance(exc, dbconn.DatabaseError) else detail
         _undo(migration, drop_created=True)
         migration.refresh_from_db()
         if migration.is_active:
@@ -174,6 +195,8 @@ def _progress(migration: OnlineMigration, text: str) -> None:
 
 def _set_up(migration: OnlineMigration) -> None:
     cluster, source, name = migration.cluster, migration.source, migration.name
+    if cluster.is_ha:
+        ha.refresh_members(cluster)  # the subscriptions go to the primary as Patroni has it now
     password = migration.password
     admin = DatabaseUser.objects.get(cluster=cluster, name=cluster.admin_user)
     bindir = postgres.bindir_for(cluster.version)

@@ -22,6 +22,10 @@ log = logging.getLogger(__name__)
 CATCH_UP_POLL = 0.2
 # How long a cut-over waits for the cluster to catch up before refusing.
 CUTOVER_SECONDS = env_int("PANEL_MIGRATION_CUTOVER_SECONDS", 60, minimum=1)
+STATE_UNREADABLE = N_(
+    "The cluster did not answer with the migration's state just now; try again in a moment. The "
+    "panel's log holds the details for an administrator."
+)
 
 
 @dataclass
@@ -114,8 +118,13 @@ def migration_status(cluster: Cluster) -> MigrationState | None:
                 )
             with remote.connect(migration.source, migration.address, password, db.name) as conn:
                 db.lag_bytes = remote.slot_lag(conn, subscription)
-    except (ServiceError, dbconn.DatabaseError) as exc:
-        state.message = exc.message if isinstance(exc, ServiceError) else str(exc)
+    except ServiceError as exc:
+        state.message = exc.message
+        return state
+    except dbconn.DatabaseError as exc:
+        # The cluster's own words name its socket directory: the log keeps them.
+        log.warning("state of migration %s into %s: %s", migration.pk, cluster.name, exc)
+        state.message = str(Message(STATE_UNREADABLE))
         return state
     if migration.status == MigrationStatus.RUNNING and all(
         db.tables_ready == db.tables for db in state.databases
@@ -126,7 +135,8 @@ def migration_status(cluster: Cluster) -> MigrationState | None:
 
 
 def _get(cluster: Cluster, migration_id: str) -> OnlineMigration:
-    migration = OnlineMigration.objects.filter(cluster=cluster, pk=_uuid(migration_id)).first()
+    # pk=None (not an id) finds no row; the stubs want a key.
+    migration = OnlineMigration.objects.filter(cluster=cluster, pk=_uuid(migration_id)).first()  # type: ignore[misc]
     if migration is None:
         raise ServiceError(N_("No online migration with that id."), code="migration.not_found", params={})
     return migration

@@ -2,11 +2,11 @@
 what it does there (publications, the lag, sequence values).
 
 The host is resolved once, when the migration starts, and every address is checked
-(``panel.clusters.lib.hosts.forbidden_reason``: loopback, link-local, unspecified, multicast and
-reserved addresses, this machine's own addresses on the panel's cluster ports), unless it lies in
-``PANEL_MIGRATION_SOURCE_NETWORKS``; the panel's own cluster ports on this machine are refused
+(``panel.clusters.services.destinations``: loopback, link-local, unspecified, multicast and
+reserved addresses, every address of this machine and of the registered nodes, on any port),
+unless it lies in ``PANEL_MIGRATION_SOURCE_NETWORKS``; the panel's own cluster ports are refused
 even then. Every later connection, the cluster's subscription included, goes to the recorded
-address (``hostaddr``). The server must ask for a password (libpq's ``require_auth``, and
+address (``hostaddr``), checked again before the panel connects. The server must ask for a password (libpq's ``require_auth``, and
 ``PQconnectionUsedPassword`` on the connection that succeeded): a server that trusts whoever
 connects from the panel's machine is not one a tenant may point the panel at.
 """
@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 from django.conf import settings
@@ -27,8 +27,8 @@ from psycopg import sql
 
 from panel.clusters.engine import dbconn
 from panel.clusters.lib import libpq
-from panel.clusters.lib.hosts import InvalidHost, IPAddress, forbidden_reason, validate_host
-from panel.clusters.services import attach
+from panel.clusters.lib.hosts import InvalidHost, validate_host
+from panel.clusters.services import attach, destinations
 from panel.core.errors import N_, ServiceError
 from panel.env import env_int
 from panel.migrate.lib import source as source_lib
@@ -41,19 +41,22 @@ CONNECT_TIMEOUT = 10
 RATE_SECONDS = env_int("PANEL_MIGRATION_RATE_SECONDS", 600, minimum=1)
 
 
-def _allowed_networks() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
-    return [ipaddress.ip_network(text, strict=False) for text in settings.PANEL_MIGRATION_SOURCE_NETWORKS]
+def _allowed_networks() -> list[destinations.Network]:
+    return destinations.networks(settings.PANEL_MIGRATION_SOURCE_NETWORKS)
 
 
-def refused_address(address: IPAddress, port: int) -> str | None:
-    """Why the panel must not connect to ``address:port`` for a migration, or None."""
-    local = attach._local_addresses()
-    first, last = settings.PANEL_PORT_RANGE
-    if (address in local or address.is_loopback) and first <= port <= last:
-        return "a port of the panel's own clusters on this machine"
-    if any(address in network for network in _allowed_networks()):
-        return None
-    return forbidden_reason(address, port, local_addresses=local, panel_ports=(first, last))
+def _refused(address: object) -> ServiceError:
+    # The setting that would allow it is the operator's: the log names it, the tenant reads what to do.
+    log.info("migration source %s refused: not public, not in PANEL_MIGRATION_SOURCE_NETWORKS", address)
+    return ServiceError(
+        N_(
+            "The panel does not migrate from %(address)s, a private address: use the source's "
+            "public address, or ask the panel's operator to allow that network."
+        ),
+        field="host",
+        code="migration.host_forbidden",
+        params={"address": str(address)},
+    )
 
 
 def count_attempt(account_id: object) -> None:
@@ -83,30 +86,17 @@ def resolve_allowed(source: Source) -> str:
     the host field when it cannot be resolved or may not be reached."""
     host = source.host
     try:
-        addresses = attach.resolve(host, source.port)
-    except (OSError, UnicodeError):
-        addresses = []
-    if not addresses:
+        return destinations.checked_address(host, source.port, allowed=_allowed_networks())
+    except destinations.Unresolved:
         raise ServiceError(
             N_("The host “%(host)s” does not resolve to an address."),
             field="host",
             code="migration.host_unresolved",
             params={"host": host},
-        )
-    for address in addresses:
-        reason = refused_address(address, source.port)
-        if reason:
-            log.info("migration source %s:%s refused: %s (%s)", host, source.port, address, reason)
-            raise ServiceError(
-                N_(
-                    "The panel does not migrate from %(address)s: only public addresses and the "
-                    "networks the operator allows (PANEL_MIGRATION_SOURCE_NETWORKS) can be sources."
-                ),
-                field="host",
-                code="migration.host_forbidden",
-                params={"address": str(address)},
-            )
-    return str(addresses[0])
+        ) from None
+    except destinations.Refused as exc:
+        log.info("migration source %s:%s refused: %s", host, source.port, exc)
+        raise _refused(exc.address) from None
 
 
 def connection_params(source: Source, address: str, dbname: str | None = None) -> dict[str, Any]:
@@ -128,6 +118,12 @@ def connect(
     """An autocommit connection to the source; a ServiceError with PostgreSQL's words when it
     cannot be had, when the server let the user in without asking for the password, or when a
     statement sent there fails (``migration.source_refused``)."""
+    try:
+        # Checked again: the operator's networks or the nodes may have changed since the start.
+        destinations.check([ipaddress.ip_address(address)], source.port, allowed=_allowed_networks())
+    except destinations.Refused as exc:
+        log.info("migration source %s:%s refused: %s", source.host, source.port, exc)
+        raise _refused(exc.address) from None
     with ExitStack() as stack:
         try:
             conn = stack.enter_context(
@@ -136,7 +132,7 @@ def connect(
                     connect_timeout=CONNECT_TIMEOUT,
                     password=password,
                     require_auth=attach.PASSWORD_METHODS,
-                    **libpq.outside_client_params(source.sslmode),
+                    **cast(dict[str, Any], libpq.outside_client_params(source.sslmode)),
                     **connection_params(source, address, dbname),
                 )
             )

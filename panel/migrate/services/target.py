@@ -7,9 +7,13 @@ owner. So the subscriptions have an owner of their own, ``PANEL_MIGRATION_ROLE``
 password or own what it owns): created SUPERUSER (LOGIN, which the replication workers need to
 start as it, but with no password: nobody logs in as it),
 it creates the subscriptions disabled (their slots are made on the source then), is demoted to an
-ordinary role with rights on the migrated tables only, and only then are the subscriptions
-enabled: no row is applied, not even the first copy, with a superuser's rights. The role owns
-nothing else and is dropped with the subscriptions (one migration per cluster at a time).
+ordinary role with the apply's rights on the subscribed tables only, and only then are the
+subscriptions enabled: no row is applied, not even the first copy, with a superuser's rights. The
+role owns nothing else and is dropped with the subscriptions (one migration per cluster at a
+time). Once demoted it can no longer touch them: the privilege guard refuses every statement on a
+subscription to any role but a superuser, so a tenant's trigger fired by the apply (which runs as
+this role) cannot point a subscription elsewhere (``ALTER SUBSCRIPTION … CONNECTION``); every
+later statement on them (ENABLE, DISABLE, DROP) is the panel's superuser's.
 
 The panel's superuser enters the tenant's databases here, which it does nowhere else
 (``dbconn.admin_connection`` refuses to): subscriptions live in a database. Only statements that
@@ -31,9 +35,10 @@ import psycopg
 from django.conf import settings
 from psycopg import sql
 
-from panel.clusters.engine import dbconn
+from panel.clusters.engine import dbconn, member_tls, panel_roles
 from panel.clusters.models import Cluster
 from panel.core import runas
+from panel.core.errors import N_, ServiceError
 from panel.migrate.lib import source as source_lib
 
 log = logging.getLogger(__name__)
@@ -41,14 +46,17 @@ log = logging.getLogger(__name__)
 
 @contextmanager
 def superuser_in(cluster: Cluster, dbname: str) -> Iterator[psycopg.Connection]:
-    """The panel's superuser in one of the cluster's databases (see the module's docstring)."""
+    """The panel's superuser in one of the cluster's databases (see the module's docstring), on
+    the server itself: with standbys the cluster's port is HAProxy's, and the subscriptions live
+    on the primary member, which listens on a port of its own (``Cluster.server_port``)."""
     with dbconn.connect(
         quiet_log=True,
-        host=str(cluster.socket_dir),
-        port=cluster.port,
+        host=cluster.server_host,
+        port=cluster.server_port,
         user=settings.PANEL_SUPERUSER,
         password=cluster.superuser_password,
         dbname=dbname,
+        **({} if cluster.server_host.startswith("/") else member_tls.panel_client_params(cluster)),
     ) as conn:
         yield conn
 
@@ -68,11 +76,14 @@ def remove_passfile(cluster: Cluster, name: str) -> None:
 
 
 def create_role(cluster: Cluster, role: str) -> None:
-    """The subscriptions' owner, superuser for now (one left by a crashed migration is reused)."""
-    with dbconn.admin_connection(cluster) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = %s", (role,)).fetchone()
+    """The subscriptions' owner, superuser for now (one left by a crashed migration is reused;
+    a role of that name the panel did not make is refused with NotPanelRole, never made superuser)."""
+    with dbconn.admin_connection(cluster) as conn, conn.transaction():
+        exists = panel_roles.claim(conn, role)
         verb = "ALTER" if exists else "CREATE"
         conn.execute(sql.SQL(verb + " ROLE {} SUPERUSER LOGIN PASSWORD NULL").format(sql.Identifier(role)))
+        if not exists:
+            panel_roles.mark(conn, role)
 
 
 def create_subscription(
@@ -90,31 +101,61 @@ def create_subscription(
 
 
 def demote_and_enable(cluster: Cluster, role: str, subscriptions: dict[str, str]) -> None:
-    """The role loses SUPERUSER and gets the rights a subscriber needs on the migrated tables;
-    then the subscriptions start."""
+    """The role loses SUPERUSER and gets what the apply needs on the tables its subscriptions
+    replicate (USAGE on their schemas; SELECT, which PostgreSQL 15 checks for an UPDATE's key,
+    INSERT, UPDATE, DELETE and TRUNCATE on them; nothing on any other relation); then the
+    subscriptions start. A tenant's trigger fired by the apply runs as this role: it must hold
+    nothing the tenant lacks, and the privilege guard refuses it every statement on a
+    subscription."""
     with dbconn.admin_connection(cluster) as conn:
         conn.execute(sql.SQL("ALTER ROLE {} NOSUPERUSER").format(sql.Identifier(role)))
+    grantee = sql.Identifier(role)
     for dbname, name in subscriptions.items():
         with superuser_in(cluster, dbname) as conn:
-            schemas = [
-                schema
-                for (schema,) in conn.execute(
-                    "SELECT nspname FROM pg_catalog.pg_namespace WHERE nspname NOT IN "
-                    "('pg_catalog', 'information_schema', 'pg_toast') AND nspname NOT LIKE 'pg\\_%'"
-                ).fetchall()
-            ]
-            for schema in schemas:
+            # The subscription listed its tables when it was created (disabled, but connected).
+            relations = conn.execute(
+                "SELECT n.nspname, c.relname FROM pg_catalog.pg_subscription_rel r"
+                " JOIN pg_catalog.pg_subscription s ON s.oid = r.srsubid"
+                " JOIN pg_catalog.pg_class c ON c.oid = r.srrelid"
+                " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+                " WHERE s.subname = %s ORDER BY 1, 2",
+                (name,),
+            ).fetchall()
+            for schema in sorted({schema for schema, _table in relations}):
                 conn.execute(
-                    sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(
-                        sql.Identifier(schema), sql.Identifier(role)
+                    sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(schema), grantee)
+                )
+            if relations:
+                conn.execute(
+                    sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE, TRUNCATE ON TABLE {} TO {}").format(
+                        sql.SQL(", ").join(sql.Identifier(schema, table) for schema, table in relations),
+                        grantee,
                     )
                 )
-                conn.execute(
-                    sql.SQL(
-                        "GRANT SELECT, INSERT, UPDATE, DELETE, TRUNCATE ON ALL TABLES IN SCHEMA {} TO {}"
-                    ).format(sql.Identifier(schema), sql.Identifier(role))
+            if not owner_is_refused(conn, role, name):
+                raise ServiceError(
+                    N_(
+                        "The cluster runs a privilege guard from before subscriptions were guarded; "
+                        "restart the cluster, then start the migration again."
+                    ),
+                    code="migration.guard_outdated",
+                    params={},
                 )
             conn.execute(sql.SQL("ALTER SUBSCRIPTION {} ENABLE").format(sql.Identifier(name)))
+
+
+def owner_is_refused(conn: psycopg.Connection, role: str, name: str) -> bool:
+    """Whether the server refuses ``role`` (the subscription's owner, no longer superuser) a
+    statement on its subscription ``name``. A running server keeps the guard it started with
+    until it restarts: one from before the subscription rule lets the owner change the
+    connection, and then no row may be applied as that role. Nothing is changed either way."""
+    try:
+        with conn.transaction(force_rollback=True):
+            conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(role)))
+            conn.execute(sql.SQL("COMMENT ON SUBSCRIPTION {} IS NULL").format(sql.Identifier(name)))
+    except psycopg.errors.InsufficientPrivilege:
+        return True
+    return False
 
 
 def table_states(cluster: Cluster, dbname: str, name: str) -> tuple[int, int]:
@@ -174,7 +215,7 @@ def drop_subscription(cluster: Cluster, dbname: str, name: str) -> bool:
 def drop_role(cluster: Cluster, role: str, databases: list[str]) -> None:
     """Revoke what the role was granted in each database, then drop it."""
     with dbconn.admin_connection(cluster) as conn:
-        if conn.execute("SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = %s", (role,)).fetchone() is None:
+        if not panel_roles.claim(conn, role):  # no such role; somebody else's raises NotPanelRole
             return
     for dbname in databases:
         try:

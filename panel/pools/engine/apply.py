@@ -211,21 +211,29 @@ def _roll_back(cluster: Cluster, pooler: Pooler, files: disk.BouncerFiles, *, wa
 
 
 def _failure(cluster: Cluster, exc: Exception, said: list[str]) -> ServiceError:
+    """What the user reads: which kind of failure and what to do. PgBouncer's own lines (they
+    name the configuration's path and line) and the supervisor's words go to the log only."""
     reason = str(exc)
-    if said and said[0] not in reason:
-        error = ServiceError(
+    log.warning(
+        "applying PgBouncer configuration of %s failed: %s%s",
+        cluster.pk,
+        reason,
+        f" PgBouncer said: {' / '.join(said)}" if said else "",
+    )
+    if "Address already in use" in reason or any("Address already in use" in line for line in said):
+        return ServiceError(
             N_(
-                "PgBouncer did not take the new configuration; the previous one stays in force. "
-                "%(reason)s PgBouncer said: %(line)s"
+                "PgBouncer could not listen on its port %(port)s: another program holds it. The "
+                "previous configuration stays in force; an administrator frees the port."
             ),
-            code="pool.apply_failed",
-            params={"reason": reason, "line": said[0]},
+            code="pool.port_taken",
+            params={"port": cluster.pooler_port},
         )
-    else:
-        error = ServiceError(
-            N_("PgBouncer did not take the new configuration; the previous one stays in force. %(reason)s"),
-            code="pool.apply_failed",
-            params={"reason": reason},
-        )
-    log.warning("applying PgBouncer configuration of %s failed: %s", cluster.pk, error.message)
-    return error
+    return ServiceError(
+        N_(
+            "PgBouncer did not take the new configuration; the previous one stays in force. The "
+            "panel's log holds the details for an administrator."
+        ),
+        code="pool.apply_failed",
+        params={},
+    )

@@ -90,19 +90,19 @@ def _parsed(conn: Connection, what: str, parser: Any) -> Any:
 
 
 def show_databases(conn: Connection) -> list[DatabaseRow]:
-    return _parsed(conn, "DATABASES", parse_show_databases)  # type: ignore[no-any-return]
+    return _parsed(conn, "DATABASES", parse_show_databases)
 
 
 def show_pools(conn: Connection) -> list[PoolRow]:
-    return _parsed(conn, "POOLS", parse_show_pools)  # type: ignore[no-any-return]
+    return _parsed(conn, "POOLS", parse_show_pools)
 
 
 def show_stats(conn: Connection) -> list[StatsRow]:
-    return _parsed(conn, "STATS", parse_show_stats)  # type: ignore[no-any-return]
+    return _parsed(conn, "STATS", parse_show_stats)
 
 
 def show_clients(conn: Connection) -> list[ClientRow]:
-    return _parsed(conn, "CLIENTS", parse_show_clients)  # type: ignore[no-any-return]
+    return _parsed(conn, "CLIENTS", parse_show_clients)
 
 
 def reconnect(conn: Connection) -> None:

@@ -16,6 +16,7 @@ from panel.pools.services.actions import create_pool, delete_pool, update_pool
 from panel.pools.services.figures import (
     PoolsOverview,
     PoolStats,
+    ServerRoom,
     SlotUsage,
     connected_clients,
     pool_budget,
@@ -24,6 +25,7 @@ from panel.pools.services.figures import (
     poolable,
     pooler_running,
     pools_overview,
+    server_room,
     slot_usage,
 )
 from panel.pools.services.release import paused, release_all, release_idle_servers, release_pool
@@ -39,6 +41,7 @@ from panel.pools.services.upkeep import (
 __all__ = [
     "PoolStats",
     "PoolsOverview",
+    "ServerRoom",
     "SlotUsage",
     "connected_clients",
     "create_pool",
@@ -58,6 +61,7 @@ __all__ = [
     "release_all",
     "release_idle_servers",
     "release_pool",
+    "server_room",
     "slot_usage",
     "stop_pgbouncer",
     "update_pool",

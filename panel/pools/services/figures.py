@@ -185,6 +185,42 @@ def _slot_usage(cluster: Cluster, rows: list[PoolRow], *, always_count: bool = T
     )
 
 
+@dataclass(frozen=True)
+class ServerRoom:
+    """The server's connection slots now, for a client that is about to connect (a benchmark)."""
+
+    # max_connections − superuser_reserved_connections, and the client backends on the server now
+    # (the pools' servers included).
+    limit: int
+    backends: int
+    # Server connections each pool holds now (in use, logging in or idle), by pool name.
+    held_by_pool: dict[str, int]
+
+    @property
+    def free(self) -> int:
+        return max(self.limit - self.backends, 0)
+
+    @property
+    def held(self) -> int:
+        return sum(self.held_by_pool.values())
+
+
+def server_room(cluster: Cluster) -> ServerRoom | None:
+    """How many slots are free and how many the pools hold; None when the server does not answer.
+    Reads only: the pools' servers stay open (production traffic through a pool would notice).
+    Runs where the cluster lives (its callers are ``@on_node`` services)."""
+    rows = _show_pools(cluster) if cluster.pools.exists() else None
+    held = {name: t.servers_active + t.servers_idle for name, t in pool_totals(rows or []).items()}
+    try:
+        limit, backends = _server_slots(cluster)
+    except ValueError as exc:  # the stored password unreadable: the run's own connection says so
+        log.warning("counting backends on %s failed: %s", cluster.pk, exc)
+        return None
+    if limit is None or backends is None:
+        return None
+    return ServerRoom(limit=limit, backends=backends, held_by_pool={k: v for k, v in held.items() if v})
+
+
 @on_node(timeout=15)
 def slot_usage(cluster: Cluster) -> SlotUsage | None:
     """The slots the pools hold and the direct headroom; None without pools or a running PgBouncer.

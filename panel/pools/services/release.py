@@ -7,11 +7,9 @@ import logging
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 
-from django.utils.translation import ngettext
-
 from panel.clusters.models import Cluster
 from panel.core.agent import on_node
-from panel.core.errors import N_, ServiceError
+from panel.core.errors import N_, Message, ServiceError
 from panel.core.polling import wait_for
 from panel.pools.engine import console
 from panel.pools.engine.console import admin_console
@@ -43,12 +41,12 @@ def release_all(cluster: Cluster, *, timeout: float = 3.0) -> int:
     released = _release(cluster, None, timeout=timeout, quiet=False)
     cluster.log_event(
         "pools-released",
-        ngettext(
-            "%(n)s idle server connection of the pools closed.",
-            "%(n)s idle server connections of the pools closed.",
-            released,
-        )
-        % {"n": released},
+        Message(
+            N_("%(n)s idle server connection of the pools closed.")
+            if released == 1
+            else N_("%(n)s idle server connections of the pools closed."),
+            n=released,
+        ),
     )
     return released
 
@@ -68,12 +66,13 @@ def release_pool(pool: ConnectionPool, *, timeout: float = 3.0) -> int:
     released = _release(cluster, pool.name, timeout=timeout, quiet=False)
     cluster.log_event(
         "pool-released",
-        ngettext(
-            "Pool “%(name)s”: %(n)s idle server connection closed.",
-            "Pool “%(name)s”: %(n)s idle server connections closed.",
-            released,
-        )
-        % {"name": pool.name, "n": released},
+        Message(
+            N_("Pool “%(name)s”: %(n)s idle server connection closed.")
+            if released == 1
+            else N_("Pool “%(name)s”: %(n)s idle server connections closed."),
+            name=pool.name,
+            n=released,
+        ),
     )
     return released
 

@@ -7,7 +7,7 @@ import logging
 from django.conf import settings
 
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
-from panel.core.errors import N_, Message, ServiceError
+from panel.core.errors import N_, Message, ServiceError, message_to_text, shown_text
 from panel.pools.engine import disk, supervisor
 from panel.pools.engine.apply import apply_config
 from panel.pools.engine.disk import bouncer_files
@@ -50,8 +50,11 @@ def pool_sizes(cluster: Cluster) -> dict[str, int]:
     return dict(cluster.pools.order_by("name").values_list("name", "size"))
 
 
-def _record_failure(cluster: Cluster, message: str) -> None:
-    Pooler.objects.filter(cluster=cluster).update(status=PoolerStatus.ERROR, error_message=message)
+def _record_failure(cluster: Cluster, exc: ServiceError) -> None:
+    """Kept as the coded message, rendered in the reader's language where the page shows it."""
+    words = exc.as_message()
+    kept = message_to_text(words) if isinstance(words, Message) else words
+    Pooler.objects.filter(cluster=cluster).update(status=PoolerStatus.ERROR, error_message=kept)
 
 
 def refresh_auth(cluster: Cluster) -> str | None:
@@ -65,8 +68,8 @@ def refresh_auth(cluster: Cluster) -> str | None:
     try:
         apply_config(cluster)
     except ServiceError as exc:
-        _record_failure(cluster, exc.message)
-        cluster.log_event("pooler-error", exc.message, EventLevel.ERROR)
+        _record_failure(cluster, exc)
+        cluster.log_event("pooler-error", exc.as_message(), EventLevel.ERROR)
         return exc.message
     return None
 
@@ -140,10 +143,10 @@ def reconcile_pgbouncer(cluster: Cluster) -> str | None:
     try:
         apply_config(cluster)
     except ServiceError as exc:
-        already = pooler is not None and pooler.error_message == exc.message
-        _record_failure(cluster, exc.message)
+        already = pooler is not None and shown_text(pooler.error_message) == exc.message
+        _record_failure(cluster, exc)
         if not already:
-            cluster.log_event("pooler-error", exc.message, EventLevel.ERROR)
+            cluster.log_event("pooler-error", exc.as_message(), EventLevel.ERROR)
         return f"{cluster.name}: PgBouncer failed: {exc.message}"
     cluster.log_event("pooler-recovered", Message(N_("PgBouncer restarted by the reconciler.")))
     return f"{cluster.name}: PgBouncer restarted"

@@ -9,7 +9,10 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from django.conf import settings
 from django.db import connection
+from django.test import Client
+from django.urls import reverse
 
 from panel.clusters.models import Cluster
 from panel.core.errors import ServiceError
@@ -66,7 +69,7 @@ def test_every_refusal_comes_before_a_file_is_written(cluster: Cluster) -> None:
 
 
 def test_a_configuration_pgbouncer_misloads_is_rolled_back_with_its_log_line(
-    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     services.create_pool(cluster, "good", "defaultdb", "", "transaction", 5)
     before = ini_path(cluster).read_text()
@@ -82,9 +85,11 @@ def test_a_configuration_pgbouncer_misloads_is_rolled_back_with_its_log_line(
     with pytest.raises(ServiceError) as exc_info:
         services.create_pool(cluster, "late-pool", "defaultdb", "", "transaction", 5)
     message = exc_info.value.message
-    assert "Pool 'late-pool' is missing from PgBouncer." in message
-    assert "ERROR syntax error in configuration" in message
-    assert "previous one stays in force" in message
+    assert "previous one stays in force" in message and "log holds the details" in message
+    assert "syntax error" not in message and str(ini_path(cluster)) not in message
+    # PgBouncer's own line and what the panel found are the administrator's: the log.
+    assert "Pool 'late-pool' is missing from PgBouncer." in caplog.text
+    assert "ERROR syntax error in configuration" in caplog.text
 
     assert ini_path(cluster).read_text() == before
     assert list(cluster.pools.values_list("name", flat=True)) == ["good"]
@@ -92,7 +97,9 @@ def test_a_configuration_pgbouncer_misloads_is_rolled_back_with_its_log_line(
     assert services.pooler_running(cluster)
 
 
-def test_a_taken_port_is_reported_and_the_previous_configuration_stays(cluster: Cluster) -> None:
+def test_a_taken_port_is_reported_and_the_previous_configuration_stays(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
     services.create_pool(cluster, "good", "defaultdb", "", "transaction", 5)
     before = ini_path(cluster).read_text()
     services.stop_pgbouncer(cluster)
@@ -103,14 +110,23 @@ def test_a_taken_port_is_reported_and_the_previous_configuration_stays(cluster: 
     try:
         with pytest.raises(ServiceError) as exc_info:
             services.create_pool(cluster, "second", "defaultdb", "", "transaction", 5)
-        assert "cannot listen on 127.0.0.1" in exc_info.value.message
-        assert "Address already in use" in exc_info.value.message
+        assert exc_info.value.code == "pool.port_taken"
+        assert f"could not listen on its port {cluster.pooler_port}" in exc_info.value.message
+        assert "Address already in use" not in exc_info.value.message
+        assert "Address already in use" in caplog.text  # the system's words: the log
         assert ini_path(cluster).read_text() == before
         assert list(cluster.pools.values_list("name", flat=True)) == ["good"]
         assert not services.pooler_running(cluster)
         # The reconciler keeps trying and shows why it cannot.
         assert "PgBouncer failed" in (services.reconcile_pgbouncer(cluster) or "")
         assert Pooler.objects.get(cluster=cluster).status == PoolerStatus.ERROR
+        # The pools page says it in the reader's language, without the system's words.
+        reader = Client()
+        reader.force_login(cluster.owner)
+        reader.cookies[settings.LANGUAGE_COOKIE_NAME] = "de"
+        page = reader.get(reverse("pools:list", args=[cluster.pk])).content.decode()
+        assert f"PgBouncer konnte nicht auf seinem Port {cluster.pooler_port} lauschen" in page
+        assert "Address already in use" not in page and "cannot listen" not in page
     finally:
         squatter.close()
     assert services.reconcile_pgbouncer(cluster) == f"{cluster.name}: PgBouncer restarted"

@@ -10,12 +10,12 @@ import re
 import pytest
 from psycopg import pq
 
+from panel.core.scram import saslprep
 from panel.pools.lib.authfile import (
     AuthFileError,
     parse_auth_file,
     parse_scram_verifier,
     render_auth_file,
-    saslprep,
     scram_sha256_verifier,
     scram_verifier_matches,
 )

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -182,6 +183,17 @@ def _named_pgbouncer(tmp_path: Path, ini: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen([str(link), "-c", "import time; time.sleep(60)", str(ini)])
 
 
+def _await_exec(proc: subprocess.Popen[bytes], ini: Path) -> None:
+    """Until the child has exec'd (before, it is a copy of this test process by name and cmdline)."""
+    deadline = time.monotonic() + 30
+    while True:
+        ps = psutil.Process(proc.pid)
+        if ps.name() == "pgbouncer" and str(ini) in ps.cmdline():
+            return
+        assert time.monotonic() < deadline, (ps.name(), ps.cmdline())
+        time.sleep(0.01)
+
+
 def test_a_stale_pidfile_naming_another_clusters_pgbouncer_is_not_ours(
     files: disk.BouncerFiles, tmp_path: Path
 ) -> None:
@@ -189,7 +201,8 @@ def test_a_stale_pidfile_naming_another_clusters_pgbouncer_is_not_ours(
     other = _named_pgbouncer(tmp_path, tmp_path / "other-cluster" / "pgbouncer.ini")
     mine = _named_pgbouncer(tmp_path, files.ini)
     try:
-        assert psutil.Process(other.pid).name() == "pgbouncer"
+        for proc, ini in ((other, tmp_path / "other-cluster" / "pgbouncer.ini"), (mine, files.ini)):
+            _await_exec(proc, ini)
         files.pidfile.write_text(f"{other.pid}\n")
         assert supervisor.running_pid(files) is None
         files.pidfile.write_text(f"{mine.pid}\n")  # beside it: our own is found

@@ -16,8 +16,8 @@ from panel.core.errors import C_, N_, CodedError
 
 DEFAULT_GRACE_SECONDS = 7 * 24 * 3600  # quota-tools' default: 7 days for blocks and for inodes
 
-_SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
-_COUNT = re.compile(r"^\s*(\d+)\s*([kmgt]?)\s*$", re.IGNORECASE)
+_SIZE = re.compile(r"\s*(\d+)\s*([KMGT]?)(?:I?B)?\s*", re.IGNORECASE)
+_COUNT = re.compile(r"\s*(\d+)\s*([kmgt]?)\s*", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 _COUNT_UNITS = {"": 1, "K": 1000, "M": 1000**2, "G": 1000**3, "T": 1000**4}
 MAX_BYTES = 2**63 - 1
@@ -36,7 +36,7 @@ def parse_size(text: str | int) -> int:
     if isinstance(text, int) and not isinstance(text, bool):
         value = text
     else:
-        match = _SIZE.match(str(text))
+        match = _SIZE.fullmatch(str(text))
         if not match:
             raise QuotaInputError(
                 N_(
@@ -58,7 +58,7 @@ def parse_count(text: str | int) -> int:
     if isinstance(text, int) and not isinstance(text, bool):
         value = text
     else:
-        match = _COUNT.match(str(text))
+        match = _COUNT.fullmatch(str(text))
         if not match:
             raise QuotaInputError(
                 N_("“%(text)s” is not a number of relations: give a whole number (e.g. 500, 10k)."),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from panel.clusters.models import Cluster, EventLevel
 from panel.core.errors import N_, Message
+from panel.quotas.lib import blindness
 from panel.quotas.models import Quota, QuotaKind, Storage
 from panel.quotas.services.measure import Usage
 
@@ -34,8 +35,9 @@ def fail_closed(quota: Quota, measured: tuple[int, int], usage: Usage) -> tuple[
 
 
 def describe(usage: Usage) -> str:
-    """What could not be measured and why, one database after another (empty: everything)."""
-    return "; ".join(f"{name}: {why}" for name, why in sorted(usage.blind.items()))
+    """What could not be measured and why, as stored: databases and reason codes (empty:
+    everything was measured). The driver's words went to the log, never to a page."""
+    return blindness.dumps(usage.blind)
 
 
 def record(cluster: Cluster, storage: Storage, usage: Usage) -> list[str]:
@@ -43,10 +45,12 @@ def record(cluster: Cluster, storage: Storage, usage: Usage) -> list[str]:
     return _record(cluster, storage, describe(usage))
 
 
-def record_unmeasured(cluster: Cluster, reason: str) -> list[str]:
-    """A cycle that could measure nothing (every quota keeps its state): said like a blind one."""
+def record_unmeasured(cluster: Cluster, exc: BaseException) -> list[str]:
+    """A cycle that could measure nothing (every quota keeps its state): said like a blind one,
+    the whole cluster with the reason's code (``exc``'s own words are in the log)."""
     storage = Storage.objects.get_or_create(cluster=cluster)[0]
-    changes = _record(cluster, storage, f"{cluster.name}: {reason}")
+    code = blindness.reason_code(getattr(exc, "sqlstate", None), str(exc))
+    changes = _record(cluster, storage, blindness.dumps({"": code}))
     storage.save(update_fields=["blind"])
     return changes
 
@@ -63,7 +67,7 @@ def _record(cluster: Cluster, storage: Storage, now: str) -> list[str]:
                     "Storage could not be measured in %(what)s. The quotas keep their last state and "
                     "figures until it can be measured again."
                 ),
-                what=now,
+                what=blindness.shown(now, cluster.name),
             ),
             EventLevel.WARNING,
         )

@@ -321,5 +321,5 @@ def run_all() -> dict[str, list[str]]:
             results[cluster.name] = run_cycle(cluster)
         except Exception as exc:  # one cluster's failure must not stop the others' quotas
             log.warning("quotas: %s not measured: %s", cluster.pk, exc)
-            results[cluster.name] = [f"error: {exc}", *blind.record_unmeasured(cluster, str(exc))]
+            results[cluster.name] = [f"error: {exc}", *blind.record_unmeasured(cluster, exc)]
     return results

@@ -17,6 +17,7 @@ from psycopg import sql
 
 from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
+from panel.quotas.lib import blindness
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ WHERE c.relkind IN ('r', 'p', 'm', 'i', 'I', 't', 'S')
 """
 # A relation's files in base/<database oid>: <filenode>[_fsm|_vm|_init][.<segment>], and
 # t<backend>_<filenode>… for temporary relations.
-_FILE = re.compile(r"^(?:t\d+_)?(\d+)(?:_fsm|_vm|_init)?(?:\.\d+)?$")
+_FILE = re.compile(r"(?:t\d+_)?(\d+)(?:_fsm|_vm|_init)?(?:\.\d+)?")
 
 
 @dataclass
@@ -146,7 +147,7 @@ def measure(cluster: Cluster, databases: list[str] | None = None) -> Usage:
                 usage.database_ms += (time.perf_counter() - started) * 1000
         except dbconn.DatabaseError as exc:
             log.warning("quotas: %s in %s not measured by owner: %s", name, cluster.pk, exc)
-            usage.blind[name] = str(exc)
+            usage.blind[name] = blindness.reason_code(exc.sqlstate, str(exc))  # the text: the log only
             continue
         usage.database_relations[name] = sum(int(count) for _owner, _size, count in rows)
         for owner, size, count in rows:
@@ -193,7 +194,7 @@ def _file_sizes(directory: str) -> dict[int, int] | None:
     try:
         with os.scandir(directory) as entries:
             for entry in entries:
-                match = _FILE.match(entry.name)
+                match = _FILE.fullmatch(entry.name)
                 if match is None:
                     continue
                 try:

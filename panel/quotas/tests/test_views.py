@@ -7,9 +7,10 @@ import datetime as dt
 
 import pytest
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import timezone, translation
 
 from panel.clusters.tests.conftest import make_cluster_row
+from panel.quotas import views
 from panel.quotas.models import Quota, QuotaKind, QuotaState
 
 MB = 1024**2
@@ -35,10 +36,12 @@ def measured(owner):
 
 def test_the_tab_shows_repquotas_columns_and_the_banner(owner_client, measured):
     page = owner_client.get(reverse("quotas:tab", args=[measured.pk])).content.decode()
-    assert "Block grace time: 7days; Inode grace time: 7days" in page
+    # Plain sentences, not setquota's jargon ("Block grace time: 7days", "--", issue 38).
+    assert "over a soft limit for 7 days (space) and 7 days (relations)" in page
+    assert "Block grace" not in page and "7days" not in page and "quota-flags" not in page
     row = page[page.index('data-quota="database:appdb"') :]
     row = row[: row.index("</tr>")]
-    for cell in ("+-", "150M", "100M", "200M", "6days", "40", "Over soft limit"):
+    for cell in ("150M", "100M", "200M", "6 days", "40", "Over soft limit"):
         assert cell in row, cell
     assert 'data-progress="75"' in row  # 150 of the 200M hard limit
     assert "is over its soft storage limit since" in page  # the cluster's banner
@@ -99,3 +102,25 @@ def test_another_account_gets_404s(other_client, measured):
     ):
         assert getattr(other_client, method)(url).status_code == 404, url
     assert Quota.objects.filter(pk=quota.pk).exists()
+
+
+def test_periods_are_written_in_words_of_the_page_language():
+    assert views.duration(7 * 24 * 3600) == "7 days"
+    assert views.duration(6 * 3600 + 30 * 60) == "6 hours 30 minutes"
+    assert views.duration(60) == "1 minute"
+    with translation.override("de"):
+        assert views.duration(7 * 24 * 3600) == "7 Tage"
+        assert views.duration(3600) == "1 Stunde"
+
+
+def test_saving_a_quota_says_what_it_means(owner_client, measured, monkeypatch):
+    """The notice after saving (it said "saved: OK"); the quota itself is the service's business."""
+    monkeypatch.setattr(views.services, "set_quota", lambda *args, **kwargs: Quota.objects.get(name="appdb"))
+    data = {"kind": "database", "name": "appdb", "space_soft": "100M", "space_hard": "200M"}
+    page = owner_client.post(
+        reverse("quotas:set", args=[measured.pk]),
+        {**data, "files_soft": "0", "files_hard": "0"},
+        headers={"HX-Request": "true"},
+    ).content.decode()
+    assert "its usage is over the soft limit, so writes stop when the grace period ends" in page
+    assert "saved: " not in page

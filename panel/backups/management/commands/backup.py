@@ -74,7 +74,7 @@ class Command(PanelCommand):
         cluster = find_cluster(options["cluster"], options.get("owner"))
         page = backups.page(cluster)
         if page.problem:
-            raise CommandError(page.problem)
+            raise CommandError(str(page.problem))
         self.stdout.write(backups.schedule_text())
         if page.window_start:
             self.stdout.write(f"Restorable from {page.window_start:%Y-%m-%d %H:%M:%S} UTC to now.")

@@ -13,7 +13,7 @@ import os
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.management.base import CommandError, CommandParser
 from django.db.models.signals import post_save
 
@@ -106,7 +106,7 @@ class Command(MemberSubcommands, SettingsSubcommands, RoleSubcommands, PanelComm
 
     # --- lookups -------------------------------------------------------------------------------
 
-    def _owner(self, options: dict[str, Any]) -> AbstractBaseUser:
+    def _owner(self, options: dict[str, Any]) -> User:
         """The --owner user, or else the first superuser (the account `make run` creates)."""
         if options.get("owner"):
             return find_user(options["owner"])
@@ -131,6 +131,7 @@ class Command(MemberSubcommands, SettingsSubcommands, RoleSubcommands, PanelComm
             node=options.get("node"),
             num_nodes=options["num_nodes"],
         )
+        assert cluster.node is not None  # placed on a node
         self.stdout.write(
             f"Creating {cluster.name}: plan {cluster.plan_slug}, PostgreSQL {cluster.version}, "
             f"node {cluster.node.name}, port {cluster.port}, owner {owner.get_username()}."
@@ -161,6 +162,7 @@ class Command(MemberSubcommands, SettingsSubcommands, RoleSubcommands, PanelComm
         else:
             # Another node's agent provisions it: follow its row.
             services.queue_provisioning(cluster)
+            assert cluster.node is not None
             self.stdout.write(f"  queued on node {cluster.node.name}'s agent")
             polling.wait_for(provisioned, PROVISION_WAIT_SECONDS, interval=0.5)
         if cluster.status != ClusterStatus.ONLINE:
@@ -187,7 +189,7 @@ class Command(MemberSubcommands, SettingsSubcommands, RoleSubcommands, PanelComm
                 "unknown" if c.status_unknown else c.status,
                 c.plan_slug or "-",
                 c.version,
-                c.node.name if c.node_id else "-",
+                c.node.name if c.node else "-",
                 str(c.port or "-"),
                 f"{c.created_at:%Y-%m-%d %H:%M}",
             )

@@ -13,8 +13,8 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from panel.clusters.management.cli import PanelCommand, human_size, print_table
-from panel.clusters.models import EtcdMember, NodeState
-from panel.clusters.services import nodes
+from panel.clusters.models import CycleKind, EtcdMember, NodeState
+from panel.clusters.services import cycles, nodes
 
 
 def _ports(text: str) -> tuple[int, int]:
@@ -74,6 +74,14 @@ class Command(PanelCommand):
         rows = []
         # Which nodes hold a member of the panel's etcd, and its state (services/etcd.py).
         etcd = dict(EtcdMember.objects.filter(node__isnull=False).values_list("node_id", "state"))
+        last = cycles.last_cycles()
+
+        def took(node_id: int, kind: str) -> str:
+            cycle = last.get((node_id, kind))
+            if cycle is None:
+                return "-"
+            return f"{cycle.seconds:.2f}s" + ("(SLOW)" if cycle.is_slow else "")
+
         for room in nodes.all_usage():
             node = room.node
             beat = "never" if node.heartbeat_age is None else f"{node.heartbeat_age} s ago"
@@ -89,6 +97,9 @@ class Command(PanelCommand):
                     f"{human_size(room.ram_bytes)} / {human_size(node.ram_bytes)}",
                     f"{room.vcpus} / {node.vcpus}",
                     etcd.get(node.pk, "-"),
+                    "-" if node.disk_free_bytes is None else human_size(node.disk_free_bytes),
+                    took(node.pk, CycleKind.RECONCILE),
+                    took(node.pk, CycleKind.COLLECT),
                 )
             )
         if not rows:
@@ -107,6 +118,9 @@ class Command(PanelCommand):
             "RAM USED",
             "VCPUS USED",
             "ETCD",
+            "DISK FREE",
+            "RECONCILE",
+            "COLLECT",
         )
         print_table(self.stdout, header, rows)
 

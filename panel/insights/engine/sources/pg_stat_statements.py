@@ -82,6 +82,8 @@ def _collect(
     created = False
 
     def failed(status: str, message: str) -> statements.Collected:
+        if status == "unavailable":  # the page says so in its words; the server's text is the log's
+            log.warning("insights: statements of %s not read: %s", cluster.pk, message)
         return statements.Collected(status, message, baseline=baseline, created_extension=created)
 
     for attempt in (1, 2):

@@ -176,7 +176,9 @@ class Command(PanelCommand):
             self.stdout.write(f"{name + ':':<12} {value}")
         if data["databases"]:
             self.stdout.write("")
-            rows = [(d["name"], _num(d["tps"]), _pct(d["cache_hit_percent"])) for d in data["databases"]]
+            rows: list[tuple[str, ...]] = [
+                (d["name"], _num(d["tps"]), _pct(d["cache_hit_percent"])) for d in data["databases"]
+            ]
             print_table(self.stdout, ("DATABASE", "TPS", "CACHE HIT"), rows)
         if data["pools"]:
             self.stdout.write("")
