@@ -6,6 +6,7 @@ environment stops the panel at start instead of surfacing later as odd behaviour
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 from collections.abc import Callable
@@ -29,6 +30,20 @@ def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
         raise ImproperlyConfigured(f"{name} must be an integer, got {raw!r}") from None
     if minimum is not None and value < minimum:
         raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {value}")
+    return value
+
+
+def env_positive(name: str, default: float) -> float:
+    """A number above zero (``0.5`` or ``2``); zero, a negative, ``nan`` or ``inf`` is refused."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ImproperlyConfigured(f"{name} must be a positive number, got {raw!r}")
     return value
 
 

@@ -16,6 +16,7 @@ from panel.env import (
     env_int,
     env_list,
     env_port_range,
+    env_positive,
     env_str,
     new_django_secret,
     secret_from_file,
@@ -376,6 +377,10 @@ PANEL_NODE_DEAD_AFTER = env_int("PANEL_NODE_DEAD_AFTER", 45, minimum=2)
 # `manage.py node add` sets them explicitly.
 PANEL_NODE_RAM_GB = env_int("PANEL_NODE_RAM_GB", 0, minimum=0)
 PANEL_NODE_VCPUS = env_int("PANEL_NODE_VCPUS", 0, minimum=0)
+# The disk a node needs free in its data directory to take a new server (GB): its files and first
+# WAL (about 60 MB measured, docs/nodes.md) with room to write. Not a reservation: plans' disks
+# are limits the clusters are held to, not added up against the node's.
+PANEL_NODE_MIN_FREE_DISK_GB = env_positive("PANEL_NODE_MIN_FREE_DISK_GB", 1.0)
 CELERY_BEAT_SCHEDULE_FILENAME = str(PANEL_DATA_DIR / files.DB_DIR / "celerybeat-schedule")
 
 # Alert emails. The console backend prints them; set EMAIL_BACKEND and EMAIL_HOST… to send.

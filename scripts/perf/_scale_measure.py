@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import pwd
 import socket
@@ -11,6 +10,7 @@ import subprocess
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -78,10 +78,19 @@ def start_redis() -> subprocess.Popen[bytes]:
 # --- making and removing ---------------------------------------------------------------------------
 
 
-def make_clusters(owner: Any, n: int, ha: int, plan: str, made: list[Any], sink_port: int) -> list[float]:
+def make_clusters(
+    owner: Any,
+    n: int,
+    ha: int,
+    plan: str,
+    made: list[Any],
+    sink_port: int,
+    after_first: Callable[[Any], None] = lambda _cluster: None,
+) -> list[float]:
     """Provision the clusters one after another (appended to ``made`` as they come, so a failure
-    half-way still removes them); a little data and a log sink each. Returns the provisioning
-    times, in order."""
+    half-way still removes them); a little data and a log sink each; ``after_first`` is called
+    with the first one while it is the panel's only cluster. Returns the provisioning times, in
+    order."""
     import psycopg
 
     from panel.clusters import services
@@ -105,6 +114,8 @@ def make_clusters(owner: Any, n: int, ha: int, plan: str, made: list[Any], sink_
         config = {"server": "127.0.0.1", "port": sink_port, "tls": False, "format": "rfc5424"}
         create_sink(cluster, name="scale", sink_type="rsyslog", config=config)
         print(f"  {name}: {seconds[-1]:.1f} s", flush=True)
+        if len(made) == 1:
+            after_first(cluster)
     return seconds
 
 
@@ -256,64 +267,12 @@ def disk(made: list[Any]) -> dict[Any, int]:
     return {cluster: _tree_bytes(cluster.data_root) for cluster in made}
 
 
-# --- pages ---------------------------------------------------------------------------------------
-
-
-def _median_ms(client: Any, url: str, rounds: int, **extra: Any) -> tuple[float, list[float]]:
-    times = []
-    for index in range(rounds + 2):
-        started = time.perf_counter()
-        response = client.get(url, **extra)
-        elapsed = (time.perf_counter() - started) * 1000
-        if response.status_code != 200:
-            raise SystemExit(f"GET {url}: {response.status_code}")
-        if index >= 2:  # the first two warm caches and templates
-            times.append(elapsed)
-    return statistics.median(times), times
-
-
-def pages(owner: Any, operator: Any, cluster: Any, rounds: int) -> dict[str, float]:
-    from django.test import Client
-    from django.test.utils import setup_test_environment
-    from django.urls import reverse
-
-    from panel.api.models import Scope
-    from panel.api.services import create_token
-
-    setup_test_environment()  # the test Client's host "testserver" allowed, mail kept in memory
-    logging.getLogger("axes").setLevel(logging.WARNING)
-    user, staff = Client(), Client()
-    user.force_login(owner)
-    staff.force_login(operator)
-    token = create_token(owner, "scale", [Scope.READ])[1]
-    result: dict[str, float] = {}
-    result["list"] = _median_ms(user, reverse("clusters:list"), rounds)[0]
-    result["nodes"] = _median_ms(staff, reverse("clusters:nodes"), rounds)[0]
-    result["api list"] = _median_ms(
-        user, "/v2/databases", rounds, headers={"Authorization": f"Bearer {token}"}
-    )[0]
-    kwargs = {"cluster_id": cluster.pk}
-    tabs = [
-        "clusters:detail", "pools:list", "benchmarks:tab", "insights:tab", "insights:queries",
-        "logs:tab", "quotas:tab", "clusters:users", "backups:tab", "migrate:tab", "clusters:settings",
-    ]  # fmt: skip
-    every: list[float] = []
-    for name in tabs:
-        result[f"tab {name}"], times = _median_ms(user, reverse(name, kwargs=kwargs), rounds)
-        every += times
-    result["tabs p95"] = statistics.quantiles(every, n=20)[-1]
-    data = reverse("insights:data", kwargs=kwargs) + "?range=1h"
-    result["insights data"] = _median_ms(user, data, rounds)[0]
-    return result
-
-
 def report(
     cycles: dict[str, Any],
     mem: dict[Any, dict[str, int]],
     shared: dict[str, int],
     used: dict[Any, int],
-    page: dict,
-) -> list:
+) -> list[str]:
     mb = 2**20
     lines = [
         f"collect: median {cycles['collect']:.2f} s of {', '.join(f'{s:.2f}' for s in cycles['collect all'])}"
@@ -340,8 +299,6 @@ def report(
     all_mb = sum(sum(m.values()) for m in mem.values()) / mb
     lines.append(f"idle all clusters: PSS {all_mb:.0f} MB in all")
     if shared:
-        parts = ", ".join(f"{p} {b / mb:.1f} MB" for p, b in sorted(shared.items()))
-        lines.append(f"idle, the node's shared processes (PSS): {parts}")
-    for name, ms in page.items():
-        lines.append(f"page {name}: {ms:.1f} ms")
+        shared_parts = ", ".join(f"{p} {b / mb:.1f} MB" for p, b in sorted(shared.items()))
+        lines.append(f"idle, the node's shared processes (PSS): {shared_parts}")
     return lines

@@ -27,10 +27,12 @@ from panel.clusters.services import nodes, ports
 from panel.core.errors import N_, Message, ServiceError, When
 
 GB = nodes.GB
-# The disk a new server needs free on its node to start: its files and first WAL (about 60 MB
-# measured, docs/nodes.md) with room to write. A plan's disk is a limit the cluster is held to
-# (read-only when full), not reserved on the node: plans' disks are not added up.
-MIN_FREE_DISK = GB
+
+
+def min_free_disk() -> int:
+    """The bytes a new server needs free on its node (PANEL_NODE_MIN_FREE_DISK_GB). A plan's disk
+    is a limit the cluster is held to (read-only when full), not reserved on the node."""
+    return int(settings.PANEL_NODE_MIN_FREE_DISK_GB * GB)
 
 
 def member_nodes(cluster: Cluster, count: int) -> list[Node]:
@@ -215,14 +217,15 @@ def shortfalls(
             )
         )
     disk = nodes.disk_free_bytes(node)
-    if disk is not None and disk < MIN_FREE_DISK:
+    need_disk = min_free_disk()
+    if disk is not None and disk < need_disk:
         reasons.append(
             Message(
                 N_(
                     "disk: a new server needs %(need).1f GB free in its data directory, %(free).1f GB are free"
                 ),
                 "node.full",
-                need=MIN_FREE_DISK / GB,
+                need=need_disk / GB,
                 free=disk / GB,
             )
         )

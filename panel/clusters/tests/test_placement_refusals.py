@@ -1,19 +1,26 @@
-"""A node that cannot take a new server says why: for each node considered, which of RAM, vCPUs
-and port pairs is short with the plan's need and what is free, or that it is draining or silent;
-in the form's language, as one coded refusal (the API's answer: panel/api/tests/test_api_node_full.py). A node with room still places."""
+"""A node that cannot take a new server says why: for each node considered, which of RAM, vCPUs,
+port pairs and disk (its floor: PANEL_NODE_MIN_FREE_DISK_GB) is short with the plan's need and
+what is free, or that it is draining or silent; in the form's language, as one coded refusal (the
+API's answer: panel/api/tests/test_api_node_full.py). A node with room still places."""
 
 from __future__ import annotations
 
 import datetime as dt
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone, translation
 
 from panel.clusters import services
 from panel.clusters.models import Cluster, ClusterMember, Node, NodeState
 from panel.clusters.services import member_count, nodes
 from panel.core.errors import ServiceError
+from panel.env import env_positive
 
 pytestmark = pytest.mark.django_db
 
@@ -125,6 +132,55 @@ def test_a_node_nearly_out_of_disk_names_disk(owner: User, web: None) -> None:
     # Its agent's next report with room: it takes the cluster.
     Node.objects.filter(name="low").update(disk_free_bytes=50 * 1024**3)
     assert create(owner, "disk-again").node.name == "low"
+
+
+def test_the_disk_floor_follows_the_setting(owner: User, web: None, settings: object) -> None:
+    settings.PANEL_NODE_MIN_FREE_DISK_GB = 5  # type: ignore[attr-defined]
+    make_node("small-disk", 40000)
+    Node.objects.filter(name="small-disk").update(disk_free_bytes=3 * nodes.GB)
+    with pytest.raises(ServiceError) as refused:
+        create(owner, "wants-five")
+    assert refused.value.code == "node.full"
+    assert (
+        "Node “small-disk” is full for plan db-s-1vcpu-1gb: disk: a new server needs 5.0 GB free in its "
+        "data directory, 3.0 GB are free." in refused.value.message
+    )
+    settings.PANEL_NODE_MIN_FREE_DISK_GB = 2.5  # type: ignore[attr-defined]
+    assert create(owner, "fits-now").node.name == "small-disk"
+
+
+@pytest.mark.parametrize("raw", ["0", "-1", "a lot", "nan", "inf"])
+def test_a_disk_floor_that_is_not_a_positive_number_is_refused(
+    raw: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PANEL_NODE_MIN_FREE_DISK_GB", raw)
+    with pytest.raises(
+        ImproperlyConfigured, match=f"PANEL_NODE_MIN_FREE_DISK_GB must be a positive number, got '{raw}'"
+    ):
+        env_positive("PANEL_NODE_MIN_FREE_DISK_GB", 1.0)
+    monkeypatch.setenv("PANEL_NODE_MIN_FREE_DISK_GB", "0.5")
+    assert env_positive("PANEL_NODE_MIN_FREE_DISK_GB", 1.0) == 0.5
+
+
+def test_the_panel_does_not_start_with_a_bad_disk_floor(tmp_path: Path) -> None:
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("PANEL_", "DJANGO_", "DATABASE_", "REDIS_"))
+    }
+    env |= {"DJANGO_SETTINGS_MODULE": "panel.settings", "PANEL_DATA_DIR": str(tmp_path / "data")}
+    env["PANEL_NODE_MIN_FREE_DISK_GB"] = "0"
+    started = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        cwd=Path(__file__).resolve().parents[3],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert started.returncode != 0
+    assert (
+        "ImproperlyConfigured: PANEL_NODE_MIN_FREE_DISK_GB must be a positive number, got '0'"
+        in started.stderr
+    )
 
 
 def test_the_heartbeat_reports_the_free_disk(settings: object) -> None:
