@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -101,6 +101,15 @@ def _never_full(cluster: Cluster) -> bool:
 disk_full: Callable[[Cluster], bool] = _never_full
 
 
+def _none_full(clusters: Iterable[Cluster]) -> set[Any]:
+    return set()
+
+
+# The same for a page of clusters in one query (the cluster list, the Nodes page): the primary
+# keys of those that are full.
+disk_full_among: Callable[[Iterable[Cluster]], set[Any]] = _none_full
+
+
 log = logging.getLogger(__name__)
 
 _before_teardown: list[Callable[[Cluster], object]] = []
@@ -134,9 +143,12 @@ def register_metrics(implementation: Metrics) -> None:
     metrics = implementation
 
 
-def register_disk_full(implementation: Callable[[Cluster], bool]) -> None:
-    global disk_full
+def register_disk_full(
+    implementation: Callable[[Cluster], bool], among: Callable[[Iterable[Cluster]], set[Any]]
+) -> None:
+    global disk_full, disk_full_among
     disk_full = implementation
+    disk_full_among = among
 
 
 # --- the server's configuration, a new cluster (panel.backups) --------------------------------

@@ -11,6 +11,7 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
+from panel.clusters import hooks
 from panel.clusters.models import CycleKind, NodeState
 from panel.clusters.services import cycles, nodes
 from panel.core.errors import ServiceError
@@ -28,7 +29,8 @@ def node_list(request: PanelRequest) -> HttpResponse:
         # Each node's clusters a page at a time, each node with its own page parameter.
         clusters = paginate(request, node.clusters.select_related("owner"), param=f"{node.name}-page")
         rounds = [(kind.label, kind.value, last.get((node.pk, kind.value))) for kind in CycleKind]
-        rows.append({"usage": room, "node": node, "clusters": clusters, "cycles": rounds})
+        full = hooks.disk_full_among(clusters.rows)
+        rows.append({"usage": room, "node": node, "clusters": clusters, "cycles": rounds, "full": full})
     template = "clusters/nodes.html#table" if request.htmx else "clusters/nodes.html"
     return render(request, template, {"rows": rows, "dead_after": settings.PANEL_NODE_DEAD_AFTER})
 

@@ -45,6 +45,7 @@ def cluster_list(request: PanelRequest) -> HttpResponse:
         "clusters": paged.rows,
         "paged": paged,
         "any_busy": any(c.is_busy for c in paged.rows),
+        "full": hooks.disk_full_among(paged.rows),
         "may_attach": attach.may_attach(request.user),
     }
     template = "clusters/list.html#table" if request.htmx else "clusters/list.html"

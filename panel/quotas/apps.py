@@ -17,4 +17,4 @@ class QuotasConfig(AppConfig):
         from panel.clusters import hooks
         from panel.quotas import services
 
-        hooks.register_disk_full(services.is_full)
+        hooks.register_disk_full(services.is_full, services.full_among)

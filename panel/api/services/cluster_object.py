@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
+from django.db.models import QuerySet
+
 from panel.api.services import databases, resources
 from panel.clusters.models import Cluster
 from panel.managed.lib.updates import DAYS
@@ -59,7 +61,7 @@ def rules(cluster: Cluster) -> list[dict[str, Any]]:
             "value": source.value,
             "created_at": source.created_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
         }
-        for source in cluster.trusted_sources.order_by("created_at", "value")
+        for source in sorted(cluster.trusted_sources.all(), key=lambda row: (row.created_at, row.value))
     ]
 
 
@@ -69,6 +71,14 @@ def standby(cluster: Cluster, *, with_password: bool, private: bool) -> dict[str
     if not (cluster.num_nodes > 1 and cluster.standby_port):
         return None
     return databases.connection(cluster, with_password=with_password, standby=True, private=private)
+
+
+def listed(clusters: QuerySet[Cluster]) -> QuerySet[Cluster]:
+    """``clusters`` with what :func:`full` reads of each fetched along, a few queries for a whole
+    page instead of a dozen a cluster (issue 41: the list ≤ 100 ms with 200 clusters)."""
+    return clusters.select_related("node", "maintenance").prefetch_related(
+        "users__replication", "databases", "tags", "trusted_sources"
+    )
 
 
 def full(cluster: Cluster, *, with_password: bool, base_url: str | None = None) -> dict[str, Any]:
@@ -83,9 +93,12 @@ def full(cluster: Cluster, *, with_password: bool, base_url: str | None = None) 
             "standby_private_connection": standby(cluster, with_password=with_password, private=True),
             "users": [
                 resources.user(user, with_password=with_password)
-                for user in cluster.users.order_by("created_at", "name")
+                for user in sorted(cluster.users.all(), key=lambda row: (row.created_at, row.name))
             ],
-            "db_names": list(cluster.databases.order_by("created_at", "name").values_list("name", flat=True)),
+            "db_names": [
+                row.name
+                for row in sorted(cluster.databases.all(), key=lambda row: (row.created_at, row.name))
+            ],
             "tags": tags.tags_of(cluster),
             "maintenance_window": maintenance_window(cluster),
             "semantic_version": row.postgres_running or cluster.version,

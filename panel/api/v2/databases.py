@@ -51,7 +51,7 @@ def list_databases(
     request: HttpRequest, pagination: Query[Pagination], tag_name: str | None = None
 ) -> dict[str, Any]:
     user, token = caller(request, Scope.READ)
-    clusters = clusters_for(user).select_related("node").order_by("created_at", "id")
+    clusters = cluster_object.listed(clusters_for(user)).order_by("created_at", "id")
     if tag_name is not None:
         clusters = tags.tagged(clusters, tag_name)
     page = page_of(request, clusters, pagination)

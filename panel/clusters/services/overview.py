@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from typing import Any
 
 from panel.clusters import hooks
 from panel.clusters.engine import dbconn, postgres
@@ -77,11 +78,21 @@ def measured_overview(cluster: Cluster) -> Overview:
     return Overview(int(row[0]) if row and row[0] is not None else None, row[1] if row else None)
 
 
+def _prefetched(cluster: Cluster, relation: str) -> list[Any] | None:
+    """The rows of ``relation`` when a list of clusters fetched them beforehand
+    (``prefetch_related``: the API's list asks once for a page, not once a cluster), else None."""
+    cache = getattr(cluster, "_prefetched_objects_cache", None) or {}
+    return list(cache[relation]) if relation in cache else None
+
+
 def database_user(cluster: Cluster, name: str) -> DatabaseUser:
     """The cluster's user of that name; a ServiceError on the form's user field when there is none."""
+    found = _prefetched(cluster, "users")
     try:
-        return cluster.users.get(name=name)
-    except DatabaseUser.DoesNotExist:
+        if found is None:
+            return cluster.users.get(name=name)
+        return next(row for row in found if row.name == name)
+    except (DatabaseUser.DoesNotExist, StopIteration):
         raise ServiceError(
             N_("No user named “%(name)s” on this cluster."),
             field="user",
@@ -110,7 +121,12 @@ def connection_details(
         )
     db_name = database or cluster.default_database
     db_user = database_user(cluster, user or cluster.admin_user)
-    if not cluster.databases.filter(name=db_name).exists():
+    databases = _prefetched(cluster, "databases")
+    if databases is None:
+        known = cluster.databases.filter(name=db_name).exists()
+    else:
+        known = any(row.name == db_name for row in databases)
+    if not known:
         raise ServiceError(
             N_("No database named “%(name)s” on this cluster."),
             field="database",

@@ -28,7 +28,8 @@ STATUS_COLORS: dict[str, str] = {
 
 
 @register.inclusion_tag("clusters/_status_badge.html")
-def status_badge(cluster: Cluster) -> dict[str, Any]:
+def status_badge(cluster: Cluster, full: set[Any] | None = None) -> dict[str, Any]:
+    """``full``: which clusters of a list are full, asked once for the list (else per cluster)."""
     if cluster.status_unknown:
         # Its node's agent stopped answering: the row's status may no longer be true.
         assert cluster.node is not None  # status_unknown: the cluster has a node
@@ -45,7 +46,9 @@ def status_badge(cluster: Cluster) -> dict[str, Any]:
                 else gettext("it was added"),
             },
         }
-    if cluster.status == ClusterStatus.ONLINE and hooks.disk_full(cluster):
+    if cluster.status == ClusterStatus.ONLINE and (
+        cluster.pk in full if full is not None else hooks.disk_full(cluster)
+    ):
         return {
             "status": "disk-full",
             "label": gettext("Disk full"),

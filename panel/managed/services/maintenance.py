@@ -31,6 +31,13 @@ ONCE_PER_WINDOW = dt.timedelta(hours=2)
 
 
 def window_of(cluster: Cluster) -> Maintenance:
+    """The cluster's window row, made with the defaults the first time: asked each time, unless a
+    list fetched it with its clusters (``select_related("maintenance")``)."""
+    descriptor = Cluster.maintenance
+    if descriptor.is_cached(cluster):
+        row = descriptor.related.get_cached_value(cluster)
+        if isinstance(row, Maintenance):
+            return row
     return Maintenance.objects.get_or_create(cluster=cluster)[0]
 
 

@@ -42,6 +42,11 @@ def server_config(cluster: Cluster) -> list[str]:
 
 
 def is_allowed(user: DatabaseUser) -> bool:
+    """Whether the grant stands: asked each time, unless a list fetched it with its users
+    (``prefetch_related("users__replication")``)."""
+    descriptor = DatabaseUser.replication
+    if descriptor.is_cached(user):
+        return descriptor.related.get_cached_value(user) is not None
     return ReplicationUser.objects.filter(user=user).exists()
 
 

@@ -6,13 +6,14 @@
 """
 
 from panel.quotas.services.actions import allow_writes, remove_quota, set_grace, set_quota
-from panel.quotas.services.cycle import is_full, run_all, run_cycle, storage_of
+from panel.quotas.services.cycle import full_among, is_full, run_all, run_cycle, storage_of
 from panel.quotas.services.report import Row, grace_columns, report_csv, report_text, row_of, rows
 
 __all__ = [
     "Row",
     "allow_writes",
     "grace_columns",
+    "full_among",
     "is_full",
     "remove_quota",
     "report_csv",
