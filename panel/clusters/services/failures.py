@@ -4,7 +4,9 @@ make's or apt-get's advice, the server's text, with its paths) are the server lo
 are in English, name files a tenant has no business seeing, and say nothing the tenant can act on.
 
 Every function here logs the raw reason, then returns the Message to keep (``message_to_text``)
-and to put in the events.
+and to put in the events; ``refused_change`` (a server's refusal of a change to the user's own
+database or user) and ``connecting`` (a connection to a server the user named) choose theirs by
+the kind of refusal (``lib/refusals.py``: the SQLSTATE, or libpq's text), with the user's own names.
 """
 
 from __future__ import annotations
