@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import TypeAlias
 
 from benchmarks.lib.pgbench_summary import RUN_ABORTED_TEXT, StatementLatency, Summary, parse_summary
+from panel.clusters.lib.refusals import without_paths
 
 __all__ = [
     "CLIENT_ABORTED",
@@ -126,12 +127,17 @@ FATAL_KINDS = frozenset({CONNECTION_FAILED, NO_CONNECTION, CLIENT_ABORTED, SCRIP
 
 @dataclass(frozen=True)
 class ErrorLine:
-    """An error or warning pgbench printed; ``message`` has the server severity prefix removed."""
+    """An error or warning pgbench (or sysbench) printed; ``message`` has the server severity
+    prefix removed and names no path (libpq's ``on socket "/…/.s.PGSQL.5432"`` is "on the server's
+    socket"): it is what pages, exports and stored reasons show. ``raw`` is the line as printed."""
 
     kind: str
     message: str
     client_id: int | None = None
     raw: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "message", without_paths(self.message))
 
 
 StderrEvent: TypeAlias = ProgressSample | InitProgress | InitPhase | InitDone | ErrorLine

@@ -3,8 +3,8 @@
 It reads the texts a run stored (its reason, pgbench's first fatal error, its status) and returns
 translated sentences (Django's gettext: that is why it is not in ``lib/``, whose modules import no
 Django). The run page shows them first, above the figures, so a person reads the cause
-before any number. The original message is always kept next to them (``detail``): a mapping can
-be wrong, pgbench's own words are not.
+before any number. The original message is kept next to them (``detail``): a mapping can be
+wrong, pgbench's own words are not; only the paths it names (the server's socket) are left out.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop as N_
+
+from panel.clusters.lib.refusals import without_paths
 
 # What a run's page says when the node could not start the tool; the cause (a path, the system's
 # words) is in the log. "Could not run" is what explain_failure reads.
@@ -90,7 +92,9 @@ def explain_failure(status: str, reason: str, first_error: str = "") -> Explanat
     still going. ``reason`` is the run's stored reason, ``first_error`` pgbench's first fatal error."""
     if status in ("succeeded", "queued", "running"):
         return None
-    detail = (first_error or reason or "").strip()
+    # Rows stored before the parser left paths out may still name the server's socket.
+    detail = without_paths((first_error or reason or "").strip())
+    reason = without_paths(reason)
     if status == "cancelled":
         return Explanation(
             _("Cancelled by a user"),

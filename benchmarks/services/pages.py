@@ -19,6 +19,7 @@ from benchmarks.services.failure import explain_failure, kind_label
 from benchmarks.services.pool_slowdown import slowdown_note
 from benchmarks.services.read import live_state, shown_command
 from benchmarks.services.sweep_report import sweep_report
+from panel.clusters.lib.refusals import without_paths
 from panel.clusters.models import Cluster
 from panel.clusters.ownership import clusters_for
 from panel.clusters.templatetags.numbers import number
@@ -209,11 +210,16 @@ def run_page(run: BenchmarkRun) -> dict[str, Any]:
         "has_samples": latest is not None,
         "queue_position": run.queue_position,
         "live_state": live_state(run),
-        "errors": [(error, kind_label(error.kind)) for error in run.errors.order_by("id")[:20]],
+        # The tool's words as stored; rows from before the parser left paths out may name some.
+        "errors": [
+            (error, kind_label(error.kind), without_paths(error.message))
+            for error in run.errors.order_by("id")[:20]
+        ],
+        "first_error": without_paths(run.first_error),
         "summary_rows": summary_rows(run.summary),
         "statement_latencies": (run.summary or {}).get("statement_latencies") or [],
         # An errored run's text is a traceback (the panel's files, paths): the log's, never the page's.
-        "reason": run.error_message.strip().splitlines()[-1]
+        "reason": without_paths(run.error_message.strip().splitlines()[-1])
         if run.error_message.strip() and run.status != RunStatus.ERRORED
         else "",
         "explanation": explanation,

@@ -15,6 +15,7 @@ from benchmarks.lib import engines
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.models import BenchmarkRun, RunStatus, Sweep
 from benchmarks.services.failure import explain_failure
+from panel.clusters.lib.refusals import without_paths
 from panel.core.errors import N_, ServiceError
 
 SAMPLE_FIELDS = (
@@ -116,8 +117,9 @@ def run_record(run: BenchmarkRun) -> dict[str, Any]:
         "command": shown_command(run)[0],
         "argv": run.argv or None,
         "exit_code": run.exit_code,
-        "error_message": run.error_message,
-        "first_error": run.first_error,
+        # The tool's words; rows from before the parser left paths out may name the server's socket.
+        "error_message": without_paths(run.error_message),
+        "first_error": without_paths(run.first_error),
         "error_count": run.error_count,
         "aborted_clients": run.aborted_clients,
         "percentile_sampling_rate": run.percentile_sampling_rate,
@@ -210,6 +212,7 @@ def export_run(run: BenchmarkRun, fmt: str = "csv") -> str:
         errors: list[Any] = list(run.errors.order_by("id").values("at", "kind", "message", "client_id"))
         for error in errors:
             error["at"] = error["at"].isoformat()
+            error["message"] = without_paths(error["message"])
         return json.dumps({**run_record(run), "samples": samples, "errors": errors}, indent=2)
     raise ServiceError(
         N_("Unknown export format %(f)s: choose csv or json."),

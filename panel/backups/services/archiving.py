@@ -74,7 +74,16 @@ def archive_status(cluster: Cluster) -> ArchiveStatus:
                 " coalesce(last_failed_wal, ''), last_failed_time FROM pg_catalog.pg_stat_archiver"
             ).fetchone()
     except dbconn.DatabaseError as exc:
-        raise ServiceError(str(exc)) from None
+        # The server's or libpq's words (its socket's path when it is down): the log's.
+        log.warning("reading the archiving status of %s failed: %s", cluster.pk, exc)
+        raise ServiceError(
+            N_(
+                "The panel could not read how WAL archiving goes: the server did not answer. Check the "
+                "cluster is online; if it is, the panel's log holds the details for an administrator."
+            ),
+            code="backup.archive_status_unreadable",
+            params={},
+        ) from None
     active = bool(mode and mode[0] == "on" and command and f"--config={wanted} " in command[0])
     assert row is not None
     return ArchiveStatus(

@@ -296,3 +296,28 @@ def test_the_daily_round_queues_the_days_backup_once(fresh: Cluster, queued_task
     job.delete()
     early_today = timezone.now().replace(hour=0, minute=1)
     assert not any(fresh.name in note for note in backups.scheduled_round(now=early_today))
+
+
+def test_a_server_that_does_not_answer_is_said_on_the_tab_without_its_socket(
+    fresh: Cluster, tenant: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 38: libpq's refusal named the server's socket (``/…/.s.PGSQL.N``) on the tab."""
+    from django.conf import settings
+
+    from panel.clusters.engine import isolation, postgres
+
+    url = reverse("backups:tab", args=[fresh.pk])
+    user = fresh.os_user()
+    postgres.stop(fresh.version, fresh.pgdata, user=user, timeout=settings.PANEL_COMMAND_TIMEOUT)
+    try:
+        page = tenant.get(url, headers={"Accept-Language": "de"}).content.decode()
+        assert "Server hat nicht geantwortet" in page, page
+        assert ".s.PGSQL" not in page and str(fresh.socket_dir) not in page and "No such file" not in page
+        assert ".s.PGSQL" in caplog.text  # the words, for an administrator
+        # The API's and the command line's refusal: the same code, the same sentence.
+        assert backups.page(fresh).problem_error().code == "backup.archive_status_unreadable"
+    finally:
+        isolation.start_server(fresh, user, settings.PANEL_COMMAND_TIMEOUT)
+    # Beside it: the server back, the tab reads archiving again.
+    assert backups.page(fresh).problem == ""
+    assert "did not answer" not in tenant.get(url).content.decode()

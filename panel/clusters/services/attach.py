@@ -44,7 +44,7 @@ from panel.clusters.lib.hosts import InvalidHost, validate_host
 from panel.clusters.lib.libpq import outside_client_params
 from panel.clusters.lib.names import InvalidName, validate_cluster_name
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, Database, DatabaseUser
-from panel.clusters.services import destinations
+from panel.clusters.services import destinations, failures
 from panel.core.errors import N_, Message, ServiceError
 
 log = logging.getLogger(__name__)
@@ -175,13 +175,19 @@ def _count_attempt(owner: User) -> None:
 
 
 def _probe(*, host: str, server: ExternalServer, **extra: Any) -> tuple[int, list[tuple[str, str]]]:
-    """Connect as the form says; PostgreSQL's own words when that fails (staff, operator)."""
+    """Connect as the form says; when that fails, why in the panel's words (staff, operator):
+    libpq's and the server's are English and name the panel's certificate files, so they go to
+    the log."""
     try:
         with _connect(host, server, **extra) as conn:
             return conn.info.server_version, dbconn.list_databases(conn)
     except dbconn.DatabaseError as exc:
+        log.warning("attaching %s:%s as %r failed: %s", host, server.port, server.user, exc)
+        reason = failures.connecting(exc, user=server.user, database=server.database, sslmode=server.sslmode)
         raise ServiceError(
-            N_("Could not connect: %(reason)s"), code="attach.connect_failed", params={"reason": exc}
+            N_("Could not connect to %(host)s:%(port)s: %(reason)s."),
+            code="attach.connect_failed",
+            params={"host": host, "port": server.port, "reason": reason},
         ) from None
 
 

@@ -15,13 +15,12 @@ import logging
 from typing import Any
 
 from django.db import transaction
-from django.utils.translation import gettext as _
 
 from panel.clusters.engine import dbconn, isolation
 from panel.clusters.lib import tunables
 from panel.clusters.lib.pgconf import temp_file_limit_kb
 from panel.clusters.models import Cluster, EventLevel
-from panel.clusters.services import remote_members
+from panel.clusters.services import failures, remote_members
 from panel.clusters.services.lifecycle import require_local
 from panel.clusters.services.provision import SETTINGS_FILE, owner_settings, write_server_config
 from panel.core import runas
@@ -33,7 +32,12 @@ log = logging.getLogger(__name__)
 
 
 class NotTaken(Exception):
-    """PostgreSQL runs with another value than the one written (it refused it, or overrides it)."""
+    """PostgreSQL runs with another value than the one written (it refused it, or overrides it);
+    ``words`` says which, rendered where it is read (``failures.reason``)."""
+
+    def __init__(self, words: Message) -> None:
+        super().__init__(str(words))
+        self.words = words
 
 
 def current_config(cluster: Cluster) -> dict[str, tunables.Value]:
@@ -97,8 +101,13 @@ def _verify(cluster: Cluster, values: dict[str, tunables.Value]) -> None:
         wanted = tunables.TUNABLES_BY_NAME[name].in_pg_settings(value)
         if seen.get(name) != wanted:
             raise NotTaken(
-                _("PostgreSQL did not take %(name)s = %(value)s (it runs with %(seen)s).")
-                % {"name": name, "value": value, "seen": seen.get(name, "?")}
+                Message(
+                    N_("PostgreSQL did not take %(name)s = %(value)s (it runs with %(seen)s)."),
+                    "config.not_taken",
+                    name=name,
+                    value=value,
+                    seen=seen.get(name, "?"),
+                )
             )
 
 
@@ -138,12 +147,15 @@ def update_config(cluster: Cluster, changes: dict[str, Any]) -> dict[str, tunabl
             _verify(locked, values)
     except (EngineError, dbconn.DatabaseError, OSError, NotTaken) as exc:
         _restore(cluster, previous_text)
+        # pg_ctl's, the server's or the system's words name the cluster's files: the log's.
+        log.warning("changing the configuration of %s failed: %s", cluster.pk, exc)
+        reason = failures.reason(exc)
         cluster.log_event(
             "config-failed",
             Message(
                 N_("The configuration was not changed (%(changes)s): %(reason)s"),
                 changes=_describe(values),
-                reason=exc,
+                reason=reason,
             ),
             EventLevel.ERROR,
         )
@@ -151,7 +163,7 @@ def update_config(cluster: Cluster, changes: dict[str, Any]) -> dict[str, tunabl
             N_("The configuration was not changed: %(reason)s"),
             field="config",
             code="config.not_applied",
-            params={"reason": exc},
+            params={"reason": reason},
         ) from None
     cluster.refresh_from_db(fields=["config"])
     cluster.log_event(

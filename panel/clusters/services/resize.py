@@ -24,7 +24,7 @@ from django.utils.translation import gettext as _
 
 from panel.clusters import hooks
 from panel.clusters.engine import postgres
-from panel.clusters.lib.plans import PLANS, Plan, get_plan
+from panel.clusters.lib.plans import PLANS, PLANS_BY_SLUG, Plan, get_plan
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel, Node, status_word
 from panel.clusters.services import failures, member_count, nodes, remote_members, rolling
 from panel.clusters.services.lifecycle import guard_loaded, require_local, start_server
@@ -182,8 +182,13 @@ def check_resize(cluster: Cluster, plan_slug: str) -> Plan:
     require_local(cluster)
     try:
         plan = get_plan(plan_slug)
-    except ValueError as exc:
-        raise ServiceError(str(exc), field=FIELD) from None
+    except ValueError:
+        raise ServiceError(
+            N_("Unknown plan %(plan)s; choose one of %(plans)s"),
+            field=FIELD,
+            code="cluster.plan_unknown",
+            params={"plan": repr(plan_slug), "plans": ", ".join(PLANS_BY_SLUG)},
+        ) from None
     _require_online(cluster)
     silent = remote_members.silent_member(cluster)
     if silent is not None:  # the new plan's panel.conf would not reach it: refused, nothing changed

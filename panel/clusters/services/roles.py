@@ -19,7 +19,14 @@ from panel.clusters.lib.names import (
     validate_role_name,
 )
 from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser, EventLevel
-from panel.clusters.services import new_password, remote_members, replica_build, replica_source, replication
+from panel.clusters.services import (
+    failures,
+    new_password,
+    remote_members,
+    replica_build,
+    replica_source,
+    replication,
+)
 from panel.core import agent
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
@@ -29,10 +36,17 @@ log = logging.getLogger(__name__)
 
 
 def on_server(
-    cluster: Cluster, change: Callable[[psycopg.Connection], object], *, field: str | None = None
+    cluster: Cluster,
+    change: Callable[[psycopg.Connection], object],
+    *,
+    what: str,
+    name: str,
+    field: str | None = None,
 ) -> None:
-    """Make ``change`` on the serving cluster as the panel's superuser; PostgreSQL's refusal
-    becomes a ServiceError (about ``field`` when given), its own words shown as they are.
+    """Make ``change`` of the user's ``what`` (``failures.DATABASE``, ``NEW_DATABASE``, ``USER``)
+    named ``name`` on the serving cluster as the panel's superuser; PostgreSQL's refusal becomes a
+    ServiceError (about ``field`` when given) in the panel's words, chosen by its SQLSTATE: the
+    server's own (English, whatever the page's language) go to the log.
     A read-only replica's roles and databases are its source's: changed there, they follow."""
     if cluster.is_replica:
         raise ServiceError(
@@ -46,8 +60,7 @@ def on_server(
         with dbconn.admin_connection(cluster) as conn:
             change(conn)
     except dbconn.DatabaseError as exc:
-        # PostgreSQL's own words (its language, not the panel's).
-        raise ServiceError(str(exc), field=field, code="cluster.server_refused") from None
+        raise failures.refused_change(cluster.pk, exc, what=what, name=name, field=field) from None
 
 
 @on_node(timeout=60)
@@ -63,7 +76,13 @@ def add_database(cluster: Cluster, name: str) -> Database:
             code="database.name_taken",
             params={"name": name},
         )
-    on_server(cluster, lambda conn: dbconn.create_database(conn, name, cluster.admin_user), field="name")
+    on_server(
+        cluster,
+        lambda conn: dbconn.create_database(conn, name, cluster.admin_user),
+        what=failures.NEW_DATABASE,
+        name=name,
+        field="name",
+    )
     database = Database.objects.create(cluster=cluster, name=name, owner_name=cluster.admin_user)
     follow_on_replicas(cluster)
     cluster.log_event("database-added", Message(N_("Database “%(name)s” added."), name=name))
@@ -83,7 +102,7 @@ def delete_database(cluster: Cluster, name: str, *, confirm_name: str | None = N
         )
     for served in (cluster, *cluster.replicas.all()):  # a replica's pools serve the source's databases
         hooks.pooler.ensure_not_used(served, database=name)
-    on_server(cluster, lambda conn: dbconn.drop_database(conn, name))
+    on_server(cluster, lambda conn: dbconn.drop_database(conn, name), what=failures.DATABASE, name=name)
     database.delete()
     follow_on_replicas(cluster)
     cluster.log_event("database-deleted", Message(N_("Database “%(name)s” deleted."), name=name))
@@ -110,7 +129,13 @@ def add_user(cluster: Cluster, name: str) -> DatabaseUser:
             params={"name": name},
         )
     password = new_password()
-    on_server(cluster, lambda conn: dbconn.create_role(conn, name, password), field="name")
+    on_server(
+        cluster,
+        lambda conn: dbconn.create_role(conn, name, password),
+        what=failures.USER,
+        name=name,
+        field="name",
+    )
     try:
         user = DatabaseUser(cluster=cluster, name=name)
         user.password = password
@@ -157,7 +182,7 @@ def delete_user(cluster: Cluster, name: str, *, confirm_name: str | None = None)
         )
     for served in (cluster, *cluster.replicas.all()):
         hooks.pooler.ensure_not_used(served, user=name)
-    on_server(cluster, lambda conn: dbconn.drop_role(conn, name))
+    on_server(cluster, lambda conn: dbconn.drop_role(conn, name), what=failures.USER, name=name)
     user.delete()
     _roles_changed(cluster)
     cluster.log_event("user-deleted", Message(N_("User “%(name)s” deleted."), name=name))
@@ -174,7 +199,9 @@ def reset_password(cluster: Cluster, name: str) -> DatabaseUser:
         )
     password = new_password()
     with transaction.atomic():
-        on_server(cluster, lambda conn: dbconn.set_password(conn, name, password))
+        on_server(
+            cluster, lambda conn: dbconn.set_password(conn, name, password), what=failures.USER, name=name
+        )
         user.password = password
         user.save(update_fields=["password_encrypted"])
     hooks.pooler.refresh_auth(cluster)  # PgBouncer's auth file holds the role's SCRAM secret
@@ -197,10 +224,12 @@ def follow_on_replicas(source: Cluster) -> None:
                     f"{__name__}.follow_here", (replica, lsn), {}, timeout=30, queue=replica.node.agent_queue
                 )
             except (ServiceError, EngineError) as exc:
+                log.warning("replica %s did not follow its source's roles: %s", replica.pk, exc)
                 replica.log_event(
                     "auth-error",
                     Message(
-                        N_("Could not update how the server authenticates PgBouncer: %(reason)s"), reason=exc
+                        N_("Could not update how the server authenticates PgBouncer: %(reason)s"),
+                        reason=failures.reason(exc),
                     ),
                     EventLevel.ERROR,
                 )
@@ -231,9 +260,14 @@ def _roles_changed(cluster: Cluster, *, follow: bool = True) -> None:
         isolation.refresh_server_auth(cluster)
         remote_members.push_auth(cluster)  # the role exists already: a refusal is an event
     except (EngineError, dbconn.DatabaseError, OSError) as exc:
+        # A program's or the system's words name the cluster's files: the log's, not the event's.
+        log.warning("the server authentication of %s was not updated: %s", cluster.pk, exc)
         cluster.log_event(
             "auth-error",
-            Message(N_("Could not update how the server authenticates PgBouncer: %(reason)s"), reason=exc),
+            Message(
+                N_("Could not update how the server authenticates PgBouncer: %(reason)s"),
+                reason=failures.reason(exc),
+            ),
             EventLevel.ERROR,
         )
     hooks.pooler.refresh_auth(cluster)

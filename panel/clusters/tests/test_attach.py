@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 
 import pytest
+from django.utils import translation
 
 from panel.clusters import services
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus
@@ -17,8 +18,9 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(autouse=True)
 def _owner_is_staff(owner):
-    """Staff attach any server they can reach and see PostgreSQL's own words; the rules for other
-    accounts are replayed in tests/security/test_web_attach.py."""
+    """Staff attach any server they can reach and see why an attempt failed (in the panel's words:
+    PostgreSQL's are the log's); the rules for other accounts are replayed in
+    tests/security/test_web_attach.py."""
     owner.is_staff = True
     owner.save()
 
@@ -82,18 +84,39 @@ def test_a_port_nobody_listens_on_is_refused_clearly(owner, transactional_db):
     server = ExternalServer("127.0.0.1", port, "doadmin", "secret", "defaultdb", "require")
     with pytest.raises(ServiceError, match="Could not connect") as refused:
         attach_cluster(owner, name="db-nowhere", server=server)
-    assert "Connection refused" in refused.value.message
-    assert str(port) in refused.value.message
+    assert refused.value.message == (
+        f"Could not connect to 127.0.0.1:{port}: nothing accepts connections there; check the host, "
+        "the port and that the server listens on TCP."
+    )
+    assert "Connection refused" not in refused.value.message  # libpq's words: the log's
     assert not Cluster.objects.exists()
 
 
-def test_attach_refusals_save_nothing(local_cluster, owner):
-    with pytest.raises(ServiceError, match='password authentication failed for user "doadmin"'):
-        attach_cluster(owner, name="db-attached", server=_server(local_cluster, password="wrong"))
-    with pytest.raises(ServiceError, match='database "nosuchdb" does not exist'):
-        attach_cluster(owner, name="db-attached", server=_server(local_cluster, database="nosuchdb"))
-    with pytest.raises(ServiceError, match="no encryption"):
-        attach_cluster(owner, name="db-attached", server=_server(local_cluster, sslmode="disable"))
+def test_attach_refusals_save_nothing(local_cluster, owner, caplog):
+    for server, sentence, server_words in [
+        (
+            _server(local_cluster, password="wrong"),
+            "the server does not accept the user “doadmin” with this password from the panel's address",
+            'password authentication failed for user "doadmin"',
+        ),
+        (
+            _server(local_cluster, database="nosuchdb"),
+            "the server has no database named “nosuchdb”",
+            'database "nosuchdb" does not exist',
+        ),
+        (
+            _server(local_cluster, sslmode="disable"),
+            "the server accepts no login of “doadmin” to “defaultdb” from the panel's address with SSL "
+            "mode “disable”",
+            "no encryption",
+        ),
+    ]:
+        with pytest.raises(ServiceError, match="Could not connect") as refused:
+            attach_cluster(owner, name="db-attached", server=server)
+        assert sentence in refused.value.message
+        assert server_words not in refused.value.message and server_words in caplog.text
+        with translation.override("de"):
+            assert "Verbindung" in refused.value.message, refused.value.message
     with pytest.raises(ServiceError) as bad:
         attach_cluster(owner, name="Bad Name", server=_server(local_cluster))
     assert bad.value.field == "name"

@@ -123,3 +123,33 @@ def test_the_command_prints_and_sets(fresh: Cluster) -> None:
     assert "deadlock_timeout                      1000 ms  (default)" in printed
     with pytest.raises(CommandError, match="between 500"):
         call_command("cluster", "config", fresh.name, "--set", "deadlock_timeout=10", stdout=io.StringIO())
+
+
+def test_a_server_stopped_behind_the_panels_back_is_said_without_libpqs_words(
+    fresh: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 38: libpq's refusal (``connection to server on socket "/…/.s.PGSQL.N" failed``) was
+    the form's error and the event's reason."""
+    from django.conf import settings
+
+    from panel.clusters.engine import isolation
+
+    user = fresh.os_user()
+    postgres.stop(fresh.version, fresh.pgdata, user=user, timeout=settings.PANEL_COMMAND_TIMEOUT)
+    try:
+        with pytest.raises(ServiceError) as refused:
+            config.update_config(fresh, {"work_mem": 8})
+    finally:
+        isolation.start_server(fresh, user, settings.PANEL_COMMAND_TIMEOUT)
+    assert refused.value.code == "config.not_applied"
+    assert refused.value.message == (
+        "The configuration was not changed: the panel's log holds the details for an administrator"
+    )
+    event = fresh.events.filter(kind="config-failed").latest("id")
+    for shown in (refused.value.message, event.shown, event.message):
+        assert str(fresh.data_root) not in shown and ".s.PGSQL" not in shown, shown
+    assert str(fresh.data_root) in caplog.text  # the words, for an administrator
+
+    # Beside it, the server back: the same change goes through.
+    assert config.update_config(fresh, {"work_mem": 8})["work_mem"] == 8
+    assert show(fresh, "work_mem") == "8MB"

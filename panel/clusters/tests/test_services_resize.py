@@ -11,6 +11,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.utils import translation
 
 from panel.clusters import tasks
 from panel.clusters.engine import cgroups, isolation, postgres
@@ -57,6 +58,16 @@ def row(owner: User) -> Cluster:
 def test_an_unknown_plan_or_the_same_plan_is_refused(row: Cluster) -> None:
     assert "db-s-64vcpu-1tb" in refused(row, "db-s-64vcpu-1tb").message
     assert "already on plan db-s-2vcpu-4gb" in refused(row, "db-s-2vcpu-4gb").message
+
+
+@pytest.mark.django_db
+def test_an_unknown_plan_is_refused_in_the_readers_language_with_a_code(row: Cluster) -> None:
+    refusal = refused(row, "db-s-64vcpu-1tb")
+    assert refusal.code == "cluster.plan_unknown"
+    with translation.override("de"):
+        assert refusal.message.startswith("Unbekannter Plan 'db-s-64vcpu-1tb'"), refusal.message
+    # Beside it: a plan that exists passes the same check.
+    assert resize.check_resize(row, "db-s-4vcpu-8gb").slug == "db-s-4vcpu-8gb"
 
 
 @pytest.mark.django_db

@@ -17,6 +17,7 @@ from django.utils.translation import gettext as _
 
 from panel.accounts.services import account_language
 from panel.clusters.models import Cluster, EventLevel
+from panel.clusters.services import failures
 from panel.core.errors import N_, Message, ServiceError, words
 from panel.insights.models import AlertKind, AlertRule, AlertState
 
@@ -182,8 +183,11 @@ def notify_owner(
         )
     except Exception as exc:  # an unreachable mail server must not stop the collection
         log.warning("insights: alert email for %s failed: %s", cluster.pk, exc)
+        # The mail server's or the system's words (English, its host and reply): the log's.
         cluster.log_event(
-            "alert-email", Message(N_("Could not send the alert email: %(r)s"), r=exc), EventLevel.ERROR
+            "alert-email",
+            Message(N_("Could not send the alert email: %(r)s"), r=failures.reason(exc)),
+            EventLevel.ERROR,
         )
         return False
     return True

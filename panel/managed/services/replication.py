@@ -14,6 +14,7 @@ from psycopg import sql
 
 from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster, DatabaseUser
+from panel.clusters.services import failures
 from panel.clusters.services.lifecycle import require_local
 from panel.core import runas
 from panel.core.agent import on_node
@@ -121,7 +122,8 @@ def set_replication(cluster: Cluster, name: str, allow: bool) -> bool:
                 log.warning("replication.conf of %s not restored", cluster.pk)
         if isinstance(exc, ServiceError):
             raise
-        raise ServiceError(str(exc), code="user.replication_failed") from None
+        # The server's words (English, whatever the reader's language): the log's.
+        raise failures.refused_change(cluster.pk, exc, what=failures.USER, name=name) from None
     cluster.log_event(
         "user-replication",
         Message(

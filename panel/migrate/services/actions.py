@@ -170,7 +170,9 @@ def run_migration(migration_id: str) -> None:
         log.warning("migration %s into %s failed: %s", migration.pk, cluster.name, detail)
         # A server's own words can name paths of the panel's machines (a socket directory, the
         # source's password file): the user reads a plain reason, the panel's log the detail.
-        reason = str(Message(STATEMENT_FAILED)) if isinstance(exc, dbconn.DatabaseError) else detail
+        # pg_dump's and pg_restore's lines (an EngineError) too: their English text, the socket
+        # or the address they used.
+        reason = detail if isinstance(exc, ServiceError) else str(Message(STATEMENT_FAILED))
         _undo(migration, drop_created=True)
         migration.refresh_from_db()
         if migration.is_active:

@@ -28,7 +28,7 @@ from psycopg import sql
 from panel.clusters.engine import dbconn
 from panel.clusters.lib import libpq
 from panel.clusters.lib.hosts import InvalidHost, validate_host
-from panel.clusters.services import attach, destinations
+from panel.clusters.services import attach, destinations, failures
 from panel.core.errors import N_, ServiceError
 from panel.env import env_int
 from panel.migrate.lib import source as source_lib
@@ -137,10 +137,13 @@ def connect(
                 )
             )
         except dbconn.DatabaseError as exc:
+            # libpq's words are English and may name the panel's files (its CA bundle): the log's.
+            log.info("migration source %s:%s unreachable: %s", source.host, source.port, exc)
+            reason = failures.connecting(exc, user=source.username, database=dbname, sslmode=source.sslmode)
             raise ServiceError(
                 N_("Could not connect to the source server: %(reason)s"),
                 code="migration.source_unreachable",
-                params={"reason": str(exc)},
+                params={"reason": reason},
             ) from None
         if not attach.password_was_used(conn):
             raise ServiceError(

@@ -91,6 +91,9 @@ def test_api_refuses_each_bad_source_with_its_code(
         assert (got_status, got["id"]) == (status, code), (body, got)
         assert got["message"] and got["request_id"]
         assert SOURCE_PASSWORD not in got["message"]
+        # libpq's and the server's English words are the log's (issue 38).
+        for words in ("password authentication failed", "Connection refused", "FATAL", ".s.PGSQL"):
+            assert words not in got["message"], got
     _nothing_made(logical_source, replica_source)
 
     # Reads and stops: none yet, an unknown id, a read-only token, another account's cluster.
