@@ -368,18 +368,15 @@ if PANEL_PROCESS_ROLE not in ("all", "web", "agent"):
 PANEL_NODE_NAME = env_str("PANEL_NODE_NAME", "local")
 # The API's requests per hour per token (the managed service's limit), counted in Redis.
 PANEL_API_RATE_LIMIT = env_int("PANEL_API_RATE_LIMIT", 5000, minimum=1)
-# The node agent's heartbeat (seconds between two), and the silence after which the node's
-# clusters show as "unknown" and new clusters are not placed there.
+# The agent's heartbeat (seconds between two); the silence after which its clusters show as unknown.
 PANEL_NODE_HEARTBEAT_SECONDS = env_int("PANEL_NODE_HEARTBEAT_SECONDS", 10, minimum=1)
 PANEL_NODE_DEAD_AFTER = env_int("PANEL_NODE_DEAD_AFTER", 45, minimum=2)
-# The capacity a node agent registers its node with the first time (0: measured: the machine's
-# memory, and 2 vCPUs per core, since a plan's vCPUs are a CPU quota that may share cores).
-# `manage.py node add` sets them explicitly.
+# The capacity a node registers with the first time (0: the machine's memory, 2 vCPUs a core: a
+# plan's vCPUs are a CPU quota that may share cores); `manage.py node add` sets them explicitly.
 PANEL_NODE_RAM_GB = env_int("PANEL_NODE_RAM_GB", 0, minimum=0)
 PANEL_NODE_VCPUS = env_int("PANEL_NODE_VCPUS", 0, minimum=0)
-# The disk a node needs free in its data directory to take a new server (GB): its files and first
-# WAL (about 60 MB measured, docs/nodes.md) with room to write. Not a reservation: plans' disks
-# are limits the clusters are held to, not added up against the node's.
+# The disk (GB) a node needs free to take a new server: its files and first WAL (about 60 MB,
+# docs/nodes.md) with room to write. Not a reservation: plans' disks are not added up.
 PANEL_NODE_MIN_FREE_DISK_GB = env_positive("PANEL_NODE_MIN_FREE_DISK_GB", 1.0)
 CELERY_BEAT_SCHEDULE_FILENAME = str(PANEL_DATA_DIR / files.DB_DIR / "celerybeat-schedule")
 
