@@ -358,10 +358,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 3, "socket_timeout"
 # Beat runs anywhere and touches no cluster: what it sends, and how often (panel/schedule.py).
 CELERY_BEAT_SCHEDULE = beat_schedule(PANEL_RECONCILE_SECONDS, PANEL_METRICS_INTERVAL, PANEL_LOGSINK_SECONDS)
 
-# What this process may touch (panel/core/agent.py): "all" runs work on a cluster's processes,
-# sockets and files in place (the tests, manage.py); "web" sends it to the node agent and waits
-# (make run's gunicorn, which as root runs as PANEL_WEB_USER and can open none of them);
-# "agent" is the worker consuming the node's queue, node.<PANEL_NODE_NAME>.
+# What this process may touch (panel/core/agent.py): "all" works on a cluster's processes, sockets
+# and files in place (tests, manage.py); "web" sends that to the node agent and waits (make run's
+# gunicorn, as PANEL_WEB_USER); "agent" is the worker of the node's queue, node.<PANEL_NODE_NAME>.
 PANEL_PROCESS_ROLE = env_str("PANEL_PROCESS_ROLE", "all")
 if PANEL_PROCESS_ROLE not in ("all", "web", "agent"):
     raise ValueError(f"PANEL_PROCESS_ROLE must be all, web or agent, not {PANEL_PROCESS_ROLE!r}")
