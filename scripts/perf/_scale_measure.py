@@ -7,6 +7,7 @@ import pwd
 import socket
 import statistics
 import subprocess
+import sys
 import threading
 import time
 from collections import defaultdict
@@ -152,6 +153,61 @@ def _timed(job: Any, cycles: int) -> tuple[float, list[float]]:
     return statistics.median(times), times
 
 
+def _busy() -> float:
+    """Core-seconds the whole machine has spent busy (neither idle nor waiting for the disk)."""
+    times = psutil.cpu_times()
+    return sum(times) - times.idle - getattr(times, "iowait", 0.0)
+
+
+def profile_collect(top: int = 30) -> None:
+    """One more collection under cProfile (every thread's work: the pool's threads are profiled
+    through threading.setprofile), printed by own time."""
+    import cProfile
+    import pstats
+
+    from panel.insights import services as insights
+
+    profiles: list[cProfile.Profile] = []
+
+    def start(*_args: Any) -> None:
+        profile = cProfile.Profile()
+        profiles.append(profile)
+        threading.setprofile(None)
+        sys.setprofile(None)
+        profile.enable()
+
+    threading.setprofile(start)
+    main = cProfile.Profile()
+    main.enable()
+    try:
+        insights.collect_all()
+    finally:
+        main.disable()
+        threading.setprofile(None)
+    for profile in profiles:
+        profile.disable()
+    stats = pstats.Stats(main)
+    for profile in profiles:
+        stats.add(profile)
+    print("where one collection spent its CPU (own time, every thread):")
+    stats.sort_stats("tottime").print_stats(top)
+    print("the same, the panel's own functions by time spent in them and what they called:")
+    stats.sort_stats("cumulative").print_stats("/panel/", top)
+
+
+def _servers_cpu(uids: set[int]) -> float:
+    """Core-seconds the clusters' processes have used: each live one's own, plus what the ended
+    ones (the collector's backends) left in their parent's children times."""
+    total = 0.0
+    for proc in psutil.process_iter(["uids", "cpu_times"]):
+        info = proc.info
+        if info["uids"] is None or info["uids"].real not in uids or info["cpu_times"] is None:
+            continue
+        times = info["cpu_times"]
+        total += times.user + times.system + times.children_user + times.children_system
+    return total
+
+
 def periodic(made: list[Any], cycles: int) -> dict[str, Any]:
     """Each periodic job ``cycles`` times (median); the collection also says how many clusters it
     read at once (at most)."""
@@ -187,10 +243,16 @@ def periodic(made: list[Any], cycles: int) -> dict[str, Any]:
             stored[-1] += time.perf_counter() - started
 
     down: list[str] = []
+    # What limits a cycle: the machine's cores busy during it, and how much of that was this
+    # process (the collector's threads: connecting, reading, storing) rather than the servers.
+    cpu: list[tuple[float, float, float]] = []  # machine busy, this process, the servers: core-s
+    uids = {pwd.getpwnam(cluster.os_user_name).pw_uid for cluster in made}
 
     def collect() -> None:
         stored.append(0.0)
+        machine, own, servers = _busy(), time.process_time(), _servers_cpu(uids)
         snaps = insights.collect_all()
+        cpu.append((_busy() - machine, time.process_time() - own, _servers_cpu(uids) - servers))
         down.extend(k for k, s in snaps.items() if not s.up.get("postgres"))
 
     collection._collect_in_thread, collection.store = counted, timed_store
@@ -200,6 +262,9 @@ def periodic(made: list[Any], cycles: int) -> dict[str, Any]:
         collection._collect_in_thread, collection.store = inner, inner_store
     result: dict[str, Any] = {"collect": collect_s, "collect all": collect_all, "peak": peak}
     result["stored"] = statistics.median(stored)
+    result["cpu busy"] = statistics.median(row[0] for row in cpu)
+    result["cpu own"] = statistics.median(row[1] for row in cpu)
+    result["cpu servers"] = statistics.median(row[2] for row in cpu)
     result["workers"] = insights.collect_workers()
     result["down"] = sorted(set(down))
     for name, job in (
@@ -279,6 +344,10 @@ def report(
         f" s, of which storing {cycles['stored']:.2f} s (one thread);"
         f" {cycles['peak']} clusters read at once at most ({cycles['workers']} threads)"
         + (f"; not answering: {', '.join(cycles['down'])}" if cycles["down"] else ""),
+        f"collect CPU: the machine busy {cycles['cpu busy']:.1f} core-s of"
+        f" {cycles['collect'] * (os.cpu_count() or 1):.1f} ({os.cpu_count()} cores × the median cycle),"
+        f" of which this process (the collector's threads) {cycles['cpu own']:.1f} core-s,"
+        f" the clusters' servers {cycles['cpu servers']:.1f} core-s, the rest the machine's other work",
     ]
     for name in ("reconcile", "quota", "logsink"):
         lines.append(

@@ -55,6 +55,9 @@ def main() -> None:
     parser.add_argument("--ha", type=int, default=0, help="clusters with two standbys besides")
     parser.add_argument("--rounds", type=int, default=7, help="requests per page (median)")
     parser.add_argument("--cycles", type=int, default=3, help="runs of each periodic job (median)")
+    parser.add_argument(
+        "--profile-collect", action="store_true", help="also print where one collection spent its CPU"
+    )
     args = parser.parse_args()
     if args.clusters < 1 or args.ha < 0:
         sys.exit("--clusters must be at least 1, --ha at least 0")
@@ -104,6 +107,8 @@ def main() -> None:
         print(measure.provision_line(provision))
         time.sleep(5)  # idle: the first checkpoint and autovacuum's first look are over
         cycles = measure.periodic(made, args.cycles)
+        if args.profile_collect:
+            measure.profile_collect()
         memory, shared = measure.memory(made, str(settings.PANEL_DATA_DIR))
         disk = measure.disk(made)
         full = timer.measure(made[0], clusters=len(made))

@@ -66,7 +66,7 @@ def collect(target: Target, *, budget: float = BUDGET_SECONDS, now: dt.datetime 
         snap.up[POSTGRES] = False
         snap.errors[POSTGRES] = str(exc)
         databases = []
-    if databases:
+    if snap.up[POSTGRES]:
         if target.members or target.replicas:
             try:
                 collect_replication(snap, target, deadline)
