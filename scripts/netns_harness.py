@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # netns_slots, also wh
 
 from netns_slots import (  # noqa: E402
     IP_TIMEOUT,
+    MARK,
     NETNS_DIR,
     NETWORK,
     OPERATOR,
@@ -71,6 +72,8 @@ __all__ = [
     "_locked",
     "_start_time",
     "alive",
+    "existing",
+    "operator_up",
     "claim",
     "harness",
     "ip",
@@ -82,6 +85,7 @@ __all__ = [
     "prefix_of",
     "remains",
     "remove",
+    "stopped",
 ]
 
 CLONE_NEWNET = 0x40000000
@@ -223,7 +227,7 @@ class Harness:
             for pid in found:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGSTOP)
-            if all(_stopped(pid) for pid in found) and set(self.pids(node)) <= set(found):
+            if all(stopped(pid) for pid in found) and set(self.pids(node)) <= set(found):
                 return found
             if time.monotonic() > deadline:
                 raise HarnessError(f"{node.namespace}: not every process stopped within {timeout} s")
@@ -242,7 +246,7 @@ class Harness:
         ip("link", "set", node.veth, "up")
 
 
-def _stopped(pid: int) -> bool:
+def stopped(pid: int) -> bool:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -263,3 +267,31 @@ def harness(nodes: int = 3, slots: Iterable[int] = TEST_SLOTS) -> Iterator[Harne
         yield made
     finally:
         made.close()
+
+
+def operator_up(nodes: int, slot: int = OPERATOR_SLOT) -> Harness:
+    """The operator's harness in ``slot``, left up (``down`` removes it); a failed step removes
+    what it made."""
+    made = Harness(claim(nodes, [slot], f"{MARK} run={OPERATOR}"), OPERATOR)
+    try:
+        made.build()
+    except BaseException:
+        made.close()
+        raise
+    return made
+
+
+def existing(slot: int) -> Harness | None:
+    """The harness now in ``slot`` (any owner's), to act on its nodes; None: there is none."""
+    prefix = prefix_of(slot)
+    indexes = sorted(
+        int(name.rsplit("-n", 1)[1]) for name in namespaces(prefix) if name[len(prefix) :][:2] == "-n"
+    )
+    if not indexes:
+        return None
+    layout = Layout(slot, max(indexes))
+    tag = owner(slot) or ""
+    token = dict(w.split("=", 1) for w in tag.split() if "=" in w).get("run", "")
+    made = Harness(layout, token)
+    made.nodes = [Node(i, layout.namespace(i), layout.node_address(i), layout.veth(i)) for i in indexes]
+    return made
