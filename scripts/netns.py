@@ -35,7 +35,7 @@ def _status() -> int:
             continue
         found = True
         layout = nh.Layout(slot, 1)
-        who = "operator" if tag and f"run={nh.OPERATOR}" in tag else (tag or "no bridge")
+        who = "operator" if nh.by_operator(tag) else (tag or "no bridge")
         state = "up" if nh.alive(tag) else "LEFTOVER of a run that is gone (the next claim removes it)"
         print(
             f"slot {slot} ({prefix}): {layout.network}, root side {layout.root_address}; {state}; owner {who}"
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "down":
             tag = nh.owner(args.slot)
-            if nh.alive(tag) and f"run={nh.OPERATOR}" not in (tag or ""):
+            if nh.alive(tag) and not nh.by_operator(tag):
                 raise nh.HarnessError(f"slot {args.slot} belongs to a running test ({tag}): not removed")
             nh.remove(nh.prefix_of(args.slot))
             print(f"slot {args.slot}: removed")

@@ -47,6 +47,7 @@ from netns_slots import (  # noqa: E402
     _locked,
     _start_time,
     alive,
+    by_operator,
     claim,
     ip,
     links,
@@ -57,6 +58,7 @@ from netns_slots import (  # noqa: E402
     prefix_of,
     remains,
     remove,
+    run_token,
 )
 
 __all__ = [
@@ -72,6 +74,7 @@ __all__ = [
     "_locked",
     "_start_time",
     "alive",
+    "by_operator",
     "existing",
     "operator_up",
     "claim",
@@ -85,6 +88,7 @@ __all__ = [
     "prefix_of",
     "remains",
     "remove",
+    "run_token",
     "stopped",
 ]
 
@@ -272,7 +276,8 @@ def harness(nodes: int = 3, slots: Iterable[int] = TEST_SLOTS) -> Iterator[Harne
 def operator_up(nodes: int, slot: int = OPERATOR_SLOT) -> Harness:
     """The operator's harness in ``slot``, left up (``down`` removes it); a failed step removes
     what it made."""
-    made = Harness(claim(nodes, [slot], f"{MARK} run={OPERATOR}"), OPERATOR)
+    token = f"{OPERATOR}-{secrets.token_hex(6)}"
+    made = Harness(claim(nodes, [slot], f"{MARK} run={token}"), token)
     try:
         made.build()
     except BaseException:
@@ -290,8 +295,6 @@ def existing(slot: int) -> Harness | None:
     if not indexes:
         return None
     layout = Layout(slot, max(indexes))
-    tag = owner(slot) or ""
-    token = dict(w.split("=", 1) for w in tag.split() if "=" in w).get("run", "")
-    made = Harness(layout, token)
+    made = Harness(layout, run_token(owner(slot)))
     made.nodes = [Node(i, layout.namespace(i), layout.node_address(i), layout.veth(i)) for i in indexes]
     return made

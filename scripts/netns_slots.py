@@ -10,8 +10,8 @@ its prefix (``pgn9``: the bridge ``pgn9-br``, the root-side ends ``pgn9-v1``…,
 A run claims a slot by creating its bridge under a lock file, with its owner (a run token, the
 pid and the pid's start time) in the bridge's alias. A slot whose owner is gone is a crashed run's
 leftover: every claim removes those of the slots it may take (their processes killed, namespaces
-and links deleted) before it takes the first free one. The operator's harness (``operator`` as
-owner) is never taken for a leftover; ``scripts/netns.py down`` removes it.
+and links deleted) before it takes the first free one. The operator's harness (``operator-…`` as
+run token) is never taken for a leftover; ``scripts/netns.py down`` removes it.
 """
 
 from __future__ import annotations
@@ -152,13 +152,27 @@ def owner_tag(token: str, pid: int | None = None) -> str:
     return f"{MARK} run={token} pid={pid} start={_start_time(pid)}"
 
 
+def _words(tag: str | None) -> dict[str, str]:
+    return dict(word.split("=", 1) for word in (tag or "").split() if "=" in word)
+
+
+def run_token(tag: str | None) -> str:
+    """The run token an owner's tag names ("" for none)."""
+    return _words(tag).get("run", "")
+
+
+def by_operator(tag: str | None) -> bool:
+    """Whether the tag is of a harness scripts/netns.py made (``run=operator-…``)."""
+    return run_token(tag).startswith(OPERATOR + "-")
+
+
 def alive(tag: str | None) -> bool:
     """Whether the owner a bridge names still runs (the operator's harness always does)."""
     if tag is None:
         return False
-    words = dict(word.split("=", 1) for word in tag.split() if "=" in word)
-    if words.get("run") == OPERATOR:
+    if by_operator(tag):
         return True
+    words = _words(tag)
     pid = words.get("pid", "")
     return pid.isdigit() and _start_time(int(pid)) == words.get("start")
 

@@ -193,3 +193,32 @@ def test_a_harness_refuses_more_nodes_than_its_slot_holds() -> None:
     ]
     assert str(nh.Layout(15, 1).network) == "198.18.0.240/28"
     assert all(len(name) <= 15 for name in (nh.Layout(15, 4).bridge, nh.Layout(15, 4).veth(4)))
+
+
+def _script(*args: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, str(ROOT / "scripts" / "netns.py"), *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+
+
+def test_the_operators_script_brings_nodes_up_shows_them_and_takes_them_down() -> None:
+    # Slots 1-3: neither the operator's 0 nor the tests' own; another session may hold one.
+    slot = next(
+        (s for s in (1, 2, 3) if _script("up", "--nodes", "2", "--slot", str(s)).returncode == 0), None
+    )
+    assert slot is not None, "slots 1-3 all held"
+    try:
+        layout = nh.Layout(slot, 2)
+        status = _script("status").stdout
+        assert (
+            f"slot {slot} (pgn{slot}): {layout.network}, root side {layout.root_address}; up; owner operator"
+            in status
+        )
+        assert f"node 2: {layout.node_address(2)} in {layout.namespace(2)}, link UP" in status
+        shown = _script("exec", "--slot", str(slot), "2", "--", "ip", "-br", "-4", "addr", "show", "eth0")
+        assert f"{layout.node_address(2)}/28" in shown.stdout
+        assert _script("up", "--nodes", "2", "--slot", str(slot)).returncode == 1, "a held slot is refused"
+        token = nh.run_token(nh.owner(slot))
+        assert nh.by_operator(nh.owner(slot)) and nh.remains(nh.prefix_of(slot), token)
+    finally:
+        assert _script("down", "--slot", str(slot)).returncode == 0
+    assert nh.remains(nh.prefix_of(slot), token) == []
