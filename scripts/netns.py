@@ -40,8 +40,8 @@ def _status() -> int:
         print(
             f"slot {slot} ({prefix}): {layout.network}, root side {layout.root_address}; {state}; owner {who}"
         )
-        for node in harness.nodes if harness else []:
-            pids = harness.pids(node)
+        for node in harness.nodes if harness is not None else []:
+            pids = nh.pids(node.namespace)
             frozen = bool(pids) and all(nh.stopped(pid) for pid in pids)
             link = [row for row in nh.links(prefix) if row["ifname"] == node.veth]
             link_state = link[0].get("operstate", "?") if link else "missing"
@@ -104,8 +104,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "exec":
             command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
             return subprocess.run(harness.command(node, command)).returncode
-        action = {"freeze": harness.freeze, "thaw": harness.thaw, "link-down": harness.link_down}
-        action.get(args.command, harness.link_up)(node)
+        if args.command == "freeze":
+            harness.freeze(node)
+        elif args.command == "thaw":
+            harness.thaw(node)
+        elif args.command == "link-down":
+            harness.link_down(node)
+        else:
+            harness.link_up(node)
         print(f"node {node.index} ({node.address}): {args.command} done")
         return 0
     except (nh.HarnessError, ValueError) as exc:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import json
 import os
 import secrets
@@ -135,7 +136,7 @@ class Harness:
             ip("netns", "add", node.namespace)
             self.nodes.append(node)
             for key in ("all", "default"):
-                self._in_namespace(node, lambda key=key: _no_ipv6(key))
+                self._in_namespace(node, functools.partial(_no_ipv6, key))
             ip("link", "add", node.veth, "type", "veth", "peer", "name", "eth0", "netns", node.namespace)
             ip("link", "set", node.veth, "alias", self.token)
             _no_ipv6(node.veth)
@@ -148,6 +149,9 @@ class Harness:
     def close(self) -> None:
         """Everything removed (the processes in the namespaces first), the children reaped."""
         try:
+            for child in self.children:  # also one that has not entered its namespace yet
+                with contextlib.suppress(ProcessLookupError):
+                    child.kill()
             remove(self.layout.prefix)
         finally:
             for child in self.children:
@@ -163,9 +167,16 @@ class Harness:
         return [_ip_binary(), "netns", "exec", node.namespace, *argv]
 
     def popen(self, node: Node, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
-        """``argv`` started in the node's namespace (``ip netns exec`` execs it: same pid)."""
+        """``argv`` started in the node's namespace (``ip netns exec`` execs it: same pid),
+        returned once it is in there (so a freeze right after finds it) or has ended."""
         child = subprocess.Popen(self.command(node, argv), **kwargs)
         self.children.append(child)
+        inside = os.stat(NETNS_DIR / node.namespace).st_ino
+        deadline = time.monotonic() + IP_TIMEOUT
+        while child.poll() is None and _net_namespace(child.pid) != inside:
+            if time.monotonic() > deadline:
+                raise HarnessError(f"{argv[0]} did not enter {node.namespace} within {IP_TIMEOUT} s")
+            time.sleep(0.002)
         return child
 
     def run(
@@ -200,13 +211,13 @@ class Harness:
             raise result["error"]
         return result["value"]  # type: ignore[no-any-return]
 
-    def socket(self, node: Node) -> socket.socket:
+    def tcp_socket(self, node: Node) -> socket.socket:
         """A TCP socket of the node's namespace."""
         return self._in_namespace(node, lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM))
 
     def connect(self, node: Node, host: str, port: int, timeout: float) -> socket.socket:
         """A TCP connection from the node to ``host:port``; OSError when it fails."""
-        sock = self.socket(node)
+        sock = self.tcp_socket(node)
         sock.settimeout(timeout)
         try:
             sock.connect((host, port))
@@ -248,6 +259,13 @@ class Harness:
 
     def link_up(self, node: Node) -> None:
         ip("link", "set", node.veth, "up")
+
+
+def _net_namespace(pid: int) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}/ns/net").st_ino
+    except OSError:
+        return None
 
 
 def stopped(pid: int) -> bool:

@@ -155,7 +155,8 @@ def test_a_frozen_leaders_node_is_replaced_and_an_acknowledged_write_survives_it
     assert wait_for(read_back, CATCH_UP_TIMEOUT, interval=0.1), (
         f"{old} never read back the write after it thawed"
     )
-    assert etcd.leader_seen_by([etcd.url_of(lost)]) == new[0], "the thawed member follows the new leader"
+    # It follows a leader among the other two (new[0], unless a later election moved it again).
+    assert etcd.leader_seen_by([etcd.url_of(lost)]) not in (None, old), "the thawed member follows another"
     print(f"new leader {new[0]} {took:.1f} s after {old}'s node froze")
 
 

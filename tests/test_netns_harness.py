@@ -109,14 +109,19 @@ def test_a_frozen_node_stops_answering_and_answers_once_thawed(listening: Any) -
     assert _answer(listening, one, two) == b"ok\n"
 
 
-def test_a_node_whose_link_is_down_is_cut_off_until_it_is_up(listening: Any) -> None:
+def test_a_node_whose_link_is_down_is_cut_off_until_it_is_up(
+    listening: Any, root_listener: socket.socket
+) -> None:
     one, two = listening.node(1), listening.node(2)
     listening.link_down(two)
     try:
         with pytest.raises(OSError):
             listening.connect(one, two.address, 7000, SILENCE)
         with pytest.raises(OSError):
-            listening.connect(two, listening.layout.root_address, 7000, SILENCE)
+            listening.connect(two, listening.layout.root_address, root_listener.getsockname()[1], SILENCE)
+        root_listener.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            root_listener.accept()
     finally:
         listening.link_up(two)
 
