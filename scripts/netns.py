@@ -29,8 +29,8 @@ def _status() -> int:
     found = False
     for slot in nh.SLOTS:
         prefix = nh.prefix_of(slot)
+        tag = nh.owner(slot)  # first: a harness being removed loses its bridge last
         harness = nh.existing(slot)
-        tag = nh.owner(slot)
         if harness is None and tag is None and not nh.links(prefix):
             continue
         found = True
