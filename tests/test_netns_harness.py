@@ -72,6 +72,7 @@ def test_a_node_reaches_nothing_outside_its_slot(netns: Any) -> None:
     routes = json.loads(nh.ip("-n", node.namespace, "-j", "-4", "route", "show", "table", "all"))
     main = [route["dst"] for route in routes if route.get("table", "main") == "main"]
     assert main == [str(netns.layout.network)], "a namespace has its slot's route and no other"
+    assert not [route for route in routes if route["dst"] == "default"], "no default route in any table"
 
     # Root's loopback: the namespace's own 127.0.0.1 refuses, and root's listener sees nothing.
     with socket.create_server(("127.0.0.1", 0)) as server:
