@@ -2,7 +2,8 @@
 
 The fixtures themselves live in ``tests/fixtures/`` by concern (registered below): the personas
 (``people``), real Redis, Celery workers and node agents (``processes``), real clusters
-(``clusters``) and the session's two-member cluster (``ha_pair``).
+(``clusters``), the session's two-member cluster (``ha_pair``) and nodes with addresses of
+their own in network namespaces (``netns``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ pytest_plugins = [
     "tests.fixtures.processes",
     "tests.fixtures.clusters",
     "tests.fixtures.ha_pair",
+    "tests.fixtures.netns",
 ]
 
 ROOT = Path(__file__).resolve().parent

@@ -28,9 +28,16 @@ FAR_NETWORK = "198.18.0.64/26"
 FAR_NODE_ADDRESS, FAR_NODE_PRIVATE, FAR_ELSEWHERE = "198.18.0.77", "198.18.0.78", "198.18.0.79"
 
 
+# The network-namespace harness's bridges (scripts/netns_slots.py) have addresses in this range
+# while another test process runs one: never this machine's own, as they go with that test.
+HARNESS_NETWORK = ipaddress.ip_network("198.18.0.0/24")
+
+
 def _usable(text: str) -> bool:
     address = ipaddress.ip_address(text)
-    return not (address.is_loopback or address.is_link_local or address.is_multicast)
+    return not (
+        address.is_loopback or address.is_link_local or address.is_multicast or address in HARNESS_NETWORK
+    )
 
 
 @contextmanager

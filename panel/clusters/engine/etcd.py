@@ -167,8 +167,11 @@ def members(urls: Sequence[str], tls: etcd_lib.TlsPaths) -> list[etcd_lib.EtcdMe
 
 
 def leader(urls: Sequence[str], tls: etcd_lib.TlsPaths) -> str:
-    """The id (hex) of the member that leads now, as the first member that answers sees it."""
+    """The id (hex) of the member that leads now, as the first member that answers sees it; an
+    EngineError while it knows none (during an election its status has no ``leader``)."""
     data = call(urls, "/v3/maintenance/status", {}, tls)
+    if not int(data.get("leader") or 0):
+        raise EngineError("the etcd member that answered knows no leader now (an election)")
     return f"{int(data['leader']):x}"
 
 
