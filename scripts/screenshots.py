@@ -23,6 +23,8 @@ CHROMIUM = "/usr/bin/chromium"
 WIDTH, HEIGHT = 1280, 800
 USER, PASSWORD = "screens", "screens-password-1"
 LANGUAGES = (("en", "en-US"), ("de", "de-DE"))
+# PANEL_SCREENSHOT_JPEG=70: JPEG at that quality instead of PNG (a tenth of the size).
+JPEG_QUALITY = int(os.environ.get("PANEL_SCREENSHOT_JPEG", "0") or 0)
 HTMX_BUSY = ".htmx-request, .htmx-swapping, .htmx-settling, .htmx-added"
 
 
@@ -126,8 +128,13 @@ def test_screenshots(live_server, transactional_db) -> None:  # noqa: ANN001  (p
                     page.goto(url)
                     page.wait_for_load_state("networkidle")
                     page.wait_for_function(f"() => !document.querySelector({HTMX_BUSY!r})")
-                    target = output / f"{language}-{index:02d}-{_name(url)}.png"
-                    page.screenshot(path=str(target), full_page=True)
+                    stem = f"{language}-{index:02d}-{_name(url)}"
+                    if JPEG_QUALITY:  # smaller files for a repository or a note
+                        target = output / f"{stem}.jpg"
+                        page.screenshot(path=str(target), full_page=True, type="jpeg", quality=JPEG_QUALITY)
+                    else:
+                        target = output / f"{stem}.png"
+                        page.screenshot(path=str(target), full_page=True)
                     saved.append(target)
                 context.close()
             browser.close()

@@ -132,6 +132,13 @@ def remove_all(owner: Any) -> None:
         except Exception as exc:  # noqa: BLE001 - go on with the others; say which one stayed
             print(f"could not remove {cluster.name}: {exc}", flush=True)
     print(f"removed {removed} clusters", flush=True)
+    # The node's etcd (made for the clusters with standbys) outlives its last cluster: stop it
+    # before its data directory goes, or it holds its ports, with this run's certificates, for
+    # whatever starts next on them (a test run's etcd found it there and could not start).
+    from panel.clusters.engine import patroni
+    from panel.clusters.services import ha
+
+    patroni.stop_etcd(ha.etcd_data_dir())
 
 
 def provision_line(seconds: list[float]) -> str:

@@ -221,11 +221,11 @@ def test_a_closed_port_an_open_port_a_wrong_password_and_a_bad_name_look_alike(
     ]
     # Every failure takes at least PANEL_ATTACH_FAILURE_SECONDS, so timing tells nothing either.
     assert min(took) >= 1, took
-    # Staff see PostgreSQL's own words.
+    # Staff see why, each failure its own reason in the panel's words (libpq's go to the log).
     page = staff_client.post(reverse("clusters:attach"), _form(server, port=str(closed))).content.decode()
-    assert "Connection refused" in page
+    assert "nothing accepts connections there" in page and "Connection refused" not in page
     page = staff_client.post(reverse("clusters:attach"), _form(server, password="wrong")).content.decode()
-    assert "password authentication failed" in page
+    assert "does not accept the user" in page and "password authentication failed" not in page
 
 
 def test_a_server_that_lets_the_user_in_without_a_password_is_refused_unless_staff(

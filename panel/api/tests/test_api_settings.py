@@ -80,7 +80,7 @@ def test_num_nodes_with_the_same_size_queues_the_change_of_members(
         ),
         ({"size": "db-s-2vcpu-4gb", "num_nodes": 4}, 422, "cluster.num_nodes_range", "1 to 3 nodes"),
         ({"size": "db-s-2vcpu-4gb", "num_nodes": 0}, 422, "cluster.num_nodes_range", "not 0"),
-        ({"size": "db-s-64vcpu-1tb"}, 422, "unprocessable_entity", "db-s-64vcpu-1tb"),
+        ({"size": "db-s-64vcpu-1tb"}, 422, "cluster.plan_unknown", "db-s-64vcpu-1tb"),
         ({"size": "db-s-2vcpu-4gb"}, 422, "resize.same_plan", "already on plan"),
         ({"num_nodes": 1}, 422, "unprocessable_entity", "size"),
     ],

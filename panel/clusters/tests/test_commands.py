@@ -214,7 +214,7 @@ def test_attach_reads_the_password_from_pgpassword(
         "defaultdb",
     ]
     monkeypatch.setenv("PGPASSWORD", "wrong-password")
-    with pytest.raises(CommandError, match="password authentication failed"):
+    with pytest.raises(CommandError, match="does not accept the user “doadmin” with this password"):
         run("cluster", "attach", "--name", "ext-db", "--owner", "alice", *args)
 
     monkeypatch.setenv("PGPASSWORD", details.password)

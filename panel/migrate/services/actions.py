@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from panel.clusters.engine import dbconn, postgres
+from panel.clusters.lib import refusals
 from panel.clusters.models import Cluster, DatabaseUser
 from panel.clusters.services import ha, roles
 from panel.core import taskqueue
@@ -170,9 +171,14 @@ def run_migration(migration_id: str) -> None:
         log.warning("migration %s into %s failed: %s", migration.pk, cluster.name, detail)
         # A server's own words can name paths of the panel's machines (a socket directory, the
         # source's password file): the user reads a plain reason, the panel's log the detail.
-        # pg_dump's and pg_restore's lines (an EngineError) too: their English text, the socket
-        # or the address they used.
-        reason = detail if isinstance(exc, ServiceError) else str(Message(STATEMENT_FAILED))
+        # pg_dump's and pg_restore's lines (an EngineError) are about the user's own objects
+        # ("relation … already exists"): they stay, without the paths they name.
+        if isinstance(exc, ServiceError):
+            reason = detail
+        elif isinstance(exc, EngineError):
+            reason = refusals.without_paths(detail)
+        else:
+            reason = str(Message(STATEMENT_FAILED))
         _undo(migration, drop_created=True)
         migration.refresh_from_db()
         if migration.is_active:
