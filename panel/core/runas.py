@@ -27,7 +27,12 @@ log = logging.getLogger(__name__)
 
 class EngineError(Exception):
     """A program the panel runs (PostgreSQL's, PgBouncer, useradd) failed; the message carries
-    its own words for the user."""
+    its own words. ``words``: the same said by the panel (a coded Message a page may show, where
+    the program's text goes to the log only; read by clusters.services.failures)."""
+
+    def __init__(self, *args: object, words: object = None) -> None:
+        super().__init__(*args)
+        self.words = words
 
 
 class SpawnOptions(TypedDict, total=False):

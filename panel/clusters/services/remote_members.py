@@ -19,14 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
-from django.utils.translation import gettext as _
 
 from panel.clusters.engine import dbconn, guard, isolation, patroni, postgres
 from panel.clusters.models import Cluster, ClusterMember, ClusterStatus
 from panel.clusters.services import failures, ha_files
 from panel.core import agent, runas
 from panel.core.agent import on_node
-from panel.core.errors import N_, ServiceError
+from panel.core.errors import N_, Message, ServiceError
 
 log = logging.getLogger(__name__)
 
@@ -156,14 +155,7 @@ def _push(
         return
     silent = [member for member in remote if not member.node.is_alive]
     if silent:  # its heartbeats stopped: no need to wait for the call's timeout to know
-        raise runas.EngineError(
-            _("The member %(member)s on node %(node)s did not take the change: %(reason)s")
-            % {
-                "member": silent[0].name,
-                "node": silent[0].node.name,
-                "reason": _("its agent is not answering."),
-            }
-        )
+        raise _not_taken(silent[0], Message(N_("its agent is not answering.")))
     wanted = read(cluster)
     taken: list[tuple[ClusterMember, object]] = []
     for member in remote:
@@ -175,11 +167,16 @@ def _push(
                     ask(f"{__name__}.{step}", done, before, timeout=CONFIG_TIMEOUT)
                 except ServiceError as again:
                     log.warning("member %s: previous configuration not restored: %s", done, again.message)
-            raise runas.EngineError(
-                _("The member %(member)s on node %(node)s did not take the change: %(reason)s")
-                % {"member": member.name, "node": member.node.name, "reason": exc.message}
-            ) from None
+            raise _not_taken(member, exc.as_message()) from None
         taken.append((member, previous))
+
+
+def _not_taken(member: ClusterMember, reason: Message | str) -> runas.EngineError:
+    words = Message(
+        N_("The member %(member)s on node %(node)s did not take the change: %(reason)s"),
+        member=member.name, node=member.node.name, reason=reason,
+    )  # fmt: skip
+    return runas.EngineError(str(words), words=words)
 
 
 def postmaster_pid(member: ClusterMember) -> int | None:
