@@ -96,3 +96,23 @@ def test_ten_connections_are_counted_without_their_shared_buffers_each_time(loca
     assert memory > 0
     assert memory >= own.rss - own.shared
     assert memory < 0.6 * naive, (memory / MB, naive / MB)
+
+
+@pytest.mark.integration
+def test_the_processes_under_a_postmaster_are_those_psutil_finds(local_cluster: Cluster) -> None:
+    """The collector lists a postmaster's processes from /proc/<pid>/task/*/children (one read a
+    process, not one of every process on the machine for each cluster): the same set as psutil's
+    scan, with connections open and one ending."""
+    from panel.insights.engine.sources import host
+
+    assert host._CHILDREN_LISTED  # the kernel lists children here: the fast path is what ran
+    pid = postgres.postmaster_pid(local_cluster.pgdata)
+    assert pid is not None
+    postmaster = psutil.Process(pid)
+    with ExitStack() as stack:
+        for _ in range(3):
+            stack.enter_context(connect_as_client(local_cluster))
+        ours = {p.pid for p in host._descendants(postmaster)}
+        theirs = {p.pid for p in postmaster.children(recursive=True)}
+        # A process may start or end between the two reads (autovacuum): compare what both saw.
+        assert len(ours) >= 6 and len(ours ^ theirs) <= 1, (ours, theirs)

@@ -47,6 +47,41 @@ def tree_memory(infos: Iterable[MemoryInfo]) -> int:
     return private + largest_shared
 
 
+# Linux lists a task's children in /proc/<pid>/task/<tid>/children (CONFIG_PROC_CHILDREN);
+# psutil's children() instead reads every process's parent, which made a cycle of N clusters read
+# N times every process of the machine (at 200 clusters, 75 ms of the collector's CPU a cluster
+# against 35 at 20: issue 41).
+_CHILDREN_LISTED = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
+
+
+def _descendants(process: psutil.Process) -> list[psutil.Process]:
+    """Every process under ``process`` (a postmaster's backends and workers), those that exited
+    meanwhile left out."""
+    if not _CHILDREN_LISTED:
+        return process.children(recursive=True)
+    found: list[psutil.Process] = []
+    parents = [process.pid]
+    while parents:
+        parent = parents.pop()
+        try:
+            tasks = os.listdir(f"/proc/{parent}/task")
+        except FileNotFoundError:
+            continue  # exited meanwhile
+        for task in tasks:
+            try:
+                with open(f"/proc/{parent}/task/{task}/children") as listed:
+                    pids = [int(pid) for pid in listed.read().split()]
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            for pid in pids:
+                try:
+                    found.append(psutil.Process(pid))
+                except psutil.Error:
+                    continue
+                parents.append(pid)
+    return found
+
+
 def collect_host(snap: Snapshot, cluster: Cluster) -> None:
     """CPU, memory and disk of the cluster's processes and directory; machine load average."""
     pid = postgres.postmaster_pid(cluster.pgdata)
@@ -59,7 +94,7 @@ def collect_host(snap: Snapshot, cluster: Cluster) -> None:
         # them, so this sum only grows while the postmaster lives: a counter.
         cpu = times.user + times.system + times.children_user + times.children_system
         memory = [postmaster.memory_info()]
-    for child in postmaster.children(recursive=True):
+    for child in _descendants(postmaster):
         try:
             with child.oneshot():
                 ctimes = child.cpu_times()
