@@ -28,8 +28,8 @@ from django.test import override_settings
 
 from panel.clusters import services
 from panel.clusters.engine import cgroups, patroni, postgres
-from panel.clusters.models import Cluster, ClusterMember, ClusterStatus, Node
-from panel.clusters.services import config, ha, ha_files, members, resize, roles
+from panel.clusters.models import Cluster, ClusterEntry, ClusterMember, ClusterStatus, Node
+from panel.clusters.services import config, firewall, ha, ha_files, members, resize, roles
 from panel.clusters.tests.conftest import connect_as_client
 from panel.core import runas, taskqueue
 from panel.core.errors import ServiceError
@@ -45,10 +45,12 @@ def _status(cluster: Cluster) -> str:
     return cluster.status
 
 
-def _write(cluster: Cluster, value: int) -> int | None:
-    """One row inserted through the pool; the server port that took it, or None when refused."""
+def _write(cluster: Cluster, value: int, **where: object) -> int | None:
+    """One row inserted through the pool (``where``: another node's ``host`` and ``port``); the
+    server port that took it, or None when refused."""
+    where = {"port": cluster.pooler_port, **where}
     try:
-        with connect_as_client(cluster, port=cluster.pooler_port, dbname="writes", connect_timeout=3) as conn:
+        with connect_as_client(cluster, dbname="writes", connect_timeout=3, **where) as conn:
             conn.execute("INSERT INTO acked VALUES (%s)", [value])
             row = conn.execute("SELECT current_setting('port')::int").fetchone()
             return int(row[0]) if row else -1
@@ -60,11 +62,15 @@ def _logs(*agents: Agent) -> str:
     """The ends of the agents' Patroni and etcd logs (for a failure's message)."""
     found = []
     for agent in agents:
-        logs = ("patroni-*.log", "etcd.log", "postgresql*.json", "postgresql.log")
+        logs = ("node-agent.log", "patroni-*.log", "etcd.log", "postgresql*.json", "postgresql.log")
         for path in [found for pattern in logs for found in agent.data_dir.rglob(pattern)]:
             lines = path.read_text(errors="replace").splitlines()
-            worst = [line for line in lines if "ERROR" in line or "FATAL" in line or "error" in line]
-            found.append(f"--- {path}\n" + "\n".join([*worst[:10], *lines[-6:]]))
+            if path.name == "node-agent.log":  # the agent's failures and what follows each
+                at = [i for i, line in enumerate(lines) if "ERROR/" in line or "WARNING/" in line]
+                worst = [line for i in at[:8] for line in lines[i : i + 12]]
+            else:
+                worst = [line for line in lines if "ERROR" in line or "FATAL" in line or "error" in line][:10]
+            found.append(f"--- {path}\n" + "\n".join([*worst, *lines[-6:]]))
     return "\n".join(found)
 
 
@@ -218,12 +224,22 @@ def test_a_standby_on_another_node_is_run_there_and_takes_over(
     # The synchronous standby again, as its new Patroni itself says: a failover may go to it.
     wait_until(lambda: _may_take_over(cluster, standby), timeout=90, message="B a candidate again")
 
+    # The cluster's entry on B (issue 39): B's agent runs an HAProxy of the cluster on ports of
+    # B's range, reaching whichever member leads; the connection details name both entries.
+    _entry_on_b_serves(cluster, a, b, wait_until)
+
     # A transaction pool on A; the primary's postmaster SIGKILLed: B's member takes over and
     # writes through the pool work again (PgBouncer repointed to B over TCP).
     pools.create_pool(cluster, "writes", "defaultdb", None, "transaction", 3)
     with connect_as_client(cluster) as conn:
         conn.execute("CREATE TABLE acked (id bigint PRIMARY KEY)")
     assert _write(cluster, 0) == primary.port
+    # The pool on B too (its PgBouncer, through B's HAProxy), in the pool's connection details.
+    entry = ClusterEntry.objects.get(cluster=cluster, node=b.node)
+    pool_details = pools.pool_connection_details(cluster.pools.get(name="writes"))
+    assert pool_details.more_hosts == ((b.node.address, entry.pooler_port),)
+    on_b_pool = {"host": b.node.address, "port": entry.pooler_port}
+    assert _write(cluster, -1, **on_b_pool) == primary.port, _diagnosis(cluster, a, b)
     wait_until(lambda: _may_take_over(cluster, standby), timeout=90, message="B replayed the writes")
     with override_settings(PANEL_PROCESS_ROLE="all"):  # the test harness, not the web, kills it
         os.kill(postgres.postmaster_pid(Path(primary.data_dir)) or 0, signal.SIGKILL)
@@ -245,6 +261,7 @@ def test_a_standby_on_another_node_is_run_there_and_takes_over(
         pytest.fail(f"no write on B within 90 s\n{_diagnosis(cluster, a, b)}", pytrace=False)
     took = time.monotonic() - killed
     print(f"kill -> first write through the pool on node B: {took:.1f} s")
+    wait_until(lambda: _write(cluster, -2, **on_b_pool) == standby.port, timeout=30, message="B's own pool")
     statuses = {s.name: s for s in ha.read_statuses(cluster)}
     assert statuses["member-2"].is_primary
     with connect_as_client(cluster, port=cluster.pooler_port, dbname="writes") as conn:
@@ -254,6 +271,74 @@ def test_a_standby_on_another_node_is_run_there_and_takes_over(
     assert services.request_delete(Cluster.objects.get(pk=cluster.pk), confirm_name="spread") is False
     wait_until(lambda: not Cluster.objects.filter(pk=cluster.pk).exists(), timeout=120, message="deleted")
     assert patroni.member_pid(on_b) is None and not data_dir.exists()
+
+
+def _entry_on_b_serves(cluster: Cluster, a: Agent, b: Agent, wait_until: Callable[..., object]) -> None:
+    """B's entry (``entry_points``): its own ports, the primary behind them; the multi-host
+    details reach the primary through B when A's HAProxy is gone; a trusted source set on the
+    cluster is B's HAProxy's too (pushed through B's agent); B's reconciler starts it again."""
+    entry = ClusterEntry.objects.get(cluster=cluster, node=b.node)
+    assert b.node.port_first <= entry.port <= b.node.port_last
+    details = services.connection_details(cluster)
+    assert details.more_hosts == ((b.node.address, entry.port),)
+    assert details.target_session_attrs == "read-write"
+    with psycopg.connect(details.uri(), connect_timeout=5) as conn:
+        assert conn.execute("SELECT pg_is_in_recovery()").fetchone() == (False,)
+    with connect_as_client(cluster, host=b.node.address, port=entry.port, connect_timeout=5) as conn:
+        row = conn.execute("SELECT pg_is_in_recovery(), current_setting('port')::int").fetchone()
+    assert row == (False, cluster.members.get(name="member-1").port)
+
+    def standby_read_on_b() -> bool:
+        # Once B's new HAProxy has checked the standby (1 s apart); until then the primary serves
+        # the port as its backup, and those sessions are cut when the standby comes up.
+        try:
+            with connect_as_client(
+                cluster, host=b.node.address, port=entry.standby_port, connect_timeout=5
+            ) as conn:
+                return conn.execute("SELECT pg_is_in_recovery()").fetchone() == (True,)
+        except psycopg.OperationalError:
+            return False
+
+    wait_until(standby_read_on_b, timeout=15, message="a standby behind B's read-only port")
+    # The panel's superuser, with its own password, is refused through B's entry before any
+    # password is asked (pg_hba.conf: no panel role from HAProxy's address).
+    with pytest.raises(psycopg.OperationalError, match="pg_hba.conf rejects"):
+        connect_as_client(
+            cluster,
+            host=b.node.address,
+            port=entry.port,
+            user=settings.PANEL_SUPERUSER,
+            password=cluster.superuser_password,
+            dbname="postgres",
+            connect_timeout=5,
+        )
+
+    # A's HAProxy gone (its node lost, as B's clients see it): the same details reach the primary.
+    relative = ha_files.haproxy_config_path(cluster).relative_to(cluster.data_root.parent.parent)
+    a_config, b_config = a.data_dir / relative, b.data_dir / relative
+    assert patroni.haproxy_pid(a_config) is not None and patroni.haproxy_pid(b_config) is not None
+    with override_settings(PANEL_PROCESS_ROLE="all"):
+        patroni.stop_haproxy(a_config)
+    with pytest.raises(psycopg.OperationalError):
+        psycopg.connect(services.connection_details(cluster, every_entry=False).uri(), connect_timeout=3)
+    with psycopg.connect(details.uri(), connect_timeout=5) as conn:
+        assert conn.execute("SELECT pg_is_in_recovery()").fetchone() == (False,)
+    done = _round_on(a, wait_until)  # A's reconciler starts its HAProxy again
+    assert f"{cluster.name}: started HAProxy" in done, done
+
+    # The trusted sources reach B's entry (fail closed: the change waits for B's agent).
+    b_sources = b_config.with_name("trusted_sources.lst")
+    firewall.set_trusted_sources(cluster, ["198.18.0.77"])
+    assert "198.18.0.77/32" in b_sources.read_text()
+    firewall.set_trusted_sources(cluster, [])
+    assert "198.18.0.77/32" not in b_sources.read_text()
+
+    # B's HAProxy killed: B's reconciler starts it again on the same ports.
+    with override_settings(PANEL_PROCESS_ROLE="all"):
+        patroni.stop_haproxy(b_config)
+    done = _round_on(b, wait_until)
+    assert f"its entry on {b.node.name} started (ports {entry.port}, {entry.standby_port})" in done, done
+    assert patroni.haproxy_pid(b_config) is not None
 
 
 def _diagnosis(cluster: Cluster, *agents: Agent) -> str:

@@ -3,6 +3,7 @@ a cluster in the managed service's shape, a page of them, and the options for a 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -44,11 +45,9 @@ def connection_object(details: ConnectionDetails, *, with_password: bool) -> dic
     """Connection details as the API's ``connection`` object; the password (in ``password`` and
     in the URI) only ``with_password``."""
     if not with_password:
-        details = ConnectionDetails(
-            details.user, "", details.host, details.port, details.database, details.sslmode
-        )
+        details = dataclasses.replace(details, password="")
     uri = details.uri()
-    return {
+    found: dict[str, Any] = {
         "protocol": "postgresql",
         "uri": uri,
         "database": details.database,
@@ -58,6 +57,12 @@ def connection_object(details: ConnectionDetails, *, with_password: bool) -> dic
         "password": details.password,
         "ssl": True,
     }
+    if details.more_hosts:
+        # A cluster with an entry on several nodes: ``uri`` is libpq's multi-host form, ``host``
+        # and ``port`` its own node's entry (one host, for clients that take one).
+        found["hosts"] = [{"host": host, "port": port} for host, port in details.hosts]
+        found["target_session_attrs"] = details.target_session_attrs
+    return found
 
 
 def region(cluster: Cluster) -> str:

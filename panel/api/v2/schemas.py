@@ -53,6 +53,11 @@ class Error(Schema):
     request_id: str
 
 
+class Host(Schema):
+    host: str
+    port: int
+
+
 class Connection(Schema):
     protocol: str
     uri: str
@@ -62,6 +67,10 @@ class Connection(Schema):
     user: str
     password: str
     ssl: bool
+    # A cluster with an entry on several nodes: every entry (its own node's first, as ``host`` and
+    # ``port``) and what libpq looks for among them; ``uri`` is then the multi-host form.
+    hosts: list[Host] | None = None
+    target_session_attrs: str | None = None
 
 
 class UserSettings(Schema):

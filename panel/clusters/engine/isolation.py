@@ -112,6 +112,12 @@ def member_addresses(cluster: Cluster) -> list[str]:
     return [a for m in cluster.members.select_related("node").order_by("name") for a in _addresses(m.node)]
 
 
+def _client_addresses(cluster: Cluster) -> list[str]:
+    """Where a member's TCP clients come from: the cluster's node (PgBouncer, the panel) and the
+    cluster's entry on every member node (its HAProxy reaches the members from there)."""
+    return list(dict.fromkeys(a for a in [*_addresses(cluster.node), *member_addresses(cluster)] if a))
+
+
 def replica_addresses(cluster: Cluster) -> list[str]:
     """The addresses of the other nodes its read-only replicas run on (they stream from there);
     a replica being deleted no longer counts."""
@@ -140,7 +146,7 @@ def _wanted_auth(cluster: Cluster, user: OsUser) -> dict[Path, str]:
             cluster.trusted_source_values(),
             settings.PANEL_REPLICATION_ROLE,
             members_from=member_addresses(cluster) if cluster.is_ha else None,
-            clients_from=firewall.proxy_networks(_addresses(cluster.node)) if cluster.is_ha else (),
+            clients_from=firewall.proxy_networks(_client_addresses(cluster)) if cluster.is_ha else (),
             replicas_from=replica_addresses(cluster),
             panel_roles=(settings.PANEL_MIGRATION_ROLE,),
             backup_role=settings.PANEL_BACKUP_ROLE,

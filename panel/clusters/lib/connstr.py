@@ -25,6 +25,7 @@ class ShownDetails:
     uri: str
     flags: str
     params: tuple[tuple[str, str], ...]
+    target_session_attrs: str = ""
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,17 @@ class ConnectionDetails:
     port: int
     database: str
     sslmode: str = "require"
+    # A cluster with an entry on several nodes (issue 39): the other entries, after ``host`` and
+    # ``port``, and what libpq should look for among them (``read-write``: the primary;
+    # ``prefer-standby``: a standby). libpq tries the hosts in order; so do psycopg, pgx and the
+    # PostgreSQL JDBC driver (``targetServerType``). Empty: one host, as before.
+    more_hosts: tuple[tuple[str, int], ...] = ()
+    target_session_attrs: str = ""
+
+    @property
+    def hosts(self) -> list[tuple[str, int]]:
+        """Every entry, ``host`` first."""
+        return [(self.host, self.port), *self.more_hosts]
 
     def uri(self) -> str:
         return self._uri(quote(self.password, safe=""))
@@ -76,32 +88,40 @@ class ConnectionDetails:
             uri=self.uri() if reveal else self._uri(PASSWORD_MASK),
             flags=self.flags() if reveal else self._flags(PASSWORD_MASK),
             params=tuple(self._params(password)),
+            target_session_attrs=self.target_session_attrs,
         )
 
     def _uri(self, quoted_password: str) -> str:
         user = quote(self.user, safe="")
         database = quote(self.database, safe="")
-        host = f"[{self.host}]" if ":" in self.host else self.host
+        hosts = ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in self.hosts)
         # Without a password (the API without database:view_credentials) "user@host", as libpq
         # reads it, not "user:@host".
         credentials = f"{user}:{quoted_password}" if quoted_password else user
-        return f"postgresql://{credentials}@{host}:{self.port}/{database}?sslmode={self.sslmode}"
+        attrs = f"&target_session_attrs={self.target_session_attrs}" if self.target_session_attrs else ""
+        return f"postgresql://{credentials}@{hosts}/{database}?sslmode={self.sslmode}{attrs}"
 
     def _flags(self, quoted_password: str) -> str:
         # The SSL mode goes in libpq's PGSSLMODE: psql's --set=sslmode=… only sets a psql variable
         # and leaves the connection at libpq's default ("prefer"), which falls back to plain text.
         q = shlex.quote
+        hosts = ",".join(h for h, _p in self.hosts)
+        ports = ",".join(str(p) for _h, p in self.hosts)
+        attrs = f"PGTARGETSESSIONATTRS={q(self.target_session_attrs)} " if self.target_session_attrs else ""
         return (
-            f"PGPASSWORD={quoted_password} PGSSLMODE={q(self.sslmode)} psql -U {q(self.user)} "
-            f"-h {q(self.host)} -p {self.port} -d {q(self.database)}"
+            f"PGPASSWORD={quoted_password} PGSSLMODE={q(self.sslmode)} {attrs}psql -U {q(self.user)} "
+            f"-h {q(hosts)} -p {ports} -d {q(self.database)}"
         )
 
     def _params(self, password: str) -> list[tuple[str, str]]:
-        return [
+        found = [
             ("username", self.user),
             ("password", password),
-            ("host", self.host),
-            ("port", str(self.port)),
+            ("host", ",".join(h for h, _p in self.hosts)),
+            ("port", ",".join(str(p) for _h, p in self.hosts)),
             ("database", self.database),
             ("sslmode", self.sslmode),
         ]
+        if self.target_session_attrs:
+            found.append(("target_session_attrs", self.target_session_attrs))
+        return found

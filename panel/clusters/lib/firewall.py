@@ -195,9 +195,9 @@ MEMBER_CERTIFICATE = "clientcert=verify-full"
 
 def proxy_networks(cluster_node_addresses: Sequence[str]) -> list[str]:
     """Where a member's TCP clients come from when the cluster has standbys: HAProxy (which alone
-    applies the trusted sources; ``HAPROXY_SOURCE`` for a member on its node), PgBouncer and the
-    panel, all on the cluster's node: loopback, and that node's addresses for a member on another
-    node."""
+    applies the trusted sources; ``HAPROXY_SOURCE`` for a member on its node) on every node that
+    holds a member (the cluster's entries), PgBouncer and the panel on the cluster's node:
+    loopback, and those nodes' addresses for a member on another node."""
     return [f"{HAPROXY_SOURCE}/32", LOOPBACK, *_networks_besides_loopback(cluster_node_addresses)]
 
 

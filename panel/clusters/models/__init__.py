@@ -11,6 +11,7 @@ from panel.clusters.models.clusters import (
     ClusterStatus,
     status_word,
 )
+from panel.clusters.models.entries import ClusterEntry
 from panel.clusters.models.etcd import EtcdAuthority, EtcdMember, EtcdMemberState
 from panel.clusters.models.events import ClusterEvent, EventLevel
 from panel.clusters.models.firewall import TrustedSource
@@ -23,6 +24,7 @@ __all__ = [
     "MIN_HA_RAM_GB",
     "STATUS_WORDS",
     "Cluster",
+    "ClusterEntry",
     "ClusterEvent",
     "ClusterMember",
     "ClusterKind",

@@ -26,7 +26,7 @@ from panel.clusters.engine import dbconn, isolation, member_tls, patroni, postgr
 from panel.clusters.lib import haproxy as haproxy_lib
 from panel.clusters.lib import patroni as patroni_lib
 from panel.clusters.models import Cluster, ClusterMember, ClusterStatus, EventLevel, MemberRole, Node
-from panel.clusters.services import etcd, etcd_auth, etcd_membership, ha_roles, remote_members
+from panel.clusters.services import entry_points, etcd, etcd_auth, etcd_membership, ha_roles, remote_members
 from panel.clusters.services.ha_files import (
     etcd_data_dir as etcd_data_dir,
 )
@@ -138,7 +138,8 @@ def start_haproxy(cluster: Cluster, user: OsUser, timeout: float) -> None:
 
 
 def reload_haproxy(cluster: Cluster, user: OsUser, timeout: float) -> None:
-    """HAProxy's configuration loaded again without cutting a session (checked first)."""
+    """HAProxy's configuration loaded again without cutting a session (checked first), here and
+    at the cluster's entry on every other member node (``entry_points.push``)."""
     patroni.reload_haproxy(
         haproxy_config_path(cluster),
         ha_dir(cluster) / "haproxy.pid",
@@ -147,6 +148,7 @@ def reload_haproxy(cluster: Cluster, user: OsUser, timeout: float) -> None:
         isolation.server_cgroup(cluster),
         timeout=timeout,
     )
+    entry_points.push(cluster)
 
 
 def stop_members(cluster: Cluster) -> None:
@@ -381,7 +383,7 @@ def supervise_all() -> list[str]:
             notes += supervise(cluster)
         except EngineError as exc:
             notes.append(f"{cluster.name}: {exc}")
-    return notes + remote_members.supervise_here() + upgrade_members_here()
+    return notes + remote_members.supervise_here() + entry_points.supervise_here() + upgrade_members_here()
 
 
 def upgrade_members_here() -> list[str]:

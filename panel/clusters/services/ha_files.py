@@ -195,6 +195,29 @@ def write_member_config(
     runas.write_private_file(member_config_path(cluster, member), text, owner=user)
 
 
+def ensure_rest_auth(cluster: Cluster, member: ClusterMember, user: runas.OsUser) -> None:
+    """A member whose Patroni configuration was written before its REST API asked for the
+    cluster's credentials gets them with the next configuration push: written again (its cascade
+    tag kept), then Patroni reloads it (it takes a request without them until then)."""
+    path = member_config_path(cluster, member)
+    try:
+        current = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        log.warning("member %s: Patroni's configuration not read: %s", member, exc)
+        return
+    username, password = cluster.rest_credentials
+    if current.get("restapi", {}).get("authentication") == {"username": username, "password": password}:
+        return
+    upstream = current.get("tags", {}).get("replicatefrom")
+    write_member_config(cluster, member, user, replicate_from={member.name: upstream} if upstream else None)
+    auth = cluster.rest_credentials
+    status, text = patroni.rest(
+        "POST", member.rest_port, "/reload", {}, timeout=5, host=member.host, auth=auth
+    )
+    if status not in (200, 202):
+        log.warning("member %s: Patroni not reloaded with its REST credentials: %s %s", member, status, text)
+
+
 def ensure_etcd_user(name: str) -> None:
     """The scope's etcd user and role (``etcd_auth``); when no member of the panel's etcd
     answers, the reconciler's next round (``follow_etcd``) makes them."""

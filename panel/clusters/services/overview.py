@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from dataclasses import dataclass
 from typing import Any
@@ -10,6 +11,7 @@ from panel.clusters import hooks
 from panel.clusters.engine import dbconn, postgres
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster, DatabaseUser
+from panel.clusters.services import entry_points
 from panel.core.agent import on_node
 from panel.core.errors import N_, ServiceError
 
@@ -108,10 +110,14 @@ def connection_details(
     database: str | None = None,
     standby: bool = False,
     private: bool = False,
+    every_entry: bool = True,
 ) -> ConnectionDetails:
     """The details a client uses; unknown user or database names are a ServiceError.
     ``standby``: the read-only port, served by a standby (a ServiceError without standbys);
-    ``private``: the node's private address as the host (the public one when it has none)."""
+    ``private``: the node's private address as the host (the public one when it has none);
+    ``every_entry``: a cluster with members on several nodes is reached at its entry on each of
+    them (``entry_points``), its own node's first, with ``target_session_attrs`` (``read-write``,
+    or ``prefer-standby`` for the read-only port); False: its own node's entry alone."""
     if standby and not cluster.standby_port:
         raise ServiceError(
             N_("%(name)s has no standby nodes: there is no standby connection."),
@@ -136,4 +142,19 @@ def connection_details(
     host = cluster.private_host if private else cluster.public_host
     port = cluster.standby_port if standby else cluster.port
     sslmode = "require" if cluster.is_local else cluster.sslmode
-    return ConnectionDetails(db_user.name, db_user.password, host, int(port or 0), db_name, sslmode)
+    details = ConnectionDetails(db_user.name, db_user.password, host, int(port or 0), db_name, sslmode)
+    return with_entries(details, cluster, standby=standby, private=private) if every_entry else details
+
+
+def with_entries(
+    details: ConnectionDetails, cluster: Cluster, *, standby: bool = False, private: bool = False
+) -> ConnectionDetails:
+    """``details`` with the cluster's entries on its other member nodes after its own (none: as
+    they are)."""
+    found = entry_points.entries(cluster, private=private)[1:]
+    ports = [(e.host, e.standby_port if standby else e.port) for e in found]
+    more = tuple((host, int(port)) for host, port in ports if port)
+    if not more:
+        return details
+    attrs = "prefer-standby" if standby else "read-write"
+    return dataclasses.replace(details, more_hosts=more, target_session_attrs=attrs)

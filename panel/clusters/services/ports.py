@@ -10,7 +10,7 @@ from collections.abc import Collection
 
 from django.conf import settings
 
-from panel.clusters.models import Cluster, ClusterKind, ClusterMember, Node
+from panel.clusters.models import Cluster, ClusterEntry, ClusterKind, ClusterMember, Node
 from panel.core.errors import N_, ServiceError
 
 log = logging.getLogger(__name__)
@@ -64,6 +64,8 @@ def _taken_ports(node: Node) -> set[int]:
         taken.update(p for p in ports if p)
     for port, rest in ClusterMember.objects.filter(node=node).values_list("port", "rest_port"):
         taken.update((port, rest))
+    for ports in ClusterEntry.objects.filter(node=node).values_list("port", "standby_port", "pooler_port"):
+        taken.update(ports)
     return taken
 
 
@@ -95,6 +97,14 @@ def allocate_standby_port(node: Node, also_taken: Collection[int] = ()) -> int:
         if port not in taken and (not node.is_here or _port_free(port)):
             return port
     raise _no_free_ports(node, first, last)
+
+
+def allocate_entry_ports(node: Node) -> tuple[int, int, int]:
+    """A cluster's entry point on ``node`` (``ClusterEntry``): the three lowest free single ports
+    of its range: read-write, read-only, the pools'."""
+    port = allocate_standby_port(node)
+    standby = allocate_standby_port(node, also_taken=(port,))
+    return port, standby, allocate_standby_port(node, also_taken=(port, standby))
 
 
 def free_pairs(node: Node) -> int:

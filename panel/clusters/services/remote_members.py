@@ -12,7 +12,6 @@ with that node's data directory replaced by this one's (logs, the guard's librar
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from django.conf import settings
 
 from panel.clusters.engine import dbconn, guard, isolation, patroni, postgres
 from panel.clusters.models import Cluster, ClusterMember, ClusterStatus
-from panel.clusters.services import failures, ha_files
+from panel.clusters.services import entry_points, failures, ha_files
 from panel.core import agent, runas
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
@@ -235,6 +234,16 @@ def start_here(member: ClusterMember, files: MemberFiles) -> None:
     isolation.write_auth_config(cluster, user)
     ha_files.write_member_config(cluster, member, user)
     _start_patroni(cluster, member)
+    _serve_entry(cluster)
+
+
+def _serve_entry(cluster: Cluster) -> None:
+    """The cluster's entry point on this node (``entry_points``); one that does not start is the
+    reconciler's to try again, the member runs meanwhile."""
+    try:
+        entry_points.ensure_here(cluster)
+    except (runas.EngineError, OSError, ServiceError) as exc:
+        log.warning("%s: its entry on this node not started: %s", cluster.pk, exc)
 
 
 @on_node(timeout=CONFIG_TIMEOUT)
@@ -262,33 +271,8 @@ def apply_config_here(member: ClusterMember, wanted: ServerConfig) -> ServerConf
         isolation.reload_member(cluster, member.port)
     except (runas.EngineError, dbconn.DatabaseError, OSError) as exc:
         raise _not_applied(cluster, member.name, exc) from None
-    _ensure_rest_auth(cluster, member, user)
+    ha_files.ensure_rest_auth(cluster, member, user)
     return previous
-
-
-def _ensure_rest_auth(cluster: Cluster, member: ClusterMember, user: runas.OsUser) -> None:
-    """A member whose Patroni configuration was written before its REST API asked for the
-    cluster's credentials gets them with the next configuration push: written again (its cascade
-    tag kept), then Patroni reloads it (it takes a request without them until then)."""
-    path = ha_files.member_config_path(cluster, member)
-    try:
-        current = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        log.warning("member %s: Patroni's configuration not read: %s", member, exc)
-        return
-    username, password = cluster.rest_credentials
-    if current.get("restapi", {}).get("authentication") == {"username": username, "password": password}:
-        return
-    upstream = current.get("tags", {}).get("replicatefrom")
-    ha_files.write_member_config(
-        cluster, member, user, replicate_from={member.name: upstream} if upstream else None
-    )
-    auth = cluster.rest_credentials
-    status, text = patroni.rest(
-        "POST", member.rest_port, "/reload", {}, timeout=5, host=member.host, auth=auth
-    )
-    if status not in (200, 202):
-        log.warning("member %s: Patroni not reloaded with its REST credentials: %s %s", member, status, text)
 
 
 @on_node(timeout=CONFIG_TIMEOUT)
@@ -335,6 +319,7 @@ def _start_patroni(cluster: Cluster, member: ClusterMember) -> None:
 
 @on_node(timeout=STOP_TIMEOUT)
 def stop_here(member: ClusterMember) -> None:
+    entry_points.stop_here(member.cluster)
     patroni.stop_member(ha_files.member_config_path(member.cluster, member))
 
 
@@ -349,6 +334,7 @@ def remove_here(member: ClusterMember) -> None:
 def _remove_cluster_here(member: ClusterMember) -> None:
     """The cluster's user, processes and files on this node (no member of it left here)."""
     cluster = member.cluster
+    entry_points.stop_here(cluster, forget=True)
     isolation.kill_leftover_processes(cluster)
     postgres.remove_data(cluster.data_root)
     try:

@@ -133,3 +133,37 @@ def test_shown_revealed_gives_the_real_password_quoted_as_each_format_needs():
 def test_render_refuses_an_unknown_format():
     with pytest.raises(ValueError, match="Unknown format"):
         details().render("yaml")
+
+
+MORE = (("198.18.0.12", 26010), ("198.18.0.13", 26020))
+
+
+def test_several_entries_make_libpqs_multi_host_uri_with_the_session_attribute():
+    uri = details(host="198.18.0.11", more_hosts=MORE, target_session_attrs="read-write").uri()
+    assert uri == (
+        "postgresql://doadmin:s3cret@198.18.0.11:25060,198.18.0.12:26010,198.18.0.13:26020/defaultdb"
+        "?sslmode=require&target_session_attrs=read-write"
+    )
+    parsed = conninfo_to_dict(uri)
+    assert parsed["host"] == "198.18.0.11,198.18.0.12,198.18.0.13"
+    assert parsed["port"] == "25060,26010,26020"
+    assert parsed["target_session_attrs"] == "read-write"
+
+
+def test_several_entries_in_the_flags_and_the_parameters():
+    multi = details(host="198.18.0.11", more_hosts=MORE, target_session_attrs="prefer-standby")
+    words = shlex.split(multi.flags())
+    assert "PGTARGETSESSIONATTRS=prefer-standby" in words
+    assert words[words.index("-h") + 1] == "198.18.0.11,198.18.0.12,198.18.0.13"
+    assert words[words.index("-p") + 1] == "25060,26010,26020"
+    params = dict(multi.params())
+    assert params["host"] == "198.18.0.11,198.18.0.12,198.18.0.13" and params["port"] == "25060,26010,26020"
+    assert params["target_session_attrs"] == "prefer-standby"
+    shown = multi.shown(reveal=False)
+    assert shown.target_session_attrs == "prefer-standby" and PASSWORD_MASK in shown.uri
+
+
+def test_one_entry_keeps_the_managed_services_single_host_form():
+    one = details()
+    assert "target_session_attrs" not in one.uri() and "PGTARGETSESSIONATTRS" not in one.flags()
+    assert "target_session_attrs" not in dict(one.params())

@@ -1,6 +1,7 @@
 """The members' pg_hba.conf as the rows make it (no server runs): a cluster with a standby on another
-node lets that node's addresses stream and rewind, and TCP clients from its own node only; when
-the member leaves, its node's lines go."""
+node lets that node's addresses stream and rewind, and TCP clients from the nodes holding its
+members only (HAProxy, the cluster's entry on each of them, reaches the members from there: issue
+39); when the member leaves, its node's lines go."""
 
 from __future__ import annotations
 
@@ -64,6 +65,8 @@ def test_a_standby_on_another_node_may_stream_and_rewind_from_its_addresses_only
         "hostssl all all 127.0.5.1/32 scram-sha-256",  # HAProxy's own address
         "hostssl all all 127.0.0.1/32 scram-sha-256",
         "hostssl all all 10.0.0.1/32 scram-sha-256",
+        "hostssl all all 10.0.0.2/32 scram-sha-256",  # the entry on B
+        "hostssl all all 192.168.7.2/32 scram-sha-256",
     ]
     assert not any("0.0.0.0/0" in line or " all scram" in line for line in lines)
 

@@ -52,10 +52,11 @@ def _admin_secret(cluster: Cluster, pooler: Pooler) -> str:
     return scram_sha256_verifier(pooler.admin_password, salt)
 
 
-def _role_secrets(cluster: Cluster, names: list[str]) -> dict[str, str]:
-    """Each role's secret exactly as ``pg_authid`` stores it: SCRAM pass-through needs the same salt."""
+def _role_secrets(cluster: Cluster, names: list[str], port: int | None = None) -> dict[str, str]:
+    """Each role's secret exactly as ``pg_authid`` stores it: SCRAM pass-through needs the same salt.
+    ``port``: read on that member of this node (a standby's copy of ``pg_authid``)."""
     try:
-        with dbconn.admin_connection(cluster) as conn:
+        with dbconn.admin_connection(cluster, port=port) as conn:
             rows = conn.execute(
                 "SELECT rolname, rolpassword FROM pg_catalog.pg_authid WHERE rolcanlogin AND rolname = ANY(%s)",
                 [names],
@@ -122,9 +123,17 @@ class RenderedConfig:
 
 
 def render_config(
-    cluster: Cluster, pools: list[ConnectionPool], pooler: Pooler, files: BouncerFiles
+    cluster: Cluster,
+    pools: list[ConnectionPool],
+    pooler: Pooler,
+    files: BouncerFiles,
+    *,
+    target: ServerTarget | None = None,
+    secrets_port: int | None = None,
 ) -> RenderedConfig:
-    """Both files for ``pools``; ServiceError if they cannot be rendered as meant."""
+    """Both files for ``pools``; ServiceError if they cannot be rendered as meant. ``target`` and
+    ``secrets_port``: the pools on another node than the cluster's (``services.entries``), which
+    reach the primary through that node's HAProxy and read the secrets from its member."""
     users = {u.name: u for u in cluster.users.all() if u.name != ADMIN_ROLE}
     specs = []
     for pool in pools:
@@ -135,9 +144,9 @@ def render_config(
                 params={"pool": pool.name, "user": pool.user},
             )
         specs.append(PoolSpec(pool.name, pool.database, pool.user or None, pool.mode, pool.size))
-    role_secrets = _role_secrets(cluster, sorted(users))
+    role_secrets = _role_secrets(cluster, sorted(users), secrets_port)
     role_secrets[ADMIN_ROLE] = _admin_secret(cluster, pooler)
-    gs, target = global_settings(cluster, files), server_target(cluster)
+    gs, target = global_settings(cluster, files), target or server_target(cluster)
     try:
         ini = render(gs, target, specs)
         auth = render_auth_file(role_secrets)

@@ -21,6 +21,7 @@ from panel.pools.lib.pgbouncer_ini import (
     validate_pool_name,
 )
 from panel.pools.models import ConnectionPool, PoolMode
+from panel.pools.services import entries
 from panel.pools.services.figures import connected_clients, poolable
 
 log = logging.getLogger(__name__)
@@ -120,6 +121,7 @@ def create_pool(
             cluster=locked, name=name, database=database, user=user, mode=mode, size=size
         )
         apply_config(locked)
+        transaction.on_commit(lambda: entries.push(cluster))  # the pools on the other member nodes
     cluster.log_event(
         "pool-created",
         Message(N_("Pool “%(name)s” created (%(mode)s, size %(size)s)."), name=name, mode=mode, size=size),
@@ -147,6 +149,7 @@ def update_pool(
                 N_("The pool “%(name)s” no longer exists."), code="pool.not_found", params={"name": pool.name}
             )
         apply_config(locked)
+        transaction.on_commit(lambda: entries.push(cluster))
     pool.refresh_from_db()
     cluster.log_event(
         "pool-updated",
@@ -166,6 +169,7 @@ def delete_pool(pool: ConnectionPool) -> int:
         locked = lock_cluster(cluster)
         ConnectionPool.objects.filter(pk=pool.pk).delete()
         apply_config(locked)
+        transaction.on_commit(lambda: entries.push(cluster))
     cluster.log_event(
         "pool-deleted",
         Message(

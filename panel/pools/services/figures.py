@@ -279,6 +279,16 @@ def pool_connection_details(pool: ConnectionPool, user: str | None = None) -> Co
     else:
         name = user or cluster.admin_user
     db_user = database_user(cluster, name)
+    # The pools on the cluster's other member nodes after its own (``entries``): libpq tries the
+    # next host when one does not answer; every PgBouncer reaches the primary.
+    more = tuple(
+        (e.node.address, e.pooler_port) for e in sorted(cluster.entries.all(), key=lambda e: e.node.name)
+    )
     return ConnectionDetails(
-        db_user.name, db_user.password, cluster.public_host, int(cluster.pooler_port or 0), pool.name
+        db_user.name,
+        db_user.password,
+        cluster.public_host,
+        int(cluster.pooler_port or 0),
+        pool.name,
+        more_hosts=more if cluster.is_ha else (),
     )

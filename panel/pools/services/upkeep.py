@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from django.conf import settings
+from django.db import transaction
 
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
 from panel.core.errors import N_, Message, ServiceError, message_to_text, shown_text
@@ -13,6 +14,7 @@ from panel.pools.engine.apply import apply_config
 from panel.pools.engine.disk import bouncer_files
 from panel.pools.lib import pgbouncer_hba
 from panel.pools.models import Pooler, PoolerStatus
+from panel.pools.services import entries
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +73,7 @@ def refresh_auth(cluster: Cluster) -> str | None:
         _record_failure(cluster, exc)
         cluster.log_event("pooler-error", exc.as_message(), EventLevel.ERROR)
         return exc.message
+    transaction.on_commit(lambda: entries.push(cluster))  # the pools on the other member nodes
     return None
 
 
@@ -153,8 +156,9 @@ def reconcile_pgbouncer(cluster: Cluster) -> str | None:
 
 
 def reconcile_all() -> list[str]:
-    """``reconcile_pgbouncer`` for every local cluster that serves or still runs a PgBouncer."""
-    notes = []
+    """``reconcile_pgbouncer`` for every local cluster that serves or still runs a PgBouncer, and
+    the pools of the clusters with an entry on this node (``entries``)."""
+    notes = entries.reconcile_here()
     for cluster in Cluster.objects.here().filter(status__in=ClusterStatus.SERVING):
         note = reconcile_pgbouncer(cluster)
         if note:
