@@ -81,6 +81,8 @@ def check_interface(name: str) -> str:
         raise ValueError(
             f"{name!r} is not a network interface name (up to 15 letters, digits, '.', '-', '_')"
         )
+    if name == "lo":  # vip-manager refuses it: no hardware address to announce the address with
+        raise ValueError("the loopback interface cannot carry a floating address")
     return name
 
 

@@ -63,6 +63,11 @@ def test_other_interface_names_are_refused(name: str) -> None:
         vip.check_interface(name)
 
 
+def test_loopback_is_refused_as_vip_manager_refuses_it() -> None:
+    with pytest.raises(ValueError, match="loopback"):
+        vip.check_interface("lo")
+
+
 def test_the_host_of_a_stored_address() -> None:
     assert vip.host_of("198.18.0.200/28") == "198.18.0.200"
     assert vip.host_of("") == ""
