@@ -26,7 +26,7 @@ from panel.clusters.engine import dbconn, isolation, member_tls, patroni, postgr
 from panel.clusters.lib import haproxy as haproxy_lib
 from panel.clusters.lib import patroni as patroni_lib
 from panel.clusters.models import Cluster, ClusterMember, ClusterStatus, EventLevel, MemberRole, Node
-from panel.clusters.services import etcd, etcd_auth, etcd_membership, ha_roles, remote_members
+from panel.clusters.services import etcd, etcd_auth, etcd_membership, ha_roles, remote_members, vip
 from panel.clusters.services.ha_files import (
     etcd_data_dir as etcd_data_dir,
 )
@@ -381,7 +381,7 @@ def supervise_all() -> list[str]:
             notes += supervise(cluster)
         except EngineError as exc:
             notes.append(f"{cluster.name}: {exc}")
-    return notes + remote_members.supervise_here() + upgrade_members_here()
+    return notes + remote_members.supervise_here() + upgrade_members_here() + vip.supervise_here()
 
 
 def upgrade_members_here() -> list[str]:
