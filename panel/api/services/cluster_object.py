@@ -92,7 +92,7 @@ def full(cluster: Cluster, *, with_password: bool, base_url: str | None = None) 
             # Reads served by a standby (HAProxy's read-only port); null without standbys.
             "standby_connection": standby(cluster, with_password=with_password, private=False),
             "standby_private_connection": standby(cluster, with_password=with_password, private=True),
-            # The operator's floating address (the primary's node's, moved by vip-manager); null: none.
+            # The operator's floating address (the primary's node's, moved by the panel's follower); null: none.
             "floating_address": host_of(cluster.floating_address) or None,
             "users": [
                 resources.user(user, with_password=with_password)

@@ -1,18 +1,21 @@
-"""vip-manager on this node: the only module that spawns or signals it, and that takes a cluster's
-floating address off an interface (``lib/vip.py`` renders its configuration).
+"""The floating address's follower on this node (``vip_follow.py``): the only module that spawns
+or signals it, and that takes a cluster's floating address off an interface (``lib/vip.py``
+renders its configuration).
 
-One vip-manager per member of a cluster with a floating address, run as root: adding an address
-to an interface needs CAP_NET_ADMIN. Detached (``setsid --fork``), its output appended to a log
+One follower per member of a cluster with a floating address, run as root: adding an address to
+an interface needs CAP_NET_ADMIN. Detached (``setsid --fork``), its output appended to a log
 file, found again by its configuration file on its command line. That file holds the scope's
 etcd password, so it is root's, 0600, in a directory no cluster's user can enter.
 
-vip-manager 1.0.2 leaves the address on the interface when it is stopped (SIGTERM or not):
-``stop`` removes it, so a member no longer followed does not keep answering for the cluster.
+The follower takes the address off when it is stopped (SIGTERM); ``stop`` takes it off too when
+it is still there (a follower that had to be killed), so a member no longer followed does not
+keep answering for the cluster.
 """
 
 from __future__ import annotations
 
 import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,15 +23,16 @@ from panel.clusters.engine.patroni import _detach, _processes_with, _terminate
 from panel.clusters.lib.vip import FloatingAddress
 from panel.core.runas import EngineError, current_user
 
-PROGRAM = "/usr/bin/vip-manager"
+SCRIPT = Path(__file__).with_name("vip_follow.py")
 IP = ("/usr/sbin/ip",)
 STOP_TIMEOUT = 5.0
 IP_TIMEOUT = 10.0
 
 
-def argv(config: Path) -> list[str]:
-    """vip-manager reading everything from ``config`` (no secret in argv)."""
-    return [PROGRAM, f"--config={config}"]
+def argv(config: Path, python: str = sys.executable) -> list[str]:
+    """The follower reading everything from ``config`` (no secret in argv), in an isolated
+    Python (``-I``: no user site, no environment, not the working directory on its path)."""
+    return [python, "-I", str(SCRIPT), f"--config={config}"]
 
 
 def pid(config: Path) -> int | None:
@@ -41,16 +45,14 @@ def is_running(config: Path) -> bool:
 
 
 def start(config: Path, log_file: Path) -> None:
-    """vip-manager for the member ``config`` describes, unless one runs for it already."""
+    """The follower of the member ``config`` describes, unless one runs for it already."""
     if is_running(config):
         return
-    if not Path(PROGRAM).exists():
-        raise EngineError("A floating address needs vip-manager: install the vip-manager package.")
     _detach(current_user(), argv(config), log_file)
 
 
 def stop(config: Path, address: FloatingAddress | None, interface: str, *, ip: Sequence[str] = IP) -> None:
-    """vip-manager of ``config`` stopped, then ``address`` taken off ``interface`` if it is still
+    """The follower of ``config`` stopped, then ``address`` taken off ``interface`` if it is still
     there (``ip``: the command, e.g. ``ip -n NS`` for another network namespace)."""
     _terminate(_processes_with(f"--config={config}"), STOP_TIMEOUT)
     if address is not None and holds(address, interface, ip=ip):

@@ -1,13 +1,11 @@
-"""A cluster's floating address: one IPv4 address that vip-manager puts on the network interface of
-whichever node holds the cluster's primary, so a client that connects to it follows a failover
-without a multi-host string. Pure: the address and interface checked, and vip-manager's YAML
-configuration for one member on one node.
+"""A cluster's floating address: one IPv4 address that the panel's follower
+(``engine/vip_follow.py``) puts on the network interface of whichever node holds the cluster's
+primary, so a client that connects to it follows a failover without a multi-host string. Pure: the
+address and interface checked, and the follower's JSON configuration for one member on one node.
 
-vip-manager reads one key of the panel's etcd (the cluster's Patroni leader key, whose value is the
-leading member's name) and brings the address up on its interface while that value is its own
-member's name, down otherwise. The keys below are those of Debian's vip-manager 1.0.2
-(``vip-manager --help``, its README): ``netmask`` is a prefix length, ``interval`` and
-``retry-after`` are milliseconds.
+The follower reads one key of the panel's etcd (the cluster's Patroni leader key, whose value is
+the leading member's name) and keeps the address on its interface while that value is its own
+member's name, off otherwise, and off once etcd has not answered for ``retry`` rounds.
 """
 
 from __future__ import annotations
@@ -21,12 +19,13 @@ from dataclasses import dataclass, field
 from panel.clusters.lib import etcd as etcd_lib
 from panel.clusters.lib.patroni import NAMESPACE
 
-# How often vip-manager reads the leader key, and how it retries etcd or the interface: the
-# address follows the leader within about a second of Patroni's change (Patroni itself takes
-# its ttl to notice a lost primary).
+# How often the follower reads the leader key (the address follows Patroni's change within about
+# that), how long one round may ask etcd's members, and after how many rounds without an answer
+# it takes the address off: 3 x (0.5 + 1) = 4.5 s at most, well inside Patroni's ttl (20 s), the
+# least time before another member can take the leader key of a member cut off.
 INTERVAL_MS = 500
-RETRY_AFTER_MS = 250
-RETRY_NUM = 3
+TIMEOUT_MS = 1000
+RETRY = 3
 # Linux's IFNAMSIZ less the terminating NUL; the characters every distribution's names use
 # (eth0, ens3, enp0s31f6, bond0.100, br-lan).
 _INTERFACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,14}")
@@ -60,7 +59,7 @@ def parse_address(text: str) -> FloatingAddress:
             f"{text!r} is not an IP address with a prefix length (e.g. 198.18.0.200/24)"
         ) from None
     if not isinstance(interface, ipaddress.IPv4Interface):
-        raise ValueError(f"{text!r} is not an IPv4 address: vip-manager moves IPv4 addresses only")
+        raise ValueError(f"{text!r} is not an IPv4 address: a floating address is IPv4 only")
     ip, network = interface.ip, interface.network
     if network.prefixlen > _MAX_PREFIX:
         raise ValueError(
@@ -81,7 +80,7 @@ def check_interface(name: str) -> str:
         raise ValueError(
             f"{name!r} is not a network interface name (up to 15 letters, digits, '.', '-', '_')"
         )
-    if name == "lo":  # vip-manager refuses it: no hardware address to announce the address with
+    if name == "lo":  # no hardware address to announce the address with (gratuitous ARP)
         raise ValueError("the loopback interface cannot carry a floating address")
     return name
 
@@ -93,17 +92,13 @@ def host_of(address: str) -> str:
 
 def parse_rendered(text: str) -> tuple[FloatingAddress, str]:
     """The address and interface of a configuration ``render`` wrote (to take the address off
-    when its vip-manager stops); a ValueError when they are not there."""
-    found: dict[str, str] = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition(": ")
-        if sep and key in ("ip", "netmask", "interface"):
-            found[key] = json.loads(value) if value.startswith('"') else value
+    when its follower stops); a ValueError when they are not there."""
     try:
-        address = parse_address(f"{found['ip']}/{found['netmask']}")
-        return address, check_interface(found["interface"])
-    except KeyError as exc:
-        raise ValueError(f"not a floating address's configuration: no {exc.args[0]}") from None
+        data = json.loads(text)
+        address = parse_address(f"{data['ip']}/{data['prefix']}")
+        return address, check_interface(str(data["interface"]))
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"not a floating address's configuration: no {exc}") from None
 
 
 def trigger_key(scope: str) -> str:
@@ -113,7 +108,7 @@ def trigger_key(scope: str) -> str:
 
 @dataclass(frozen=True)
 class VipConfig:
-    """One vip-manager: the cluster's address, the member it brings it up for, where it reads.
+    """One follower: the cluster's address, the member it brings it up for, where it reads.
     ``tls``: the panel's etcd CA and this node's client certificate, logged in as the scope's
     user (``etcd_auth.scope_tls``: it may read its own scope only, as the cluster's Patroni)."""
 
@@ -124,51 +119,44 @@ class VipConfig:
     endpoints: Sequence[str]
     tls: etcd_lib.TlsPaths = field(repr=False)
     interval_ms: int = INTERVAL_MS
-    retry_after_ms: int = RETRY_AFTER_MS
-    retry_num: int = RETRY_NUM
+    timeout_ms: int = TIMEOUT_MS
+    retry: int = RETRY
 
 
-def _scalar(value: str | int) -> str:
-    # A JSON string is a YAML double-quoted scalar: nothing in it is read as YAML syntax.
-    return str(value) if isinstance(value, int) else json.dumps(value)
+def fail_closed_seconds(config: VipConfig) -> float:
+    """How long at most a follower keeps the address once no etcd member answers it: ``retry``
+    rounds, each at most ``timeout_ms`` of asking and ``interval_ms`` of waiting."""
+    return config.retry * (config.interval_ms + config.timeout_ms) / 1000
 
 
 def render(config: VipConfig) -> str:
-    """vip-manager's YAML (``--config``): the leader key of the member's scope, the member's name
-    as the value that means "here", every etcd member over TLS."""
+    """The follower's JSON (``engine/vip_follow.py --config``): the leader key of the member's
+    scope, the member's name as the value that means "here", every etcd member over TLS."""
     check_interface(config.interface)
     if not config.member:
-        raise ValueError("vip-manager needs the member's name to compare with the leader key")
+        raise ValueError("the follower needs the member's name to compare with the leader key")
     if not config.endpoints:
-        raise ValueError("vip-manager needs at least one etcd member")
+        raise ValueError("the follower needs at least one etcd member")
     if any(not url.startswith("https://") for url in config.endpoints):
         raise ValueError("the panel's etcd is reached over TLS only (https:// endpoints)")
     if not (config.tls.ca and config.tls.cert and config.tls.key):
-        raise ValueError("vip-manager needs the etcd CA, a client certificate and its key")
-    items: list[tuple[str, str | int]] = [
-        ("ip", config.address.ip),
-        ("netmask", config.address.prefix),
-        ("interface", config.interface),
-        ("trigger-key", trigger_key(config.scope)),
-        ("trigger-value", config.member),
-        ("manager-type", "basic"),
-        ("dcs-type", "etcd"),
-    ]
-    lines = ["# Written by the control panel (panel/clusters/services/vip.py): not to be edited."]
-    lines += [f"{key}: {_scalar(value)}" for key, value in items]
-    lines.append("dcs-endpoints:")
-    lines += [f"  - {_scalar(url)}" for url in config.endpoints]
-    tail: list[tuple[str, str | int]] = [
-        ("etcd-ca-file", config.tls.ca),
-        ("etcd-cert-file", config.tls.cert),
-        ("etcd-key-file", config.tls.key),
-    ]
-    if config.tls.user:
-        tail += [("etcd-user", config.tls.user), ("etcd-password", config.tls.password)]
-    tail += [
-        ("interval", config.interval_ms),
-        ("retry-after", config.retry_after_ms),
-        ("retry-num", config.retry_num),
-    ]
-    lines += [f"{key}: {_scalar(value)}" for key, value in tail]
-    return "\n".join(lines) + "\n"
+        raise ValueError("the follower needs the etcd CA, a client certificate and its key")
+    if min(config.interval_ms, config.timeout_ms, config.retry) <= 0:
+        raise ValueError("the interval, the timeout and the rounds before failing closed must be positive")
+    data = {
+        "endpoints": list(config.endpoints),
+        "ca": config.tls.ca,
+        "cert": config.tls.cert,
+        "key": config.tls.key,
+        "user": config.tls.user,
+        "password": config.tls.password,
+        "trigger_key": trigger_key(config.scope),
+        "trigger_value": config.member,
+        "ip": config.address.ip,
+        "prefix": config.address.prefix,
+        "interface": config.interface,
+        "interval_ms": config.interval_ms,
+        "timeout_ms": config.timeout_ms,
+        "retry": config.retry,
+    }
+    return json.dumps(data, indent=2) + "\n"

@@ -17,7 +17,7 @@ class VipSubcommands(PanelCommand):
     def add_vip_arguments(self, add: Callable[..., argparse.ArgumentParser]) -> None:
         p = add(
             "floating-address",
-            "Show, set or remove a cluster's floating address (vip-manager moves it to the primary's "
+            "Show, set or remove a cluster's floating address (the panel moves it to the primary's "
             "node; the nodes share one network).",
         )
         p.add_argument(

@@ -1,11 +1,12 @@
 """A cluster's floating address (an operator's setting, ``manage.py cluster floating-address``):
-vip-manager on every member's node follows the cluster's Patroni leader key in the panel's etcd
-and keeps the address on the node whose member leads (``lib/vip.py``, ``engine/vip.py``).
+the panel's follower (``engine/vip_follow.py``) on every member's node follows the cluster's
+Patroni leader key in the panel's etcd and keeps the address on the node whose member leads
+(``lib/vip.py``, ``engine/vip.py``).
 
-Each member's node runs that member's vip-manager, asked through the agent's route remote members
+Each member's node runs that member's follower, asked through the agent's route remote members
 use (``remote_members.ask``), and its reconciler keeps it so (``supervise_here``). The nodes must
 share one layer-2 network (the address answers ARP on the new primary's interface); each node's
-interface is ``Node.vip_interface``. vip-manager reads as the scope's own etcd user, which reads
+interface is ``Node.vip_interface``. The follower reads as the scope's own etcd user, which reads
 and writes only the cluster's scope (the narrowest user there is; Patroni's own).
 """
 
@@ -28,7 +29,7 @@ from panel.core.runas import EngineError
 log = logging.getLogger(__name__)
 
 APPLY_TIMEOUT = 30.0
-SUFFIX = ".yml"  # vip-manager's configuration library picks the format by it
+SUFFIX = ".json"
 
 
 def directory() -> Path:
@@ -67,7 +68,7 @@ def check(cluster: Cluster, address: str) -> str:
             "cluster.floating_address_needs_standbys",
         )
     if len({member.node_id for member in members}) < len(members):
-        # One node's vip-managers would take the address from each other (1.0.2 follows one name).
+        # One node's followers would take the address from each other (each follows one name).
         raise _refuse(
             N_("A floating address needs each member of the cluster on a node of its own."),
             "cluster.floating_address_shared_node",
@@ -85,7 +86,7 @@ def check(cluster: Cluster, address: str) -> str:
 
 def set_floating_address(cluster: Cluster, address: str | None) -> list[str]:
     """Store the cluster's floating address (None or blank: none) and start, move or stop
-    vip-manager on every member's node now; the nodes whose agent did not take it (their
+    the follower on every member's node now; the nodes whose agent did not take it (their
     reconciler does, once it runs), each as a sentence."""
     stored = check(cluster, address) if address and address.strip() else ""
     if stored == cluster.floating_address:
@@ -118,7 +119,7 @@ def set_floating_address(cluster: Cluster, address: str | None) -> list[str]:
 
 
 def set_interface(node: Node, interface: str) -> None:
-    """The node's interface for floating addresses; its members' vip-managers move to it now."""
+    """The node's interface for floating addresses; its members' followers move to it now."""
     try:
         node.vip_interface = vip_lib.check_interface(interface)
     except ValueError as exc:
@@ -132,7 +133,7 @@ def set_interface(node: Node, interface: str) -> None:
 
 
 def wanted(member: ClusterMember) -> str | None:
-    """The member's vip-manager configuration as it should be now; None: it should not run."""
+    """The member's follower configuration as it should be now; None: it should not run."""
     cluster = member.cluster
     if not cluster.floating_address:
         return None
@@ -150,7 +151,7 @@ def wanted(member: ClusterMember) -> str | None:
 
 
 def _stop(config: Path) -> None:
-    """The vip-manager of ``config`` stopped, the address it was given off its interface, and
+    """The follower of ``config`` stopped, the address it was given off its interface, and
     its configuration removed (its log stays)."""
     try:
         address, interface = vip_lib.parse_rendered(config.read_text())
@@ -161,14 +162,14 @@ def _stop(config: Path) -> None:
 
 
 def ensure(member: ClusterMember) -> str | None:
-    """The member's vip-manager as ``wanted`` says, on this node (its node); a note when it
+    """The member's follower as ``wanted`` says, on this node (its node); a note when it
     changed anything."""
     config = config_path(member)
     text = wanted(member)
     if text is None:
         if config.exists():  # (written before it starts, removed once it stopped: no process scan)
             _stop(config)
-            return f"{member}: vip-manager stopped"
+            return f"{member}: floating address follower stopped"
         return None
     current = config.read_text() if config.exists() else None
     if current == text and engine.is_running(config):
@@ -178,7 +179,7 @@ def ensure(member: ClusterMember) -> str | None:
     runas.make_private_dir(directory(), runas.current_user())
     runas.write_private_file(config, text, owner=runas.current_user())
     engine.start(config, _log_path(config))
-    return f"{member}: vip-manager started"
+    return f"{member}: floating address follower started"
 
 
 @on_node(timeout=APPLY_TIMEOUT)
@@ -187,13 +188,13 @@ def apply_here(member: ClusterMember) -> None:
         ensure(member)
     except ValueError as exc:  # a node's interface name an operator mistyped in the database
         raise ServiceError(
-            N_("vip-manager was not started: %(reason)s"), code="cluster.floating_address_failed",
+            N_("The floating address could not be set up on this node: %(reason)s"), code="cluster.floating_address_failed",
             params={"reason": str(exc)},
         ) from None  # fmt: skip
 
 
 def supervise_here() -> list[str]:
-    """This node's reconciler: a vip-manager for every member here of a cluster with a floating
+    """This node's reconciler: a follower for every member here of a cluster with a floating
     address (a stopped cluster's has no leader key: its address is nowhere), none for any other
     (a member moved or removed, its cluster deleted or its address gone)."""
     notes, kept = [], set()
@@ -205,9 +206,9 @@ def supervise_here() -> list[str]:
             if note := ensure(member):
                 notes.append(note)
         except (EngineError, ValueError, OSError) as exc:
-            notes.append(f"{member}: vip-manager: {exc}")
+            notes.append(f"{member}: floating address follower: {exc}")
     for config in sorted(directory().glob(f"*{SUFFIX}")) if directory().is_dir() else []:
         if config not in kept:
             _stop(config)
-            notes.append(f"vip-manager of {config.stem} stopped (no such member here)")
+            notes.append(f"floating address follower of {config.stem} stopped (no such member here)")
     return notes

@@ -1,9 +1,13 @@
-"""A floating address and vip-manager's configuration (panel/clusters/lib/vip.py): pure."""
+"""A floating address and its follower's configuration (panel/clusters/lib/vip.py): pure; the
+follower (engine/vip_follow.py) reads back what is rendered."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from panel.clusters.engine import vip_follow
 from panel.clusters.lib import etcd as etcd_lib
 from panel.clusters.lib import vip
 
@@ -63,7 +67,7 @@ def test_other_interface_names_are_refused(name: str) -> None:
         vip.check_interface(name)
 
 
-def test_loopback_is_refused_as_vip_manager_refuses_it() -> None:
+def test_loopback_is_refused_it_has_no_hardware_address_to_announce() -> None:
     with pytest.raises(ValueError, match="loopback"):
         vip.check_interface("lo")
 
@@ -79,33 +83,42 @@ def test_the_trigger_key_is_patronis_leader_key_of_the_scope() -> None:
         vip.trigger_key("a/b")
 
 
-def test_the_configuration_has_vip_manager_1_0_2s_keys() -> None:
-    assert vip.render(config()) == (
-        "# Written by the control panel (panel/clusters/services/vip.py): not to be edited.\n"
-        'ip: "198.18.0.200"\n'
-        "netmask: 24\n"
-        'interface: "eth0"\n'
-        'trigger-key: "/pgpanel/cluster-abc/leader"\n'
-        'trigger-value: "member-2"\n'
-        'manager-type: "basic"\n'
-        'dcs-type: "etcd"\n'
-        "dcs-endpoints:\n"
-        '  - "https://127.0.0.1:25258"\n'
-        '  - "https://10.0.0.2:25258"\n'
-        'etcd-ca-file: "/d/etcd/tls/ca.crt"\n'
-        'etcd-cert-file: "/d/etcd/tls/client.crt"\n'
-        'etcd-key-file: "/d/etcd/tls/client.key"\n'
-        'etcd-user: "cluster-abc"\n'
-        'etcd-password: "s3cr\\"t: #x"\n'
-        "interval: 500\n"
-        "retry-after: 250\n"
-        "retry-num: 3\n"
-    )
+def test_the_configuration_is_the_followers_json() -> None:
+    assert json.loads(vip.render(config())) == {
+        "endpoints": ["https://127.0.0.1:25258", "https://10.0.0.2:25258"],
+        "ca": "/d/etcd/tls/ca.crt",
+        "cert": "/d/etcd/tls/client.crt",
+        "key": "/d/etcd/tls/client.key",
+        "user": "cluster-abc",
+        "password": 's3cr"t: #x',
+        "trigger_key": "/pgpanel/cluster-abc/leader",
+        "trigger_value": "member-2",
+        "ip": "198.18.0.200",
+        "prefix": 24,
+        "interface": "eth0",
+        "interval_ms": 500,
+        "timeout_ms": 1000,
+        "retry": 3,
+    }
 
 
-def test_without_an_etcd_user_no_credentials_are_written() -> None:
+def test_the_follower_reads_what_is_rendered() -> None:
+    loaded = vip_follow.load(vip.render(config()))
+    assert (loaded.address, loaded.interface, loaded.trigger_value) == ("198.18.0.200/24", "eth0", "member-2")
+    assert (loaded.user, loaded.password) == ("cluster-abc", 's3cr"t: #x')
+    assert (loaded.interval_ms, loaded.timeout_ms, loaded.retry) == (500, 1000, 3)
+
+
+def test_the_address_comes_off_within_a_few_seconds_of_etcd_silent() -> None:
+    """Well inside Patroni's ttl (20 s): before another member may take the leader key."""
+    assert vip.fail_closed_seconds(config()) == 4.5
+    assert vip.fail_closed_seconds(config(interval_ms=200, timeout_ms=300, retry=2)) == 1.0
+
+
+def test_without_an_etcd_user_the_follower_logs_in_as_no_one() -> None:
     text = vip.render(config(tls=TLS))
-    assert "etcd-user" not in text and "etcd-password" not in text
+    assert json.loads(text)["user"] == "" and json.loads(text)["password"] == ""
+    assert vip_follow.load(text).user == ""
 
 
 @pytest.mark.parametrize(
@@ -116,6 +129,8 @@ def test_without_an_etcd_user_no_credentials_are_written() -> None:
         ({"endpoints": []}, "at least one etcd member"),
         ({"endpoints": ["http://127.0.0.1:2379"]}, "over TLS only"),
         ({"tls": etcd_lib.TlsPaths("", "", "")}, "CA, a client certificate"),
+        ({"retry": 0}, "must be positive"),
+        ({"interval_ms": -1}, "must be positive"),
     ],
 )
 def test_a_configuration_that_could_not_work_is_refused(changes: dict[str, object], why: str) -> None:
@@ -126,5 +141,7 @@ def test_a_configuration_that_could_not_work_is_refused(changes: dict[str, objec
 def test_a_rendered_configuration_gives_back_its_address_and_interface() -> None:
     text = vip.render(config(interface="bond0.100"))
     assert vip.parse_rendered(text) == (vip.FloatingAddress("198.18.0.200", 24), "bond0.100")
-    with pytest.raises(ValueError, match="no ip"):
-        vip.parse_rendered("netmask: 24\ninterface: eth0\n")
+    with pytest.raises(ValueError, match="no 'ip'"):
+        vip.parse_rendered('{"prefix": 24, "interface": "eth0"}')
+    with pytest.raises(ValueError):
+        vip.parse_rendered("ip: 198.18.0.200\n")  # vip-manager's YAML of before: not JSON

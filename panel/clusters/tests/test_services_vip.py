@@ -1,15 +1,17 @@
-"""A cluster's floating address (services/vip.py): the refusals, and vip-manager kept on this node
-for its member here with a real vip-manager. Its etcd here is a port nobody listens on (so it never
-finds a leader key and never touches an interface); the address really moving between nodes is
-tests/test_netns_vip.py's."""
+"""A cluster's floating address (services/vip.py): the refusals, and the follower
+(engine/vip_follow.py) kept on this node for its member here, really started. Its etcd here is a
+port nobody listens on (so it never finds a leader key and never adds the address to an interface);
+the address really moving between nodes is tests/test_netns_vip.py's."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 from django.contrib.auth.models import User
 
@@ -112,8 +114,8 @@ def etcd_nowhere() -> Iterator[None]:
 
 
 def an_interface() -> str:
-    """One of this machine's interfaces that is not loopback (vip-manager refuses loopback): its
-    vip-manager never finds a leader key (``etcd_nowhere``), so it never touches it."""
+    """One of this machine's interfaces that is not loopback (refused: no gratuitous ARP on it):
+    its follower never finds a leader key (``etcd_nowhere``), so it never adds the address."""
     names = [name for _index, name in socket.if_nameindex() if name != "lo"]
     assert names, "this machine has no network interface but loopback"
     return names[0]
@@ -127,7 +129,7 @@ def stop_after() -> Iterator[list[Path]]:
         engine.stop(config, None, "")
 
 
-def test_vip_manager_runs_for_the_member_here_and_stops_when_the_address_goes(
+def test_the_follower_runs_for_the_member_here_and_stops_when_the_address_goes(
     owner: User, etcd_nowhere: None, stop_after: list[Path], wait_until: Callable[..., object]
 ) -> None:
     here = nodes.this_node()
@@ -143,11 +145,12 @@ def test_vip_manager_runs_for_the_member_here_and_stops_when_the_address_goes(
     cluster.refresh_from_db()
     assert cluster.floating_address == "198.18.0.200/24"
     wait_until(lambda: engine.is_running(config), timeout=10)
-    text = config.read_text()
-    assert 'trigger-key: "/pgpanel/' + ha_files.scope(cluster) + '/leader"' in text
-    assert 'trigger-value: "member-1"' in text and f'interface: "{an_interface()}"' in text
-    assert f'etcd-user: "{ha_files.scope(cluster)}"' in text  # the scope's own user, not root
-    assert "https://127.0.0.1:9" in text
+    rendered = json.loads(config.read_text())
+    assert rendered["trigger_key"] == f"/pgpanel/{ha_files.scope(cluster)}/leader"
+    assert rendered["trigger_value"] == "member-1" and rendered["interface"] == an_interface()
+    assert rendered["user"] == ha_files.scope(cluster)  # the scope's own user, not root
+    assert rendered["endpoints"] == ["https://127.0.0.1:9"]
+    assert rendered["password"] not in " ".join(psutil.Process(engine.pid(config)).cmdline())
     # The etcd password is root's alone: no cluster's user may read it, nor enter the directory.
     assert config.stat().st_mode & 0o777 == 0o600 and config.stat().st_uid == os.geteuid()
     assert config.parent.stat().st_mode & 0o777 == 0o700 and config.parent.stat().st_uid == os.geteuid()
@@ -170,7 +173,7 @@ def test_the_reconciler_keeps_it_running_and_stops_one_no_member_here_has(
     stop_after.append(orphan)
 
     notes = vip.supervise_here()
-    assert f"{cluster.name}/member-1: vip-manager started" in notes
+    assert f"{cluster.name}/member-1: floating address follower started" in notes
     wait_until(lambda: engine.is_running(config), timeout=10)
     assert vip.supervise_here() == []  # running as it should: nothing to do
 
@@ -179,7 +182,7 @@ def test_the_reconciler_keeps_it_running_and_stops_one_no_member_here_has(
     engine.start(orphan, orphan.with_suffix(".log"))
     wait_until(lambda: engine.is_running(orphan), timeout=10)
     notes = vip.supervise_here()
-    assert f"{cluster.name}/member-1: vip-manager started" in notes
-    assert "vip-manager of cluster-gone.member-3 stopped (no such member here)" in notes
+    assert f"{cluster.name}/member-1: floating address follower started" in notes
+    assert "floating address follower of cluster-gone.member-3 stopped (no such member here)" in notes
     wait_until(lambda: engine.is_running(config), timeout=10)
     assert not engine.is_running(orphan) and not orphan.exists()
