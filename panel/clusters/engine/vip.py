@@ -19,11 +19,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from panel.clusters.engine import vip_follow
 from panel.clusters.engine.patroni import _detach, _processes_with, _terminate
 from panel.clusters.lib.vip import FloatingAddress
 from panel.core.runas import EngineError, current_user
 
-SCRIPT = Path(__file__).with_name("vip_follow.py")
+SCRIPT = Path(vip_follow.__file__)
 IP = ("/usr/sbin/ip",)
 STOP_TIMEOUT = 5.0
 IP_TIMEOUT = 10.0
@@ -70,7 +71,7 @@ def holds(address: FloatingAddress, interface: str, *, ip: Sequence[str] = IP) -
     )
     if result.returncode != 0:
         return False
-    return any(f" inet {address} " in f"{line} " for line in result.stdout.splitlines())
+    return vip_follow.shows(result.stdout, str(address))
 
 
 def _ip(ip: Sequence[str], args: list[str]) -> None:
