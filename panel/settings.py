@@ -374,9 +374,9 @@ PANEL_NODE_DEAD_AFTER = env_int("PANEL_NODE_DEAD_AFTER", 45, minimum=2)
 # plan's vCPUs are a CPU quota that may share cores); `manage.py node add` sets them explicitly.
 PANEL_NODE_RAM_GB = env_int("PANEL_NODE_RAM_GB", 0, minimum=0)
 PANEL_NODE_VCPUS = env_int("PANEL_NODE_VCPUS", 0, minimum=0)
-# The disk (GB) a node needs free to take a new server: its files and first WAL (about 60 MB,
-# docs/nodes.md) with room to write. Not a reservation: plans' disks are not added up.
+# The disk (GB) a node needs free to take a new server (docs/nodes.md); not a reservation.
 PANEL_NODE_MIN_FREE_DISK_GB = env_positive("PANEL_NODE_MIN_FREE_DISK_GB", 1.0)
+PANEL_VIP_INTERFACE = env_str("PANEL_VIP_INTERFACE", "eth0")  # a new node's floating addresses' (checks.py)
 CELERY_BEAT_SCHEDULE_FILENAME = str(PANEL_DATA_DIR / files.DB_DIR / "celerybeat-schedule")
 
 # Alert emails. The console backend prints them; set EMAIL_BACKEND and EMAIL_HOST… to send.

@@ -89,6 +89,9 @@ have pgbackrest || missing+=(pgbackrest)
 [[ -x /usr/bin/etcd ]] || missing+=(etcd-server)
 have etcdctl || missing+=(etcd-client)
 [[ -x /usr/sbin/haproxy ]] || missing+=(haproxy)
+# arping (iputils): the gratuitous ARP of a cluster's optional floating address when it moves to
+# the primary's node (panel/clusters/engine/vip_follow.py; `ip` itself is iproute2's).
+[[ -x /usr/bin/arping ]] || missing+=(iputils-arping)
 if [[ "$mode" == test ]]; then
     # rsyslog: the log forwarding tests (panel/logsink) send to a real one on loopback.
     [[ -x /usr/sbin/rsyslogd ]] || have rsyslogd || missing+=(rsyslog)

@@ -135,3 +135,15 @@ def check_redis_password(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
     if where is None:
         return []
     return [Warning(REDIS_WITHOUT_PASSWORD.format(where=where), hint=REDIS_HINT, id="clusters.W011")]
+
+
+@register()
+def check_vip_interface(app_configs: Any, **kwargs: Any) -> list[Error]:
+    """PANEL_VIP_INTERFACE is a name a new node's row takes (env_str read it as it is)."""
+    from panel.clusters.lib.vip import check_interface
+
+    try:
+        check_interface(settings.PANEL_VIP_INTERFACE)
+    except ValueError as exc:
+        return [Error(f"PANEL_VIP_INTERFACE: {exc}", id="clusters.E013")]
+    return []

@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils.translation import gettext_lazy
 
 from panel.clusters.lib.connstr import FORMATS, ConnectionDetails
+from panel.clusters.lib.vip import host_of
 from panel.core.errors import ServiceError
 
 # The three views of the connection details box, in the managed service's order.
@@ -49,6 +50,8 @@ def connection_box(
         "revealed": reveal,
         "conn": None,
         "conn_error": None,
+        # An operator's floating address (services/vip.py): another host for the same ports.
+        "floating_host": host_of(getattr(context.get("cluster"), "floating_address", "")),
     }
     try:
         shown = details()

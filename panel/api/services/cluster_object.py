@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 from django.db.models import QuerySet
 
 from panel.api.services import databases, resources
+from panel.clusters.lib.vip import host_of
 from panel.clusters.models import Cluster
 from panel.managed.lib.updates import DAYS
 from panel.managed.services import create as managed_create
@@ -91,6 +92,8 @@ def full(cluster: Cluster, *, with_password: bool, base_url: str | None = None) 
             # Reads served by a standby (HAProxy's read-only port); null without standbys.
             "standby_connection": standby(cluster, with_password=with_password, private=False),
             "standby_private_connection": standby(cluster, with_password=with_password, private=True),
+            # The operator's floating address (the primary's node's, moved by the panel's follower); null: none.
+            "floating_address": host_of(cluster.floating_address) or None,
             "users": [
                 resources.user(user, with_password=with_password)
                 for user in sorted(cluster.users.all(), key=lambda row: (row.created_at, row.name))

@@ -99,6 +99,7 @@ class Database(Schema):
     private_connection: Connection | None = None
     standby_connection: Connection | None = None
     standby_private_connection: Connection | None = None
+    floating_address: str | None = None
     users: list[User] | None = None
     db_names: list[str] | None = None
     tags: list[str] = []

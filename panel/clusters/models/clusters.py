@@ -145,6 +145,8 @@ class Cluster(models.Model):
     # /config, restart, reinitialize): a member on another node listens on its node's address.
     rest_username = models.CharField(max_length=32, default=new_rest_username)
     rest_password_encrypted = models.TextField(default=crypto.new_encrypted_secret)
+    # An operator's: the address the panel's follower keeps on the primary's node (services/vip.py); blank: none.
+    floating_address = models.CharField(_("floating address"), max_length=18, blank=True)
 
     objects = ClusterQuerySet.as_manager()
 

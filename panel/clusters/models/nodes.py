@@ -9,6 +9,11 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 
+def default_vip_interface() -> str:
+    """The interface a new node's floating addresses go on (PANEL_VIP_INTERFACE)."""
+    return settings.PANEL_VIP_INTERFACE
+
+
 class NodeState(models.TextChoices):
     ACTIVE = "active", _("Active")
     DRAINING = "draining", _("Draining")
@@ -37,6 +42,10 @@ class Node(models.Model):
     # Free space of the filesystem of its data directory, as its agent last reported it (None:
     # not reported yet); placement refuses a node nearly out of disk.
     disk_free_bytes = models.PositiveBigIntegerField(null=True, blank=True)
+    # The network interface the panel's follower puts a cluster's floating address on (services/vip.py).
+    vip_interface = models.CharField(
+        _("floating address interface"), max_length=15, default=default_vip_interface
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

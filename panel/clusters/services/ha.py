@@ -383,7 +383,7 @@ def supervise_all() -> list[str]:
             notes += supervise(cluster)
         except EngineError as exc:
             notes.append(f"{cluster.name}: {exc}")
-    return notes + remote_members.supervise_here() + entry_points.supervise_here() + upgrade_members_here()
+    return notes + remote_members.supervise_here() + upgrade_members_here()
 
 
 def upgrade_members_here() -> list[str]:

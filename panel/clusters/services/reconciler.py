@@ -19,6 +19,7 @@ from panel.clusters.lib.pgconf import STATEMENTS_LIBRARY, guard_lines
 from panel.clusters.models import Cluster, ClusterStatus, CycleKind, EventLevel
 from panel.clusters.services import (
     cycles,
+    entry_points,
     firewall,
     ha,
     ha_health,
@@ -27,6 +28,7 @@ from panel.clusters.services import (
     replica_heal,
     replica_slots,
     replication,
+    vip,
 )
 from panel.clusters.services.provision import SETTINGS_FILE
 from panel.core import osusers, runas
@@ -49,7 +51,7 @@ def reconcile() -> list[str]:
 def _reconcile() -> list[str]:
     notes: list[str] = move_legacy_clusters()
     # Patroni supervises the members of a cluster with standbys; the reconciler supervises Patroni.
-    notes += ha.supervise_all()
+    notes += ha.supervise_all() + entry_points.supervise_here() + vip.supervise_here()
     for cluster in Cluster.objects.here().filter(status__in=ClusterStatus.SERVING, num_nodes__gt=1):
         notes += _restore_member_config(cluster)
         notes += ha_roles.upgrade(cluster)

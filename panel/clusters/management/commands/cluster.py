@@ -24,6 +24,7 @@ from panel.clusters.management.cli import PanelCommand, find_cluster, find_user,
 from panel.clusters.management.cluster_members import MemberSubcommands
 from panel.clusters.management.cluster_parts import RoleSubcommands, describe_cluster
 from panel.clusters.management.cluster_settings import SettingsSubcommands
+from panel.clusters.management.cluster_vip import VipSubcommands
 from panel.clusters.models import Cluster, ClusterStatus
 from panel.clusters.services import attach, reconciler
 from panel.core import polling
@@ -33,7 +34,7 @@ RECENT_EVENTS = 10
 PROVISION_WAIT_SECONDS = 600
 
 
-class Command(MemberSubcommands, SettingsSubcommands, RoleSubcommands, PanelCommand):
+class Command(MemberSubcommands, SettingsSubcommands, RoleSubcommands, VipSubcommands, PanelCommand):
     help = "Create, inspect and manage PostgreSQL clusters in the foreground (no worker needed)."
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -96,6 +97,7 @@ class Command(MemberSubcommands, SettingsSubcommands, RoleSubcommands, PanelComm
         self.add_role_arguments(add)
         self.add_member_arguments(add)
         self.add_settings_arguments(add)
+        self.add_vip_arguments(add)
 
         add(
             "reconcile",

@@ -3,18 +3,19 @@
 A node's agent registers its node itself when it starts (PANEL_NODE_NAME, with the machine's
 memory and cores); `node add` records one ahead of its agent, with the capacity you choose.
 `drain` keeps a node's clusters where they are and running, and sends new ones elsewhere;
-`activate` undoes it; `remove` forgets a node that holds no cluster.
+`activate` undoes it; `remove` forgets a node that holds no cluster; `vip-interface` sets the
+network interface its floating addresses go on (docs/standbys.md).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from panel.clusters.management.cli import PanelCommand, human_size, print_table
-from panel.clusters.models import CycleKind, EtcdMember, NodeState
-from panel.clusters.services import cycles, nodes
+from panel.clusters.models import CycleKind, EtcdMember, Node, NodeState
+from panel.clusters.services import cycles, nodes, vip
 
 
 def _ports(text: str) -> tuple[int, int]:
@@ -48,6 +49,9 @@ class Command(PanelCommand):
             ("remove", "Forget a node that holds no cluster."),
         ):
             sub.add_parser(name, help=text).add_argument("name", metavar="NODE")
+        p = sub.add_parser("vip-interface", help="Set the network interface floating addresses go on.")
+        p.add_argument("name", metavar="NODE")
+        p.add_argument("interface", metavar="INTERFACE", help="e.g. eth0 (default: PANEL_VIP_INTERFACE)")
 
     def do_add(self, options: dict[str, Any]) -> None:
         node = nodes.add_node(
@@ -68,6 +72,15 @@ class Command(PanelCommand):
             f"Start its agent on that machine with PANEL_NODE_NAME={node.name} PANEL_DATA_DIR={node.data_dir} "
             "(scripts/node_agent.py); it takes clusters once it sends heartbeats. Copy the task-signing "
             "pair (keys/celery_signing.key and .crt) there first: the agents take only signed tasks."
+        )
+
+    def do_vip_interface(self, options: dict[str, Any]) -> None:
+        node = Node.objects.filter(name=options["name"]).first()
+        if node is None:
+            raise CommandError(f"No node named {options['name']!r}.")
+        vip.set_interface(node, options["interface"])
+        self.stdout.write(
+            self.style.SUCCESS(f"Node {node.name}: floating addresses go on {node.vip_interface}.")
         )
 
     def do_list(self, options: dict[str, Any]) -> None:
