@@ -29,8 +29,18 @@ def node_list(request: PanelRequest) -> HttpResponse:
         # Each node's clusters a page at a time, each node with its own page parameter.
         clusters = paginate(request, node.clusters.select_related("owner"), param=f"{node.name}-page")
         rounds = [(kind.label, kind.value, last.get((node.pk, kind.value))) for kind in CycleKind]
-        full = hooks.disk_full_among(clusters.rows)
-        rows.append({"usage": room, "node": node, "clusters": clusters, "cycles": rounds, "full": full})
+        others = nodes.members_of_others(node)
+        full = hooks.disk_full_among([*clusters.rows, *others])
+        rows.append(
+            {
+                "usage": room,
+                "node": node,
+                "clusters": clusters,
+                "cycles": rounds,
+                "full": full,
+                "others": others,
+            }
+        )
     template = "clusters/nodes.html#table" if request.htmx else "clusters/nodes.html"
     return render(request, template, {"rows": rows, "dead_after": settings.PANEL_NODE_DEAD_AFTER})
 

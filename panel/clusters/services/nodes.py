@@ -120,6 +120,17 @@ def all_usage() -> list[Usage]:
     return [usage(node) for node in Node.objects.all()]
 
 
+def members_of_others(node: Node) -> list[Cluster]:
+    """The clusters living on another node that have a member (a standby, or the primary after a
+    failover) and so an entry on ``node``: while ``node`` does not answer they run without it."""
+    ids = (
+        ClusterMember.objects.filter(node=node)
+        .exclude(cluster__node=node)
+        .values_list("cluster_id", flat=True)
+    )
+    return list(Cluster.objects.filter(pk__in=set(ids)).select_related("owner", "node").order_by("name"))
+
+
 # --- the agent's side -----------------------------------------------------------------------------
 
 

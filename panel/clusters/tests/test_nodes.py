@@ -267,6 +267,34 @@ def test_the_nodes_page_shows_capacity_clusters_and_heartbeat_to_staff_only(
 
 
 @pytest.mark.django_db
+def test_the_nodes_page_names_the_clusters_a_silent_node_holds_members_of(
+    owner: User, staff_user: User, web: None
+) -> None:
+    """Issue 39: a node that holds a member of a cluster living elsewhere lists that cluster; when
+    it stops answering the page says the cluster runs without it, with the cluster's status."""
+    from panel.clusters.services.create import add_member
+
+    home, other = make_node("home", first=40000), make_node("other", first=40100)
+    cluster = create(owner, "spread-db", "db-s-2vcpu-4gb", node="home")
+    add_member(cluster, "member-2", other)
+    Cluster.objects.filter(pk=cluster.pk).update(num_nodes=2, status=ClusterStatus.DEGRADED)
+    staff = Client()
+    staff.force_login(staff_user)
+    page = staff.get("/clusters/nodes/").content.decode()
+    card = page[page.index('data-node="other"') :]
+    assert "Members of clusters on other nodes" in card and "spread-db" in card and "lives on home" in card
+    assert "node-down-clusters" not in page  # both answer
+
+    Node.objects.filter(pk=other.pk).update(last_heartbeat=timezone.now() - dt.timedelta(minutes=5))
+    page = staff.get("/clusters/nodes/").content.decode()
+    card = page[page.index('data-node="other"') :]
+    assert "Not answering" in card and "node-down-clusters" in card
+    assert "runs without its member here" in card and "Degraded" in card
+    home_card = page[page.index('data-node="home"') : page.index('data-node="other"')]
+    assert "node-down-clusters" not in home_card and "Members of clusters on other nodes" not in home_card
+
+
+@pytest.mark.django_db
 def test_the_create_form_offers_nodes_once_there_are_several(
     owner: User, owner_client: Client, web: None, queued_tasks: Callable[[str], list[tuple[str, list]]]
 ) -> None:
