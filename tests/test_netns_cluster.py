@@ -1,13 +1,194 @@
-"""probe"""
+"""A cluster with standbys on three nodes with addresses of their own (issue 39): each node a
+network namespace running the panel's real node agent on its 198.18.0.x address
+(tests/fixtures/nsnodes.py), this process the web, the panel's Redis and metadata PostgreSQL on
+the bridge's root-side address.
+
+A three-member cluster lands one member per node; each member's host is its node's address;
+the primary's pg_stat_replication shows its standbys connecting from the other nodes' addresses;
+a row written through the cluster's connection details is read back through the standby port
+and on every standby. The panel's etcd grows to three members, one per node, each on its node's
+address (etcd peers over TLS between real addresses).
+"""
+
 from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
 import pytest
-from panel.clusters.models import Node
+from django.conf import settings
+from django.contrib.auth.models import User
+
+from panel import crypto
+from panel.clusters import services
+from panel.clusters.engine import etcd as etcd_engine
+from panel.clusters.lib import etcd as etcd_lib
+from panel.clusters.models import Cluster, ClusterMember, ClusterStatus, EtcdMember, EtcdMemberState, Node
+from panel.clusters.services.overview import connection_details
+from panel.core import taskqueue
+from panel.core.polling import wait_for
 from tests.fixtures.netns import needs_root
-from tests.fixtures.nsnodes import NsNodes
+from tests.fixtures.nsnodes import NsAgent, NsNodes
 
 pytestmark = [pytest.mark.integration, needs_root]
 
+RECONCILE = "panel.clusters.tasks.reconcile"
+ONLINE_TIMEOUT = 240.0
+STREAMING_TIMEOUT = 90.0
+ETCD_TIMEOUT = 120.0
 
-def test_nodes(nsnodes: NsNodes) -> None:
-    rows = {n.name: n.address for n in Node.objects.all()}
-    assert rows == {a.name: a.address for a in nsnodes.agents}
+
+def _socket_dir(agent: NsAgent, cluster: Cluster) -> Path:
+    """The cluster's socket directory on ``agent``'s node (its data directory, not this process's)."""
+    return agent.data_dir / cluster.socket_dir.relative_to(cluster.data_root.parent.parent)
+
+
+def _as_superuser(
+    agent: NsAgent, cluster: Cluster, member: ClusterMember, dbname: str = "postgres"
+) -> psycopg.Connection:
+    """The panel's superuser on ``member``'s server, over its node's socket (peer authentication):
+    what the test observes, not what a client does."""
+    return psycopg.connect(
+        host=str(_socket_dir(agent, cluster)),
+        port=member.port,
+        user=settings.PANEL_SUPERUSER,
+        dbname=dbname,
+        autocommit=True,
+        connect_timeout=5,
+    )
+
+
+def _replication(nsnodes: NsNodes, cluster: Cluster) -> tuple[ClusterMember, list[tuple[str, str]]] | None:
+    """The member in charge and (client_addr, state) of the standbys streaming from it, or None
+    while no member says it is the primary."""
+    for member in cluster.members.select_related("node"):
+        agent = nsnodes.agent_on(member.node.name)
+        try:
+            with _as_superuser(agent, cluster, member) as conn:
+                row = conn.execute("SELECT pg_is_in_recovery()").fetchone()
+                if row is None or row[0]:
+                    continue
+                rows = conn.execute("SELECT host(client_addr), state FROM pg_stat_replication").fetchall()
+        except psycopg.Error:
+            continue
+        return member, [(str(addr), str(state)) for addr, state in rows]
+    return None
+
+
+def _reconcile_everywhere(nsnodes: NsNodes) -> None:
+    """One reconciler round sent to every node's tasks queue (beat's fan-out, by hand)."""
+    for agent in nsnodes.agents:
+        taskqueue.send(RECONCILE, [], queue=Node.objects.get(name=agent.name).tasks_queue)
+
+
+def _panel_etcd_tls(agent: NsAgent) -> etcd_lib.TlsPaths:
+    """The panel's etcd client files as ``agent``'s node keeps them (its CA, its client pair,
+    etcd's root with the panel's derived password)."""
+    tls = agent.data_dir / "etcd" / "tls"
+    password = crypto.derived_secret(f"etcd user {etcd_lib.ROOT}")
+    return etcd_lib.TlsPaths(
+        str(tls / "ca.crt"), str(tls / "client.crt"), str(tls / "client.key"), etcd_lib.ROOT, password
+    )
+
+
+def test_a_cluster_with_standbys_spreads_over_three_addresses(
+    nsnodes: NsNodes, wait_until: Callable[..., object]
+) -> None:
+    timings: dict[str, float] = {}
+    started = time.monotonic()
+    owner = User.objects.create_user("nsowner", "nsowner@example.com", "nsowner-password-1")
+    addresses = {agent.name: agent.address for agent in nsnodes.agents}
+    assert {node.name: node.address for node in Node.objects.all()} == addresses
+
+    cluster = services.create_cluster(owner, name="spread", plan_slug="db-s-1vcpu-2gb", num_nodes=3)
+
+    def settled() -> bool:
+        cluster.refresh_from_db()
+        return cluster.status != ClusterStatus.CREATING
+
+    wait_until(settled, timeout=ONLINE_TIMEOUT, message=f"the cluster online\n{nsnodes.logs()}")
+    assert cluster.status == ClusterStatus.ONLINE, f"{cluster.error_message}\n{nsnodes.logs()}"
+    timings["online"] = time.monotonic() - started
+
+    # One member per node, each reached on its node's own address.
+    members = list(cluster.members.select_related("node").order_by("name"))
+    assert sorted(m.node.name for m in members) == sorted(addresses)
+    for member in members:
+        assert member.host == addresses[member.node.name], (member.name, member.host)
+        assert member.host.startswith("198.18.0.")
+    assert cluster.public_host == addresses[cluster.node.name]
+
+    # Replication runs between those addresses: the primary sees each standby from its node's.
+    found: list[tuple[ClusterMember, list[tuple[str, str]]] | None] = [None]
+
+    def both_streaming() -> bool:
+        found[0] = _replication(nsnodes, cluster)
+        return found[0] is not None and [s for _, s in found[0][1]] == ["streaming", "streaming"]
+
+    wait_until(both_streaming, timeout=STREAMING_TIMEOUT, message=f"two standbys streaming: {found[0]}")
+    assert found[0] is not None
+    primary, standbys = found[0]
+    others = {addresses[m.node.name] for m in members if m.pk != primary.pk}
+    assert {addr for addr, _ in standbys} == others, (primary.host, standbys)
+    assert primary.host not in {addr for addr, _ in standbys}
+    timings["streaming"] = time.monotonic() - started
+
+    # A client writes through the connection details and reads it back on the standbys.
+    details = connection_details(cluster)
+    assert details.host == addresses[cluster.node.name]
+    with psycopg.connect(details.uri(), connect_timeout=5, autocommit=True) as conn:
+        conn.execute("CREATE TABLE spread (note text)")
+        conn.execute("INSERT INTO spread VALUES ('written across namespaces')")
+        assert conn.execute("SELECT pg_is_in_recovery()").fetchone() == (False,)
+    standby_details = connection_details(cluster, standby=True)
+
+    def read_on_standby() -> bool:
+        try:
+            with psycopg.connect(standby_details.uri(), connect_timeout=5) as conn:
+                row = conn.execute("SELECT pg_is_in_recovery(), (SELECT note FROM spread)").fetchone()
+        except psycopg.Error:
+            return False
+        return row == (True, "written across namespaces")
+
+    wait_until(read_on_standby, timeout=30, message="the row read through the standby port")
+    for member in members:
+        if member.pk == primary.pk:
+            continue
+        agent = nsnodes.agent_on(member.node.name)
+        with _as_superuser(agent, cluster, member, dbname=details.database) as conn:
+            row = conn.execute("SELECT pg_is_in_recovery(), (SELECT note FROM public.spread)").fetchone()
+        assert row == (True, "written across namespaces"), member.name
+        # A client reaches the members only through the entry point: straight from the bridge's
+        # address a member's pg_hba has no line for it.
+        direct = dataclasses.replace(details, host=member.host, port=member.port)
+        with pytest.raises(psycopg.OperationalError, match=f'no pg_hba.conf entry for host "{nsnodes.bridge_address}"'):
+            psycopg.connect(direct.uri(), connect_timeout=5).close()
+    timings["written and read"] = time.monotonic() - started
+
+    # The panel's etcd: with three active nodes, three members, one per node, on their addresses.
+    def three_etcd_members() -> bool:
+        running = EtcdMember.objects.filter(state=EtcdMemberState.RUNNING).count()
+        if running < 3 or EtcdMember.objects.exclude(state=EtcdMemberState.RUNNING).exists():
+            _reconcile_everywhere(nsnodes)
+            return False
+        return True
+
+    assert wait_for(three_etcd_members, ETCD_TIMEOUT, interval=3), (
+        f"{list(EtcdMember.objects.values_list('name', 'host', 'state'))}\n{nsnodes.logs()}"
+    )
+    rows = {row.node.name: row for row in EtcdMember.objects.select_related("node")}
+    assert sorted(rows) == sorted(addresses)
+    for name, row in rows.items():
+        assert row.host == addresses[name]
+    urls = [f"https://{row.host}:{row.client_port}" for row in rows.values()]
+    tls = _panel_etcd_tls(nsnodes.agents[0])
+    listed = etcd_engine.members(urls, tls)
+    assert sorted((m.name, m.peer_urls) for m in listed) == sorted(
+        (name, (f"https://{row.host}:{row.peer_port}",)) for name, row in rows.items()
+    )
+    assert all(etcd_engine.healthy(url, tls) for url in urls)
+    timings["etcd of three"] = time.monotonic() - started
+    print("timings (s from the cluster's request):", {k: round(v, 1) for k, v in timings.items()})
