@@ -13,6 +13,7 @@ address (etcd peers over TLS between real addresses).
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +28,7 @@ from panel.clusters import services
 from panel.clusters.engine import etcd as etcd_engine
 from panel.clusters.lib import etcd as etcd_lib
 from panel.clusters.models import Cluster, ClusterMember, ClusterStatus, EtcdMember, EtcdMemberState, Node
+from panel.clusters.services.ha_files import member_config_path
 from panel.clusters.services.overview import connection_details
 from panel.core import taskqueue
 from panel.core.polling import wait_for
@@ -43,7 +45,7 @@ ETCD_TIMEOUT = 120.0
 
 def _socket_dir(agent: NsAgent, cluster: Cluster) -> Path:
     """The cluster's socket directory on ``agent``'s node (its data directory, not this process's)."""
-    return agent.data_dir / cluster.socket_dir.relative_to(cluster.data_root.parent.parent)
+    return agent.data_dir / cluster.socket_dir.relative_to(cluster.data_root.parent.parent)  # (its clusters/)
 
 
 def _as_superuser(
@@ -167,6 +169,7 @@ def test_a_cluster_with_standbys_spreads_over_three_addresses(
         with pytest.raises(psycopg.OperationalError, match=f'no pg_hba.conf entry for host "{nsnodes.bridge_address}"'):
             psycopg.connect(direct.uri(), connect_timeout=5).close()
     timings["written and read"] = time.monotonic() - started
+    data_root = cluster.data_root.parent.parent  # this process's data directory, as each node's
 
     # The panel's etcd: with three active nodes, three members, one per node, on their addresses.
     def three_etcd_members() -> bool:
@@ -189,6 +192,33 @@ def test_a_cluster_with_standbys_spreads_over_three_addresses(
     assert sorted((m.name, m.peer_urls) for m in listed) == sorted(
         (name, (f"https://{row.host}:{row.peer_port}",)) for name, row in rows.items()
     )
+    assert sorted((m.name, m.client_urls) for m in listed) == sorted(
+        (name, (f"https://{row.host}:{row.client_port}",)) for name, row in rows.items()
+    )
     assert all(etcd_engine.healthy(url, tls) for url in urls)
-    timings["etcd of three"] = time.monotonic() - started
+
+    # Every member's Patroni follows the three (the reconciler's rounds rewrite what was written
+    # while etcd had fewer members), and the panel's listing, which the agents take from each
+    # Patroni's REST API on its node's address, shows one primary and two streaming standbys.
+    wanted = sorted(f"{row.host}:{row.client_port}" for row in rows.values())
+    configs = [
+        nsnodes.agent_on(m.node.name).data_dir / member_config_path(cluster, m).relative_to(data_root)
+        for m in members
+    ]
+
+    def patroni_follows() -> bool:
+        hosts = [sorted(json.loads(path.read_text())["etcd3"]["hosts"]) for path in configs]
+        roles = sorted(cluster.members.values_list("role", "state"))
+        if hosts == [wanted] * len(configs) and roles == [
+            ("primary", "running"), ("standby", "streaming"), ("standby", "streaming")
+        ]:
+            return True
+        _reconcile_everywhere(nsnodes)
+        return False
+
+    assert wait_for(patroni_follows, ETCD_TIMEOUT, interval=3), (
+        [json.loads(path.read_text())["etcd3"]["hosts"] for path in configs],
+        list(cluster.members.values_list("name", "role", "state")),
+    )
+    timings["etcd of three, followed"] = time.monotonic() - started
     print("timings (s from the cluster's request):", {k: round(v, 1) for k, v in timings.items()})
