@@ -28,9 +28,12 @@ from panel.clusters import services
 from panel.clusters.engine import etcd as etcd_engine
 from panel.clusters.lib import etcd as etcd_lib
 from panel.clusters.models import Cluster, ClusterMember, ClusterStatus, EtcdMember, EtcdMemberState, Node
+from panel.clusters.services import members as members_service
 from panel.clusters.services.ha_files import member_config_path
 from panel.clusters.services.overview import connection_details
 from panel.core import taskqueue
+from panel.pools import services as pools
+from panel.pools.services.figures import pool_connection_details
 from panel.core.polling import wait_for
 from tests.fixtures.netns import needs_root
 from tests.fixtures.nsnodes import NsAgent, NsNodes
@@ -221,4 +224,44 @@ def test_a_cluster_with_standbys_spreads_over_three_addresses(
         list(cluster.members.values_list("name", "role", "state")),
     )
     timings["etcd of three, followed"] = time.monotonic() - started
+
+    # A switchover to a standby on another node (Patroni's REST calls between the addresses): the
+    # new primary streams to the other two nodes, and the entry point on the cluster's node sends
+    # the clients' writes to it.
+    target = next(m for m in members if m.pk != primary.pk)
+    assert members_service.switchover(cluster, target.name) == target.name
+
+    def new_primary_streams() -> bool:
+        found[0] = _replication(nsnodes, cluster)
+        return (
+            found[0] is not None
+            and found[0][0].pk == target.pk
+            and [s for _, s in found[0][1]] == ["streaming", "streaming"]
+        )
+
+    wait_until(new_primary_streams, timeout=STREAMING_TIMEOUT, message=f"{target.name} primary: {found[0]}")
+    assert found[0] is not None
+    assert {addr for addr, _ in found[0][1]} == {addresses[m.node.name] for m in members if m.pk != target.pk}
+
+    def written_on_the_new_primary() -> bool:
+        try:
+            with psycopg.connect(details.uri(), connect_timeout=5, autocommit=True) as conn:
+                conn.execute("INSERT INTO spread VALUES ('after the switchover')")
+                return conn.execute("SELECT inet_server_addr()::text").fetchone() == (f"{target.host}/32",)
+        except psycopg.Error:
+            return False
+
+    wait_until(written_on_the_new_primary, timeout=30, message=f"a write through the entry point on {target.name}")
+    timings["switched over"] = time.monotonic() - started
+
+    # A pool: PgBouncer on the cluster's node, its server the primary now on another node.
+    pool = pools.create_pool(cluster, "spread-pool", details.database, None, "transaction", 5)
+    pooled = pool_connection_details(pool)
+    assert (pooled.host, pooled.port) == (addresses[cluster.node.name], cluster.pooler_port)
+    with psycopg.connect(pooled.uri(), connect_timeout=5, autocommit=True) as conn:
+        conn.execute("INSERT INTO spread VALUES ('through the pool')")
+        row = conn.execute("SELECT inet_server_addr()::text, count(*) FROM spread").fetchone()
+    assert row is not None and row[1] == 3
+    assert str(row[0]) == f"{target.host}/32", row
+    timings["pool"] = time.monotonic() - started
     print("timings (s from the cluster's request):", {k: round(v, 1) for k, v in timings.items()})
