@@ -22,6 +22,7 @@ import psycopg
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.test import Client
 
 from panel import crypto
 from panel.clusters import services
@@ -100,7 +101,7 @@ def _panel_etcd_tls(agent: NsAgent) -> etcd_lib.TlsPaths:
 
 
 def test_a_cluster_with_standbys_spreads_over_three_addresses(
-    nsnodes: NsNodes, wait_until: Callable[..., object]
+    nsnodes: NsNodes, wait_until: Callable[..., object], tmp_path: Path
 ) -> None:
     timings: dict[str, float] = {}
     started = time.monotonic()
@@ -117,6 +118,13 @@ def test_a_cluster_with_standbys_spreads_over_three_addresses(
     wait_until(settled, timeout=ONLINE_TIMEOUT, message=f"the cluster online\n{nsnodes.logs()}")
     assert cluster.status == ClusterStatus.ONLINE, f"{cluster.error_message}\n{nsnodes.logs()}"
     timings["online"] = time.monotonic() - started
+    browser = Client()
+    browser.force_login(owner)
+
+    def page(path: str) -> bytes:
+        response = browser.get(path)
+        assert response.status_code == 200, (path, response.status_code)
+        return bytes(response.content)
 
     # One member per node, each reached on its node's own address.
     members = list(cluster.members.select_related("node").order_by("name"))
@@ -171,6 +179,10 @@ def test_a_cluster_with_standbys_spreads_over_three_addresses(
         direct = dataclasses.replace(details, host=member.host, port=member.port)
         with pytest.raises(psycopg.OperationalError, match=f'no pg_hba.conf entry for host "{nsnodes.bridge_address}"'):
             psycopg.connect(direct.uri(), connect_timeout=5).close()
+    # The web's pages of it, drawn from what the agents recorded, name each member's node.
+    page(f"/clusters/{cluster.pk}/")
+    card = page(f"/clusters/{cluster.pk}/members/").decode()
+    assert all(name in card for name in addresses), card
     timings["written and read"] = time.monotonic() - started
     data_root = cluster.data_root.parent.parent  # this process's data directory, as each node's
 
@@ -252,6 +264,14 @@ def test_a_cluster_with_standbys_spreads_over_three_addresses(
             return False
 
     wait_until(written_on_the_new_primary, timeout=30, message=f"a write through the entry point on {target.name}")
+    # A client that checks the server's name (verify-full, the cluster's CA as the panel offers
+    # it) still finds it in the new primary's certificate: the cluster's node's address.
+    ca_file = tmp_path / "cluster-ca.crt"
+    ca_file.write_bytes(page(f"/clusters/{cluster.pk}/ca-certificate/"))
+    with psycopg.connect(
+        details.uri(), sslmode="verify-full", sslrootcert=str(ca_file), connect_timeout=5
+    ) as conn:
+        assert conn.execute("SELECT inet_server_addr()::text").fetchone() == (f"{target.host}/32",)
     timings["switched over"] = time.monotonic() - started
 
     # A pool: PgBouncer on the cluster's node, its server the primary now on another node.
