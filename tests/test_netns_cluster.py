@@ -33,9 +33,9 @@ from panel.clusters.services import members as members_service
 from panel.clusters.services.ha_files import member_config_path
 from panel.clusters.services.overview import connection_details
 from panel.core import taskqueue
+from panel.core.polling import wait_for
 from panel.pools import services as pools
 from panel.pools.services.figures import pool_connection_details
-from panel.core.polling import wait_for
 from tests.fixtures.netns import needs_root
 from tests.fixtures.nsnodes import NsAgent, NsNodes
 
@@ -177,7 +177,9 @@ def test_a_cluster_with_standbys_spreads_over_three_addresses(
         # A client reaches the members only through the entry point: straight from the bridge's
         # address a member's pg_hba has no line for it.
         direct = dataclasses.replace(details, host=member.host, port=member.port)
-        with pytest.raises(psycopg.OperationalError, match=f'no pg_hba.conf entry for host "{nsnodes.bridge_address}"'):
+        with pytest.raises(
+            psycopg.OperationalError, match=f'no pg_hba.conf entry for host "{nsnodes.bridge_address}"'
+        ):
             psycopg.connect(direct.uri(), connect_timeout=5).close()
     # The web's pages of it, drawn from what the agents recorded, name each member's node.
     page(f"/clusters/{cluster.pk}/")
@@ -225,7 +227,9 @@ def test_a_cluster_with_standbys_spreads_over_three_addresses(
         hosts = [sorted(json.loads(path.read_text())["etcd3"]["hosts"]) for path in configs]
         roles = sorted(cluster.members.values_list("role", "state"))
         if hosts == [wanted] * len(configs) and roles == [
-            ("primary", "running"), ("standby", "streaming"), ("standby", "streaming")
+            ("primary", "running"),
+            ("standby", "streaming"),
+            ("standby", "streaming"),
         ]:
             return True
         _reconcile_everywhere(nsnodes)
@@ -263,7 +267,9 @@ def test_a_cluster_with_standbys_spreads_over_three_addresses(
         except psycopg.Error:
             return False
 
-    wait_until(written_on_the_new_primary, timeout=30, message=f"a write through the entry point on {target.name}")
+    wait_until(
+        written_on_the_new_primary, timeout=30, message=f"a write through the entry point on {target.name}"
+    )
     # A client that checks the server's name (verify-full, the cluster's CA as the panel offers
     # it) still finds it in the new primary's certificate: the cluster's node's address.
     ca_file = tmp_path / "cluster-ca.crt"

@@ -33,7 +33,9 @@ def _config(tmp_path: Path, socket: str) -> Path:
 
 def test_a_refused_configuration_says_why(tmp_path: Path) -> None:
     long = "/" + "s" * 97 + "/haproxy.sock"  # 111 bytes: over HAProxy's 97
-    with pytest.raises(EngineError, match=r"HAProxy refused its configuration: \[ALERT\].*too long \(max 97\)"):
+    with pytest.raises(
+        EngineError, match=r"HAProxy refused its configuration: \[ALERT\].*too long \(max 97\)"
+    ):
         patroni.check_haproxy(_config(tmp_path, long), runas.current_user(), timeout=10)
 
 
