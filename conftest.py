@@ -137,6 +137,7 @@ SLOWEST_FIRST = (
     "tests/test_remote_members.py",
     "tests/test_remote_replicas.py",
     "tests/test_two_nodes.py",
+    "tests/test_netns_cluster.py",
     "panel/clusters/tests/test_ha_rolling.py",
     "panel/clusters/tests/test_ha_failover.py",
     "panel/clusters/tests/test_ha_member_count.py",
