@@ -7,7 +7,10 @@ A three-member cluster lands one member per node; each member's host is its node
 the primary's pg_stat_replication shows its standbys connecting from the other nodes' addresses;
 a row written through the cluster's connection details is read back through the standby port
 and on every standby. The panel's etcd grows to three members, one per node, each on its node's
-address (etcd peers over TLS between real addresses).
+address (etcd peers over TLS between real addresses), and every Patroni follows the three. A
+switchover moves the primary to another node, a pool reaches it there. Then the primary's whole
+node is frozen: a member on another address takes the writes, and the old one, thawed, streams
+from it again with nothing acknowledged lost.
 """
 
 from __future__ import annotations
