@@ -24,89 +24,31 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import Client, override_settings
 
-from panel import crypto
 from panel.clusters import services
 from panel.clusters.engine import etcd as etcd_engine
 from panel.clusters.engine import patroni
-from panel.clusters.lib import etcd as etcd_lib
-from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster, ClusterMember, ClusterStatus, EtcdMember, EtcdMemberState, Node
 from panel.clusters.services import members as members_service
 from panel.clusters.services.ha_files import member_config_path
 from panel.clusters.services.overview import connection_details
-from panel.core import taskqueue
 from panel.core.polling import wait_for
 from panel.pools import services as pools
 from panel.pools.services.figures import pool_connection_details
+from tests import nsview
 from tests.fixtures.netns import needs_root
-from tests.fixtures.nsnodes import NsAgent, NsNodes
+from tests.fixtures.nsnodes import NsNodes
 
 pytestmark = [pytest.mark.integration, needs_root]
 
-RECONCILE = "panel.clusters.tasks.reconcile"
 ONLINE_TIMEOUT = 240.0
 STREAMING_TIMEOUT = 90.0
 ETCD_TIMEOUT = 120.0
 # Patroni's leader key outlives a frozen primary by its TTL; then the survivors elect.
 FAILOVER_TIMEOUT = 90.0
 REJOIN_TIMEOUT = 120.0
-
-
-def _socket_dir(agent: NsAgent, cluster: Cluster) -> Path:
-    """The cluster's socket directory on ``agent``'s node (its data directory, not this process's)."""
-    return agent.data_dir / cluster.socket_dir.relative_to(cluster.data_root.parent.parent)  # (its clusters/)
-
-
-def _as_superuser(
-    agent: NsAgent, cluster: Cluster, member: ClusterMember, dbname: str = "postgres"
-) -> psycopg.Connection:
-    """The panel's superuser on ``member``'s server, over its node's socket (peer authentication):
-    what the test observes, not what a client does."""
-    return psycopg.connect(
-        host=str(_socket_dir(agent, cluster)),
-        port=member.port,
-        user=settings.PANEL_SUPERUSER,
-        dbname=dbname,
-        autocommit=True,
-        connect_timeout=5,
-    )
-
-
-def _replication(nsnodes: NsNodes, cluster: Cluster) -> tuple[ClusterMember, list[tuple[str, str]]] | None:
-    """The member in charge and (client_addr, state) of the standbys streaming from it, or None
-    while no member says it is the primary."""
-    for member in cluster.members.select_related("node"):
-        agent = nsnodes.agent_on(member.node.name)
-        try:
-            with _as_superuser(agent, cluster, member) as conn:
-                row = conn.execute("SELECT pg_is_in_recovery()").fetchone()
-                if row is None or row[0]:
-                    continue
-                rows = conn.execute("SELECT host(client_addr), state FROM pg_stat_replication").fetchall()
-        except psycopg.Error:
-            continue
-        return member, [(str(addr), str(state)) for addr, state in rows]
-    return None
-
-
-def _reconcile_everywhere(nsnodes: NsNodes) -> None:
-    """One reconciler round sent to every node's tasks queue (beat's fan-out, by hand)."""
-    for agent in nsnodes.agents:
-        taskqueue.send(RECONCILE, [], queue=Node.objects.get(name=agent.name).tasks_queue)
-
-
-def _panel_etcd_tls(agent: NsAgent) -> etcd_lib.TlsPaths:
-    """The panel's etcd client files as ``agent``'s node keeps them (its CA, its client pair,
-    etcd's root with the panel's derived password)."""
-    tls = agent.data_dir / "etcd" / "tls"
-    password = crypto.derived_secret(f"etcd user {etcd_lib.ROOT}")
-    return etcd_lib.TlsPaths(
-        str(tls / "ca.crt"), str(tls / "client.crt"), str(tls / "client.key"), etcd_lib.ROOT, password
-    )
 
 
 @dataclass
@@ -162,7 +104,7 @@ def test_a_cluster_with_standbys_spreads_over_three_addresses(
     found: list[tuple[ClusterMember, list[tuple[str, str]]] | None] = [None]
 
     def both_streaming() -> bool:
-        found[0] = _replication(nsnodes, cluster)
+        found[0] = nsview.replication(nsnodes, cluster)
         return found[0] is not None and [s for _, s in found[0][1]] == ["streaming", "streaming"]
 
     wait_until(both_streaming, timeout=STREAMING_TIMEOUT, message=f"two standbys streaming: {found[0]}")
@@ -195,7 +137,7 @@ def test_a_cluster_with_standbys_spreads_over_three_addresses(
         if member.pk == primary.pk:
             continue
         agent = nsnodes.agent_on(member.node.name)
-        with _as_superuser(agent, cluster, member, dbname=details.database) as conn:
+        with nsview.as_superuser(agent, cluster, member, dbname=details.database) as conn:
             row = conn.execute("SELECT pg_is_in_recovery(), (SELECT note FROM public.spread)").fetchone()
         assert row == (True, "written across namespaces"), member.name
         # A client reaches the members only through the entry point: straight from the bridge's
@@ -216,7 +158,7 @@ def test_a_cluster_with_standbys_spreads_over_three_addresses(
     def three_etcd_members() -> bool:
         running = EtcdMember.objects.filter(state=EtcdMemberState.RUNNING).count()
         if running < 3 or EtcdMember.objects.exclude(state=EtcdMemberState.RUNNING).exists():
-            _reconcile_everywhere(nsnodes)
+            nsview.reconcile_everywhere(nsnodes)
             return False
         return True
 
@@ -228,7 +170,7 @@ def test_a_cluster_with_standbys_spreads_over_three_addresses(
     for name, row in rows.items():
         assert row.host == addresses[name]
     urls = [f"https://{row.host}:{row.client_port}" for row in rows.values()]
-    tls = _panel_etcd_tls(nsnodes.agents[0])
+    tls = nsview.panel_etcd_tls(nsnodes.agents[0])
     listed = etcd_engine.members(urls, tls)
     assert sorted((m.name, m.peer_urls) for m in listed) == sorted(
         (name, (f"https://{row.host}:{row.peer_port}",)) for name, row in rows.items()
@@ -256,7 +198,7 @@ def test_a_cluster_with_standbys_spreads_over_three_addresses(
             ("standby", "streaming"),
         ]:
             return True
-        _reconcile_everywhere(nsnodes)
+        nsview.reconcile_everywhere(nsnodes)
         return False
 
     assert wait_for(patroni_follows, ETCD_TIMEOUT, interval=3), (
@@ -272,7 +214,7 @@ def test_a_cluster_with_standbys_spreads_over_three_addresses(
     assert members_service.switchover(cluster, target.name) == target.name
 
     def new_primary_streams() -> bool:
-        found[0] = _replication(nsnodes, cluster)
+        found[0] = nsview.replication(nsnodes, cluster)
         return (
             found[0] is not None
             and found[0][0].pk == target.pk
@@ -317,19 +259,6 @@ def test_a_cluster_with_standbys_spreads_over_three_addresses(
     print("timings (s from the cluster's request):", {k: round(v, 1) for k, v in timings.items()})
 
 
-def _write_through(details: ConnectionDetails, note: str) -> str | None:
-    """One row written through the entry point; the address of the server that took it, None
-    when refused or cut."""
-    try:
-        with psycopg.connect(details.uri(), connect_timeout=3, autocommit=True) as conn:
-            conn.execute("SET statement_timeout = '3s'")
-            conn.execute("INSERT INTO spread VALUES (%s)", [note])
-            row = conn.execute("SELECT host(inet_server_addr())").fetchone()
-    except psycopg.Error:
-        return None
-    return str(row[0]) if row else None
-
-
 def test_a_frozen_primary_node_is_replaced_and_rejoins(
     nsnodes: NsNodes, spread: Spread, wait_until: Callable[..., object]
 ) -> None:
@@ -342,7 +271,7 @@ def test_a_frozen_primary_node_is_replaced_and_rejoins(
     found: list[tuple[ClusterMember, list[tuple[str, str]]] | None] = [None]
 
     def streaming_to_two() -> bool:
-        found[0] = _replication(nsnodes, cluster)
+        found[0] = nsview.replication(nsnodes, cluster)
         return found[0] is not None and [s for _, s in found[0][1]] == ["streaming", "streaming"]
 
     wait_until(streaming_to_two, timeout=STREAMING_TIMEOUT, message=f"two standbys streaming: {found[0]}")
@@ -373,7 +302,7 @@ def test_a_frozen_primary_node_is_replaced_and_rejoins(
         return False
 
     wait_until(a_sync_standby_streams, timeout=STREAMING_TIMEOUT, message="a synchronous standby streaming")
-    assert _write_through(details, "before the freeze") == old.host
+    assert nsview.write_through(details, "before the freeze") == old.host
     with psycopg.connect(details.uri(), connect_timeout=5) as conn:
         row = conn.execute("SELECT count(*) FROM spread").fetchone()
     acknowledged = int(row[0]) if row else 0
@@ -386,7 +315,7 @@ def test_a_frozen_primary_node_is_replaced_and_rejoins(
         taken: list[str | None] = [None]
 
         def written_elsewhere() -> bool:
-            taken[0] = _write_through(details, "after the freeze")
+            taken[0] = nsview.write_through(details, "after the freeze")
             return taken[0] not in (None, old.host)
 
         wait_until(
@@ -401,7 +330,7 @@ def test_a_frozen_primary_node_is_replaced_and_rejoins(
     hosts = {m.host for m in cluster.members.select_related("node")}
 
     def old_primary_follows() -> bool:
-        found[0] = _replication(nsnodes, cluster)
+        found[0] = nsview.replication(nsnodes, cluster)
         return (
             found[0] is not None
             and found[0][0].host == taken[0]
