@@ -98,7 +98,9 @@ def test_a_cluster_with_standbys_spreads_over_three_addresses(
     for member in members:
         assert member.host == addresses[member.node.name], (member.name, member.host)
         assert member.host.startswith("198.18.0.")
-    assert cluster.public_host == addresses[cluster.node.name]
+    assert cluster.node is not None
+    entry = addresses[cluster.node.name]  # the cluster's own node: its entry point's address
+    assert cluster.public_host == entry
 
     # Replication runs between those addresses: the primary sees each standby from its node's.
     found: list[tuple[ClusterMember, list[tuple[str, str]]] | None] = [None]
@@ -117,7 +119,7 @@ def test_a_cluster_with_standbys_spreads_over_three_addresses(
 
     # A client writes through the connection details and reads it back on the standbys.
     details = connection_details(cluster)
-    assert details.host == addresses[cluster.node.name]
+    assert details.host == entry
     with psycopg.connect(details.uri(), connect_timeout=5, autocommit=True) as conn:
         conn.execute("CREATE TABLE spread (note text)")
         conn.execute("INSERT INTO spread VALUES ('written across namespaces')")
@@ -165,25 +167,25 @@ def test_a_cluster_with_standbys_spreads_over_three_addresses(
     assert wait_for(three_etcd_members, ETCD_TIMEOUT, interval=3), (
         f"{list(EtcdMember.objects.values_list('name', 'host', 'state'))}\n{nsnodes.logs()}"
     )
-    rows = {row.node.name: row for row in EtcdMember.objects.select_related("node")}
+    rows = {str(r.node.name if r.node else None): r for r in EtcdMember.objects.select_related("node")}
     assert sorted(rows) == sorted(addresses)
-    for name, row in rows.items():
-        assert row.host == addresses[name]
-    urls = [f"https://{row.host}:{row.client_port}" for row in rows.values()]
+    for name, etcd_row in rows.items():
+        assert etcd_row.host == addresses[name]
+    urls = [f"https://{r.host}:{r.client_port}" for r in rows.values()]
     tls = nsview.panel_etcd_tls(nsnodes.agents[0])
     listed = etcd_engine.members(urls, tls)
     assert sorted((m.name, m.peer_urls) for m in listed) == sorted(
-        (name, (f"https://{row.host}:{row.peer_port}",)) for name, row in rows.items()
+        (name, (f"https://{r.host}:{r.peer_port}",)) for name, r in rows.items()
     )
     assert sorted((m.name, m.client_urls) for m in listed) == sorted(
-        (name, (f"https://{row.host}:{row.client_port}",)) for name, row in rows.items()
+        (name, (f"https://{r.host}:{r.client_port}",)) for name, r in rows.items()
     )
     assert all(etcd_engine.healthy(url, tls) for url in urls)
 
     # Every member's Patroni follows the three (the reconciler's rounds rewrite what was written
     # while etcd had fewer members), and the panel's listing, which the agents take from each
     # Patroni's REST API on its node's address, shows one primary and two streaming standbys.
-    wanted = sorted(f"{row.host}:{row.client_port}" for row in rows.values())
+    wanted = sorted(f"{r.host}:{r.client_port}" for r in rows.values())
     configs = [
         nsnodes.agent_on(m.node.name).data_dir / member_config_path(cluster, m).relative_to(data_root)
         for m in members
@@ -249,7 +251,7 @@ def test_a_cluster_with_standbys_spreads_over_three_addresses(
     # A pool: PgBouncer on the cluster's node, its server the primary now on another node.
     pool = pools.create_pool(cluster, "spread-pool", details.database, None, "transaction", 5)
     pooled = pool_connection_details(pool)
-    assert (pooled.host, pooled.port) == (addresses[cluster.node.name], cluster.pooler_port)
+    assert (pooled.host, pooled.port) == (entry, cluster.pooler_port)
     with psycopg.connect(pooled.uri(), connect_timeout=5, autocommit=True) as conn:
         conn.execute("INSERT INTO spread VALUES ('through the pool')")
         row = conn.execute("SELECT inet_server_addr()::text, count(*) FROM spread").fetchone()
