@@ -3,7 +3,7 @@
 The fixtures themselves live in ``tests/fixtures/`` by concern (registered below): the personas
 (``people``), real Redis, Celery workers and node agents (``processes``), real clusters
 (``clusters``), the session's two-member cluster (``ha_pair``) and nodes with addresses of
-their own in network namespaces (``netns``).
+their own in network namespaces (``netns``) and the panel's node agents in them (``nsnodes``).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ pytest_plugins = [
     "tests.fixtures.clusters",
     "tests.fixtures.ha_pair",
     "tests.fixtures.netns",
+    "tests.fixtures.nsnodes",
 ]
 
 ROOT = Path(__file__).resolve().parent
@@ -136,6 +137,7 @@ SLOWEST_FIRST = (
     "tests/test_remote_members.py",
     "tests/test_remote_replicas.py",
     "tests/test_two_nodes.py",
+    "tests/test_netns_cluster.py",
     "panel/clusters/tests/test_ha_rolling.py",
     "panel/clusters/tests/test_ha_failover.py",
     "panel/clusters/tests/test_ha_member_count.py",

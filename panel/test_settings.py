@@ -60,7 +60,11 @@ os.environ.setdefault("PANEL_PORT_RANGE", "26000-26999")
 os.environ.setdefault("PANEL_NODE_RAM_GB", "512")
 os.environ.setdefault("PANEL_NODE_VCPUS", "256")
 os.environ.setdefault("PANEL_TEST_REDIS_PORT", str(_free_port()))
-os.environ["REDIS_URL"] = f"redis://127.0.0.1:{os.environ['PANEL_TEST_REDIS_PORT']}/0"
+# A process the tests start (PANEL_TEST_WORKER) keeps the broker it was given: a node agent in a
+# network namespace (tests/fixtures/nsnodes.py) reaches it on the bridge's address, not on a
+# 127.0.0.1 that is its namespace's own.
+if os.environ.get("PANEL_TEST_WORKER") != "1" or not os.environ.get("REDIS_URL"):
+    os.environ["REDIS_URL"] = f"redis://127.0.0.1:{os.environ['PANEL_TEST_REDIS_PORT']}/0"
 # The metadata database: SQLite (a file in the data directory) unless PANEL_TEST_DATABASE_URL
 # names a PostgreSQL server (make test-pg), where pytest-django creates test_<name>. A DATABASE_URL
 # of one's own panel is never used. Celery workers started by the tests get DATABASE_URL pointing

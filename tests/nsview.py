@@ -1,0 +1,86 @@
+"""What a test sees of a cluster whose members run on the namespace nodes
+(tests/fixtures/nsnodes.py): each member's server over its own node's socket, the primary's
+replication as it sees it, the panel's etcd client files as a node keeps them, a write through
+the entry point, a reconciler round on every node. Observations, not what a client does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psycopg
+from django.conf import settings
+
+from panel import crypto
+from panel.clusters.lib import etcd as etcd_lib
+from panel.clusters.lib.connstr import ConnectionDetails
+from panel.clusters.models import Cluster, ClusterMember, Node
+from panel.core import taskqueue
+from tests.fixtures.nsnodes import NsAgent, NsNodes
+
+RECONCILE = "panel.clusters.tasks.reconcile"
+
+
+def socket_dir(agent: NsAgent, cluster: Cluster) -> Path:
+    """The cluster's socket directory on ``agent``'s node (its data directory, not this process's)."""
+    return agent.data_dir / cluster.socket_dir.relative_to(cluster.data_root.parent.parent)  # (its clusters/)
+
+
+def as_superuser(
+    agent: NsAgent, cluster: Cluster, member: ClusterMember, dbname: str = "postgres"
+) -> psycopg.Connection:
+    """The panel's superuser on ``member``'s server, over its node's socket (peer authentication):
+    what the test observes, not what a client does."""
+    return psycopg.connect(
+        host=str(socket_dir(agent, cluster)),
+        port=member.port,
+        user=settings.PANEL_SUPERUSER,
+        dbname=dbname,
+        autocommit=True,
+        connect_timeout=5,
+    )
+
+
+def replication(nsnodes: NsNodes, cluster: Cluster) -> tuple[ClusterMember, list[tuple[str, str]]] | None:
+    """The member in charge and (client_addr, state) of the standbys streaming from it, or None
+    while no member says it is the primary."""
+    for member in cluster.members.select_related("node"):
+        agent = nsnodes.agent_on(member.node.name)
+        try:
+            with as_superuser(agent, cluster, member) as conn:
+                row = conn.execute("SELECT pg_is_in_recovery()").fetchone()
+                if row is None or row[0]:
+                    continue
+                rows = conn.execute("SELECT host(client_addr), state FROM pg_stat_replication").fetchall()
+        except psycopg.Error:
+            continue
+        return member, [(str(addr), str(state)) for addr, state in rows]
+    return None
+
+
+def reconcile_everywhere(nsnodes: NsNodes) -> None:
+    """One reconciler round sent to every node's tasks queue (beat's fan-out, by hand)."""
+    for agent in nsnodes.agents:
+        taskqueue.send(RECONCILE, [], queue=Node.objects.get(name=agent.name).tasks_queue)
+
+
+def panel_etcd_tls(agent: NsAgent) -> etcd_lib.TlsPaths:
+    """The panel's etcd client files as ``agent``'s node keeps them (its CA, its client pair,
+    etcd's root with the panel's derived password)."""
+    tls = agent.data_dir / "etcd" / "tls"
+    password = crypto.derived_secret(f"etcd user {etcd_lib.ROOT}")
+    return etcd_lib.TlsPaths(
+        str(tls / "ca.crt"), str(tls / "client.crt"), str(tls / "client.key"), etcd_lib.ROOT, password
+    )
+
+
+def write_through(details: ConnectionDetails, note: str) -> str | None:
+    """One row written through the entry point; the address of the server that took it, None
+    when refused or cut."""
+    try:
+        with psycopg.connect(details.uri(), connect_timeout=3, autocommit=True) as conn:
+            conn.execute("SET statement_timeout = '3s'")
+            conn.execute("INSERT INTO spread VALUES (%s)", [note])
+            row = conn.execute("SELECT host(inet_server_addr())").fetchone()
+    except psycopg.Error:
+        return None
+    return str(row[0]) if row else None
