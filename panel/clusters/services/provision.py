@@ -119,8 +119,22 @@ def init_data_directory(job: Provisioning) -> None:
 
 def write_certificates(job: Provisioning) -> None:
     cluster = job.cluster
+    # Every node holding a member has an entry of the cluster (entry_points): a client checking
+    # the name (verify-full) may reach it at any of their addresses.
+    entries = [
+        a for m in cluster.members.select_related("node") for a in (m.node.address, m.node.private_address)
+    ]
     hosts = list(
-        dict.fromkeys([cluster.public_host, settings.PANEL_PUBLIC_HOST, "localhost", "127.0.0.1", "::1"])
+        dict.fromkeys(
+            [
+                cluster.public_host,
+                settings.PANEL_PUBLIC_HOST,
+                *filter(None, entries),
+                "localhost",
+                "127.0.0.1",
+                "::1",
+            ]
+        )
     )
     certs = tls.generate(cluster.name, hosts)
     runas.write_private_file(cluster.pgdata / "server.crt", certs.server_cert_pem, owner=job.user)

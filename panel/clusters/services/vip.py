@@ -209,6 +209,8 @@ def supervise_here() -> list[str]:
             notes.append(f"{member}: floating address follower: {exc}")
     for config in sorted(directory().glob(f"*{SUFFIX}")) if directory().is_dir() else []:
         if config not in kept:
-            _stop(config)
-            notes.append(f"floating address follower of {config.stem} stopped (no such member here)")
+            running = engine.is_running(config)
+            _stop(config)  # (a file without a process, e.g. of a member rolled back, goes quietly)
+            if running:
+                notes.append(f"floating address follower of {config.stem} stopped (no such member here)")
     return notes

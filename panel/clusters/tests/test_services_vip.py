@@ -125,8 +125,9 @@ def an_interface() -> str:
 def stop_after() -> Iterator[list[Path]]:
     configs: list[Path] = []
     yield configs
-    for config in configs:
+    for config in configs:  # (a file left would be another test's reconciler round's to remove)
         engine.stop(config, None, "")
+        config.unlink(missing_ok=True)
 
 
 def test_the_follower_runs_for_the_member_here_and_stops_when_the_address_goes(
