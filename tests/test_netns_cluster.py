@@ -144,7 +144,7 @@ def test_a_cluster_with_standbys_spreads_over_three_addresses(
         assert row == (True, "written across namespaces"), member.name
         # A client reaches the members only through the entry point: straight from the bridge's
         # address a member's pg_hba has no line for it.
-        direct = dataclasses.replace(details, host=member.host, port=member.port)
+        direct = dataclasses.replace(details, host=member.host, port=member.port, more_hosts=())
         with pytest.raises(
             psycopg.OperationalError, match=f'no pg_hba.conf entry for host "{nsnodes.bridge_address}"'
         ):
