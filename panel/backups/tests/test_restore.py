@@ -142,13 +142,13 @@ def test_refusals_leave_no_cluster(fresh: Cluster) -> None:
 def test_a_plan_too_small_is_refused(fresh: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
     from panel.clusters.lib import plans
 
-    real = plans.get_plan
+    real = plans.require_plan
 
-    def tiny(slug: str) -> plans.Plan:
-        plan = real(slug)
+    def tiny(slug: str, field: str = "plan") -> plans.Plan:
+        plan = real(slug, field)
         return plans.Plan(**{**plan.__dict__, "disk_gb": 0}) if slug == "db-s-1vcpu-2gb" else plan
 
-    monkeypatch.setattr("panel.backups.services.restore.get_plan", tiny)
+    monkeypatch.setattr("panel.backups.services.restore.require_plan", tiny)
     with pytest.raises(ServiceError) as refused:
         restore.restore_cluster(
             fresh, fresh.owner, name="bk-small", target_time=None, plan_slug="db-s-1vcpu-2gb"
