@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import time
-from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -21,17 +20,13 @@ from panel.backups.services import archiving, backups, restore
 from panel.clusters import services
 from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster
-from panel.clusters.tests.conftest import connect_as_client
+from panel.clusters.tests.conftest import connect_as_client, module_cluster_fixture
 from panel.core.errors import ServiceError
-from tests.fixtures.clusters import module_cluster
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def source(django_db_setup: None, django_db_blocker: object) -> Iterator[Cluster]:
-    with module_cluster(django_db_blocker, "bk-owner", "bk-source") as made:
-        yield made
+source = module_cluster_fixture("bk-owner", "bk-source")
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ reaches a cluster that does run."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
@@ -13,6 +14,7 @@ from django.utils import timezone
 from panel.clusters.lib import patroni
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, Database, DatabaseUser, Node
 from panel.clusters.services import nodes
+from tests.fixtures.clusters import module_cluster
 
 ADMIN_PASSWORD = "admin-secret-Zq7xK2"
 APP_PASSWORD = "app-secret-Wm3pR8"
@@ -43,6 +45,20 @@ def make_cluster_row(owner: User, name: str = "db-row", **fields: object) -> Clu
     Database.objects.create(cluster=cluster, name="appdb")
     cluster.log_event("created", "Cluster requested.")
     return cluster
+
+
+def module_cluster_fixture(
+    username: str, name: str, plan: str = "db-s-1vcpu-1gb"
+) -> Callable[..., Iterator[Cluster]]:
+    """A module-scoped fixture of one real cluster (``module_cluster``) owned by ``username``;
+    its name in the module is the name it is assigned to (``source = module_cluster_fixture(…)``)."""
+
+    @pytest.fixture(scope="module")
+    def made(django_db_setup: None, django_db_blocker: object) -> Iterator[Cluster]:
+        with module_cluster(django_db_blocker, username, name, plan) as cluster:
+            yield cluster
+
+    return made
 
 
 def make_node(
