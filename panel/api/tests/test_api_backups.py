@@ -16,7 +16,7 @@ from panel.api.tests.conftest import MakeToken, bearer
 from panel.backups.models import BackupJob, JobKind
 from panel.backups.services import backups
 from panel.clusters.models import Cluster
-from panel.clusters.tests.conftest import module_cluster_fixture
+from panel.clusters.tests.conftest import module_cluster_fixture, refreshed_fixture
 
 pytestmark = pytest.mark.integration
 
@@ -24,10 +24,7 @@ pytestmark = pytest.mark.integration
 source = module_cluster_fixture("bk-api-tenant", "db-bk-api")
 
 
-@pytest.fixture
-def fresh(source: Cluster, db: None) -> Cluster:
-    source.refresh_from_db()
-    return source
+fresh = refreshed_fixture("source")
 
 
 def create(client: Client, token: str, body: dict) -> object:

@@ -20,7 +20,7 @@ from panel.backups.models import BackupJob, JobKind, JobStatus, KeptRepository
 from panel.backups.services import backups, restore, retention
 from panel.clusters import services
 from panel.clusters.models import Cluster
-from panel.clusters.tests.conftest import connect_as_client, module_cluster_fixture
+from panel.clusters.tests.conftest import connect_as_client, module_cluster_fixture, refreshed_fixture
 from panel.core.errors import ServiceError
 
 pytestmark = pytest.mark.integration
@@ -29,10 +29,7 @@ pytestmark = pytest.mark.integration
 source = module_cluster_fixture("bkv-owner", "bkv-source")
 
 
-@pytest.fixture
-def fresh(source: Cluster, db: None) -> Cluster:
-    source.refresh_from_db()
-    return source
+fresh = refreshed_fixture("source")
 
 
 @pytest.fixture

@@ -61,6 +61,21 @@ def module_cluster_fixture(
     return made
 
 
+def refreshed_fixture(name: str) -> Callable[..., Cluster]:
+    """A test's fixture of the module's cluster fixture ``name``, its row read again (a test
+    before may have changed it): ``fresh = refreshed_fixture("source")``."""
+
+    @pytest.fixture
+    def refreshed(request: pytest.FixtureRequest) -> Cluster:
+        cluster: Cluster = request.getfixturevalue(name)
+        # The test's database after the module's cluster: its rows are not the test's to roll back.
+        request.getfixturevalue("db")
+        cluster.refresh_from_db()
+        return cluster
+
+    return refreshed
+
+
 def make_node(
     name: str,
     first: int = 40000,
