@@ -21,22 +21,22 @@ from panel.clusters.tests.conftest import connect_as_client, make_cluster_row
 Queued = Callable[[str], list[tuple[str, list]]]
 
 
-def put_resize(client: Client, token: str, cluster: Cluster, body: object) -> object:
-    return client.put(
-        f"/v2/databases/{cluster.pk}/resize",
+def _send(method: Callable[..., object], token: str, cluster: Cluster, path: str, body: object) -> object:
+    """``body`` as JSON to the database's ``path`` with the token."""
+    return method(
+        f"/v2/databases/{cluster.pk}/{path}",
         data=json.dumps(body),
         content_type="application/json",
         headers=bearer(token),
     )
+
+
+def put_resize(client: Client, token: str, cluster: Cluster, body: object) -> object:
+    return _send(client.put, token, cluster, "resize", body)
 
 
 def patch_config(client: Client, token: str, cluster: Cluster, body: object) -> object:
-    return client.patch(
-        f"/v2/databases/{cluster.pk}/config",
-        data=json.dumps(body),
-        content_type="application/json",
-        headers=bearer(token),
-    )
+    return _send(client.patch, token, cluster, "config", body)
 
 
 @pytest.mark.django_db
