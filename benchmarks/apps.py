@@ -10,9 +10,7 @@ from django.utils.translation import gettext_lazy as _
 
 class BenchmarksConfig(AppConfig):
     name = "benchmarks"
-    label = "benchmarks"
     verbose_name = _("Benchmarks")
-    default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
         from django.conf import settings

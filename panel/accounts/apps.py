@@ -8,9 +8,7 @@ from django.utils.translation import gettext_lazy as _
 
 class AccountsConfig(AppConfig):
     name = "panel.accounts"
-    label = "accounts"
     verbose_name = _("Accounts")
-    default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
         import datetime as dt

@@ -8,6 +8,4 @@ from django.utils.translation import gettext_lazy as _
 
 class ApiConfig(AppConfig):
     name = "panel.api"
-    label = "api"
     verbose_name = _("API")
-    default_auto_field = "django.db.models.BigAutoField"

@@ -8,9 +8,7 @@ from django.utils.translation import gettext_lazy as _
 
 class BackupsConfig(AppConfig):
     name = "panel.backups"
-    label = "backups"
     verbose_name = _("Backups")
-    default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
         # clusters writes the server's configuration, provisions and deletes; it may not import

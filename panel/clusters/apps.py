@@ -8,9 +8,7 @@ from django.utils.translation import gettext_lazy as _
 
 class ClustersConfig(AppConfig):
     name = "panel.clusters"
-    label = "clusters"
     verbose_name = _("Clusters")
-    default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
         import logging

@@ -295,21 +295,31 @@ def cluster_users(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
 
 @require_POST
 def user_add(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    return _add_on_users_tab(
+        request,
+        cluster_id,
+        "user",
+        roles.add_user,
+        notice=lambda db_user: _("User “%(name)s” added.") % {"name": db_user.name},
+        new_secret=lambda db_user: (db_user.name, db_user.password),
+    )
+
+
+def _add_on_users_tab(
+    request: PanelRequest, cluster_id: uuid.UUID, prefix: str, add: Any, **done: Any
+) -> HttpResponse:
+    """The tab's add form of ``prefix`` (user, database): ``add(cluster, name)`` (a roles service),
+    then the tab with ``done`` built from what it made, or the form with the refusal on it."""
     cluster = get_cluster_for_user(request, cluster_id)
-    form = NameForm(request.POST, prefix="user")
+    form = NameForm(request.POST, prefix=prefix)
     if form.is_valid():
         try:
-            db_user = roles.add_user(cluster, form.cleaned_data["name"])
+            made = add(cluster, form.cleaned_data["name"])
         except ServiceError as exc:
             add_service_error(form, exc)
         else:
-            return _render_users_tab(
-                request,
-                cluster,
-                notice=_("User “%(name)s” added.") % {"name": db_user.name},
-                new_secret=(db_user.name, db_user.password),
-            )
-    return _render_users_tab(request, cluster, user_form=form)
+            return _render_users_tab(request, cluster, **{key: make(made) for key, make in done.items()})
+    return _render_users_tab(request, cluster, **{f"{prefix}_form": form})
 
 
 def _on_users_tab(
@@ -357,18 +367,13 @@ def user_reset_password(request: PanelRequest, cluster_id: uuid.UUID, name: str)
 
 @require_POST
 def database_add(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
-    cluster = get_cluster_for_user(request, cluster_id)
-    form = NameForm(request.POST, prefix="database")
-    if form.is_valid():
-        try:
-            database = roles.add_database(cluster, form.cleaned_data["name"])
-        except ServiceError as exc:
-            add_service_error(form, exc)
-        else:
-            return _render_users_tab(
-                request, cluster, notice=_("Database “%(name)s” added.") % {"name": database.name}
-            )
-    return _render_users_tab(request, cluster, database_form=form)
+    return _add_on_users_tab(
+        request,
+        cluster_id,
+        "database",
+        roles.add_database,
+        notice=lambda database: _("Database “%(name)s” added.") % {"name": database.name},
+    )
 
 
 @require_POST

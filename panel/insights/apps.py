@@ -8,9 +8,7 @@ from django.utils.translation import gettext_lazy as _
 
 class InsightsConfig(AppConfig):
     name = "panel.insights"
-    label = "insights"
     verbose_name = _("Insights")
-    default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
         # clusters calls back through its hooks: it may not import the apps built on it.

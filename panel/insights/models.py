@@ -219,13 +219,10 @@ class StatementsState(models.Model):
         return f"{self.cluster_id}: {self.status}"
 
 
-class StatementCounter(models.Model):
-    """The last reading of one statement of one database and role, for the next delta."""
+class StatementFigures(models.Model):
+    """What pg_stat_statements counts of one statement in one database as one role: a counter's
+    last reading and a delta between two readings hold the same figures."""
 
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="statement_counters")
-    queryid = models.BigIntegerField()
-    dbid = models.BigIntegerField()
-    userid = models.BigIntegerField()
     database = models.CharField(max_length=64, blank=True)
     role = models.CharField(max_length=64, blank=True)
     calls = models.BigIntegerField()
@@ -234,6 +231,18 @@ class StatementCounter(models.Model):
     rows = models.BigIntegerField()
     blks_hit = models.BigIntegerField()
     blks_read = models.BigIntegerField()
+
+    class Meta:
+        abstract = True
+
+
+class StatementCounter(StatementFigures):
+    """The last reading of one statement of one database and role, for the next delta."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="statement_counters")
+    queryid = models.BigIntegerField()
+    dbid = models.BigIntegerField()
+    userid = models.BigIntegerField()
 
     class Meta:
         constraints = [
@@ -262,21 +271,13 @@ class StatementText(models.Model):
         return f"{self.queryid}: {self.text[:60]}"
 
 
-class StatementDelta(models.Model):
+class StatementDelta(StatementFigures):
     """What one statement did between the previous collection and ``ts`` (in one database, as one
     role); each collection stores its top statements by time only. Kept 24 hours."""
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="statement_deltas")
     ts = models.DateTimeField()
     queryid = models.BigIntegerField()
-    database = models.CharField(max_length=64, blank=True)
-    role = models.CharField(max_length=64, blank=True)
-    calls = models.BigIntegerField()
-    total_ms = models.FloatField()
-    sq_ms = models.FloatField()
-    rows = models.BigIntegerField()
-    blks_hit = models.BigIntegerField()
-    blks_read = models.BigIntegerField()
 
     class Meta:
         constraints = [models.CheckConstraint(condition=Q(calls__gt=0), name="statementdelta_calls_positive")]

@@ -8,6 +8,4 @@ from django.utils.translation import gettext_lazy as _
 
 class LogsConfig(AppConfig):
     name = "panel.logs"
-    label = "logs"
     verbose_name = _("Logs")
-    default_auto_field = "django.db.models.BigAutoField"

@@ -9,6 +9,4 @@ from django.utils.translation import gettext_lazy as _
 
 class LogsinkConfig(AppConfig):
     name = "panel.logsink"
-    label = "logsink"
     verbose_name = _("Log forwarding")
-    default_auto_field = "django.db.models.BigAutoField"

@@ -9,9 +9,7 @@ from django.utils.translation import gettext_lazy as _
 
 class ManagedConfig(AppConfig):
     name = "panel.managed"
-    label = "managed"
     verbose_name = _("Managed service")
-    default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
         # The server's configuration includes replication.conf (wal_level, the guard's list of

@@ -11,7 +11,6 @@ class MigrateConfig(AppConfig):
     name = "panel.migrate"
     label = "onlinemigration"
     verbose_name = _("Online migration")
-    default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
         from panel.clusters import hooks

@@ -8,9 +8,7 @@ from django.utils.translation import gettext_lazy as _
 
 class PoolsConfig(AppConfig):
     name = "panel.pools"
-    label = "pools"
     verbose_name = _("Connection pools")
-    default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
         # clusters calls back through its hooks: it may not import the apps built on it.

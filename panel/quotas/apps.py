@@ -8,9 +8,7 @@ from django.utils.translation import gettext_lazy as _
 
 class QuotasConfig(AppConfig):
     name = "panel.quotas"
-    label = "quotas"
     verbose_name = _("Quotas")
-    default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
         # clusters shows "Disk full" on its status badge; it may not import the apps built on it.

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterator
 
 import pytest
 from django.contrib.auth.models import User
@@ -17,21 +16,15 @@ from panel.api.tests.conftest import MakeToken, bearer
 from panel.backups.models import BackupJob, JobKind
 from panel.backups.services import backups
 from panel.clusters.models import Cluster
-from tests.fixtures.clusters import module_cluster
+from panel.clusters.tests.conftest import module_cluster_fixture, refreshed_fixture
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def source(django_db_setup: None, django_db_blocker: object) -> Iterator[Cluster]:
-    with module_cluster(django_db_blocker, "bk-api-tenant", "db-bk-api") as made:
-        yield made
+source = module_cluster_fixture("bk-api-tenant", "db-bk-api")
 
 
-@pytest.fixture
-def fresh(source: Cluster, db: None) -> Cluster:
-    source.refresh_from_db()
-    return source
+fresh = refreshed_fixture("source")
 
 
 def create(client: Client, token: str, body: dict) -> object:

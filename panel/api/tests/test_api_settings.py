@@ -21,51 +21,48 @@ from panel.clusters.tests.conftest import connect_as_client, make_cluster_row
 Queued = Callable[[str], list[tuple[str, list]]]
 
 
-def put_resize(client: Client, token: str, cluster: Cluster, body: object) -> object:
-    return client.put(
-        f"/v2/databases/{cluster.pk}/resize",
+def _send(method: Callable[..., object], token: str, cluster: Cluster, path: str, body: object) -> object:
+    """``body`` as JSON to the database's ``path`` with the token."""
+    return method(
+        f"/v2/databases/{cluster.pk}/{path}",
         data=json.dumps(body),
         content_type="application/json",
         headers=bearer(token),
     )
+
+
+def put_resize(client: Client, token: str, cluster: Cluster, body: object) -> object:
+    return _send(client.put, token, cluster, "resize", body)
 
 
 def patch_config(client: Client, token: str, cluster: Cluster, body: object) -> object:
-    return client.patch(
-        f"/v2/databases/{cluster.pk}/config",
-        data=json.dumps(body),
-        content_type="application/json",
-        headers=bearer(token),
-    )
+    return _send(client.patch, token, cluster, "config", body)
 
 
 @pytest.mark.django_db
-def test_a_resize_is_accepted_and_the_database_then_says_resizing(
-    api_client: Client, owner: User, make_token: MakeToken, queued_tasks: Queued
+@pytest.mark.parametrize(
+    ("body", "task"),
+    [
+        # Another size: a resize, queued on the cluster's node.
+        ({"size": "db-s-4vcpu-8gb", "num_nodes": 1}, ("panel.clusters.tasks.resize", "db-s-4vcpu-8gb")),
+        # The same size with another number of nodes: the change of members (the node changes it).
+        ({"size": "db-s-2vcpu-4gb", "num_nodes": 3}, ("panel.clusters.tasks.member_count", 3)),
+    ],
+)
+def test_a_resize_is_accepted_queued_and_the_database_then_says_resizing(
+    api_client: Client, owner: User, make_token: MakeToken, queued_tasks: Queued, body: dict, task: tuple
 ) -> None:
     cluster = make_cluster_row(owner)
     token = make_token(owner, Scope.UPDATE, Scope.READ)
-    response = put_resize(api_client, token, cluster, {"size": "db-s-4vcpu-8gb", "num_nodes": 1})
+    response = put_resize(api_client, token, cluster, body)
     assert response.status_code == 202, response.content
     assert response.content == b""
     database = api_client.get(f"/v2/databases/{cluster.pk}", headers=bearer(token)).json()["database"]
     assert database["status"] == "resizing"
-    assert queued_tasks(cluster.tasks_queue) == [
-        ("panel.clusters.tasks.resize", [str(cluster.pk), "db-s-4vcpu-8gb"])
-    ]
-
-
-@pytest.mark.django_db
-def test_num_nodes_with_the_same_size_queues_the_change_of_members(
-    api_client: Client, owner: User, make_token: MakeToken, queued_tasks: Queued
-) -> None:
-    cluster = make_cluster_row(owner)
-    token = make_token(owner, Scope.UPDATE, Scope.READ)
-    response = put_resize(api_client, token, cluster, {"size": "db-s-2vcpu-4gb", "num_nodes": 3})
-    assert response.status_code == 202, response.content
     cluster.refresh_from_db()
-    assert cluster.status == ClusterStatus.RESIZING and cluster.num_nodes == 1  # the node changes it
-    assert queued_tasks(cluster.tasks_queue) == [("panel.clusters.tasks.member_count", [str(cluster.pk), 3])]
+    assert cluster.status == ClusterStatus.RESIZING and cluster.num_nodes == 1
+    name, argument = task
+    assert queued_tasks(cluster.tasks_queue) == [(name, [str(cluster.pk), argument])]
 
 
 @pytest.mark.django_db

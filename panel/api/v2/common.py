@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from django.db.models import QuerySet
@@ -36,6 +37,12 @@ def page_of(request: HttpRequest, qs: QuerySet[Any], pagination: Pagination) -> 
         per_page=pagination.per_page,
         base_url=request.build_absolute_uri(request.path),
     )
+
+
+def listed(key: str, page: services.Page, show: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+    """A list answer: the page's rows under ``key``, each as ``show`` writes it, with the links to
+    the other pages and the total."""
+    return {key: [show(row) for row in page.items], "links": page.links, "meta": {"total": page.total}}
 
 
 def owned_cluster(user: Any, database_id: uuid.UUID) -> Cluster:

@@ -14,7 +14,7 @@ from panel.api.models import ApiToken, Scope
 from panel.api.services import cluster_object, resources
 from panel.api.v2 import backups as backups_api
 from panel.api.v2.auth import caller
-from panel.api.v2.common import ERRORS, WRITE_ERRORS, Pagination, owned_cluster, page_of
+from panel.api.v2.common import ERRORS, WRITE_ERRORS, Pagination, listed, owned_cluster, page_of
 from panel.api.v2.schemas import (
     CaOut,
     DatabaseCreateIn,
@@ -55,11 +55,7 @@ def list_databases(
     if tag_name is not None:
         clusters = tags.tagged(clusters, tag_name)
     page = page_of(request, clusters, pagination)
-    return {
-        "databases": [_shown(request, cluster, token) for cluster in page.items],
-        "links": page.links,
-        "meta": {"total": page.total},
-    }
+    return listed("databases", page, lambda cluster: _shown(request, cluster, token))
 
 
 @router.post("", response={201: DatabaseOut, **WRITE_ERRORS}, summary="Create a new database cluster")
@@ -107,8 +103,4 @@ def list_events(
     user, _token = caller(request, Scope.READ)
     cluster = owned_cluster(user, database_id)
     page = page_of(request, cluster.events.select_related("cluster"), pagination)
-    return {
-        "events": [resources.event(row) for row in page.items],
-        "links": page.links,
-        "meta": {"total": page.total},
-    }
+    return listed("events", page, resources.event)

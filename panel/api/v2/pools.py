@@ -12,7 +12,7 @@ from ninja.responses import Status
 from panel.api.models import ApiToken, Scope
 from panel.api.services import resources
 from panel.api.v2.auth import caller
-from panel.api.v2.common import ERRORS, WRITE_ERRORS, Pagination, owned_cluster, page_of
+from panel.api.v2.common import ERRORS, WRITE_ERRORS, Pagination, listed, owned_cluster, page_of
 from panel.api.v2.errors import ApiError
 from panel.api.v2.schemas import PoolCreateIn, PoolListOut, PoolOut, PoolUpdateIn
 from panel.clusters.models import Cluster
@@ -39,11 +39,7 @@ def list_pools(request: HttpRequest, database_id: uuid.UUID, pagination: Query[P
     user, token = caller(request, Scope.READ)
     cluster = owned_cluster(user, database_id)
     page = page_of(request, cluster.pools.select_related("cluster__node"), pagination)
-    return {
-        "pools": [_shown(pool, token) for pool in page.items],
-        "links": page.links,
-        "meta": {"total": page.total},
-    }
+    return listed("pools", page, lambda pool: _shown(pool, token))
 
 
 @router.post(POOLS, response={201: PoolOut, **WRITE_ERRORS}, summary="Add a new connection pool")

@@ -13,7 +13,7 @@ from ninja.responses import Status
 from panel.api.models import ApiToken, Scope
 from panel.api.services import resources
 from panel.api.v2.auth import caller
-from panel.api.v2.common import ERRORS, WRITE_ERRORS, Pagination, owned_cluster, page_of
+from panel.api.v2.common import ERRORS, WRITE_ERRORS, Pagination, listed, owned_cluster, page_of
 from panel.api.v2.errors import ApiError
 from panel.api.v2.schemas import (
     DbIn,
@@ -59,11 +59,7 @@ def _shown(user: DatabaseUser, token: ApiToken) -> dict[str, Any]:
 def list_users(request: HttpRequest, database_id: uuid.UUID, pagination: Query[Pagination]) -> dict[str, Any]:
     user, token = caller(request, Scope.READ)
     page = page_of(request, owned_cluster(user, database_id).users.order_by("created_at", "name"), pagination)
-    return {
-        "users": [_shown(row, token) for row in page.items],
-        "links": page.links,
-        "meta": {"total": page.total},
-    }
+    return listed("users", page, lambda row: _shown(row, token))
 
 
 @router.post(USERS, response={201: UserOut, **WRITE_ERRORS}, summary="Add a database user")
@@ -129,11 +125,7 @@ def list_dbs(request: HttpRequest, database_id: uuid.UUID, pagination: Query[Pag
     page = page_of(
         request, owned_cluster(user, database_id).databases.order_by("created_at", "name"), pagination
     )
-    return {
-        "dbs": [resources.db(row) for row in page.items],
-        "links": page.links,
-        "meta": {"total": page.total},
-    }
+    return listed("dbs", page, resources.db)
 
 
 @router.post(DBS, response={201: DbOut, **WRITE_ERRORS}, summary="Add a new database")

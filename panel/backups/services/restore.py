@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from typing import NotRequired, TypedDict, Unpack
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -30,7 +31,7 @@ from panel.backups.models import BackupJob, JobKind, RestoreOrigin
 from panel.backups.services.backups import active_job, page
 from panel.backups.services.restore_steps import run_steps
 from panel.clusters.engine import dbconn, postgres
-from panel.clusters.lib.plans import PLANS_BY_SLUG, get_plan
+from panel.clusters.lib.plans import require_plan
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
 from panel.clusters.services import create_cluster, failures, lifecycle
 from panel.core.errors import N_, Message, ServiceError, When, message_to_text
@@ -38,6 +39,15 @@ from panel.core.runas import EngineError
 from panel.core.taskqueue import enqueue_task
 
 log = logging.getLogger(__name__)
+
+
+class Request(TypedDict):
+    """What a restore is asked for: the new cluster's name, the moment (None: the latest point) and
+    the plan (None: the source's)."""
+
+    name: str
+    target_time: dt.datetime | None
+    plan_slug: NotRequired[str | None]
 
 
 def prepare_restore(
@@ -94,15 +104,7 @@ def prepare_restore(
                 },
             )
     plan_slug = plan_slug or source.plan_slug
-    try:
-        plan = get_plan(plan_slug)
-    except ValueError:
-        raise ServiceError(
-            N_("Unknown plan %(plan)s; choose one of %(plans)s"),
-            field="plan",
-            code="cluster.plan_unknown",
-            params={"plan": repr(plan_slug), "plans": ", ".join(PLANS_BY_SLUG)},
-        ) from None
+    plan = require_plan(plan_slug)
     needed = max(b.size for b in overview.backups)
     if needed > plan.disk_bytes:
         raise ServiceError(
@@ -131,17 +133,10 @@ def prepare_restore(
     return job
 
 
-def request_restore(
-    source: Cluster,
-    owner: User,
-    *,
-    name: str,
-    target_time: dt.datetime | None,
-    plan_slug: str | None = None,
-) -> Cluster:
+def request_restore(source: Cluster, owner: User, **request: Unpack[Request]) -> Cluster:
     """The web's and the API's way: checked and recorded here, restored by the node's worker."""
-    job = prepare_restore(source, owner, name=name, target_time=target_time, plan_slug=plan_slug)
-    new = Cluster.objects.get(owner=owner, name=name)
+    job = prepare_restore(source, owner, **request)
+    new = Cluster.objects.get(owner=owner, name=request["name"])
     try:
         enqueue_task(
             "panel.backups.tasks.restore",
@@ -156,22 +151,15 @@ def request_restore(
     return new
 
 
-def restore_cluster(
-    source: Cluster,
-    owner: User,
-    *,
-    name: str,
-    target_time: dt.datetime | None,
-    plan_slug: str | None = None,
-) -> Cluster:
+def restore_cluster(source: Cluster, owner: User, **request: Unpack[Request]) -> Cluster:
     """In the foreground (the command line, the tests): the new cluster online, or a ServiceError
     and nothing of it left."""
-    job = prepare_restore(source, owner, name=name, target_time=target_time, plan_slug=plan_slug)
+    job = prepare_restore(source, owner, **request)
     perform_restore(job.pk)
     job.refresh_from_db()
     if job.error_message:
         raise ServiceError(job.error_message)
-    return Cluster.objects.get(owner=owner, name=name)
+    return Cluster.objects.get(owner=owner, name=request["name"])
 
 
 def perform_restore(job_id: int) -> BackupJob | None:

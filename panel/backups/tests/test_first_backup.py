@@ -7,7 +7,6 @@ that the suite takes no backup it does not check.)"""
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
 
 import pytest
 from django.core.management import call_command
@@ -16,17 +15,14 @@ from panel.backups.models import JobKind
 from panel.backups.services import backups, restore
 from panel.clusters import services
 from panel.clusters.models import Cluster
-from tests.fixtures.clusters import module_cluster
+from panel.clusters.tests.conftest import module_cluster_fixture
 
 pytestmark = pytest.mark.integration
 
 FIRST_BACKUP_WITHIN = 180
 
 
-@pytest.fixture(scope="module")
-def source(django_db_setup: None, django_db_blocker: object) -> Iterator[Cluster]:
-    with module_cluster(django_db_blocker, "fb-owner", "fb-source") as made:
-        yield made
+source = module_cluster_fixture("fb-owner", "fb-source")
 
 
 def _listed(cluster: Cluster) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import time
-from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -21,23 +20,16 @@ from panel.backups.services import archiving, backups, restore
 from panel.clusters import services
 from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster
-from panel.clusters.tests.conftest import connect_as_client
+from panel.clusters.tests.conftest import connect_as_client, module_cluster_fixture, refreshed_fixture
 from panel.core.errors import ServiceError
-from tests.fixtures.clusters import module_cluster
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def source(django_db_setup: None, django_db_blocker: object) -> Iterator[Cluster]:
-    with module_cluster(django_db_blocker, "bk-owner", "bk-source") as made:
-        yield made
+source = module_cluster_fixture("bk-owner", "bk-source")
 
 
-@pytest.fixture
-def fresh(source: Cluster, db: None) -> Cluster:
-    source.refresh_from_db()
-    return source
+fresh = refreshed_fixture("source")
 
 
 def rows(cluster: Cluster, query: str) -> list[tuple]:
@@ -142,13 +134,13 @@ def test_refusals_leave_no_cluster(fresh: Cluster) -> None:
 def test_a_plan_too_small_is_refused(fresh: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
     from panel.clusters.lib import plans
 
-    real = plans.get_plan
+    real = plans.require_plan
 
-    def tiny(slug: str) -> plans.Plan:
-        plan = real(slug)
+    def tiny(slug: str, field: str = "plan") -> plans.Plan:
+        plan = real(slug, field)
         return plans.Plan(**{**plan.__dict__, "disk_gb": 0}) if slug == "db-s-1vcpu-2gb" else plan
 
-    monkeypatch.setattr("panel.backups.services.restore.get_plan", tiny)
+    monkeypatch.setattr("panel.backups.services.restore.require_plan", tiny)
     with pytest.raises(ServiceError) as refused:
         restore.restore_cluster(
             fresh, fresh.owner, name="bk-small", target_time=None, plan_slug="db-s-1vcpu-2gb"

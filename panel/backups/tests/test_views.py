@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 import io
-from collections.abc import Iterator
 
 import pytest
 from django.contrib.auth.models import User
@@ -21,23 +20,16 @@ from panel.backups.models import BackupJob, JobKind, JobStatus, KeptRepository
 from panel.backups.services import backups, restore, retention
 from panel.clusters import services
 from panel.clusters.models import Cluster
-from panel.clusters.tests.conftest import connect_as_client
+from panel.clusters.tests.conftest import connect_as_client, module_cluster_fixture, refreshed_fixture
 from panel.core.errors import ServiceError
-from tests.fixtures.clusters import module_cluster
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def source(django_db_setup: None, django_db_blocker: object) -> Iterator[Cluster]:
-    with module_cluster(django_db_blocker, "bkv-owner", "bkv-source") as made:
-        yield made
+source = module_cluster_fixture("bkv-owner", "bkv-source")
 
 
-@pytest.fixture
-def fresh(source: Cluster, db: None) -> Cluster:
-    source.refresh_from_db()
-    return source
+fresh = refreshed_fixture("source")
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection
 
-from panel.core.errors import N_, CodedError
+from panel.core.errors import N_, CodedError, ServiceError
 
 CLUSTER_NAME_RE = re.compile(r"[a-z][a-z0-9-]{1,61}[a-z0-9]")
 IDENTIFIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_$-]*")
@@ -160,3 +160,13 @@ def require_typed_name(what: str, name: str, typed: str | None) -> None:
     asks no typed name (the API, the command line, the panel's own steps)."""
     if typed is not None and typed != name:
         raise InvalidName(_TYPED_NAME_MESSAGES[what], f"{what}.confirm_name_mismatch", name=name)
+
+
+def name_taken(name: str) -> ServiceError:
+    """The refusal of a cluster name its owner already has (create, attach)."""
+    return ServiceError(
+        N_("You already have a cluster named “%(name)s”."),
+        field="name",
+        code="cluster.name_taken",
+        params={"name": name},
+    )

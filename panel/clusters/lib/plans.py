@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from panel.core.errors import N_, ServiceError
+
 CONNECTIONS_PER_GB = 25
 SUPERUSER_RESERVED_CONNECTIONS = 3
 MAX_POOL_CONNECTIONS = 997
@@ -66,3 +68,17 @@ def get_plan(slug: str) -> Plan:
         return PLANS_BY_SLUG[slug]
     except KeyError:
         raise ValueError(f"Unknown plan {slug!r}; choose one of {', '.join(PLANS_BY_SLUG)}") from None
+
+
+def require_plan(slug: str, field: str = "plan") -> Plan:
+    """``get_plan`` for a plan a user named (create, restore, resize, a replica): an unknown slug is
+    the refusal that lists the plans there are."""
+    try:
+        return get_plan(slug)
+    except ValueError:
+        raise ServiceError(
+            N_("Unknown plan %(plan)s; choose one of %(plans)s"),
+            field=field,
+            code="cluster.plan_unknown",
+            params={"plan": repr(slug), "plans": ", ".join(PLANS_BY_SLUG)},
+        ) from None

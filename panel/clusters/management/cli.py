@@ -3,12 +3,13 @@ database that is not set up, finding a cluster by name, printing a table."""
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
-from django.core.management.base import BaseCommand, CommandError, OutputWrapper
+from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.db.migrations.executor import MigrationExecutor
 from django.template.defaultfilters import filesizeformat
@@ -46,6 +47,23 @@ class PanelCommand(BaseCommand):
         except ServiceError as exc:
             where = f" ({self.field_labels.get(exc.field, exc.field)})" if exc.field else ""
             raise CommandError(f"{exc.message}{where}") from None
+
+
+def cluster_subcommands(
+    parser: CommandParser, cluster_dest: str = "name"
+) -> Callable[[str, str], argparse.ArgumentParser]:
+    """``add(name, help_text)``: a subcommand of ``parser`` about one cluster, named by CLUSTER
+    (stored as ``cluster_dest``) and --owner; it returns the subcommand's parser for its own
+    arguments."""
+    sub = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
+
+    def add(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument(cluster_dest, metavar="CLUSTER", help="cluster name")
+        p.add_argument("--owner", metavar="USERNAME", help="the cluster owner's username")
+        return p
+
+    return add
 
 
 def ensure_database_ready(alias: str = DEFAULT_DB_ALIAS) -> None:

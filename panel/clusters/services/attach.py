@@ -42,7 +42,7 @@ from django.utils.translation import ngettext
 from panel.clusters.engine import dbconn
 from panel.clusters.lib.hosts import InvalidHost, validate_host
 from panel.clusters.lib.libpq import outside_client_params
-from panel.clusters.lib.names import InvalidName, validate_cluster_name
+from panel.clusters.lib.names import InvalidName, name_taken, validate_cluster_name
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, Database, DatabaseUser
 from panel.clusters.services import destinations, failures
 from panel.core.errors import N_, Message, ServiceError
@@ -104,12 +104,7 @@ def attach_cluster(owner: User, *, name: str, server: ExternalServer, operator: 
             N_("A port is a number from 1 to 65535."), field="port", code="attach.port_invalid", params={}
         )
     if Cluster.objects.filter(owner=owner, name=name).exists():
-        raise ServiceError(
-            N_("You already have a cluster named “%(name)s”."),
-            field="name",
-            code="cluster.name_taken",
-            params={"name": name},
-        )
+        raise name_taken(name)
     address = ""
     if privileged:
         version_num, databases = _probe(host=host, server=server)

@@ -14,8 +14,8 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from panel.clusters.engine import postgres
-from panel.clusters.lib.names import InvalidName, validate_cluster_name
-from panel.clusters.lib.plans import PLANS_BY_SLUG, Plan, get_plan
+from panel.clusters.lib.names import InvalidName, name_taken, validate_cluster_name
+from panel.clusters.lib.plans import Plan, require_plan
 from panel.clusters.models import (
     MAX_NUM_NODES,
     MIN_HA_RAM_GB,
@@ -73,23 +73,10 @@ def create_cluster(
         validate_cluster_name(name)
     except InvalidName as exc:
         raise ServiceError.of(exc, "name") from None
-    try:
-        plan = get_plan(plan_slug)
-    except ValueError:
-        raise ServiceError(
-            N_("Unknown plan %(plan)s; choose one of %(plans)s"),
-            field="plan",
-            code="cluster.plan_unknown",
-            params={"plan": repr(plan_slug), "plans": ", ".join(PLANS_BY_SLUG)},
-        ) from None
+    plan = require_plan(plan_slug)
     check_num_nodes(plan, num_nodes)
     if Cluster.objects.filter(owner=owner, name=name).exists():
-        raise ServiceError(
-            N_("You already have a cluster named “%(name)s”."),
-            field="name",
-            code="cluster.name_taken",
-            params={"name": name},
-        )
+        raise name_taken(name)
     for _attempt in range(5):
         try:
             with transaction.atomic():
@@ -123,12 +110,7 @@ def create_cluster(
             break
         except IntegrityError:
             if Cluster.objects.filter(owner=owner, name=name).exists():
-                raise ServiceError(
-                    N_("You already have a cluster named “%(name)s”."),
-                    field="name",
-                    code="cluster.name_taken",
-                    params={"name": name},
-                ) from None
+                raise name_taken(name) from None
             continue  # another request took the same ports: allocate again
     else:
         raise ServiceError(

@@ -24,6 +24,8 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Callable
+from typing import TypeVar
 
 from django.db import transaction
 from django.utils import timezone
@@ -42,6 +44,7 @@ from panel.core.taskqueue import enqueue_task
 log = logging.getLogger(__name__)
 
 FIELD = "num_nodes"
+T = TypeVar("T", str, int)  # what a task carries
 
 
 def check_member_count(cluster: Cluster, num_nodes: int) -> None:
@@ -90,37 +93,63 @@ def change_member_count(cluster: Cluster, num_nodes: int, *, enqueue: bool = Tru
     """Give the cluster ``num_nodes`` members: checked, marked ``resizing``, the work queued on
     its node (``enqueue=False``: done here and now, for the command line and the tests)."""
     check_member_count(cluster, num_nodes)
-    if not Cluster.objects.filter(pk=cluster.pk, status=ClusterStatus.ONLINE).update(
-        status=ClusterStatus.RESIZING,
-        progress=0,
-        progress_message=_("Changing to %(n)s node(s)") % {"n": num_nodes},
-        error_message="",
-        updated_at=timezone.now(),
-    ):
-        raise ServiceError(
-            N_("The cluster changed meanwhile; try again."),
-            field=FIELD,
-            code="cluster.changed_meanwhile",
-            params={},
-        )
+    if not mark_resizing(cluster, _("Changing to %(n)s node(s)") % {"n": num_nodes}):
+        raise changed_meanwhile(FIELD)
     cluster.log_event(
         "members-requested",
         Message(
             N_("Change from %(old)s to %(new)s node(s) requested."), old=cluster.num_nodes, new=num_nodes
         ),
     )
+    return queue_resizing(
+        cluster, "panel.clusters.tasks.member_count", num_nodes, perform_member_count, enqueue=enqueue
+    )
+
+
+def mark_resizing(cluster: Cluster, progress_message: str) -> bool:
+    """The cluster's row from ``online`` to ``resizing`` (a plan or a member count changing); False
+    when it was not online any more, and nothing changed."""
+    return bool(
+        Cluster.objects.filter(pk=cluster.pk, status=ClusterStatus.ONLINE).update(
+            status=ClusterStatus.RESIZING,
+            progress=0,
+            progress_message=progress_message,
+            error_message="",
+            updated_at=timezone.now(),
+        )
+    )
+
+
+def changed_meanwhile(field: str) -> ServiceError:
+    """The refusal when the row was no longer online by the time it was to be marked."""
+    return ServiceError(
+        N_("The cluster changed meanwhile; try again."),
+        field=field,
+        code="cluster.changed_meanwhile",
+        params={},
+    )
+
+
+def queue_resizing(
+    cluster: Cluster,
+    task: str,
+    argument: T,
+    perform: Callable[[uuid.UUID, T], object],
+    *,
+    enqueue: bool,
+) -> Cluster:
+    """The node's half of a cluster marked ``resizing``: ``task`` queued on its node (the row back
+    to ``online`` when it cannot be), or ``perform`` here and now; the cluster read again."""
     if enqueue:
         try:
-            enqueue_task(
-                "panel.clusters.tasks.member_count", str(cluster.pk), num_nodes, queue=cluster.tasks_queue
-            )
+            enqueue_task(task, str(cluster.pk), argument, queue=cluster.tasks_queue)
         except ServiceError:
             Cluster.objects.filter(pk=cluster.pk).update(
                 status=ClusterStatus.ONLINE, progress=100, progress_message="", updated_at=timezone.now()
             )
             raise
     else:
-        perform_member_count(cluster.pk, num_nodes)
+        perform(cluster.pk, argument)
     cluster.refresh_from_db()
     return cluster
 

@@ -22,7 +22,7 @@ from panel import crypto
 from panel.clusters import hooks
 from panel.clusters.engine import dbconn, isolation, panel_roles, postgres
 from panel.clusters.lib.names import InvalidName, require_typed_name, validate_replica_name
-from panel.clusters.lib.plans import PLANS_BY_SLUG, Plan, get_plan
+from panel.clusters.lib.plans import require_plan
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
 from panel.clusters.services import failures, lifecycle, placement, replica_source, replication
 from panel.clusters.services.create import create_cluster, new_password
@@ -46,18 +46,6 @@ def max_replicas(source: Cluster) -> int:
     return MAX_REPLICAS - max(0, source.num_nodes - 1) if source.is_ha else MAX_REPLICAS
 
 
-def _plan(slug: str) -> Plan:
-    try:
-        return get_plan(slug)
-    except ValueError:
-        raise ServiceError(
-            N_("Unknown plan %(plan)s; choose one of %(plans)s"),
-            field="plan",
-            code="cluster.plan_unknown",
-            params={"plan": repr(slug), "plans": ", ".join(PLANS_BY_SLUG)},
-        ) from None
-
-
 def request_problems(source: Cluster, name: str, plan_slug: str) -> list[ServiceError]:
     """Every refusal of a replica's name and plan, so that a form shows them all at once (a plan
     too small used to hide a bad name until it was fixed)."""
@@ -67,7 +55,7 @@ def request_problems(source: Cluster, name: str, plan_slug: str) -> list[Service
     except InvalidName as exc:
         problems.append(ServiceError.of(exc, "name"))
     try:
-        plan = _plan(plan_slug)
+        plan = require_plan(plan_slug)
     except ServiceError as exc:
         return [*problems, exc]
     source_plan = source.plan
@@ -108,7 +96,7 @@ def create_replica(
     if problems:
         raise problems[0]
     assert source.node is not None
-    plan = _plan(plan_slug)
+    plan = require_plan(plan_slug)
     node = placement.replica_node(source, plan, source.version)
     try:
         replica = _record(source, name, plan_slug, node.name)

@@ -19,12 +19,11 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from panel.clusters import hooks
 from panel.clusters.engine import postgres
-from panel.clusters.lib.plans import PLANS, PLANS_BY_SLUG, Plan, get_plan
+from panel.clusters.lib.plans import PLANS, Plan, get_plan, require_plan
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel, Node, status_word
 from panel.clusters.services import failures, member_count, nodes, remote_members, rolling
 from panel.clusters.services.lifecycle import guard_loaded, require_local, start_server
@@ -32,7 +31,6 @@ from panel.clusters.services.overview import overview
 from panel.clusters.services.provision import write_server_config
 from panel.core import runas
 from panel.core.errors import N_, Message, ServiceError, message_to_text
-from panel.core.taskqueue import enqueue_task
 
 log = logging.getLogger(__name__)
 
@@ -180,15 +178,7 @@ def _require_online(cluster: Cluster) -> None:
 def check_resize(cluster: Cluster, plan_slug: str) -> Plan:
     """The plan to move to, or the ServiceError that says why not."""
     require_local(cluster)
-    try:
-        plan = get_plan(plan_slug)
-    except ValueError:
-        raise ServiceError(
-            N_("Unknown plan %(plan)s; choose one of %(plans)s"),
-            field=FIELD,
-            code="cluster.plan_unknown",
-            params={"plan": repr(plan_slug), "plans": ", ".join(PLANS_BY_SLUG)},
-        ) from None
+    plan = require_plan(plan_slug, FIELD)
     _require_online(cluster)
     silent = remote_members.silent_member(cluster)
     if silent is not None:  # the new plan's panel.conf would not reach it: refused, nothing changed
@@ -220,20 +210,9 @@ def resize_cluster(
             )
         return member_count.change_member_count(cluster, num_nodes, enqueue=enqueue)
     plan = check_resize(cluster, plan_slug)
-    if not Cluster.objects.filter(pk=cluster.pk, status=ClusterStatus.ONLINE).update(
-        status=ClusterStatus.RESIZING,
-        progress=0,
-        progress_message=_("Resizing to %(plan)s") % {"plan": plan.slug},
-        error_message="",
-        updated_at=timezone.now(),
-    ):
+    if not member_count.mark_resizing(cluster, _("Resizing to %(plan)s") % {"plan": plan.slug}):
         _require_online(cluster)  # it is no longer online: says so
-        raise ServiceError(
-            N_("The cluster changed meanwhile; try again."),
-            field=FIELD,
-            code="cluster.changed_meanwhile",
-            params={},
-        )
+        raise member_count.changed_meanwhile(FIELD)
     cluster.log_event(
         "resize-requested",
         Message(
@@ -242,18 +221,9 @@ def resize_cluster(
             new=plan.slug,
         ),
     )
-    if enqueue:
-        try:
-            enqueue_task("panel.clusters.tasks.resize", str(cluster.pk), plan.slug, queue=cluster.tasks_queue)
-        except ServiceError:
-            Cluster.objects.filter(pk=cluster.pk).update(
-                status=ClusterStatus.ONLINE, progress=100, progress_message="", updated_at=timezone.now()
-            )
-            raise
-    else:
-        perform_resize(cluster.pk, plan.slug)
-    cluster.refresh_from_db()
-    return cluster
+    return member_count.queue_resizing(
+        cluster, "panel.clusters.tasks.resize", plan.slug, perform_resize, enqueue=enqueue
+    )
 
 
 # --- on the node -------------------------------------------------------------------------------

@@ -3,11 +3,18 @@ reaches a cluster that does run."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable, Iterator
+
 import psycopg
 import pytest
 from django.contrib.auth.models import User
+from django.utils import timezone
 
-from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, Database, DatabaseUser
+from panel.clusters.lib import patroni
+from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, Database, DatabaseUser, Node
+from panel.clusters.services import nodes
+from tests.fixtures.clusters import module_cluster
 
 ADMIN_PASSWORD = "admin-secret-Zq7xK2"
 APP_PASSWORD = "app-secret-Wm3pR8"
@@ -38,6 +45,83 @@ def make_cluster_row(owner: User, name: str = "db-row", **fields: object) -> Clu
     Database.objects.create(cluster=cluster, name="appdb")
     cluster.log_event("created", "Cluster requested.")
     return cluster
+
+
+def module_cluster_fixture(
+    username: str, name: str, plan: str = "db-s-1vcpu-1gb"
+) -> Callable[..., Iterator[Cluster]]:
+    """A module-scoped fixture of one real cluster (``module_cluster``) owned by ``username``;
+    its name in the module is the name it is assigned to (``source = module_cluster_fixture(…)``)."""
+
+    @pytest.fixture(scope="module")
+    def made(django_db_setup: None, django_db_blocker: object) -> Iterator[Cluster]:
+        with module_cluster(django_db_blocker, username, name, plan) as cluster:
+            yield cluster
+
+    return made
+
+
+def refreshed_fixture(name: str) -> Callable[..., Cluster]:
+    """A test's fixture of the module's cluster fixture ``name``, its row read again (a test
+    before may have changed it): ``fresh = refreshed_fixture("source")``."""
+
+    @pytest.fixture
+    def refreshed(request: pytest.FixtureRequest) -> Cluster:
+        cluster: Cluster = request.getfixturevalue(name)
+        # The test's database after the module's cluster: its rows are not the test's to roll back.
+        request.getfixturevalue("db")
+        cluster.refresh_from_db()
+        return cluster
+
+    return refreshed
+
+
+def make_node(
+    name: str,
+    first: int = 40000,
+    *,
+    ram_gb: int = 8,
+    vcpus: int = 4,
+    last: int | None = None,
+    beat: bool = True,
+) -> Node:
+    """A node registered as ``nodes.add_node`` does, its ports ``first``…``last`` (100 unless
+    said); with ``beat`` it has just sent a heartbeat (PostgreSQL 15), so it counts as alive."""
+    node = nodes.add_node(
+        name,
+        address=f"{name}.example.net",
+        ports=(first, last or first + 99),
+        data_dir=f"/srv/{name}",
+        ram_gb=ram_gb,
+        vcpus=vcpus,
+    )
+    if beat:
+        Node.objects.filter(pk=node.pk).update(last_heartbeat=timezone.now(), versions="15")
+        node.refresh_from_db()
+    return node
+
+
+def ha_cluster(**changes: object) -> patroni.HaCluster:
+    """What Patroni's configuration of a cluster with standbys is made from (pure; no member
+    unless ``changes`` names them)."""
+    cluster = patroni.HaCluster(
+        scope="cluster-x",
+        etcd_hosts=("127.0.0.1:2379",),
+        bin_dir="/usr/lib/postgresql/15/bin",
+        socket_dir="/data/run",
+        superuser="pgpanel",
+        replication_user="pgpanel_member",
+        replication_password="secret",
+        max_connections=50,
+        members=(),
+        panel_conf="/data/ha/postgresql.base.conf",
+        hba_file="/data/pgdata/pg_hba.conf",
+        ident_file="/data/pgdata/pg_ident.conf",
+        on_role_change="python cb.py",
+        rest_username="panel-1a2b3c4d",
+        rest_password="rest-secret",
+    )
+    return dataclasses.replace(cluster, **changes)
 
 
 @pytest.fixture

@@ -8,10 +8,8 @@ from __future__ import annotations
 import io
 import json
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
@@ -26,6 +24,7 @@ from panel.clusters import services
 from panel.clusters.engine import cgroups, isolation, patroni, postgres
 from panel.clusters.models import Cluster, ClusterMember, MemberRole
 from panel.clusters.services import ha, members, reconciler
+from panel.clusters.tests.test_ha_rolling import Writer, tls_params
 from panel.core.errors import ServiceError
 from panel.pools import services as pool_services
 from tests.fixtures.clusters import module_cluster
@@ -51,52 +50,11 @@ def ha_cluster(django_db_setup: None, django_db_blocker: object) -> Iterator[Clu
 
 def _params(cluster: Cluster, dbname: str = "defaultdb", *, port: int | None = None) -> dict[str, object]:
     """The admin user over TCP and TLS: through HAProxy (the cluster's port) or a pool."""
-    details = services.connection_details(cluster)
-    return {
-        "host": "127.0.0.1",
-        "port": port or cluster.port,
-        "user": details.user,
-        "password": details.password,
-        "dbname": dbname,
-        "sslmode": "require",
-        "connect_timeout": 3,
-        "autocommit": True,
-        "prepare_threshold": None,
-    }
+    return tls_params(cluster, dbname, port or cluster.port)
 
 
 def _connect(cluster: Cluster, dbname: str = "defaultdb", *, port: int | None = None) -> psycopg.Connection:
     return psycopg.connect(**_params(cluster, dbname, port=port))
-
-
-@dataclass
-class Writer:
-    """Inserts sequential ids through the pool, one per transaction; remembers every id whose
-    commit was acknowledged, and those whose outcome is unknown (an error during the commit)."""
-
-    params: dict[str, object]
-    acked: list[int] = field(default_factory=list)
-    unknown: list[int] = field(default_factory=list)
-    stop: threading.Event = field(default_factory=threading.Event)
-
-    def run(self) -> None:
-        conn = None
-        n = 0
-        while not self.stop.is_set():
-            n += 1
-            try:
-                if conn is None:
-                    conn = psycopg.connect(**self.params)
-                conn.execute("INSERT INTO acked VALUES (%s)", [n])
-                self.acked.append(n)
-            except psycopg.Error:
-                self.unknown.append(n)
-                if conn is not None:
-                    conn.close()
-                conn = None
-                time.sleep(0.05)
-        if conn is not None:
-            conn.close()
 
 
 def _primary(cluster: Cluster) -> ClusterMember:
@@ -109,12 +67,8 @@ def _survive(cluster: Cluster, kill: object) -> tuple[ClusterMember, float]:
     assert ha.wait_healthy(cluster, RECOVERY_TIMEOUT)
     old = _primary(cluster)
     writer = Writer(_params(cluster, "writes", port=cluster.pooler_port))
-    thread = threading.Thread(target=writer.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while len(writer.acked) < 50 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert len(writer.acked) >= 50, f"the writer did not get going: {writer.unknown[:5]}"
+    writer.start()
+    assert len(writer.acked) >= 50, f"the writer did not get going: {writer.failed[:5]}"
     killed_at = time.monotonic()
     kill(old)  # type: ignore[operator]
     # Backends of a killed postmaster may still commit for a moment: wait for another primary,
@@ -128,12 +82,11 @@ def _survive(cluster: Cluster, kill: object) -> tuple[ClusterMember, float]:
     after_takeover = len(writer.acked)
     while len(writer.acked) < after_takeover + 50 and time.monotonic() < deadline:
         time.sleep(0.1)
-    writer.stop.set()
-    thread.join(timeout=10)
+    writer.finish()
     assert len(writer.acked) >= after_takeover + 50, "writes did not succeed again"
     with psycopg.connect(**writer.params) as conn:
         present = {row[0] for row in conn.execute("SELECT id FROM acked")}
-    lost = [i for i in writer.acked if i not in present]
+    lost = [n for n, _t in writer.acked if n not in present]
     assert not lost, f"{len(lost)} acknowledged commits lost: {lost[:10]}"
     new = _primary(cluster)
     assert new.name != old.name
@@ -250,11 +203,7 @@ def test_a_switchover_holds_pool_clients_and_is_an_event_with_its_duration(ha_cl
     old_log = ha.member_log_path(ha_cluster, old)
     log_before = old_log.read_text().count("before_stop script")
     writer = Writer(_params(ha_cluster, "writes", port=ha_cluster.pooler_port))
-    thread = threading.Thread(target=writer.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while len(writer.acked) < 50 and time.monotonic() < deadline:
-        time.sleep(0.1)
+    deadline = writer.start()
     try:
         assert members.switchover(ha_cluster, None) == target.name
         # The pools were paused: the writer's transactions waited instead of failing.
@@ -262,13 +211,12 @@ def test_a_switchover_holds_pool_clients_and_is_an_event_with_its_duration(ha_cl
         while len(writer.acked) < after + 50 and time.monotonic() < deadline + RECOVERY_TIMEOUT:
             time.sleep(0.1)
     finally:
-        writer.stop.set()
-        thread.join(timeout=10)
-    assert writer.unknown == [], f"transactions failed during the switchover: {writer.unknown}"
+        writer.finish()
+    assert writer.failed == [], f"transactions failed during the switchover: {writer.failed}"
     with psycopg.connect(**writer.params) as conn:
         present = {row[0] for row in conn.execute("SELECT id FROM acked")}
         conn.execute("DELETE FROM acked")
-    assert set(writer.acked) <= present
+    assert {n for n, _t in writer.acked} <= present
     event = ha_cluster.events.filter(kind="switchover").first()
     assert event is not None and target.name in event.message and "writes resumed within" in event.message
     # The old primary's stop waited for the pools (Patroni ran the before_stop script), the

@@ -27,6 +27,7 @@ from panel.clusters.engine import dbconn, patroni, postgres
 from panel.clusters.models import Cluster, ClusterStatus, MemberRole
 from panel.clusters.services import ha, members, resize
 from panel.clusters.tests.conftest import connect_as_client, make_cluster_row
+from panel.clusters.tests.test_ha_rolling import tls_params
 from panel.core.errors import ServiceError
 from panel.pools import services as pool_services
 from tests.fixtures.clusters import module_cluster
@@ -88,18 +89,7 @@ def through_the_pool(cluster: Cluster) -> int:
 
 
 def pool_params(cluster: Cluster) -> dict[str, object]:
-    details = services.connection_details(cluster)
-    return {
-        "host": "127.0.0.1",
-        "port": cluster.pooler_port,
-        "user": details.user,
-        "password": details.password,
-        "dbname": "mc-pool",
-        "sslmode": "require",
-        "connect_timeout": 5,
-        "prepare_threshold": None,
-        "autocommit": True,
-    }
+    return tls_params(cluster, "mc-pool", cluster.pooler_port, connect_timeout=5)
 
 
 @dataclass

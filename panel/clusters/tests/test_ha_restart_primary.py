@@ -7,7 +7,6 @@ first, then restarts the same way."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 
@@ -18,7 +17,7 @@ from django.contrib.auth.models import User
 from panel.clusters.engine import patroni, postgres
 from panel.clusters.models import Cluster, ClusterStatus, MemberRole
 from panel.clusters.services import ha, lifecycle, members
-from panel.clusters.tests.test_ha_rolling import Writer, _params
+from panel.clusters.tests.test_ha_rolling import Writer, tls_params
 from panel.core.errors import ServiceError
 from panel.pools import services as pool_services
 from tests.fixtures.ha_pair import HaPair, lend_ha_pair
@@ -81,7 +80,7 @@ def test_a_restart_keeps_the_primary_on_member_2(
     _switch_to(cluster, "member-2")
     assert ha.wait_healthy(cluster, TIMEOUT), ha.read_statuses(cluster)
     assert _primary(cluster) == "member-2"
-    writer = Writer(_params(cluster, "writes"))
+    writer = Writer(tls_params(cluster, "writes", cluster.pooler_port))
     with psycopg.connect(**writer.params) as conn:
         conn.execute("CREATE TABLE acked (id bigint PRIMARY KEY)")
     before = {m.name: postgres.postmaster_pid(m.pgdata) for m in cluster.members.all()}
@@ -94,11 +93,7 @@ def test_a_restart_keeps_the_primary_on_member_2(
 
     monkeypatch.setattr(Cluster, "set_progress", recorded)
     started_at = cluster.events.count()
-    thread = threading.Thread(target=writer.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while len(writer.acked) < 50 and time.monotonic() < deadline:
-        time.sleep(0.1)
+    writer.start()
     try:
         Cluster.objects.filter(pk=cluster.pk).update(status=ClusterStatus.STARTING)  # as the web queues it
         restarted = lifecycle.perform_action(Cluster.objects.get(pk=cluster.pk), "restart")
@@ -107,8 +102,7 @@ def test_a_restart_keeps_the_primary_on_member_2(
         while len(writer.acked) < acked_during + 50 and time.monotonic() < deadline:
             time.sleep(0.1)
     finally:
-        writer.stop.set()
-        thread.join(timeout=10)
+        writer.finish()
     monkeypatch.undo()
 
     assert restarted.status == ClusterStatus.ONLINE, restarted.error_message

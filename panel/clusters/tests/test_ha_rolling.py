@@ -35,22 +35,24 @@ def ha_cluster(django_db_setup: None, django_db_blocker: object) -> Iterator[Clu
         django_db_blocker.unblock(),  # type: ignore[attr-defined]
     ):
         pool_services.create_pool(cluster, "writes", "defaultdb", None, "transaction", 5)
-        with psycopg.connect(**_params(cluster, "writes")) as conn:
+        with psycopg.connect(**tls_params(cluster, "writes", cluster.pooler_port)) as conn:
             conn.execute("CREATE TABLE acked (id bigint PRIMARY KEY)")
         yield cluster
 
 
-def _params(cluster: Cluster, dbname: str) -> dict[str, object]:
-    """The admin user through the cluster's PgBouncer, over TCP and TLS."""
+def tls_params(
+    cluster: Cluster, dbname: str, port: int | None, connect_timeout: int = 3
+) -> dict[str, object]:
+    """The admin user over TCP and TLS on ``port`` (the cluster's PgBouncer, or its HAProxy)."""
     details = services.connection_details(cluster)
     return {
         "host": "127.0.0.1",
-        "port": cluster.pooler_port,
+        "port": port,
         "user": details.user,
         "password": details.password,
         "dbname": dbname,
         "sslmode": "require",
-        "connect_timeout": 3,
+        "connect_timeout": connect_timeout,
         "autocommit": True,
         "prepare_threshold": None,
     }
@@ -64,6 +66,22 @@ class Writer:
     acked: list[tuple[int, float]] = field(default_factory=list)
     failed: list[tuple[int, str]] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
+
+    def start(self, acked: int = 50, within: float = 30) -> float:
+        """Run in a thread of its own; return once ``acked`` commits are acknowledged or ``within``
+        seconds passed, with that deadline."""
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + within
+        while len(self.acked) < acked and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return deadline
+
+    def finish(self) -> None:
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join(timeout=10)
 
     def run(self) -> None:
         conn = None
@@ -89,12 +107,8 @@ def test_a_resize_rolls_over_the_members_without_failing_a_transaction(ha_cluste
     assert ha.wait_healthy(ha_cluster, RECOVERY_TIMEOUT)
     ha.refresh_members(ha_cluster)
     old_primary = ha_cluster.members.get(role=MemberRole.PRIMARY).name
-    writer = Writer(_params(ha_cluster, "writes"))
-    thread = threading.Thread(target=writer.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while len(writer.acked) < 50 and time.monotonic() < deadline:
-        time.sleep(0.1)
+    writer = Writer(tls_params(ha_cluster, "writes", ha_cluster.pooler_port))
+    writer.start()
     started = time.monotonic()
     try:
         cluster = resize.resize_cluster(ha_cluster, NEW_PLAN, enqueue=False)
@@ -103,8 +117,7 @@ def test_a_resize_rolls_over_the_members_without_failing_a_transaction(ha_cluste
         while len(writer.acked) < after + 50 and time.monotonic() < started + took + 30:
             time.sleep(0.1)
     finally:
-        writer.stop.set()
-        thread.join(timeout=10)
+        writer.finish()
     cluster.refresh_from_db()
     assert cluster.status == ClusterStatus.ONLINE and cluster.plan_slug == NEW_PLAN, cluster.error_message
     assert writer.failed == [], f"transactions failed during the resize: {writer.failed[:5]}"

@@ -11,6 +11,7 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from panel.clusters.lib import etcd, patroni
+from panel.clusters.tests.conftest import ha_cluster
 
 A = etcd.Peer("node-a", "10.0.0.1", 25258, 25259)
 B = etcd.Peer("node-b", "10.0.0.2", 25258, 25259)
@@ -70,22 +71,9 @@ def test_a_change_of_initial_cluster_alone_needs_no_restart():
 
 
 def _cluster(client: etcd.TlsPaths | None = None) -> patroni.HaCluster:
-    return patroni.HaCluster(
-        scope="cluster-x",
+    return ha_cluster(
         etcd_hosts=(A.client_host, B.client_host, C.client_host),
-        bin_dir="/usr/lib/postgresql/15/bin",
-        socket_dir="/data/run",
-        superuser="pgpanel",
-        replication_user="pgpanel_member",
-        replication_password="secret",
-        max_connections=50,
         members=(patroni.Member("member-1", 27000, 27001, "/d/1"),),
-        panel_conf="/data/ha/postgresql.base.conf",
-        hba_file="/data/pgdata/pg_hba.conf",
-        ident_file="/data/pgdata/pg_ident.conf",
-        on_role_change="python cb.py",
-        rest_username="panel-1a2b3c4d",
-        rest_password="rest-secret",
         etcd_tls=client,
     )
 

@@ -13,6 +13,7 @@ import pytest
 
 from panel.clusters.engine.patroni_callback import repoint
 from panel.clusters.lib import haproxy, patroni
+from panel.clusters.tests.conftest import ha_cluster
 
 # GET /cluster of a three-member cluster right after a failover (Patroni 4.1.5, this machine).
 CLUSTER_ANSWER = (
@@ -27,24 +28,10 @@ CLUSTER_ANSWER = (
 
 
 def _cluster(members: int) -> patroni.HaCluster:
-    return patroni.HaCluster(
-        scope="cluster-x",
-        etcd_hosts=("127.0.0.1:2379",),
-        bin_dir="/usr/lib/postgresql/15/bin",
-        socket_dir="/data/run",
-        superuser="pgpanel",
-        replication_user="pgpanel_member",
-        replication_password="secret",
-        max_connections=50,
+    return ha_cluster(
         members=tuple(
             patroni.Member(f"member-{i}", 27000 + 2 * i, 27001 + 2 * i, f"/d/{i}") for i in range(members)
-        ),
-        panel_conf="/data/ha/postgresql.base.conf",
-        hba_file="/data/pgdata/pg_hba.conf",
-        ident_file="/data/pgdata/pg_ident.conf",
-        on_role_change="python cb.py",
-        rest_username="panel-1a2b3c4d",
-        rest_password="rest-secret",
+        )
     )
 
 

@@ -17,6 +17,7 @@ from django.utils import timezone
 from panel.clusters import services
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, Node, NodeState
 from panel.clusters.services import nodes
+from panel.clusters.tests.conftest import make_node
 from panel.core.errors import ServiceError
 
 GB = 1024**3
@@ -36,21 +37,6 @@ def web(settings: object) -> None:
     """This process as the web: it runs no cluster, so only heartbeats say a node is alive."""
     settings.PANEL_PROCESS_ROLE = "web"  # type: ignore[attr-defined]
     settings.PANEL_NODE_DEAD_AFTER = 45  # type: ignore[attr-defined]
-
-
-def make_node(name: str, *, ram_gb: int = 8, vcpus: int = 4, beat: bool = True, first: int = 40000) -> Node:
-    node = nodes.add_node(
-        name,
-        address=f"{name}.example.net",
-        ports=(first, first + 99),
-        data_dir=f"/srv/{name}",
-        ram_gb=ram_gb,
-        vcpus=vcpus,
-    )
-    if beat:
-        Node.objects.filter(pk=node.pk).update(last_heartbeat=timezone.now(), versions="15")
-        node.refresh_from_db()
-    return node
 
 
 def create(owner: User, name: str, plan: str = "db-s-1vcpu-1gb", node: str | None = None) -> Cluster:

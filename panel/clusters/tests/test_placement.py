@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import User
-from django.utils import timezone
 
 from panel.clusters import services
 from panel.clusters.models import Cluster, ClusterMember, Node
 from panel.clusters.services import nodes, placement
+from panel.clusters.tests.conftest import make_node
 from panel.core.errors import ServiceError
 
 pytestmark = pytest.mark.django_db
@@ -22,20 +22,6 @@ def web(settings: object) -> None:
     """This process as the web: it runs no cluster, so only heartbeats say a node is alive."""
     settings.PANEL_PROCESS_ROLE = "web"  # type: ignore[attr-defined]
     Node.objects.filter(clusters__isnull=True).delete()
-
-
-def make_node(name: str, first: int, *, ram_gb: int = 8, vcpus: int = 4) -> Node:
-    node = nodes.add_node(
-        name,
-        address=f"{name}.example.net",
-        ports=(first, first + 99),
-        data_dir=f"/srv/{name}",
-        ram_gb=ram_gb,
-        vcpus=vcpus,
-    )
-    Node.objects.filter(pk=node.pk).update(last_heartbeat=timezone.now(), versions="15")
-    node.refresh_from_db()
-    return node
 
 
 def ha(owner: User, name: str, num_nodes: int, node: str | None = None) -> Cluster:

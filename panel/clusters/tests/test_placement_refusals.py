@@ -19,6 +19,7 @@ from django.utils import timezone, translation
 from panel.clusters import services
 from panel.clusters.models import Cluster, ClusterMember, Node, NodeState
 from panel.clusters.services import member_count, nodes
+from panel.clusters.tests.conftest import make_node
 from panel.core.errors import ServiceError
 from panel.env import env_positive
 
@@ -31,20 +32,6 @@ def web(settings: object) -> None:
     settings.PANEL_PROCESS_ROLE = "web"  # type: ignore[attr-defined]
     settings.PANEL_NODE_DEAD_AFTER = 45  # type: ignore[attr-defined]
     Node.objects.filter(clusters__isnull=True).delete()
-
-
-def make_node(name: str, first: int, *, ram_gb: int = 8, vcpus: int = 4, last: int | None = None) -> Node:
-    node = nodes.add_node(
-        name,
-        address=f"{name}.example.net",
-        ports=(first, last or first + 99),
-        data_dir=f"/srv/{name}",
-        ram_gb=ram_gb,
-        vcpus=vcpus,
-    )
-    Node.objects.filter(pk=node.pk).update(last_heartbeat=timezone.now(), versions="15")
-    node.refresh_from_db()
-    return node
 
 
 def create(owner: User, name: str, plan: str = "db-s-1vcpu-1gb", **kwargs: object) -> Cluster:

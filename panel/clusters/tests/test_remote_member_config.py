@@ -8,28 +8,18 @@ import json
 
 from panel.clusters.lib import haproxy, patroni
 from panel.clusters.services.remote_members import MemberFiles, node_conf
+from panel.clusters.tests.conftest import ha_cluster
 
 
 def _spread() -> patroni.HaCluster:
-    return patroni.HaCluster(
-        scope="cluster-x",
+    return ha_cluster(
         etcd_hosts=("10.0.0.1:2379",),
-        bin_dir="/usr/lib/postgresql/15/bin",
-        socket_dir="/data/run",
-        superuser="pgpanel",
-        replication_user="pgpanel_member",
-        replication_password="secret",
-        max_connections=50,
         members=(
             patroni.Member("member-1", 27000, 27001, "/a/pgdata", "10.0.0.1"),
             patroni.Member("member-2", 27000, 27001, "/b/members/member-2", "10.0.0.2"),
         ),
-        panel_conf="/data/ha/postgresql.base.conf",
         hba_file="/data/auth/pg_hba.conf",
         ident_file="/data/auth/pg_ident.conf",
-        on_role_change="python cb.py",
-        rest_username="panel-1a2b3c4d",
-        rest_password="rest-secret",
     )
 
 

@@ -6,7 +6,7 @@ The failure is real: the source is stopped while the heal copies it again, then 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import psycopg
 import pytest
@@ -16,17 +16,13 @@ from django.utils import timezone
 
 from panel.clusters.models import Cluster, ClusterStatus
 from panel.clusters.services import lifecycle, replica_heal, replicas
-from panel.clusters.tests.conftest import client_params, connect_as_client
+from panel.clusters.tests.conftest import client_params, connect_as_client, module_cluster_fixture
 from panel.core.errors import shown_text
-from tests.fixtures.clusters import module_cluster
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def source(django_db_setup: None, django_db_blocker: object) -> Iterator[Cluster]:
-    with module_cluster(django_db_blocker, "heal-owner", "heal-src") as cluster:
-        yield cluster
+source = module_cluster_fixture("heal-owner", "heal-src")
 
 
 def fresh(cluster: Cluster) -> Cluster:

@@ -85,14 +85,14 @@ def test_duplicates_reserved_names_and_protected_objects_are_refused(local_clust
             add(cluster, name)
         assert refused.value.field == "name", name
 
-    with pytest.raises(ServiceError, match="admin user and cannot be deleted"):
-        roles.delete_user(cluster, "doadmin")
-    with pytest.raises(ServiceError, match="default database and cannot be deleted"):
-        roles.delete_database(cluster, "defaultdb")
-    with pytest.raises(ServiceError, match="No user named"):
-        roles.delete_user(cluster, "ghost")
-    with pytest.raises(ServiceError, match="No database named"):
-        roles.delete_database(cluster, "ghost")
+    for delete, name, message in [
+        (roles.delete_user, "doadmin", "admin user and cannot be deleted"),
+        (roles.delete_database, "defaultdb", "default database and cannot be deleted"),
+        (roles.delete_user, "ghost", "No user named"),
+        (roles.delete_database, "ghost", "No database named"),
+    ]:
+        with pytest.raises(ServiceError, match=message):
+            delete(cluster, name)
     assert set(cluster.users.values_list("name", flat=True)) == {"doadmin", "app"}
     assert set(cluster.databases.values_list("name", flat=True)) == {"defaultdb", "benchmark"}
     doadmin = cluster.users.get(name="doadmin")
@@ -101,12 +101,12 @@ def test_duplicates_reserved_names_and_protected_objects_are_refused(local_clust
     # Changes need a running server.
     services.perform_action(cluster, "stop")
     cluster.refresh_from_db()
-    with pytest.raises(ServiceError, match="start it first"):
-        roles.add_user(cluster, "app2")
-    with pytest.raises(ServiceError, match="start it first"):
-        roles.add_database(cluster, "benchmark2")
-    with pytest.raises(ServiceError, match="start it first"):
-        roles.reset_password(cluster, "doadmin")
-    with pytest.raises(ServiceError, match="start it first"):
-        roles.delete_user(cluster, "app")
+    for change, name in [
+        (roles.add_user, "app2"),
+        (roles.add_database, "benchmark2"),
+        (roles.reset_password, "doadmin"),
+        (roles.delete_user, "app"),
+    ]:
+        with pytest.raises(ServiceError, match="start it first"):
+            change(cluster, name)
     assert set(cluster.users.values_list("name", flat=True)) == {"doadmin", "app"}

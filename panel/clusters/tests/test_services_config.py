@@ -18,7 +18,7 @@ from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster
 from panel.clusters.services import config
 from panel.clusters.services.provision import SETTINGS_FILE
-from panel.clusters.tests.conftest import connect_as_client
+from panel.clusters.tests.conftest import connect_as_client, refreshed_fixture
 from panel.core.errors import ServiceError
 from tests.fixtures.clusters import module_cluster
 
@@ -38,10 +38,7 @@ def show(cluster: Cluster, name: str) -> str:
         return conn.execute(f"SHOW {name}").fetchone()[0]
 
 
-@pytest.fixture
-def fresh(cluster: Cluster, db: None) -> Cluster:
-    cluster.refresh_from_db()
-    return cluster
+fresh = refreshed_fixture("cluster")
 
 
 def test_work_mem_reaches_a_new_session_without_a_restart(fresh: Cluster) -> None:

@@ -44,36 +44,25 @@ def test_the_tab_marks_the_admin_user_and_default_database_as_protected(owner_cl
 
 
 @pytest.mark.parametrize(
-    ("name", "message"),
+    ("kind", "name", "message"),
     [
-        ("doadmin", "is reserved"),
-        ("pg_monitor", "is reserved"),
-        ("bad name", "must start with a letter or underscore"),
-        ("app", "A user named “app” already exists."),
-        ("", "This field is required."),
+        ("user", "doadmin", "is reserved"),
+        ("user", "pg_monitor", "is reserved"),
+        ("user", "bad name", "must start with a letter or underscore"),
+        ("user", "app", "A user named “app” already exists."),
+        ("user", "", "This field is required."),
+        ("database", "defaultdb", "is reserved"),
+        ("database", "template1", "is reserved"),
+        ("database", "a b", "must start"),
+        ("database", "appdb", "A database named “appdb” already exists."),
     ],
 )
-def test_it_refuses_bad_user_names_inline(owner_client, cluster_row, name, message):
-    text = _post(owner_client, "clusters:user-add", cluster_row, {"user-name": name})
+def test_it_refuses_bad_user_and_database_names_inline(owner_client, cluster_row, kind, name, message):
+    before = {"user": ["app", "doadmin"], "database": ["appdb", "defaultdb"]}
+    text = _post(owner_client, f"clusters:{kind}-add", cluster_row, {f"{kind}-name": name})
     assert message in text
     assert 'aria-invalid="true"' in text
-    assert _names(cluster_row.users) == ["app", "doadmin"]
-
-
-@pytest.mark.parametrize(
-    ("name", "message"),
-    [
-        ("defaultdb", "is reserved"),
-        ("template1", "is reserved"),
-        ("a b", "must start"),
-        ("appdb", "A database named “appdb” already exists."),
-    ],
-)
-def test_it_refuses_bad_database_names_inline(owner_client, cluster_row, name, message):
-    text = _post(owner_client, "clusters:database-add", cluster_row, {"database-name": name})
-    assert message in text
-    assert 'aria-invalid="true"' in text
-    assert _names(cluster_row.databases) == ["appdb", "defaultdb"]
+    assert _names(getattr(cluster_row, f"{kind}s")) == before[kind]
 
 
 @pytest.mark.parametrize("typed", [None, "", "App", "appdb", "app "])

@@ -62,8 +62,9 @@ class Reading:
 
 
 @dataclass(frozen=True)
-class Delta:
-    """What one statement did between two collections."""
+class Figures:
+    """What pg_stat_statements counts of one statement in one database as one role, over a span:
+    between two collections (``Delta``) or summed over a window (``Totals``)."""
 
     queryid: int
     database: str
@@ -74,6 +75,11 @@ class Delta:
     rows: int
     blks_hit: int
     blks_read: int
+
+
+@dataclass(frozen=True)
+class Delta(Figures):
+    """What one statement did between two collections."""
 
 
 def _went_down(old: Reading, new: Reading) -> bool:
@@ -136,18 +142,8 @@ def top(items: Iterable[Delta], limit: int) -> list[Delta]:
 
 
 @dataclass(frozen=True)
-class Totals:
+class Totals(Figures):
     """A statement's figures over a window: sums of its deltas, and what follows from them."""
-
-    queryid: int
-    database: str
-    role: str
-    calls: int
-    total_ms: float
-    sq_ms: float
-    rows: int
-    blks_hit: int
-    blks_read: int
 
     @property
     def mean_ms(self) -> float:

@@ -6,7 +6,6 @@ collect."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import pytest
 from django.conf import settings
@@ -17,18 +16,15 @@ from panel.clusters import services as cluster_services
 from panel.clusters.engine import dbconn, isolation, postgres
 from panel.clusters.models import Cluster
 from panel.clusters.services import roles
+from panel.clusters.tests.conftest import module_cluster_fixture
 from panel.core import runas
 from panel.insights import services
 from panel.insights.models import StatementsState, StatementsStatus
-from tests.fixtures.clusters import module_cluster
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def cluster(django_db_setup: None, django_db_blocker: object) -> Iterator[Cluster]:
-    with module_cluster(django_db_blocker, "queries-upgrade-owner", "queries-upgrade") as made:
-        yield made
+cluster = module_cluster_fixture("queries-upgrade-owner", "queries-upgrade")
 
 
 def make_it_old(cluster: Cluster) -> None:

@@ -8,7 +8,7 @@ import contextlib
 import io
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import psycopg
 import pytest
@@ -20,20 +20,16 @@ from django.urls import reverse
 from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
 from panel.clusters.services import config, roles
-from panel.clusters.tests.conftest import connect_as_client
+from panel.clusters.tests.conftest import connect_as_client, module_cluster_fixture
 from panel.logs import services
 from panel.pools import services as pools
-from tests.fixtures.clusters import module_cluster
 
 pytestmark = pytest.mark.integration
 
 POLL_SECONDS = 10
 
 
-@pytest.fixture(scope="module")
-def cluster(django_db_setup: None, django_db_blocker: object) -> Iterator[Cluster]:
-    with module_cluster(django_db_blocker, "logs-owner", "logs-test") as made:
-        yield made
+cluster = module_cluster_fixture("logs-owner", "logs-test")
 
 
 @pytest.fixture

@@ -16,6 +16,16 @@ pytestmark = pytest.mark.django_db
 HTMX = {"HX-Request": "true"}
 
 
+# The add form of an rsyslog sink on this machine (refused unless loopback is allowed).
+SINK_FORM = {
+    "sink_name": "central",
+    "sink_type": "rsyslog",
+    "server": "127.0.0.1",
+    "port": "6514",
+    "format": "rfc5424",
+}
+
+
 @pytest.fixture
 def cluster(owner: User) -> Cluster:
     return Cluster.objects.create(
@@ -27,13 +37,7 @@ def test_card_refuses_next_to_the_field_and_adds_a_good_sink(
     cluster: Cluster, owner_client: Client, other_client: Client, settings: Any
 ) -> None:
     url = f"/clusters/{cluster.pk}/logsinks/"
-    form = {
-        "sink_name": "central",
-        "sink_type": "rsyslog",
-        "server": "127.0.0.1",
-        "port": "6514",
-        "format": "rfc5424",
-    }
+    form = dict(SINK_FORM)
     # Loopback is no destination unless the operator allows it: refused on the server field.
     response = owner_client.post(url + "add/", form, headers=HTMX)
     page = response.content.decode()
@@ -62,13 +66,7 @@ def test_card_groups_the_entries_sent_as_the_language_does(
     cluster: Cluster, owner_client: Client, settings: Any
 ) -> None:
     settings.PANEL_LOGSINK_TARGET_NETWORKS = ["127.0.0.0/8"]
-    form = {
-        "sink_name": "central",
-        "sink_type": "rsyslog",
-        "server": "127.0.0.1",
-        "port": "6514",
-        "format": "rfc5424",
-    }
+    form = dict(SINK_FORM)
     owner_client.post(f"/clusters/{cluster.pk}/logsinks/add/", form, headers=HTMX)
     LogSink.objects.filter(cluster=cluster).update(sent_count=12345)
     url = f"/clusters/{cluster.pk}/logsinks/"

@@ -23,14 +23,14 @@ PGBENCH = shutil.which("pgbench") or "/usr/lib/postgresql/15/bin/pgbench"
 @pytest.fixture
 def cluster(shared_local_cluster: Cluster) -> Iterator[Cluster]:
     """A 1 GB-plan cluster (25 max_connections, 22 for pools) with pgbench's tables in defaultdb."""
-    pgbench(
-        shared_local_cluster,
-        ["-i", "-s", "1", "-q"],
-        port=int(shared_local_cluster.port or 0),
-        dbname="defaultdb",
-    )
-    yield shared_local_cluster
-    services.stop_pgbouncer(shared_local_cluster)
+    yield from with_pgbench_tables(shared_local_cluster)
+
+
+def with_pgbench_tables(cluster: Cluster) -> Iterator[Cluster]:
+    """The body of a fixture: pgbench's tables (scale 1) in defaultdb, PgBouncer stopped after."""
+    pgbench(cluster, ["-i", "-s", "1", "-q"], port=int(cluster.port or 0), dbname="defaultdb")
+    yield cluster
+    services.stop_pgbouncer(cluster)
 
 
 def pgbench_command(

@@ -22,7 +22,7 @@ from panel.clusters.models import Cluster
 from panel.pools import services
 from panel.pools.engine.disk import bouncer_files
 from panel.pools.models import ConnectionPool
-from panel.pools.tests.test_integration_pgbench import pgbench
+from panel.pools.tests.test_integration_pgbench import pgbench, with_pgbench_tables
 
 pytestmark = pytest.mark.integration
 
@@ -32,14 +32,7 @@ LOCKOUT = "direct connections are refused until they are released"
 @pytest.fixture
 def cluster(shared_local_cluster: Cluster) -> Iterator[Cluster]:
     """A 1 GB-plan cluster (25 max_connections, 3 reserved: 22 slots) with pgbench's tables."""
-    pgbench(
-        shared_local_cluster,
-        ["-i", "-s", "1", "-q"],
-        port=int(shared_local_cluster.port or 0),
-        dbname="defaultdb",
-    )
-    yield shared_local_cluster
-    services.stop_pgbouncer(shared_local_cluster)
+    yield from with_pgbench_tables(shared_local_cluster)
 
 
 def load(cluster: Cluster, pool: ConnectionPool, clients: int = 15, seconds: int = 2) -> None:

@@ -22,14 +22,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from panel.pools.lib.admin_console import (
-    diff_databases,
-    parse_log_errors,
-    parse_show_clients,
-    parse_show_databases,
-    parse_show_pools,
-    parse_show_stats,
-)
+from panel.pools.lib import admin_console
 from panel.pools.lib.authfile import render_auth_file, scram_sha256_verifier
 from panel.pools.lib.pgbouncer_ini import GlobalSettings, PoolSpec, ServerTarget, render
 
@@ -163,17 +156,17 @@ def test_pgbouncer_loads_what_the_panel_renders(bouncer_dir: Path) -> None:
     try:
         with bouncer.connect() as conn:
             columns, rows = show(conn, "DATABASES")
-            loaded = parse_show_databases(columns, rows)
-            assert diff_databases(POOLS, loaded, target=target) == []
+            loaded = admin_console.parse_show_databases(columns, rows)
+            assert admin_console.diff_databases(POOLS, loaded, target=target) == []
             by_name = {row.name: row for row in loaded}
             assert by_name["UPPER_stmt"].database == "my db"  # quoted value read back whole
             assert by_name["inbound.reports"].max_connections == 10
             assert by_name["test-pool"].force_user == "doadmin"
 
             # The other parsers accept what psycopg returns for the real thing.
-            assert parse_show_pools(*show(conn, "POOLS"))
-            assert {s.database for s in parse_show_stats(*show(conn, "STATS"))} >= {"pgbouncer"}
-            clients = parse_show_clients(*show(conn, "CLIENTS"))
+            assert admin_console.parse_show_pools(*show(conn, "POOLS"))
+            assert {s.database for s in admin_console.parse_show_stats(*show(conn, "STATS"))} >= {"pgbouncer"}
+            clients = admin_console.parse_show_clients(*show(conn, "CLIENTS"))
             assert [(c.user, c.database) for c in clients] == [(ADMIN, "pgbouncer")]
 
             # An online change: one pool resized and moved to session mode, one removed, one added.
@@ -185,7 +178,10 @@ def test_pgbouncer_loads_what_the_panel_renders(bouncer_dir: Path) -> None:
             bouncer.write("pgbouncer.ini", render(settings, target, changed))
             conn.execute("RELOAD")
             assert (
-                diff_databases(changed, parse_show_databases(*show(conn, "DATABASES")), target=target) == []
+                admin_console.diff_databases(
+                    changed, admin_console.parse_show_databases(*show(conn, "DATABASES")), target=target
+                )
+                == []
             )
 
             # A broken file: RELOAD still answers success; the diff and the log say what happened.
@@ -196,12 +192,14 @@ def test_pgbouncer_loads_what_the_panel_renders(bouncer_dir: Path) -> None:
             broken = broken.replace("late-pool = ", "this line is broken\nlate-pool = ")
             bouncer.write("pgbouncer.ini", broken)
             conn.execute("RELOAD")
-            problems = diff_databases(
+            problems = admin_console.diff_databases(
                 [*changed, PoolSpec("late-pool", "benchmark", None, "session", 1)],
-                parse_show_databases(*show(conn, "DATABASES")),
+                admin_console.parse_show_databases(*show(conn, "DATABASES")),
             )
             assert problems == ["Pool 'late-pool' is missing from PgBouncer."]
-            errors = parse_log_errors((bouncer_dir / "pgbouncer.log").read_text(), since_offset=log_offset)
+            errors = admin_console.parse_log_errors(
+                (bouncer_dir / "pgbouncer.log").read_text(), since_offset=log_offset
+            )
             assert any("ERROR syntax error in configuration" in line for line in errors), errors
 
         # Over TCP the client must use TLS, as the connection details promise.

@@ -8,21 +8,14 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from panel.clusters.tests.conftest import make_cluster_row
-from panel.quotas.models import Quota, QuotaKind, QuotaState
-
-MB = 1024**2
+from panel.quotas.models import QuotaState
+from panel.quotas.tests.test_views import MB, appdb_quota
 
 
 @pytest.mark.parametrize(("language", "grouped"), [("de", "99.999"), ("en", "99,999")])
 def test_the_quotas_tab_groups_relation_counts(owner_client: Client, owner, language, grouped) -> None:
-    cluster = make_cluster_row(owner)
-    Quota.objects.create(
-        cluster=cluster,
-        kind=QuotaKind.DATABASE,
-        name="appdb",
-        space_soft=100 * MB,
-        space_hard=200 * MB,
+    cluster = appdb_quota(
+        owner,
         space_used=50 * MB,
         files_used=1500,
         files_soft=50_000,

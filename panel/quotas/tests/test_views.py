@@ -6,9 +6,11 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from django.contrib.auth.models import User
 from django.urls import reverse
 from django.utils import timezone, translation
 
+from panel.clusters.models import Cluster
 from panel.clusters.tests.conftest import make_cluster_row
 from panel.quotas import views
 from panel.quotas.models import Quota, QuotaKind, QuotaState
@@ -16,8 +18,8 @@ from panel.quotas.models import Quota, QuotaKind, QuotaState
 MB = 1024**2
 
 
-@pytest.fixture
-def measured(owner):
+def appdb_quota(owner: User, **fields: object) -> Cluster:
+    """A cluster row whose database appdb has a quota of 100 MB soft and 200 MB hard, and ``fields``."""
     cluster = make_cluster_row(owner)
     Quota.objects.create(
         cluster=cluster,
@@ -25,13 +27,21 @@ def measured(owner):
         name="appdb",
         space_soft=100 * MB,
         space_hard=200 * MB,
+        **fields,
+    )
+    return cluster
+
+
+@pytest.fixture
+def measured(owner):
+    return appdb_quota(
+        owner,
         space_used=150 * MB,
         files_used=40,
         state=QuotaState.OVER_SOFT,
         over_since=timezone.now() - dt.timedelta(days=1),
         measured_at=timezone.now(),
     )
-    return cluster
 
 
 def test_the_tab_shows_repquotas_columns_and_the_banner(owner_client, measured):

@@ -7,12 +7,11 @@ reloaded (no restart). A cluster with no trusted source accepts connections from
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from panel.clusters.management.cli import PanelCommand, find_cluster, print_table
+from panel.clusters.management.cli import PanelCommand, cluster_subcommands, find_cluster, print_table
 from panel.clusters.services import firewall
 
 
@@ -21,13 +20,7 @@ class Command(PanelCommand):
     field_labels = {"source": "VALUE"}
 
     def add_arguments(self, parser: CommandParser) -> None:
-        sub = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
-
-        def add(name: str, help_text: str) -> argparse.ArgumentParser:
-            p = sub.add_parser(name, help=help_text, description=help_text)
-            p.add_argument("name", metavar="CLUSTER", help="cluster name")
-            p.add_argument("--owner", metavar="USERNAME", help="the cluster owner's username")
-            return p
+        add = cluster_subcommands(parser)
 
         add("list", "List the trusted sources (none: connections from anywhere).")
         p = add(

@@ -6,14 +6,7 @@ import logging
 import math
 import time
 
-from panel.insights.engine.snapshot import (
-    BUDGET_SECONDS,
-    CollectTimeout,
-    Deadline,
-    Snapshot,
-    Target,
-    watchdog,
-)
+from panel.insights.engine import snapshot
 from panel.insights.lib.metrics import PGBOUNCER, label
 from panel.pools.engine import console
 from panel.pools.engine.disk import bouncer_files
@@ -23,11 +16,11 @@ from panel.pools.lib.admin_console import PoolTotals, pool_totals
 log = logging.getLogger(__name__)
 
 
-def collect_pgbouncer(snap: Snapshot, target: Target, deadline: Deadline) -> None:
+def collect_pgbouncer(snap: snapshot.Snapshot, target: snapshot.Target, deadline: snapshot.Deadline) -> None:
     """SHOW POOLS gauges and SHOW STATS counters of the cluster's pools, summed over users."""
     assert target.pooler is not None
     if deadline.remaining() <= 0:
-        raise CollectTimeout(f"no time left of the {BUDGET_SECONDS:g} s budget")
+        raise snapshot.CollectTimeout(f"no time left of the {snapshot.BUDGET_SECONDS:g} s budget")
     files = bouncer_files(target.cluster)
     with (
         console.connect(
@@ -39,7 +32,7 @@ def collect_pgbouncer(snap: Snapshot, target: Target, deadline: Deadline) -> Non
             # seconds left of the budget (console.connect waits at least libpq's 2 s).
             connect_timeout=math.floor(deadline.remaining()),
         ) as conn,
-        watchdog(conn, deadline),
+        snapshot.watchdog(conn, deadline),
     ):
         started = time.perf_counter()
         pools = console.show_pools(conn)

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from panel.clusters.management.cli import PanelCommand, find_cluster, print_table
+from panel.clusters.management.cli import PanelCommand, cluster_subcommands, find_cluster, print_table
 from panel.insights import services
 from panel.insights.lib.statements import SORTS
 from panel.insights.services import queries
@@ -24,13 +24,7 @@ class Command(PanelCommand):
     help = "List a cluster's top statements over a window (pg_stat_statements), show one, reset them."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        sub = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
-
-        def add(name: str, help_text: str) -> argparse.ArgumentParser:
-            p = sub.add_parser(name, help=help_text, description=help_text)
-            p.add_argument("name", metavar="CLUSTER", help="cluster name")
-            p.add_argument("--owner", metavar="USERNAME", help="the cluster owner's username")
-            return p
+        add = cluster_subcommands(parser)
 
         def windowed(p: argparse.ArgumentParser) -> None:
             p.add_argument("--window", choices=list(queries.WINDOWS), default=queries.DEFAULT_WINDOW)

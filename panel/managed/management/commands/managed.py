@@ -13,7 +13,7 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from panel.clusters.management.cli import PanelCommand, find_cluster
+from panel.clusters.management.cli import PanelCommand, cluster_subcommands, find_cluster
 from panel.managed.services import autoscale, maintenance, tags
 
 
@@ -28,13 +28,7 @@ class Command(PanelCommand):
     }
 
     def add_arguments(self, parser: CommandParser) -> None:
-        sub = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
-
-        def add(name: str, help_text: str) -> Any:
-            p = sub.add_parser(name, help=help_text, description=help_text)
-            p.add_argument("cluster", metavar="CLUSTER", help="cluster name")
-            p.add_argument("--owner", metavar="USERNAME", help="the cluster owner's username")
-            return p
+        add = cluster_subcommands(parser, "cluster")
 
         p = add("window", "Show or set the weekly maintenance window (UTC).")
         p.add_argument("day", nargs="?", metavar="DAY", help="monday … sunday")

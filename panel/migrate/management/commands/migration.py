@@ -11,14 +11,13 @@ from the command line, where every user of the machine could read it.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from panel.clusters.management.cli import PanelCommand, find_cluster, print_table
+from panel.clusters.management.cli import PanelCommand, cluster_subcommands, find_cluster, print_table
 from panel.migrate.services import actions, cutover
 
 PASSWORD_VARIABLE = "MIGRATION_SOURCE_PASSWORD"
@@ -30,13 +29,7 @@ class Command(PanelCommand):
                     "ignore_dbs": "--ignore-db", "password": PASSWORD_VARIABLE}  # fmt: skip
 
     def add_arguments(self, parser: CommandParser) -> None:
-        sub = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
-
-        def add(name: str, help_text: str) -> argparse.ArgumentParser:
-            p = sub.add_parser(name, help=help_text, description=help_text)
-            p.add_argument("name", metavar="CLUSTER", help="cluster name")
-            p.add_argument("--owner", metavar="USERNAME", help="the cluster owner's username")
-            return p
+        add = cluster_subcommands(parser)
 
         p = add(
             "start",
