@@ -260,7 +260,8 @@ def test_the_nodes_page_names_the_clusters_a_silent_node_holds_members_of(
     it stops answering the page says the cluster runs without it, with the cluster's status."""
     from panel.clusters.services.create import add_member
 
-    home, other = make_node("home", first=40000), make_node("other", first=40100)
+    make_node("home", first=40000)
+    other = make_node("other", first=40100)
     cluster = create(owner, "spread-db", "db-s-2vcpu-4gb", node="home")
     add_member(cluster, "member-2", other)
     Cluster.objects.filter(pk=cluster.pk).update(num_nodes=2, status=ClusterStatus.DEGRADED)
