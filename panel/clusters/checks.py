@@ -147,3 +147,24 @@ def check_vip_interface(app_configs: Any, **kwargs: Any) -> list[Error]:
     except ValueError as exc:
         return [Error(f"PANEL_VIP_INTERFACE: {exc}", id="clusters.E013")]
     return []
+
+
+# HAProxy (a cluster with standbys) refuses a stats socket path over 97 bytes; the panel's is
+# <data dir>/clusters/<32 hex digits>/run/haproxy.sock, 59 bytes after the data directory.
+HAPROXY_SOCKET_MAX = 97
+HAPROXY_SOCKET_TAIL = len("/clusters/") + 32 + len("/run/haproxy.sock")
+
+
+@register()
+def check_data_dir_length(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
+    longest = HAPROXY_SOCKET_MAX - HAPROXY_SOCKET_TAIL
+    if len(str(settings.PANEL_DATA_DIR)) <= longest:
+        return []
+    return [
+        Warning(
+            f"PANEL_DATA_DIR is {len(str(settings.PANEL_DATA_DIR))} characters long: HAProxy cannot open its "
+            f"socket under it, so clusters with standbys will not start (at most {longest}).",
+            hint="Set PANEL_DATA_DIR to a shorter path (e.g. /var/lib/pgpanel).",
+            id="clusters.W014",
+        )
+    ]

@@ -7,6 +7,7 @@ import pwd
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,3 +88,17 @@ def test_the_system_check_reports_a_missing_run_as_user(settings):
     errors = check_data_dir(None)
     assert [error.id for error in errors] == ["clusters.E001"]
     assert "no-such-user-pgpanel" in errors[0].msg
+
+
+def test_a_data_directory_too_long_for_haproxys_socket_is_said(settings: Any) -> None:
+    """HAProxy refuses a stats socket path over 97 bytes (the namespace journey met it): a data
+    directory that makes the panel's longer is a warning at start; the default is fine."""
+    from panel.clusters.checks import check_data_dir_length
+
+    settings.PANEL_DATA_DIR = "/var/lib/pgpanel"
+    assert check_data_dir_length(None) == []
+    settings.PANEL_DATA_DIR = "/srv/" + "d" * 34  # 39 characters: one too many
+    (found,) = check_data_dir_length(None)
+    assert found.id == "clusters.W014" and "at most 38" in found.msg
+    settings.PANEL_DATA_DIR = "/srv/" + "d" * 33
+    assert check_data_dir_length(None) == []
