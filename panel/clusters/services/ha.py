@@ -55,6 +55,7 @@ from panel.core.errors import N_, Message, Term
 from panel.core.runas import EngineError, OsUser
 
 log = logging.getLogger(__name__)
+Statuses = list[patroni_lib.MemberStatus]
 
 # --- processes -----------------------------------------------------------------------------------
 
@@ -276,16 +277,21 @@ def replay_lag(cluster: Cluster, standby: ClusterMember) -> int | None:
 
 
 def record_statuses(cluster: Cluster, statuses: list[patroni_lib.MemberStatus]) -> None:
-    """Write what Patroni says into the member rows."""
+    """Write what Patroni says into the member rows. While no member is the primary (a failover
+    under way) the last primary keeps its role with its state: a look in that gap must not lose
+    which member led, or the promotion after it would be taken in without its event and repoint."""
     by_name = {s.name: s for s in statuses}
     now = timezone.now()
+    leaderless = not any(s.is_primary for s in statuses)
     for member in members_of(cluster):
         status = by_name.get(member.name)
         member.pid = postgres.postmaster_pid(Path(member.data_dir))
+        kept = leaderless and member.role == MemberRole.PRIMARY
         if status is None:
-            member.role, member.state, member.lag_bytes = MemberRole.UNKNOWN, "stopped", None
+            member.state, member.lag_bytes = "stopped", None
+            member.role = MemberRole.PRIMARY if kept else MemberRole.UNKNOWN
         else:
-            member.role = MemberRole.PRIMARY if status.is_primary else MemberRole.STANDBY
+            member.role = MemberRole.PRIMARY if status.is_primary or kept else MemberRole.STANDBY
             member.state, member.lag_bytes, member.timeline = status.state, status.lag_bytes, status.timeline
             if status.state in HEALTHY_STATES and (member.pid is not None or member.is_remote):
                 member.healthy_at = now
@@ -295,11 +301,13 @@ def record_statuses(cluster: Cluster, statuses: list[patroni_lib.MemberStatus]) 
         )
 
 
-def refresh_members(cluster: Cluster, *, cause: str = "failover") -> str | None:
-    """Read the members' states from Patroni into their rows. When the primary changed since the
-    last look: PgBouncer repointed (the pools' configuration rendered again), an event with how
-    long the cluster had no primary, and the owner told. Returns the new primary's name then."""
-    statuses = read_statuses(cluster) if cause == "switchover" or cluster.pk not in SWITCHING else []
+def refresh_members(cluster: Cluster, *, cause: str = "failover", seen: Statuses | None = None) -> str | None:
+    """Read the members' states from Patroni (or take those ``seen``) into their rows. When the primary
+    changed since the last look: PgBouncer repointed (the pools' configuration rendered again), an event
+    with how long the cluster had no primary, and the owner told. Returns the new primary's name then."""
+    statuses = seen or (
+        read_statuses(cluster) if cause == "switchover" or cluster.pk not in SWITCHING else []
+    )
     if not statuses:
         return None
     before = cluster.members.filter(role=MemberRole.PRIMARY).first()
@@ -383,17 +391,4 @@ def supervise_all() -> list[str]:
             notes += supervise(cluster)
         except EngineError as exc:
             notes.append(f"{cluster.name}: {exc}")
-    return notes + remote_members.supervise_here() + upgrade_members_here()
-
-
-def upgrade_members_here() -> list[str]:
-    """``ha_roles.upgrade_here`` for the members on this node of clusters living on another."""
-    here = ClusterMember.objects.filter(
-        node__name=settings.PANEL_NODE_NAME, cluster__status__in=ClusterStatus.SERVING
-    ).exclude(cluster__node__name=settings.PANEL_NODE_NAME)
-    by_cluster: dict[object, list[ClusterMember]] = {}
-    for member in here.select_related("cluster", "node").order_by("name"):
-        by_cluster.setdefault(member.cluster_id, []).append(member)
-    return [
-        note for members in by_cluster.values() for note in ha_roles.upgrade_here(members[0].cluster, members)
-    ]
+    return notes + remote_members.supervise_here() + ha_roles.upgrade_members_here()

@@ -34,7 +34,9 @@ def assess(cluster: Cluster) -> list[str]:
         return []
     statuses = ha.read_statuses(cluster)
     if statuses:
-        ha.record_statuses(cluster, statuses)
+        # Recorded as the member watch does: a primary that changed since the rows said is never
+        # taken in silently (its event, the pools repointed), whichever look sees it first.
+        ha.refresh_members(cluster, seen=statuses)
         views = views_of(cluster)
     else:  # no Patroni answered: no member is known to run
         views = [

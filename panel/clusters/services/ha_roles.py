@@ -19,7 +19,7 @@ from psycopg import sql
 
 from panel.clusters.engine import dbconn, isolation, member_tls, panel_roles, patroni
 from panel.clusters.lib import patroni as patroni_lib
-from panel.clusters.models import Cluster, ClusterMember
+from panel.clusters.models import Cluster, ClusterMember, ClusterStatus
 from panel.clusters.services import ha_files
 from panel.core import runas
 from panel.core.polling import wait_for
@@ -91,7 +91,7 @@ def upgrade(cluster: Cluster) -> list[str]:
 
 def upgrade_here(cluster: Cluster, here: list[ClusterMember]) -> list[str]:
     """The reconciler's part for the members ``here`` (on this node: the cluster's node's
-    reconciler, or the agent's of another node, ``ha.upgrade_members_here``).
+    reconciler, or the agent's of another node, ``upgrade_members_here``).
 
     Members whose Patroni files are from before (they hold the superuser's password) get the
     members' role (made on the primary by the cluster's node; another node waits until its member
@@ -266,3 +266,14 @@ def _holds(path: Path, secret: str) -> bool:
         return secret in path.read_text()
     except OSError:
         return False
+
+
+def upgrade_members_here() -> list[str]:
+    """``upgrade_here`` for the members on this node of clusters living on another."""
+    here = ClusterMember.objects.filter(
+        node__name=settings.PANEL_NODE_NAME, cluster__status__in=ClusterStatus.SERVING
+    ).exclude(cluster__node__name=settings.PANEL_NODE_NAME)
+    by_cluster: dict[object, list[ClusterMember]] = {}
+    for member in here.select_related("cluster", "node").order_by("name"):
+        by_cluster.setdefault(member.cluster_id, []).append(member)
+    return [note for members in by_cluster.values() for note in upgrade_here(members[0].cluster, members)]
