@@ -98,7 +98,12 @@ def haproxy_text_here(cluster: Cluster, entry: ClusterEntry) -> str:
         binds.append(LOOPBACK)  # the pools on this node come in here (pools/services/entries.py)
     pidfile = str(ha_files.ha_dir(cluster) / "haproxy.pid")
     return haproxy_lib.render_haproxy(
-        binds, entry.port, ha_files.spec(cluster), pidfile, entry.standby_port, ha_files.floating_bind(cluster)
+        binds,
+        entry.port,
+        ha_files.spec(cluster),
+        pidfile,
+        entry.standby_port,
+        ha_files.floating_bind(cluster),
     )
 
 
