@@ -34,7 +34,11 @@ def assess(cluster: Cluster) -> list[str]:
         return []
     statuses = ha.read_statuses(cluster)
     if statuses:
-        ha.record_statuses(cluster, statuses)
+        # Through refresh_members, not straight into the rows: a change of primary recorded here
+        # first (the cluster's node back after a failover elsewhere, its reconciler ahead of its
+        # member watch) would leave the watch nothing to see, and the cluster's PgBouncer
+        # pointing at the old primary, a standby now, for good (no event, no email either).
+        ha.refresh_members(cluster)  # (which reads them again: Patroni's REST, once per member)
         views = views_of(cluster)
     else:  # no Patroni answered: no member is known to run
         views = [
