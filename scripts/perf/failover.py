@@ -2,6 +2,7 @@
 
     .venv/bin/python scripts/perf/failover.py [--trials 5] [--plan db-s-1vcpu-2gb]
         [--scenarios crash,node loss,switchover] [--breakdown]
+    sudo .venv/bin/python scripts/perf/failover.py --scenarios machine-loss [--trials 5]
 
 Provisions one ``db-s-1vcpu-2gb`` cluster with three members and a transaction pool on the test
 settings (a private data directory and ports), then runs ``--trials`` trials of each scenario
@@ -20,6 +21,11 @@ the cluster waits until every standby streams again. Prints the median and worst
 and the load average at the start and the end (the figures mean little without it). For a
 switchover the figure is the longest pause the pool's writer saw: the time before the pause
 (the cascade, the CHECKPOINT, Patroni taking the request) costs clients nothing.
+
+``--scenarios machine-loss`` (root, after ``make test``) builds the network-namespace harness with
+the panel's node agents in three namespaces instead, loses the cluster's own machine under three
+writers (multi-host URI, a pool's multi-host URI, the floating address) and removes it all after
+(scripts/perf/_machine_loss.py); it runs alone.
 
 ``--breakdown`` prints, for each switchover, when each phase happened, in seconds from the
 PAUSE: the panel's own steps (``members.switch``: cascade, CHECKPOINT, Patroni's
@@ -241,6 +247,17 @@ def main() -> None:
     import django
 
     django.setup()
+    if args.scenarios == "machine-loss":
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from _machine_loss import run
+        from django.conf import settings
+
+        try:
+            run(args.trials)
+        finally:  # the agents' data directories were under it; the harness removed the rest
+            if Path(settings.PANEL_DATA_DIR).name.startswith("pgpanel-test-"):
+                shutil.rmtree(settings.PANEL_DATA_DIR, ignore_errors=True)
+        return
     from django.conf import settings
     from django.contrib.auth.models import User
     from django.core.management import call_command

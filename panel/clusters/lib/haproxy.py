@@ -27,12 +27,19 @@ def render_haproxy(
     cluster: HaCluster,
     pidfile: str,
     standby_port: int | None = None,
+    floating: tuple[str, int, int | None] | None = None,
 ) -> str:
     """HAProxy in front of the members: the cluster's port reaches whichever one answers 200 to
     ``GET /primary`` on its REST port (only the leader does); clients of a member that stops
     being primary are cut so that they reconnect to the new one. ``standby_port``: reads served
     by a standby (``_standby_listen``). Both refuse addresses outside the cluster's
-    ``haproxy_sources`` (``_sources_rule``)."""
+    ``haproxy_sources`` (``_sources_rule``).
+
+    ``floating``: the cluster's floating address and its two ports (the cluster's own, on every
+    node), bound too. Without it a client of the floating address met no listener: HAProxy bound
+    only the node's addresses, and an entry on another node listens on ports of its own. Bound
+    ``transparent`` (Linux's IP_FREEBIND, which needs no privilege), since the address is on
+    this node only while its member leads."""
     lines = [
         "# Written by the control panel; edits here are overwritten.",
         "global",
@@ -56,6 +63,8 @@ def render_haproxy(
         "listen primary",
     ]
     lines += [f"    bind {address}:{port}" for address in listen]
+    if floating is not None:
+        lines.append(f"    bind {floating[0]}:{floating[1]} transparent")
     lines.append(_sources_rule(cluster.haproxy_sources))
     lines += [
         "    option httpchk GET /primary",
@@ -68,6 +77,8 @@ def render_haproxy(
     if standby_port:
         lines += _standby_listen(listen, standby_port, cluster)
         lines.insert(lines.index("listen standby") + 1 + len(listen), _sources_rule(cluster.haproxy_sources))
+        if floating is not None and floating[2]:
+            lines.append(f"    bind {floating[0]}:{floating[2]} transparent")
     return "\n".join(lines) + "\n"
 
 

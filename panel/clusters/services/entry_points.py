@@ -97,7 +97,14 @@ def haproxy_text_here(cluster: Cluster, entry: ClusterEntry) -> str:
     if not {"0.0.0.0", LOOPBACK} & set(binds):
         binds.append(LOOPBACK)  # the pools on this node come in here (pools/services/entries.py)
     pidfile = str(ha_files.ha_dir(cluster) / "haproxy.pid")
-    return haproxy_lib.render_haproxy(binds, entry.port, ha_files.spec(cluster), pidfile, entry.standby_port)
+    return haproxy_lib.render_haproxy(
+        binds,
+        entry.port,
+        ha_files.spec(cluster),
+        pidfile,
+        entry.standby_port,
+        ha_files.floating_bind(cluster),
+    )
 
 
 def ensure_here(cluster: Cluster, sources: list[str] | None = None) -> str | None:

@@ -20,6 +20,7 @@ from panel.clusters.engine import isolation, member_tls, patroni, postgres
 from panel.clusters.lib import etcd as etcd_lib
 from panel.clusters.lib import haproxy as haproxy_lib
 from panel.clusters.lib import patroni as patroni_lib
+from panel.clusters.lib import vip as vip_lib
 from panel.clusters.models import Cluster, ClusterMember
 from panel.clusters.services import etcd, etcd_auth, handover
 from panel.clusters.services.ports import allocate_standby_port
@@ -163,7 +164,19 @@ def haproxy_text(cluster: Cluster, shared: patroni_lib.HaCluster | None = None) 
     binds = haproxy_lib.haproxy_binds(settings.PANEL_LISTEN_ADDRESSES)
     pidfile = str(ha_dir(cluster) / "haproxy.pid")
     shared = shared or member_spec(cluster)
-    return haproxy_lib.render_haproxy(binds, int(cluster.port or 0), shared, pidfile, cluster.standby_port)
+    return haproxy_lib.render_haproxy(
+        binds, int(cluster.port or 0), shared, pidfile, cluster.standby_port, floating_bind(cluster)
+    )
+
+
+def floating_bind(cluster: Cluster) -> tuple[str, int, int | None] | None:
+    """The cluster's floating address with the cluster's two ports, which every node's HAProxy
+    of it binds too (``render_haproxy``): the address goes to whichever node leads, and clients
+    of it use the ports the Overview shows. None: it has none."""
+    if not cluster.floating_address or not cluster.port:
+        return None
+    address = vip_lib.parse_address(cluster.floating_address).ip
+    return address, int(cluster.port), cluster.standby_port
 
 
 def member_spec(cluster: Cluster) -> patroni_lib.HaCluster:

@@ -34,8 +34,10 @@ def assess(cluster: Cluster) -> list[str]:
         return []
     statuses = ha.read_statuses(cluster)
     if statuses:
-        # Recorded as the member watch does: a primary that changed since the rows said is never
-        # taken in silently (its event, the pools repointed), whichever look sees it first.
+        # Through refresh_members, not straight into the rows: a change of primary recorded here
+        # first (the cluster's node back after a failover elsewhere, its reconciler ahead of its
+        # member watch) would leave the watch nothing to see, and the cluster's PgBouncer
+        # pointing at the old primary, a standby now, for good (no event, no email either).
         ha.refresh_members(cluster, seen=statuses)
         views = views_of(cluster)
     else:  # no Patroni answered: no member is known to run

@@ -123,3 +123,23 @@ def test_a_missing_member_degrades_the_cluster_naming_it_and_the_reconciler_heal
         time.sleep(1)
     assert _listed_status(cluster) == "online", (notes, ha.read_statuses(cluster))
     assert cluster.events.filter(kind="recovered").exists()
+
+
+def test_a_change_of_primary_the_reconciler_sees_first_is_acted_on(ha_cluster):
+    """Issue 39: the cluster's node back after a failover elsewhere, its reconciler's look (assess)
+    may come before its member watch's. The change of primary is acted on all the same (an
+    event; PgBouncer repointed by the same call): recorded silently, it left the watch nothing
+    to see and the cluster's PgBouncer on the old primary, a standby by then."""
+    cluster = ha_cluster
+    assert ha.wait_healthy(cluster, RECOVERY_TIMEOUT)
+    primary = cluster.members.get(role=MemberRole.PRIMARY)
+    standby = cluster.members.get(role=MemberRole.STANDBY)
+    # The rows as the cluster's node left them when it was lost: the other member the primary.
+    cluster.members.filter(pk=primary.pk).update(role=MemberRole.STANDBY)
+    cluster.members.filter(pk=standby.pk).update(role=MemberRole.PRIMARY)
+    before = cluster.events.filter(kind="failover").count()
+    ha_health.assess(Cluster.objects.get(pk=cluster.pk))
+    assert cluster.members.get(pk=primary.pk).role == MemberRole.PRIMARY
+    assert cluster.events.filter(kind="failover").count() == before + 1
+    event = cluster.events.filter(kind="failover").latest("created_at")
+    assert f"{primary.name} is the primary now (was {standby.name})" in event.message, event.message

@@ -40,3 +40,17 @@ def test_haproxy_accepts_the_configuration(tmp_path: Path):
     config.write_text(config.read_text().replace("track primary/member-0", "track primary/nobody"))
     bad = subprocess.run([HAPROXY, "-c", "-f", str(config)], capture_output=True, text=True, timeout=30)
     assert bad.returncode != 0
+
+
+def test_the_floating_address_is_bound_at_the_clusters_ports_on_any_node(tmp_path: Path):
+    """An entry on another node listens on ports of its own; the floating address is reached at
+    the cluster's, bound freely (not on this node until its member leads): HAProxy takes it."""
+    floating = ("198.18.0.250", 26000, 26005)
+    text = haproxy.render_haproxy(["127.0.0.1"], 26010, _cluster(2), "/data/ha/haproxy.pid", 26011, floating)
+    primary, _sep, standby = text.partition("listen standby")
+    assert "bind 198.18.0.250:26000 transparent" in primary and "bind 127.0.0.1:26010" in primary
+    assert "bind 198.18.0.250:26005 transparent" in standby and "bind 127.0.0.1:26011" in standby
+    config = tmp_path / "haproxy.cfg"
+    config.write_text(text.replace("/data/ha/haproxy.pid", str(tmp_path / "haproxy.pid")))
+    check = subprocess.run([HAPROXY, "-c", "-f", str(config)], capture_output=True, text=True, timeout=30)
+    assert check.returncode == 0, check.stderr + check.stdout
