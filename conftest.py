@@ -110,14 +110,11 @@ def _remove_cluster_user(data_root: Path) -> None:
     if os.geteuid() != 0 or not name.startswith(settings.PANEL_CLUSTER_USER_PREFIX):
         return
     uid = data_root.stat().st_uid
-    for _round in range(5):  # a supervisor killed in the same sweep may have started a child first
-        procs = [p for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == uid]
-        if not procs:
-            break
-        for proc in procs:
-            with contextlib.suppress(psutil.Error):
-                proc.kill()
-        psutil.wait_procs(procs, timeout=10)
+    procs = [p for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == uid]
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(procs, timeout=10)
     osusers.remove_system_user(name)
 
 
