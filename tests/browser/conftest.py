@@ -53,7 +53,11 @@ def wait_for_htmx(page: Page) -> None:
     """Wait until htmx has settled: content it swapped in only listens to events after that."""
     # A function, not an expression: Playwright polls an expression with eval, which the panel's
     # Content-Security-Policy refuses.
-    page.wait_for_function(f"() => !document.querySelector({HTMX_BUSY!r})")
+    # The page's load comes first: htmx's deferred script defines `htmx` before DOMContentLoaded, but
+    # reads base.html's htmx-config and processes the page only at DOMContentLoaded.
+    page.wait_for_function(
+        f"() => document.readyState === 'complete' && !document.querySelector({HTMX_BUSY!r})"
+    )
 
 
 JOURNEY_USER = "journey"
