@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pwd
 import random
 import shutil
 from collections.abc import Iterator
@@ -97,19 +98,23 @@ def remove_clusters_in(clusters_dir: Path) -> None:
 
 
 def _remove_cluster_user(data_root: Path) -> None:
-    """The system user of a cluster the run left behind: its processes stopped, then the user."""
+    """The system user of a cluster the run left behind: its processes stopped, then the user.
+
+    The name comes from the directory (``clusters/<id hex>``, as ``Cluster.own_os_user_name``),
+    never from the directory's owner: once that user is gone, its uid can belong to a cluster
+    another worker is making, whose processes a sweep by uid would kill."""
     import psutil
     from django.conf import settings
 
     from panel.core import osusers
 
+    if os.geteuid() != 0:
+        return
+    name = f"{settings.PANEL_CLUSTER_USER_PREFIX}{data_root.name[:8]}"
     try:
-        name = data_root.owner()
-    except (KeyError, OSError):
+        uid = pwd.getpwnam(name).pw_uid
+    except KeyError:
         return
-    if os.geteuid() != 0 or not name.startswith(settings.PANEL_CLUSTER_USER_PREFIX):
-        return
-    uid = data_root.stat().st_uid
     procs = [p for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == uid]
     for proc in procs:
         with contextlib.suppress(psutil.Error):
