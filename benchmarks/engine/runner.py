@@ -262,7 +262,8 @@ class LoadProcess:
                 **kwargs,
             )
         except OSError as exc:
-            raise RunnerError(f"Could not run {args[0]}: {exc.strerror or exc}.") from None
+            # The program's name, not its path: the reason reaches the run's page.
+            raise RunnerError(f"Could not run {Path(args[0]).name}: {exc.strerror or exc}.") from None
         self.pid = self._proc.pid
         self.started = time.time()
         self.ended: float | None = None

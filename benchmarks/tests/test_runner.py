@@ -70,6 +70,7 @@ def test_kill_group_leaves_processes_that_are_not_pgbench_alone() -> None:
     assert runner.kill_group(None) is False
 
 
-def test_a_missing_program_is_a_runner_error() -> None:
-    with pytest.raises(runner.RunnerError, match="Could not run"):
+def test_a_missing_program_is_a_runner_error_naming_it_without_its_path() -> None:
+    with pytest.raises(runner.RunnerError, match="Could not run pgbench: ") as caught:
         runner.LoadProcess(["/nonexistent/pgbench"], runner.base_env())
+    assert "/nonexistent" not in str(caught.value)
