@@ -57,10 +57,12 @@ def replication(nsnodes: NsNodes, cluster: Cluster) -> tuple[ClusterMember, list
     return None
 
 
-def reconcile_everywhere(nsnodes: NsNodes) -> None:
-    """One reconciler round sent to every node's tasks queue (beat's fan-out, by hand)."""
+def reconcile_everywhere(nsnodes: NsNodes, *, but: str | None = None) -> None:
+    """One reconciler round sent to every node's tasks queue (beat's fan-out, by hand); ``but``:
+    a node left out (a lost one, which would run the rounds queued for it on its return)."""
     for agent in nsnodes.agents:
-        taskqueue.send(RECONCILE, [], queue=Node.objects.get(name=agent.name).tasks_queue)
+        if agent.name != but:
+            taskqueue.send(RECONCILE, [], queue=Node.objects.get(name=agent.name).tasks_queue)
 
 
 def panel_etcd_tls(agent: NsAgent) -> etcd_lib.TlsPaths:

@@ -28,7 +28,7 @@ from panel.clusters.models import Cluster
 from panel.clusters.services.overview import connection_details
 from panel.core.polling import wait_for
 from panel.pools.services.figures import pool_connection_details
-from tests import machine_loss
+from tests import machine_loss, nsview
 from tests.fixtures.netns import needs_root
 from tests.fixtures.nsnodes import NsAgent, NsNodes
 
@@ -82,9 +82,10 @@ def _after(loss: machine_loss.Loss, setup: machine_loss.Setup, nsnodes: NsNodes)
 
 def _staff_nodes_page(cluster: Cluster, down: NsAgent, nsnodes: NsNodes) -> None:
     """While the cluster's own node is down: its card says "Not answering" and lists the cluster
-    with the status the panel can give it without its node ("Unknown", though its other members
-    serve it); the other nodes' cards list it among "Members of clusters on other nodes", as
-    living on the silent node, without the warning a silent member node gets."""
+    with the status its other members' first answering node keeps for it ("Degraded": its member
+    there is missing; ``ha_health.watched_here``), and the cluster's page says the node is lost;
+    the other nodes' cards list it among "Members of clusters on other nodes", as living on the
+    silent node, without the warning a silent member node gets."""
     staff = User.objects.filter(username="lossstaff").first() or User.objects.create_user(
         "lossstaff", "lossstaff@example.com", "lossstaff-password-1", is_staff=True
     )
@@ -99,11 +100,20 @@ def _staff_nodes_page(cluster: Cluster, down: NsAgent, nsnodes: NsNodes) -> None
     def silent() -> bool:
         return "Not answering" in card(browser.get("/clusters/nodes/").content.decode(), down.name)
 
+    def kept_true() -> bool:
+        nsview.reconcile_everywhere(nsnodes, but=down.name)  # beat's rounds, by hand
+        return "Degraded" in card(browser.get("/clusters/nodes/").content.decode(), down.name)
+
     with override_settings(PANEL_PROCESS_ROLE="web"):
         assert wait_for(silent, 30, interval=1.0), "the lost node still shown answering"
+        assert wait_for(kept_true, 90, interval=5.0), "no other member's node kept the cluster's status"
         page = browser.get("/clusters/nodes/").content.decode()
+        owner = Client()
+        owner.force_login(cluster.owner)
+        overview = owner.get(f"/clusters/{cluster.pk}/").content.decode()
+    assert "members on its other nodes serve it" in overview and 'data-status="degraded"' in overview
     own = card(page, down.name)
-    assert cluster.name in own and "node-clusters" in own and "Unknown" in own, own
+    assert cluster.name in own and "node-clusters" in own and "Unknown" not in own, own
     assert "Members of clusters on other nodes" not in own and "node-down-clusters" not in own
     for agent in nsnodes.agents:
         if agent.name != down.name:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
-from typing import ClassVar, cast
+from typing import cast
 
 from django.conf import settings
 from django.db import models
@@ -18,66 +18,16 @@ from panel import crypto
 from panel.clusters.lib.patroni import new_rest_username
 from panel.clusters.lib.plans import Plan, get_plan
 from panel.clusters.models.events import ClusterEvent, EventLevel
+from panel.clusters.models.members import watched_elsewhere
 from panel.clusters.models.nodes import Node
+from panel.clusters.models.status import ClusterKind, ClusterStatus, status_word
 from panel.core import runas
-from panel.core.errors import N_, Message, ServiceError, Term, message_to_json
+from panel.core.errors import N_, Message, ServiceError, message_to_json
 from panel.core.runas import OsUser
 
 # A primary and up to two standbys (the managed service's standby nodes), on plans of 2 GB or more.
 MAX_NUM_NODES = 3
 MIN_HA_RAM_GB = 2
-
-
-class ClusterKind(models.TextChoices):
-    LOCAL = "local", _("Provisioned here")
-    EXTERNAL = "external", _("Attached server")
-
-
-class ClusterStatus(models.TextChoices):
-    CREATING = "creating", _("Creating")
-    ONLINE = "online", _("Online")
-    DEGRADED = "degraded", _("Degraded")
-    STOPPED = "stopped", _("Stopped")
-    STARTING = "starting", _("Starting")
-    STOPPING = "stopping", _("Stopping")
-    ERROR = "error", _("Error")
-    DELETING = "deleting", _("Deleting")
-    RESIZING = "resizing", _("Resizing")
-
-    # States in which a background job is working on the cluster.
-    BUSY: ClassVar[frozenset[str]]
-    # States in which the cluster is expected to accept connections.
-    SERVING: ClassVar[frozenset[str]]
-
-
-# A status inside a sentence ("The cluster is stopped; …"), translated where the sentence is read.
-STATUS_WORDS: dict[str, str] = {
-    ClusterStatus.CREATING: N_("creating"),
-    ClusterStatus.ONLINE: N_("online"),
-    ClusterStatus.DEGRADED: N_("degraded"),
-    ClusterStatus.STOPPED: N_("stopped"),
-    ClusterStatus.STARTING: N_("starting"),
-    ClusterStatus.STOPPING: N_("stopping"),
-    ClusterStatus.ERROR: N_("in error"),
-    ClusterStatus.DELETING: N_("being deleted"),
-    ClusterStatus.RESIZING: N_("being resized"),
-}
-
-
-def status_word(status: str) -> Term:
-    return Term(STATUS_WORDS.get(status, status))
-
-
-ClusterStatus.BUSY = frozenset(
-    {
-        ClusterStatus.CREATING,
-        ClusterStatus.STARTING,
-        ClusterStatus.STOPPING,
-        ClusterStatus.DELETING,
-        ClusterStatus.RESIZING,
-    }
-)
-ClusterStatus.SERVING = frozenset({ClusterStatus.ONLINE, ClusterStatus.DEGRADED})
 
 
 class ClusterQuerySet(models.QuerySet["Cluster"]):
@@ -233,17 +183,23 @@ class Cluster(models.Model):
         return self.public_host
 
     @property
-    def status_unknown(self) -> bool:
-        """Its node's agent stopped answering: what the row says may no longer be true."""
+    def node_silent(self) -> bool:
+        """Its node's agent stopped answering: nothing can be done there until it does."""
         return self.node is not None and not self.node.is_alive
 
+    @property
+    def status_unknown(self) -> bool:
+        """Its node is silent, and (with standbys) no member's node keeps its status true for it
+        (``members.watched_elsewhere``): what the row says may no longer be true."""
+        return self.node_silent and not (self.is_ha and watched_elsewhere(self.pk))
+
     def agent_silent(self) -> bool:
-        """``status_unknown`` as the database says now (the node row read again: an object kept
-        for a while holds its node's heartbeat as it was then)."""
+        """``node_silent`` as the database says now (an object kept for a while holds its node's
+        heartbeat as it was then)."""
         if self.node is None:
             return False
         self.node.refresh_from_db(fields=["last_heartbeat"])
-        return self.status_unknown
+        return self.node_silent
 
     @property
     def plan(self) -> Plan | None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
+from django.conf import settings
 from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -64,3 +67,20 @@ class ClusterMember(models.Model):
     def is_remote(self) -> bool:
         """On another node than its cluster's (that node's agent runs its Patroni)."""
         return self.node_id != self.cluster.node_id
+
+
+# How recent a member's health must be for the member rows to speak for a cluster whose own node
+# is silent: the reconciler of a node holding one of its members records them every pass
+# (``ha_health.watched_here``; PANEL_RECONCILE_SECONDS, 15 s by default).
+WATCH_FRESH_SECONDS = 60
+
+
+def watched_elsewhere(cluster_id: Any) -> bool:
+    """A cluster with standbys whose rows another node keeps true: a member on a node that answers
+    was seen healthy within WATCH_FRESH_SECONDS (its own node's agent may be silent)."""
+    now = timezone.now()
+    return ClusterMember.objects.filter(
+        cluster_id=cluster_id,
+        healthy_at__gte=now - timedelta(seconds=WATCH_FRESH_SECONDS),
+        node__last_heartbeat__gte=now - timedelta(seconds=settings.PANEL_NODE_DEAD_AFTER),
+    ).exists()

@@ -325,10 +325,11 @@ def refresh_members(cluster: Cluster, *, cause: str = "failover", seen: Statuses
         s=seconds,
     )
     cluster.log_event(cause, message, EventLevel.WARNING if cause == "failover" else EventLevel.INFO)
-    try:
-        hooks.pooler.refresh_auth(cluster)
-    except Exception:  # the callback repointed it already; the next look tries again
-        log.exception("repointing PgBouncer of %s", cluster.pk)
+    if not cluster.node_silent:  # else its node is lost: its pools are rendered when it returns
+        try:
+            hooks.pooler.refresh_auth(cluster)
+        except Exception:  # the callback repointed it already; the next look tries again
+            log.exception("repointing PgBouncer of %s", cluster.pk)
     hooks.role_changed(cluster, message)
     return now_primary.name
 

@@ -5,10 +5,11 @@ each change one event that says which member."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.utils import timezone
 
 from panel.clusters.lib import ha_health
-from panel.clusters.models import Cluster, ClusterStatus, EventLevel, MemberRole
+from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, EventLevel, MemberRole, Node
 from panel.clusters.services import ha
 from panel.core.errors import N_, Message
 
@@ -26,6 +27,27 @@ def detail(cluster: Cluster) -> Message | None:
     if not cluster.is_ha or cluster.status != ClusterStatus.DEGRADED:
         return None
     return ha_health.describe(ha_health.problems(views_of(cluster), timezone.now()))
+
+
+def watched_here() -> list[Cluster]:
+    """The clusters with standbys whose own node is silent and whose status this node keeps in its
+    place: those with a member here, this node the first (by name) of their members' nodes that
+    answer. Their member rows and status stay true (``members.watched_elsewhere``) while their node
+    is lost, the failover recorded, and the page says degraded rather than unknown."""
+    here = Node.objects.filter(name=settings.PANEL_NODE_NAME).first()
+    if here is None:
+        return []
+    watched = []
+    candidates = Cluster.objects.filter(
+        kind=ClusterKind.LOCAL, status__in=ClusterStatus.SERVING, num_nodes__gt=1, members__node=here
+    ).exclude(node=here)
+    for cluster in candidates.select_related("node").distinct():
+        if not cluster.agent_silent():
+            continue
+        alive = [node for node in Node.objects.filter(members__cluster=cluster).distinct() if node.is_alive]
+        if min(alive, key=lambda node: node.name, default=None) == here:
+            watched.append(cluster)
+    return watched
 
 
 def assess(cluster: Cluster) -> list[str]:

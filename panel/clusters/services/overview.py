@@ -40,7 +40,7 @@ def overview(cluster: Cluster) -> Overview:
         started = hooks.metrics.server_started_at(cluster)
         if size is not None and started is not None:
             return Overview(int(size), started)
-    if cluster.status_unknown:
+    if cluster.node_silent:
         return Overview(None, None)  # its agent would not answer
     return measured_overview(cluster)
 

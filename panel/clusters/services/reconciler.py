@@ -60,6 +60,8 @@ def _reconcile() -> list[str]:
             notes.append(note)
         # Patroni healed what it could (and Patroni itself is running again): the status says so.
         notes += ha_health.assess(cluster)
+    for cluster in ha_health.watched_here():  # their own node is lost: this one keeps them true
+        notes += ha_health.assess(cluster)
     # A replica left on its source's old timeline by a crash failover is rewound or copied again.
     notes += replica_heal.heal_diverged()
     notes += replication.refresh_standbys()

@@ -7,12 +7,14 @@ import logging
 from django.conf import settings
 from django.db import transaction
 
-from panel.clusters.models import Cluster, ClusterStatus, EventLevel
+from panel.clusters.models import Cluster, ClusterStatus, EventLevel, MemberRole
+from panel.clusters.services import ha
 from panel.core.errors import N_, Message, ServiceError, message_to_text, shown_text
 from panel.pools.engine import disk, supervisor
 from panel.pools.engine.apply import apply_config
 from panel.pools.engine.disk import bouncer_files
-from panel.pools.lib import pgbouncer_hba
+from panel.pools.engine.rendering import server_target
+from panel.pools.lib import pgbouncer_hba, pgbouncer_ini
 from panel.pools.models import Pooler, PoolerStatus
 from panel.pools.services import entries
 
@@ -107,6 +109,29 @@ def _trusted_sources_current(cluster: Cluster, files: disk.BouncerFiles) -> bool
     return disk.read_text(files.hba) == pgbouncer_hba.render(cluster.trusted_source_values())
 
 
+def _target_current(cluster: Cluster, files: disk.BouncerFiles) -> bool:
+    """Whether the pools point at the primary the member rows name (True where that cannot be
+    said). A node back after a failover recorded elsewhere (``ha_health.watched_here``) finds the
+    rows on the new primary and its PgBouncer still on the old one, and no change left for its
+    member watch to see. Patroni must name the rows' primary too before the file is rewritten:
+    during a switchover its callback repoints the pools before the rows follow."""
+    if not cluster.is_ha:
+        return True
+    try:
+        pointed = {
+            (params.get("host"), params.get("port"))
+            for params in pgbouncer_ini.parse_databases_section(files.ini.read_text()).values()
+        }
+    except (OSError, pgbouncer_ini.ConfigError):
+        return True
+    target = server_target(cluster)
+    if not pointed or pointed == {(target.host, str(target.port))}:
+        return True
+    primary = cluster.members.filter(role=MemberRole.PRIMARY).first()
+    leader = next((s for s in ha.read_statuses(cluster) if s.is_primary and s.state == "running"), None)
+    return primary is None or leader is None or leader.name != primary.name
+
+
 def reconcile_pgbouncer(cluster: Cluster) -> str | None:
     """Keep PgBouncer running while the cluster serves and has pools; a note when it acted."""
     if not cluster.is_local or not cluster.pooler_port:
@@ -122,6 +147,12 @@ def reconcile_pgbouncer(cluster: Cluster) -> str | None:
         return None
     pooler = Pooler.objects.filter(cluster=cluster).first()
     if running and (pooler is None or pooler.status != PoolerStatus.ERROR):
+        if not _target_current(cluster, files):
+            try:
+                apply_config(cluster)
+            except ServiceError as exc:
+                return f"{cluster.name}: PgBouncer not repointed at the primary: {exc.message}"
+            return f"{cluster.name}: PgBouncer repointed at the primary"
         if not _trusted_sources_current(cluster, files):
             # Files from before trusted sources (no hba file: every address), or a change that
             # did not reach them: rewrite them, so the pooler lets in whom the server lets in.
