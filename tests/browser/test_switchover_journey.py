@@ -87,6 +87,7 @@ def test_switch_over_from_the_overview_while_a_pool_client_writes(
     standby = cluster.members.get(role=MemberRole.STANDBY).name
     params = _pool_params(cluster)
     with psycopg.connect(**params) as setup:  # type: ignore[arg-type]
+        setup.execute("DROP TABLE IF EXISTS acked")  # the pair is lent to other modules too
         setup.execute("CREATE TABLE acked (id bigint PRIMARY KEY)")
     conn = psycopg.connect(**params)  # type: ignore[arg-type]
     socket_before = conn.pgconn.socket
