@@ -195,6 +195,8 @@ def test_the_watchdog_breaks_a_query_the_server_never_answers(cluster: Cluster) 
             started = time.monotonic()
             with pytest.raises(collector.CollectTimeout), collector.watchdog(conn, collector.Deadline(1.0)):
                 conn.execute("SELECT 1")
-            assert time.monotonic() - started < 2
+            # Without the watchdog the query waits for good; with it, its 1 s deadline and what
+            # a loaded machine adds.
+            assert time.monotonic() - started < 5
         finally:
             os.kill(backend, signal.SIGCONT)
