@@ -102,6 +102,9 @@ class Child:
     # What this child adds to the environment, and the (uid, gid) it runs as when not ours.
     extra_env: dict[str, str] = field(default_factory=dict)
     user: tuple[int, int] | None = None
+    # Where its lines go when not to this supervisor's output (a harness that runs it beside
+    # other output: tests/fixtures/nsweb.py); appended to, as the program writes them.
+    log: Path | None = None
 
     def start(self, env: dict[str, str]) -> None:
         for path in self.scratch:
@@ -137,10 +140,15 @@ class Child:
 
     def _pump(self, proc: subprocess.Popen[bytes]) -> None:
         assert proc.stdout is not None
-        for raw in proc.stdout:
-            line = raw.decode("utf-8", "replace").rstrip("\n")
-            self.tail.append(line)
-            say(self.name, line)
+        with open(self.log, "a") if self.log is not None else contextlib.nullcontext() as out:
+            for raw in proc.stdout:
+                line = raw.decode("utf-8", "replace").rstrip("\n")
+                self.tail.append(line)
+                if out is None:
+                    say(self.name, line)
+                else:
+                    out.write(line + "\n")
+                    out.flush()
 
     def reap(self) -> None:
         """After its main process died: kill what it left in its process group (a worker's pool

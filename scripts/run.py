@@ -71,6 +71,18 @@ def beat_child(celery: list[str], directory: Path, user: tuple[int, int] | None 
     )
 
 
+def web_child(bind: str, user: tuple[int, int] | None = None) -> Child:
+    """gunicorn serving the panel on ``bind`` (host:port), as the web server's user when it has
+    one (see web_user)."""
+    return Child(
+        "web",
+        [PYTHON, "-m", "gunicorn", "panel.wsgi", "-b", bind, "--workers", "2", "--threads", "4"]
+        + ["--graceful-timeout", "5", "--access-logfile", "-", "--no-control-socket"],
+        extra_env={"PANEL_PROCESS_ROLE": "web"},
+        user=user,
+    )
+
+
 def manage(*args: str, env: dict[str, str]) -> None:
     """Run one preparation step in the foreground; stop here if it fails."""
     result = subprocess.run([PYTHON, "manage.py", *args], cwd=ROOT, env=env)
@@ -254,16 +266,7 @@ def main() -> int:
         celery = [PYTHON, "-m", "celery", "-A", "panel"]
         # This machine's node agent (scripts/node_agent.py runs the same on another machine).
         children += node_agent_children(PYTHON, values["node"])
-        children += [
-            beat_child(celery, data_dir / "db", web_as),
-            Child(
-                "web",
-                [PYTHON, "-m", "gunicorn", "panel.wsgi", "-b", bind, "--workers", "2", "--threads", "4"]
-                + ["--graceful-timeout", "5", "--access-logfile", "-", "--no-control-socket"],
-                extra_env={"PANEL_PROCESS_ROLE": "web"},
-                user=web_as,
-            ),
-        ]
+        children += [beat_child(celery, data_dir / "db", web_as), web_child(bind, web_as)]
         for child in children:
             if child.proc is None:
                 child.start(env)

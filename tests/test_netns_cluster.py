@@ -1,14 +1,17 @@
 """A cluster with standbys on three nodes with addresses of their own (issue 39): each node a
 network namespace running the panel's real node agent on its 198.18.0.x address
-(tests/fixtures/nsnodes.py), this process the web, the panel's Redis and metadata PostgreSQL on
-the bridge's root-side address.
+(tests/fixtures/nsnodes.py), the web as make run runs it (gunicorn and Celery beat as the
+unprivileged web user, tests/fixtures/nsweb.py) and this process a web too, the panel's Redis and
+metadata PostgreSQL on the bridge's root-side address.
 
-A three-member cluster lands one member per node; each member's host is its node's address;
+The owner signs in at the real web over HTTP and requests a three-member cluster there; the web
+runs as its own user, who reads no node's secrets. The cluster lands one member per node; each member's host is its node's address;
 the primary's pg_stat_replication shows its standbys connecting from the other nodes' addresses;
 a row written through the cluster's connection details is read back through the standby port
 and on every standby. The panel's etcd grows to three members, one per node, each on its node's
-address (etcd peers over TLS between real addresses), and every Patroni follows the three. A
-switchover moves the primary to another node, a pool reaches it there. Then the primary's whole
+address (etcd peers over TLS between real addresses), and every Patroni follows the three (beat's
+reconciler rounds bring both about). A switchover asked for in the web's members card moves the
+primary to another node, a pool reaches it there. Then the primary's whole
 node is frozen: a member on another address takes the writes, and the old one, thawed, streams
 from it again with nothing acknowledged lost.
 """
@@ -17,6 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import pwd
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,10 +29,10 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import User
-from django.test import Client, override_settings
+from django.test import override_settings
 
-from panel.clusters import services
 from panel.clusters.engine import etcd as etcd_engine
 from panel.clusters.engine import patroni
 from panel.clusters.models import Cluster, ClusterMember, ClusterStatus, EtcdMember, EtcdMemberState, Node
@@ -40,6 +45,8 @@ from panel.pools.services.figures import pool_connection_details
 from tests import nsview
 from tests.fixtures.netns import needs_root
 from tests.fixtures.nsnodes import NsNodes
+from tests.fixtures.nsweb import NsWeb
+from tests.websession import WebSession
 
 pytestmark = [pytest.mark.integration, needs_root]
 
@@ -49,23 +56,37 @@ ETCD_TIMEOUT = 120.0
 # Patroni's leader key outlives a frozen primary by its TTL; then the survivors elect.
 FAILOVER_TIMEOUT = 90.0
 REJOIN_TIMEOUT = 120.0
+PASSWORD = "nsowner-password-1"
+# A switchover's answer comes once Patroni has done it (or refused): no tight bound on a busy machine.
+SWITCHOVER_TIMEOUT = 180.0
 
 
 @dataclass
 class Spread:
-    """The module's cluster, its owner, and how long it took to come online."""
+    """The module's cluster, its owner's session at the real web, and how long it took to come
+    online."""
 
     cluster: Cluster
-    owner: User
+    session: WebSession
     online_after: float
 
 
 @pytest.fixture(scope="module")
 def spread(nsnodes: NsNodes) -> Spread:
-    """A three-member cluster requested through the web's service, online."""
+    """A three-member cluster its owner requested at the real web (gunicorn, over HTTP), online."""
     started = time.monotonic()
-    owner = User.objects.create_user("nsowner", "nsowner@example.com", "nsowner-password-1")
-    cluster = services.create_cluster(owner, name="spread", plan_slug="db-s-1vcpu-2gb", num_nodes=3)
+    owner = User.objects.create_user("nsowner", "nsowner@example.com", PASSWORD)
+    assert nsnodes.web is not None
+    session = WebSession(nsnodes.web.url, timeout=SWITCHOVER_TIMEOUT)
+    session.login(owner.username, PASSWORD)
+    form = session.get("/clusters/new/")
+    version = re.search(r'<select name="version"[^>]*>\s*<option value="([^"]+)"', form)
+    assert version, form[-3000:]  # the versions the agents reported
+    wanted = {"name": "spread", "version": version.group(1), "plan": "db-s-1vcpu-2gb", "num_nodes": "3"}
+    answer = session.post("/clusters/new/", {**wanted, "node": ""}, referer="/clusters/new/")
+    assert not session.url.endswith("/clusters/new/"), answer[-3000:]  # the form's errors
+    cluster = Cluster.objects.get(owner=owner, name="spread")
+    assert session.url.endswith(f"/clusters/{cluster.pk}/"), session.url  # its page, once requested
 
     def settled() -> bool:
         cluster.refresh_from_db()
@@ -73,24 +94,55 @@ def spread(nsnodes: NsNodes) -> Spread:
 
     assert wait_for(settled, ONLINE_TIMEOUT, interval=0.5), f"the cluster not online\n{nsnodes.logs()}"
     assert cluster.status == ClusterStatus.ONLINE, f"{cluster.error_message}\n{nsnodes.logs()}"
-    return Spread(cluster, owner, time.monotonic() - started)
+    return Spread(cluster, session, time.monotonic() - started)
+
+
+def test_the_web_runs_as_its_own_user_and_reads_no_nodes_secrets(nsnodes: NsNodes, spread: Spread) -> None:
+    """The web that served the owner runs as make run runs it: gunicorn's master and workers and
+    beat as the unprivileged web user, none of root's groups; it reads its own keys and none of a
+    node's secrets (a member's Patroni configuration with the cluster's passwords, the node's
+    client key of the panel's etcd)."""
+    web: NsWeb | None = nsnodes.web
+    assert web is not None
+    assert web.user is not None, (
+        f"make run would serve as root here (its user cannot run the panel)\n{web.logs()}"
+    )
+    uid, gid = web.user
+    assert uid != 0 and pwd.getpwuid(uid).pw_name == settings.PANEL_WEB_USER
+    served = web.processes()
+    assert len(served) >= 3, served  # gunicorn's master and its two workers
+    for pid in [*(proc.pid for proc in served), web.beat.proc.pid]:
+        status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+        assert status["Uid"].split() == [str(uid)] * 4, (pid, status["Uid"])
+        assert status["Gid"].split() == [str(gid)] * 4, (pid, status["Gid"])
+        assert status["Groups"].split() == [], (pid, status["Groups"])
+
+    cluster = spread.cluster
+    data_root = cluster.data_root.parent.parent  # this process's data directory, as each node's
+    private = []
+    for member in cluster.members.select_related("node"):
+        agent = nsnodes.agent_on(member.node.name)
+        private += [
+            agent.data_dir / member_config_path(cluster, member).relative_to(data_root),
+            Path(nsview.panel_etcd_tls(agent).key),
+        ]
+    with override_settings(PANEL_PROCESS_ROLE="all"):  # the test, not this process's web, starts cat
+        assert web.run_as_user(["cat", str(web.data_dir / "keys" / "task_signing_env.key")]).returncode == 0
+        for path in private:
+            assert path.is_file(), path
+            read = web.run_as_user(["cat", str(path)])
+            assert read.returncode != 0 and "Permission denied" in read.stderr, (path, read)
 
 
 def test_a_cluster_with_standbys_spreads_over_three_addresses(
     nsnodes: NsNodes, spread: Spread, wait_until: Callable[..., object], tmp_path: Path
 ) -> None:
-    cluster, owner = spread.cluster, spread.owner
+    cluster, session = spread.cluster, spread.session
     started = time.monotonic() - spread.online_after
     timings = {"online": spread.online_after}
     addresses = {agent.name: agent.address for agent in nsnodes.agents}
     assert {node.name: node.address for node in Node.objects.all()} == addresses
-    browser = Client()
-    browser.force_login(owner)
-
-    def page(path: str) -> bytes:
-        response = browser.get(path)
-        assert response.status_code == 200, (path, response.status_code)
-        return bytes(response.content)
+    page = session.fetch  # the real web's pages, as the owner signed in there (an error raises)
 
     # One member per node, each reached on its node's own address.
     members = list(cluster.members.select_related("node").order_by("name"))
@@ -149,22 +201,20 @@ def test_a_cluster_with_standbys_spreads_over_three_addresses(
             psycopg.OperationalError, match=f'no pg_hba.conf entry for host "{nsnodes.bridge_address}"'
         ):
             psycopg.connect(direct.uri(), connect_timeout=5).close()
-    # The web's pages of it, drawn from what the agents recorded, name each member's node.
+    # The real web's pages of it, drawn from what the agents recorded, name each member's node.
     page(f"/clusters/{cluster.pk}/")
     card = page(f"/clusters/{cluster.pk}/members/").decode()
     assert all(name in card for name in addresses), card
     timings["written and read"] = time.monotonic() - started
     data_root = cluster.data_root.parent.parent  # this process's data directory, as each node's
 
-    # The panel's etcd: with three active nodes, three members, one per node, on their addresses.
+    # The panel's etcd: with three active nodes, three members, one per node, on their addresses
+    # (a step each of beat's reconciler rounds: a newcomer chosen, then added and started on its node).
     def three_etcd_members() -> bool:
         running = EtcdMember.objects.filter(state=EtcdMemberState.RUNNING).count()
-        if running < 3 or EtcdMember.objects.exclude(state=EtcdMemberState.RUNNING).exists():
-            nsview.reconcile_everywhere(nsnodes)
-            return False
-        return True
+        return running == 3 and not EtcdMember.objects.exclude(state=EtcdMemberState.RUNNING).exists()
 
-    assert wait_for(three_etcd_members, ETCD_TIMEOUT, interval=3), (
+    assert wait_for(three_etcd_members, ETCD_TIMEOUT, interval=0.5), (
         f"{list(EtcdMember.objects.values_list('name', 'host', 'state'))}\n{nsnodes.logs()}"
     )
     rows = {str(r.node.name if r.node else None): r for r in EtcdMember.objects.select_related("node")}
@@ -182,7 +232,7 @@ def test_a_cluster_with_standbys_spreads_over_three_addresses(
     )
     assert all(etcd_engine.healthy(url, tls) for url in urls)
 
-    # Every member's Patroni follows the three (the reconciler's rounds rewrite what was written
+    # Every member's Patroni follows the three (beat's reconciler rounds rewrite what was written
     # while etcd had fewer members), and the panel's listing, which the agents take from each
     # Patroni's REST API on its node's address, shows one primary and two streaming standbys.
     wanted = sorted(f"{r.host}:{r.client_port}" for r in rows.values())
@@ -194,26 +244,25 @@ def test_a_cluster_with_standbys_spreads_over_three_addresses(
     def patroni_follows() -> bool:
         hosts = [sorted(json.loads(path.read_text())["etcd3"]["hosts"]) for path in configs]
         roles = sorted(cluster.members.values_list("role", "state"))
-        if hosts == [wanted] * len(configs) and roles == [
+        return hosts == [wanted] * len(configs) and roles == [
             ("primary", "running"),
             ("standby", "streaming"),
             ("standby", "streaming"),
-        ]:
-            return True
-        nsview.reconcile_everywhere(nsnodes)
-        return False
+        ]
 
-    assert wait_for(patroni_follows, ETCD_TIMEOUT, interval=3), (
+    assert wait_for(patroni_follows, ETCD_TIMEOUT, interval=0.5), (
         [json.loads(path.read_text())["etcd3"]["hosts"] for path in configs],
         list(cluster.members.values_list("name", "role", "state")),
     )
     timings["etcd of three, followed"] = time.monotonic() - started
 
-    # A switchover to a standby on another node (Patroni's REST calls between the addresses): the
-    # new primary streams to the other two nodes, and the entry point on the cluster's node sends
-    # the clients' writes to it.
+    # A switchover to a standby on another node, asked for in the real web's members card (the
+    # agents make Patroni's REST calls between the addresses): the new primary streams to the
+    # other two nodes, and the entry point on the cluster's node sends the clients' writes to it.
     target = next(m for m in members if m.pk != primary.pk)
-    assert members_service.switchover(cluster, target.name) == target.name
+    tab = f"/clusters/{cluster.pk}/members/"
+    answer = session.post(f"{tab}switchover/", {"to": target.name}, referer=tab)
+    assert f"{target.name} is the primary now." in answer, answer[-3000:]
 
     def new_primary_streams() -> bool:
         found[0] = nsview.replication(nsnodes, cluster)

@@ -26,6 +26,8 @@ import psutil
 import pytest
 import redis
 
+from tests.websession import WebSession
+
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -231,35 +233,13 @@ def test_a_killed_worker_is_restarted_and_serves_tasks_again(panel: Panel) -> No
     assert status_of(f"http://{panel.bind}/login/") == 200
 
 
-class WebSession:
-    """A person's browser session on the panel, as plain HTTP: the login form, then CSRF-checked posts."""
-
-    def __init__(self, panel: Panel) -> None:
-        import http.cookiejar
-
-        self.base = f"http://{panel.bind}"
-        self.jar = http.cookiejar.CookieJar()
-        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar))
-        password = re.search(r"as admin with password (\S+)", panel.output())
-        assert password, panel.output()[-2000:]
-        self.post("/login/", {"username": "admin", "password": password.group(1)}, referer="/login/")
-
-    def get(self, path: str, *, language: str = "") -> str:
-        headers = {"Accept-Language": language} if language else {}
-        request = urllib.request.Request(self.base + path, headers=headers)
-        with self.opener.open(request, timeout=30) as response:
-            return response.read().decode()
-
-    def post(self, path: str, data: dict[str, str], *, referer: str) -> str:
-        page = self.get(referer)
-        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)
-        assert token, page[:2000]
-        body = urllib.parse.urlencode({**data, "csrfmiddlewaretoken": token.group(1)}).encode()
-        request = urllib.request.Request(
-            self.base + path, data=body, headers={"Referer": self.base + referer}
-        )
-        with self.opener.open(request, timeout=60) as response:
-            return response.read().decode()
+def web_session(panel: Panel) -> WebSession:
+    """The admin's session on the panel, logged in with the password make run printed."""
+    password = re.search(r"as admin with password (\S+)", panel.output())
+    assert password, panel.output()[-2000:]
+    session = WebSession(f"http://{panel.bind}")
+    session.login("admin", password.group(1))
+    return session
 
 
 def can_run_python_as(user: str) -> bool:
@@ -331,7 +311,7 @@ def test_as_root_the_web_runs_unprivileged_and_reaches_clusters_only_through_the
         assert read.returncode != 0 and "Permission denied" in read.stderr
 
         # The legitimate action beside it: a person adds a database from the Users & Databases tab.
-        session = WebSession(panel)
+        session = web_session(panel)
         tab = f"/clusters/{cluster_id}/users/"
         page = session.post(
             f"/clusters/{cluster_id}/databases/add/", {"database-name": "agentdb"}, referer=tab
@@ -383,7 +363,7 @@ def test_as_root_the_web_user_reads_the_german_catalogue_and_answers_in_german(p
         # checkout) may repair it first (test_checkout_shared.py checks the report itself).
         assert stat.S_IMODE(CATALOGUE.stat().st_mode) == 0o644
     # Signed in, the cluster list (the cluster page itself is in the test above, which makes one).
-    listing = WebSession(panel).get("/clusters/", language="de")
+    listing = web_session(panel).get("/clusters/", language="de")
     assert '<html lang="de"' in listing and "Abmelden" in listing, listing[-2000:]
 
 
