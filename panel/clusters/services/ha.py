@@ -273,7 +273,8 @@ def replay_lag(cluster: Cluster, standby: ClusterMember) -> int | None:
             ).fetchone()
     except dbconn.DatabaseError:
         return None
-    return int(lag[0]) if lag and lag[0] is not None else None
+    # Read after the primary's position, a standby's replay can be past it: caught up, not negative.
+    return max(0, int(lag[0])) if lag and lag[0] is not None else None
 
 
 def record_statuses(cluster: Cluster, statuses: list[patroni_lib.MemberStatus]) -> None:
