@@ -29,16 +29,7 @@ def problems(options: RunOptions) -> list[tuple[str, Message]]:
     ``field`` is the run form's field (and ``bench run``'s option) the error is about; the sentence
     is a Message, put into words in the reader's language when shown.
     """
-    found: list[tuple[str, Message]] = []
-    if not 1 <= options.clients <= MAX_CLIENTS:
-        found.append(
-            (
-                "clients",
-                Message(
-                    N_("Clients must be between 1 and %(max)s."), "run.clients_range", max=Count(MAX_CLIENTS)
-                ),
-            )
-        )
+    found = clients_problems(options)
     if options.threads < 1:
         found.append(("threads", Message(N_("Threads must be at least 1."), "run.threads_range")))
     elif options.threads > options.clients >= 1:
@@ -69,39 +60,29 @@ def problems(options: RunOptions) -> list[tuple[str, Message]]:
                 ),
             )
         )
-    if options.duration_s is not None and not 1 <= options.duration_s <= MAX_DURATION_S:
-        found.append(
-            (
-                "duration",
-                Message(
-                    N_("Duration must be between 1 and %(max)s seconds."),
-                    "run.duration_range",
-                    max=Count(MAX_DURATION_S),
-                ),
-            )
+    if options.duration_s is not None:
+        found += range_problems(
+            "duration",
+            options.duration_s,
+            MAX_DURATION_S,
+            N_("Duration must be between 1 and %(max)s seconds."),
+            "run.duration_range",
         )
-    if options.transactions is not None and not 1 <= options.transactions <= MAX_TRANSACTIONS:
-        found.append(
-            (
-                "transactions",
-                Message(
-                    N_("Transactions per client must be between 1 and %(max)s."),
-                    "run.transactions_range",
-                    max=Count(MAX_TRANSACTIONS),
-                ),
-            )
+    if options.transactions is not None:
+        found += range_problems(
+            "transactions",
+            options.transactions,
+            MAX_TRANSACTIONS,
+            N_("Transactions per client must be between 1 and %(max)s."),
+            "run.transactions_range",
         )
-    if not 1 <= options.progress_interval_s <= MAX_PROGRESS_S:
-        found.append(
-            (
-                "progress",
-                Message(
-                    N_("Progress interval must be between 1 and %(max)s seconds."),
-                    "run.progress_range",
-                    max=Count(MAX_PROGRESS_S),
-                ),
-            )
-        )
+    found += range_problems(
+        "progress",
+        options.progress_interval_s,
+        MAX_PROGRESS_S,
+        N_("Progress interval must be between 1 and %(max)s seconds."),
+        "run.progress_range",
+    )
     if options.builtin is not None and options.custom_script_path is not None:
         found.append(
             (
@@ -167,6 +148,27 @@ def problems(options: RunOptions) -> list[tuple[str, Message]]:
     return found
 
 
+def range_problems(
+    field: str, value: float | None, maximum: int, sentence: str, code: str
+) -> list[tuple[str, Message]]:
+    """``field``'s error when ``value`` is missing or outside 1 … ``maximum`` (``sentence`` names
+    the maximum as ``%(max)s``); empty when it is inside."""
+    if value is not None and 1 <= value <= maximum:
+        return []
+    return [(field, Message(sentence, code, max=Count(maximum)))]
+
+
+def clients_problems(options: RunOptions) -> list[tuple[str, Message]]:
+    """The clients' bounds, every engine's (sysbench's ``--threads`` are pgbench's clients)."""
+    return range_problems(
+        "clients",
+        options.clients,
+        MAX_CLIENTS,
+        N_("Clients must be between 1 and %(max)s."),
+        "run.clients_range",
+    )
+
+
 def validate(options: RunOptions) -> list[str]:
     """The sentences of ``problems``: what the command line prints."""
     return [str(message) for _field, message in problems(options)]
@@ -207,16 +209,9 @@ def _log_errors(options: RunOptions) -> list[Message]:
 
 def init_problems(options: InitOptions) -> list[tuple[str, Message]]:
     """Blocking errors for ``pgbench -i`` as ``(field, sentence)``: ``scale`` or ``init_steps``."""
-    found: list[tuple[str, Message]] = []
-    if not 1 <= options.scale <= MAX_SCALE:
-        found.append(
-            (
-                "scale",
-                Message(
-                    N_("Scale must be between 1 and %(max)s."), "dataset.scale_range", max=Count(MAX_SCALE)
-                ),
-            )
-        )
+    found: list[tuple[str, Message]] = range_problems(
+        "scale", options.scale, MAX_SCALE, N_("Scale must be between 1 and %(max)s."), "dataset.scale_range"
+    )
     steps = options.init_steps
     if steps is not None:
         unknown = sorted({letter for letter in steps if letter not in INIT_STEP_LETTERS})
