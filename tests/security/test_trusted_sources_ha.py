@@ -26,7 +26,7 @@ from panel.clusters.tests.conftest import client_params
 from panel.pools import services as pool_services
 from panel.pools.models import ConnectionPool
 from tests.fixtures.ha_pair import HaPair, lend_ha_pair
-from tests.security.sourced import connect_from
+from tests.security.sourced import connect_from, current_user_from, pool_params
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
@@ -68,21 +68,6 @@ def _refused(source: str, cluster: Cluster, port: int) -> str:
     return str(caught.value)
 
 
-def _pool_user(source: str, pool: ConnectionPool) -> str:
-    details = pool_services.pool_connection_details(pool)
-    params = {
-        "host": details.host,
-        "port": details.port,
-        "dbname": details.database,
-        "user": details.user,
-        "password": details.password,
-        "sslmode": "require",
-        "connect_timeout": 5,
-    }
-    with connect_from(source, params) as conn:
-        return conn.execute("SELECT current_user").fetchone()[0]  # type: ignore[index]
-
-
 def _alive(conn: psycopg.Connection) -> bool:
     try:
         conn.execute("SELECT 1")
@@ -116,9 +101,9 @@ def test_trusted_sources_hold_on_the_primary_and_the_standby_port(
         for port in cluster.members.values_list("port", flat=True):
             assert f'no pg_hba.conf entry for host "{OTHER}"' in _refused(OTHER, cluster, port)
         # PgBouncer sees its clients' own addresses: its hba file applies the same sources.
-        assert _pool_user(TRUSTED, pool) == "doadmin"
+        assert current_user_from(TRUSTED, pool_params(pool)) == "doadmin"
         with pytest.raises(psycopg.OperationalError, match="login rejected"):
-            _pool_user(OTHER, pool)
+            current_user_from(OTHER, pool_params(pool))
         # HAProxy was reloaded, not restarted: the allowed client's sessions go on; the other's
         # was ended.
         assert all(_alive(conn) for conn in kept)
@@ -141,7 +126,7 @@ def test_trusted_sources_hold_on_the_primary_and_the_standby_port(
         for source in (TRUSTED, OTHER):
             assert _recovery(source, cluster, primary) is False
             assert _recovery(source, cluster, standby) is True
-        assert _pool_user(OTHER, pool) == "doadmin"
+        assert current_user_from(OTHER, pool_params(pool)) == "doadmin"
     assert cluster.events.filter(kind="trusted-sources").count() == 3
 
 
