@@ -20,7 +20,7 @@ from panel.clusters.tests.conftest import connect_as_client, make_cluster_row
 from panel.core.errors import ServiceError
 from panel.migrate.models import MigrationStatus, OnlineMigration
 from panel.migrate.services import actions, cutover
-from panel.migrate.tests.conftest import SOURCE_PASSWORD, Source
+from panel.migrate.tests.conftest import Source, run_until_syncing
 from tests.fixtures.ha_pair import HaPair, lend_ha_pair
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
@@ -80,20 +80,8 @@ def test_a_migration_into_a_cluster_with_standbys_syncs_and_cuts_over(
         conn.execute("CREATE TABLE public.orders (id bigserial PRIMARY KEY, note text NOT NULL)")
         conn.execute("INSERT INTO public.orders (note) SELECT 'before ' || g FROM generate_series(1, 300) g")
 
-    migration = actions.start_migration(
-        cluster, host="127.0.0.1", port=logical_source.port, dbname="postgres", username="srcadmin",
-        password=SOURCE_PASSWORD, disable_ssl=True, ignore_dbs=others, enqueue=False,
-    )  # fmt: skip
-    actions.run_migration(str(migration.pk))
-    migration.refresh_from_db()
-    assert migration.status == MigrationStatus.RUNNING, migration.error_message
-
-    def synced() -> bool:
-        state = cutover.migration_status(cluster)
-        assert state is not None and state.status in ("running", "syncing"), state
-        return state.status == "syncing"
-
-    wait_until(synced, timeout=120, message="the migration reaches syncing")
+    migration = logical_source.migrate_into(cluster, others)
+    run_until_syncing(cluster, migration, wait_until)
     with logical_source.connect(DATABASE) as conn:
         conn.execute("INSERT INTO public.orders (note) SELECT 'during ' || g FROM generate_series(1, 100) g")
         conn.execute("UPDATE public.orders SET note = note || ' (changed)' WHERE id % 5 = 0")
