@@ -18,14 +18,13 @@ from typing import Any
 
 import psycopg
 import pytest
-from django.contrib.auth.models import User
 
 from panel.clusters.models import Cluster, TrustedSource
 from panel.clusters.services import firewall, ha, reconciler
 from panel.clusters.tests.conftest import client_params
 from panel.pools import services as pool_services
 from panel.pools.models import ConnectionPool
-from tests.fixtures.ha_pair import HaPair, lend_ha_pair
+from tests.fixtures.ha_pair import HaPair, lend_to_new_owner
 from tests.security.sourced import connect_from, current_user_from, pool_params
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
@@ -39,16 +38,10 @@ TIMEOUT = 60
 def ha_cluster(ha_pair: HaPair, django_db_blocker: Any) -> Iterator[tuple[Cluster, ConnectionPool]]:
     """The session's two-member db-s-1vcpu-2gb cluster, named db-haf for the module, both members
     streaming, and a pool (deleted after the module, as the loan wants)."""
-    with django_db_blocker.unblock():
-        owner = User.objects.create_user(OWNER, "haf-owner@example.com", "haf-owner-password-1")
-    try:
-        with lend_ha_pair(ha_pair, django_db_blocker, owner, "db-haf") as cluster:
-            with django_db_blocker.unblock():
-                pool = pool_services.create_pool(cluster, "haf-pool", "defaultdb", None, "transaction", 2)
-            yield cluster, pool
-    finally:
+    with lend_to_new_owner(ha_pair, django_db_blocker, OWNER, "db-haf") as cluster:
         with django_db_blocker.unblock():
-            User.objects.filter(username=OWNER).delete()
+            pool = pool_services.create_pool(cluster, "haf-pool", "defaultdb", None, "transaction", 2)
+        yield cluster, pool
 
 
 def _params(cluster: Cluster, port: int) -> dict[str, Any]:

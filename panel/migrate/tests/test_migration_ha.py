@@ -21,7 +21,7 @@ from panel.core.errors import ServiceError
 from panel.migrate.models import MigrationStatus, OnlineMigration
 from panel.migrate.services import actions, cutover
 from panel.migrate.tests.conftest import Source, run_until_syncing
-from tests.fixtures.ha_pair import HaPair, lend_ha_pair
+from tests.fixtures.ha_pair import HaPair, lend_to_new_owner
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
@@ -33,19 +33,13 @@ DATABASE = "haorders"
 def ha_cluster(ha_pair: HaPair, django_db_blocker: Any) -> Iterator[Cluster]:
     """The pair, lent for the module; the database the migration made goes again afterwards
     (the loan wants the pair back as it was)."""
-    with django_db_blocker.unblock():
-        owner = User.objects.create_user(OWNER, f"{OWNER}@example.com", "mig-ha-owner-password-1")
-    try:
-        with lend_ha_pair(ha_pair, django_db_blocker, owner, "db-mig-ha") as cluster:
-            try:
-                yield cluster
-            finally:
-                with django_db_blocker.unblock():
-                    if cluster.databases.filter(name=DATABASE).exists():
-                        roles.delete_database(cluster, DATABASE)
-    finally:
-        with django_db_blocker.unblock():
-            User.objects.filter(username=OWNER).delete()
+    with lend_to_new_owner(ha_pair, django_db_blocker, OWNER, "db-mig-ha") as cluster:
+        try:
+            yield cluster
+        finally:
+            with django_db_blocker.unblock():
+                if cluster.databases.filter(name=DATABASE).exists():
+                    roles.delete_database(cluster, DATABASE)
 
 
 def _rows(conn: psycopg.Connection) -> list[tuple[Any, ...]]:
