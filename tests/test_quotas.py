@@ -19,7 +19,7 @@ from panel.insights.models import MetricPoint
 from panel.quotas import services as quotas
 from panel.quotas.models import Quota, QuotaKind, QuotaState
 from panel.quotas.services import enforce
-from tests.fixtures.tenants import Tenant, tenant_cluster
+from tests.fixtures.tenants import Tenant, lift_quotas, tenant_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 MB = 1024**2
@@ -38,8 +38,7 @@ def tenant(django_db_setup: None, django_db_blocker: object) -> Iterator[Tenant]
 def clean(tenant: Tenant) -> Iterator[Tenant]:
     """Each test leaves the server with no write stop, whatever it did."""
     yield tenant
-    Quota.objects.filter(cluster=tenant.cluster).delete()
-    enforce.write_and_reload(tenant.cluster, [], [])
+    lift_quotas(tenant)
 
 
 def fill(conn: psycopg.Connection, megabytes: int) -> None:

@@ -21,7 +21,7 @@ from panel.quotas import services as quotas
 from panel.quotas.lib import blindness
 from panel.quotas.models import Quota, QuotaKind, QuotaState
 from panel.quotas.services import enforce
-from tests.fixtures.tenants import Tenant, tenant_cluster
+from tests.fixtures.tenants import Tenant, lift_quotas, tenant_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 MB = 1024**2
@@ -42,8 +42,7 @@ def tenant(django_db_setup: None, django_db_blocker: object) -> Iterator[Tenant]
 def clean(tenant: Tenant) -> Iterator[Tenant]:
     """Each test leaves no quota, no write stop and no database setting behind."""
     yield tenant
-    Quota.objects.filter(cluster=tenant.cluster).delete()
-    enforce.write_and_reload(tenant.cluster, [], [])
+    lift_quotas(tenant)
     with dbconn.admin_connection(tenant.cluster) as conn:
         conn.execute(sql.SQL("ALTER DATABASE {} RESET ALL").format(sql.Identifier(DB)))
         conn.execute(sql.SQL("ALTER DATABASE {} CONNECTION LIMIT -1").format(sql.Identifier(DB)))
