@@ -31,33 +31,31 @@ def problems(options: RunOptions) -> list[tuple[str, Message]]:
     """
     found = clients_problems(options)
     if options.threads < 1:
-        found.append(("threads", Message(N_("Threads must be at least 1."), "run.threads_range")))
+        found.append(problem("threads", N_("Threads must be at least 1."), "run.threads_range"))
     elif options.threads > options.clients >= 1:
         found.append(
-            (
+            problem(
                 "threads",
-                Message(
-                    N_("Threads (%(threads)s) cannot exceed clients (%(clients)s)."),
-                    "run.threads_over_clients",
-                    threads=options.threads,
-                    clients=options.clients,
-                ),
+                N_("Threads (%(threads)s) cannot exceed clients (%(clients)s)."),
+                "run.threads_over_clients",
+                threads=options.threads,
+                clients=options.clients,
             )
         )
     if options.duration_s is None and options.transactions is None:
         found.append(
-            (
+            problem(
                 "duration",
-                Message(N_("Give a duration or a number of transactions per client."), "run.length_missing"),
+                N_("Give a duration or a number of transactions per client."),
+                "run.length_missing",
             )
         )
     elif options.duration_s is not None and options.transactions is not None:
         found.append(
-            (
+            problem(
                 "duration",
-                Message(
-                    N_("Give a duration or a number of transactions per client, not both."), "run.length_both"
-                ),
+                N_("Give a duration or a number of transactions per client, not both."),
+                "run.length_both",
             )
         )
     if options.duration_s is not None:
@@ -85,67 +83,62 @@ def problems(options: RunOptions) -> list[tuple[str, Message]]:
     )
     if options.builtin is not None and options.custom_script_path is not None:
         found.append(
-            (
-                "script",
-                Message(N_("Choose a built-in script or a custom script, not both."), "run.script_both"),
-            )
+            problem("script", N_("Choose a built-in script or a custom script, not both."), "run.script_both")
         )
     elif options.builtin is not None and options.builtin not in BUILTIN_SCRIPTS:
         found.append(
-            (
+            problem(
                 "script",
-                Message(
-                    N_("Unknown built-in script %(script)s: choose one of %(choices)s."),
-                    "run.script_unknown",
-                    script=repr(options.builtin),
-                    choices=", ".join(BUILTIN_SCRIPTS),
-                ),
+                N_("Unknown built-in script %(script)s: choose one of %(choices)s."),
+                "run.script_unknown",
+                script=repr(options.builtin),
+                choices=", ".join(BUILTIN_SCRIPTS),
             )
         )
     if options.custom_script_path is not None and not options.custom_script_path.strip():
-        found.append(("script", Message(N_("The custom script path is empty."), "run.script_path_empty")))
+        found.append(problem("script", N_("The custom script path is empty."), "run.script_path_empty"))
     if options.query_mode not in QUERY_MODES:
         found.append(
-            (
+            problem(
                 "query_mode",
-                Message(
-                    N_("Unknown query mode %(mode)s: choose one of %(choices)s."),
-                    "run.query_mode_unknown",
-                    mode=repr(options.query_mode),
-                    choices=", ".join(QUERY_MODES),
-                ),
+                N_("Unknown query mode %(mode)s: choose one of %(choices)s."),
+                "run.query_mode_unknown",
+                mode=repr(options.query_mode),
+                choices=", ".join(QUERY_MODES),
             )
         )
     if options.rate is not None and not options.rate > 0:
         found.append(
-            ("rate", Message(N_("Rate must be greater than 0 transactions per second."), "run.rate_range"))
+            problem("rate", N_("Rate must be greater than 0 transactions per second."), "run.rate_range")
         )
     if options.latency_limit_ms is not None and not options.latency_limit_ms > 0:
         found.append(
-            (
-                "latency_limit",
-                Message(N_("Latency limit must be greater than 0 ms."), "run.latency_limit_range"),
+            problem(
+                "latency_limit", N_("Latency limit must be greater than 0 ms."), "run.latency_limit_range"
             )
         )
     if options.max_tries is not None:
         if options.max_tries < 0:
             found.append(
-                (
-                    "max_tries",
-                    Message(N_("Maximum tries must be 0 (unlimited) or more."), "run.max_tries_range"),
+                problem(
+                    "max_tries", N_("Maximum tries must be 0 (unlimited) or more."), "run.max_tries_range"
                 )
             )
         elif options.max_tries == 0 and options.latency_limit_ms is None and options.duration_s is None:
             found.append(
-                (
+                problem(
                     "max_tries",
-                    Message(
-                        N_("Unlimited tries need a latency limit or a duration."), "run.max_tries_unbounded"
-                    ),
+                    N_("Unlimited tries need a latency limit or a duration."),
+                    "run.max_tries_unbounded",
                 )
             )
     found += [("log", error) for error in _log_errors(options)]
     return found
+
+
+def problem(field: str, sentence: str, code: str, **params: object) -> tuple[str, Message]:
+    """One blocking error: the field it is about, and its sentence (``params`` fill it in)."""
+    return (field, Message(sentence, code, **params))
 
 
 def range_problems(
@@ -155,7 +148,7 @@ def range_problems(
     the maximum as ``%(max)s``); empty when it is inside."""
     if value is not None and 1 <= value <= maximum:
         return []
-    return [(field, Message(sentence, code, max=Count(maximum)))]
+    return [problem(field, sentence, code, max=Count(maximum))]
 
 
 def clients_problems(options: RunOptions) -> list[tuple[str, Message]]:
@@ -217,35 +210,32 @@ def init_problems(options: InitOptions) -> list[tuple[str, Message]]:
         unknown = sorted({letter for letter in steps if letter not in INIT_STEP_LETTERS})
         if not steps:
             found.append(
-                ("init_steps", Message(N_("Give at least one initialization step."), "dataset.steps_missing"))
+                problem("init_steps", N_("Give at least one initialization step."), "dataset.steps_missing")
             )
         elif unknown:
             found.append(
-                (
+                problem(
                     "init_steps",
-                    Message(
-                        N_("Unknown initialization step %(steps)s: allowed steps are %(allowed)s."),
-                        "dataset.steps_unknown",
-                        steps=", ".join(map(repr, unknown)),
-                        allowed=", ".join(INIT_STEP_LETTERS),
-                    ),
+                    N_("Unknown initialization step %(steps)s: allowed steps are %(allowed)s."),
+                    "dataset.steps_unknown",
+                    steps=", ".join(map(repr, unknown)),
+                    allowed=", ".join(INIT_STEP_LETTERS),
                 )
             )
         elif len(set(steps)) != len(steps):
             found.append(
-                (
+                problem(
                     "init_steps",
-                    Message(N_("Each initialization step may appear only once."), "dataset.steps_repeated"),
+                    N_("Each initialization step may appear only once."),
+                    "dataset.steps_repeated",
                 )
             )
         elif "g" in steps and "G" in steps:
             found.append(
-                (
+                problem(
                     "init_steps",
-                    Message(
-                        N_("Generate data client-side (g) or server-side (G), not both."),
-                        "dataset.steps_both_g",
-                    ),
+                    N_("Generate data client-side (g) or server-side (G), not both."),
+                    "dataset.steps_both_g",
                 )
             )
     return found
