@@ -19,7 +19,6 @@ from pathlib import Path
 
 OUTPUT = "PANEL_SCREENSHOT_OUTPUT"
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"
 WIDTH, HEIGHT = 1280, 800
 USER, PASSWORD = "screens", "screens-password-1"
 LANGUAGES = (("en", "en-US"), ("de", "de-DE"))
@@ -67,7 +66,7 @@ def test_screenshots(live_server, transactional_db) -> None:  # noqa: ANN001  (p
     from panel.clusters import services
     from panel.clusters.services import roles
     from panel.pools import services as pools
-    from tests.browser.conftest import CHROMIUM_ARGS
+    from tests.browser.chromium import CHROMIUM, CHROMIUM_ARGS
     from tests.fixtures.clusters import make_local_cluster
 
     output = Path(os.environ[OUTPUT])

@@ -24,17 +24,10 @@ from pathlib import Path
 
 from playwright.sync_api import Page, TimeoutError, expect, sync_playwright
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.browser.chromium
+
+from tests.browser.chromium import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+
 HTMX_SETTLED = "() => !document.querySelector('.htmx-request, .htmx-settling, .htmx-swapping')"
 
 

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("i18n_check", ROOT / "scripts" / "i18n_check.py")
-assert _spec and _spec.loader
-i18n_check = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(i18n_check)
+from tests.fixtures.scripts import load_script
+
+i18n_check = load_script("i18n_check.py")
 
 
 def findings(tmp_path: Path, source: str) -> list[str]:

@@ -2,27 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.fixtures.scripts import load_script
 
-
-def _load():
-    spec = importlib.util.spec_from_file_location(
-        "_interleaved", ROOT / "scripts" / "perf" / "_interleaved.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("_interleaved", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-stats = _load()
+stats = load_script("perf/_interleaved.py")
 
 
 def test_summary_of_odd_and_even_rounds():

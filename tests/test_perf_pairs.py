@@ -2,23 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from tests.fixtures.scripts import load_script
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("_pairs", ROOT / "scripts" / "perf" / "_pairs.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("_pairs", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-pairs_module = _load()
+pairs_module = load_script("perf/_pairs.py")
 
 
 def test_the_order_alternates_pair_by_pair():

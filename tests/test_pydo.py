@@ -8,34 +8,24 @@ from __future__ import annotations
 
 import base64
 import tempfile
-import time
 from collections.abc import Callable
 
 import psycopg
 import pytest
-from azure.core.credentials import AzureKeyCredential
 from azure.core.exceptions import HttpResponseError
-from azure.core.pipeline.policies import AzureKeyCredentialPolicy
 from django.contrib.auth.models import User
-from pydo import Client
 
-from panel.api import services
-from panel.api.models import Scope
 from panel.clusters.models import Cluster
+from tests.fixtures.pydo import owner_client, wait_online
+from tests.fixtures.pydo import pydo_client as pydo_client  # test_ha_standby_reads.py imports it from here
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def pydo_client(endpoint: str, token: str) -> Client:
-    policy = AzureKeyCredentialPolicy(AzureKeyCredential(token), "Authorization", prefix="Bearer")
-    return Client(token, endpoint=endpoint, authentication_policy=policy, retry_total=0)
 
 
 def test_pydo_drives_clusters_pools_users_and_dbs(
     live_server: object, owner: User, celery_worker: None, wait_until: Callable[..., object]
 ) -> None:
-    token = services.create_token(owner, "pydo", [scope.value for scope in Scope])[1]
-    client = pydo_client(live_server.url, token)  # type: ignore[attr-defined]
+    client = owner_client(live_server.url, owner)  # type: ignore[attr-defined]
 
     created = client.databases.create_cluster(
         body={
@@ -50,10 +40,7 @@ def test_pydo_drives_clusters_pools_users_and_dbs(
     assert created["status"] == "creating" and created["connection"]["port"]
     uuid = created["id"]
     try:
-        deadline = time.monotonic() + 120
-        while (got := client.databases.get_cluster(uuid)["database"])["status"] != "online":
-            assert got["status"] == "creating" and time.monotonic() < deadline, got
-            time.sleep(0.5)
+        wait_online(client, uuid)
         assert [db["name"] for db in client.databases.list_clusters()["databases"]] == ["pydo-db"]
 
         # dbs and users, as a deploy script makes them.

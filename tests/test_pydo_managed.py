@@ -25,14 +25,12 @@ from azure.core.exceptions import HttpResponseError
 from django.conf import settings
 from django.contrib.auth.models import User
 
-from panel.api import services
-from panel.api.models import Scope
 from panel.clusters.models import Cluster, ClusterEvent
 from panel.core import taskqueue
 from panel.insights.services.collection import collect_cluster
 from panel.managed.models import Maintenance
 from panel.managed.services import maintenance
-from tests.test_pydo import pydo_client
+from tests.fixtures.pydo import owner_client, wait_online
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -97,8 +95,7 @@ def test_pydo_drives_the_managed_extras(
 ) -> None:
     owner.email = "owner@example.com"
     owner.save()
-    token = services.create_token(owner, "pydo", [scope.value for scope in Scope])[1]
-    client = pydo_client(live_server.url, token)  # type: ignore[attr-defined]
+    client = owner_client(live_server.url, owner)  # type: ignore[attr-defined]
 
     created = client.databases.create_cluster(
         body={
@@ -114,10 +111,7 @@ def test_pydo_drives_the_managed_extras(
     )["database"]
     uuid = created["id"]
     try:
-        deadline = time.monotonic() + 120
-        while (got := client.databases.get_cluster(uuid)["database"])["status"] != "online":
-            assert got["status"] == "creating" and time.monotonic() < deadline, got
-            time.sleep(0.5)
+        got = wait_online(client, uuid)
 
         # The cluster object, field by field.
         assert "doadmin" in [user["name"] for user in got["users"]]

@@ -6,17 +6,12 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import psycopg
 import pytest
 from django.utils import timezone
 from psycopg import errors
 
-from panel.clusters import services
-from panel.clusters.lib.connstr import ConnectionDetails
-from panel.clusters.models import Cluster
-from panel.clusters.services import roles
 from panel.core.errors import ServiceError
 from panel.insights.charts import charts_for
 from panel.insights.forms import range_window
@@ -24,41 +19,16 @@ from panel.insights.models import MetricPoint
 from panel.quotas import services as quotas
 from panel.quotas.models import Quota, QuotaKind, QuotaState
 from panel.quotas.services import enforce
-from tests.fixtures.clusters import module_cluster
+from tests.fixtures.tenants import Tenant, lift_quotas, tenant_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 MB = 1024**2
 QUOTA_MESSAGE = "is over its storage quota"
 
 
-@dataclass(frozen=True)
-class Tenant:
-    cluster: Cluster
-    admin: ConnectionDetails  # doadmin on defaultdb
-    app: ConnectionDetails  # the user "app" on defaultdb
-
-    def connect(self, database: str = "defaultdb", *, as_app: bool = False) -> psycopg.Connection:
-        details = self.app if as_app else self.admin
-        uri = ConnectionDetails(
-            details.user, details.password, details.host, details.port, database, details.sslmode
-        ).uri()
-        return psycopg.connect(uri, autocommit=True, connect_timeout=10)
-
-
 @pytest.fixture(scope="module")
 def tenant(django_db_setup: None, django_db_blocker: object) -> Iterator[Tenant]:
-    with module_cluster(django_db_blocker, "quota-tenant", "db-quota") as cluster:
-        with django_db_blocker.unblock():  # type: ignore[attr-defined]
-            roles.add_database(cluster, "bigdb")
-            roles.add_database(cluster, "otherdb")
-            roles.add_user(cluster, "app")
-            found = Tenant(
-                cluster,
-                services.connection_details(cluster),
-                services.connection_details(cluster, user="app"),
-            )
-        with found.connect() as conn:
-            conn.execute("GRANT CREATE ON SCHEMA public TO app")
+    with tenant_cluster(django_db_blocker, "quota-tenant", "db-quota", ["bigdb", "otherdb"]) as found:
         with found.connect("bigdb") as conn:
             conn.execute("CREATE TABLE filler (id serial PRIMARY KEY, pad text)")
         yield found
@@ -68,8 +38,7 @@ def tenant(django_db_setup: None, django_db_blocker: object) -> Iterator[Tenant]
 def clean(tenant: Tenant) -> Iterator[Tenant]:
     """Each test leaves the server with no write stop, whatever it did."""
     yield tenant
-    Quota.objects.filter(cluster=tenant.cluster).delete()
-    enforce.write_and_reload(tenant.cluster, [], [])
+    lift_quotas(tenant)
 
 
 def fill(conn: psycopg.Connection, megabytes: int) -> None:

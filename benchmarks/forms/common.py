@@ -103,7 +103,15 @@ class EngineFieldsMixin:
     engine_specific: tuple[str, ...] = ()
     #: The engine attribute of the note shown under the script: ``run_note`` or ``sweep_note``.
     note_attr = "run_note"
+    #: The start of the form's element ids: the three forms share one page and field names, and
+    #: distinct ids keep each label on its field.
+    id_prefix = "run"
     fields: dict[str, Any]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("auto_id", f"{self.id_prefix}-%s")
+        super().__init__(*args, **kwargs)
+        self.fields["engine"].choices = engine_choices()
 
     def _chosen(self) -> str:
         return engine_name(self["engine"].value())  # type: ignore[index]

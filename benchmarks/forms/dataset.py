@@ -10,7 +10,6 @@ from django.utils.translation import gettext_lazy as _
 from benchmarks.forms.common import (
     EngineFieldsMixin,
     database_choices,
-    engine_choices,
     engine_name,
 )
 from benchmarks.lib import engines
@@ -59,14 +58,12 @@ class InitDataSetForm(EngineFieldsMixin, PanelForm):
     foreign_keys = forms.BooleanField(label=_("Create foreign keys"), required=False)
 
     engine_fields_attr = "dataset_fields"
+    id_prefix = "init"
     engine_specific = ("scale", "init_steps", "foreign_keys", "tables", "table_size")
 
     def __init__(self, *args: Any, cluster: Cluster, **kwargs: Any) -> None:
-        # The three forms share one page and field names: distinct ids keep each label on its field.
-        kwargs.setdefault("auto_id", "init-%s")
         super().__init__(*args, **kwargs)
         database_choices(self.fields["database"], cluster, None)
-        self.fields["engine"].choices = engine_choices()
         self.fields["foreign_keys"].widget.attrs["class"] = "form-check-input"
         self.fields["init_steps"].widget.attrs.update({"spellcheck": "false", "autocomplete": "off"})
 

@@ -14,7 +14,6 @@ from benchmarks.forms.common import (
     EngineFieldsMixin,
     TargetMixin,
     database_choices,
-    engine_choices,
     engine_name,
     extra_field_name,
     script_choices,
@@ -102,11 +101,8 @@ class RunForm(EngineFieldsMixin, TargetMixin, PanelForm):
     engine_specific = ("threads", "query_mode", "latency_limit", "max_tries", "percentiles", "connect")
 
     def __init__(self, *args: Any, cluster: Cluster, **kwargs: Any) -> None:
-        # The three forms share one page and field names: distinct ids keep each label on its field.
-        kwargs.setdefault("auto_id", "run-%s")
         super().__init__(*args, **kwargs)
         self.cluster = cluster
-        self.fields["engine"].choices = engine_choices()
         self.fields["script"].choices = script_choices(custom=True)
         self.add_engine_fields()
         self.fields["target"].choices = target_choices(cluster)

@@ -14,7 +14,6 @@ from benchmarks.forms.common import (
     EngineFieldsMixin,
     TargetMixin,
     database_choices,
-    engine_choices,
     engine_name,
     script_choices,
     target_choices,
@@ -109,13 +108,11 @@ class SweepForm(EngineFieldsMixin, TargetMixin, PanelForm):
 
     engine_specific = ("query_mode", "connect")
     note_attr = "sweep_note"
+    id_prefix = "sweep"
 
     def __init__(self, *args: Any, cluster: Cluster, **kwargs: Any) -> None:
-        # The three forms share one page and field names: distinct ids keep each label on its field.
-        kwargs.setdefault("auto_id", "sweep-%s")
         super().__init__(*args, **kwargs)
         self.cluster = cluster
-        self.fields["engine"].choices = engine_choices()
         self.fields["script"].choices = script_choices(custom=False)
         self.fields["targets"].choices = target_choices(cluster)
         self.fields["pool"].choices = [

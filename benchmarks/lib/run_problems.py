@@ -29,142 +29,137 @@ def problems(options: RunOptions) -> list[tuple[str, Message]]:
     ``field`` is the run form's field (and ``bench run``'s option) the error is about; the sentence
     is a Message, put into words in the reader's language when shown.
     """
-    found: list[tuple[str, Message]] = []
-    if not 1 <= options.clients <= MAX_CLIENTS:
-        found.append(
-            (
-                "clients",
-                Message(
-                    N_("Clients must be between 1 and %(max)s."), "run.clients_range", max=Count(MAX_CLIENTS)
-                ),
-            )
-        )
+    found = clients_problems(options)
     if options.threads < 1:
-        found.append(("threads", Message(N_("Threads must be at least 1."), "run.threads_range")))
+        found.append(problem("threads", N_("Threads must be at least 1."), "run.threads_range"))
     elif options.threads > options.clients >= 1:
         found.append(
-            (
+            problem(
                 "threads",
-                Message(
-                    N_("Threads (%(threads)s) cannot exceed clients (%(clients)s)."),
-                    "run.threads_over_clients",
-                    threads=options.threads,
-                    clients=options.clients,
-                ),
+                N_("Threads (%(threads)s) cannot exceed clients (%(clients)s)."),
+                "run.threads_over_clients",
+                threads=options.threads,
+                clients=options.clients,
             )
         )
     if options.duration_s is None and options.transactions is None:
         found.append(
-            (
+            problem(
                 "duration",
-                Message(N_("Give a duration or a number of transactions per client."), "run.length_missing"),
+                N_("Give a duration or a number of transactions per client."),
+                "run.length_missing",
             )
         )
     elif options.duration_s is not None and options.transactions is not None:
         found.append(
-            (
+            problem(
                 "duration",
-                Message(
-                    N_("Give a duration or a number of transactions per client, not both."), "run.length_both"
-                ),
+                N_("Give a duration or a number of transactions per client, not both."),
+                "run.length_both",
             )
         )
-    if options.duration_s is not None and not 1 <= options.duration_s <= MAX_DURATION_S:
-        found.append(
-            (
-                "duration",
-                Message(
-                    N_("Duration must be between 1 and %(max)s seconds."),
-                    "run.duration_range",
-                    max=Count(MAX_DURATION_S),
-                ),
-            )
+    if options.duration_s is not None:
+        found += range_problems(
+            "duration",
+            options.duration_s,
+            MAX_DURATION_S,
+            N_("Duration must be between 1 and %(max)s seconds."),
+            "run.duration_range",
         )
-    if options.transactions is not None and not 1 <= options.transactions <= MAX_TRANSACTIONS:
-        found.append(
-            (
-                "transactions",
-                Message(
-                    N_("Transactions per client must be between 1 and %(max)s."),
-                    "run.transactions_range",
-                    max=Count(MAX_TRANSACTIONS),
-                ),
-            )
+    if options.transactions is not None:
+        found += range_problems(
+            "transactions",
+            options.transactions,
+            MAX_TRANSACTIONS,
+            N_("Transactions per client must be between 1 and %(max)s."),
+            "run.transactions_range",
         )
-    if not 1 <= options.progress_interval_s <= MAX_PROGRESS_S:
-        found.append(
-            (
-                "progress",
-                Message(
-                    N_("Progress interval must be between 1 and %(max)s seconds."),
-                    "run.progress_range",
-                    max=Count(MAX_PROGRESS_S),
-                ),
-            )
-        )
+    found += range_problems(
+        "progress",
+        options.progress_interval_s,
+        MAX_PROGRESS_S,
+        N_("Progress interval must be between 1 and %(max)s seconds."),
+        "run.progress_range",
+    )
     if options.builtin is not None and options.custom_script_path is not None:
         found.append(
-            (
-                "script",
-                Message(N_("Choose a built-in script or a custom script, not both."), "run.script_both"),
-            )
+            problem("script", N_("Choose a built-in script or a custom script, not both."), "run.script_both")
         )
     elif options.builtin is not None and options.builtin not in BUILTIN_SCRIPTS:
         found.append(
-            (
+            problem(
                 "script",
-                Message(
-                    N_("Unknown built-in script %(script)s: choose one of %(choices)s."),
-                    "run.script_unknown",
-                    script=repr(options.builtin),
-                    choices=", ".join(BUILTIN_SCRIPTS),
-                ),
+                N_("Unknown built-in script %(script)s: choose one of %(choices)s."),
+                "run.script_unknown",
+                script=repr(options.builtin),
+                choices=", ".join(BUILTIN_SCRIPTS),
             )
         )
     if options.custom_script_path is not None and not options.custom_script_path.strip():
-        found.append(("script", Message(N_("The custom script path is empty."), "run.script_path_empty")))
+        found.append(problem("script", N_("The custom script path is empty."), "run.script_path_empty"))
     if options.query_mode not in QUERY_MODES:
         found.append(
-            (
+            problem(
                 "query_mode",
-                Message(
-                    N_("Unknown query mode %(mode)s: choose one of %(choices)s."),
-                    "run.query_mode_unknown",
-                    mode=repr(options.query_mode),
-                    choices=", ".join(QUERY_MODES),
-                ),
+                N_("Unknown query mode %(mode)s: choose one of %(choices)s."),
+                "run.query_mode_unknown",
+                mode=repr(options.query_mode),
+                choices=", ".join(QUERY_MODES),
             )
         )
     if options.rate is not None and not options.rate > 0:
         found.append(
-            ("rate", Message(N_("Rate must be greater than 0 transactions per second."), "run.rate_range"))
+            problem("rate", N_("Rate must be greater than 0 transactions per second."), "run.rate_range")
         )
     if options.latency_limit_ms is not None and not options.latency_limit_ms > 0:
         found.append(
-            (
-                "latency_limit",
-                Message(N_("Latency limit must be greater than 0 ms."), "run.latency_limit_range"),
+            problem(
+                "latency_limit", N_("Latency limit must be greater than 0 ms."), "run.latency_limit_range"
             )
         )
     if options.max_tries is not None:
         if options.max_tries < 0:
             found.append(
-                (
-                    "max_tries",
-                    Message(N_("Maximum tries must be 0 (unlimited) or more."), "run.max_tries_range"),
+                problem(
+                    "max_tries", N_("Maximum tries must be 0 (unlimited) or more."), "run.max_tries_range"
                 )
             )
         elif options.max_tries == 0 and options.latency_limit_ms is None and options.duration_s is None:
             found.append(
-                (
+                problem(
                     "max_tries",
-                    Message(
-                        N_("Unlimited tries need a latency limit or a duration."), "run.max_tries_unbounded"
-                    ),
+                    N_("Unlimited tries need a latency limit or a duration."),
+                    "run.max_tries_unbounded",
                 )
             )
     found += [("log", error) for error in _log_errors(options)]
     return found
+
+
+def problem(field: str, sentence: str, code: str, **params: object) -> tuple[str, Message]:
+    """One blocking error: the field it is about, and its sentence (``params`` fill it in)."""
+    return (field, Message(sentence, code, **params))
+
+
+def range_problems(
+    field: str, value: float | None, maximum: int, sentence: str, code: str
+) -> list[tuple[str, Message]]:
+    """``field``'s error when ``value`` is missing or outside 1 … ``maximum`` (``sentence`` names
+    the maximum as ``%(max)s``); empty when it is inside."""
+    if value is not None and 1 <= value <= maximum:
+        return []
+    return [problem(field, sentence, code, max=Count(maximum))]
+
+
+def clients_problems(options: RunOptions) -> list[tuple[str, Message]]:
+    """The clients' bounds, every engine's (sysbench's ``--threads`` are pgbench's clients)."""
+    return range_problems(
+        "clients",
+        options.clients,
+        MAX_CLIENTS,
+        N_("Clients must be between 1 and %(max)s."),
+        "run.clients_range",
+    )
 
 
 def validate(options: RunOptions) -> list[str]:
@@ -207,50 +202,40 @@ def _log_errors(options: RunOptions) -> list[Message]:
 
 def init_problems(options: InitOptions) -> list[tuple[str, Message]]:
     """Blocking errors for ``pgbench -i`` as ``(field, sentence)``: ``scale`` or ``init_steps``."""
-    found: list[tuple[str, Message]] = []
-    if not 1 <= options.scale <= MAX_SCALE:
-        found.append(
-            (
-                "scale",
-                Message(
-                    N_("Scale must be between 1 and %(max)s."), "dataset.scale_range", max=Count(MAX_SCALE)
-                ),
-            )
-        )
+    found: list[tuple[str, Message]] = range_problems(
+        "scale", options.scale, MAX_SCALE, N_("Scale must be between 1 and %(max)s."), "dataset.scale_range"
+    )
     steps = options.init_steps
     if steps is not None:
         unknown = sorted({letter for letter in steps if letter not in INIT_STEP_LETTERS})
         if not steps:
             found.append(
-                ("init_steps", Message(N_("Give at least one initialization step."), "dataset.steps_missing"))
+                problem("init_steps", N_("Give at least one initialization step."), "dataset.steps_missing")
             )
         elif unknown:
             found.append(
-                (
+                problem(
                     "init_steps",
-                    Message(
-                        N_("Unknown initialization step %(steps)s: allowed steps are %(allowed)s."),
-                        "dataset.steps_unknown",
-                        steps=", ".join(map(repr, unknown)),
-                        allowed=", ".join(INIT_STEP_LETTERS),
-                    ),
+                    N_("Unknown initialization step %(steps)s: allowed steps are %(allowed)s."),
+                    "dataset.steps_unknown",
+                    steps=", ".join(map(repr, unknown)),
+                    allowed=", ".join(INIT_STEP_LETTERS),
                 )
             )
         elif len(set(steps)) != len(steps):
             found.append(
-                (
+                problem(
                     "init_steps",
-                    Message(N_("Each initialization step may appear only once."), "dataset.steps_repeated"),
+                    N_("Each initialization step may appear only once."),
+                    "dataset.steps_repeated",
                 )
             )
         elif "g" in steps and "G" in steps:
             found.append(
-                (
+                problem(
                     "init_steps",
-                    Message(
-                        N_("Generate data client-side (g) or server-side (G), not both."),
-                        "dataset.steps_both_g",
-                    ),
+                    N_("Generate data client-side (g) or server-side (G), not both."),
+                    "dataset.steps_both_g",
                 )
             )
     return found

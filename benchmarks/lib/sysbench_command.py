@@ -17,9 +17,10 @@ reads ``PGPASSWORD`` from the environment (``PQsetdbLogin`` ignores empty values
 
 from __future__ import annotations
 
-from benchmarks.lib.run_options import MAX_CLIENTS, ConnectionTarget, RunOptions
+from benchmarks.lib.run_options import ConnectionTarget, RunOptions
+from benchmarks.lib.run_problems import clients_problems, problem, range_problems
 from benchmarks.lib.run_warnings import client_limit_warnings, progress_warnings
-from panel.core.errors import N_, Count, Message
+from panel.core.errors import N_, Message
 
 SYSBENCH = "sysbench"
 SYSBENCH_SCRIPTS = ("oltp_read_write", "oltp_read_only", "oltp_point_select", "oltp_write_only")
@@ -97,75 +98,56 @@ def build_prepare_args(
 
 def problems(options: RunOptions) -> list[tuple[str, Message]]:
     """Blocking errors of a sysbench run as ``(field, sentence)``, like pgbench's ``problems``."""
-    found: list[tuple[str, Message]] = []
-    if not 1 <= options.clients <= MAX_CLIENTS:
-        found.append(
-            (
-                "clients",
-                Message(
-                    N_("Clients must be between 1 and %(max)s."), "run.clients_range", max=Count(MAX_CLIENTS)
-                ),
-            )
-        )
+    found = clients_problems(options)
     if options.custom_script_path is not None:
         found.append(
-            (
+            problem(
                 "script",
-                Message(
-                    N_("sysbench runs its built-in OLTP scripts only; custom scripts are pgbench's."),
-                    "run.sysbench_custom_script",
-                ),
+                N_("sysbench runs its built-in OLTP scripts only; custom scripts are pgbench's."),
+                "run.sysbench_custom_script",
             )
         )
     elif options.builtin not in SYSBENCH_SCRIPTS:
         found.append(
-            (
+            problem(
                 "script",
-                Message(
-                    N_("Unknown sysbench script %(script)s: choose one of %(choices)s."),
-                    "run.script_unknown",
-                    script=repr(options.builtin),
-                    choices=", ".join(SYSBENCH_SCRIPTS),
-                ),
+                N_("Unknown sysbench script %(script)s: choose one of %(choices)s."),
+                "run.script_unknown",
+                script=repr(options.builtin),
+                choices=", ".join(SYSBENCH_SCRIPTS),
             )
         )
     if (options.duration_s is None) == (options.transactions is None):
         found.append(
-            (
+            problem(
                 "duration",
-                Message(
-                    N_("Give a duration or a number of transactions per client, not both."), "run.length_both"
-                ),
+                N_("Give a duration or a number of transactions per client, not both."),
+                "run.length_both",
             )
         )
     elif options.duration_s is not None and options.duration_s < 1:
-        found.append(("duration", Message(N_("Duration must be at least 1 second."), "run.duration_range")))
+        found.append(problem("duration", N_("Duration must be at least 1 second."), "run.duration_range"))
     elif options.transactions is not None and options.transactions < 1:
         found.append(
-            (
-                "transactions",
-                Message(N_("Transactions per client must be at least 1."), "run.transactions_range"),
+            problem(
+                "transactions", N_("Transactions per client must be at least 1."), "run.transactions_range"
             )
         )
     if options.query_mode not in PS_MODES:
         found.append(
-            (
+            problem(
                 "query_mode",
-                Message(
-                    N_("Unknown prepared statement mode %(mode)s."),
-                    "run.query_mode_unknown",
-                    mode=repr(options.query_mode),
-                ),
+                N_("Unknown prepared statement mode %(mode)s."),
+                "run.query_mode_unknown",
+                mode=repr(options.query_mode),
             )
         )
     if options.rate is not None and not options.rate >= 1:
         found.append(
-            (
+            problem(
                 "rate",
-                Message(
-                    N_("sysbench's rate is a whole number of transactions per second, at least 1."),
-                    "run.rate_range",
-                ),
+                N_("sysbench's rate is a whole number of transactions per second, at least 1."),
+                "run.rate_range",
             )
         )
     unsupported = (
@@ -187,53 +169,34 @@ def problems(options: RunOptions) -> list[tuple[str, Message]]:
     )
     for field, used, sentence in unsupported:
         if used:
-            found.append((field, Message(sentence, "run.sysbench_unsupported")))
-    if options.tables is None or not 1 <= options.tables <= MAX_TABLES:
-        found.append(
-            (
-                "tables",
-                Message(
-                    N_("Tables must be between 1 and %(max)s."), "dataset.tables_range", max=Count(MAX_TABLES)
-                ),
-            )
-        )
-    if options.table_size is None or not 1 <= options.table_size <= MAX_TABLE_SIZE:
-        found.append(
-            (
-                "table_size",
-                Message(
-                    N_("Table size must be between 1 and %(max)s."),
-                    "dataset.table_size_range",
-                    max=Count(MAX_TABLE_SIZE),
-                ),
-            )
-        )
+            found.append(problem(field, sentence, "run.sysbench_unsupported"))
+    found += range_problems(
+        "tables",
+        options.tables,
+        MAX_TABLES,
+        N_("Tables must be between 1 and %(max)s."),
+        "dataset.tables_range",
+    )
+    found += range_problems(
+        "table_size",
+        options.table_size,
+        MAX_TABLE_SIZE,
+        N_("Table size must be between 1 and %(max)s."),
+        "dataset.table_size_range",
+    )
     return found
 
 
 def prepare_problems(tables: int, table_size: int) -> list[tuple[str, Message]]:
-    found: list[tuple[str, Message]] = []
-    if not 1 <= tables <= MAX_TABLES:
-        found.append(
-            (
-                "tables",
-                Message(
-                    N_("Tables must be between 1 and %(max)s."), "dataset.tables_range", max=Count(MAX_TABLES)
-                ),
-            )
-        )
-    if not 1 <= table_size <= MAX_TABLE_SIZE:
-        found.append(
-            (
-                "table_size",
-                Message(
-                    N_("Table size must be between 1 and %(max)s rows."),
-                    "dataset.table_size_range",
-                    max=Count(MAX_TABLE_SIZE),
-                ),
-            )
-        )
-    return found
+    return range_problems(
+        "tables", tables, MAX_TABLES, N_("Tables must be between 1 and %(max)s."), "dataset.tables_range"
+    ) + range_problems(
+        "table_size",
+        table_size,
+        MAX_TABLE_SIZE,
+        N_("Table size must be between 1 and %(max)s rows."),
+        "dataset.table_size_range",
+    )
 
 
 def warnings(

@@ -70,13 +70,7 @@ def init_dataset(
     )
     if found:
         raise ServiceError.joined([message for _f, message in found], field=found[0][0])
-    if BenchmarkRun.objects.filter(cluster=cluster, database=database, status=RunStatus.RUNNING).exists():
-        raise ServiceError(
-            N_("A benchmark is running on this database; wait for it or cancel it."),
-            field="database",
-            code="dataset.run_in_progress",
-            params={},
-        )
+    _refuse_while_a_run_is_going(cluster, database)
     if DataSet.objects.filter(
         cluster=cluster, database=database, status__in=[JobStatus.QUEUED, JobStatus.RUNNING]
     ).exists():
@@ -221,13 +215,7 @@ def cleanup_dataset(cluster: Cluster, database: str, engine: str = engines.SYSBE
             code="dataset.prepare_in_progress",
             params={},
         )
-    if BenchmarkRun.objects.filter(cluster=cluster, database=database, status=RunStatus.RUNNING).exists():
-        raise ServiceError(
-            N_("A benchmark is running on this database; wait for it or cancel it."),
-            field="database",
-            code="dataset.run_in_progress",
-            params={},
-        )
+    _refuse_while_a_run_is_going(cluster, database)
     tables = max((dataset.tables or 0 for dataset in datasets), default=0)
     target = resolve_target(cluster, pool=None, database=database, user=None)
     args = None
@@ -272,6 +260,17 @@ def cleanup_dataset(cluster: Cluster, database: str, engine: str = engines.SYSBE
         )
     forgotten, _by_model = datasets.delete()
     return forgotten
+
+
+def _refuse_while_a_run_is_going(cluster: Cluster, database: str) -> None:
+    # Making or dropping tables under a running benchmark would break it, or skew what it measures.
+    if BenchmarkRun.objects.filter(cluster=cluster, database=database, status=RunStatus.RUNNING).exists():
+        raise ServiceError(
+            N_("A benchmark is running on this database; wait for it or cancel it."),
+            field="database",
+            code="dataset.run_in_progress",
+            params={},
+        )
 
 
 def _stored(message: str | Message) -> str:

@@ -56,21 +56,18 @@ def test_bench_init_run_wait_json_then_list_show_export(local_cluster: Cluster) 
         bench("list", "nope")
 
 
+SYSBENCH_ON_DEFAULTDB = ("--database", "defaultdb", "--engine", "sysbench")
+
+
 def test_bench_sysbench_prepare_run_and_cleanup(local_cluster: Cluster) -> None:
     name = local_cluster.name
-    printed = bench(
-        "init", name, "--database", "defaultdb", "--engine", "sysbench", "--tables", "1",
-        "--table-size", "1000", "--wait",
-    )  # fmt: skip
+    printed = bench("init", name, *SYSBENCH_ON_DEFAULTDB, "--tables", "1", "--table-size", "1000", "--wait")
     assert "succeeded: defaultdb sysbench 1 × 1,000 rows" in printed
     record = json.loads(
         bench(
             "run",
             name,
-            "--database",
-            "defaultdb",
-            "--engine",
-            "sysbench",
+            *SYSBENCH_ON_DEFAULTDB,
             "--script",
             "oltp_point_select",
             "--clients",
@@ -91,15 +88,4 @@ def test_bench_sysbench_prepare_run_and_cleanup(local_cluster: Cluster) -> None:
     with dbconn.monitor_connection(local_cluster, dbname="defaultdb") as conn:
         assert conn.execute("SELECT to_regclass('public.sbtest1')").fetchone() == (None,)
     with pytest.raises(CommandError, match="No sysbench data set"):
-        bench(
-            "run",
-            name,
-            "--database",
-            "defaultdb",
-            "--engine",
-            "sysbench",
-            "--clients",
-            "1",
-            "--duration",
-            "1",
-        )
+        bench("run", name, *SYSBENCH_ON_DEFAULTDB, "--clients", "1", "--duration", "1")

@@ -3,14 +3,12 @@ free slots beside them is refused at launch, with the figures, and a run that fi
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import psycopg
 import pytest
 
 from benchmarks import services
 from benchmarks.lib.pgbench_command import RunOptions
-from benchmarks.models import BenchmarkRun, JobStatus, RunStatus
+from benchmarks.models import BenchmarkRun, RunStatus
 from panel.clusters import services as cluster_services
 from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
@@ -21,16 +19,6 @@ from panel.pools.engine.console import admin_console
 from panel.pools.models import ConnectionPool
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def cluster(shared_local_cluster: Cluster) -> Iterator[Cluster]:
-    """A 1 GB cluster (22 connections for non-superusers) with pgbench's tables at scale 1."""
-    dataset = services.init_dataset(shared_local_cluster, "defaultdb", 1, enqueue=False)
-    dataset = services.execute_init(dataset.pk)
-    assert dataset.status == JobStatus.SUCCEEDED, dataset.error_message
-    yield shared_local_cluster
-    pool_services.stop_pgbouncer(shared_local_cluster)
 
 
 def run_now(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -16,25 +16,13 @@ from benchmarks import services
 from benchmarks.engine import runner
 from benchmarks.lib.pgbench_command import RunOptions
 from benchmarks.lib.pgbench_txlog import TxLogFormat, parse_txlog, percentiles_by_interval
-from benchmarks.models import BenchmarkRun, JobStatus, RunStatus
+from benchmarks.models import BenchmarkRun, RunStatus
 from panel.clusters import hooks
 from panel.clusters.models import Cluster
 from panel.core.errors import ServiceError
 from panel.pools import services as pool_services
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def cluster(shared_local_cluster: Cluster) -> Iterator[Cluster]:
-    """A 1 GB cluster (22 connections for non-superusers) with pgbench's tables at scale 1."""
-    dataset = services.init_dataset(shared_local_cluster, "defaultdb", 1, enqueue=False)
-    dataset = services.execute_init(dataset.pk)
-    assert dataset.status == JobStatus.SUCCEEDED, dataset.error_message
-    assert dataset.progress == 100 and dataset.size_bytes and dataset.size_bytes > 1_000_000
-    assert dataset.duration_s is not None and "pgbench -i" in dataset.command_display
-    yield shared_local_cluster
-    pool_services.stop_pgbouncer(shared_local_cluster)
 
 
 def run_now(cluster: Cluster, txlogs: Path | None = None, **kwargs: object) -> BenchmarkRun:

@@ -284,6 +284,12 @@ class ServiceError(CodedError):
         return cls(template, field, code or messages[0].code, params)
 
     @classmethod
+    def because(cls, sentence: str, code: str, reason: object) -> ServiceError:
+        """A failure whose sentence ends in what went wrong beneath (``%(reason)s``: the OS's,
+        an engine's or the server's own words)."""
+        return cls(sentence, code=code, params={"reason": reason})
+
+    @classmethod
     def of(cls, error: CodedError, field: str | None = None) -> ServiceError:
         """A lib's refusal as the service's, on ``field`` (or the lib's own)."""
         return cls(error.template, field or error.field, error.code, error.params)

@@ -132,10 +132,8 @@ def _read(cluster: Cluster, source: str, cap: int, after: Position | None = None
     try:
         return logfile.read_tail(_path(cluster, source), cap, after)
     except OSError as exc:
-        raise ServiceError(
-            N_("Could not read the log: %(reason)s"),
-            code="logs.read_failed",
-            params={"reason": exc.strerror or exc},
+        raise ServiceError.because(
+            N_("Could not read the log: %(reason)s"), "logs.read_failed", exc.strerror or exc
         ) from None
 
 

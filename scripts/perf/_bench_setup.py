@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,6 +95,26 @@ def by_hand(bench: BenchCluster, options: Any, target: Any = None) -> float:
     if done.returncode != 0 or summary is None or summary.tps is None:
         sys.exit(f"pgbench by hand failed: {done.stderr[-1000:]}")
     return summary.tps
+
+
+def execute_in_background(run: Any) -> tuple[threading.Thread, dict[str, Any]]:
+    """Start executing a launched run on a thread of its own, as a Celery worker would, so that the
+    caller measures meanwhile; ``outcome["run"]`` is the finished run once the thread is joined."""
+    from django.db import connection
+
+    from benchmarks import services
+
+    outcome: dict[str, Any] = {}
+
+    def execute() -> None:
+        try:
+            outcome["run"] = services.execute_run(run.pk, wait_turn_s=30)
+        finally:
+            connection.close()  # the thread's own
+
+    worker = threading.Thread(target=execute)
+    worker.start()
+    return worker, outcome
 
 
 def start_web_server(port: int) -> subprocess.Popen[bytes]:

@@ -57,23 +57,17 @@ def start_redis() -> subprocess.Popen[bytes]:
     counts there, as in production); the caller terminates it."""
     import redis
 
+    from tests.fixtures.processes import redis_answers
+
     port = int(os.environ["PANEL_TEST_REDIS_PORT"])
     proc = subprocess.Popen(
         ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    client = redis.Redis(port=port)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            client.ping()
-            return proc
-        except redis.ConnectionError:
-            if time.monotonic() > deadline:
-                proc.kill()
-                raise SystemExit("redis-server did not answer within 10 s") from None
-            time.sleep(0.05)
+    if not redis_answers(proc, redis.Redis(port=port)):
+        raise SystemExit("redis-server did not answer within 10 s")
+    return proc
 
 
 # --- making and removing ---------------------------------------------------------------------------

@@ -13,12 +13,12 @@ Not part of `make test`: it takes several minutes. Compare within a run (the mac
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 
 from _bench_setup import bench_cluster
 from _bench_setup import by_hand as hand_run
+from _cli import counts_parser
 
 
 def rpo_sample(cluster) -> float:
@@ -54,15 +54,7 @@ def set_archiving(cluster, on: bool) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--scale", type=int, default=50)
-    parser.add_argument("--duration", type=int, default=30)
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--clients", type=int, default=8)
-    parser.add_argument("--rpo-samples", type=int, default=2)
-    args = parser.parse_args()
+    args = counts_parser(__doc__, scale=50, duration=30, rounds=2, clients=8, rpo_samples=2).parse_args()
     with bench_cluster("perf-backups", scale=args.scale) as bench:
         from benchmarks.lib.pgbench_command import RunOptions
         from panel.backups.lib.pgbackrest import ARCHIVE_TIMEOUT

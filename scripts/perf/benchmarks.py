@@ -35,6 +35,7 @@ from collections.abc import Callable
 
 from _bench_setup import bench_cluster, hand_command
 from _bench_setup import by_hand as hand_run
+from _cli import counts_parser
 from _pairs import (
     DEFAULT_PAIRS,
     Pairs,
@@ -48,14 +49,7 @@ from _pairs import (
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--clients", type=int, default=10)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--duration", type=int, default=10)
-    parser.add_argument("--scale", type=int, default=10)
-    parser.add_argument("--pairs", type=int, default=DEFAULT_PAIRS)
+    parser = counts_parser(__doc__, clients=10, threads=2, duration=10, scale=10, pairs=DEFAULT_PAIRS)
     parser.add_argument("--client-weight", choices=("panel", "normal", "compare"), default="panel")
     args = parser.parse_args()
     print("before:", format_load(load_average()))

@@ -15,20 +15,16 @@ It provisions throw-away clusters in a private data directory and removes them a
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import statistics
 import time
 
+from _cli import counts_parser
 from _insights_data import ms, setup_django, store_history
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--clusters", type=int, default=20)
-    parser.add_argument("--rounds", type=int, default=20)
+    parser = counts_parser(__doc__, clusters=20, rounds=20)
     parser.add_argument("--series", type=int, default=12, help="series with 30 days of history")
     args = parser.parse_args()
 

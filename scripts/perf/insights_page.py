@@ -14,24 +14,18 @@ windows under 300 ms.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import statistics
 import time
 
+from _cli import counts_parser
 from _insights_data import ms, setup_django, store_history
 
 TARGETS = {"page": 100, "data 30d": 100, "data 7d": 100}  # ms, median; 300 for the others
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--dbs", type=int, default=3)
-    parser.add_argument("--pools", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=10)
-    args = parser.parse_args()
+    args = counts_parser(__doc__, dbs=3, pools=2, rounds=10).parse_args()
 
     data_dir = setup_django()
     from django.conf import settings

@@ -31,12 +31,12 @@ from __future__ import annotations
 import argparse
 import socket
 import statistics
-import threading
 import time
 import urllib.request
 from collections.abc import Callable
 
-from _bench_setup import BenchCluster, bench_cluster, start_web_server
+from _bench_setup import BenchCluster, bench_cluster, execute_in_background, start_web_server
+from _cli import counts_parser
 from _pairs import format_load, load_average, rotation
 
 IDLE_S = 10
@@ -56,15 +56,9 @@ def p95(values: list[float]) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--clients", type=int, default=50)
-    parser.add_argument("--duration", type=int, default=20)
-    parser.add_argument("--scale", type=int, default=10)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--unlimited-rounds", type=int, default=2)
-    args = parser.parse_args()
+    args = counts_parser(
+        __doc__, clients=50, duration=20, scale=10, rounds=5, unlimited_rounds=2
+    ).parse_args()
     print("before:", format_load(load_average()))
     with bench_cluster("db-under-load", args.scale) as bench:
         measure(args, bench)
@@ -144,18 +138,7 @@ def measure(args: argparse.Namespace, bench: BenchCluster) -> None:
         def loaded() -> Times:
             options = RunOptions(clients=args.clients, threads=2, duration_s=args.duration)
             run = services.launch_run(cluster, pool=pool, options=options, enqueue=False)
-            outcome: dict[str, object] = {}
-
-            def execute() -> None:
-                from django.db import connection
-
-                try:
-                    outcome["run"] = services.execute_run(run.pk, wait_turn_s=30)
-                finally:
-                    connection.close()
-
-            worker = threading.Thread(target=execute)
-            worker.start()
+            worker, outcome = execute_in_background(run)
             time.sleep(LOADED_SKIP_S)
             times = sample(args.duration - LOADED_SKIP_S - LOADED_TAIL_S)
             worker.join()

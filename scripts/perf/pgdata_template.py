@@ -10,7 +10,6 @@ Not part of `make test`. Compare within a run (the machine is shared).
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import statistics
@@ -18,17 +17,15 @@ import sys
 import time
 from pathlib import Path
 
+from _cli import counts_parser
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ["DJANGO_SETTINGS_MODULE"] = "panel.test_settings"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--rounds", type=int, default=5)
-    args = parser.parse_args()
+    args = counts_parser(__doc__, rounds=5).parse_args()
 
     import django
 

@@ -12,12 +12,12 @@ connecting; the whole cycle (connections, judging, writing) is printed beside it
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
 
 from _bench_setup import bench_cluster
+from _cli import counts_parser
 
 
 def measure(cluster, rounds: int) -> tuple[list[float], list[float]]:
@@ -34,12 +34,7 @@ def measure(cluster, rounds: int) -> tuple[list[float], list[float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--relations", type=int, default=1000)
-    parser.add_argument("--rounds", type=int, default=15)
-    args = parser.parse_args()
+    args = counts_parser(__doc__, relations=1000, rounds=15).parse_args()
     with bench_cluster("perf-quotas", scale=1) as bench:
         import psycopg
 

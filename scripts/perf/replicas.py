@@ -14,22 +14,17 @@ Not part of `make test`. Compare within a run (the machine is shared).
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import threading
 import time
 
 from _bench_setup import bench_cluster
 from _bench_setup import by_hand as hand_run
+from _cli import counts_parser
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--scale", type=int, default=20)
-    parser.add_argument("--duration", type=int, default=20)
-    args = parser.parse_args()
+    args = counts_parser(__doc__, scale=20, duration=20).parse_args()
 
     with bench_cluster("perf-replica-source", args.scale) as bench:
         from benchmarks.lib.run_options import RunOptions

@@ -29,6 +29,7 @@ from dataclasses import replace
 from typing import Any
 
 from _bench_setup import BenchCluster, bench_cluster, by_hand
+from _cli import counts_parser
 from _pairs import Pairs, format_load, load_average, run_pairs
 
 WARM_UP_S = 10
@@ -43,13 +44,7 @@ def warm_up(run: Callable[[Any], float], options: Any) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--scale", type=int, default=150)
-    parser.add_argument("--duration", type=int, default=20)
-    parser.add_argument("--pairs", type=int, default=3)
-    args = parser.parse_args()
+    args = counts_parser(__doc__, scale=150, duration=20, pairs=3).parse_args()
     print("before:", format_load(load_average()))
     with bench_cluster("db-story", args.scale, plan="db-s-2vcpu-4gb") as bench:
         measure(args, bench)

@@ -30,13 +30,13 @@ import os
 import socket
 import statistics
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from _bench_setup import BenchCluster, bench_cluster, start_web_server
+from _bench_setup import BenchCluster, bench_cluster, execute_in_background, start_web_server
 from _bench_setup import by_hand as hand_run
+from _cli import counts_parser
 from _pairs import format_load, load_average, pairs_of, run_rounds
 
 CHROMIUM = "/usr/bin/chromium"
@@ -83,14 +83,7 @@ def free_port() -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--clients", type=int, default=10)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--duration", type=int, default=8)
-    parser.add_argument("--scale", type=int, default=10)
-    parser.add_argument("--pairs", type=int, default=5)
+    parser = counts_parser(__doc__, clients=10, threads=2, duration=8, scale=10, pairs=5)
     parser.add_argument(
         "--reduced-motion", action="store_true", help="the browser prefers reduced motion (no animated bar)"
     )
@@ -166,19 +159,8 @@ def measure(args: argparse.Namespace, bench: BenchCluster) -> None:
                 cpu_before = cpu_seconds(server.pid)
                 browser_pids = [pid for pid in descendants(os.getpid()) if pid != server.pid]
                 browser_before = tree_cpu_seconds(browser_pids)
-                outcome: dict[str, object] = {}
-
-                def execute() -> None:
-                    try:
-                        outcome["run"] = services.execute_run(run.pk, wait_turn_s=30)
-                    finally:
-                        from django.db import connection
-
-                        connection.close()
-
-                worker = threading.Thread(target=execute)
                 started = time.monotonic()
-                worker.start()
+                worker, outcome = execute_in_background(run)
                 # The page polls by itself; Python only waits (a Playwright call here would add the
                 # driver's round trips to what the browser costs).
                 worker.join()

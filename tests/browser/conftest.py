@@ -13,19 +13,8 @@ from playwright.sync_api import Page, expect
 
 from panel.clusters import services as cluster_services
 from panel.clusters.models import Cluster
+from tests.browser.chromium import CHROMIUM, CHROMIUM_ARGS
 from tests.fixtures.clusters import make_local_cluster
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 @pytest.fixture(scope="session")

@@ -5,15 +5,15 @@ then tick two runs in the history and compare them."""
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 from playwright.sync_api import Page, expect
 
-from benchmarks.models import BenchmarkRun, RunStatus
+from benchmarks.models import BenchmarkRun
 from benchmarks.tests.test_views_pages import make_run
 from panel.clusters.models import Cluster
 from tests.browser.conftest import log_in, snapshot, wait_for_htmx
+from tests.browser.run_pages import POINTS_JS, compare_in_history, points_seen_while_running
 
 pytestmark = pytest.mark.integration
 
@@ -25,7 +25,6 @@ STILL_JS = """() => {
     spinner: spinner ? getComputedStyle(spinner).animationName : 'none',
   };
 }"""
-POINTS_JS = "Chart.getChart(document.querySelector('#chart-tps')).data.datasets[0].data.length"
 LATENCY_JS = "Chart.getChart(document.querySelector('#chart-latency')).data.datasets.length"
 
 
@@ -67,16 +66,7 @@ def test_init_run_live_charts_and_compare(
     # Nothing on the watched page animates (each frame is CPU the run on this machine loses): the
     # bar jumps to each second's width instead of a 0.6 s transition, the spinner stands still.
     assert page.evaluate(STILL_JS) == {"bar": "0s", "spinner": "none"}
-    seen_while_running: set[int] = set()
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        status = page.locator("[data-bench-run-charts]").get_attribute("data-status")
-        points = page.evaluate(POINTS_JS)
-        if status == RunStatus.RUNNING:
-            seen_while_running.add(points)
-        if page.locator("[data-bench-run-charts][data-done='true']").count():
-            break
-        time.sleep(0.2)
+    seen_while_running = points_seen_while_running(page, seconds=30)
     growth = max(seen_while_running, default=0) - min(seen_while_running, default=0)
     assert growth >= 3, f"only saw {sorted(seen_while_running)} points while the run was running"
     expect(page.locator("#bench-run-live")).to_have_attribute("data-status", "succeeded", timeout=15_000)
@@ -86,12 +76,7 @@ def test_init_run_live_charts_and_compare(
 
     # A second, finished run recorded earlier; tick both in the history and compare them.
     other = make_run(cluster, samples=4, label="earlier baseline", clients=4)
-    page.goto(f"{live_server.url}{tab}")
-    history = page.locator("#bench-history")
-    history.locator(f"#pick-{run.pk}").check()
-    history.locator(f"#pick-{other.pk}").check()
-    history.get_by_role("button", name="Compare").click()
-    expect(page).to_have_url(re.compile(rf".*{tab}compare/\?run=.*"))
+    compare_in_history(page, live_server.url, tab, run, other)
     table = page.locator(".bench-compare-table")
     expect(table.locator(f"tr[data-run='{run.pk}']")).to_be_visible()
     expect(table.locator(f"tr[data-run='{other.pk}']")).to_contain_text("earlier baseline")

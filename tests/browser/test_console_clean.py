@@ -28,6 +28,7 @@ from panel.clusters.models import Cluster, Node
 from panel.pools.models import ConnectionPool
 from tests.browser.conftest import log_in, wait_for_htmx
 from tests.browser.console import ConsoleWatch
+from tests.browser.run_pages import compare_in_history
 from tests.fixtures.clusters import make_local_cluster
 
 pytestmark = pytest.mark.integration
@@ -190,11 +191,7 @@ def _walk_cluster(page: Page, base: str, watch: ConsoleWatch, cluster: Cluster) 
 
     watch.at("compare")
     other = make_run(cluster, samples=4, label="baseline", clients=4)
-    page.goto(f"{tab}/benchmarks/")
-    history = page.locator("#bench-history")
-    history.locator(f"#pick-{run.pk}").check()
-    history.locator(f"#pick-{other.pk}").check()
-    history.get_by_role("button", name="Compare").click()
+    compare_in_history(page, tab, "/benchmarks/", run, other)
     expect(page.locator("[data-bench-compare][data-drawn='true']")).to_be_visible(timeout=15_000)
     watch.at("the earlier run's page")
     page.goto(f"{tab}/benchmarks/runs/{other.pk}/")

@@ -18,6 +18,7 @@ from benchmarks.tests.test_views_pages import RESERVED as RESERVED_MESSAGE
 from benchmarks.tests.test_views_pages import make_run
 from panel.clusters.models import Cluster
 from tests.browser.conftest import log_in, snapshot
+from tests.browser.run_pages import compare_in_history
 
 pytestmark = pytest.mark.integration
 
@@ -56,12 +57,7 @@ def test_a_refused_run_and_its_comparison(
     snapshot(page, "bench-failed-run")
 
     # Pick the refused (newer) run first, then the one that ran: the page reads oldest first.
-    page.goto(f"{live_server.url}{tab}")
-    history = page.locator("#bench-history")
-    history.locator(f"#pick-{refused.pk}").check()
-    history.locator(f"#pick-{ok.pk}").check()
-    history.get_by_role("button", name="Compare").click()
-    expect(page).to_have_url(re.compile(rf".*{tab}compare/\?run=.*"))
+    compare_in_history(page, live_server.url, tab, refused, ok)
     rows = page.locator(".bench-compare-table tbody tr")
     expect(rows).to_have_count(2)
     assert [rows.nth(i).get_attribute("data-run") for i in range(2)] == [str(ok.pk), str(refused.pk)]

@@ -5,20 +5,19 @@ pool whose chart grows while it runs, and a comparison with a pgbench-shaped run
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 from playwright.sync_api import Page, expect
 
-from benchmarks.models import BenchmarkRun, RunStatus
+from benchmarks.models import BenchmarkRun
 from benchmarks.tests.test_views_pages import make_run
 from panel.clusters.models import Cluster
 from panel.pools import services as pool_services
 from tests.browser.conftest import log_in, snapshot, wait_for_htmx
+from tests.browser.run_pages import POINTS_JS, compare_in_history, points_seen_while_running
 
 pytestmark = pytest.mark.integration
 
-POINTS_JS = "Chart.getChart(document.querySelector('#chart-tps')).data.datasets[0].data.length"
 P95_JS = "Chart.getChart(document.querySelector('#chart-latency')).data.datasets[2].data.map(p => p.y)"
 
 
@@ -64,15 +63,7 @@ def test_sysbench_prepare_run_through_a_pool_live_chart_and_compare(
     assert run.engine == "sysbench" and run.pool_name == "txpool"
 
     page.wait_for_function("() => window.Chart && Chart.getChart(document.querySelector('#chart-tps'))")
-    seen_while_running: set[int] = set()
-    deadline = time.monotonic() + 40
-    while time.monotonic() < deadline:
-        status = page.locator("[data-bench-run-charts]").get_attribute("data-status")
-        if status == RunStatus.RUNNING:
-            seen_while_running.add(page.evaluate(POINTS_JS))
-        if page.locator("[data-bench-run-charts][data-done='true']").count():
-            break
-        time.sleep(0.2)
+    seen_while_running = points_seen_while_running(page, seconds=40)
     growth = max(seen_while_running, default=0) - min(seen_while_running, default=0)
     assert growth >= 2, f"only saw {sorted(seen_while_running)} points while the run was running"
     expect(page.locator("#bench-run-live")).to_have_attribute("data-status", "succeeded", timeout=15_000)
@@ -86,11 +77,6 @@ def test_sysbench_prepare_run_through_a_pool_live_chart_and_compare(
     snapshot(page, "sysbench-1-run")
 
     other = make_run(cluster, samples=4, label="pgbench baseline", clients=2)
-    page.goto(f"{live_server.url}{tab}")
-    history = page.locator("#bench-history")
-    history.locator(f"#pick-{run.pk}").check()
-    history.locator(f"#pick-{other.pk}").check()
-    history.get_by_role("button", name="Compare").click()
-    expect(page).to_have_url(re.compile(rf".*{tab}compare/\?run=.*"))
+    compare_in_history(page, live_server.url, tab, run, other)
     expect(page.locator(f".bench-compare-table tr[data-run='{run.pk}']")).to_be_visible()
     expect(page.locator("[data-bench-compare][data-drawn='true']")).to_be_visible()

@@ -7,7 +7,6 @@ import ipaddress
 import shutil
 import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ import pytest
 import redis
 
 from tests import pgserver
+from tests.fixtures.processes import redis_answers
 
 # The interface a test makes when the machine has none but loopback (CI runs as root).
 DUMMY_INTERFACE = "pgpanel-sec0"
@@ -106,16 +106,8 @@ def own_redis(address: str, outside: tuple[int, int]) -> Iterator[OwnRedis]:
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
     client = redis.Redis(host=address, port=port)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail("redis-server did not answer within 10 s")
-            time.sleep(0.05)
+    if not redis_answers(proc, client):
+        pytest.fail("redis-server did not answer within 10 s")
     try:
         yield OwnRedis(address, port, client)
     finally:

@@ -11,9 +11,12 @@ import selectors
 import socket
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
+
+if TYPE_CHECKING:
+    from panel.pools.models import ConnectionPool
 
 
 class _Forwarder:
@@ -86,3 +89,25 @@ def connect_from(source: str, params: dict[str, Any]) -> Iterator[psycopg.Connec
         psycopg.connect(**{**params, "host": "127.0.0.1", "port": port}, autocommit=True) as conn,
     ):
         yield conn
+
+
+def current_user_from(source: str, params: dict[str, Any]) -> str:
+    """The user a connection from ``source`` is logged in as (it fails when the server refuses it)."""
+    with connect_from(source, params) as conn:
+        return conn.execute("SELECT current_user").fetchone()[0]  # type: ignore[index]
+
+
+def pool_params(pool: ConnectionPool) -> dict[str, Any]:
+    """libpq's parameters of a connection pool, as its users connect (TLS, a 5 s timeout)."""
+    from panel.pools import services as pool_services
+
+    details = pool_services.pool_connection_details(pool)
+    return {
+        "host": details.host,
+        "port": details.port,
+        "dbname": details.database,
+        "user": details.user,
+        "password": details.password,
+        "sslmode": "require",
+        "connect_timeout": 5,
+    }

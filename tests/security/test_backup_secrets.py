@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,17 +28,14 @@ from panel.backups.models import JobStatus
 from panel.backups.services import archiving, backups
 from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
+from panel.clusters.tests.conftest import module_cluster_fixture
 from panel.core import runas
 from panel.core.runas import OsUser
-from tests.fixtures.clusters import module_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
 
-@pytest.fixture(scope="module")
-def cluster(django_db_setup: None, django_db_blocker: object) -> Iterator[Cluster]:
-    with module_cluster(django_db_blocker, "bks-owner", "db-bk-secrets") as made:
-        yield made
+cluster = module_cluster_fixture("bks-owner", "db-bk-secrets")
 
 
 def _readable_by(path: Path, user: OsUser, groups: set[int]) -> bool:

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
 
 from panel.clusters.engine import etcd as engine
 from panel.clusters.engine import isolation, patroni
@@ -32,7 +31,7 @@ from panel.clusters.models import Cluster, ClusterMember, MemberRole
 from panel.clusters.services import etcd, ha, ha_files
 from panel.core import runas
 from panel.core.polling import wait_for
-from tests.fixtures.ha_pair import HaPair, lend_ha_pair
+from tests.fixtures.ha_pair import HaPair, lend_to_new_owner
 from tests.security.test_os_isolation import as_user
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
@@ -83,22 +82,16 @@ print(json.dumps({
 def ha_cluster(ha_pair: HaPair, django_db_blocker: Any) -> Iterator[Cluster]:
     """The session's pair, named db-etcd for the module, after a reconciler round (its Patroni
     given its etcd user, authentication on), and another cluster's scope with a ``/config``."""
-    with django_db_blocker.unblock():
-        owner = User.objects.create_user(OWNER, f"{OWNER}@example.com", f"{OWNER}-password-1")
-    try:
-        with lend_ha_pair(ha_pair, django_db_blocker, owner, "db-etcd") as cluster:
-            with django_db_blocker.unblock():
-                engine.put(etcd.client_urls(), OTHER_CONFIG, OTHER_VALUE, etcd.client_files())
-                assert wait_for(lambda: _reconciled(cluster), TIMEOUT, interval=2)
-            try:
-                yield cluster
-            finally:
-                with django_db_blocker.unblock():
-                    etcd.delete_prefix(f"{NAMESPACE}{OTHER_SCOPE}/")
-                    etcd.delete_prefix(_own_key(cluster))
-    finally:
+    with lend_to_new_owner(ha_pair, django_db_blocker, OWNER, "db-etcd") as cluster:
         with django_db_blocker.unblock():
-            User.objects.filter(username=OWNER).delete()
+            engine.put(etcd.client_urls(), OTHER_CONFIG, OTHER_VALUE, etcd.client_files())
+            assert wait_for(lambda: _reconciled(cluster), TIMEOUT, interval=2)
+        try:
+            yield cluster
+        finally:
+            with django_db_blocker.unblock():
+                etcd.delete_prefix(f"{NAMESPACE}{OTHER_SCOPE}/")
+                etcd.delete_prefix(_own_key(cluster))
 
 
 def _reconciled(cluster: Cluster) -> bool:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
-from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -20,17 +19,14 @@ from panel.clusters.engine import dbconn, postgres
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster
 from panel.clusters.services import roles
+from panel.clusters.tests.conftest import module_cluster_fixture
 from panel.managed.services import replication
-from tests.fixtures.clusters import module_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 DENIED = "permission denied to run replication command"
 
 
-@pytest.fixture(scope="module")
-def cluster(django_db_setup: None, django_db_blocker: object) -> Iterator[Cluster]:
-    with module_cluster(django_db_blocker, "repl-tenant", "db-repl") as made:
-        yield made
+cluster = module_cluster_fixture("repl-tenant", "db-repl")
 
 
 def _details(cluster: Cluster, user: str) -> ConnectionDetails:

@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -149,16 +146,6 @@ def test_a_restart_loads_a_guard_that_is_configured_but_not_loaded(local_cluster
 
 
 # --- the build ----------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def fresh_lib(settings) -> Iterator[Path]:
-    """A data directory with no guard built yet (under /tmp, traversable like the real one)."""
-    data_dir = Path(tempfile.mkdtemp(prefix="pgpanel-guard-", dir="/tmp"))
-    data_dir.chmod(0o755)
-    settings.PANEL_DATA_DIR = data_dir
-    yield data_dir / "lib"
-    shutil.rmtree(data_dir, ignore_errors=True)
 
 
 def test_the_guard_is_rebuilt_only_when_its_source_changes(fresh_lib, monkeypatch, tmp_path):

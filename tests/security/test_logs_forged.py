@@ -14,7 +14,6 @@ the reconciler with a reload.
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable, Iterator
 
 import psycopg
@@ -29,6 +28,7 @@ from panel.clusters.services import config, reconciler
 from panel.clusters.tests.conftest import connect_as_client
 from panel.logs import services
 from tests.fixtures.clusters import module_cluster
+from tests.fixtures.people import poll_until
 
 pytestmark = pytest.mark.integration
 
@@ -48,15 +48,8 @@ def local_cluster(cluster: Cluster, db: None) -> Cluster:
     return cluster
 
 
-def poll(predicate: Callable[[], object], what: str, seconds: float = 15) -> object:
-    deadline = time.monotonic() + seconds
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"not within {seconds} s: {what}")
-        time.sleep(0.2)
+def poll(predicate: Callable[[], object], what: str) -> object:
+    return poll_until(predicate, timeout=15, message=what)
 
 
 def tenant_runs(cluster: Cluster, statement: str, dbname: str = "defaultdb") -> None:

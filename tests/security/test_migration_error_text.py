@@ -74,10 +74,7 @@ def test_a_database_error_reaches_the_user_as_a_plain_reason_and_the_log_in_full
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     settings.PANEL_MIGRATION_SOURCE_NETWORKS = ["127.0.0.0/8"]
-    migration = actions.start_migration(
-        local_cluster, host="127.0.0.1", port=logical_source.port, dbname="postgres", username="srcadmin",
-        password=SOURCE_PASSWORD, disable_ssl=True, ignore_dbs=["scratch"], enqueue=False,
-    )  # fmt: skip
+    migration = logical_source.migrate_into(local_cluster)
     with caplog.at_level(logging.WARNING, logger="panel.migrate.services.actions"):
         actions.run_migration(str(migration.pk))
     (passfile,) = source_changes_password
@@ -102,10 +99,7 @@ def test_a_running_migrations_state_hides_the_clusters_socket_when_the_server_is
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     settings.PANEL_MIGRATION_SOURCE_NETWORKS = ["127.0.0.0/8"]
-    migration = actions.start_migration(
-        local_cluster, host="127.0.0.1", port=logical_source.port, dbname="postgres", username="srcadmin",
-        password=SOURCE_PASSWORD, disable_ssl=True, ignore_dbs=["scratch"], enqueue=False,
-    )  # fmt: skip
+    migration = logical_source.migrate_into(local_cluster)
     actions.run_migration(str(migration.pk))
     migration.refresh_from_db()
     assert migration.status == MigrationStatus.RUNNING and migration.subscriptions, migration.error_message

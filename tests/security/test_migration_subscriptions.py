@@ -23,9 +23,9 @@ from psycopg import sql
 
 from panel.clusters.models import Cluster
 from panel.clusters.tests.conftest import connect_as_client, superuser_in
-from panel.migrate.models import MigrationStatus, OnlineMigration
-from panel.migrate.services import actions, cutover, target
-from panel.migrate.tests.conftest import SOURCE_PASSWORD, Source, logical_source  # noqa: F401
+from panel.migrate.models import MigrationStatus
+from panel.migrate.services import cutover, target
+from panel.migrate.tests.conftest import Source, logical_source, run_until_syncing  # noqa: F401
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
 
@@ -167,26 +167,6 @@ def _source_database(source: Source, dbname: str, script: str) -> list[str]:
     return [name for (name,) in others]
 
 
-def _start(cluster: Cluster, source: Source, ignore: list[str]) -> OnlineMigration:
-    return actions.start_migration(
-        cluster, host="127.0.0.1", port=source.port, dbname="postgres", username="srcadmin",
-        password=SOURCE_PASSWORD, disable_ssl=True, ignore_dbs=ignore, enqueue=False,
-    )  # fmt: skip
-
-
-def _syncing(cluster: Cluster, migration: OnlineMigration, wait_until: Callable[..., object]) -> None:
-    actions.run_migration(str(migration.pk))
-    migration.refresh_from_db()
-    assert migration.status == MigrationStatus.RUNNING, migration.error_message
-
-    def synced() -> bool:
-        state = cutover.migration_status(cluster)
-        assert state is not None and state.status in ("running", "syncing"), state
-        return state.status == "syncing"
-
-    wait_until(synced, timeout=120, message="the migration reaches syncing")
-
-
 def _rows(conn: psycopg.Connection) -> list[tuple[Any, ...]]:
     return conn.execute("SELECT * FROM public.items ORDER BY id").fetchall()
 
@@ -206,7 +186,7 @@ def test_a_trigger_fired_by_the_apply_cannot_touch_the_subscription_nor_the_serv
     settings.PANEL_MIGRATION_SOURCE_NETWORKS = ["127.0.0.0/8"]
     cluster = shared_local_cluster
     ignore = _source_database(logical_source, "hijacked", TABLES)
-    migration = _start(cluster, logical_source, ignore)
+    migration = logical_source.migrate_into(cluster, ignore)
     passfile = str(target.passfile(cluster, migration.name))
     conninfo = (
         f"host=127.0.0.1 port={fake_server.port} user=pgpanel dbname=postgres sslmode=disable "
@@ -218,7 +198,7 @@ def test_a_trigger_fired_by_the_apply_cannot_touch_the_subscription_nor_the_serv
                 "{passfile}", sql.Literal(passfile).as_string(conn)
             )
         )
-    _syncing(cluster, migration, wait_until)
+    run_until_syncing(cluster, migration, wait_until)
     before = _conninfo(cluster, "hijacked")
     assert len(before) == 1
 
@@ -266,8 +246,8 @@ def test_a_source_with_ordinary_triggers_migrates_every_change_and_cuts_over(
     with logical_source.connect("ordinary") as conn:
         conn.execute("CREATE TABLE public.scratch (id int PRIMARY KEY)")
         conn.execute("INSERT INTO public.scratch SELECT generate_series(1, 50)")
-    migration = _start(cluster, logical_source, ignore)
-    _syncing(cluster, migration, wait_until)
+    migration = logical_source.migrate_into(cluster, ignore)
+    run_until_syncing(cluster, migration, wait_until)
 
     # Inserts, updates (a BEFORE trigger on the source changes the row), deletes and a TRUNCATE:
     # each needs its own right on the cluster's table.

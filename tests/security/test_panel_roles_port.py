@@ -25,14 +25,12 @@ from typing import Any
 import psycopg
 import pytest
 from django.conf import settings
-from django.contrib.auth.models import User
 
 from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster, MemberRole
 from panel.clusters.services import ha, members
-from panel.clusters.tests.conftest import client_params
-from tests.fixtures.clusters import module_cluster
-from tests.fixtures.ha_pair import HaPair, lend_ha_pair
+from panel.clusters.tests.conftest import client_params, module_cluster_fixture
+from tests.fixtures.ha_pair import HaPair, lend_to_new_owner
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
@@ -71,20 +69,11 @@ def _refused_by_hba(cluster: Cluster, port: int) -> None:
 
 @pytest.fixture(scope="module")
 def ha_cluster(ha_pair: HaPair, django_db_blocker: Any) -> Iterator[Cluster]:
-    with django_db_blocker.unblock():
-        owner = User.objects.create_user(OWNER, "hba-owner@example.com", "hba-owner-password-1")
-    try:
-        with lend_ha_pair(ha_pair, django_db_blocker, owner, "db-hba") as cluster:
-            yield cluster
-    finally:
-        with django_db_blocker.unblock():
-            User.objects.filter(username=OWNER).delete()
-
-
-@pytest.fixture(scope="module")
-def one_member(django_db_setup: None, django_db_blocker: Any) -> Iterator[Cluster]:
-    with module_cluster(django_db_blocker, "hba-one-owner", "db-hba-one") as cluster:
+    with lend_to_new_owner(ha_pair, django_db_blocker, OWNER, "db-hba") as cluster:
         yield cluster
+
+
+one_member = module_cluster_fixture("hba-one-owner", "db-hba-one")
 
 
 def _doadmin_in(cluster: Cluster, port: int) -> bool:

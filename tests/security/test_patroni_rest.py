@@ -17,13 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
 
 from panel.clusters.engine import dbconn, patroni, postgres
 from panel.clusters.models import Cluster
 from panel.clusters.services import ha, ha_files, members, membership
 from panel.core.polling import wait_for
-from tests.fixtures.ha_pair import HaPair, lend_ha_pair
+from tests.fixtures.ha_pair import HaPair, lend_to_new_owner
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
@@ -36,14 +35,8 @@ def ha_cluster(ha_pair: HaPair, django_db_blocker: Any) -> Iterator[Cluster]:
     """The session's two-member db-s-1vcpu-2gb cluster, named db-rest for the module, both
     members streaming (a loan puts member-1 back as the primary and leaves nothing of this
     module's on it: the switchover is undone, the PATCH sent back, the credentials written in)."""
-    with django_db_blocker.unblock():
-        owner = User.objects.create_user(OWNER, "rest-owner@example.com", "rest-owner-password-1")
-    try:
-        with lend_ha_pair(ha_pair, django_db_blocker, owner, "db-rest") as cluster:
-            yield cluster
-    finally:
-        with django_db_blocker.unblock():
-            User.objects.filter(username=OWNER).delete()
+    with lend_to_new_owner(ha_pair, django_db_blocker, OWNER, "db-rest") as cluster:
+        yield cluster
 
 
 def _leader(cluster: Cluster) -> Any:

@@ -22,14 +22,13 @@ from typing import Any
 
 import pytest
 from django.conf import settings
-from django.contrib.auth.models import User
 
 from panel.backups.engine import runner as engine
 from panel.clusters.engine import dbconn, patroni
 from panel.clusters.models import Cluster
 from panel.clusters.services import ha, ha_files, ha_roles, reconciler
 from panel.core import runas
-from tests.fixtures.ha_pair import HaPair, lend_ha_pair
+from tests.fixtures.ha_pair import HaPair, lend_to_new_owner
 from tests.security.test_backup_secrets import _files_holding, _named_by_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
@@ -40,14 +39,8 @@ TIMEOUT = 120
 
 @pytest.fixture(scope="module")
 def ha_cluster(ha_pair: HaPair, django_db_blocker: Any) -> Iterator[Cluster]:
-    with django_db_blocker.unblock():
-        owner = User.objects.create_user(OWNER, "pts-owner@example.com", "pts-owner-password-1")
-    try:
-        with lend_ha_pair(ha_pair, django_db_blocker, owner, "db-pts") as cluster:
-            yield cluster
-    finally:
-        with django_db_blocker.unblock():
-            User.objects.filter(username=OWNER).delete()
+    with lend_to_new_owner(ha_pair, django_db_blocker, OWNER, "db-pts") as cluster:
+        yield cluster
 
 
 def _roots(cluster: Cluster) -> list[Any]:

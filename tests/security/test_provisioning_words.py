@@ -9,9 +9,6 @@ creation that works still ends online with no banner.
 from __future__ import annotations
 
 import shutil
-import tempfile
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -22,16 +19,6 @@ from panel.clusters.engine import guard, postgres
 from panel.clusters.models import ClusterStatus
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def fresh_lib(settings) -> Iterator[Path]:
-    """A data directory with no guard built yet (under /tmp, traversable like the real one)."""
-    data_dir = Path(tempfile.mkdtemp(prefix="pgpanel-words-", dir="/tmp"))
-    data_dir.chmod(0o755)
-    settings.PANEL_DATA_DIR = data_dir
-    yield data_dir / "lib"
-    shutil.rmtree(data_dir, ignore_errors=True)
 
 
 def test_a_failing_step_shows_which_step_and_keeps_the_tool_output_in_the_log(

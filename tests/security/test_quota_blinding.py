@@ -11,53 +11,26 @@ still measured).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
-import psycopg
 import pytest
 from psycopg import errors, sql
 
-from panel.clusters import services
 from panel.clusters.engine import dbconn
-from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster
-from panel.clusters.services import roles
 from panel.quotas import services as quotas
 from panel.quotas.lib import blindness
 from panel.quotas.models import Quota, QuotaKind, QuotaState
 from panel.quotas.services import enforce
-from tests.fixtures.clusters import module_cluster
+from tests.fixtures.tenants import Tenant, lift_quotas, tenant_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 MB = 1024**2
 DB = "qt"
 
 
-@dataclass(frozen=True)
-class Tenant:
-    cluster: Cluster
-    admin: ConnectionDetails
-    app: ConnectionDetails
-
-    def connect(self, database: str = DB, *, as_app: bool = False) -> psycopg.Connection:
-        d = self.app if as_app else self.admin
-        uri = ConnectionDetails(d.user, d.password, d.host, d.port, database, d.sslmode).uri()
-        return psycopg.connect(uri, autocommit=True, connect_timeout=10)
-
-
 @pytest.fixture(scope="module")
 def tenant(django_db_setup: None, django_db_blocker: object) -> Iterator[Tenant]:
-    with module_cluster(django_db_blocker, "quota-blind", "db-quota-blind") as cluster:
-        with django_db_blocker.unblock():  # type: ignore[attr-defined]
-            roles.add_database(cluster, DB)
-            roles.add_user(cluster, "app")
-            found = Tenant(
-                cluster,
-                services.connection_details(cluster),
-                services.connection_details(cluster, user="app"),
-            )
-        with found.connect() as conn:
-            conn.execute("GRANT CREATE ON SCHEMA public TO app")
+    with tenant_cluster(django_db_blocker, "quota-blind", "db-quota-blind", [DB], database=DB) as found:
         with found.connect(as_app=True) as conn:
             conn.execute("CREATE TABLE big (id int, pad text)")
             # About 3 MB the role owns, over a 1 MB quota.
@@ -69,8 +42,7 @@ def tenant(django_db_setup: None, django_db_blocker: object) -> Iterator[Tenant]
 def clean(tenant: Tenant) -> Iterator[Tenant]:
     """Each test leaves no quota, no write stop and no database setting behind."""
     yield tenant
-    Quota.objects.filter(cluster=tenant.cluster).delete()
-    enforce.write_and_reload(tenant.cluster, [], [])
+    lift_quotas(tenant)
     with dbconn.admin_connection(tenant.cluster) as conn:
         conn.execute(sql.SQL("ALTER DATABASE {} RESET ALL").format(sql.Identifier(DB)))
         conn.execute(sql.SQL("ALTER DATABASE {} CONNECTION LIMIT -1").format(sql.Identifier(DB)))

@@ -15,7 +15,6 @@ import os
 import secrets
 import shutil
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,23 +25,14 @@ from panel.backups.lib import pgbackrest
 from panel.backups.models import JobStatus
 from panel.backups.services import backups
 from panel.clusters.models import Cluster
-from panel.clusters.tests.conftest import connect_as_client
+from panel.clusters.tests.conftest import connect_as_client, module_cluster_fixture, refreshed_fixture
 from panel.core.runas import EngineError
-from tests.fixtures.clusters import module_cluster
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def source(django_db_setup: None, django_db_blocker: object) -> Iterator[Cluster]:
-    with module_cluster(django_db_blocker, "rs-owner", "rs-source") as made:
-        yield made
-
-
-@pytest.fixture
-def fresh(source: Cluster, db: None) -> Cluster:
-    source.refresh_from_db()
-    return source
+source = module_cluster_fixture("rs-owner", "rs-source")
+fresh = refreshed_fixture("source")
 
 
 def test_pgbackrest_restores_as_the_source_clusters_user_and_root_follows_no_planted_link(

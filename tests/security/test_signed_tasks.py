@@ -15,7 +15,6 @@ import base64
 import json
 import secrets
 import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +28,7 @@ from django.conf import settings
 
 from panel import signing
 from panel.core import taskqueue
-from tests.fixtures.processes import start_celery_worker
+from tests.fixtures.processes import start_celery_worker, wait_for_log
 
 pytestmark = pytest.mark.integration
 
@@ -85,18 +84,6 @@ def raw_message(queue: str, task_id: str, content_type: str, body: bytes) -> str
     )
 
 
-def wait_for_line(log: Path, *needles: str, seconds: float = 20) -> str:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        text = log.read_text(errors="replace")
-        if all(needle in text for needle in needles):
-            return text
-        time.sleep(0.2)
-    pytest.fail(
-        f"not in the worker's log within {seconds} s: {needles}\n{log.read_text(errors='replace')[-3000:]}"
-    )
-
-
 def test_a_task_not_signed_by_the_panel_is_refused_and_the_panels_runs(
     worker: tuple[str, Path], redis_server: str, tmp_path: Path
 ) -> None:
@@ -116,7 +103,7 @@ def test_a_task_not_signed_by_the_panel_is_refused_and_the_panels_runs(
 
     # The legitimate action beside it: the panel's own message, sent after both, runs.
     sent = taskqueue.send(TASK, [], queue=queue)
-    text = wait_for_line(log, f"{TASK}[{sent.id}] succeeded")
+    text = wait_for_log(log, f"{TASK}[{sent.id}] succeeded", seconds=20)
     assert f"{TASK}[{sent.id}] received" in text
     for task_id in (forged, signed_elsewhere):  # never received, let alone run
         assert f"{TASK}[{task_id}] received" not in text and f"{TASK}[{task_id}] succeeded" not in text

@@ -29,7 +29,7 @@ from django.test import Client
 from panel.api import services as api_services
 from panel.api.models import Scope
 from panel.clusters.models import Cluster, Node
-from panel.clusters.tests.conftest import connect_as_client
+from panel.clusters.tests.conftest import connect_as_client, module_cluster_fixture, refreshed_fixture
 from panel.core.errors import ServiceError
 from panel.logs import services as logs
 from panel.logsink.models import LogSink
@@ -40,7 +40,6 @@ from panel.migrate.models import OnlineMigration
 from panel.migrate.services import actions
 from panel.migrate.services import source as remote
 from tests import pgserver
-from tests.fixtures.clusters import module_cluster
 from tests.security import ownaddress
 from tests.security.ownaddress import OwnRedis, own_address, own_redis
 
@@ -56,16 +55,8 @@ def address() -> Iterator[str]:
         yield found
 
 
-@pytest.fixture(scope="module")
-def cluster(django_db_setup: None, django_db_blocker: object) -> Iterator[Cluster]:
-    with module_cluster(django_db_blocker, "sink-dest", "sink-dest") as made:
-        yield made
-
-
-@pytest.fixture
-def tenant_cluster(cluster: Cluster, db: None) -> Cluster:
-    cluster.refresh_from_db()
-    return cluster
+cluster = module_cluster_fixture("sink-dest", "sink-dest")
+tenant_cluster = refreshed_fixture("cluster")
 
 
 @pytest.fixture

@@ -36,7 +36,7 @@ from panel import signing
 from panel.celery import app
 from panel.clusters import tasks as cluster_tasks
 from panel.core import taskqueue
-from tests.fixtures.processes import start_celery_worker
+from tests.fixtures.processes import start_celery_worker, wait_for_log
 
 pytestmark = pytest.mark.integration
 
@@ -93,18 +93,6 @@ def push(broker: redis.Redis, queue: str, message: dict[str, Any]) -> None:
     broker.lpush(queue, json.dumps(message))
 
 
-def wait_for_lines(log: Path, *needles: str, seconds: float = 30) -> str:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        text = log.read_text(errors="replace")
-        if all(needle in text for needle in needles):
-            return text
-        time.sleep(0.2)
-    pytest.fail(
-        f"not in the worker's log within {seconds} s: {needles}\n{log.read_text(errors='replace')[-4000:]}"
-    )
-
-
 def succeeded(text: str, name: str, task_id: str) -> int:
     return len(re.findall(rf"{re.escape(name)}\[{re.escape(task_id)}\] succeeded", text))
 
@@ -117,7 +105,7 @@ def after_all(worker: Worker) -> str:
     """The worker's log once the panel's own message, sent last, ran: everything pushed before
     it was taken (one process or thread takes them in order)."""
     last = taskqueue.send(TASK, [], queue=worker.queue).id
-    return wait_for_lines(worker.log, f"{TASK}[{last}] succeeded")
+    return wait_for_log(worker.log, f"{TASK}[{last}] succeeded")
 
 
 def test_an_expired_message_pushed_again_without_its_expiry_is_refused(
@@ -195,7 +183,7 @@ def test_the_panels_own_ways_of_sending_still_run(worker: Worker) -> None:
     limited = taskqueue.send(TASK, [], queue=queue, soft_time_limit=60, time_limit=90).id
     retried = str(uuid.uuid4())
     taskqueue.send(TASK, [], queue=queue, task_id=retried)
-    wait_for_lines(worker.log, f"{TASK}[{retried}] succeeded")
+    wait_for_log(worker.log, f"{TASK}[{retried}] succeeded")
     # Celery's own Task.retry, as the worker's process calls it inside that task.
     task = cluster_tasks.reconcile
     task.push_request(
@@ -214,7 +202,7 @@ def test_the_panels_own_ways_of_sending_still_run(worker: Worker) -> None:
         app.signature(TASK, immutable=True, queue=queue), app.signature(TASK, immutable=True, queue=queue)
     ).apply_async()
     ids = [plain, expiring, later, limited, steps.parent.id, steps.id]
-    wait_for_lines(worker.log, *(f"{TASK}[{task_id}] succeeded" for task_id in ids))
+    wait_for_log(worker.log, *(f"{TASK}[{task_id}] succeeded" for task_id in ids))
     deadline = time.monotonic() + 30  # the retry waits for its ETA
     while succeeded(text := worker.log.read_text(errors="replace"), TASK, retried) < 2:
         assert time.monotonic() < deadline, text[-4000:]

@@ -29,7 +29,7 @@ from panel.pools.engine.disk import bouncer_files
 from panel.pools.engine.rendering import get_pooler
 from panel.pools.models import ConnectionPool
 from tests.fixtures.clusters import module_cluster
-from tests.security.sourced import connect_from
+from tests.security.sourced import current_user_from, pool_params
 
 pytestmark = pytest.mark.integration
 
@@ -182,30 +182,16 @@ def test_a_client_is_judged_by_its_own_address(firewalled: Firewalled) -> None:
     """The assertion of the cluster with standbys (``test_trusted_sources_ha.py``) on one member:
     clients bound to 127.0.0.2 (trusted) and 127.0.0.3 (not) on the server's and the pool's port."""
     cluster, pool = firewalled.cluster, firewalled.pool
-    details = pool_services.pool_connection_details(pool)
-    pool_params = {
-        "host": details.host,
-        "port": details.port,
-        "dbname": details.database,
-        "user": details.user,
-        "password": details.password,
-        "sslmode": "require",
-        "connect_timeout": 5,
-    }
-
-    def who(source: str, params: dict[str, Any]) -> str:
-        with connect_from(source, params) as conn:
-            return conn.execute("SELECT current_user").fetchone()[0]  # type: ignore[index]
-
+    through_pool = pool_params(pool)
     try:
         firewall.set_trusted_sources(cluster, ["127.0.0.2"])
-        assert who("127.0.0.2", client_params(cluster)) == "doadmin"
-        assert who("127.0.0.2", pool_params) == "doadmin"
+        assert current_user_from("127.0.0.2", client_params(cluster)) == "doadmin"
+        assert current_user_from("127.0.0.2", through_pool) == "doadmin"
         with pytest.raises(psycopg.OperationalError, match=r'no pg_hba\.conf entry for host "127\.0\.0\.3"'):
-            who("127.0.0.3", client_params(cluster))
+            current_user_from("127.0.0.3", client_params(cluster))
         with pytest.raises(psycopg.OperationalError, match="login rejected"):
-            who("127.0.0.3", pool_params)
+            current_user_from("127.0.0.3", through_pool)
     finally:
         firewall.set_trusted_sources(cluster, [])
-    assert who("127.0.0.3", client_params(cluster)) == "doadmin"
-    assert who("127.0.0.3", pool_params) == "doadmin"
+    assert current_user_from("127.0.0.3", client_params(cluster)) == "doadmin"
+    assert current_user_from("127.0.0.3", through_pool) == "doadmin"

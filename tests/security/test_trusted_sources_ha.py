@@ -18,15 +18,14 @@ from typing import Any
 
 import psycopg
 import pytest
-from django.contrib.auth.models import User
 
 from panel.clusters.models import Cluster, TrustedSource
 from panel.clusters.services import firewall, ha, reconciler
 from panel.clusters.tests.conftest import client_params
 from panel.pools import services as pool_services
 from panel.pools.models import ConnectionPool
-from tests.fixtures.ha_pair import HaPair, lend_ha_pair
-from tests.security.sourced import connect_from
+from tests.fixtures.ha_pair import HaPair, lend_to_new_owner
+from tests.security.sourced import connect_from, current_user_from, pool_params
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
@@ -39,16 +38,10 @@ TIMEOUT = 60
 def ha_cluster(ha_pair: HaPair, django_db_blocker: Any) -> Iterator[tuple[Cluster, ConnectionPool]]:
     """The session's two-member db-s-1vcpu-2gb cluster, named db-haf for the module, both members
     streaming, and a pool (deleted after the module, as the loan wants)."""
-    with django_db_blocker.unblock():
-        owner = User.objects.create_user(OWNER, "haf-owner@example.com", "haf-owner-password-1")
-    try:
-        with lend_ha_pair(ha_pair, django_db_blocker, owner, "db-haf") as cluster:
-            with django_db_blocker.unblock():
-                pool = pool_services.create_pool(cluster, "haf-pool", "defaultdb", None, "transaction", 2)
-            yield cluster, pool
-    finally:
+    with lend_to_new_owner(ha_pair, django_db_blocker, OWNER, "db-haf") as cluster:
         with django_db_blocker.unblock():
-            User.objects.filter(username=OWNER).delete()
+            pool = pool_services.create_pool(cluster, "haf-pool", "defaultdb", None, "transaction", 2)
+        yield cluster, pool
 
 
 def _params(cluster: Cluster, port: int) -> dict[str, Any]:
@@ -66,21 +59,6 @@ def _refused(source: str, cluster: Cluster, port: int) -> str:
     with pytest.raises(psycopg.OperationalError) as caught:
         _recovery(source, cluster, port)
     return str(caught.value)
-
-
-def _pool_user(source: str, pool: ConnectionPool) -> str:
-    details = pool_services.pool_connection_details(pool)
-    params = {
-        "host": details.host,
-        "port": details.port,
-        "dbname": details.database,
-        "user": details.user,
-        "password": details.password,
-        "sslmode": "require",
-        "connect_timeout": 5,
-    }
-    with connect_from(source, params) as conn:
-        return conn.execute("SELECT current_user").fetchone()[0]  # type: ignore[index]
 
 
 def _alive(conn: psycopg.Connection) -> bool:
@@ -116,9 +94,9 @@ def test_trusted_sources_hold_on_the_primary_and_the_standby_port(
         for port in cluster.members.values_list("port", flat=True):
             assert f'no pg_hba.conf entry for host "{OTHER}"' in _refused(OTHER, cluster, port)
         # PgBouncer sees its clients' own addresses: its hba file applies the same sources.
-        assert _pool_user(TRUSTED, pool) == "doadmin"
+        assert current_user_from(TRUSTED, pool_params(pool)) == "doadmin"
         with pytest.raises(psycopg.OperationalError, match="login rejected"):
-            _pool_user(OTHER, pool)
+            current_user_from(OTHER, pool_params(pool))
         # HAProxy was reloaded, not restarted: the allowed client's sessions go on; the other's
         # was ended.
         assert all(_alive(conn) for conn in kept)
@@ -141,7 +119,7 @@ def test_trusted_sources_hold_on_the_primary_and_the_standby_port(
         for source in (TRUSTED, OTHER):
             assert _recovery(source, cluster, primary) is False
             assert _recovery(source, cluster, standby) is True
-        assert _pool_user(OTHER, pool) == "doadmin"
+        assert current_user_from(OTHER, pool_params(pool)) == "doadmin"
     assert cluster.events.filter(kind="trusted-sources").count() == 3
 
 

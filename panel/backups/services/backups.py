@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from django.conf import settings
+from django.db.models import Model
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -73,17 +75,19 @@ def request_backup(cluster: Cluster, backup_type: str = "full", *, scheduled: bo
     job = BackupJob.objects.create(
         cluster=cluster, kind=JobKind.BACKUP, backup_type=backup_type, scheduled=scheduled
     )
-    try:
-        enqueue_task(
-            "panel.backups.tasks.backup",
-            str(job.pk),
-            queue=cluster.backups_queue,  # long work, apart from control work and tenants' benchmarks
-            time_limit=settings.PANEL_BACKUP_TIMEOUT,
-        )
-    except ServiceError:
-        job.delete()
-        raise
+    enqueue_job("panel.backups.tasks.backup", job, cluster, made=[job])
     return job
+
+
+def enqueue_job(task: str, job: BackupJob, cluster: Cluster, *, made: Sequence[Model]) -> None:
+    """Hand ``job`` to ``cluster``'s node, on its queue for long work (apart from control work and
+    tenants' benchmarks); when the queue refuses, the rows ``made`` for it go again."""
+    try:
+        enqueue_task(task, str(job.pk), queue=cluster.backups_queue, time_limit=settings.PANEL_BACKUP_TIMEOUT)
+    except ServiceError:
+        for row in made:
+            row.delete()
+        raise
 
 
 def create_backup(cluster: Cluster, backup_type: str = "full") -> BackupJob:

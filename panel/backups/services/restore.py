@@ -19,7 +19,6 @@ import datetime as dt
 import logging
 from typing import NotRequired, TypedDict, Unpack
 
-from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
@@ -28,7 +27,7 @@ from django.utils.translation import gettext as _
 from panel.backups.engine import runner as engine
 from panel.backups.lib import pgbackrest
 from panel.backups.models import BackupJob, JobKind, RestoreOrigin
-from panel.backups.services.backups import active_job, page
+from panel.backups.services.backups import active_job, enqueue_job, page
 from panel.backups.services.restore_steps import run_steps
 from panel.clusters.engine import dbconn, postgres
 from panel.clusters.lib.plans import require_plan
@@ -36,7 +35,6 @@ from panel.clusters.models import Cluster, ClusterStatus, EventLevel
 from panel.clusters.services import create_cluster, failures, lifecycle
 from panel.core.errors import N_, Message, ServiceError, When, message_to_text
 from panel.core.runas import EngineError
-from panel.core.taskqueue import enqueue_task
 
 log = logging.getLogger(__name__)
 
@@ -137,17 +135,7 @@ def request_restore(source: Cluster, owner: User, **request: Unpack[Request]) ->
     """The web's and the API's way: checked and recorded here, restored by the node's worker."""
     job = prepare_restore(source, owner, **request)
     new = Cluster.objects.get(owner=owner, name=request["name"])
-    try:
-        enqueue_task(
-            "panel.backups.tasks.restore",
-            str(job.pk),
-            queue=source.backups_queue,  # long work, apart from control work and tenants' benchmarks
-            time_limit=settings.PANEL_BACKUP_TIMEOUT,
-        )
-    except ServiceError:
-        new.delete()
-        job.delete()
-        raise
+    enqueue_job("panel.backups.tasks.restore", job, source, made=[new, job])
     return new
 
 

@@ -46,13 +46,17 @@ def _kind_value(kind: str, values: dict[tuple[str, str], float]) -> float | None
 # --- rules ------------------------------------------------------------------------------------------
 
 
+def _refused(sentence: str, field: str, code: str, **params: object) -> ServiceError:
+    return ServiceError(sentence, field, code=code, params=params)
+
+
 def _number(value: object, field: str) -> float:
     try:
         number = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        raise ServiceError(N_("Enter a number."), field, code="alert.number_invalid", params={}) from None
+        raise _refused(N_("Enter a number."), field, "alert.number_invalid") from None
     if not math.isfinite(number):  # "nan", "inf", "1e400"
-        raise ServiceError(N_("Enter a number."), field, code="alert.number_invalid", params={})
+        raise _refused(N_("Enter a number."), field, "alert.number_invalid")
     return number
 
 
@@ -67,45 +71,34 @@ def save_rule(
 ) -> AlertRule:
     """Create or replace the cluster's rule of ``kind``; ServiceError names the field at fault."""
     if kind not in AlertKind.values:
-        raise ServiceError(N_("Unknown alert kind."), "kind", code="alert.kind_unknown", params={})
+        raise _refused(N_("Unknown alert kind."), "kind", "alert.kind_unknown")
     if kind in AlertKind.HOST_ONLY and not cluster.is_local:
-        raise ServiceError(
+        raise _refused(
             N_("CPU and disk figures exist only for clusters provisioned here."),
             "kind",
-            code="alert.host_metrics_unavailable",
-            params={},
+            "alert.host_metrics_unavailable",
         )
     value = _number(threshold, "threshold")
     if kind in AlertKind.PERCENTS and not 1 <= value <= 100:
-        raise ServiceError(
-            N_("Enter a percentage between 1 and 100."),
-            "threshold",
-            code="alert.percent_out_of_range",
-            params={},
-        )
+        raise _refused(N_("Enter a percentage between 1 and 100."), "threshold", "alert.percent_out_of_range")
     if kind == AlertKind.POOL_WAITING_CLIENTS and (value < 1 or value != int(value)):
-        raise ServiceError(
-            N_("Enter a whole number of clients, at least 1."),
-            "threshold",
-            code="alert.clients_invalid",
-            params={},
+        raise _refused(
+            N_("Enter a whole number of clients, at least 1."), "threshold", "alert.clients_invalid"
         )
     duration = _number(duration_seconds, "duration_seconds")
     if duration != int(duration) or not 0 <= duration <= MAX_DURATION:
-        raise ServiceError(
+        raise _refused(
             N_("Enter a duration between 0 and %(max)d seconds."),
             "duration_seconds",
-            code="alert.duration_out_of_range",
-            params={"max": MAX_DURATION},
+            "alert.duration_out_of_range",
+            max=MAX_DURATION,
         )
     email = (email or "").strip()
     if email:
         try:
             validate_email(email)
         except ValidationError:
-            raise ServiceError(
-                N_("Enter a valid email address."), "email", code="alert.email_invalid", params={}
-            ) from None
+            raise _refused(N_("Enter a valid email address."), "email", "alert.email_invalid") from None
     with transaction.atomic():
         rule, _created = AlertRule.objects.update_or_create(
             cluster=cluster,

@@ -189,10 +189,8 @@ def reset_statements(cluster: Cluster) -> StatementsState:
         with dbconn.admin_connection(cluster) as conn:
             conn.execute("SELECT public.pg_stat_statements_reset()")
     except dbconn.DatabaseError as exc:
-        raise ServiceError(
-            N_("The statistics could not be reset: %(reason)s"),
-            code="queries.reset_failed",
-            params={"reason": exc},
+        raise ServiceError.because(
+            N_("The statistics could not be reset: %(reason)s"), "queries.reset_failed", exc
         ) from None
     now = timezone.now()
     state, _created = StatementsState.objects.get_or_create(

@@ -23,6 +23,7 @@ from panel.clusters.services import config, roles
 from panel.clusters.tests.conftest import connect_as_client, module_cluster_fixture
 from panel.logs import services
 from panel.pools import services as pools
+from tests.fixtures.people import poll_until
 
 pytestmark = pytest.mark.integration
 
@@ -48,14 +49,7 @@ def owner_of(fresh: Cluster) -> Client:
 def poll(predicate: Callable[[], object], what: str) -> object:
     """``predicate``'s first truthy answer within POLL_SECONDS (the logging collector writes
     asynchronously), or the test fails saying ``what``."""
-    deadline = time.monotonic() + POLL_SECONDS
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"not within {POLL_SECONDS} s: {what}")
-        time.sleep(0.2)
+    return poll_until(predicate, timeout=POLL_SECONDS, message=what)
 
 
 def tenant_runs(cluster: Cluster, statement: str) -> None:

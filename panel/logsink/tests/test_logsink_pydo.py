@@ -16,17 +16,12 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from azure.core.credentials import AzureKeyCredential
 from azure.core.exceptions import HttpResponseError
-from azure.core.pipeline.policies import AzureKeyCredentialPolicy
 from django.conf import settings as django_settings
 from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import translation
-from pydo import Client as Pydo
 
-from panel.api import services
-from panel.api.models import Scope
 from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
 from panel.clusters.services import delete_cluster
@@ -38,6 +33,7 @@ from panel.logsink.tests.conftest import BulkServer, Rsyslog
 from panel.pools import services as pools
 from tests.fixtures.clusters import make_local_cluster
 from tests.fixtures.processes import start_celery_worker
+from tests.fixtures.pydo import owner_client
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
 
@@ -69,11 +65,6 @@ def forwarding_worker(redis_server: str, monkeypatch: pytest.MonkeyPatch) -> Ite
     proc.wait(timeout=20)
 
 
-def pydo_client(endpoint: str, token: str) -> Pydo:
-    policy = AzureKeyCredentialPolicy(AzureKeyCredential(token), "Authorization", prefix="Bearer")
-    return Pydo(token, endpoint=endpoint, authentication_policy=policy, retry_total=0)
-
-
 def forward_round() -> None:
     """One forwarding round, run by the worker: the task the beat's fan-out sends every node."""
     taskqueue.send("panel.logsink.tasks.forward", [], queue=QUEUE)
@@ -91,8 +82,7 @@ def test_pydo_manages_sinks_and_rsyslog_receives_the_clusters_records(
     wait_until: Callable[..., object],
 ) -> None:
     settings.PANEL_LOGSINK_TARGET_NETWORKS = ["127.0.0.0/8"]  # type: ignore[attr-defined]
-    token = services.create_token(local_cluster.owner, "pydo", [scope.value for scope in Scope])[1]
-    client = pydo_client(live_server.url, token)  # type: ignore[attr-defined]
+    client = owner_client(live_server.url, local_cluster.owner)  # type: ignore[attr-defined]
     uuid = str(local_cluster.pk)
     syslog_config = {"server": "127.0.0.1", "port": rsyslog.port, "tls": False, "format": "rfc5424"}
     created = client.databases.create_logsink(

@@ -3,13 +3,18 @@ wal_level = logical holding a ``shop`` database, one without."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
 
 from tests import pgserver
+
+if TYPE_CHECKING:
+    from panel.clusters.models import Cluster
+    from panel.migrate.models import OnlineMigration
 
 SOURCE_PASSWORD = "src-pass:with\\odd'chars"
 READER_PASSWORD = "reader-password-1"
@@ -25,6 +30,35 @@ class Source:
         return psycopg.connect(
             host=self.socket_dir, port=self.port, user="srcadmin", dbname=dbname, autocommit=True
         )
+
+    def migrate_into(self, cluster: Cluster, ignore: Sequence[str] = ("scratch",)) -> OnlineMigration:
+        """An online migration of this server into ``cluster`` (started, not run), as srcadmin
+        over loopback without TLS, leaving ``ignore`` out."""
+        from panel.migrate.services import actions
+
+        return actions.start_migration(
+            cluster, host="127.0.0.1", port=self.port, dbname="postgres", username="srcadmin",
+            password=SOURCE_PASSWORD, disable_ssl=True, ignore_dbs=list(ignore), enqueue=False,
+        )  # fmt: skip
+
+
+def run_until_syncing(
+    cluster: Cluster, migration: OnlineMigration, wait_until: Callable[..., object]
+) -> None:
+    """Run a started migration (schema copy, subscriptions) and wait until it says it is syncing."""
+    from panel.migrate.models import MigrationStatus
+    from panel.migrate.services import actions, cutover
+
+    actions.run_migration(str(migration.pk))
+    migration.refresh_from_db()
+    assert migration.status == MigrationStatus.RUNNING, migration.error_message
+
+    def synced() -> bool:
+        state = cutover.migration_status(cluster)
+        assert state is not None and state.status in ("running", "syncing"), state
+        return state.status == "syncing"
+
+    wait_until(synced, timeout=120, message="the migration reaches syncing")
 
 
 def _server(settings_text: str, prefix: str) -> Iterator[Source]:

@@ -13,18 +13,11 @@ import pytest
 from panel.clusters.models import Cluster
 from panel.clusters.services import roles
 from panel.clusters.tests.conftest import connect_as_client
-from panel.migrate.models import MigrationStatus, OnlineMigration
+from panel.migrate.models import MigrationStatus
 from panel.migrate.services import actions, cutover
-from panel.migrate.tests.conftest import SOURCE_PASSWORD, Source
+from panel.migrate.tests.conftest import Source
 
 pytestmark = pytest.mark.integration
-
-
-def _start(cluster: Cluster, source: Source) -> OnlineMigration:
-    return actions.start_migration(
-        cluster, host="127.0.0.1", port=source.port, dbname="postgres", username="srcadmin",
-        password=SOURCE_PASSWORD, disable_ssl=True, ignore_dbs=["scratch"], enqueue=False,
-    )  # fmt: skip
 
 
 def test_a_schema_copy_that_fails_says_why_without_a_path(
@@ -36,7 +29,7 @@ def test_a_schema_copy_that_fails_says_why_without_a_path(
     try:
         with connect_as_client(cluster, dbname="shop", autocommit=True) as conn:
             conn.execute("CREATE TABLE public.items (id int)")  # the source's table, already here
-        migration = _start(cluster, logical_source)
+        migration = logical_source.migrate_into(cluster)
         actions.run_migration(str(migration.pk))
         migration.refresh_from_db()
         assert migration.status == MigrationStatus.ERROR
@@ -49,7 +42,7 @@ def test_a_schema_copy_that_fails_says_why_without_a_path(
         # Beside it: the table gone, the same migration copies the schema and subscribes.
         with connect_as_client(cluster, dbname="shop", autocommit=True) as conn:
             conn.execute("DROP TABLE public.items")
-        migration = _start(cluster, logical_source)
+        migration = logical_source.migrate_into(cluster)
         actions.run_migration(str(migration.pk))
         migration.refresh_from_db()
         assert migration.status in (MigrationStatus.RUNNING, MigrationStatus.SYNCING), migration.error_message

@@ -20,8 +20,8 @@ from panel.clusters.tests.conftest import connect_as_client, make_cluster_row
 from panel.core.errors import ServiceError
 from panel.migrate.models import MigrationStatus, OnlineMigration
 from panel.migrate.services import actions, cutover
-from panel.migrate.tests.conftest import SOURCE_PASSWORD, Source
-from tests.fixtures.ha_pair import HaPair, lend_ha_pair
+from panel.migrate.tests.conftest import Source, run_until_syncing
+from tests.fixtures.ha_pair import HaPair, lend_to_new_owner
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
@@ -33,19 +33,13 @@ DATABASE = "haorders"
 def ha_cluster(ha_pair: HaPair, django_db_blocker: Any) -> Iterator[Cluster]:
     """The pair, lent for the module; the database the migration made goes again afterwards
     (the loan wants the pair back as it was)."""
-    with django_db_blocker.unblock():
-        owner = User.objects.create_user(OWNER, f"{OWNER}@example.com", "mig-ha-owner-password-1")
-    try:
-        with lend_ha_pair(ha_pair, django_db_blocker, owner, "db-mig-ha") as cluster:
-            try:
-                yield cluster
-            finally:
-                with django_db_blocker.unblock():
-                    if cluster.databases.filter(name=DATABASE).exists():
-                        roles.delete_database(cluster, DATABASE)
-    finally:
-        with django_db_blocker.unblock():
-            User.objects.filter(username=OWNER).delete()
+    with lend_to_new_owner(ha_pair, django_db_blocker, OWNER, "db-mig-ha") as cluster:
+        try:
+            yield cluster
+        finally:
+            with django_db_blocker.unblock():
+                if cluster.databases.filter(name=DATABASE).exists():
+                    roles.delete_database(cluster, DATABASE)
 
 
 def _rows(conn: psycopg.Connection) -> list[tuple[Any, ...]]:
@@ -80,20 +74,8 @@ def test_a_migration_into_a_cluster_with_standbys_syncs_and_cuts_over(
         conn.execute("CREATE TABLE public.orders (id bigserial PRIMARY KEY, note text NOT NULL)")
         conn.execute("INSERT INTO public.orders (note) SELECT 'before ' || g FROM generate_series(1, 300) g")
 
-    migration = actions.start_migration(
-        cluster, host="127.0.0.1", port=logical_source.port, dbname="postgres", username="srcadmin",
-        password=SOURCE_PASSWORD, disable_ssl=True, ignore_dbs=others, enqueue=False,
-    )  # fmt: skip
-    actions.run_migration(str(migration.pk))
-    migration.refresh_from_db()
-    assert migration.status == MigrationStatus.RUNNING, migration.error_message
-
-    def synced() -> bool:
-        state = cutover.migration_status(cluster)
-        assert state is not None and state.status in ("running", "syncing"), state
-        return state.status == "syncing"
-
-    wait_until(synced, timeout=120, message="the migration reaches syncing")
+    migration = logical_source.migrate_into(cluster, others)
+    run_until_syncing(cluster, migration, wait_until)
     with logical_source.connect(DATABASE) as conn:
         conn.execute("INSERT INTO public.orders (note) SELECT 'during ' || g FROM generate_series(1, 100) g")
         conn.execute("UPDATE public.orders SET note = note || ' (changed)' WHERE id % 5 = 0")

@@ -13,20 +13,16 @@ from collections.abc import Callable
 
 import psycopg
 import pytest
-from azure.core.credentials import AzureKeyCredential
-from azure.core.pipeline.policies import AzureKeyCredentialPolicy
 from django.core.management import call_command
 from django.test import Client as WebClient
-from pydo import Client
 
-from panel.api import services
-from panel.api.models import Scope
 from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
 from panel.clusters.services import delete_cluster
 from panel.clusters.tests.conftest import connect_as_client
 from panel.migrate.models import OnlineMigration
 from panel.migrate.tests.conftest import SOURCE_PASSWORD, Source
+from tests.fixtures.pydo import owner_client
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
 
@@ -39,11 +35,6 @@ END $$;
 CREATE TRIGGER audit_it AFTER INSERT ON public.items FOR EACH ROW EXECUTE FUNCTION public.audit_it();
 ALTER TABLE public.items ENABLE ALWAYS TRIGGER audit_it;
 """
-
-
-def pydo_client(endpoint: str, token: str) -> Client:
-    policy = AzureKeyCredentialPolicy(AzureKeyCredential(token), "Authorization", prefix="Bearer")
-    return Client(token, endpoint=endpoint, authentication_policy=policy, retry_total=0)
 
 
 class Writer(threading.Thread):
@@ -76,8 +67,7 @@ def test_pydo_migrates_a_source_while_it_is_written_and_cuts_over(
     wait_until: Callable[..., object],
 ) -> None:
     settings.PANEL_MIGRATION_SOURCE_NETWORKS = ["127.0.0.0/8"]  # type: ignore[attr-defined]
-    token = services.create_token(local_cluster.owner, "pydo", [scope.value for scope in Scope])[1]
-    client = pydo_client(live_server.url, token)  # type: ignore[attr-defined]
+    client = owner_client(live_server.url, local_cluster.owner)  # type: ignore[attr-defined]
     uuid = str(local_cluster.pk)
     assert client.databases.get_migration_status(uuid)["id"] == "not_found"
 

@@ -103,20 +103,18 @@ def _validate_and_render(
     try:
         supervisor.check_socket_path(files)
     except supervisor.SupervisorError as exc:
-        raise ServiceError(
-            N_("PgBouncer cannot be started here: %(reason)s"),
-            code="pool.pooler_unavailable",
-            params={"reason": exc},
+        raise ServiceError.because(
+            N_("PgBouncer cannot be started here: %(reason)s"), "pool.pooler_unavailable", exc
         ) from None
     config = render_config(cluster, pools, pooler, files)
     # PgBouncer logs in by peer authentication: the server must know every pool's role first.
     try:
         isolation.refresh_server_auth(cluster)
     except (EngineError, dbconn.DatabaseError, OSError) as exc:
-        raise ServiceError(
+        raise ServiceError.because(
             N_("Could not update how the server authenticates PgBouncer: %(reason)s"),
-            code="pool.server_auth_failed",
-            params={"reason": exc},
+            "pool.server_auth_failed",
+            exc,
         ) from None
     return config
 
@@ -132,16 +130,12 @@ def _write(cluster: Cluster, files: disk.BouncerFiles, config: RenderedConfig) -
         offset = disk.log_size(files)
         disk.install(files, config.ini, config.auth, config.hba)
     except OSError as exc:
-        raise ServiceError(
-            N_("Could not write PgBouncer's files: %(reason)s"),
-            code="pool.write_failed",
-            params={"reason": exc.strerror or exc},
+        raise ServiceError.because(
+            N_("Could not write PgBouncer's files: %(reason)s"), "pool.write_failed", exc.strerror or exc
         ) from None
     except EngineError as exc:
-        raise ServiceError(
-            N_("Could not write PgBouncer's files: %(reason)s"),
-            code="pool.write_failed",
-            params={"reason": exc},
+        raise ServiceError.because(
+            N_("Could not write PgBouncer's files: %(reason)s"), "pool.write_failed", exc
         ) from None
     return _Written(was_running=was_running, restart=restart, log_offset=offset)
 

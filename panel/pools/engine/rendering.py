@@ -62,10 +62,10 @@ def _role_secrets(cluster: Cluster, names: list[str], port: int | None = None) -
                 [names],
             ).fetchall()
     except dbconn.DatabaseError as exc:
-        raise ServiceError(
+        raise ServiceError.because(
             N_("Could not read the users' secrets from PostgreSQL: %(reason)s"),
-            code="pool.secrets_unreadable",
-            params={"reason": exc},
+            "pool.secrets_unreadable",
+            exc,
         ) from None
     return {name: secret for name, secret in rows if secret and secret.startswith("SCRAM-SHA-256$")}
 

@@ -98,10 +98,8 @@ def _release(cluster: Cluster, name: str | None, *, timeout: float, quiet: bool 
         log.info("releasing idle servers of %s failed: %s", cluster.pk, exc)
         if quiet:
             return 0
-        raise ServiceError(
-            N_("PgBouncer did not release the server connections: %(reason)s"),
-            code="pool.release_failed",
-            params={"reason": exc},
+        raise ServiceError.because(
+            N_("PgBouncer did not release the server connections: %(reason)s"), "pool.release_failed", exc
         ) from None
     return count
 
