@@ -27,9 +27,11 @@ from django.core.management import call_command
 from django.test import override_settings
 
 from panel.clusters import services
-from panel.clusters.engine import cgroups, patroni, postgres
+from panel.clusters.engine import cgroups, postgres
 from panel.clusters.models import Cluster, ClusterEntry, ClusterMember, ClusterStatus, Node
-from panel.clusters.services import config, firewall, ha, ha_files, members, resize, roles
+from panel.clusters.services import config, firewall, resize, roles
+from panel.clusters.standbys.engine import patroni
+from panel.clusters.standbys.services import ha, ha_files, members
 from panel.clusters.tests.conftest import connect_as_client
 from panel.core import runas, taskqueue
 from panel.core.errors import ServiceError

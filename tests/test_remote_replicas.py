@@ -26,7 +26,8 @@ from panel.api import services as api_services
 from panel.api.models import Scope
 from panel.clusters import services
 from panel.clusters.models import Cluster, ClusterEvent, ClusterStatus, Node
-from panel.clusters.services import replicas, replication, roles
+from panel.clusters.replicas.services import replicas, replication
+from panel.clusters.services import roles
 from panel.clusters.tests.conftest import can_log_in, connect_as_client
 from panel.core import taskqueue
 from panel.core.errors import shown_text

@@ -15,7 +15,7 @@ from django_htmx.http import trigger_client_event
 from panel.clusters.forms import SwitchoverForm
 from panel.clusters.models import Cluster
 from panel.clusters.ownership import get_cluster_for_user
-from panel.clusters.services import members
+from panel.clusters.standbys.services import members
 from panel.core.errors import ServiceError
 from panel.core.web import add_service_error
 

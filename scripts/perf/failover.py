@@ -112,7 +112,7 @@ class Watcher(threading.Thread):
 
     def __init__(self, cluster, old, phases: dict[str, float]) -> None:  # type: ignore[no-untyped-def]
         super().__init__(daemon=True)
-        from panel.clusters.services import etcd, ha
+        from panel.clusters.standbys.services import etcd, ha
 
         self.old_port, self.old_name, self.phases = old.port, old.name, phases
         # The panel's etcd (TLS, the node's client certificate), as Patroni reads it.
@@ -121,7 +121,7 @@ class Watcher(threading.Thread):
         self.stop = threading.Event()
 
     def _leader(self) -> str | None:
-        from panel.clusters.engine import etcd as etcd_engine
+        from panel.clusters.standbys.engine import etcd as etcd_engine
 
         try:
             value = etcd_engine.get(self.urls[:1], self.key, self.tls)
@@ -147,9 +147,10 @@ class Watcher(threading.Thread):
 def trial(cluster, scenario: str, params: dict, breakdown: bool = False) -> Trial:  # type: ignore[no-untyped-def]
     import psycopg
 
-    from panel.clusters.engine import patroni
     from panel.clusters.models import MemberRole
-    from panel.clusters.services import ha, members, reconciler
+    from panel.clusters.services import reconciler
+    from panel.clusters.standbys.engine import patroni
+    from panel.clusters.standbys.services import ha, members
 
     deadline = time.monotonic() + RECOVERY_TIMEOUT
     while not ha.wait_healthy(cluster, 2) and time.monotonic() < deadline:

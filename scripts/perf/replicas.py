@@ -34,7 +34,7 @@ def main() -> None:
     with bench_cluster("perf-replica-source", args.scale) as bench:
         from benchmarks.lib.run_options import RunOptions
         from panel.clusters import services
-        from panel.clusters.services import replicas, replication
+        from panel.clusters.replicas.services import replicas, replication
 
         source = bench.cluster
         started = time.monotonic()

@@ -43,7 +43,8 @@ from playwright.sync_api import Page, expect
 
 from panel.clusters.engine import dbconn, postgres
 from panel.clusters.models import Cluster, MemberRole
-from panel.clusters.services import ha, members, reconciler, roles
+from panel.clusters.services import reconciler, roles
+from panel.clusters.standbys.services import ha, members
 from panel.insights.lib.metrics import POSTGRES
 from panel.insights.services import collection
 from panel.quotas import services as quotas

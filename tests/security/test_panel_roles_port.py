@@ -29,7 +29,7 @@ from django.contrib.auth.models import User
 
 from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster, MemberRole
-from panel.clusters.services import ha, members
+from panel.clusters.standbys.services import ha, members
 from panel.clusters.tests.conftest import client_params
 from tests.fixtures.clusters import module_cluster
 from tests.fixtures.ha_pair import HaPair, lend_ha_pair

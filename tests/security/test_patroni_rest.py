@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
-from panel.clusters.engine import dbconn, patroni, postgres
+from panel.clusters.engine import dbconn, postgres
 from panel.clusters.models import Cluster
-from panel.clusters.services import ha, ha_files, members, membership
+from panel.clusters.standbys.engine import patroni
+from panel.clusters.standbys.services import ha, ha_files, members, membership
 from panel.core.polling import wait_for
 from tests.fixtures.ha_pair import HaPair, lend_ha_pair
 

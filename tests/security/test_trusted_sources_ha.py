@@ -21,7 +21,8 @@ import pytest
 from django.contrib.auth.models import User
 
 from panel.clusters.models import Cluster, TrustedSource
-from panel.clusters.services import firewall, ha, reconciler
+from panel.clusters.services import firewall, reconciler
+from panel.clusters.standbys.services import ha
 from panel.clusters.tests.conftest import client_params
 from panel.pools import services as pool_services
 from panel.pools.models import ConnectionPool

@@ -14,7 +14,7 @@ from ninja import Router, Schema
 from panel.api.models import Scope
 from panel.api.v2.auth import caller
 from panel.api.v2.common import ERRORS, WRITE_ERRORS, owned_cluster
-from panel.clusters.services import members
+from panel.clusters.standbys.services import members
 
 router = Router(tags=["databases"])
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from panel.clusters.management.cli import PanelCommand, find_cluster, print_table
-from panel.clusters.services import members
+from panel.clusters.standbys.services import members
 
 
 class MemberSubcommands(PanelCommand):

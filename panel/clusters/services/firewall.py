@@ -16,11 +16,12 @@ from django.conf import settings
 from django.db import transaction
 
 from panel.clusters import hooks
-from panel.clusters.engine import dbconn, isolation, patroni
+from panel.clusters.engine import dbconn, isolation
 from panel.clusters.lib import firewall
-from panel.clusters.lib import haproxy as haproxy_lib
 from panel.clusters.models import Cluster, TrustedSource
-from panel.clusters.services import ha
+from panel.clusters.standbys.engine import patroni
+from panel.clusters.standbys.lib import haproxy as haproxy_lib
+from panel.clusters.standbys.services import ha
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
 from panel.core.runas import EngineError

@@ -36,8 +36,10 @@ from panel.clusters.lib import tls, tunables
 from panel.clusters.lib.pgconf import ServerSettings, loads_guard, render_temp_file_limit, temp_file_limit_kb
 from panel.clusters.lib.plans import SUPERUSER_RESERVED_CONNECTIONS
 from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser, EventLevel
-from panel.clusters.services import failures, ha, remote_members, replication
+from panel.clusters.replicas.services import replication
+from panel.clusters.services import failures
 from panel.clusters.services.create import new_password
+from panel.clusters.standbys.services import ha, remote_members
 from panel.core import runas
 from panel.core.errors import N_, Message, ServiceError, message_to_text
 from panel.core.runas import EngineError

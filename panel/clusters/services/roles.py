@@ -19,14 +19,9 @@ from panel.clusters.lib.names import (
     validate_role_name,
 )
 from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser, EventLevel
-from panel.clusters.services import (
-    failures,
-    new_password,
-    remote_members,
-    replica_build,
-    replica_source,
-    replication,
-)
+from panel.clusters.replicas.services import replica_build, replica_source, replication
+from panel.clusters.services import failures, new_password
+from panel.clusters.standbys.services import remote_members
 from panel.core import agent
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError

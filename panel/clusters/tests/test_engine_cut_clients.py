@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from panel.clusters.engine import patroni
+from panel.clusters.standbys.engine import patroni
 
 
 def _pair(family: socket.AddressFamily, server: str, client: str) -> tuple[socket.socket, socket.socket, int]:

@@ -21,9 +21,11 @@ from django.test import Client
 from panel.api import services as api_services
 from panel.api.models import Scope
 from panel.clusters import services
-from panel.clusters.engine import cgroups, isolation, patroni, postgres
+from panel.clusters.engine import cgroups, isolation, postgres
 from panel.clusters.models import Cluster, ClusterMember, MemberRole
-from panel.clusters.services import ha, members, reconciler
+from panel.clusters.services import reconciler
+from panel.clusters.standbys.engine import patroni
+from panel.clusters.standbys.services import ha, members
 from panel.clusters.tests.test_ha_rolling import Writer, tls_params
 from panel.core.errors import ServiceError
 from panel.pools import services as pool_services

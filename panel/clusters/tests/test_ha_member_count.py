@@ -23,9 +23,11 @@ from django.core.management.base import CommandError
 from panel.backups.models import JobStatus
 from panel.backups.services import archiving, backups, restore
 from panel.clusters import services
-from panel.clusters.engine import dbconn, patroni, postgres
+from panel.clusters.engine import dbconn, postgres
 from panel.clusters.models import Cluster, ClusterStatus, MemberRole
-from panel.clusters.services import ha, members, resize
+from panel.clusters.services import resize
+from panel.clusters.standbys.engine import patroni
+from panel.clusters.standbys.services import ha, members
 from panel.clusters.tests.conftest import connect_as_client, make_cluster_row
 from panel.clusters.tests.test_ha_rolling import tls_params
 from panel.core.errors import ServiceError

@@ -14,18 +14,13 @@ import psycopg
 import pytest
 from django.contrib.auth.models import User
 
-from panel.clusters.engine import dbconn, patroni, postgres
-from panel.clusters.lib import patroni as patroni_lib
+from panel.clusters.engine import dbconn, postgres
 from panel.clusters.models import Cluster, MemberRole
-from panel.clusters.services import (
-    ha,
-    members,
-    reconciler,
-    replica_heal,
-    replica_slots,
-    replicas,
-    replication,
-)
+from panel.clusters.replicas.services import replica_heal, replica_slots, replicas, replication
+from panel.clusters.services import reconciler
+from panel.clusters.standbys.engine import patroni
+from panel.clusters.standbys.lib import patroni as patroni_lib
+from panel.clusters.standbys.services import ha, members
 from panel.clusters.tests.conftest import connect_as_client
 from panel.core.errors import ServiceError
 from panel.core.polling import wait_for

@@ -14,9 +14,11 @@ import psycopg
 import pytest
 from django.contrib.auth.models import User
 
-from panel.clusters.engine import patroni, postgres
+from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster, ClusterStatus, MemberRole
-from panel.clusters.services import ha, lifecycle, members
+from panel.clusters.services import lifecycle
+from panel.clusters.standbys.engine import patroni
+from panel.clusters.standbys.services import ha, members
 from panel.clusters.tests.test_ha_rolling import Writer, tls_params
 from panel.core.errors import ServiceError
 from panel.pools import services as pool_services

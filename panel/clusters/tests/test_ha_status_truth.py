@@ -14,10 +14,12 @@ from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
 
-from panel.clusters.engine import patroni, postgres
-from panel.clusters.lib import ha_health as health_rules
+from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster, ClusterStatus, MemberRole
-from panel.clusters.services import ha, ha_health, members, reconciler
+from panel.clusters.services import reconciler
+from panel.clusters.standbys.engine import patroni
+from panel.clusters.standbys.lib import ha_health as health_rules
+from panel.clusters.standbys.services import ha, ha_health, members
 from panel.insights.lib.metrics import POSTGRES
 from panel.insights.services import collection
 from tests.fixtures.clusters import module_cluster

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from panel.clusters.engine import patroni
+from panel.clusters.standbys.engine import patroni
 from panel.core import runas
 from panel.core.runas import EngineError
 

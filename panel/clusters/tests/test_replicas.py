@@ -25,7 +25,8 @@ from panel.backups.services import archiving, backups
 from panel.clusters import services
 from panel.clusters.engine import dbconn, isolation, postgres
 from panel.clusters.models import Cluster
-from panel.clusters.services import reconciler, replicas, replication, resize, roles
+from panel.clusters.replicas.services import replicas, replication
+from panel.clusters.services import reconciler, resize, roles
 from panel.clusters.tests.conftest import can_log_in, client_params, connect_as_client
 from panel.core.errors import ServiceError
 from panel.pools import services as pools

@@ -18,7 +18,8 @@ from django.db.models import Q
 
 from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, CycleKind
-from panel.clusters.services import cycles, nodes, replication
+from panel.clusters.replicas.services import replication
+from panel.clusters.services import cycles, nodes
 from panel.insights.engine import collector
 from panel.insights.lib import metrics
 from panel.insights.lib.metrics import CATALOGUE, COUNTER_RATES, HOST, PGBOUNCER, POSTGRES
