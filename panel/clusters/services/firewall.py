@@ -21,7 +21,7 @@ from panel.clusters.lib import firewall
 from panel.clusters.models import Cluster, TrustedSource
 from panel.clusters.standbys.engine import patroni
 from panel.clusters.standbys.lib import haproxy as haproxy_lib
-from panel.clusters.standbys.services import ha
+from panel.clusters.standbys.services import ha, ha_files
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
 from panel.core.runas import EngineError
@@ -181,7 +181,7 @@ def reconcile_proxy(cluster: Cluster) -> str | None:
     wanted = firewall.render_haproxy_sources(cluster.trusted_source_values())
     try:
         current = (directory / haproxy_lib.HAPROXY_SOURCES).read_text()
-        configured = ha.haproxy_config_path(cluster).read_text() == ha.haproxy_text(cluster)
+        configured = ha.haproxy_config_path(cluster).read_text() == ha_files.haproxy_text(cluster)
     except FileNotFoundError:
         current, configured = "", False
     if configured and current == wanted:

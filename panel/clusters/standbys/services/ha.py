@@ -47,9 +47,6 @@ from panel.clusters.standbys.services.ha_files import (
     scope,
 )
 from panel.clusters.standbys.services.ha_files import (
-    haproxy_text as haproxy_text,
-)
-from panel.clusters.standbys.services.ha_files import (
     member_config_path as member_config_path,
 )
 from panel.clusters.standbys.services.ha_files import (
