@@ -32,7 +32,7 @@ from panel.clusters.replicas.services import replicas
 from panel.clusters.services import roles
 from panel.clusters.tests.conftest import connect_as_client
 from panel.core.errors import ServiceError
-from panel.managed.services.replication import set_replication as allow
+from panel.managed.services.logical_replication import set_replication as allow
 
 pytestmark = pytest.mark.integration
 ROLE = settings.PANEL_REPLICATION_ROLE

@@ -14,7 +14,7 @@ from django.utils.translation import gettext as _
 from panel.clusters import hooks
 from panel.clusters.engine import dbconn, isolation, postgres
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel, status_word
-from panel.clusters.replicas.services import replica_source, replication
+from panel.clusters.replicas.services import replica_source, streaming
 from panel.clusters.services import failures
 from panel.clusters.services.provision import clear_reserved, write_server_config
 from panel.clusters.standbys.services import ha, rolling
@@ -297,7 +297,7 @@ def tear_down(cluster: Cluster) -> None:
     postgres.kill(cluster.pgdata)
     if (source := cluster.replica_of) is not None:
         # The source keeps no WAL for a replica that is gone (its walsender may take a moment).
-        slot = replication.slot_name(cluster)
+        slot = streaming.slot_name(cluster)
         # (on the source's node: the replica may live on another one)
         if not wait_for(lambda: replica_source.slot_gone(source, slot), 10, interval=0.2):
             log.warning("deleting replica %s: its slot on the source stays", cluster.pk)

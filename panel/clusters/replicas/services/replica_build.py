@@ -29,7 +29,7 @@ from panel import crypto
 from panel.clusters.engine import dbconn, isolation, postgres
 from panel.clusters.lib.pgconf import QUOTA_FILE
 from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser, EventLevel
-from panel.clusters.replicas.services import replica_source, replication
+from panel.clusters.replicas.services import replica_source, streaming
 from panel.clusters.services import failures, lifecycle, provision
 from panel.clusters.standbys.services import ha_files
 from panel.core import runas
@@ -84,15 +84,15 @@ def base_backup(job: Job) -> None:
     source.refresh_from_db(fields=["replication_password_encrypted"])
     password = crypto.decrypt(source.replication_password_encrypted)
     postgres.make_data_root(replica.data_root, job.user)
-    replication.write_login_files(replica, password)
-    slot = replication.slot_name(replica)
+    streaming.write_login_files(replica, password)
+    slot = streaming.slot_name(replica)
     replica_source.prepare_slot(source, slot, job.timeout)
     postgres.basebackup(
         replica.version,
         replica.pgdata,
-        replication.conninfo(replica),
+        streaming.conninfo(replica),
         slot,
-        passfile=replica.data_root / "replication" / replication.PASSFILE,
+        passfile=replica.data_root / "replication" / streaming.PASSFILE,
         user=job.user,
         timeout=settings.PANEL_BACKUP_TIMEOUT,
     )
@@ -126,13 +126,13 @@ def start_and_stream(job: Job) -> None:
     replica, source = job.cluster, job.cluster.replica_of
     assert source is not None
     provision.start_server(job)
-    slot = replication.slot_name(replica)
+    slot = streaming.slot_name(replica)
 
-    def streaming() -> bool:
+    def streams() -> bool:
         lag = replica_source.lag(source).get(slot)
         return lag is not None and lag.state == "streaming"
 
-    if not wait_for(streaming, job.timeout, interval=0.2):
+    if not wait_for(streams, job.timeout, interval=0.2):
         raise EngineError(_("The replica started but does not stream from its source."))
 
 

@@ -11,7 +11,7 @@ from django.utils.translation import gettext as _
 
 from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster, ClusterStatus
-from panel.clusters.replicas.services.replication import SLOT_PREFIX, slot_name
+from panel.clusters.replicas.services.streaming import SLOT_PREFIX, slot_name
 from panel.clusters.standbys.engine import patroni
 from panel.clusters.standbys.lib import patroni as patroni_lib
 from panel.core.polling import wait_for

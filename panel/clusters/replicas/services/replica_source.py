@@ -19,7 +19,7 @@ from django.utils.translation import gettext as _
 
 from panel.clusters.engine import dbconn, isolation
 from panel.clusters.models import Cluster, Node
-from panel.clusters.replicas.services import replica_slots, replication
+from panel.clusters.replicas.services import replica_slots, streaming
 from panel.clusters.services import failures
 from panel.clusters.standbys.services import ha_files, remote_members
 from panel.core import agent
@@ -93,7 +93,7 @@ def slot_gone(source: Cluster, slot: str) -> bool:
         return True
 
 
-def lag(source: Cluster) -> dict[str, replication.Lag]:
+def lag(source: Cluster) -> dict[str, streaming.Lag]:
     return at_source("lag_here", source)  # type: ignore[return-value]
 
 
@@ -136,7 +136,7 @@ def admit_here(source: Cluster) -> None:
         # at once would write the same file; the lock goes with the connection.
         with dbconn.admin_connection(source) as lock:
             lock.execute("SELECT pg_catalog.pg_advisory_lock(pg_catalog.hashtext('pgpanel_replica_setup'))")
-            replication.ensure_replication_role(source)
+            streaming.ensure_replication_role(source)
             isolation.refresh_server_auth(source)
             if source.is_ha:
                 remote_members.push_auth(source)  # members on other nodes read the same lines
@@ -179,9 +179,9 @@ def slot_gone_here(source: Cluster, slot: str) -> bool:
 
 
 @on_node(timeout=CALL_TIMEOUT)
-def lag_here(source: Cluster) -> dict[str, replication.Lag]:
+def lag_here(source: Cluster) -> dict[str, streaming.Lag]:
     try:
-        return replication.replica_lag(source)
+        return streaming.replica_lag(source)
     except dbconn.DatabaseError as exc:
         raise _failed(exc) from None
 

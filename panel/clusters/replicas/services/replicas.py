@@ -24,7 +24,7 @@ from panel.clusters.engine import dbconn, isolation, panel_roles, postgres
 from panel.clusters.lib.names import InvalidName, require_typed_name, validate_replica_name
 from panel.clusters.lib.plans import require_plan
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
-from panel.clusters.replicas.services import replica_source, replication
+from panel.clusters.replicas.services import replica_source, streaming
 from panel.clusters.replicas.services.replica_build import build_replica, follow_source_rows
 from panel.clusters.services import failures, lifecycle, placement
 from panel.clusters.services.create import create_cluster, new_password
@@ -200,7 +200,7 @@ class ReplicaRow:
 def list_replicas(source: Cluster) -> list[ReplicaRow]:
     """The source's replicas by name, with their lag when the source answers."""
     replicas = list(source.replicas.select_related("node").order_by("name"))
-    lags: dict[str, replication.Lag] = {}
+    lags: dict[str, streaming.Lag] = {}
     if replicas and source.is_serving:
         try:
             lags = replica_source.lag(source)
@@ -208,7 +208,7 @@ def list_replicas(source: Cluster) -> list[ReplicaRow]:
             lags = {}
     rows = []
     for replica in replicas:
-        lag = lags.get(replication.slot_name(replica))
+        lag = lags.get(streaming.slot_name(replica))
         rows.append(
             ReplicaRow(
                 replica,
@@ -265,7 +265,7 @@ def promote_replica(replica: Cluster, *, confirm_name: str | None = None) -> Clu
             code="replica.promote_failed",
             params={},
         ) from None
-    slot = replication.slot_name(replica)
+    slot = streaming.slot_name(replica)
     replica.replica_of = None
     replica.save(update_fields=["replica_of", "updated_at"])
     try:

@@ -20,7 +20,7 @@ from panel.core import runas
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
 from panel.core.polling import wait_for
-from panel.managed.lib import replication as conf
+from panel.managed.lib import logical_replication as conf
 from panel.managed.models import ReplicationUser
 
 log = logging.getLogger(__name__)
