@@ -31,7 +31,7 @@ from panel.clusters.engine import cgroups, postgres
 from panel.clusters.models import Cluster, ClusterEntry, ClusterMember, ClusterStatus, Node
 from panel.clusters.services import config, firewall, resize, roles
 from panel.clusters.standbys.engine import patroni
-from panel.clusters.standbys.services import ha, ha_files, members
+from panel.clusters.standbys.services import ha, ha_files, switchover
 from panel.clusters.tests.conftest import connect_as_client
 from panel.core import runas, taskqueue
 from panel.core.errors import ServiceError
@@ -118,17 +118,17 @@ def _round_on(agent: Agent, wait_until: Callable[..., object]) -> str:
 
 
 def _switchover(cluster: Cluster, to: str, wait_until: Callable[..., object]) -> str:
-    """members.switchover, asked again when Patroni refused it (nothing changed) because its sync
+    """switchover.switchover, asked again when Patroni refused it (nothing changed) because its sync
     key did not name ``to`` yet: under load the key lags the listing the panel checked."""
     candidate = cluster.members.get(name=to)
     for _attempt in range(3):
         try:
-            return members.switchover(cluster, to)
+            return switchover.switchover(cluster, to)
         except ServiceError as exc:
             if exc.code != "cluster.switchover_failed" or "sync_standby" not in exc.message:
                 raise
         wait_until(lambda: _may_take_over(cluster, candidate), timeout=90, message=f"{to} synchronous again")
-    return members.switchover(cluster, to)
+    return switchover.switchover(cluster, to)
 
 
 def _may_take_over(cluster: Cluster, standby: ClusterMember) -> bool:

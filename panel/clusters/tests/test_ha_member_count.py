@@ -27,7 +27,7 @@ from panel.clusters.engine import dbconn, postgres
 from panel.clusters.models import Cluster, ClusterStatus, MemberRole
 from panel.clusters.services import resize
 from panel.clusters.standbys.engine import patroni
-from panel.clusters.standbys.services import ha, members
+from panel.clusters.standbys.services import ha, switchover
 from panel.clusters.tests.conftest import connect_as_client, make_cluster_row
 from panel.clusters.tests.test_ha_rolling import tls_params
 from panel.core.errors import ServiceError
@@ -257,7 +257,7 @@ def three_to_two_removes_a_standby_and_is_no_longer_strict(cluster: Cluster) -> 
 
 
 def after_a_switchover_backups_follow_the_primary_and_fork(cluster: Cluster) -> None:
-    assert members.switchover(cluster, "member-2") == "member-2"
+    assert switchover.switchover(cluster, "member-2") == "member-2"
     insert(cluster, 401, 500)
     job = backups.create_backup(cluster, "incr")
     assert job.status == JobStatus.SUCCEEDED, job.error_message

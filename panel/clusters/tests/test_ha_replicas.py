@@ -20,7 +20,7 @@ from panel.clusters.replicas.services import replica_heal, replica_slots, replic
 from panel.clusters.services import reconciler
 from panel.clusters.standbys.engine import patroni
 from panel.clusters.standbys.lib import patroni as patroni_lib
-from panel.clusters.standbys.services import ha, members
+from panel.clusters.standbys.services import ha, switchover
 from panel.clusters.tests.conftest import connect_as_client
 from panel.core.errors import ServiceError
 from panel.core.polling import wait_for
@@ -163,7 +163,7 @@ def test_a_replica_keeps_streaming_from_the_new_primary_and_its_slot_goes_with_i
         # A switchover: the replica follows the new primary, the same postmaster (no rebuild).
         postmaster = postgres.postmaster_pid(replica.pgdata)
         old = source.members.get(role=MemberRole.PRIMARY)
-        new_name = members.switchover(source)
+        new_name = switchover.switchover(source)
         assert new_name != old.name
         assert wait_for(lambda: _write(fresh(source), 2), 30, interval=0.2)
         assert wait_for(lambda: _has_row(replica, 2), 60, interval=0.2)

@@ -37,7 +37,7 @@ from panel.clusters.models import Cluster, ClusterStatus, EventLevel, MemberRole
 from panel.clusters.services import failures, placement
 from panel.clusters.services.create import check_num_nodes
 from panel.clusters.services.lifecycle import guard_loaded, require_local
-from panel.clusters.standbys.services import ha, members, membership
+from panel.clusters.standbys.services import ha, membership, switchover
 from panel.core import runas
 from panel.core.errors import N_, Message, ServiceError, message_to_text
 from panel.core.taskqueue import enqueue_task
@@ -235,7 +235,7 @@ def _shrink(cluster: Cluster, num_nodes: int) -> None:
         cluster.set_progress(40, _("Switching over to member-1"))
         if not ha.wait_healthy(cluster, membership.timeout()):
             raise runas.EngineError(_("member-1 is not streaming; the cluster keeps its nodes."))
-        members.switch(cluster, membership.FIRST)
+        switchover.switch(cluster, membership.FIRST)
     _remove_one(cluster, _standby_to_remove(cluster))
     cluster.set_progress(70, _("Starting PostgreSQL without Patroni"))
     cluster.num_nodes = 1

@@ -28,7 +28,7 @@ from panel.clusters.engine import isolation
 from panel.clusters.models import Cluster, ClusterMember
 from panel.clusters.standbys.engine import patroni
 from panel.clusters.standbys.lib import patroni as patroni_lib
-from panel.clusters.standbys.services import ha, members
+from panel.clusters.standbys.services import ha, switchover
 from panel.core.errors import N_
 from panel.core.runas import EngineError
 
@@ -67,7 +67,7 @@ def rolling_restart(cluster: Cluster, *, keep_primary: bool = False) -> str:
         ha.refresh_members(cluster)
         return primary
     cluster.set_progress(60, N_("Switching over to a restarted standby"))
-    members.switch(cluster, None)
+    switchover.switch(cluster, None)
     if not _wait_streaming(cluster, old.name, timeout):
         raise EngineError(f"{old.name} did not stream again after the switchover.")
     if _pending_restart(old):
