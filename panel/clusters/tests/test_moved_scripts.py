@@ -5,10 +5,13 @@ appended); configurations written now name the new paths."""
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from panel.clusters.standbys.engine import patroni, patroni_before_stop
 from panel.clusters.standbys.services import ha_files, handover
@@ -46,3 +49,33 @@ def test_configurations_written_now_name_the_moved_scripts():
     assert moved / "patroni_before_stop.py" == handover.SCRIPT
     assert ha_files.CALLBACK.is_file() and handover.SCRIPT.is_file()
     assert moved != OLD
+
+
+def test_a_node_agent_finds_a_moved_function_by_its_old_name():
+    """A call queued before the update, or sent by a node not updated yet, names the old module."""
+    from panel.clusters.lib import moved
+    from panel.clusters.standbys.lib.patroni import MemberInfo
+    from panel.core import agent
+
+    assert agent.lookup("panel.clusters.services.members.list_members") is agent.lookup(
+        "panel.clusters.standbys.services.members.list_members"
+    )
+    assert agent.lookup("panel.clusters.services.members.switchover") is agent.lookup(
+        "panel.clusters.standbys.services.switchover.switchover"
+    )
+    assert agent.lookup("panel.clusters.services.replication.replica_lag") is agent.lookup(
+        "panel.clusters.replicas.services.streaming.replica_lag"
+    )
+    assert agent.lookup("panel.managed.services.replication.set_replication") is agent.lookup(
+        "panel.managed.services.logical_replication.set_replication"
+    )
+    assert agent._own("panel.clusters.lib.patroni:MemberInfo") is MemberInfo
+    for old, new in moved.MODULES.items():
+        try:
+            importlib.import_module(new)  # a module
+        except ImportError:
+            agent.lookup(new)  # or the one function that moved on its own
+        assert agent.current_name(old) == new
+        with pytest.raises(ImportError):
+            importlib.import_module(old)
+    assert agent.current_name("panel.clusters.services.lifecycle.x") == "panel.clusters.services.lifecycle.x"
