@@ -30,7 +30,7 @@ from panel.clusters import services
 from panel.clusters.engine import cgroups, postgres
 from panel.clusters.models import Cluster, ClusterEntry, ClusterMember, ClusterStatus, Node
 from panel.clusters.services import config, firewall, resize, roles
-from panel.clusters.standbys.engine import patroni
+from panel.clusters.standbys.engine import haproxy, patroni
 from panel.clusters.standbys.services import ha, ha_files, switchover
 from panel.clusters.tests.conftest import connect_as_client
 from panel.core import runas, taskqueue
@@ -318,9 +318,9 @@ def _entry_on_b_serves(cluster: Cluster, a: Agent, b: Agent, wait_until: Callabl
     # A's HAProxy gone (its node lost, as B's clients see it): the same details reach the primary.
     relative = ha_files.haproxy_config_path(cluster).relative_to(cluster.data_root.parent.parent)
     a_config, b_config = a.data_dir / relative, b.data_dir / relative
-    assert patroni.haproxy_pid(a_config) is not None and patroni.haproxy_pid(b_config) is not None
+    assert haproxy.pid(a_config) is not None and haproxy.pid(b_config) is not None
     with override_settings(PANEL_PROCESS_ROLE="all"):
-        patroni.stop_haproxy(a_config)
+        haproxy.stop(a_config)
     with pytest.raises(psycopg.OperationalError):
         psycopg.connect(services.connection_details(cluster, every_entry=False).uri(), connect_timeout=3)
     with psycopg.connect(details.uri(), connect_timeout=5) as conn:
@@ -337,10 +337,10 @@ def _entry_on_b_serves(cluster: Cluster, a: Agent, b: Agent, wait_until: Callabl
 
     # B's HAProxy killed: B's reconciler starts it again on the same ports.
     with override_settings(PANEL_PROCESS_ROLE="all"):
-        patroni.stop_haproxy(b_config)
+        haproxy.stop(b_config)
     done = _round_on(b, wait_until)
     assert f"its entry on {b.node.name} started (ports {entry.port}, {entry.standby_port})" in done, done
-    assert patroni.haproxy_pid(b_config) is not None
+    assert haproxy.pid(b_config) is not None
 
 
 def _diagnosis(cluster: Cluster, *agents: Agent) -> str:

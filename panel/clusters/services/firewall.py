@@ -19,7 +19,7 @@ from panel.clusters import hooks
 from panel.clusters.engine import dbconn, isolation
 from panel.clusters.lib import firewall
 from panel.clusters.models import Cluster, TrustedSource
-from panel.clusters.standbys.engine import patroni
+from panel.clusters.standbys.engine import haproxy
 from panel.clusters.standbys.lib import haproxy as haproxy_lib
 from panel.clusters.standbys.services import ha, ha_files
 from panel.core.agent import on_node
@@ -213,7 +213,7 @@ def _end_untrusted_sessions(cluster: Cluster, sources: list[str]) -> int:
         return 0
     if cluster.is_ha:
         ports = [port for port in (cluster.port, cluster.standby_port) if port]
-        return patroni.cut_clients(ports, lambda address: firewall.allows(sources, address))
+        return haproxy.cut_clients(ports, lambda address: firewall.allows(sources, address))
     try:
         with dbconn.admin_connection(cluster) as conn:
             rows = conn.execute(

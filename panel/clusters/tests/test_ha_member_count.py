@@ -26,7 +26,7 @@ from panel.clusters import services
 from panel.clusters.engine import dbconn, postgres
 from panel.clusters.models import Cluster, ClusterStatus, MemberRole
 from panel.clusters.services import resize
-from panel.clusters.standbys.engine import patroni
+from panel.clusters.standbys.engine import haproxy, patroni
 from panel.clusters.standbys.services import ha, switchover
 from panel.clusters.tests.conftest import connect_as_client, make_cluster_row
 from panel.clusters.tests.test_ha_rolling import tls_params
@@ -275,7 +275,7 @@ def two_to_one_hands_the_server_back_to_the_reconciler(cluster: Cluster) -> None
     cluster = change(cluster, 1)
     assert cluster.members.count() == 0 and not cluster.is_ha and cluster.standby_port is None
     assert all(patroni.member_pid(config) is None for config in configs)
-    assert patroni.haproxy_pid(ha.haproxy_config_path(cluster)) is None
+    assert haproxy.pid(ha.haproxy_config_path(cluster)) is None
     assert not Path(ha.ha_dir(cluster)).exists()
     assert postgres.postmaster_pid(cluster.pgdata) is not None
     with dbconn.admin_connection(cluster) as conn:

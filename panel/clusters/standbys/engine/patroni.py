@@ -1,6 +1,6 @@
-"""The high-availability supervisor: the only module that spawns or signals Patroni and HAProxy
-(a cluster with standbys), and that talks to Patroni's REST API; etcd is ``standbys/engine/etcd.py``'s,
-which starts it through this module's helpers.
+"""The high-availability supervisor: the only module that spawns or signals Patroni (a cluster
+with standbys), and that talks to Patroni's REST API; etcd is ``engine/etcd.py``'s and HAProxy
+``engine/haproxy.py``'s, which start them through this module's helpers.
 
 Every program starts from an argument list (never a shell) as the cluster's own OS user (etcd:
 the panel's runner user), inside the cluster's cgroup, detached (``setsid --fork``: it outlives
@@ -15,26 +15,22 @@ import http.client
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import psutil
 
-from panel.clusters.lib import firewall
-from panel.clusters.standbys.lib import haproxy as haproxy_lib
 from panel.core import jsonhttp
-from panel.core.runas import EngineError, OsUser, run_as, spawn_in, write_private_file
+from panel.core.runas import EngineError, OsUser, run_as, spawn_in
 
 log = logging.getLogger(__name__)
 
 ETCD = "/usr/bin/etcd"
 HAPROXY = "/usr/sbin/haproxy"
 SETSID = "/usr/bin/setsid"
-SS = "/usr/bin/ss"
 REST_TIMEOUT = 3.0
 MISSING = (
     "High availability needs etcd and HAProxy: install the etcd-server and haproxy packages "
@@ -184,117 +180,6 @@ def kill_postmaster(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         return
-
-
-# --- HAProxy (one per cluster with standbys) ------------------------------------------------------
-
-
-def haproxy_pid(config: Path) -> int | None:
-    procs = _processes_with(str(config))
-    return procs[0].pid if procs else None
-
-
-def start_haproxy(config: Path, pidfile: Path, user: OsUser, join: Sequence[Path], *, timeout: float) -> None:
-    """HAProxy in the background (``-D``) once its configuration checks (``-c``)."""
-    if haproxy_pid(config) is not None:
-        return
-    check_haproxy(config, user, timeout=timeout)
-    result = run_as(user, [HAPROXY, "-D", "-f", str(config), "-p", str(pidfile)], timeout=timeout, join=join)
-    if result.returncode != 0:
-        raise EngineError(f"HAProxy did not start: {(result.stderr or result.stdout).strip()}")
-
-
-def write_haproxy(config: Path, text: str, sources: Sequence[str], user: OsUser) -> None:
-    """HAProxy's configuration and, beside it, the trusted sources as its pattern file (``src -f``),
-    each written atomically (the running HAProxy reads them again only when reloaded, after
-    ``check_haproxy``)."""
-    sources_file = config.with_name(haproxy_lib.HAPROXY_SOURCES)
-    write_private_file(sources_file, firewall.render_haproxy_sources(sources), owner=user)
-    write_private_file(config, text, owner=user)
-
-
-def check_haproxy(config: Path, user: OsUser, *, timeout: float) -> None:
-    """``haproxy -c``: the configuration and the files it reads (the trusted sources) as they are
-    on disk now, as the user HAProxy runs as. Not ``-q``: HAProxy 2.6 then says nothing at all,
-    not even its ALERT lines, and a refusal read "HAProxy refused its configuration: " (met as a
-    stats socket path one byte over HAProxy's 97, in a deeper data directory); the refusal keeps
-    the ALERT lines, without the NOTICE and WARNING ones."""
-    check = run_as(user, [HAPROXY, "-c", "-f", str(config)], timeout=timeout)
-    if check.returncode != 0:
-        said = (check.stderr or check.stdout).splitlines()
-        alerts = [line for line in said if "[ALERT]" in line] or said
-        raise EngineError(f"HAProxy refused its configuration: {' '.join(a.strip() for a in alerts)}")
-
-
-def reload_haproxy(
-    config: Path, pidfile: Path, admin_socket: Path, user: OsUser, join: Sequence[Path], *, timeout: float
-) -> None:
-    """Load the configuration again without cutting a session: once it checks, a new HAProxy binds
-    beside the old ones (SO_REUSEPORT) and ``-sf`` tells them to stop listening and leave when
-    their last session ends. Not running: started."""
-    old = [proc.pid for proc in _processes_with(str(config))]
-    if not old:
-        start_haproxy(config, pidfile, user, join, timeout=timeout)
-        return
-    check_haproxy(config, user, timeout=timeout)
-    state = pidfile.with_name(haproxy_lib.HAPROXY_STATE)
-    _save_server_state(admin_socket, state, user)
-    argv = [HAPROXY, "-D", "-f", str(config), "-p", str(pidfile), "-sf", *map(str, old)]
-    try:
-        result = run_as(user, argv, timeout=timeout, join=join)
-    finally:
-        # Read once, at the start: a later start must not take stale states from it.
-        state.unlink(missing_ok=True)
-    if result.returncode != 0:
-        raise EngineError(f"HAProxy did not reload: {(result.stderr or result.stdout).strip()}")
-
-
-def _save_server_state(admin_socket: Path, state: Path, user: OsUser) -> None:
-    """``show servers state`` of the running HAProxy into ``state`` (an HAProxy from before it
-    had an admin socket: nothing saved, its successor learns the states from its first checks)."""
-    chunks = []
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-            conn.settimeout(REST_TIMEOUT)
-            conn.connect(str(admin_socket))
-            conn.sendall(b"show servers state\n")
-            while chunk := conn.recv(65536):
-                chunks.append(chunk)
-    except OSError as exc:
-        log.info("no server states from HAProxy's %s: %s", admin_socket, exc)
-        return
-    write_private_file(state, b"".join(chunks).decode(errors="replace"), owner=user)
-
-
-def stop_haproxy(config: Path, *, timeout: float = 10) -> None:
-    _terminate(_processes_with(str(config)), timeout)
-
-
-def cut_clients(ports: Sequence[int], allowed: Callable[[str], bool]) -> int:
-    """End the established connections to HAProxy's ``ports`` whose client address ``allowed``
-    refuses (the kernel closes each socket: ``ss -K``, root only); the others are not touched.
-    How many were cut."""
-    cut = 0
-    for conn in psutil.net_connections(kind="inet"):
-        if conn.status != psutil.CONN_ESTABLISHED or not conn.raddr or conn.laddr.port not in ports:
-            continue
-        if allowed(conn.raddr.ip):
-            continue
-        here, there = conn.laddr, conn.raddr
-        argv = [SS, "-K", "-t", "-n", "state", "established"]
-        argv += ["src", _ss_address(here.ip), "sport", "=", f":{here.port}"]
-        argv += ["dst", _ss_address(there.ip), "dport", "=", f":{there.port}"]
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
-        if result.returncode != 0:
-            log.warning("could not end a connection from %s: %s", there.ip, result.stderr.strip())
-            continue
-        cut += 1
-    return cut
-
-
-def _ss_address(ip: str) -> str:
-    """An address as ``ss`` filters read it: IPv6 (v4-mapped too) in brackets."""
-    return f"[{ip}]" if ":" in ip else ip
 
 
 # --- REST -------------------------------------------------------------------------------------------

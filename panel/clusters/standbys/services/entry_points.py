@@ -25,7 +25,7 @@ from panel.clusters.engine import isolation
 from panel.clusters.lib import firewall
 from panel.clusters.models import Cluster, ClusterEntry, ClusterMember, ClusterStatus, Node
 from panel.clusters.services.ports import allocate_entry_ports
-from panel.clusters.standbys.engine import patroni
+from panel.clusters.standbys.engine import haproxy
 from panel.clusters.standbys.lib import haproxy as haproxy_lib
 from panel.clusters.standbys.services import ha_files
 from panel.core import agent, runas
@@ -130,29 +130,29 @@ def ensure_here(cluster: Cluster, sources: list[str] | None = None) -> str | Non
         )
     except FileNotFoundError:
         same = False
-    running = patroni.haproxy_pid(config) is not None
+    running = haproxy.pid(config) is not None
     if same and running:
         return None
-    patroni.write_haproxy(config, text, sources, user)
+    haproxy.write(config, text, sources, user)
     join = isolation.server_cgroup(cluster)
     timeout = settings.PANEL_COMMAND_TIMEOUT
     pidfile = ha_files.ha_dir(cluster) / "haproxy.pid"
     if running:
         admin = cluster.socket_dir / haproxy_lib.HAPROXY_SOCKET
-        patroni.reload_haproxy(config, pidfile, admin, user, join, timeout=timeout)
+        haproxy.reload(config, pidfile, admin, user, join, timeout=timeout)
         if sources:
-            patroni.cut_clients(
+            haproxy.cut_clients(
                 [entry.port, entry.standby_port], lambda address: firewall.allows(sources, address)
             )
         return f"{cluster.name}: its entry on {node.name} brought up to date"
-    patroni.start_haproxy(config, pidfile, user, join, timeout=timeout)
+    haproxy.start(config, pidfile, user, join, timeout=timeout)
     return f"{cluster.name}: its entry on {node.name} started (ports {entry.port}, {entry.standby_port})"
 
 
 def stop_here(cluster: Cluster, *, forget: bool = False) -> None:
     """This node's entry of ``cluster`` stopped; ``forget``: its row (its ports) goes too (the
     last member of the cluster here is gone)."""
-    patroni.stop_haproxy(ha_files.haproxy_config_path(cluster), timeout=5)
+    haproxy.stop(ha_files.haproxy_config_path(cluster), timeout=5)
     if forget:
         ClusterEntry.objects.filter(cluster=cluster, node__name=settings.PANEL_NODE_NAME).delete()
 

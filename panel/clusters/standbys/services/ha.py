@@ -24,7 +24,7 @@ from django.utils import timezone
 from panel.clusters import hooks
 from panel.clusters.engine import dbconn, isolation, postgres
 from panel.clusters.models import Cluster, ClusterMember, ClusterStatus, EventLevel, MemberRole, Node
-from panel.clusters.standbys.engine import member_tls, patroni
+from panel.clusters.standbys.engine import haproxy, member_tls, patroni
 from panel.clusters.standbys.lib import haproxy as haproxy_lib
 from panel.clusters.standbys.lib import patroni as patroni_lib
 from panel.clusters.standbys.services import (
@@ -134,7 +134,7 @@ def _take_over(cluster: Cluster, member: ClusterMember, timeout: float) -> None:
 
 
 def start_haproxy(cluster: Cluster, user: OsUser, timeout: float) -> None:
-    patroni.start_haproxy(
+    haproxy.start(
         haproxy_config_path(cluster),
         ha_dir(cluster) / "haproxy.pid",
         user,
@@ -146,7 +146,7 @@ def start_haproxy(cluster: Cluster, user: OsUser, timeout: float) -> None:
 def reload_haproxy(cluster: Cluster, user: OsUser, timeout: float) -> None:
     """HAProxy's configuration loaded again without cutting a session (checked first), here and
     at the cluster's entry on every other member node (``entry_points.push``)."""
-    patroni.reload_haproxy(
+    haproxy.reload(
         haproxy_config_path(cluster),
         ha_dir(cluster) / "haproxy.pid",
         cluster.socket_dir / haproxy_lib.HAPROXY_SOCKET,
@@ -159,7 +159,7 @@ def reload_haproxy(cluster: Cluster, user: OsUser, timeout: float) -> None:
 
 def stop_members(cluster: Cluster) -> None:
     """HAProxy, then the standbys, then the primary (no failover on the way down)."""
-    patroni.stop_haproxy(haproxy_config_path(cluster))
+    haproxy.stop(haproxy_config_path(cluster))
     members = members_of(cluster)
     members.sort(key=lambda m: m.role == MemberRole.PRIMARY)
     for member in members:
@@ -171,7 +171,7 @@ def stop_members(cluster: Cluster) -> None:
 
 def kill_members(cluster: Cluster) -> None:
     """A cluster being deleted: HAProxy, every Patroni and postmaster killed, no shutdown."""
-    patroni.stop_haproxy(haproxy_config_path(cluster), timeout=2)
+    haproxy.stop(haproxy_config_path(cluster), timeout=2)
     for member in members_of(cluster):
         if member.is_remote:
             remote_members.remove(member)
@@ -363,7 +363,7 @@ def supervise(cluster: Cluster) -> list[str]:
                 EventLevel.WARNING,
             )
             notes.append(f"{cluster.name}: started Patroni of {member.name}")
-    if patroni.haproxy_pid(haproxy_config_path(cluster)) is None:
+    if haproxy.pid(haproxy_config_path(cluster)) is None:
         start_haproxy(cluster, user, timeout)
         notes.append(f"{cluster.name}: started HAProxy")
     refresh_members(cluster)

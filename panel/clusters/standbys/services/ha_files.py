@@ -19,7 +19,7 @@ from panel.clusters import hooks
 from panel.clusters.engine import isolation, postgres
 from panel.clusters.models import Cluster, ClusterMember
 from panel.clusters.services.ports import allocate_standby_port
-from panel.clusters.standbys.engine import member_tls, patroni
+from panel.clusters.standbys.engine import haproxy, member_tls, patroni
 from panel.clusters.standbys.lib import etcd as etcd_lib
 from panel.clusters.standbys.lib import haproxy as haproxy_lib
 from panel.clusters.standbys.lib import patroni as patroni_lib
@@ -157,7 +157,7 @@ def write_configs(cluster: Cluster, user: OsUser, replicate_from: dict[str, str]
         cluster.standby_port = allocate_standby_port(cluster.node)
         cluster.save(update_fields=["standby_port"])
     text = haproxy_text(cluster, shared)
-    patroni.write_haproxy(haproxy_config_path(cluster), text, cluster.trusted_source_values(), user)
+    haproxy.write(haproxy_config_path(cluster), text, cluster.trusted_source_values(), user)
 
 
 def haproxy_text(cluster: Cluster, shared: patroni_lib.HaCluster | None = None) -> str:

@@ -29,7 +29,7 @@ from panel.clusters.models import Cluster, ClusterMember
 from panel.clusters.services import placement
 from panel.clusters.services.create import add_member
 from panel.clusters.services.provision import INCLUDE_LINE, write_server_config
-from panel.clusters.standbys.engine import patroni
+from panel.clusters.standbys.engine import haproxy, patroni
 from panel.clusters.standbys.lib import patroni as patroni_lib
 from panel.clusters.standbys.services import etcd, ha, remote_members
 from panel.core import runas
@@ -159,7 +159,7 @@ def hand_back(cluster: Cluster, user: OsUser) -> bool:
     """The last member (member 1, the primary) leaves Patroni and runs as the cluster's one
     postmaster on its port. The caller has set ``num_nodes`` to 1; the member rows go here.
     Returns whether the privilege guard was loaded for the first time."""
-    patroni.stop_haproxy(ha.haproxy_config_path(cluster))
+    haproxy.stop(ha.haproxy_config_path(cluster))
     for member in ha.members_of(cluster):
         patroni.stop_member(ha.member_config_path(cluster, member))
     postgres.kill(cluster.pgdata)  # stopped by its Patroni; this only makes sure
