@@ -1,8 +1,8 @@
 """HAProxy in front of a cluster's members (one per cluster with standbys on its node, and one at
 the cluster's entry on every other node holding a member): the only module that starts, checks,
 reloads or stops it, and that ends connections of clients no longer trusted (``ss -K``). Its
-configuration is ``lib/haproxy.py``'s; processes are found and detached by ``engine/patroni.py``'s
-helpers, by the configuration file on their command line.
+configuration is ``standbys/lib/haproxy.py``'s; processes are found and detached by
+``standbys/engine/patroni.py``'s helpers, by the configuration file on their command line.
 """
 
 from __future__ import annotations

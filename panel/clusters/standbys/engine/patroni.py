@@ -1,6 +1,6 @@
 """The high-availability supervisor: the only module that spawns or signals Patroni (a cluster
-with standbys), and that talks to Patroni's REST API; etcd is ``engine/etcd.py``'s and HAProxy
-``engine/haproxy.py``'s, which start them through this module's helpers.
+with standbys), and that talks to Patroni's REST API; etcd is ``standbys/engine/etcd.py``'s and
+HAProxy ``standbys/engine/haproxy.py``'s, which start them through this module's helpers.
 
 Every program starts from an argument list (never a shell) as the cluster's own OS user (etcd:
 the panel's runner user), inside the cluster's cgroup, detached (``setsid --fork``: it outlives

@@ -242,9 +242,8 @@ def ensure_etcd_user(name: str) -> None:
 
 
 def _lib_member(member: ClusterMember, replicate_from: dict[str, str] | None = None) -> patroni_lib.Member:
-    upstream = (replicate_from or {}).get(
-        member.name
-    )  # a switchover's cascade (standbys/services/cascade.py)
+    # A switchover's cascade (standbys/services/cascade.py).
+    upstream = (replicate_from or {}).get(member.name)
     return patroni_lib.Member(
         member.name, member.port, member.rest_port, member.data_dir, host=member.host, replicate_from=upstream
     )
