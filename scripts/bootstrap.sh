@@ -90,7 +90,7 @@ have pgbackrest || missing+=(pgbackrest)
 have etcdctl || missing+=(etcd-client)
 [[ -x /usr/sbin/haproxy ]] || missing+=(haproxy)
 # arping (iputils): the gratuitous ARP of a cluster's optional floating address when it moves to
-# the primary's node (panel/clusters/engine/vip_follow.py; `ip` itself is iproute2's).
+# the primary's node (panel/clusters/standbys/engine/vip_follow.py; `ip` itself is iproute2's).
 [[ -x /usr/bin/arping ]] || missing+=(iputils-arping)
 if [[ "$mode" == test ]]; then
     # rsyslog: the log forwarding tests (panel/logsink) send to a real one on loopback.

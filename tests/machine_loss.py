@@ -29,13 +29,13 @@ from typing import Any
 import psutil
 import psycopg
 
-from panel.clusters.engine import etcd as etcd_engine
-from panel.clusters.engine import patroni
-from panel.clusters.lib import patroni as patroni_lib
 from panel.clusters.models import Cluster, ClusterMember, ClusterStatus, EtcdMember, EtcdMemberState
-from panel.clusters.services import members as members_service
-from panel.clusters.services import vip
 from panel.clusters.services.overview import connection_details
+from panel.clusters.standbys.engine import etcd as etcd_engine
+from panel.clusters.standbys.engine import patroni
+from panel.clusters.standbys.lib import patroni as patroni_lib
+from panel.clusters.standbys.services import members as members_service
+from panel.clusters.standbys.services import vip
 from panel.core.errors import ServiceError
 from panel.core.polling import wait_for
 from tests import nsview
@@ -149,7 +149,7 @@ def learned_etcd_members(cluster: Cluster, nsnodes: NsNodes) -> None:
 
 
 def _configs(nsnodes: NsNodes, cluster: Cluster) -> list[Path]:
-    from panel.clusters.services.ha_files import member_config_path
+    from panel.clusters.standbys.services.ha_files import member_config_path
 
     data_root = cluster.data_root.parent.parent
     return [

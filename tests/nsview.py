@@ -11,9 +11,9 @@ import psycopg
 from django.conf import settings
 
 from panel import crypto
-from panel.clusters.lib import etcd as etcd_lib
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster, ClusterMember, Node
+from panel.clusters.standbys.lib import etcd as etcd_lib
 from panel.core import taskqueue
 from tests.fixtures.nsnodes import NsAgent, NsNodes
 

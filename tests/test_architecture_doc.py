@@ -1,6 +1,6 @@
 """ARCHITECTURE.md lists what the code has: every app (a package with an ``apps.py``) and every
-service module of each app (its ``services/`` package, or its one ``services.py``), and nothing
-that is gone (issue 40). No database: it reads the page and the tree."""
+service module of each app (its ``services/`` package, or its one ``services.py``) and of each of
+its rooms (``panel/clusters/standbys/services/``), and nothing that is gone (issue 40). No database: it reads the page and the tree."""
 
 from __future__ import annotations
 
@@ -54,6 +54,11 @@ def code_services(root: Path = ROOT) -> dict[str, set[str]]:
             services[app] = {p.stem for p in (folder / "services").glob("*.py") if p.stem != "__init__"}
         elif (folder / "services.py").is_file():
             services[app] = {"services"}
+        # A room of an app (clusters' standbys and replicas): a package with services/ of its own.
+        for room in sorted(folder.glob("*/services")):
+            if room.is_dir() and room.parent.name not in {"tests", "services"}:
+                name = f"{app}.{room.parent.name}"
+                services[name] = {p.stem for p in room.glob("*.py") if p.stem != "__init__"}
     return services
 
 
@@ -86,7 +91,9 @@ def test_the_lists_are_not_empty() -> None:
     """A parser that found nothing would agree with nothing: the page's lists are read for real."""
     text = (ROOT / "ARCHITECTURE.md").read_text()
     assert len(doc_apps(text)) >= 12
-    assert len(doc_services(text)["panel.clusters"]) >= 30
+    listed = doc_services(text)
+    assert sum(len(v) for k, v in listed.items() if k.startswith("panel.clusters")) >= 30
+    assert {"panel.clusters.standbys", "panel.clusters.replicas"} <= listed.keys()
 
 
 def test_a_new_module_a_gone_module_and_a_new_app_are_found(tmp_path: Path) -> None:
@@ -106,6 +113,8 @@ def test_a_new_module_a_gone_module_and_a_new_app_are_found(tmp_path: Path) -> N
     (tmp_path / "panel/pools/apps.py").write_text("")
     for name in ("__init__", "actions", "dummy"):
         (tmp_path / f"panel/pools/services/{name}.py").write_text("")
+    (tmp_path / "panel/pools/annex/services").mkdir(parents=True)
+    (tmp_path / "panel/pools/annex/services/moved.py").write_text("")
     (tmp_path / "panel/newapp").mkdir()
     (tmp_path / "panel/newapp/apps.py").write_text("")
     (tmp_path / "panel/newapp/services.py").write_text("")
@@ -115,4 +124,5 @@ def test_a_new_module_a_gone_module_and_a_new_app_are_found(tmp_path: Path) -> N
         "panel.newapp has service modules but no '### `panel.newapp`' list",
         "panel.pools.services.dummy is not listed",
         "panel.pools.services.removed is listed but gone",
+        "panel.pools.annex has service modules but no '### `panel.pools.annex`' list",
     ]

@@ -33,12 +33,12 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import override_settings
 
-from panel.clusters.engine import etcd as etcd_engine
-from panel.clusters.engine import patroni
 from panel.clusters.models import Cluster, ClusterMember, ClusterStatus, EtcdMember, EtcdMemberState, Node
-from panel.clusters.services import members as members_service
-from panel.clusters.services.ha_files import member_config_path
 from panel.clusters.services.overview import connection_details
+from panel.clusters.standbys.engine import etcd as etcd_engine
+from panel.clusters.standbys.engine import patroni
+from panel.clusters.standbys.services import members as members_service
+from panel.clusters.standbys.services.ha_files import member_config_path
 from panel.core.polling import wait_for
 from panel.pools import services as pools
 from panel.pools.services.figures import pool_connection_details

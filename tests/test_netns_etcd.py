@@ -1,7 +1,7 @@
 """A three-member etcd across network namespaces (issue 39's first real part on nodes with
 addresses of their own): each member on its node's 198.18.0.x address, peers and clients over TLS
-as the panel starts them (panel/clusters/lib/etcd.py's argument list and certificates), read and
-written from the root namespace with the panel's own client (panel/clusters/engine/etcd.py).
+as the panel starts them (panel/clusters/standbys/lib/etcd.py's argument list and certificates), read and
+written from the root namespace with the panel's own client (panel/clusters/standbys/engine/etcd.py).
 
 It elects a leader; the leader's whole node frozen, the other two elect another within a bound; a
 write they acknowledge is read back through the old leader once it thaws; nothing is left after.
@@ -19,8 +19,8 @@ from typing import Any
 import psutil
 import pytest
 
-from panel.clusters.engine import etcd as etcd_engine
-from panel.clusters.lib import etcd as etcd_lib
+from panel.clusters.standbys.engine import etcd as etcd_engine
+from panel.clusters.standbys.lib import etcd as etcd_lib
 from panel.core.polling import wait_for
 from panel.core.runas import EngineError
 from tests.fixtures.netns import needs_root, nh

@@ -1,8 +1,8 @@
 """A floating address moved between nodes of their own by the panel's follower (issue 39,
-``panel/clusters/engine/vip_follow.py``): a three-member etcd in network namespaces with the
+``panel/clusters/standbys/engine/vip_follow.py``): a three-member etcd in network namespaces with the
 panel's TLS and authentication on (as tests/test_netns_etcd.py; no ``--enable-v2``: etcd 3.4
 serves v3 only, as on a panel), and in two node namespaces the follower started with the
-configuration ``lib/vip.py`` renders for a member there, logged in as the scope's etcd user.
+configuration ``standbys/lib/vip.py`` renders for a member there, logged in as the scope's etcd user.
 
 The leader key is written through v3 as Patroni's etcd3 store writes it (a lease of ``ttl``, the
 key created only when absent; a switchover deletes it and the next leader creates it), with the
@@ -30,11 +30,11 @@ from typing import Any
 import psutil
 import pytest
 
-from panel.clusters.engine import etcd as etcd_engine
-from panel.clusters.engine import vip as engine
-from panel.clusters.lib import etcd as etcd_lib
-from panel.clusters.lib import vip as vip_lib
-from panel.clusters.lib.patroni import NAMESPACE
+from panel.clusters.standbys.engine import etcd as etcd_engine
+from panel.clusters.standbys.engine import vip as engine
+from panel.clusters.standbys.lib import etcd as etcd_lib
+from panel.clusters.standbys.lib import vip as vip_lib
+from panel.clusters.standbys.lib.patroni import NAMESPACE
 from panel.core import runas
 from panel.core.polling import wait_for
 from tests.fixtures.netns import needs_root, nh
@@ -43,7 +43,7 @@ pytestmark = [pytest.mark.integration, needs_root]
 
 CLIENT_PORT, PEER_PORT = 2379, 2380
 HEALTHY_TIMEOUT = 30.0
-# The follower reads the key every 500 ms (lib/vip.py); a loaded machine gets a wide margin.
+# The follower reads the key every 500 ms (standbys/lib/vip.py); a loaded machine gets a wide margin.
 MOVE_BOUND = 15.0
 # What a loaded machine may add to the fail-closed bound: starting `ip`, the test's own polling.
 SLACK = 2.0
@@ -82,7 +82,7 @@ def _write(path: Path, text: str) -> str:
 class Floating:
     harness: Any
     root: etcd_lib.TlsPaths  # the panel's own login (etcd's root user)
-    scoped: etcd_lib.TlsPaths  # the scope's user, as services/vip.py gives the follower
+    scoped: etcd_lib.TlsPaths  # the scope's user, as standbys/services/vip.py gives the follower
     urls: list[str]
     address: vip_lib.FloatingAddress
     configs: list[Path]
@@ -121,7 +121,7 @@ class Floating:
 
 def _start_etcd(harness: Any, directory: Path) -> tuple[etcd_lib.TlsPaths, etcd_lib.TlsPaths, list[str]]:
     """One member per node with the panel's argument list (no v2), then the scope's user and
-    role and etcd's root, and authentication on, as services/etcd_auth.py leaves them."""
+    role and etcd's root, and authentication on, as standbys/services/etcd_auth.py leaves them."""
     ca = etcd_lib.new_ca("netns vip etcd CA")
     ca_path = _write(directory / "ca.crt", ca.cert_pem)
     client = etcd_lib.issue(ca, "netns vip test", server=False)
@@ -166,7 +166,7 @@ def _floating_address(harness: Any) -> vip_lib.FloatingAddress:
 
 @pytest.fixture
 def private_dir() -> Iterator[Path]:
-    """Where services/vip.py keeps the configurations: a 0700 directory of root's, here in a
+    """Where standbys/services/vip.py keeps the configurations: a 0700 directory of root's, here in a
     directory anyone may pass through (/tmp's), so only its own modes keep a tenant out."""
     outer = Path(tempfile.mkdtemp(prefix="netns-vip-", dir="/tmp"))
     outer.chmod(0o711)

@@ -27,9 +27,11 @@ from django.core.management import call_command
 from django.test import override_settings
 
 from panel.clusters import services
-from panel.clusters.engine import cgroups, patroni, postgres
+from panel.clusters.engine import cgroups, postgres
 from panel.clusters.models import Cluster, ClusterEntry, ClusterMember, ClusterStatus, Node
-from panel.clusters.services import config, firewall, ha, ha_files, members, resize, roles
+from panel.clusters.services import config, firewall, resize, roles
+from panel.clusters.standbys.engine import haproxy, patroni
+from panel.clusters.standbys.services import ha, ha_files, switchover
 from panel.clusters.tests.conftest import connect_as_client
 from panel.core import runas, taskqueue
 from panel.core.errors import ServiceError
@@ -116,17 +118,17 @@ def _round_on(agent: Agent, wait_until: Callable[..., object]) -> str:
 
 
 def _switchover(cluster: Cluster, to: str, wait_until: Callable[..., object]) -> str:
-    """members.switchover, asked again when Patroni refused it (nothing changed) because its sync
+    """switchover.switchover, asked again when Patroni refused it (nothing changed) because its sync
     key did not name ``to`` yet: under load the key lags the listing the panel checked."""
     candidate = cluster.members.get(name=to)
     for _attempt in range(3):
         try:
-            return members.switchover(cluster, to)
+            return switchover.switchover(cluster, to)
         except ServiceError as exc:
             if exc.code != "cluster.switchover_failed" or "sync_standby" not in exc.message:
                 raise
         wait_until(lambda: _may_take_over(cluster, candidate), timeout=90, message=f"{to} synchronous again")
-    return members.switchover(cluster, to)
+    return switchover.switchover(cluster, to)
 
 
 def _may_take_over(cluster: Cluster, standby: ClusterMember) -> bool:
@@ -316,9 +318,9 @@ def _entry_on_b_serves(cluster: Cluster, a: Agent, b: Agent, wait_until: Callabl
     # A's HAProxy gone (its node lost, as B's clients see it): the same details reach the primary.
     relative = ha_files.haproxy_config_path(cluster).relative_to(cluster.data_root.parent.parent)
     a_config, b_config = a.data_dir / relative, b.data_dir / relative
-    assert patroni.haproxy_pid(a_config) is not None and patroni.haproxy_pid(b_config) is not None
+    assert haproxy.pid(a_config) is not None and haproxy.pid(b_config) is not None
     with override_settings(PANEL_PROCESS_ROLE="all"):
-        patroni.stop_haproxy(a_config)
+        haproxy.stop(a_config)
     with pytest.raises(psycopg.OperationalError):
         psycopg.connect(services.connection_details(cluster, every_entry=False).uri(), connect_timeout=3)
     with psycopg.connect(details.uri(), connect_timeout=5) as conn:
@@ -335,10 +337,10 @@ def _entry_on_b_serves(cluster: Cluster, a: Agent, b: Agent, wait_until: Callabl
 
     # B's HAProxy killed: B's reconciler starts it again on the same ports.
     with override_settings(PANEL_PROCESS_ROLE="all"):
-        patroni.stop_haproxy(b_config)
+        haproxy.stop(b_config)
     done = _round_on(b, wait_until)
     assert f"its entry on {b.node.name} started (ports {entry.port}, {entry.standby_port})" in done, done
-    assert patroni.haproxy_pid(b_config) is not None
+    assert haproxy.pid(b_config) is not None
 
 
 def _diagnosis(cluster: Cluster, *agents: Agent) -> str:

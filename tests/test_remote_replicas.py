@@ -26,7 +26,8 @@ from panel.api import services as api_services
 from panel.api.models import Scope
 from panel.clusters import services
 from panel.clusters.models import Cluster, ClusterEvent, ClusterStatus, Node
-from panel.clusters.services import replicas, replication, roles
+from panel.clusters.replicas.services import replicas, streaming
+from panel.clusters.services import roles
 from panel.clusters.tests.conftest import can_log_in, connect_as_client
 from panel.core import taskqueue
 from panel.core.errors import shown_text
@@ -117,7 +118,7 @@ def test_a_replica_is_placed_built_and_run_on_another_node(
     found = answer.json()["replica"]
     assert found["region"] == b.node.name and found["connection"]["port"] == replica.port
     assert found["connection"]["host"] == b.node.address
-    slot = replication.slot_name(replica)
+    slot = streaming.slot_name(replica)
     assert slot in _slots(source)
 
     # A user added on the source (A's agent) follows on the replica (B's agent: its rows, peer
@@ -192,7 +193,7 @@ def test_a_replica_is_placed_built_and_run_on_another_node(
     assert second.node == b.node
     wait_until(lambda: _status(second) != ClusterStatus.CREATING, timeout=240, message="the second replica")
     assert second.status == ClusterStatus.ONLINE, second.error_message
-    second_slot = replication.slot_name(second)
+    second_slot = streaming.slot_name(second)
     promoted = replicas.promote_replica(Cluster.objects.get(pk=second.pk))
     assert promoted.replica_of_id is None and promoted.node == b.node
     with connect_as_client(promoted) as conn:

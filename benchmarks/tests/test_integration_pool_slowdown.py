@@ -11,7 +11,6 @@ from django.urls import reverse
 from benchmarks import services
 from benchmarks.lib.pgbench_command import RunOptions
 from benchmarks.models import BenchmarkRun, RunStatus
-from benchmarks.tests.test_integration_runs import cluster  # noqa: F401  (the fixture)
 from panel.clusters.models import Cluster
 from panel.pools import services as pool_services
 

@@ -17,7 +17,7 @@ from django.urls import reverse
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.models import BenchmarkRun, RunStatus
 from benchmarks.services import room
-from benchmarks.tests.test_integration_runs import cluster, run_now  # noqa: F401  (the fixture)
+from benchmarks.tests.test_integration_runs import run_now
 from panel.clusters.models import Cluster
 
 pytestmark = pytest.mark.integration

@@ -16,7 +16,10 @@ class ClustersConfig(AppConfig):
         from django.conf import settings
 
         from panel.clusters import checks  # (registers system checks)
+        from panel.clusters.lib import moved
         from panel.core import agent
+
+        agent.MOVED.update(moved.MODULES)
 
         if settings.PANEL_PROCESS_ROLE == "web":
             # The web server and beat: every process and signal is the node agent's.

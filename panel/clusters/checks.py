@@ -140,7 +140,7 @@ def check_redis_password(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
 @register()
 def check_vip_interface(app_configs: Any, **kwargs: Any) -> list[Error]:
     """PANEL_VIP_INTERFACE is a name a new node's row takes (env_str read it as it is)."""
-    from panel.clusters.lib.vip import check_interface
+    from panel.clusters.standbys.lib.vip import check_interface
 
     try:
         check_interface(settings.PANEL_VIP_INTERFACE)

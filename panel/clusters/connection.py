@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils.translation import gettext_lazy
 
 from panel.clusters.lib.connstr import FORMATS, ConnectionDetails
-from panel.clusters.lib.vip import host_of
+from panel.clusters.standbys.lib.vip import host_of
 from panel.core.errors import ServiceError
 
 # The three views of the connection details box, in the managed service's order.
@@ -50,7 +50,7 @@ def connection_box(
         "revealed": reveal,
         "conn": None,
         "conn_error": None,
-        # An operator's floating address (services/vip.py): another host for the same ports.
+        # An operator's floating address (standbys/services/vip.py): another host for the same ports.
         "floating_host": host_of(getattr(context.get("cluster"), "floating_address", "")),
     }
     try:

@@ -269,7 +269,7 @@ def _no_repository(cluster: Cluster) -> tuple[str, ...]:
 
 # ``replica_repository(cluster)``: pgBackRest's argv on the cluster's stanza up to the action
 # (program, --config, --stanza), or () when the cluster has no repository; Patroni restores new
-# standbys from it (lib/patroni.py ``create_replica_methods``).
+# standbys from it (standbys/lib/patroni.py ``create_replica_methods``).
 replica_repository: Callable[[Cluster], tuple[str, ...]] = _no_repository
 
 

@@ -15,7 +15,8 @@ from django_htmx.http import trigger_client_event
 from panel.clusters.forms import SwitchoverForm
 from panel.clusters.models import Cluster
 from panel.clusters.ownership import get_cluster_for_user
-from panel.clusters.services import members
+from panel.clusters.standbys.services import members
+from panel.clusters.standbys.services import switchover as switchover_service
 from panel.core.errors import ServiceError
 from panel.core.web import add_service_error
 
@@ -47,7 +48,7 @@ def switchover(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     notice = ""
     if form.is_valid():
         try:
-            primary = members.switchover(cluster, form.cleaned_data["to"] or None)
+            primary = switchover_service.switchover(cluster, form.cleaned_data["to"] or None)
         except ServiceError as exc:
             add_service_error(form, exc)
         else:

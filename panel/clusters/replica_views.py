@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET, require_POST
 from panel.clusters.forms import ReplicaForm
 from panel.clusters.models import Cluster
 from panel.clusters.ownership import get_cluster_for_user
-from panel.clusters.services import replicas
+from panel.clusters.replicas.services import replicas
 from panel.core.errors import ServiceError
 from panel.core.web import add_service_error, go_to
 

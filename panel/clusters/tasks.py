@@ -13,8 +13,10 @@ from django.db import connection
 
 from panel.clusters import services
 from panel.clusters.models import Cluster, ClusterStatus, Node
-from panel.clusters.services import ha, member_count, nodes, reconciler, replica_build
+from panel.clusters.replicas.services import replica_build
+from panel.clusters.services import nodes, reconciler
 from panel.clusters.services import resize as resize_service
+from panel.clusters.standbys.services import ha, member_count
 from panel.core import taskqueue
 from panel.core.errors import ServiceError
 

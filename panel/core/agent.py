@@ -46,6 +46,18 @@ TASK = "panel.core.agent.call"
 OWN_PACKAGES = ("panel.", "benchmarks.")
 
 _registry: dict[str, Callable[..., Any]] = {}
+# Old dotted names of modules (or of one function) that moved, each app's own registered in its
+# ready(): a call queued before an update, or sent by a node not updated yet, still names them.
+MOVED: dict[str, str] = {}
+
+
+def current_name(dotted: str) -> str:
+    """``dotted`` (``module.function`` or ``module:Class``) as it is named now; the most specific
+    old name wins."""
+    for old in sorted(MOVED, key=len, reverse=True):
+        if dotted == old or dotted.startswith((old + ".", old + ":")):
+            return MOVED[old] + dotted[len(old) :]
+    return dotted
 
 
 def role() -> str:
@@ -153,7 +165,7 @@ def encode(value: Any) -> Any:
 
 
 def _own(dotted: str) -> Any:
-    module, _sep, qualname = dotted.partition(":")
+    module, _sep, qualname = current_name(dotted).partition(":")
     if not module.startswith(OWN_PACKAGES):
         raise ValueError(f"not one of the panel's own modules: {module}")
     found: Any = importlib.import_module(module)
@@ -276,6 +288,7 @@ def error_from(answer: dict[str, Any]) -> ServiceError:
 def lookup(name: str) -> Callable[..., Any]:
     """The marked function ``name``; importing its module (one of the panel's own) if no marked
     function of that name is known yet. Anything else is refused."""
+    name = current_name(name)
     func = _registry.get(name)
     if func is None and name.startswith(OWN_PACKAGES):
         module = name.rsplit(".", 1)[0]

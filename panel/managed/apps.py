@@ -15,6 +15,9 @@ class ManagedConfig(AppConfig):
         # The server's configuration includes replication.conf (wal_level, the guard's list of
         # logical-only replication roles); clusters cannot import the apps built on it.
         from panel.clusters import hooks
-        from panel.managed.services import replication
+        from panel.core import agent
+        from panel.managed.lib import moved
+        from panel.managed.services import logical_replication
 
-        hooks.register_server_config(replication.server_config)
+        hooks.register_server_config(logical_replication.server_config)
+        agent.MOVED.update(moved.MODULES)

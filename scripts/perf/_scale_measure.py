@@ -129,8 +129,8 @@ def remove_all(owner: Any) -> None:
     # The node's etcd (made for the clusters with standbys) outlives its last cluster: stop it
     # before its data directory goes, or it holds its ports, with this run's certificates, for
     # whatever starts next on them (a test run's etcd found it there and could not start).
-    from panel.clusters.engine import patroni
-    from panel.clusters.services import ha
+    from panel.clusters.standbys.engine import patroni
+    from panel.clusters.standbys.services import ha
 
     patroni.stop_etcd(ha.etcd_data_dir())
 

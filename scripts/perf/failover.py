@@ -10,7 +10,7 @@ while a writer inserts sequential ids through the pool, one per transaction:
 
 - crash: SIGKILL of the primary's postmaster (Patroni stays);
 - node loss: SIGKILL of the primary's Patroni and postmaster together;
-- switchover: ``members.switch`` to the synchronous standby; a second client writes straight to
+- switchover: ``switchover.switch`` to the synchronous standby; a second client writes straight to
   the cluster's port (HAProxy) meanwhile and reconnects when cut.
 
 For each trial: the time from the kill (or the switchover call) to the first commit acknowledged
@@ -28,7 +28,7 @@ writers (multi-host URI, a pool's multi-host URI, the floating address) and remo
 (scripts/perf/_machine_loss.py); it runs alone.
 
 ``--breakdown`` prints, for each switchover, when each phase happened, in seconds from the
-PAUSE: the panel's own steps (``members.switch``: cascade, CHECKPOINT, Patroni's
+PAUSE: the panel's own steps (``switchover.switch``: cascade, CHECKPOINT, Patroni's
 ``POST /switchover``, the before_stop script's word, PAUSE, candidate writable, PgBouncer
 repointed, RESUME), what a watcher saw every 20 ms (old primary's port closed, leader key in etcd
 released and naming the candidate) and the writers' first commits after their longest pause.
@@ -112,7 +112,7 @@ class Watcher(threading.Thread):
 
     def __init__(self, cluster, old, phases: dict[str, float]) -> None:  # type: ignore[no-untyped-def]
         super().__init__(daemon=True)
-        from panel.clusters.services import etcd, ha
+        from panel.clusters.standbys.services import etcd, ha
 
         self.old_port, self.old_name, self.phases = old.port, old.name, phases
         # The panel's etcd (TLS, the node's client certificate), as Patroni reads it.
@@ -121,7 +121,7 @@ class Watcher(threading.Thread):
         self.stop = threading.Event()
 
     def _leader(self) -> str | None:
-        from panel.clusters.engine import etcd as etcd_engine
+        from panel.clusters.standbys.engine import etcd as etcd_engine
 
         try:
             value = etcd_engine.get(self.urls[:1], self.key, self.tls)
@@ -147,9 +147,10 @@ class Watcher(threading.Thread):
 def trial(cluster, scenario: str, params: dict, breakdown: bool = False) -> Trial:  # type: ignore[no-untyped-def]
     import psycopg
 
-    from panel.clusters.engine import patroni
     from panel.clusters.models import MemberRole
-    from panel.clusters.services import ha, members, reconciler
+    from panel.clusters.services import reconciler
+    from panel.clusters.standbys.engine import patroni
+    from panel.clusters.standbys.services import ha, switchover
 
     deadline = time.monotonic() + RECOVERY_TIMEOUT
     while not ha.wait_healthy(cluster, 2) and time.monotonic() < deadline:
@@ -176,7 +177,7 @@ def trial(cluster, scenario: str, params: dict, breakdown: bool = False) -> Tria
     elif scenario == "node loss":
         patroni.kill_member(ha.member_config_path(cluster, old), old.pid)
     else:
-        members.switch(cluster, None, phases)
+        switchover.switch(cluster, None, phases)
     # Done once another member is the primary and commits have flowed for 3 s since.
     end = started + RECOVERY_TIMEOUT
     taken_over = None

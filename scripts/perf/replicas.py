@@ -29,20 +29,20 @@ def main() -> None:
     with bench_cluster("perf-replica-source", args.scale) as bench:
         from benchmarks.lib.run_options import RunOptions
         from panel.clusters import services
-        from panel.clusters.services import replicas, replication
+        from panel.clusters.replicas.services import replicas, streaming
 
         source = bench.cluster
         started = time.monotonic()
         replica = replicas.add_replica(source, name="perf-replica")
         made = time.monotonic() - started
         print(f"replica of a scale-{args.scale} database made in {made:.1f} s (port {replica.port})")
-        slot = replication.slot_name(replica)
+        slot = streaming.slot_name(replica)
         samples: list[tuple[int, float]] = []
         done = threading.Event()
 
         def sample() -> None:
             while not done.is_set():
-                lag = replication.replica_lag(source).get(slot)
+                lag = streaming.replica_lag(source).get(slot)
                 if lag is not None and lag.lag_bytes is not None:
                     samples.append((lag.lag_bytes, lag.replay_lag_seconds or 0.0))
                 time.sleep(0.5)
@@ -52,7 +52,7 @@ def main() -> None:
         options = RunOptions(clients=8, threads=2, duration_s=args.duration)
         tps = hand_run(bench, options)
         ended = time.monotonic()
-        while (lag := replication.replica_lag(source).get(slot)) is not None and lag.lag_bytes:
+        while (lag := streaming.replica_lag(source).get(slot)) is not None and lag.lag_bytes:
             time.sleep(0.1)
         caught_up = time.monotonic() - ended
         done.set()

@@ -43,7 +43,8 @@ from playwright.sync_api import Page, expect
 
 from panel.clusters.engine import dbconn, postgres
 from panel.clusters.models import Cluster, MemberRole
-from panel.clusters.services import ha, members, reconciler, roles
+from panel.clusters.services import reconciler, roles
+from panel.clusters.standbys.services import ha, switchover
 from panel.insights.lib.metrics import POSTGRES
 from panel.insights.services import collection
 from panel.quotas import services as quotas
@@ -142,9 +143,9 @@ def meet_the_switchover(monkeypatch: pytest.MonkeyPatch, cluster: Cluster) -> di
     cluster's pgdata), the periodic collection and quota cycle run, in the request that asked
     for the switchover (the live server runs in this process)."""
     met = {"collection": False, "quotas": False}
-    real_wait = members.Switchover.wait_writable
+    real_wait = switchover.Switchover.wait_writable
 
-    def collect_meanwhile(self: members.Switchover) -> bool:
+    def collect_meanwhile(self: switchover.Switchover) -> bool:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and postgres.postmaster_pid(cluster.pgdata) is not None:
             time.sleep(0.01)
@@ -159,7 +160,7 @@ def meet_the_switchover(monkeypatch: pytest.MonkeyPatch, cluster: Cluster) -> di
                 break
         return real_wait(self)
 
-    monkeypatch.setattr(members.Switchover, "wait_writable", collect_meanwhile)
+    monkeypatch.setattr(switchover.Switchover, "wait_writable", collect_meanwhile)
     return met
 
 

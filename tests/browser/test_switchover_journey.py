@@ -19,7 +19,7 @@ from playwright.sync_api import Page, expect
 
 from panel.clusters import services as cluster_services
 from panel.clusters.models import Cluster, MemberRole
-from panel.clusters.services import ha
+from panel.clusters.standbys.services import ha
 from panel.pools import services as pool_services
 from tests.browser.conftest import log_in, snapshot, wait_for_htmx
 from tests.browser.console import ConsoleWatch

@@ -23,12 +23,13 @@ from typing import Any
 
 import pytest
 
-from panel.clusters.engine import etcd as engine
-from panel.clusters.engine import isolation, patroni
-from panel.clusters.lib import etcd as etcd_lib
-from panel.clusters.lib.patroni import ETCD_USER_TAG, NAMESPACE
+from panel.clusters.engine import isolation
 from panel.clusters.models import Cluster, ClusterMember, MemberRole
-from panel.clusters.services import etcd, ha, ha_files
+from panel.clusters.standbys.engine import etcd as engine
+from panel.clusters.standbys.engine import patroni
+from panel.clusters.standbys.lib import etcd as etcd_lib
+from panel.clusters.standbys.lib.patroni import ETCD_USER_TAG, NAMESPACE
+from panel.clusters.standbys.services import etcd, ha, ha_files
 from panel.core import runas
 from panel.core.polling import wait_for
 from tests.fixtures.ha_pair import HaPair, lend_to_new_owner

@@ -20,7 +20,7 @@ from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster
 from panel.clusters.services import roles
 from panel.clusters.tests.conftest import module_cluster_fixture
-from panel.managed.services import replication
+from panel.managed.services import logical_replication
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 DENIED = "permission denied to run replication command"
@@ -52,7 +52,7 @@ def _refused(cluster: Cluster, command: str) -> None:
 
 def test_a_replication_user_decodes_logically_and_copies_nothing_of_the_server(cluster: Cluster) -> None:
     roles.add_user(cluster, "cdc")
-    assert replication.set_replication(cluster, "cdc", True) is True
+    assert logical_replication.set_replication(cluster, "cdc", True) is True
     admin = _details(cluster, "doadmin")
     with psycopg.connect(admin.uri(), autocommit=True) as conn:
         conn.execute("CREATE TABLE cdc_t (id int PRIMARY KEY, note text)")
@@ -108,7 +108,7 @@ def test_a_replication_user_decodes_logically_and_copies_nothing_of_the_server(c
     # Taken back: no replication connection at all.
     with _replication(cluster, "cdc") as conn:
         conn.execute("DROP_REPLICATION_SLOT cdc_slot")
-    assert replication.set_replication(cluster, "cdc", False) is False
+    assert logical_replication.set_replication(cluster, "cdc", False) is False
     with pytest.raises(psycopg.OperationalError, match="replication"):
         _replication(cluster, "cdc").close()
 
@@ -119,7 +119,7 @@ def test_a_replication_user_makes_no_physical_slot_over_sql(cluster: Cluster) ->
     check saw), which holds the server's WAL for a copy. Refused now, its logical slot functions
     still work. Nor does it drop or move the panel's physical slots."""
     roles.add_user(cluster, "cdc_sql")
-    assert replication.set_replication(cluster, "cdc_sql", True) is True
+    assert logical_replication.set_replication(cluster, "cdc_sql", True) is True
     admin = _details(cluster, "doadmin")
     with psycopg.connect(admin.uri(), autocommit=True) as conn:
         conn.execute("CREATE TABLE cdc_sql_t (id int PRIMARY KEY)")

@@ -39,10 +39,10 @@ import psycopg
 import pytest
 from django.conf import settings
 
-from panel.clusters.engine import member_tls
 from panel.clusters.lib import firewall, pgconf, tls
 from panel.clusters.lib.libpq import outside_client_params
 from panel.clusters.models import Cluster
+from panel.clusters.standbys.engine import member_tls
 from panel.core import runas
 from tests.pgserver import free_port_outside, throwaway_server
 

@@ -28,10 +28,11 @@ from panel.api import services as tokens
 from panel.api.models import Scope
 from panel.clusters.engine import dbconn, guard, panel_roles
 from panel.clusters.models import Cluster, DatabaseUser
-from panel.clusters.services import replicas, roles
+from panel.clusters.replicas.services import replicas
+from panel.clusters.services import roles
 from panel.clusters.tests.conftest import connect_as_client
 from panel.core.errors import ServiceError
-from panel.managed.services.replication import set_replication as allow
+from panel.managed.services.logical_replication import set_replication as allow
 
 pytestmark = pytest.mark.integration
 ROLE = settings.PANEL_REPLICATION_ROLE

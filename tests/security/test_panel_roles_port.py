@@ -28,7 +28,7 @@ from django.conf import settings
 
 from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster, MemberRole
-from panel.clusters.services import ha, members
+from panel.clusters.standbys.services import ha, switchover
 from panel.clusters.tests.conftest import client_params, module_cluster_fixture
 from tests.fixtures.ha_pair import HaPair, lend_to_new_owner
 
@@ -99,7 +99,7 @@ def test_the_panel_roles_are_refused_through_haproxy_before_a_password(ha_cluste
 def test_the_standby_streams_and_a_switchover_still_works(ha_cluster: Cluster, wait_until: Any) -> None:
     cluster = ha_cluster
     wait_until(lambda: _streaming(cluster) == 1, timeout=TIMEOUT, message="the standby streams")
-    members.switchover(cluster, "member-2")
+    switchover.switchover(cluster, "member-2")
     assert ha.wait_healthy(cluster, TIMEOUT), ha.read_statuses(cluster)
     ha.refresh_members(cluster)
     assert cluster.members.get(role=MemberRole.PRIMARY).name == "member-2"

@@ -18,9 +18,10 @@ from typing import Any
 
 import pytest
 
-from panel.clusters.engine import dbconn, patroni, postgres
+from panel.clusters.engine import dbconn, postgres
 from panel.clusters.models import Cluster
-from panel.clusters.services import ha, ha_files, members, membership
+from panel.clusters.standbys.engine import patroni
+from panel.clusters.standbys.services import ha, ha_files, membership, switchover
 from panel.core.polling import wait_for
 from tests.fixtures.ha_pair import HaPair, lend_to_new_owner
 
@@ -93,7 +94,7 @@ def test_the_panels_own_switchover_and_configuration_change_still_work(ha_cluste
     cluster = ha_cluster
     leader = _leader(cluster)
     candidate = cluster.members.exclude(pk=leader.pk).get()
-    assert members.switchover(cluster, candidate.name) == candidate.name
+    assert switchover.switchover(cluster, candidate.name) == candidate.name
     assert _leader(cluster).name == candidate.name
     assert ha.wait_healthy(cluster, TIMEOUT)
     # The panel's PATCH /config (the settings Patroni keeps in etcd, as a resize sends them).

@@ -24,9 +24,11 @@ import pytest
 from django.conf import settings
 
 from panel.backups.engine import runner as engine
-from panel.clusters.engine import dbconn, patroni
+from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
-from panel.clusters.services import ha, ha_files, ha_roles, reconciler
+from panel.clusters.services import reconciler
+from panel.clusters.standbys.engine import patroni
+from panel.clusters.standbys.services import ha, ha_files, ha_roles
 from panel.core import runas
 from tests.fixtures.ha_pair import HaPair, lend_to_new_owner
 from tests.security.test_backup_secrets import _files_holding, _named_by_settings

@@ -20,7 +20,8 @@ import psycopg
 import pytest
 
 from panel.clusters.models import Cluster, TrustedSource
-from panel.clusters.services import firewall, ha, reconciler
+from panel.clusters.services import firewall, reconciler
+from panel.clusters.standbys.services import ha, ha_files
 from panel.clusters.tests.conftest import client_params
 from panel.pools import services as pool_services
 from panel.pools.models import ConnectionPool
@@ -159,7 +160,7 @@ def test_the_reconciler_brings_an_haproxy_of_an_older_panel_up_to_date(
     cluster, _pool = ha_cluster
     config = ha.haproxy_config_path(cluster)
     now = config.read_text()
-    assert now == ha.haproxy_text(cluster)
+    assert now == ha_files.haproxy_text(cluster)
     older = now.replace("    timeout connect 500ms\n", "    timeout connect 3s\n")
     older = older.replace("    retries 3\n", "").replace("    option redispatch 1\n", "")
     assert older != now

@@ -10,7 +10,7 @@ from panel.api.services.databases import connection_object
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster, ClusterEvent, Database, DatabaseUser
 from panel.core.errors import ServiceError
-from panel.managed.services import replication
+from panel.managed.services import logical_replication
 from panel.pools.models import ConnectionPool
 from panel.pools.services.figures import pool_connection_details
 
@@ -42,12 +42,12 @@ def pool(row: ConnectionPool, *, with_password: bool) -> dict[str, Any]:
 def user(row: DatabaseUser, *, with_password: bool) -> dict[str, Any]:
     """One database user: ``primary`` for the admin user, ``normal`` for the others; the
     password only ``with_password``; ``pg_allow_replication`` as granted (logical replication
-    only, panel.managed.services.replication)."""
+    only, panel.managed.services.logical_replication)."""
     return {
         "name": row.name,
         "role": ROLE_PRIMARY if row.is_protected else ROLE_NORMAL,
         "password": row.password if with_password else "",
-        "settings": {"pg_allow_replication": replication.is_allowed(row)},
+        "settings": {"pg_allow_replication": logical_replication.is_allowed(row)},
     }
 
 

@@ -1,5 +1,5 @@
 """The database object's ``floating_address``: the host of the operator's floating address, null
-without one (services/vip.py sets it; docs/managed-api.md)."""
+without one (standbys/services/vip.py sets it; docs/managed-api.md)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,8 @@ from ninja import Router, Schema
 from panel.api.models import Scope
 from panel.api.v2.auth import caller
 from panel.api.v2.common import ERRORS, WRITE_ERRORS, owned_cluster
-from panel.clusters.services import members
+from panel.clusters.standbys.services import members
+from panel.clusters.standbys.services import switchover as switchover_service
 
 router = Router(tags=["databases"])
 
@@ -59,4 +60,4 @@ def list_members(request: HttpRequest, database_id: uuid.UUID) -> dict[str, Any]
 def switchover(request: HttpRequest, database_id: uuid.UUID, payload: SwitchoverIn) -> dict[str, Any]:
     user, _token = caller(request, Scope.UPDATE)
     cluster = owned_cluster(user, database_id)
-    return {"primary": members.switchover(cluster, payload.to)}
+    return {"primary": switchover_service.switchover(cluster, payload.to)}

@@ -17,7 +17,7 @@ from panel.api.v2.auth import caller
 from panel.api.v2.common import ERRORS, WRITE_ERRORS, owned_cluster
 from panel.api.v2.schemas import Connection
 from panel.clusters.models import Cluster
-from panel.clusters.services import replicas
+from panel.clusters.replicas.services import replicas
 
 router = Router(tags=["databases"])
 REPLICAS = "/{uuid:database_id}/replicas"

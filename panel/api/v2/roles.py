@@ -27,7 +27,7 @@ from panel.api.v2.schemas import (
 from panel.clusters.models import Cluster, Database, DatabaseUser
 from panel.clusters.services import roles
 from panel.core.errors import ServiceError
-from panel.managed.services import replication
+from panel.managed.services import logical_replication
 
 router = Router(tags=["databases"])
 USERS = "/{uuid:database_id}/users"
@@ -69,7 +69,7 @@ def add_user(request: HttpRequest, database_id: uuid.UUID, payload: UserCreateIn
     added = roles.add_user(cluster, payload.name)
     if payload.settings is not None and payload.settings.pg_allow_replication:
         try:
-            replication.set_replication(cluster, added.name, True)
+            logical_replication.set_replication(cluster, added.name, True)
         except ServiceError:
             roles.delete_user(cluster, added.name)  # nothing half-made
             raise
@@ -93,7 +93,7 @@ def update_user(
     user, token = caller(request, Scope.UPDATE)
     cluster = owned_cluster(user, database_id)
     row = _user(cluster, name)
-    replication.set_replication(cluster, row.name, payload.settings.pg_allow_replication)
+    logical_replication.set_replication(cluster, row.name, payload.settings.pg_allow_replication)
     return Status(201, {"user": _shown(row, token)})
 
 

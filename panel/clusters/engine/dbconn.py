@@ -25,10 +25,10 @@ import psycopg
 from django.conf import settings
 from psycopg import sql
 
-from panel.clusters.engine import member_tls
 from panel.clusters.lib.libpq import outside_client_params
 from panel.clusters.lib.session import CLIENT_ENCODING, PINNED_OPTIONS, SEARCH_PATH_OPTION
 from panel.clusters.models import Cluster
+from panel.clusters.standbys.engine import member_tls
 
 CONNECT_TIMEOUT = 5
 # The superuser's sessions log no statement text, whatever the cluster's owner set (say

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from panel.clusters.management.cli import PanelCommand, find_cluster, print_table
-from panel.clusters.services import members
+from panel.clusters.standbys.services import members, switchover
 
 
 class MemberSubcommands(PanelCommand):
@@ -51,6 +51,6 @@ class MemberSubcommands(PanelCommand):
     def do_switchover(self, options: dict[str, Any]) -> None:
         cluster = find_cluster(options["name"], options.get("owner"))
         started = time.monotonic()
-        primary = members.switchover(cluster, options.get("to"))
+        primary = switchover.switchover(cluster, options.get("to"))
         took = time.monotonic() - started
         self.stdout.write(self.style.SUCCESS(f"{primary} is the primary of {cluster.name} ({took:.1f} s)."))

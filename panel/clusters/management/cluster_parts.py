@@ -12,7 +12,8 @@ from django.core.management.base import CommandError
 
 from panel.clusters.management.cli import PanelCommand, find_cluster
 from panel.clusters.models import Cluster, ClusterStatus
-from panel.clusters.services import ha_health, roles
+from panel.clusters.services import roles
+from panel.clusters.standbys.services import ha_health
 from panel.core.errors import shown_text
 
 SUBCOMMANDS = (

@@ -1,5 +1,5 @@
 """Part of ``manage.py cluster``: a cluster's floating address (``floating-address``), an
-operator's setting (no page or API call changes it), calling ``services/vip.py``."""
+operator's setting (no page or API call changes it), calling ``standbys/services/vip.py``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 from django.core.management.base import CommandError
 
 from panel.clusters.management.cli import PanelCommand, find_cluster
-from panel.clusters.services import vip
+from panel.clusters.standbys.services import vip
 
 
 class VipSubcommands(PanelCommand):

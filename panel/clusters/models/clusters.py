@@ -15,12 +15,12 @@ from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
 
 from panel import crypto
-from panel.clusters.lib.patroni import new_rest_username
 from panel.clusters.lib.plans import Plan, get_plan
 from panel.clusters.models.events import ClusterEvent, EventLevel
 from panel.clusters.models.members import watched_elsewhere
 from panel.clusters.models.nodes import Node
 from panel.clusters.models.status import ClusterKind, ClusterStatus, status_word
+from panel.clusters.standbys.lib.patroni import new_rest_username
 from panel.core import runas
 from panel.core.errors import N_, Message, ServiceError, message_to_json
 from panel.core.runas import OsUser
@@ -84,7 +84,7 @@ class Cluster(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
     online_since = models.DateTimeField(null=True, blank=True)
-    # A read-only replica streams from this cluster (panel/clusters/services/replicas.py); a
+    # A read-only replica streams from this cluster (panel/clusters/replicas/services/replicas.py); a
     # source with replicas cannot be deleted. Cleared when the replica is promoted.
     replica_of = models.ForeignKey(
         "self", on_delete=models.RESTRICT, null=True, blank=True, related_name="replicas"
@@ -95,7 +95,7 @@ class Cluster(models.Model):
     # /config, restart, reinitialize): a member on another node listens on its node's address.
     rest_username = models.CharField(max_length=32, default=new_rest_username)
     rest_password_encrypted = models.TextField(default=crypto.new_encrypted_secret)
-    # An operator's: the address the panel's follower keeps on the primary's node (services/vip.py); blank: none.
+    # An operator's: the address the panel's follower keeps on the primary's node (standbys/services/vip.py); blank: none.
     floating_address = models.CharField(_("floating address"), max_length=18, blank=True)
 
     objects = ClusterQuerySet.as_manager()

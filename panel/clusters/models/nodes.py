@@ -42,7 +42,7 @@ class Node(models.Model):
     # Free space of the filesystem of its data directory, as its agent last reported it (None:
     # not reported yet); placement refuses a node nearly out of disk.
     disk_free_bytes = models.PositiveBigIntegerField(null=True, blank=True)
-    # The network interface the panel's follower puts a cluster's floating address on (services/vip.py).
+    # The network interface the panel's follower puts a cluster's floating address on (standbys/services/vip.py).
     vip_interface = models.CharField(
         _("floating address interface"), max_length=15, default=default_vip_interface
     )

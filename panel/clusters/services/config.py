@@ -20,9 +20,10 @@ from panel.clusters.engine import dbconn, isolation
 from panel.clusters.lib import tunables
 from panel.clusters.lib.pgconf import temp_file_limit_kb
 from panel.clusters.models import Cluster, EventLevel
-from panel.clusters.services import failures, remote_members
+from panel.clusters.services import failures
 from panel.clusters.services.lifecycle import require_local
 from panel.clusters.services.provision import SETTINGS_FILE, owner_settings, write_server_config
+from panel.clusters.standbys.services import remote_members
 from panel.core import runas
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError

@@ -16,11 +16,12 @@ from django.conf import settings
 from django.db import transaction
 
 from panel.clusters import hooks
-from panel.clusters.engine import dbconn, isolation, patroni
+from panel.clusters.engine import dbconn, isolation
 from panel.clusters.lib import firewall
-from panel.clusters.lib import haproxy as haproxy_lib
 from panel.clusters.models import Cluster, TrustedSource
-from panel.clusters.services import ha
+from panel.clusters.standbys.engine import haproxy
+from panel.clusters.standbys.lib import haproxy as haproxy_lib
+from panel.clusters.standbys.services import ha, ha_files
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
 from panel.core.runas import EngineError
@@ -180,7 +181,7 @@ def reconcile_proxy(cluster: Cluster) -> str | None:
     wanted = firewall.render_haproxy_sources(cluster.trusted_source_values())
     try:
         current = (directory / haproxy_lib.HAPROXY_SOURCES).read_text()
-        configured = ha.haproxy_config_path(cluster).read_text() == ha.haproxy_text(cluster)
+        configured = ha.haproxy_config_path(cluster).read_text() == ha_files.haproxy_text(cluster)
     except FileNotFoundError:
         current, configured = "", False
     if configured and current == wanted:
@@ -212,7 +213,7 @@ def _end_untrusted_sessions(cluster: Cluster, sources: list[str]) -> int:
         return 0
     if cluster.is_ha:
         ports = [port for port in (cluster.port, cluster.standby_port) if port]
-        return patroni.cut_clients(ports, lambda address: firewall.allows(sources, address))
+        return haproxy.cut_clients(ports, lambda address: firewall.allows(sources, address))
     try:
         with dbconn.admin_connection(cluster) as conn:
             rows = conn.execute(

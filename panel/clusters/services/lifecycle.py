@@ -14,8 +14,10 @@ from django.utils.translation import gettext as _
 from panel.clusters import hooks
 from panel.clusters.engine import dbconn, isolation, postgres
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel, status_word
-from panel.clusters.services import failures, ha, replica_source, replication, rolling
+from panel.clusters.replicas.services import replica_source, streaming
+from panel.clusters.services import failures
 from panel.clusters.services.provision import clear_reserved, write_server_config
+from panel.clusters.standbys.services import ha, rolling
 from panel.core import runas
 from panel.core.errors import N_, Message, ServiceError, Term, message_to_text
 from panel.core.polling import wait_for
@@ -93,7 +95,7 @@ def perform_action(cluster: Cluster, action: str) -> Cluster:
         if action in {"start", "restart"}:
             # Before stopping: a guard that cannot be built leaves a running cluster running.
             guard_added = write_server_config(cluster)
-        # A cluster with standbys restarts member by member and keeps serving (services/rolling.py).
+        # A cluster with standbys restarts member by member and keeps serving (standbys/services/rolling.py).
         rolling_restart = action == "restart" and cluster.is_ha
         if action in {"stop", "restart"} and not rolling_restart:
             cluster.mark(ClusterStatus.STOPPING)
@@ -295,7 +297,7 @@ def tear_down(cluster: Cluster) -> None:
     postgres.kill(cluster.pgdata)
     if (source := cluster.replica_of) is not None:
         # The source keeps no WAL for a replica that is gone (its walsender may take a moment).
-        slot = replication.slot_name(cluster)
+        slot = streaming.slot_name(cluster)
         # (on the source's node: the replica may live on another one)
         if not wait_for(lambda: replica_source.slot_gone(source, slot), 10, interval=0.2):
             log.warning("deleting replica %s: its slot on the source stays", cluster.pk)

@@ -339,7 +339,7 @@ def remove_node(name: str) -> None:
             params={"node": name, "n": count},
         )
     if EtcdMember.objects.filter(node=node).exists():
-        # The agents' reconciler moves the member once the node is drained (services/etcd.py):
+        # The agents' reconciler moves the member once the node is drained (standbys/services/etcd.py):
         # a node removed with it would take a vote of the panel's etcd (or the only copy) along.
         raise ServiceError(
             N_(

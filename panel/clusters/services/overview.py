@@ -11,7 +11,7 @@ from panel.clusters import hooks
 from panel.clusters.engine import dbconn, postgres
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster, DatabaseUser
-from panel.clusters.services import entry_points
+from panel.clusters.standbys.services import entry_points
 from panel.core.agent import on_node
 from panel.core.errors import N_, ServiceError
 

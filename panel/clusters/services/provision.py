@@ -36,8 +36,10 @@ from panel.clusters.lib import tls, tunables
 from panel.clusters.lib.pgconf import ServerSettings, loads_guard, render_temp_file_limit, temp_file_limit_kb
 from panel.clusters.lib.plans import SUPERUSER_RESERVED_CONNECTIONS
 from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser, EventLevel
-from panel.clusters.services import failures, ha, remote_members, replication
+from panel.clusters.replicas.services import streaming
+from panel.clusters.services import failures
 from panel.clusters.services.create import new_password
+from panel.clusters.standbys.services import ha, remote_members
 from panel.core import runas
 from panel.core.errors import N_, Message, ServiceError, message_to_text
 from panel.core.runas import EngineError
@@ -318,7 +320,7 @@ def write_server_config(cluster: Cluster) -> bool:
         preload_libraries=(str(library),),
         reserved_roles=guard.reserved_roles(),
         # The apps' files (archiving, panel.backups) after the owner's: theirs win.
-        includes=(SETTINGS_FILE, *replication.standby_files(cluster), *hooks.server_config(cluster)),
+        includes=(SETTINGS_FILE, *streaming.standby_files(cluster), *hooks.server_config(cluster)),
         max_slot_wal_keep_mb=plan.disk_bytes // 10 // 1024**2,
     )
     runas.make_private_dir(cluster.log_file.parent, user)

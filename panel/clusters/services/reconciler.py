@@ -17,20 +17,10 @@ from panel.clusters.engine import dbconn, guard, isolation, panel_roles, postgre
 from panel.clusters.lib import pgconf
 from panel.clusters.lib.pgconf import STATEMENTS_LIBRARY, guard_lines
 from panel.clusters.models import Cluster, ClusterStatus, CycleKind, EventLevel
-from panel.clusters.services import (
-    cycles,
-    entry_points,
-    firewall,
-    ha,
-    ha_health,
-    ha_roles,
-    new_password,
-    replica_heal,
-    replica_slots,
-    replication,
-    vip,
-)
+from panel.clusters.replicas.services import replica_heal, replica_slots, streaming
+from panel.clusters.services import cycles, firewall, new_password
 from panel.clusters.services.provision import SETTINGS_FILE
+from panel.clusters.standbys.services import entry_points, ha, ha_health, ha_roles, vip
 from panel.core import osusers, runas
 from panel.core.errors import N_, Message, ServiceError, message_to_text
 from panel.core.runas import EngineError
@@ -64,7 +54,7 @@ def _reconcile() -> list[str]:
         notes += ha_health.assess(cluster)
     # A replica left on its source's old timeline by a crash failover is rewound or copied again.
     notes += replica_heal.heal_diverged()
-    notes += replication.refresh_standbys()
+    notes += streaming.refresh_standbys()
     for cluster in Cluster.objects.here().filter(status__in=ClusterStatus.SERVING, num_nodes=1):
         if postgres.postmaster_pid(cluster.pgdata) is not None:
             continue

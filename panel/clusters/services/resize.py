@@ -25,10 +25,11 @@ from panel.clusters import hooks
 from panel.clusters.engine import postgres
 from panel.clusters.lib.plans import PLANS, Plan, get_plan, require_plan
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel, Node, status_word
-from panel.clusters.services import failures, member_count, nodes, remote_members, rolling
+from panel.clusters.services import failures, nodes
 from panel.clusters.services.lifecycle import guard_loaded, require_local, start_server
 from panel.clusters.services.overview import overview
 from panel.clusters.services.provision import write_server_config
+from panel.clusters.standbys.services import member_count, remote_members, rolling
 from panel.core import runas
 from panel.core.errors import N_, Message, ServiceError, message_to_text
 
@@ -253,7 +254,7 @@ def _restart_on_plan(cluster: Cluster, *, rolling_back: bool = False) -> None:
         _push_to_remote_members(cluster, rolling_back=rolling_back)
     cluster.set_progress(40, _("Restarting PostgreSQL"))
     if cluster.is_ha:
-        # Member by member, standbys first, the primary after a switchover (services/rolling.py).
+        # Member by member, standbys first, the primary after a switchover (standbys/services/rolling.py).
         rolling.rolling_restart(cluster)
         guard_loaded(cluster, guard_added=guard_added)
     else:

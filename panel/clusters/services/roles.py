@@ -19,14 +19,9 @@ from panel.clusters.lib.names import (
     validate_role_name,
 )
 from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser, EventLevel
-from panel.clusters.services import (
-    failures,
-    new_password,
-    remote_members,
-    replica_build,
-    replica_source,
-    replication,
-)
+from panel.clusters.replicas.services import replica_build, replica_source, streaming
+from panel.clusters.services import failures, new_password
+from panel.clusters.standbys.services import remote_members
 from panel.core import agent
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
@@ -236,7 +231,7 @@ def follow_on_replicas(source: Cluster) -> None:
             continue
         # Behind or restarting: its rows follow anyway; its server has the roles once it replays.
         with contextlib.suppress(dbconn.DatabaseError):
-            replication.wait_replayed(replica)
+            streaming.wait_replayed(replica)
         replica_build.follow_source_rows(replica)
         _roles_changed(replica, follow=False)
 
@@ -245,7 +240,7 @@ def follow_on_replicas(source: Cluster) -> None:
 def follow_here(replica: Cluster, lsn: str) -> None:
     """``follow_on_replicas`` on a replica's own node, once it replayed up to ``lsn``."""
     with contextlib.suppress(dbconn.DatabaseError):
-        replication.wait_replayed(replica, target=lsn)
+        streaming.wait_replayed(replica, target=lsn)
     replica_build.follow_source_rows(replica)
     _roles_changed(replica, follow=False)
 

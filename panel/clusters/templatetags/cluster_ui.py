@@ -9,7 +9,8 @@ from django.utils.translation import gettext
 
 from panel.clusters import hooks
 from panel.clusters.models import Cluster, ClusterStatus
-from panel.clusters.services import ha_health, lifecycle
+from panel.clusters.services import lifecycle
+from panel.clusters.standbys.services import ha_health
 from panel.core.errors import shown_text
 
 register = template.Library()

@@ -11,9 +11,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from panel.clusters.lib import patroni
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, Database, DatabaseUser, Node
 from panel.clusters.services import nodes
+from panel.clusters.standbys.lib import patroni
 from tests.fixtures.clusters import module_cluster
 
 ADMIN_PASSWORD = "admin-secret-Zq7xK2"

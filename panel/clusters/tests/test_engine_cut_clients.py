@@ -1,4 +1,4 @@
-"""Ending the connections of addresses no longer trusted (``patroni.cut_clients``, run after
+"""Ending the connections of addresses no longer trusted (``haproxy.cut_clients``, run after
 HAProxy's sources change): real sockets on loopback, IPv4 and IPv6; the kernel closes only the
 refused client's connection, on the given ports only."""
 
@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from panel.clusters.engine import patroni
+from panel.clusters.standbys.engine import haproxy
 
 
 def _pair(family: socket.AddressFamily, server: str, client: str) -> tuple[socket.socket, socket.socket, int]:
@@ -49,7 +49,7 @@ def test_only_the_refused_clients_connection_is_closed(
     try:
         # The allowed client is on a watched port too: spared for its address.
         ports = [port] + ([good_far.getsockname()[1]] if allowed else [])
-        assert patroni.cut_clients(ports, lambda address: address != refused) == 1
+        assert haproxy.cut_clients(ports, lambda address: address != refused) == 1
         assert not _open(bad_near, bad_far)
         assert _open(other_near, other_far)
         if allowed:

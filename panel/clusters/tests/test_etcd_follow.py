@@ -17,7 +17,8 @@ from django.contrib.auth.models import User
 
 from panel import crypto
 from panel.clusters.models import ClusterMember, EtcdMember, EtcdMemberState
-from panel.clusters.services import ha_files, nodes
+from panel.clusters.services import nodes
+from panel.clusters.standbys.services import ha_files
 from panel.clusters.tests.conftest import make_cluster_row
 
 # Says "reloaded" in the marker file on SIGHUP, as Patroni reads its configuration again then.
@@ -71,7 +72,7 @@ def test_a_members_configuration_follows_the_etcd_members_and_patroni_is_reloade
             "cacert": tls.ca,
             "cert": tls.cert,
             "key": tls.key,
-            "username": ha_files.scope(cluster),  # its own etcd user (services/etcd_auth.py)
+            "username": ha_files.scope(cluster),  # its own etcd user (standbys/services/etcd_auth.py)
             "password": tls.password,
         }
         for path in (tls.ca, tls.cert, tls.key):

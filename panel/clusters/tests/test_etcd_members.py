@@ -29,11 +29,12 @@ from django.conf import settings as django_settings
 from django.test import override_settings
 from django.utils import timezone
 
-from panel.clusters.engine import etcd as engine
-from panel.clusters.engine import patroni
-from panel.clusters.lib import etcd as etcd_lib
 from panel.clusters.models import EtcdMember, EtcdMemberState, Node, NodeState
-from panel.clusters.services import etcd, etcd_membership, ha, nodes
+from panel.clusters.services import nodes
+from panel.clusters.standbys.engine import etcd as engine
+from panel.clusters.standbys.engine import patroni
+from panel.clusters.standbys.lib import etcd as etcd_lib
+from panel.clusters.standbys.services import etcd, etcd_membership, ha
 from panel.core import runas
 from panel.core.errors import ServiceError
 
@@ -163,7 +164,7 @@ def test_three_members_form_one_store_that_outlives_one_and_refuses_strangers(
     # The same through the reconciler's own step: node B chooses C, C's reconciler brings it in.
     with as_node(b):
         # No Patroni runs on this store: the reconciler turns etcd's authentication on as well,
-        # and everything after goes on logged in as root (services/etcd_auth.py).
+        # and everything after goes on logged in as root (standbys/services/etcd_auth.py).
         assert ha.supervise_etcd() == [
             f"etcd: a member is to join on {c.name}",
             "etcd: authentication enabled (each cluster's Patroni logs in as its own user)",

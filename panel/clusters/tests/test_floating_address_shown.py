@@ -1,6 +1,6 @@
 """A cluster's floating address where people see it: the connection details box says it when one
 is set (the API's database object: panel/api/tests/test_api_floating_address.py), and ``manage.py cluster floating-address`` and ``manage.py
-node vip-interface`` show, refuse and set it (services/vip.py does the work: test_services_vip.py)."""
+node vip-interface`` show, refuse and set it (standbys/services/vip.py does the work: test_services_vip.py)."""
 
 from __future__ import annotations
 

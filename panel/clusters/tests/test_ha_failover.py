@@ -21,9 +21,11 @@ from django.test import Client
 from panel.api import services as api_services
 from panel.api.models import Scope
 from panel.clusters import services
-from panel.clusters.engine import cgroups, isolation, patroni, postgres
+from panel.clusters.engine import cgroups, isolation, postgres
 from panel.clusters.models import Cluster, ClusterMember, MemberRole
-from panel.clusters.services import ha, members, reconciler
+from panel.clusters.services import reconciler
+from panel.clusters.standbys.engine import patroni
+from panel.clusters.standbys.services import ha, switchover
 from panel.clusters.tests.test_ha_rolling import Writer, tls_params
 from panel.core.errors import ServiceError
 from panel.pools import services as pool_services
@@ -153,13 +155,13 @@ def test_switchover_refuses_missing_primary_and_lagging_members_and_one_member_c
     primary = _primary(ha_cluster).name
     for to, code in (("member-9", "unknown_member"), (primary, "already_primary")):
         with pytest.raises(ServiceError) as refused:
-            members.switchover(ha_cluster, to)
+            switchover.switchover(ha_cluster, to)
         assert refused.value.code == f"cluster.switchover_{code}" and refused.value.field == "to"
     single = services.create_cluster(
         ha_cluster.owner, name="db-single", plan_slug="db-s-1vcpu-2gb", enqueue=False
     )
     with pytest.raises(ServiceError) as refused:
-        members.switchover(single, None)
+        switchover.switchover(single, None)
     assert refused.value.code == "cluster.switchover_no_standby"
     single.delete()
     # A standby that stopped replaying (its startup process suspended: Patroni would resume a
@@ -174,7 +176,7 @@ def test_switchover_refuses_missing_primary_and_lagging_members_and_one_member_c
             conn.execute("CREATE TABLE filler AS SELECT repeat('x', 1000) AS t FROM generate_series(1, 5000)")
             conn.execute("DROP TABLE filler")
         with pytest.raises(ServiceError) as refused:
-            members.switchover(ha_cluster, lagging.name)
+            switchover.switchover(ha_cluster, lagging.name)
         assert refused.value.code == "cluster.switchover_member_lagging", refused.value.message
         assert int(refused.value.params["lag"]) > 1024 * 1024, refused.value.params
         assert _primary(ha_cluster).name == primary
@@ -205,7 +207,7 @@ def test_a_switchover_holds_pool_clients_and_is_an_event_with_its_duration(ha_cl
     writer = Writer(_params(ha_cluster, "writes", port=ha_cluster.pooler_port))
     deadline = writer.start()
     try:
-        assert members.switchover(ha_cluster, None) == target.name
+        assert switchover.switchover(ha_cluster, None) == target.name
         # The pools were paused: the writer's transactions waited instead of failing.
         after = len(writer.acked)
         while len(writer.acked) < after + 50 and time.monotonic() < deadline + RECOVERY_TIMEOUT:

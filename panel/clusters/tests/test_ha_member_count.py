@@ -23,9 +23,11 @@ from django.core.management.base import CommandError
 from panel.backups.models import JobStatus
 from panel.backups.services import archiving, backups, restore
 from panel.clusters import services
-from panel.clusters.engine import dbconn, patroni, postgres
+from panel.clusters.engine import dbconn, postgres
 from panel.clusters.models import Cluster, ClusterStatus, MemberRole
-from panel.clusters.services import ha, members, resize
+from panel.clusters.services import resize
+from panel.clusters.standbys.engine import haproxy, patroni
+from panel.clusters.standbys.services import ha, switchover
 from panel.clusters.tests.conftest import connect_as_client, make_cluster_row
 from panel.clusters.tests.test_ha_rolling import tls_params
 from panel.core.errors import ServiceError
@@ -255,7 +257,7 @@ def three_to_two_removes_a_standby_and_is_no_longer_strict(cluster: Cluster) -> 
 
 
 def after_a_switchover_backups_follow_the_primary_and_fork(cluster: Cluster) -> None:
-    assert members.switchover(cluster, "member-2") == "member-2"
+    assert switchover.switchover(cluster, "member-2") == "member-2"
     insert(cluster, 401, 500)
     job = backups.create_backup(cluster, "incr")
     assert job.status == JobStatus.SUCCEEDED, job.error_message
@@ -273,7 +275,7 @@ def two_to_one_hands_the_server_back_to_the_reconciler(cluster: Cluster) -> None
     cluster = change(cluster, 1)
     assert cluster.members.count() == 0 and not cluster.is_ha and cluster.standby_port is None
     assert all(patroni.member_pid(config) is None for config in configs)
-    assert patroni.haproxy_pid(ha.haproxy_config_path(cluster)) is None
+    assert haproxy.pid(ha.haproxy_config_path(cluster)) is None
     assert not Path(ha.ha_dir(cluster)).exists()
     assert postgres.postmaster_pid(cluster.pgdata) is not None
     with dbconn.admin_connection(cluster) as conn:

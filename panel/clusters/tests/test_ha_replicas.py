@@ -14,18 +14,13 @@ import psycopg
 import pytest
 from django.contrib.auth.models import User
 
-from panel.clusters.engine import dbconn, patroni, postgres
-from panel.clusters.lib import patroni as patroni_lib
+from panel.clusters.engine import dbconn, postgres
 from panel.clusters.models import Cluster, MemberRole
-from panel.clusters.services import (
-    ha,
-    members,
-    reconciler,
-    replica_heal,
-    replica_slots,
-    replicas,
-    replication,
-)
+from panel.clusters.replicas.services import replica_heal, replica_slots, replicas, streaming
+from panel.clusters.services import reconciler
+from panel.clusters.standbys.engine import patroni
+from panel.clusters.standbys.lib import patroni as patroni_lib
+from panel.clusters.standbys.services import ha, switchover
 from panel.clusters.tests.conftest import connect_as_client
 from panel.core.errors import ServiceError
 from panel.core.polling import wait_for
@@ -130,13 +125,13 @@ def test_a_replica_keeps_streaming_from_the_new_primary_and_its_slot_goes_with_i
         conn.execute("CREATE TABLE items (id int PRIMARY KEY)")
         conn.execute("INSERT INTO items VALUES (1)")
     replica = replicas.add_replica(source, name="db-ha-replica")
-    slot = replication.slot_name(replica)
+    slot = streaming.slot_name(replica)
     try:
         # It streams from the members' own ports, not through HAProxy (which lets no panel role
         # in), libpq picking the primary, with a permanent slot that Patroni keeps on every member.
         ports = ",".join(str(port) for port in source.members.order_by("name").values_list("port", flat=True))
-        assert f"port='{ports}'" in replication.conninfo(replica)
-        assert "target_session_attrs='primary'" in replication.conninfo(replica)
+        assert f"port='{ports}'" in streaming.conninfo(replica)
+        assert "target_session_attrs='primary'" in streaming.conninfo(replica)
         assert f"{source.port}" not in ports.split(",")
         assert _declared_soon(source, lambda slots: slots == {slot: {"type": "physical"}})
         every_member = sorted(source.members.values_list("name", flat=True))
@@ -168,7 +163,7 @@ def test_a_replica_keeps_streaming_from_the_new_primary_and_its_slot_goes_with_i
         # A switchover: the replica follows the new primary, the same postmaster (no rebuild).
         postmaster = postgres.postmaster_pid(replica.pgdata)
         old = source.members.get(role=MemberRole.PRIMARY)
-        new_name = members.switchover(source)
+        new_name = switchover.switchover(source)
         assert new_name != old.name
         assert wait_for(lambda: _write(fresh(source), 2), 30, interval=0.2)
         assert wait_for(lambda: _has_row(replica, 2), 60, interval=0.2)
@@ -219,7 +214,7 @@ def test_bad_input_is_refused_with_nothing_made(source: Cluster, monkeypatch: py
     assert not_replica.value.code == "replica.not_a_replica"
     # A replica's slot left declared (deleted while no Patroni answered) is removed by the
     # reconciler; a permanent slot that is not a replica's is left alone.
-    gone, other = f"{replication.SLOT_PREFIX}{'0' * 32}", "someone_elses_slot"
+    gone, other = f"{streaming.SLOT_PREFIX}{'0' * 32}", "someone_elses_slot"
     status, _text = patroni.rest(
         "PATCH",
         source.members.first().rest_port,
@@ -371,7 +366,7 @@ def test_a_replica_ahead_of_the_new_primary_is_healed_by_the_reconciler(
     assert "cannot follow its source after a failover" in warned.message
     with connect_as_client(healed) as conn, pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
         conn.execute("INSERT INTO healed VALUES (4)")
-    lag = replication.replica_lag(fresh(source)).get(replication.slot_name(healed))
+    lag = streaming.replica_lag(fresh(source)).get(streaming.slot_name(healed))
     assert lag is not None and lag.state == "streaming"
 
     # Where pg_rewind fails, the replica is copied again in place: the same details still.

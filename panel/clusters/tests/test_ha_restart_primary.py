@@ -14,9 +14,11 @@ import psycopg
 import pytest
 from django.contrib.auth.models import User
 
-from panel.clusters.engine import patroni, postgres
+from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster, ClusterStatus, MemberRole
-from panel.clusters.services import ha, lifecycle, members
+from panel.clusters.services import lifecycle
+from panel.clusters.standbys.engine import patroni
+from panel.clusters.standbys.services import ha, switchover
 from panel.clusters.tests.test_ha_rolling import Writer, tls_params
 from panel.core.errors import ServiceError
 from panel.pools import services as pool_services
@@ -49,7 +51,7 @@ def _switch_to(cluster: Cluster, member: str) -> None:
     deadline = time.monotonic() + 60
     while True:
         try:
-            members.switchover(cluster, member)
+            switchover.switchover(cluster, member)
             return
         except ServiceError as exc:
             if exc.code != "cluster.switchover_member_lagging" or time.monotonic() > deadline:

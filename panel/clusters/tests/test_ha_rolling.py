@@ -17,7 +17,8 @@ from panel.clusters import services
 from panel.clusters.engine import cgroups, dbconn, isolation
 from panel.clusters.lib.plans import get_plan
 from panel.clusters.models import Cluster, ClusterStatus, MemberRole
-from panel.clusters.services import ha, resize
+from panel.clusters.services import resize
+from panel.clusters.standbys.services import ha
 from panel.pools import services as pool_services
 from tests.fixtures.clusters import module_cluster
 

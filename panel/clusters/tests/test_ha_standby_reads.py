@@ -24,9 +24,10 @@ from django.urls import reverse
 from panel.api import services as api_services
 from panel.api.models import Scope
 from panel.clusters import services
-from panel.clusters.engine import isolation, patroni
+from panel.clusters.engine import isolation
 from panel.clusters.models import Cluster, Node
-from panel.clusters.services import ha
+from panel.clusters.standbys.engine import patroni
+from panel.clusters.standbys.services import ha
 from panel.clusters.tests.conftest import make_cluster_row
 from panel.core.errors import ServiceError
 from panel.insights.models import MetricPoint

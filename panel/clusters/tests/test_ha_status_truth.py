@@ -14,10 +14,12 @@ from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
 
-from panel.clusters.engine import patroni, postgres
-from panel.clusters.lib import ha_health as health_rules
+from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster, ClusterStatus, MemberRole
-from panel.clusters.services import ha, ha_health, members, reconciler
+from panel.clusters.services import reconciler
+from panel.clusters.standbys.engine import patroni
+from panel.clusters.standbys.lib import ha_health as health_rules
+from panel.clusters.standbys.services import ha, ha_health, switchover
 from panel.insights.lib.metrics import POSTGRES
 from panel.insights.services import collection
 from tests.fixtures.clusters import module_cluster
@@ -51,13 +53,13 @@ def test_a_collection_that_meets_a_switchover_leaves_the_cluster_online(ha_clust
     cluster = ha_cluster
     assert ha.wait_healthy(cluster, RECOVERY_TIMEOUT)
     if _primary_name(cluster) != "member-1":  # member 1's data directory is the cluster's pgdata
-        members.switchover(cluster, "member-1")
+        switchover.switchover(cluster, "member-1")
         assert ha.wait_healthy(cluster, RECOVERY_TIMEOUT)
     started = timezone.now()
     met: list[object] = []
-    real_wait = members.Switchover.wait_writable
+    real_wait = switchover.Switchover.wait_writable
 
-    def collect_meanwhile(self: members.Switchover) -> bool:
+    def collect_meanwhile(self: switchover.Switchover) -> bool:
         # Patroni stops the old primary (member 1) now: the periodic collection runs right then.
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and postgres.postmaster_pid(cluster.pgdata) is not None:
@@ -69,8 +71,8 @@ def test_a_collection_that_meets_a_switchover_leaves_the_cluster_online(ha_clust
                 break
         return real_wait(self)
 
-    monkeypatch.setattr(members.Switchover, "wait_writable", collect_meanwhile)
-    assert members.switchover(cluster, "member-2") == "member-2"
+    monkeypatch.setattr(switchover.Switchover, "wait_writable", collect_meanwhile)
+    assert switchover.switchover(cluster, "member-2") == "member-2"
     monkeypatch.undo()
     assert met, "the collection did not meet member 1's postmaster stopped"
 

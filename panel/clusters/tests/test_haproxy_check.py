@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from panel.clusters.engine import patroni
+from panel.clusters.standbys.engine import haproxy
 from panel.core import runas
 from panel.core.runas import EngineError
 
@@ -36,8 +36,8 @@ def test_a_refused_configuration_says_why(tmp_path: Path) -> None:
     with pytest.raises(
         EngineError, match=r"HAProxy refused its configuration: \[ALERT\].*too long \(max 97\)"
     ):
-        patroni.check_haproxy(_config(tmp_path, long), runas.current_user(), timeout=10)
+        haproxy.check(_config(tmp_path, long), runas.current_user(), timeout=10)
 
 
 def test_an_accepted_configuration_passes(tmp_path: Path) -> None:
-    patroni.check_haproxy(_config(tmp_path, str(tmp_path / "haproxy.sock")), runas.current_user(), timeout=10)
+    haproxy.check(_config(tmp_path, str(tmp_path / "haproxy.sock")), runas.current_user(), timeout=10)

@@ -10,7 +10,7 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from panel.clusters.lib import etcd, patroni
+from panel.clusters.standbys.lib import etcd, patroni
 from panel.clusters.tests.conftest import ha_cluster
 
 A = etcd.Peer("node-a", "10.0.0.1", 25258, 25259)

@@ -1,10 +1,10 @@
-"""The rule that says whether a cluster with standbys is online (lib/ha_health.py)."""
+"""The rule that says whether a cluster with standbys is online (standbys/lib/ha_health.py)."""
 
 from __future__ import annotations
 
 import datetime as dt
 
-from panel.clusters.lib.ha_health import GRACE, LAG_BOUND_BYTES, MemberView, describe, problems
+from panel.clusters.standbys.lib.ha_health import GRACE, LAG_BOUND_BYTES, MemberView, describe, problems
 
 NOW = dt.datetime(2026, 1, 1, 12, tzinfo=dt.UTC)
 PRIMARY = MemberView("member-2", True, "running", 0, NOW)

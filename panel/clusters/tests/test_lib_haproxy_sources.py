@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from panel.clusters.engine.patroni import HAPROXY
-from panel.clusters.lib import firewall, haproxy
+from panel.clusters.lib import firewall
 from panel.clusters.lib.pgconf import render_hba
+from panel.clusters.standbys.engine.patroni import HAPROXY
+from panel.clusters.standbys.lib import haproxy
 from panel.clusters.tests.test_lib_patroni import _cluster
 
 SOURCES = "/data/ha/trusted_sources.lst"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from panel.clusters.engine.patroni import HAPROXY
-from panel.clusters.lib import haproxy
+from panel.clusters.standbys.engine.patroni import HAPROXY
+from panel.clusters.standbys.lib import haproxy
 from panel.clusters.tests.test_lib_patroni import _cluster
 
 

@@ -7,7 +7,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from panel.clusters.lib import member_tls
+from panel.clusters.standbys.lib import member_tls
 
 CA_SECRET, KEY_SECRET = "a1" * 32, "b2" * 32
 

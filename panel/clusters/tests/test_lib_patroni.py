@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from panel.clusters.engine.patroni_callback import repoint
-from panel.clusters.lib import haproxy, patroni
+from panel.clusters.standbys.engine.patroni_callback import repoint
+from panel.clusters.standbys.lib import haproxy, patroni
 from panel.clusters.tests.conftest import ha_cluster
 
 # GET /cluster of a three-member cluster right after a failover (Patroni 4.1.5, this machine).
@@ -121,7 +121,7 @@ def test_patroni_runs_with_a_100_ms_stop_poll(monkeypatch):
 
     ha = importlib.import_module("patroni.ha")
 
-    from panel.clusters.engine import patroni_run
+    from panel.clusters.standbys.engine import patroni_run
 
     seen = []
     monkeypatch.setattr(patroni.postgresql, "STOP_POLLING_INTERVAL", 1)  # Patroni 4.1.5's own
@@ -148,7 +148,7 @@ def test_patroni_still_sleeps_a_second_before_asking_whether_a_standby_can_take_
 
 
 def test_the_demote_wait_ends_as_soon_as_a_standby_can_take_over():
-    from panel.clusters.engine.patroni_run import DemoteClock
+    from panel.clusters.standbys.engine.patroni_run import DemoteClock
 
     class Ha:
         def __init__(self):
@@ -169,7 +169,7 @@ def test_the_demote_wait_ends_as_soon_as_a_standby_can_take_over():
 
 
 def test_other_sleeps_and_a_standby_that_never_catches_up_keep_patronis_wait():
-    from panel.clusters.engine.patroni_run import DemoteClock
+    from panel.clusters.standbys.engine.patroni_run import DemoteClock
 
     class Ha:
         asked = 0
@@ -221,7 +221,7 @@ def test_the_before_stop_script_waits_for_the_pools_only_during_a_switchover(tmp
     import sys
     import time
 
-    from panel.clusters.engine import patroni_before_stop as hold
+    from panel.clusters.standbys.engine import patroni_before_stop as hold
 
     argv = [sys.executable, "-I", hold.__file__, str(tmp_path)]
     started = time.monotonic()

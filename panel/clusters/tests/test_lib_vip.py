@@ -1,5 +1,5 @@
-"""A floating address and its follower's configuration (panel/clusters/lib/vip.py): pure; the
-follower (engine/vip_follow.py) reads back what is rendered."""
+"""A floating address and its follower's configuration (panel/clusters/standbys/lib/vip.py): pure; the
+follower (standbys/engine/vip_follow.py) reads back what is rendered."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from panel.clusters.engine import vip_follow
-from panel.clusters.lib import etcd as etcd_lib
-from panel.clusters.lib import vip
+from panel.clusters.standbys.engine import vip_follow
+from panel.clusters.standbys.lib import etcd as etcd_lib
+from panel.clusters.standbys.lib import vip
 
 TLS = etcd_lib.TlsPaths("/d/etcd/tls/ca.crt", "/d/etcd/tls/client.crt", "/d/etcd/tls/client.key")
 SCOPED = etcd_lib.TlsPaths(TLS.ca, TLS.cert, TLS.key, user="cluster-abc", password='s3cr"t: #x')

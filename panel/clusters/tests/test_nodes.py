@@ -259,8 +259,8 @@ def test_a_spread_cluster_whose_node_is_lost_shows_what_its_other_members_report
     """Issue 39: while a cluster's own node is silent, the first answering node among its members'
     keeps its rows and status (``ha_health.watched_here``); the page then shows that status, not
     "Unknown", and says the node is lost. Without a fresh word from such a node: unknown again."""
-    from panel.clusters.services import ha_health
     from panel.clusters.services.create import add_member
+    from panel.clusters.standbys.services import ha_health
 
     home, b_node, c_node = (
         make_node("home", first=40000),

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from panel.clusters.engine import patroni
+from panel.clusters.standbys.engine import patroni
 
 
 def test_a_member_starts_with_its_own_pg1_path(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -111,7 +111,7 @@ def test_members_added_to_a_one_server_cluster_are_placed_like_a_new_clusters(ow
     # node with its data directory, the standbys go on the other nodes.
     from django.db import transaction
 
-    from panel.clusters.services import membership
+    from panel.clusters.standbys.services import membership
 
     make_node("a", 40000), make_node("b", 40100), make_node("c", 40200)
     cluster = services.create_cluster(

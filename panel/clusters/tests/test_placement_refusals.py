@@ -18,7 +18,8 @@ from django.utils import timezone, translation
 
 from panel.clusters import services
 from panel.clusters.models import Cluster, ClusterMember, Node, NodeState
-from panel.clusters.services import member_count, nodes
+from panel.clusters.services import nodes
+from panel.clusters.standbys.services import member_count
 from panel.clusters.tests.conftest import make_node
 from panel.core.errors import ServiceError
 from panel.env import env_positive

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from panel.clusters.lib import haproxy, patroni
-from panel.clusters.services.remote_members import MemberFiles, node_conf
+from panel.clusters.standbys.lib import haproxy, patroni
+from panel.clusters.standbys.services.remote_members import MemberFiles, node_conf
 from panel.clusters.tests.conftest import ha_cluster
 
 

@@ -15,7 +15,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from panel.clusters.models import Cluster, ClusterStatus
-from panel.clusters.services import lifecycle, replica_heal, replicas
+from panel.clusters.replicas.services import replica_heal, replicas
+from panel.clusters.services import lifecycle
 from panel.clusters.tests.conftest import client_params, connect_as_client, module_cluster_fixture
 from panel.core.errors import shown_text
 

@@ -16,7 +16,8 @@ from panel.clusters.engine import isolation
 from panel.clusters.lib.pgconf import hba_address, render_hba
 from panel.clusters.lib.plans import get_plan
 from panel.clusters.models import Cluster, ClusterStatus, Node, NodeState
-from panel.clusters.services import nodes, placement, replicas
+from panel.clusters.replicas.services import replicas
+from panel.clusters.services import nodes, placement
 from panel.clusters.tests.conftest import make_node
 
 pytestmark = pytest.mark.django_db

@@ -25,7 +25,8 @@ from panel.backups.services import archiving, backups
 from panel.clusters import services
 from panel.clusters.engine import dbconn, isolation, postgres
 from panel.clusters.models import Cluster
-from panel.clusters.services import reconciler, replicas, replication, resize, roles
+from panel.clusters.replicas.services import replicas, streaming
+from panel.clusters.services import reconciler, resize, roles
 from panel.clusters.tests.conftest import can_log_in, client_params, connect_as_client
 from panel.core.errors import ServiceError
 from panel.pools import services as pools
@@ -368,15 +369,15 @@ def test_pydo_makes_and_promotes_a_replica_through_a_real_worker(
 
     # Deleted: its processes, files, system user, slot on the source and rows are gone.
     doomed = Cluster.objects.get(pk=gone["id"])
-    data_root, slot = doomed.data_root, replication.slot_name(doomed)
+    data_root, slot = doomed.data_root, streaming.slot_name(doomed)
     assert client.databases.destroy_replica(uuid, "db-api-gone") is None
     wait_until(lambda: not Cluster.objects.filter(pk=gone["id"]).exists(), timeout=60)
     assert not data_root.exists()
     with connect_as_client(source) as conn:
         assert conn.execute("SELECT slot_name FROM pg_replication_slots").fetchall() == [
-            (replication.slot_name(Cluster.objects.get(pk=made["id"])),)
+            (streaming.slot_name(Cluster.objects.get(pk=made["id"])),)
         ]
-    assert slot not in replication.replica_lag(source)
+    assert slot not in streaming.replica_lag(source)
 
     (listed,) = client.databases.list_replicas(uuid)["replicas"]
     uri = listed["connection"]["uri"]

@@ -1,5 +1,5 @@
-"""A cluster's floating address (services/vip.py): the refusals, and the follower
-(engine/vip_follow.py) kept on this node for its member here, really started. Its etcd here is a
+"""A cluster's floating address (standbys/services/vip.py): the refusals, and the follower
+(standbys/engine/vip_follow.py) kept on this node for its member here, really started. Its etcd here is a
 port nobody listens on (so it never finds a leader key and never adds the address to an interface);
 the address really moving between nodes is tests/test_netns_vip.py's."""
 
@@ -16,9 +16,10 @@ import pytest
 from django.contrib.auth.models import User
 
 from panel import crypto
-from panel.clusters.engine import vip as engine
 from panel.clusters.models import Cluster, ClusterMember, EtcdMember, EtcdMemberState, Node
-from panel.clusters.services import ha_files, nodes, vip
+from panel.clusters.services import nodes
+from panel.clusters.standbys.engine import vip as engine
+from panel.clusters.standbys.services import ha_files, vip
 from panel.clusters.tests.conftest import make_cluster_row
 from panel.core.errors import ServiceError
 

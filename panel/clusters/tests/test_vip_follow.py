@@ -1,4 +1,4 @@
-"""The floating address's follower (panel/clusters/engine/vip_follow.py), its pure parts: what one
+"""The floating address's follower (panel/clusters/standbys/engine/vip_follow.py), its pure parts: what one
 round decides, the configuration it accepts, how it reads ``ip address show``. It running against
 a real etcd on nodes of their own is tests/test_netns_vip.py's; here it runs once with etcd nowhere."""
 
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from panel.clusters.engine import vip as engine
-from panel.clusters.engine import vip_follow
-from panel.clusters.engine.vip_follow import Decision, decide
+from panel.clusters.standbys.engine import vip as engine
+from panel.clusters.standbys.engine import vip_follow
+from panel.clusters.standbys.engine.vip_follow import Decision, decide
 from panel.core.polling import wait_for
 
 ME, OTHER = "member-1", "member-2"

@@ -18,7 +18,8 @@ from django.db.models import Q
 
 from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, CycleKind
-from panel.clusters.services import cycles, nodes, replication
+from panel.clusters.replicas.services import streaming
+from panel.clusters.services import cycles, nodes
 from panel.insights.engine import collector
 from panel.insights.lib import metrics
 from panel.insights.lib.metrics import CATALOGUE, COUNTER_RATES, HOST, PGBOUNCER, POSTGRES
@@ -35,7 +36,7 @@ def target_for(cluster: Cluster) -> collector.Target:
     pools = dict(cluster.pools.values_list("name", "size")) if cluster.is_local else {}
     pooler = Pooler.objects.filter(cluster=cluster).first() if pools else None
     members = frozenset(cluster.members.values_list("name", flat=True)) if cluster.is_ha else frozenset()
-    replicas = {replication.slot_name(r): r.name for r in cluster.replicas.all()}
+    replicas = {streaming.slot_name(r): r.name for r in cluster.replicas.all()}
     return collector.Target(
         cluster=cluster,
         pools=pools,

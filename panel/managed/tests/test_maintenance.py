@@ -25,7 +25,7 @@ from panel.clusters.models import Cluster, Node
 from panel.clusters.services import roles
 from panel.clusters.tests.conftest import make_cluster_row
 from panel.managed.models import Maintenance
-from panel.managed.services import maintenance, replication
+from panel.managed.services import logical_replication, maintenance
 from panel.pools.engine import supervisor
 from panel.pools.engine.disk import bouncer_files
 from panel.pools.services.actions import create_pool
@@ -100,7 +100,7 @@ def test_the_nodes_round_installs_a_newer_minor_in_the_window_only(
     try:
         assert maintenance.check_updates(local_cluster) == []  # the agent reads the real versions
         roles.add_user(local_cluster, "cdc")
-        assert replication.set_replication(local_cluster, "cdc", True) is True
+        assert logical_replication.set_replication(local_cluster, "cdc", True) is True
     finally:
         settings.PANEL_PROCESS_ROLE = "all"
     with dbconn.admin_connection(local_cluster) as conn:

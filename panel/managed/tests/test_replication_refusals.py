@@ -12,7 +12,7 @@ from panel.clusters.models import Cluster
 from panel.clusters.services import roles
 from panel.core.errors import ServiceError
 from panel.managed.models import ReplicationUser
-from panel.managed.services import replication
+from panel.managed.services import logical_replication
 
 pytestmark = pytest.mark.integration
 
@@ -31,7 +31,7 @@ def test_a_role_gone_from_the_server_is_refused_in_words_and_nothing_granted(
     try:
         _on_server(cluster, 'DROP ROLE "cdc_gone"')
         with pytest.raises(ServiceError) as refused:
-            replication.set_replication(cluster, "cdc_gone", True)
+            logical_replication.set_replication(cluster, "cdc_gone", True)
         assert refused.value.code == "cluster.server_object_missing"
         assert refused.value.message == (
             "The server has no user named “cdc_gone” any more (it was removed outside the panel)."
@@ -43,11 +43,11 @@ def test_a_role_gone_from_the_server_is_refused_in_words_and_nothing_granted(
         assert not ReplicationUser.objects.filter(user__name="cdc_gone").exists()
 
         # Beside it: a user the server has is granted replication, and it is taken back.
-        assert replication.set_replication(cluster, "cdc_kept", True) is True
+        assert logical_replication.set_replication(cluster, "cdc_kept", True) is True
         with dbconn.admin_connection(cluster) as conn:
             row = conn.execute("SELECT rolreplication FROM pg_roles WHERE rolname = 'cdc_kept'").fetchone()
         assert row == (True,)
-        assert replication.set_replication(cluster, "cdc_kept", False) is False
+        assert logical_replication.set_replication(cluster, "cdc_kept", False) is False
     finally:
         # Back on the server for the panel's delete to drop it again.
         _on_server(

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db import transaction
 
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel, MemberRole
-from panel.clusters.services import ha
+from panel.clusters.standbys.services import ha
 from panel.core.errors import N_, Message, ServiceError, message_to_text, shown_text
 from panel.pools.engine import disk, supervisor
 from panel.pools.engine.apply import apply_config

@@ -15,7 +15,8 @@ from django.core.management.base import CommandError, CommandParser
 
 from panel.clusters.management.cli import PanelCommand, human_size, print_table
 from panel.clusters.models import CycleKind, EtcdMember, Node, NodeState
-from panel.clusters.services import cycles, nodes, vip
+from panel.clusters.services import cycles, nodes
+from panel.clusters.standbys.services import vip
 
 
 def _ports(text: str) -> tuple[int, int]:
@@ -85,7 +86,7 @@ class Command(PanelCommand):
 
     def do_list(self, options: dict[str, Any]) -> None:
         rows = []
-        # Which nodes hold a member of the panel's etcd, and its state (services/etcd.py).
+        # Which nodes hold a member of the panel's etcd, and its state (standbys/services/etcd.py).
         etcd = dict(EtcdMember.objects.filter(node__isnull=False).values_list("node_id", "state"))
         last = cycles.last_cycles()
 

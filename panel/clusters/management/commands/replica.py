@@ -16,7 +16,7 @@ from django.core.management.base import CommandError, CommandParser
 from panel.clusters import services
 from panel.clusters.lib.connstr import FORMATS
 from panel.clusters.management.cli import PanelCommand, find_cluster, human_size, print_table
-from panel.clusters.services import replicas
+from panel.clusters.replicas.services import replicas
 
 
 class Command(PanelCommand):

@@ -1,0 +1,41 @@
+"""Where issue 40 moved clusters' modules (the standbys and replicas rooms, and the switchover
+out of ``members``): the old dotted names a call to a node agent may still carry, queued before an
+update or sent by a node not updated yet (``panel.core.agent.MOVED``, filled in ``apps.ready``)."""
+
+MODULES = {
+    "panel.clusters.services.members": "panel.clusters.standbys.services.members",
+    "panel.clusters.services.membership": "panel.clusters.standbys.services.membership",
+    "panel.clusters.services.member_count": "panel.clusters.standbys.services.member_count",
+    "panel.clusters.services.remote_members": "panel.clusters.standbys.services.remote_members",
+    "panel.clusters.services.remote_switch": "panel.clusters.standbys.services.remote_switch",
+    "panel.clusters.services.ha": "panel.clusters.standbys.services.ha",
+    "panel.clusters.services.ha_files": "panel.clusters.standbys.services.ha_files",
+    "panel.clusters.services.ha_health": "panel.clusters.standbys.services.ha_health",
+    "panel.clusters.services.ha_roles": "panel.clusters.standbys.services.ha_roles",
+    "panel.clusters.services.handover": "panel.clusters.standbys.services.handover",
+    "panel.clusters.services.etcd": "panel.clusters.standbys.services.etcd",
+    "panel.clusters.services.etcd_auth": "panel.clusters.standbys.services.etcd_auth",
+    "panel.clusters.services.etcd_membership": "panel.clusters.standbys.services.etcd_membership",
+    "panel.clusters.services.rolling": "panel.clusters.standbys.services.rolling",
+    "panel.clusters.services.entry_points": "panel.clusters.standbys.services.entry_points",
+    "panel.clusters.services.vip": "panel.clusters.standbys.services.vip",
+    "panel.clusters.services.cascade": "panel.clusters.standbys.services.cascade",
+    "panel.clusters.engine.patroni": "panel.clusters.standbys.engine.patroni",
+    "panel.clusters.engine.etcd": "panel.clusters.standbys.engine.etcd",
+    "panel.clusters.engine.member_tls": "panel.clusters.standbys.engine.member_tls",
+    "panel.clusters.engine.vip": "panel.clusters.standbys.engine.vip",
+    "panel.clusters.lib.patroni": "panel.clusters.standbys.lib.patroni",
+    "panel.clusters.lib.etcd": "panel.clusters.standbys.lib.etcd",
+    "panel.clusters.lib.ha_health": "panel.clusters.standbys.lib.ha_health",
+    "panel.clusters.lib.haproxy": "panel.clusters.standbys.lib.haproxy",
+    "panel.clusters.lib.member_tls": "panel.clusters.standbys.lib.member_tls",
+    "panel.clusters.lib.vip": "panel.clusters.standbys.lib.vip",
+    "panel.clusters.services.replicas": "panel.clusters.replicas.services.replicas",
+    "panel.clusters.services.replica_build": "panel.clusters.replicas.services.replica_build",
+    "panel.clusters.services.replica_heal": "panel.clusters.replicas.services.replica_heal",
+    "panel.clusters.services.replica_slots": "panel.clusters.replicas.services.replica_slots",
+    "panel.clusters.services.replica_source": "panel.clusters.replicas.services.replica_source",
+    "panel.clusters.services.replication": "panel.clusters.replicas.services.streaming",
+    # split out of members (issue 40): the switchover's function, before the module's move
+    "panel.clusters.services.members.switchover": "panel.clusters.standbys.services.switchover.switchover",
+}

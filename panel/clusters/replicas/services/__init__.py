@@ -1,0 +1,1 @@
+"""What a read-only replica does: built, streamed, healed, promoted, removed."""
