@@ -29,7 +29,7 @@ class Pooler(Protocol):
 
     def stop_pgbouncer(self, cluster: Cluster) -> bool: ...
 
-    def refresh_auth(self, cluster: Cluster) -> str | None: ...
+    def reapply_config(self, cluster: Cluster) -> str | None: ...
 
     def ensure_not_used(
         self, cluster: Cluster, *, database: str | None = None, user: str | None = None
@@ -54,7 +54,7 @@ class _NoPooler:
     def stop_pgbouncer(self, cluster: Cluster) -> bool:
         return False
 
-    def refresh_auth(self, cluster: Cluster) -> str | None:
+    def reapply_config(self, cluster: Cluster) -> str | None:
         return None
 
     def ensure_not_used(

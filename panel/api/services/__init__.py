@@ -4,7 +4,7 @@
 - ``databases``: clusters, pages of them and the options for a new one, in the API's shapes.
 """
 
-from panel.api.services.databases import Page, connection, create_database, database, options, paginate
+from panel.api.services.databases import Page, connection, database, options, paginate
 from panel.api.services.tokens import (
     authenticate,
     create_token,
@@ -17,7 +17,6 @@ __all__ = [
     "Page",
     "authenticate",
     "connection",
-    "create_database",
     "create_token",
     "database",
     "options",

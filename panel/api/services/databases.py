@@ -151,24 +151,6 @@ def refuse_rule_type(index: int, kind: str) -> None:
     )
 
 
-def create_database(
-    owner: Any,
-    *,
-    name: str,
-    engine: str,
-    version: str | None,
-    region: str | None,
-    size: str,
-    num_nodes: int,
-) -> Cluster:
-    """A new cluster from the managed service's create call: ``engine`` pg only, one node,
-    ``size`` a plan slug, ``region`` a node (or placement's choice); its provisioning queued."""
-    check_create(engine=engine, num_nodes=num_nodes, region=region)
-    return cluster_services.create_cluster(
-        owner, name=name, plan_slug=size, version=version, node=region or None, num_nodes=num_nodes
-    )
-
-
 def options() -> dict[str, Any]:
     """What a new cluster can be: the installed versions, the nodes as regions, the plans as
     sizes of a one-node layout."""

@@ -107,7 +107,7 @@ def _apply(cluster: Cluster, wanted: list[str], message: Message) -> list[str]:
             _save(cluster, wanted)
             _write_proxy(cluster)
             _write_server_auth(cluster)
-            problem = hooks.pooler.refresh_auth(cluster)
+            problem = hooks.pooler.reapply_config(cluster)
             if problem:
                 # PgBouncer's own words about its hba file.
                 raise ServiceError(problem, field=FIELD, code="firewall.pooler_refused")
@@ -201,7 +201,7 @@ def _restore(cluster: Cluster) -> None:
         isolation.refresh_server_auth(cluster)
     except (EngineError, dbconn.DatabaseError, OSError) as exc:
         log.warning("restoring pg_hba.conf of %s: %s", cluster.pk, exc)
-    hooks.pooler.refresh_auth(cluster)
+    hooks.pooler.reapply_config(cluster)
 
 
 def _end_untrusted_sessions(cluster: Cluster, sources: list[str]) -> int:

@@ -128,7 +128,7 @@ def perform_action(cluster: Cluster, action: str) -> Cluster:
                 cluster.mark(ClusterStatus.STARTING)
                 start_server(cluster, user, guard_added=guard_added)
             cluster.mark_online()
-            hooks.pooler.refresh_auth(cluster)  # starts PgBouncer again if the cluster has pools
+            hooks.pooler.reapply_config(cluster)  # starts PgBouncer again if the cluster has pools
             cluster.log_event("restarted" if action == "restart" else "started", done)
     except (EngineError, dbconn.DatabaseError, OSError) as exc:
         # The engine's own words (pg_ctl's, the server's, with its paths) go to the log only.

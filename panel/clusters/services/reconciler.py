@@ -266,7 +266,7 @@ def move_to_own_os_user(cluster: Cluster) -> str | None:
                 services.clear_reserved(cluster)
                 cluster.log_event("guard-installed", Message(N_("The privilege guard is now loaded.")))
             cluster.mark_online()
-            hooks.pooler.refresh_auth(cluster)  # starts PgBouncer again if the cluster has pools
+            hooks.pooler.reapply_config(cluster)  # starts PgBouncer again if the cluster has pools
     except (EngineError, dbconn.DatabaseError, OSError) as exc:
         log.warning("moving %s to its own OS user failed: %s", cluster.pk, exc)
         # A serving cluster stays degraded, so the next pass tries again (and starts it).

@@ -261,7 +261,7 @@ def _restart_on_plan(cluster: Cluster, *, rolling_back: bool = False) -> None:
         postgres.stop(cluster.version, cluster.pgdata, user=user, timeout=settings.PANEL_COMMAND_TIMEOUT)
         start_server(cluster, user, guard_added=guard_added)
     cluster.set_progress(80, _("Updating PgBouncer"))
-    hooks.pooler.refresh_auth(cluster)  # never raises: a failure is on the pooler and in the events
+    hooks.pooler.reapply_config(cluster)  # never raises: a failure is on the pooler and in the events
 
 
 def _push_to_remote_members(cluster: Cluster, *, rolling_back: bool) -> None:

@@ -199,7 +199,7 @@ def reset_password(cluster: Cluster, name: str) -> DatabaseUser:
         )
         user.password = password
         user.save(update_fields=["password_encrypted"])
-    hooks.pooler.refresh_auth(cluster)  # PgBouncer's auth file holds the role's SCRAM secret
+    hooks.pooler.reapply_config(cluster)  # PgBouncer's auth file holds the role's SCRAM secret
     follow_on_replicas(cluster)
     cluster.log_event("password-reset", Message(N_("Password of “%(name)s” reset."), name=name))
     return user
@@ -265,7 +265,7 @@ def _roles_changed(cluster: Cluster, *, follow: bool = True) -> None:
             ),
             EventLevel.ERROR,
         )
-    hooks.pooler.refresh_auth(cluster)
+    hooks.pooler.reapply_config(cluster)
 
 
 def _get_user(cluster: Cluster, name: str) -> DatabaseUser:

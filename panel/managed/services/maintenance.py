@@ -197,7 +197,7 @@ def perform_update(cluster_id: uuid.UUID | str) -> Cluster | None:
         # A restart of PostgreSQL leaves PgBouncer up; its new release needs its own restart
         # (its clients reconnect).
         hooks.pooler.stop_pgbouncer(cluster)
-        hooks.pooler.refresh_auth(cluster)
+        hooks.pooler.reapply_config(cluster)
     check_updates(cluster)
     row.refresh_from_db()
     row.last_installed_at = timezone.now()

@@ -32,9 +32,9 @@ from panel.pools.services.release import paused, release_all, release_idle_serve
 from panel.pools.services.upkeep import (
     ensure_not_used,
     pool_sizes,
+    reapply_config,
     reconcile_all,
     reconcile_pgbouncer,
-    refresh_auth,
     stop_pgbouncer,
 )
 
@@ -57,7 +57,7 @@ __all__ = [
     "pools_overview",
     "reconcile_all",
     "reconcile_pgbouncer",
-    "refresh_auth",
+    "reapply_config",
     "release_all",
     "release_idle_servers",
     "release_pool",

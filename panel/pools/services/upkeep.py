@@ -61,8 +61,10 @@ def _record_failure(cluster: Cluster, exc: ServiceError) -> None:
     Pooler.objects.filter(cluster=cluster).update(status=PoolerStatus.ERROR, error_message=kept)
 
 
-def refresh_auth(cluster: Cluster) -> str | None:
-    """Rewrite the auth file after a user was added, deleted or got a new password.
+def reapply_config(cluster: Cluster) -> str | None:
+    """PgBouncer's whole configuration rendered and applied again (its server target, auth file and
+    trusted sources), here and on the other member nodes' entries, after anything it is made of
+    changed: a user added, deleted or given a new password, the primary moved, the sources.
 
     Never raises: the role change already happened in PostgreSQL. A failure is recorded on the
     pooler and in the cluster's events, and returned.

@@ -53,14 +53,14 @@ def test_a_new_pool_serves_through_the_uri_the_page_shows(cluster: Cluster) -> N
 def test_an_inbound_pool_serves_two_users_and_follows_password_changes(cluster: Cluster) -> None:
     pool = services.create_pool(cluster, "inbound", "defaultdb", "", "session", 4)
     roles.add_user(cluster, "app2")
-    assert services.refresh_auth(cluster) is None
+    assert services.reapply_config(cluster) is None
 
     assert query(services.pool_connection_details(pool).uri())[0] == "doadmin"
     assert query(services.pool_connection_details(pool, "app2").uri())[0] == "app2"
 
     old_uri = services.pool_connection_details(pool, "app2").uri()
     roles.reset_password(cluster, "app2")
-    assert services.refresh_auth(cluster) is None
+    assert services.reapply_config(cluster) is None
     assert query(services.pool_connection_details(pool, "app2").uri())[0] == "app2"
     with pytest.raises(psycopg.OperationalError):
         query(old_uri)

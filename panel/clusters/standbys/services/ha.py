@@ -332,7 +332,7 @@ def refresh_members(cluster: Cluster, *, cause: str = "failover", seen: Statuses
     cluster.log_event(cause, message, EventLevel.WARNING if cause == "failover" else EventLevel.INFO)
     if not cluster.node_silent:  # else its node is lost: its pools are rendered when it returns
         try:
-            hooks.pooler.refresh_auth(cluster)
+            hooks.pooler.reapply_config(cluster)
         except Exception:  # the callback repointed it already; the next look tries again
             log.exception("repointing PgBouncer of %s", cluster.pk)
     hooks.role_changed(cluster, message)

@@ -170,7 +170,7 @@ def perform_member_count(cluster_id: uuid.UUID | str, num_nodes: int) -> Cluster
             _grow(cluster, num_nodes)
         else:
             _shrink(cluster, num_nodes)
-        hooks.pooler.refresh_auth(cluster)  # PgBouncer to the primary's port (never raises)
+        hooks.pooler.reapply_config(cluster)  # PgBouncer to the primary's port (never raises)
     except Exception as exc:
         if not isinstance(exc, runas.EngineError | OSError | ServiceError):
             log.exception("changing the members of %s crashed", cluster.pk)

@@ -257,7 +257,7 @@ class Switchover:
             statuses = statuses or ha.read_statuses(self.cluster)
             if any(s.name == self.candidate and s.is_primary and s.state == "running" for s in statuses):
                 ha.record_statuses(self.cluster, statuses)
-                hooks.pooler.refresh_auth(self.cluster)
+                hooks.pooler.reapply_config(self.cluster)
                 return True
             time.sleep(0.05)
         return False
