@@ -12,11 +12,13 @@ configuration files, never in argv.
 from __future__ import annotations
 
 import http.client
+import json
 import logging
 import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -201,3 +203,21 @@ def rest(
     headers = {"Authorization": jsonhttp.basic_auth(*auth)} if auth is not None else {}
     conn = http.client.HTTPConnection(host, port, timeout=timeout)
     return jsonhttp.exchange(conn, method, path, body, headers=headers)
+
+
+def pending_restart(port: int, host: str) -> bool:
+    """Whether the member's Patroni says PostgreSQL waits for a restart to take its settings."""
+    status, text = rest("GET", port, "/patroni", host=host)
+    return status == 200 and bool(json.loads(text).get("pending_restart"))
+
+
+def restart(port: int, *, host: str, auth: tuple[str, str], timeout: float) -> tuple[int, str]:
+    """Patroni's ``POST /restart``, which answers once PostgreSQL is back up; asked again while
+    Patroni refuses (503 while it is busy with something else: a restart, a promotion) until
+    ``timeout``. The last answer."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status, text = rest("POST", port, "/restart", {}, timeout=timeout, host=host, auth=auth)
+        if status == 200 or time.monotonic() > deadline:
+            return status, text
+        time.sleep(0.5)

@@ -11,7 +11,6 @@ there (an absolute include), and its pg_hba.conf and pg_ident.conf.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -112,23 +111,12 @@ def _take_over(cluster: Cluster, member: ClusterMember, timeout: float) -> None:
         )
     # Before any standby starts: they are copied from the primary, and stream, as this role.
     ha_roles.ensure_member_role(cluster)
-    status, text = patroni.rest("GET", member.rest_port, "/patroni", host=member.host)
-    if status != 200 or not json.loads(text).get("pending_restart"):
+    if not patroni.pending_restart(member.rest_port, member.host):
         return
-    deadline = time.monotonic() + timeout
-    while True:  # refused while Patroni still finishes the promotion
-        status, text = patroni.rest(
-            "POST",
-            member.rest_port,
-            "/restart",
-            {},
-            timeout=timeout,
-            host=member.host,
-            auth=cluster.rest_credentials,
-        )
-        if status == 200 or time.monotonic() > deadline:
-            break
-        time.sleep(1)
+    # Refused while Patroni still finishes the promotion, hence asked again.
+    status, text = patroni.restart(
+        member.rest_port, host=member.host, auth=cluster.rest_credentials, timeout=timeout
+    )
     if status != 200 or not _wait_primary(cluster, timeout):
         raise EngineError(f"Restarting {member.name} with the plan's settings failed: {text}")
 

@@ -17,7 +17,6 @@ A cluster of one member never comes here: it restarts as it always did.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 
@@ -70,7 +69,7 @@ def rolling_restart(cluster: Cluster, *, keep_primary: bool = False) -> str:
     switchover.switch(cluster, None)
     if not _wait_streaming(cluster, old.name, timeout):
         raise EngineError(f"{old.name} did not stream again after the switchover.")
-    if _pending_restart(old):
+    if patroni.pending_restart(old.rest_port, old.host):
         restart_member(cluster, old, timeout)
     ha.refresh_members(cluster, cause="switchover")
     return primary
@@ -88,11 +87,6 @@ def patch_config(cluster: Cluster) -> None:
     )
     if status != 200:
         raise EngineError(f"Patroni did not take the new settings: {text.strip() or status}")
-
-
-def _pending_restart(member: ClusterMember) -> bool:
-    status, text = patroni.rest("GET", member.rest_port, "/patroni", host=member.host)
-    return status == 200 and bool(json.loads(text).get("pending_restart"))
 
 
 def restart_member(cluster: Cluster, member: ClusterMember, timeout: float) -> None:
@@ -115,21 +109,9 @@ def restart_primary(cluster: Cluster, member: ClusterMember, timeout: float) -> 
 
 
 def _ask_restart(cluster: Cluster, member: ClusterMember, timeout: float) -> None:
-    """Patroni's ``POST /restart``, which answers once PostgreSQL is back up."""
-    deadline = time.monotonic() + timeout
-    while True:  # 503 while Patroni is busy with something else (a restart, a promotion)
-        status, text = patroni.rest(
-            "POST",
-            member.rest_port,
-            "/restart",
-            {},
-            timeout=timeout,
-            host=member.host,
-            auth=cluster.rest_credentials,
-        )
-        if status == 200 or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
+    status, text = patroni.restart(
+        member.rest_port, host=member.host, auth=cluster.rest_credentials, timeout=timeout
+    )
     if status != 200:
         raise EngineError(f"Restarting {member.name} failed: {text.strip() or status}")
 
