@@ -17,9 +17,11 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Manager, QuerySet
 from django.utils import timezone
 from django.utils.functional import Promise
 from django.utils.translation import gettext as _
@@ -28,7 +30,7 @@ from django.utils.translation import gettext_lazy
 from panel import crypto
 from panel.clusters.engine import dbconn, isolation, postgres
 from panel.clusters.lib.pgconf import QUOTA_FILE
-from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser, EventLevel
+from panel.clusters.models import Cluster, ClusterStatus, EventLevel
 from panel.clusters.replicas.services import replica_source, streaming
 from panel.clusters.services import failures, lifecycle, provision
 from panel.clusters.standbys.services import ha_files
@@ -161,26 +163,20 @@ def follow_source_rows(replica: Cluster) -> bool:
     roles and databases, replayed); True when one changed."""
     source = replica.replica_of
     assert source is not None
-    changed = False
     with transaction.atomic():
-        users = {user.name: user for user in source.users.all()}
-        changed |= bool(replica.users.exclude(name__in=list(users)).delete()[0])
-        for user in users.values():
-            _row, made = DatabaseUser.objects.update_or_create(
-                cluster=replica,
-                name=user.name,
-                defaults={"password_encrypted": user.password_encrypted, "is_protected": user.is_protected},
-            )
-            changed |= made
-        databases = {database.name: database for database in source.databases.all()}
-        changed |= bool(replica.databases.exclude(name__in=list(databases)).delete()[0])
-        for database in databases.values():
-            _database, made = Database.objects.update_or_create(
-                cluster=replica,
-                name=database.name,
-                defaults={"owner_name": database.owner_name, "is_protected": database.is_protected},
-            )
-            changed |= made
+        users = _mirror(source.users.all(), replica.users, ("password_encrypted", "is_protected"))
+        databases = _mirror(source.databases.all(), replica.databases, ("owner_name", "is_protected"))
+    return users or databases
+
+
+def _mirror(source_rows: QuerySet[Any], replica_rows: Manager[Any], fields: tuple[str, ...]) -> bool:
+    """One kind of row of the replica (users, databases) made the source's, matched by name:
+    those the source lacks go, the others take its ``fields``; True when a row went or came."""
+    by_name = {row.name: row for row in source_rows}
+    changed = bool(replica_rows.exclude(name__in=list(by_name)).delete()[0])
+    for name, row in by_name.items():
+        _copy, made = replica_rows.update_or_create(name=name, defaults={f: getattr(row, f) for f in fields})
+        changed |= made
     return changed
 
 
