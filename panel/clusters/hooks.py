@@ -112,25 +112,35 @@ disk_full_among: Callable[[Iterable[Cluster]], set[Any]] = _none_full
 
 log = logging.getLogger(__name__)
 
+
+def _add(steps: list[Any], step: Any) -> None:
+    """``step`` registered once, however often its app registers it."""
+    if step not in steps:
+        steps.append(step)
+
+
+def _run_logged(steps: list[Any], what: str, cluster: Cluster, *args: Any) -> None:
+    """Every step of a notification, in the order of registration; one that fails is logged
+    (``what``, then the cluster's id) and the others still run."""
+    for step in list(steps):
+        try:
+            step(cluster, *args)
+        except Exception:
+            log.exception("%s %s: %s failed", what, cluster.pk, getattr(step, "__name__", step))
+
+
 _before_teardown: list[Callable[[Cluster], object]] = []
 
 
 def register_before_teardown(step: Callable[[Cluster], object]) -> None:
     """``step(cluster)`` runs before a cluster's server is stopped for good (once per step)."""
-    if step not in _before_teardown:
-        _before_teardown.append(step)
+    _add(_before_teardown, step)
 
 
 def before_teardown(cluster: Cluster) -> None:
     """Every registered step, in the order of registration. A step that fails is logged and does
     not stop the deletion: what it was to stop goes down with the server anyway."""
-    for step in list(_before_teardown):
-        try:
-            step(cluster)
-        except Exception:
-            log.exception(
-                "before deleting cluster %s: %s failed", cluster.pk, getattr(step, "__name__", step)
-            )
+    _run_logged(_before_teardown, "before deleting cluster", cluster)
 
 
 def register_pooler(implementation: Pooler) -> None:
@@ -161,8 +171,7 @@ def register_server_config(step: Callable[[Cluster], list[str]]) -> None:
     """``step(cluster)`` runs whenever the server's configuration is written (creation, start,
     restart, resize), before the server reads it; it writes files of its own into PGDATA and
     returns their names, which panel.conf includes after the owner's settings (so they win)."""
-    if step not in _server_config:
-        _server_config.append(step)
+    _add(_server_config, step)
 
 
 def server_config(cluster: Cluster) -> list[str]:
@@ -175,17 +184,12 @@ def server_config(cluster: Cluster) -> list[str]:
 
 def register_after_provision(step: Callable[[Cluster], object]) -> None:
     """``step(cluster)`` runs once a new cluster is online (a backup of it, for instance)."""
-    if step not in _after_provision:
-        _after_provision.append(step)
+    _add(_after_provision, step)
 
 
 def after_provision(cluster: Cluster) -> None:
     """Every registered step; one that fails is logged and the cluster stays online."""
-    for step in list(_after_provision):
-        try:
-            step(cluster)
-        except Exception:
-            log.exception("after creating cluster %s: %s failed", cluster.pk, getattr(step, "__name__", step))
+    _run_logged(_after_provision, "after creating cluster", cluster)
 
 
 _delete_choices: list[Callable[[Cluster, Any], object]] = []
@@ -194,8 +198,7 @@ _delete_choices: list[Callable[[Cluster, Any], object]] = []
 def register_delete_choice(step: Callable[[Cluster, Any], object]) -> None:
     """``step(cluster, form_data)`` records what the owner chose in the delete form for an app's
     part of the cluster (keep its backups?) before the deletion is queued."""
-    if step not in _delete_choices:
-        _delete_choices.append(step)
+    _add(_delete_choices, step)
 
 
 def delete_choices(cluster: Cluster, data: Any) -> None:
@@ -211,8 +214,7 @@ _disk_usage: list[Callable[[Cluster], int]] = []
 def register_disk_usage(step: Callable[[Cluster], int]) -> None:
     """``step(cluster)`` answers the bytes of files the cluster has outside its data directory
     on its node's disk (a backup repository): they count against the plan's disk."""
-    if step not in _disk_usage:
-        _disk_usage.append(step)
+    _add(_disk_usage, step)
 
 
 def disk_usage(cluster: Cluster) -> int:
@@ -227,17 +229,12 @@ _role_changed: list[Callable[[Cluster, Any], object]] = []
 
 def register_role_changed(step: Callable[[Cluster, Any], object]) -> None:
     """``step(cluster, message)`` runs after a failover or switchover was recorded as an event."""
-    if step not in _role_changed:
-        _role_changed.append(step)
+    _add(_role_changed, step)
 
 
 def role_changed(cluster: Cluster, message: Any) -> None:
     """Every registered step; one that fails is logged (the event is recorded already)."""
-    for step in list(_role_changed):
-        try:
-            step(cluster, message)
-        except Exception:
-            log.exception("role change of cluster %s: %s failed", cluster.pk, getattr(step, "__name__", step))
+    _run_logged(_role_changed, "role change of cluster", cluster, message)
 
 
 # --- a read-only replica re-synchronised after its source's failover (panel.insights: email) ----
@@ -247,17 +244,12 @@ _replica_resynced: list[Callable[[Cluster, Any], object]] = []
 
 def register_replica_resynced(step: Callable[[Cluster, Any], object]) -> None:
     """``step(replica, message)`` runs once a replica that could not follow its source is healed."""
-    if step not in _replica_resynced:
-        _replica_resynced.append(step)
+    _add(_replica_resynced, step)
 
 
 def replica_resynced(cluster: Cluster, message: Any) -> None:
     """Every registered step; one that fails is logged (the event is recorded already)."""
-    for step in list(_replica_resynced):
-        try:
-            step(cluster, message)
-        except Exception:
-            log.exception("re-sync of replica %s: %s failed", cluster.pk, getattr(step, "__name__", step))
+    _run_logged(_replica_resynced, "re-sync of replica", cluster, message)
 
 
 # --- where a new standby is restored from (panel.backups: the repository) -----------------------
