@@ -309,12 +309,17 @@ def add_node(
         )
 
 
-def get_node(name: str) -> Node:
+def get_node(name: str, *, for_update: bool = False, field: str | None = None) -> Node:
+    """The node of that name (its row locked with ``for_update``); a ServiceError (on ``field``
+    of the caller's form) when there is none."""
     try:
-        return Node.objects.get(name=name)
+        return (Node.objects.select_for_update() if for_update else Node.objects).get(name=name)
     except Node.DoesNotExist:
         raise ServiceError(
-            N_("There is no node named “%(node)s”."), code="node.not_found", params={"node": name}
+            N_("There is no node named “%(node)s”."),
+            field=field,
+            code="node.not_found",
+            params={"node": name},
         ) from None
 
 

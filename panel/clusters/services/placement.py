@@ -141,15 +141,7 @@ def place(plan: Plan, *, node_name: str | None = None) -> Node:
     """The node a new cluster of ``plan`` goes to (called inside the creating transaction): the
     one named, or the active, answering node with room and the most free RAM."""
     if node_name:
-        try:
-            node = Node.objects.select_for_update().get(name=node_name)
-        except Node.DoesNotExist:
-            raise ServiceError(
-                N_("There is no node named “%(node)s”."),
-                field="node",
-                code="node.not_found",
-                params={"node": node_name},
-            ) from None
+        node = nodes.get_node(node_name, for_update=True, field="node")
         short = shortfalls(nodes.usage(node), plan)
         if short:
             # With one node only the plan is what the user can change.

@@ -107,6 +107,15 @@ def test_no_room_for_standbys_lists_each_node(owner: User, web: None) -> None:
     assert not Cluster.objects.exists() and not ClusterMember.objects.exists()
 
 
+def test_a_node_named_that_does_not_exist_is_refused_on_the_node_field(owner: User, web: None) -> None:
+    make_node("known", 40000)
+    with pytest.raises(ServiceError) as refused:
+        create(owner, "nowhere", node="missing")
+    assert (refused.value.code, refused.value.field) == ("node.not_found", "node")
+    assert "There is no node named “missing”." in refused.value.message
+    assert not Cluster.objects.exists()
+
+
 def test_a_node_nearly_out_of_disk_names_disk(owner: User, web: None) -> None:
     make_node("low", 40000)
     Node.objects.filter(name="low").update(disk_free_bytes=200 * 1024**2)
