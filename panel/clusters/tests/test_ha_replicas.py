@@ -12,7 +12,6 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from django.contrib.auth.models import User
 
 from panel.clusters.engine import dbconn, postgres
 from panel.clusters.models import Cluster, MemberRole
@@ -24,7 +23,7 @@ from panel.clusters.standbys.services import ha, switchover
 from panel.clusters.tests.conftest import connect_as_client
 from panel.core.errors import ServiceError
 from panel.core.polling import wait_for
-from tests.fixtures.ha_pair import HaPair, lend_ha_pair
+from tests.fixtures.ha_pair import HaPair, lend_to_new_owner
 
 OWNER = "ha-replica-owner"
 RECOVERY_TIMEOUT = 90
@@ -42,14 +41,8 @@ def test_permanent_slots_declare_and_remove_by_name() -> None:
 def source(ha_pair: HaPair, django_db_blocker: object) -> Iterator[Cluster]:
     """The session's two-member db-s-1vcpu-2gb cluster, named db-ha-source for the module (its
     replicas are deleted after it)."""
-    with django_db_blocker.unblock():  # type: ignore[attr-defined]
-        owner = User.objects.create_user(OWNER, f"{OWNER}@example.com", f"{OWNER}-password-1")
-    try:
-        with lend_ha_pair(ha_pair, django_db_blocker, owner, "db-ha-source") as cluster:
-            yield cluster
-    finally:
-        with django_db_blocker.unblock():  # type: ignore[attr-defined]
-            User.objects.filter(username=OWNER).delete()
+    with lend_to_new_owner(ha_pair, django_db_blocker, OWNER, "db-ha-source") as cluster:
+        yield cluster
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,6 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from django.contrib.auth.models import User
 
 from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster, ClusterStatus, MemberRole
@@ -22,7 +21,7 @@ from panel.clusters.standbys.services import ha, switchover
 from panel.clusters.tests.test_ha_rolling import Writer, tls_params
 from panel.core.errors import ServiceError
 from panel.pools import services as pool_services
-from tests.fixtures.ha_pair import HaPair, lend_ha_pair
+from tests.fixtures.ha_pair import HaPair, lend_to_new_owner
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
@@ -34,16 +33,10 @@ TIMEOUT = 120
 def ha_cluster(ha_pair: HaPair, django_db_blocker: object) -> Iterator[Cluster]:
     """The session's two-member cluster, named db-rp for the module; the loan removes the pool
     made here and puts member-1 back as the primary for the next borrower."""
-    with django_db_blocker.unblock():  # type: ignore[attr-defined]
-        owner = User.objects.create_user(OWNER, "rp-owner@example.com", "rp-owner-password-1")
-    try:
-        with lend_ha_pair(ha_pair, django_db_blocker, owner, "db-rp") as cluster:
-            yield cluster
-            with django_db_blocker.unblock():  # type: ignore[attr-defined]
-                assert ha.wait_healthy(cluster, TIMEOUT), ha.read_statuses(cluster)
-    finally:
+    with lend_to_new_owner(ha_pair, django_db_blocker, OWNER, "db-rp") as cluster:
+        yield cluster
         with django_db_blocker.unblock():  # type: ignore[attr-defined]
-            User.objects.filter(username=OWNER).delete()
+            assert ha.wait_healthy(cluster, TIMEOUT), ha.read_statuses(cluster)
 
 
 def _switch_to(cluster: Cluster, member: str) -> None:

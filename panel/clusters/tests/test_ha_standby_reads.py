@@ -33,7 +33,7 @@ from panel.core.errors import ServiceError
 from panel.insights.models import MetricPoint
 from panel.insights.prometheus import exposition
 from panel.insights.services.collection import collect_cluster
-from tests.fixtures.ha_pair import HaPair, lend_ha_pair
+from tests.fixtures.ha_pair import HaPair, lend_to_new_owner
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
@@ -45,14 +45,8 @@ TIMEOUT = 60
 def ha_cluster(ha_pair: HaPair, django_db_blocker: object) -> Iterator[Cluster]:
     """The session's two-member db-s-1vcpu-2gb cluster, named db-sr for the module, both members
     streaming."""
-    with django_db_blocker.unblock():  # type: ignore[attr-defined]
-        owner = User.objects.create_user(OWNER, "sr-owner@example.com", "sr-owner-password-1")
-    try:
-        with lend_ha_pair(ha_pair, django_db_blocker, owner, "db-sr") as cluster:
-            yield cluster
-    finally:
-        with django_db_blocker.unblock():  # type: ignore[attr-defined]
-            User.objects.filter(username=OWNER).delete()
+    with lend_to_new_owner(ha_pair, django_db_blocker, OWNER, "db-sr") as cluster:
+        yield cluster
 
 
 def _connect(cluster: Cluster, *, standby: bool) -> psycopg.Connection:
