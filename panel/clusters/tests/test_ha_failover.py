@@ -26,10 +26,8 @@ from panel.clusters.models import Cluster, ClusterMember, MemberRole
 from panel.clusters.services import reconciler
 from panel.clusters.standbys.engine import patroni
 from panel.clusters.standbys.services import ha, switchover
-from panel.clusters.tests.test_ha_rolling import Writer, tls_params
+from panel.clusters.tests.test_ha_rolling import Writer, tls_params, writable_ha_cluster
 from panel.core.errors import ServiceError
-from panel.pools import services as pool_services
-from tests.fixtures.clusters import module_cluster
 from tests.fixtures.processes import start_node_agent
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
@@ -40,13 +38,7 @@ RECOVERY_TIMEOUT = 90
 @pytest.fixture(scope="module")
 def ha_cluster(django_db_setup: None, django_db_blocker: object) -> Iterator[Cluster]:
     """One three-member db-s-1vcpu-2gb cluster for the module, with a transaction pool."""
-    with (
-        module_cluster(django_db_blocker, "ha-owner", "db-ha", "db-s-1vcpu-2gb", num_nodes=3) as cluster,
-        django_db_blocker.unblock(),  # type: ignore[attr-defined]
-    ):
-        pool_services.create_pool(cluster, "writes", "defaultdb", None, "transaction", 5)
-        with _connect(cluster) as conn:
-            conn.execute("CREATE TABLE acked (id bigint PRIMARY KEY)")
+    with writable_ha_cluster(django_db_blocker, "ha-owner", "db-ha") as cluster:
         yield cluster
 
 

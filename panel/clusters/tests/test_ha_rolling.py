@@ -5,6 +5,7 @@ with the new plan's max_connections."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -31,8 +32,16 @@ NEW_PLAN = "db-s-2vcpu-4gb"
 @pytest.fixture(scope="module")
 def ha_cluster(django_db_setup: None, django_db_blocker: object) -> Iterator[Cluster]:
     """One three-member db-s-1vcpu-2gb cluster for the module, with a transaction pool."""
+    with writable_ha_cluster(django_db_blocker, "roll-owner", "db-roll") as cluster:
+        yield cluster
+
+
+@contextlib.contextmanager
+def writable_ha_cluster(django_db_blocker: object, username: str, name: str) -> Iterator[Cluster]:
+    """A three-member db-s-1vcpu-2gb cluster for a module, with a transaction pool ``writes``
+    (on defaultdb) and there the table ``acked`` that a ``Writer`` fills."""
     with (
-        module_cluster(django_db_blocker, "roll-owner", "db-roll", "db-s-1vcpu-2gb", num_nodes=3) as cluster,
+        module_cluster(django_db_blocker, username, name, "db-s-1vcpu-2gb", num_nodes=3) as cluster,
         django_db_blocker.unblock(),  # type: ignore[attr-defined]
     ):
         pool_services.create_pool(cluster, "writes", "defaultdb", None, "transaction", 5)
