@@ -145,7 +145,9 @@ def learned_etcd_members(cluster: Cluster, nsnodes: NsNodes) -> None:
         pid = patroni.member_pid(path)
         assert pid is not None, path
         started.append(psutil.Process(pid).create_time())
-    time.sleep(max(0.0, max(started) + 10 * patroni_lib.TTL + 5 - time.time()))
+    # Its refresh comes on the first loop after the window: on a loaded machine 5 s of margin were
+    # once not enough (the freeze then found a Patroni that still asked the lost node's etcd alone).
+    time.sleep(max(0.0, max(started) + 10 * patroni_lib.TTL + 30 - time.time()))
 
 
 def _configs(nsnodes: NsNodes, cluster: Cluster) -> list[Path]:
