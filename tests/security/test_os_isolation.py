@@ -27,7 +27,7 @@ from django.contrib.auth.models import User
 
 from panel.clusters import services as cluster_services
 from panel.clusters.engine import dbconn, postgres
-from panel.clusters.models import Cluster, ClusterStatus
+from panel.clusters.models import Cluster, ClusterStatus, credentials
 from panel.clusters.services import reconciler, roles
 from panel.core import runas
 from panel.core.runas import OsUser
@@ -257,7 +257,7 @@ def test_on_the_socket_only_the_clusters_user_logs_in_without_a_password(
 
 def test_no_pooler_file_of_any_cluster_holds_a_role_password(tenants: tuple[Tenant, Tenant]) -> None:
     passwords = {(t.cluster.name, u.name): u.password for t in tenants for u in t.cluster.users.all()} | {
-        (t.cluster.name, settings.PANEL_SUPERUSER): t.cluster.superuser_password for t in tenants
+        (t.cluster.name, settings.PANEL_SUPERUSER): credentials.superuser_password(t.cluster) for t in tenants
     }
     assert len(passwords) == 6
     for tenant in tenants:

@@ -12,6 +12,7 @@ from panel.backups.engine import runner as engine
 from panel.backups.services import archiving, backups, retention
 from panel.clusters import hooks
 from panel.clusters.models import Cluster
+from panel.clusters.services import transitions
 from panel.core.errors import N_, Message, ServiceError
 from panel.core.runas import EngineError
 
@@ -66,7 +67,9 @@ def prepare_repository(cluster: Cluster) -> bool:
     if not (cluster.pgdata / engine.SERVER_FILE).is_file():
         return False
     archiving.ensure_stanza(cluster)
-    cluster.log_event("archiving", Message(N_("WAL archiving to the cluster's backup repository is on.")))
+    transitions.log_event(
+        cluster, "archiving", Message(N_("WAL archiving to the cluster's backup repository is on."))
+    )
     return True
 
 

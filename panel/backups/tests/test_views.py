@@ -20,6 +20,7 @@ from panel.backups.models import BackupJob, JobKind, JobStatus, KeptRepository
 from panel.backups.services import backups, restore, retention
 from panel.clusters import services
 from panel.clusters.models import Cluster
+from panel.clusters.services import transitions
 from panel.clusters.tests.conftest import connect_as_client, module_cluster_fixture, refreshed_fixture
 from panel.core.errors import ServiceError
 
@@ -213,7 +214,7 @@ def test_a_cluster_from_before_backups_archives_after_its_restart(fresh: Cluster
     services.perform_action(fresh, "stop")
     (fresh.pgdata / engine.SERVER_FILE).unlink()
     isolation.start_server(fresh, fresh.os_user(), 60)
-    fresh.mark_online()
+    transitions.mark_online(fresh)
     assert postgres.postmaster_pid(fresh.pgdata) is not None
     status = archiving.archive_status(fresh)
     assert status.needs_restart and not status.active

@@ -27,7 +27,7 @@ from psycopg import sql
 
 from panel.clusters.lib.libpq import outside_client_params
 from panel.clusters.lib.session import CLIENT_ENCODING, PINNED_OPTIONS, SEARCH_PATH_OPTION
-from panel.clusters.models import Cluster
+from panel.clusters.models import Cluster, credentials
 from panel.clusters.standbys.engine import member_tls
 
 CONNECT_TIMEOUT = 5
@@ -157,7 +157,7 @@ def admin_connection(
             "host": str(cluster.socket_dir) if port else cluster.server_host,
             "port": port or cluster.server_port,
             "user": settings.PANEL_SUPERUSER,
-            "password": cluster.superuser_password,
+            "password": credentials.superuser_password(cluster),
             "dbname": MAINTENANCE_DATABASE,
         }
         if not params["host"].startswith("/"):  # a primary on another node: its certificate too
@@ -210,7 +210,7 @@ def statements_template_connection(cluster: Cluster) -> Iterator[psycopg.Connect
         "host": cluster.server_host,
         "port": cluster.server_port,
         "user": settings.PANEL_SUPERUSER,
-        "password": cluster.superuser_password,
+        "password": credentials.superuser_password(cluster),
         "dbname": STATEMENTS_TEMPLATE,
     }
     with connect(**params) as conn:
@@ -246,7 +246,7 @@ def monitor_connection(cluster: Cluster, dbname: str | None = None) -> Iterator[
             "host": cluster.server_host,
             "port": cluster.server_port,
             "user": settings.PANEL_MONITOR_ROLE,
-            "password": cluster.monitor_password,
+            "password": credentials.monitor_password(cluster),
             "dbname": dbname or MAINTENANCE_DATABASE,
         }
         with connect(**params) as conn:

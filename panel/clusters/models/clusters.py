@@ -1,28 +1,25 @@
-"""A cluster: what it is (provisioned here or attached), its status and the one-row transitions of
-it, where its files are on its node, and the events it records."""
+"""A cluster: what it is (provisioned here or attached), its status, where its files are on its
+node, and the values derived from its row. Its status transitions and events are
+``panel.clusters.services.transitions``; its secrets in the clear ``models.credentials``."""
 
 from __future__ import annotations
 
 import uuid
 from pathlib import Path
-from typing import cast
 
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
-from django.utils import timezone, translation
-from django.utils.functional import Promise
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from panel import crypto
 from panel.clusters.lib.plans import Plan, get_plan
-from panel.clusters.models.events import ClusterEvent, EventLevel
 from panel.clusters.models.members import watched_elsewhere
 from panel.clusters.models.nodes import Node
-from panel.clusters.models.status import ClusterKind, ClusterStatus, status_word
+from panel.clusters.models.status import ClusterKind, ClusterStatus
 from panel.clusters.standbys.lib.patroni import new_rest_username
 from panel.core import runas
-from panel.core.errors import N_, Message, ServiceError, message_to_json
 from panel.core.runas import OsUser
 
 # A primary and up to two standbys (the managed service's standby nodes), on plans of 2 GB or more.
@@ -261,96 +258,6 @@ class Cluster(models.Model):
     def is_serving(self) -> bool:
         return self.status in ClusterStatus.SERVING
 
-    def require_serving(self, *, fresh: bool = False, field: str | None = None) -> None:
-        """The one "start it first" refusal of every action that needs a running server.
-
-        ``fresh`` reads the status again first (a worker may have stopped it since the request).
-        """
-        if fresh:
-            self.refresh_from_db(fields=["status"])
-        if not self.is_serving:
-            raise ServiceError(
-                N_("The cluster is %(status)s; start it first."),
-                field=field,
-                code="cluster.not_serving",
-                params={"status": status_word(self.status)},
-            )
-
-    @property
-    def superuser_password(self) -> str:
-        return crypto.decrypt(self.superuser_password_encrypted)
-
-    @property
-    def monitor_password(self) -> str:
-        return crypto.decrypt(self.monitor_password_encrypted)
-
-    @property
-    def rest_credentials(self) -> tuple[str, str]:
-        """The user and password of its members' Patroni REST API."""
-        return self.rest_username, crypto.decrypt(self.rest_password_encrypted)
-
-    def set_progress(self, percent: int, message: str) -> None:
-        self.progress = percent
-        self.progress_message = message
-        self.save(update_fields=["progress", "progress_message", "updated_at"])
-
-    def mark_online(self) -> None:
-        self.status = ClusterStatus.ONLINE
-        self.progress = 100
-        self.progress_message = ""
-        self.error_message = ""
-        self.online_since = timezone.now()
-        self.save(
-            update_fields=[
-                "status",
-                "progress",
-                "progress_message",
-                "error_message",
-                "online_since",
-                "updated_at",
-            ]
-        )
-
-    def mark_error(self, reason: str) -> None:
-        self.status = ClusterStatus.ERROR
-        self.error_message = reason
-        self.progress_message = ""
-        self.save(update_fields=["status", "error_message", "progress_message", "updated_at"])
-
-    def mark(self, status: str) -> None:
-        self.status = status
-        if status != ClusterStatus.ONLINE and status != ClusterStatus.DEGRADED:
-            self.online_since = None
-        self.save(update_fields=["status", "online_since", "updated_at"])
-
-    def mark_postmaster_gone(self) -> bool:
-        """An online cluster whose postmaster is gone is degraded until the reconciler restarts it;
-        the update is conditional, so a user's stop or a restart in flight is never overwritten.
-        True when this call changed it (and logged the event)."""
-        if not Cluster.objects.filter(pk=self.pk, status=ClusterStatus.ONLINE).update(
-            status=ClusterStatus.DEGRADED, updated_at=timezone.now()
-        ):
-            return False
-        self.refresh_from_db(fields=["status", "updated_at"])
-        self.log_event(
-            "postmaster-gone",
-            Message(N_("PostgreSQL is not running; the reconciler will start it again.")),
-            EventLevel.WARNING,
-        )
-        return True
-
     def trusted_source_values(self) -> list[str]:
         """Its trusted sources as pg_hba.conf and PgBouncer's hba file are written from them."""
         return list(self.trusted_sources.order_by("created_at", "value").values_list("value", flat=True))
-
-    def log_event(self, kind: str, message: str | Promise | Message, level: str = "info") -> ClusterEvent:
-        """Record an event; a Message is kept as its template and parameters, so each reader sees it
-        in their language (``ClusterEvent.shown``), and in English in ``message``."""
-        if isinstance(message, Message):
-            with translation.override("en"):
-                english = str(message)
-            return ClusterEvent.objects.create(
-                cluster=self, kind=kind, message=english, text=message_to_json(message), level=level
-            )
-        # A lazy string is saved as its text, like a str.
-        return ClusterEvent.objects.create(cluster=self, kind=kind, message=cast(str, message), level=level)

@@ -20,7 +20,7 @@ from panel.clusters.engine import dbconn, isolation
 from panel.clusters.lib import tunables
 from panel.clusters.lib.pgconf import temp_file_limit_kb
 from panel.clusters.models import Cluster, EventLevel
-from panel.clusters.services import failures
+from panel.clusters.services import failures, transitions
 from panel.clusters.services.lifecycle import require_local
 from panel.clusters.services.provision import SETTINGS_FILE, owner_settings, write_server_config
 from panel.clusters.standbys.services import remote_members
@@ -127,7 +127,7 @@ def update_config(cluster: Cluster, changes: dict[str, Any]) -> dict[str, tunabl
     require_local(cluster)
     values = check_changes(changes)
     _check_plan_bounds(cluster, values)
-    cluster.require_serving(fresh=True, field="config")
+    transitions.require_serving(cluster, fresh=True, field="config")
     if not values:
         return current_config(cluster)
     path = cluster.pgdata / SETTINGS_FILE
@@ -151,7 +151,8 @@ def update_config(cluster: Cluster, changes: dict[str, Any]) -> dict[str, tunabl
         # pg_ctl's, the server's or the system's words name the cluster's files: the log's.
         log.warning("changing the configuration of %s failed: %s", cluster.pk, exc)
         reason = failures.reason(exc)
-        cluster.log_event(
+        transitions.log_event(
+            cluster,
             "config-failed",
             Message(
                 N_("The configuration was not changed (%(changes)s): %(reason)s"),
@@ -167,8 +168,10 @@ def update_config(cluster: Cluster, changes: dict[str, Any]) -> dict[str, tunabl
             params={"reason": reason},
         ) from None
     cluster.refresh_from_db(fields=["config"])
-    cluster.log_event(
-        "config-changed", Message(N_("Configuration changed: %(changes)s."), changes=_describe(values))
+    transitions.log_event(
+        cluster,
+        "config-changed",
+        Message(N_("Configuration changed: %(changes)s."), changes=_describe(values)),
     )
     return current_config(cluster)
 

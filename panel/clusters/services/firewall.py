@@ -19,6 +19,7 @@ from panel.clusters import hooks
 from panel.clusters.engine import dbconn, isolation
 from panel.clusters.lib import firewall
 from panel.clusters.models import Cluster, TrustedSource
+from panel.clusters.services import transitions
 from panel.clusters.standbys.engine import haproxy
 from panel.clusters.standbys.lib import haproxy as haproxy_lib
 from panel.clusters.standbys.services import ha, ha_files
@@ -98,7 +99,7 @@ def _apply(cluster: Cluster, wanted: list[str], message: Message) -> list[str]:
             code="firewall.unsupported",
             params={},
         )
-    cluster.require_serving(fresh=True, field=FIELD)
+    transitions.require_serving(cluster, fresh=True, field=FIELD)
     try:
         with transaction.atomic():
             cluster = Cluster.objects.select_for_update().get(pk=cluster.pk)
@@ -121,7 +122,7 @@ def _apply(cluster: Cluster, wanted: list[str], message: Message) -> list[str]:
             done=message,
             ended=Message(N_("%(count)d open session(s) from other addresses ended."), count=ended),
         )
-    cluster.log_event("trusted-sources", message)
+    transitions.log_event(cluster, "trusted-sources", message)
     return wanted
 
 

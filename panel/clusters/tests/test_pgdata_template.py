@@ -13,7 +13,7 @@ from django.conf import settings
 
 from panel.clusters import services
 from panel.clusters.engine import dbconn, panel_roles, pgdata_template, postgres
-from panel.clusters.models import Cluster
+from panel.clusters.models import Cluster, credentials
 from tests.fixtures.clusters import make_local_cluster
 
 pytestmark = pytest.mark.integration
@@ -38,8 +38,8 @@ def test_copies_of_the_template_keep_secrets_of_their_own(owner, transactional_d
         # Each copy's superuser logs in with its own password, kept as a SCRAM verifier.
         secrets = [superuser_secret(cluster) for cluster in (first, second)]
         assert secrets[0] != secrets[1]
-        assert panel_roles.scram_checks(secrets[0], first.superuser_password)
-        assert not panel_roles.scram_checks(secrets[1], first.superuser_password)
+        assert panel_roles.scram_checks(secrets[0], credentials.superuser_password(first))
+        assert not panel_roles.scram_checks(secrets[1], credentials.superuser_password(first))
         # ...and not with the other's.
         params = {
             "host": second.server_host,
@@ -48,9 +48,9 @@ def test_copies_of_the_template_keep_secrets_of_their_own(owner, transactional_d
             "dbname": "postgres",
             "connect_timeout": 5,
         }
-        psycopg.connect(**params, password=second.superuser_password).close()
+        psycopg.connect(**params, password=credentials.superuser_password(second)).close()
         with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
-            psycopg.connect(**params, password=first.superuser_password).close()
+            psycopg.connect(**params, password=credentials.superuser_password(first)).close()
         # The copies belong to their clusters' users; the template to the panel alone.
         for cluster in (first, second):
             assert cluster.pgdata.stat().st_uid == cluster.os_user().uid

@@ -36,7 +36,7 @@ from django.conf import settings
 from psycopg import sql
 
 from panel.clusters.engine import dbconn, panel_roles
-from panel.clusters.models import Cluster
+from panel.clusters.models import Cluster, credentials
 from panel.clusters.standbys.engine import member_tls
 from panel.core import runas
 from panel.core.errors import N_, ServiceError
@@ -55,7 +55,7 @@ def superuser_in(cluster: Cluster, dbname: str) -> Iterator[psycopg.Connection]:
         host=cluster.server_host,
         port=cluster.server_port,
         user=settings.PANEL_SUPERUSER,
-        password=cluster.superuser_password,
+        password=credentials.superuser_password(cluster),
         dbname=dbname,
         **({} if cluster.server_host.startswith("/") else member_tls.panel_client_params(cluster)),
     ) as conn:

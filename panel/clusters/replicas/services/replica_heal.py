@@ -39,7 +39,7 @@ from panel.clusters.engine import dbconn, postgres
 from panel.clusters.lib.pgconf import QUOTA_FILE, STANDBY_FILE
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
 from panel.clusters.replicas.services import replica_build, replica_source
-from panel.clusters.services import failures, provision
+from panel.clusters.services import failures, provision, transitions
 from panel.clusters.services.provision import SETTINGS_FILE
 from panel.clusters.standbys.services import ha_files
 from panel.core.errors import N_, Message, message_to_text
@@ -217,7 +217,8 @@ def heal(replica: Cluster, reason: str, *, attempt: int = 1) -> str:
     replica.refresh_from_db()
     started = time.monotonic()
     if attempt == 1:
-        replica.log_event(
+        transitions.log_event(
+            replica,
             DIVERGED_EVENT,
             Message(
                 N_(
@@ -247,7 +248,7 @@ def heal(replica: Cluster, reason: str, *, attempt: int = 1) -> str:
         return _attempt_failed(replica, attempt, exc)
     shutil.rmtree(keep, ignore_errors=True)
     seconds = round(time.monotonic() - started, 1)
-    replica.mark_online()
+    transitions.mark_online(replica)
     if attempt == 1:
         message = Message(
             N_("Replica re-synchronised after its source's failover in %(seconds)s s (%(how)s)."),
@@ -264,7 +265,7 @@ def heal(replica: Cluster, reason: str, *, attempt: int = 1) -> str:
             how=how,
             attempt=attempt,
         )
-    replica.log_event("replica-resynced", message)
+    transitions.log_event(replica, "replica-resynced", message)
     transaction.on_commit(lambda: hooks.replica_resynced(replica, message))
     return f"{replica.name}: re-synchronised with {how} in {seconds} s (attempt {attempt})"
 
@@ -281,8 +282,8 @@ def _attempt_failed(replica: Cluster, attempt: int, exc: BaseException) -> str:
         reason=failures.reason(exc),  # the engine's words were logged above
         seconds=round(retry_after(attempt)),
     )
-    replica.log_event(FAILED_EVENT, message, EventLevel.ERROR)
-    replica.mark_error(message_to_text(message))
+    transitions.log_event(replica, FAILED_EVENT, message, EventLevel.ERROR)
+    transitions.mark_error(replica, message_to_text(message))
     return f"{replica.name}: re-synchronising failed (attempt {attempt}): {exc}"
 
 

@@ -16,7 +16,7 @@ import logging
 import time
 
 from panel.clusters.engine import dbconn
-from panel.clusters.models import Cluster, ClusterMember
+from panel.clusters.models import Cluster, ClusterMember, credentials
 from panel.clusters.standbys.engine import patroni
 from panel.clusters.standbys.services import ha, remote_switch
 
@@ -63,7 +63,7 @@ def _apply(cluster: Cluster, names: list[str], replicate_from: dict[str, str]) -
             {},
             timeout=5,
             host=member.host,
-            auth=cluster.rest_credentials,
+            auth=credentials.rest_credentials(cluster),
         )
         if status not in (200, 202):
             log.warning("reloading %s's Patroni: %s %s", member.name, status, text.strip())

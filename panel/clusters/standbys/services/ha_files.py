@@ -17,7 +17,7 @@ from django.conf import settings
 from panel import crypto
 from panel.clusters import hooks
 from panel.clusters.engine import isolation, postgres
-from panel.clusters.models import Cluster, ClusterMember
+from panel.clusters.models import Cluster, ClusterMember, credentials
 from panel.clusters.services.ports import allocate_standby_port
 from panel.clusters.standbys.engine import haproxy, member_tls, patroni
 from panel.clusters.standbys.lib import etcd as etcd_lib
@@ -85,7 +85,7 @@ def spec(cluster: Cluster) -> patroni_lib.HaCluster:
     plan = cluster.plan
     assert plan is not None and cluster.node is not None
     members = members_of(cluster)
-    rest_username, rest_password = cluster.rest_credentials
+    rest_username, rest_password = credentials.rest_credentials(cluster)
     return patroni_lib.HaCluster(
         scope=scope(cluster),
         # Every member of the panel's etcd (standbys/services/etcd.py), over TLS.
@@ -219,12 +219,12 @@ def ensure_rest_auth(cluster: Cluster, member: ClusterMember, user: runas.OsUser
     except (OSError, ValueError) as exc:
         log.warning("member %s: Patroni's configuration not read: %s", member, exc)
         return
-    username, password = cluster.rest_credentials
+    username, password = credentials.rest_credentials(cluster)
     if current.get("restapi", {}).get("authentication") == {"username": username, "password": password}:
         return
     upstream = current.get("tags", {}).get("replicatefrom")
     write_member_config(cluster, member, user, replicate_from={member.name: upstream} if upstream else None)
-    auth = cluster.rest_credentials
+    auth = credentials.rest_credentials(cluster)
     status, text = patroni.rest(
         "POST", member.rest_port, "/reload", {}, timeout=5, host=member.host, auth=auth
     )

@@ -18,7 +18,7 @@ from django.conf import settings
 from psycopg import sql
 
 from panel.clusters.engine import dbconn, isolation, panel_roles
-from panel.clusters.models import Cluster, ClusterMember, ClusterStatus
+from panel.clusters.models import Cluster, ClusterMember, ClusterStatus, credentials
 from panel.clusters.standbys.engine import member_tls, patroni
 from panel.clusters.standbys.lib import patroni as patroni_lib
 from panel.clusters.standbys.services import ha_files
@@ -151,7 +151,7 @@ def unsteady(here: list[ClusterMember]) -> str | None:
 
 
 def _holds_superuser(cluster: Cluster, here: list[ClusterMember]) -> bool:
-    secret = cluster.superuser_password
+    secret = credentials.superuser_password(cluster)
     paths = [ha_files.member_config_path(cluster, m) for m in here]
     passfiles = [ha_files.ha_dir(cluster) / f"{m.name}.pgpass" for m in here]
     return any(_holds(path, secret) for path in [*paths, *passfiles])
