@@ -27,7 +27,7 @@ from django.core.management import call_command
 from django.test import override_settings
 
 from panel.clusters import services
-from panel.clusters.engine import cgroups, postgres
+from panel.clusters.engine import cgroups, isolation, postgres
 from panel.clusters.models import Cluster, ClusterEntry, ClusterMember, ClusterStatus, Node, credentials
 from panel.clusters.services import config, firewall, resize, roles
 from panel.clusters.standbys.engine import haproxy, patroni
@@ -79,7 +79,7 @@ def _logs(*agents: Agent) -> str:
 def _as_an_earlier_panel(cluster: Cluster, config: Path) -> None:
     """A member's Patroni files as a panel before issue 37 wrote them: the superuser with its
     password for every login, and in the passfile; its Patroni reads them again."""
-    user = cluster.os_user()
+    user = isolation.os_user(cluster)
     auth = {"username": settings.PANEL_SUPERUSER, "password": credentials.superuser_password(cluster)}
     written = json.loads(config.read_text())
     written["postgresql"]["authentication"] = {"superuser": auth, "replication": auth, "rewind": auth}
@@ -461,7 +461,7 @@ def test_a_configuration_change_reaches_the_member_on_another_node_or_nowhere(
     assert replication["username"] == settings.PANEL_MEMBER_ROLE
     key = Path(replication["sslkey"])
     assert key.is_relative_to(b.data_dir) and stat.S_IMODE(key.stat().st_mode) == 0o600
-    assert key.stat().st_uid == cluster.os_user().uid
+    assert key.stat().st_uid == isolation.os_user(cluster).uid
     socket_on_b = b.data_dir / cluster.socket_dir.relative_to(cluster.data_root.parent.parent)
     wait_until(
         lambda: _streaming_as_member(socket_on_b, standby.port),

@@ -24,7 +24,7 @@ import pytest
 from django.conf import settings
 
 from panel.backups.engine import runner as engine
-from panel.clusters.engine import dbconn
+from panel.clusters.engine import dbconn, isolation
 from panel.clusters.models import Cluster, credentials
 from panel.clusters.services import reconciler
 from panel.clusters.standbys.engine import patroni
@@ -66,7 +66,10 @@ def _streaming(cluster: Cluster) -> int:
 
 def test_no_file_of_the_members_holds_the_superuser_password(ha_cluster: Cluster, wait_until: Any) -> None:
     cluster = ha_cluster
-    assert _files_holding(credentials.superuser_password(cluster), _roots(cluster), cluster.os_user()) == []
+    assert (
+        _files_holding(credentials.superuser_password(cluster), _roots(cluster), isolation.os_user(cluster))
+        == []
+    )
     wait_until(lambda: _streaming(cluster) == 1, timeout=TIMEOUT, message="the standby streams as its role")
 
 
@@ -77,7 +80,7 @@ def test_the_reconciler_moves_an_earlier_panels_files_off_the_password(
     login, and in the passfile): the reconciler's pass writes them anew and each Patroni reads them
     again; the standby streams as the members' role, no file holds the password."""
     cluster = ha_cluster
-    user = cluster.os_user()
+    user = isolation.os_user(cluster)
     auth = {"username": settings.PANEL_SUPERUSER, "password": credentials.superuser_password(cluster)}
     for member in ha_files.members_of(cluster):
         path = ha_files.member_config_path(cluster, member)
@@ -142,7 +145,7 @@ def test_a_round_touches_current_members_never_and_others_only_while_steady(
     earlier = json.loads(config.read_text())
     auth = {"username": settings.PANEL_SUPERUSER, "password": credentials.superuser_password(cluster)}
     earlier["postgresql"]["authentication"] = {"superuser": auth, "replication": auth, "rewind": auth}
-    runas.write_private_file(config, json.dumps(earlier, indent=2) + "\n", owner=cluster.os_user())
+    runas.write_private_file(config, json.dumps(earlier, indent=2) + "\n", owner=isolation.os_user(cluster))
     pid = patroni.member_pid(config)
     assert pid is not None
     os.kill(pid, signal.SIGSTOP)

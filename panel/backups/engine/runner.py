@@ -26,7 +26,7 @@ from django.conf import settings
 from panel import crypto
 from panel.backups.engine import login
 from panel.backups.lib import pgbackrest
-from panel.clusters.engine import postgres
+from panel.clusters.engine import isolation, postgres
 from panel.clusters.models import Cluster
 from panel.core import runas
 from panel.core.runas import EngineError, OsUser
@@ -193,7 +193,9 @@ def run(cluster: Cluster, action: str, *options: str, timeout: float) -> subproc
     if action in LOGS_IN:
         login.ensure_backup_role(cluster)
     remove_passfile(cluster)
-    return runas.run_as(cluster.os_user(), argv, timeout=timeout, cwd=where.root, env=primary_env(cluster))
+    return runas.run_as(
+        isolation.os_user(cluster), argv, timeout=timeout, cwd=where.root, env=primary_env(cluster)
+    )
 
 
 def primary_env(cluster: Cluster) -> dict[str, str]:
@@ -229,7 +231,7 @@ def restore(source: Cluster, pgdata: Path, scratch: Path, options: list[str], *,
     ``pgdata`` and ``scratch`` (this run's locks and logs) become its own, 0700; the caller makes
     their parent traversable for the run and gives the files to the new cluster's user after."""
     where = paths(source)
-    user = source.os_user()
+    user = isolation.os_user(source)
     for directory in (scratch, scratch / "lock", scratch / "log"):
         runas.make_private_dir(directory, user)
     runas.chown_to(pgdata, user)

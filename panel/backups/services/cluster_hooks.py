@@ -11,6 +11,7 @@ from django.conf import settings
 from panel.backups.engine import runner as engine
 from panel.backups.services import archiving, backups, retention
 from panel.clusters import hooks
+from panel.clusters.engine import isolation
 from panel.clusters.models import Cluster
 from panel.clusters.services import transitions
 from panel.core.errors import N_, Message, ServiceError
@@ -39,7 +40,7 @@ def server_config(cluster: Cluster) -> list[str]:
     except EngineError as exc:
         log.warning("cluster %s runs without WAL archiving: %s", cluster.pk, exc)
         return []
-    engine.write_files(cluster, cluster.os_user())
+    engine.write_files(cluster, isolation.os_user(cluster))
     return [engine.SERVER_FILE]
 
 

@@ -227,7 +227,7 @@ def own_secrets(new: Cluster) -> None:
     new.superuser_password_encrypted = crypto.encrypt(superuser_password)
     new.monitor_password_encrypted = crypto.encrypt(monitor_password)
     new.save(update_fields=["superuser_password_encrypted", "monitor_password_encrypted", "updated_at"])
-    engine.write_files(new, new.os_user())  # pgBackRest's files for the new cluster
+    engine.write_files(new, isolation.os_user(new))  # pgBackRest's files for the new cluster
 
 
 def copy_rows(source: Cluster, new: Cluster) -> None:

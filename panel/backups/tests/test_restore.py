@@ -18,7 +18,7 @@ from panel.backups.engine import runner as engine
 from panel.backups.models import BackupJob, JobStatus, RestoreOrigin
 from panel.backups.services import archiving, backups, restore
 from panel.clusters import services
-from panel.clusters.engine import postgres
+from panel.clusters.engine import isolation, postgres
 from panel.clusters.models import Cluster, credentials
 from panel.clusters.tests.conftest import connect_as_client, module_cluster_fixture, refreshed_fixture
 from panel.core.errors import ServiceError
@@ -46,7 +46,7 @@ def test_a_new_cluster_archives_and_doadmin_cannot_change_it(fresh: Cluster) -> 
     assert status.active and not status.needs_restart
     conf = engine.paths(fresh).root
     assert conf.stat().st_mode & 0o777 == 0o700
-    assert conf.stat().st_uid == fresh.os_user().uid
+    assert conf.stat().st_uid == isolation.os_user(fresh).uid
     assert not (conf / "pgpass").exists()  # pgBackRest logs in by peer authentication
     with connect_as_client(fresh) as conn:
         for statement in (

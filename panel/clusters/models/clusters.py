@@ -19,8 +19,6 @@ from panel.clusters.models.members import watched_elsewhere
 from panel.clusters.models.nodes import Node
 from panel.clusters.models.status import ClusterKind, ClusterStatus
 from panel.clusters.standbys.lib.patroni import new_rest_username
-from panel.core import runas
-from panel.core.runas import OsUser
 
 # A primary and up to two standbys (the managed service's standby nodes), on plans of 2 GB or more.
 MAX_NUM_NODES = 3
@@ -242,10 +240,6 @@ class Cluster(models.Model):
         """The name of the system user this cluster gets: PANEL_CLUSTER_USER_PREFIX + a short id."""
         return f"{settings.PANEL_CLUSTER_USER_PREFIX}{self.id.hex[:8]}"
 
-    def os_user(self) -> OsUser:
-        """Who runs this cluster's processes and owns its files (EngineError if that user is gone)."""
-        return runas.os_user_named(self.os_user_name)
-
     @property
     def is_replica(self) -> bool:
         return self.replica_of_id is not None
@@ -257,7 +251,3 @@ class Cluster(models.Model):
     @property
     def is_serving(self) -> bool:
         return self.status in ClusterStatus.SERVING
-
-    def trusted_source_values(self) -> list[str]:
-        """Its trusted sources as pg_hba.conf and PgBouncer's hba file are written from them."""
-        return list(self.trusted_sources.order_by("created_at", "value").values_list("value", flat=True))

@@ -83,7 +83,7 @@ def _write(cluster: Cluster) -> None:
     """settings.conf from the row; a panel.conf from before settings.conf gets its include."""
     if _include_in_force(cluster):
         runas.write_private_file(
-            cluster.pgdata / SETTINGS_FILE, owner_settings(cluster), owner=cluster.os_user()
+            cluster.pgdata / SETTINGS_FILE, owner_settings(cluster), owner=isolation.os_user(cluster)
         )
     else:
         write_server_config(cluster)
@@ -198,7 +198,7 @@ def _restore(cluster: Cluster, previous_text: str | None) -> None:
         if previous_text is None:
             path.unlink(missing_ok=True)
         else:
-            runas.write_private_file(path, previous_text, owner=cluster.os_user())
+            runas.write_private_file(path, previous_text, owner=isolation.os_user(cluster))
         isolation.reload_server_config(cluster)
         remote_members.push_config(cluster)  # members on other nodes that took it: back too
     except (EngineError, dbconn.DatabaseError, OSError) as exc:

@@ -91,7 +91,7 @@ def perform_action(cluster: Cluster, action: str) -> Cluster:
     timeout = settings.PANEL_COMMAND_TIMEOUT
     guard_added = False
     try:
-        user = cluster.os_user()
+        user = isolation.os_user(cluster)
         if action in {"start", "restart"}:
             # Before stopping: a guard that cannot be built leaves a running cluster running.
             guard_added = write_server_config(cluster)
@@ -292,7 +292,9 @@ def tear_down(cluster: Cluster) -> None:
         ha.kill_members(cluster)  # its data goes next: no need of a clean shutdown
         ha.forget(cluster)
     try:
-        postgres.stop(cluster.version, cluster.pgdata, user=cluster.os_user(), timeout=30, mode="immediate")
+        postgres.stop(
+            cluster.version, cluster.pgdata, user=isolation.os_user(cluster), timeout=30, mode="immediate"
+        )
     except EngineError:
         postgres.kill(cluster.pgdata)
     postgres.kill(cluster.pgdata)

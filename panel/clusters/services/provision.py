@@ -306,7 +306,7 @@ def write_server_config(cluster: Cluster) -> bool:
     Returns True when panel.conf did not load the guard before: a new cluster, or one created
     before the guard existed, whose roles the caller then clears (``clear_reserved``).
     pg_hba.conf and pg_ident.conf are written too; every file belongs to the cluster's user."""
-    user = cluster.os_user()
+    user = isolation.os_user(cluster)
     plan = cluster.plan
     assert plan is not None
     library = guard.ensure_built(cluster.version)

@@ -71,7 +71,7 @@ def _reconcile() -> list[str]:
             EventLevel.WARNING,
         )
         try:
-            isolation.start_server(cluster, cluster.os_user(), settings.PANEL_COMMAND_TIMEOUT)
+            isolation.start_server(cluster, isolation.os_user(cluster), settings.PANEL_COMMAND_TIMEOUT)
         except EngineError as exc:
             log.warning("restarting %s failed: %s", cluster.pk, exc)  # pg_ctl's words: the log only
             transitions.log_event(
@@ -256,7 +256,7 @@ def move_to_own_os_user(cluster: Cluster) -> str | None:
     timeout = settings.PANEL_COMMAND_TIMEOUT
     try:
         hooks.pooler.stop_pgbouncer(cluster)
-        postgres.stop(cluster.version, cluster.pgdata, user=cluster.os_user(), timeout=timeout)
+        postgres.stop(cluster.version, cluster.pgdata, user=isolation.os_user(cluster), timeout=timeout)
         user = osusers.ensure_system_user(cluster.own_os_user_name)
         postgres.chown_tree(cluster.data_root, user)
         # Recorded once it owns everything: until then the next pass starts over.

@@ -22,7 +22,7 @@ from django.db import transaction
 from django.utils.translation import gettext as _
 
 from panel.clusters import hooks
-from panel.clusters.engine import postgres
+from panel.clusters.engine import isolation, postgres
 from panel.clusters.lib.plans import PLANS, Plan, get_plan, require_plan
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel, Node, status_word
 from panel.clusters.services import failures, nodes, transitions
@@ -248,7 +248,7 @@ def _restart_on_plan(cluster: Cluster, *, rolling_back: bool = False) -> None:
     """panel.conf for the row's plan (on members on other nodes too, through their agents),
     PostgreSQL restarted (its start sets the cgroup's limits), PgBouncer's configuration rendered
     again for the new pool budget."""
-    user = cluster.os_user()
+    user = isolation.os_user(cluster)
     transitions.set_progress(cluster, 20, _("Writing the configuration"))
     guard_added = write_server_config(cluster)
     if cluster.is_ha:

@@ -12,7 +12,7 @@ import pytest
 from django.conf import settings
 
 from panel.clusters import services
-from panel.clusters.engine import dbconn, panel_roles, pgdata_template, postgres
+from panel.clusters.engine import dbconn, isolation, panel_roles, pgdata_template, postgres
 from panel.clusters.models import Cluster, credentials
 from tests.fixtures.clusters import make_local_cluster
 
@@ -53,13 +53,13 @@ def test_copies_of_the_template_keep_secrets_of_their_own(owner, transactional_d
             psycopg.connect(**params, password=credentials.superuser_password(first)).close()
         # The copies belong to their clusters' users; the template to the panel alone.
         for cluster in (first, second):
-            assert cluster.pgdata.stat().st_uid == cluster.os_user().uid
+            assert cluster.pgdata.stat().st_uid == isolation.os_user(cluster).uid
         if os.geteuid() == 0:
             held = template / "pgdata"
             assert held.stat().st_uid == 0
             assert stat.S_IMODE(template.stat().st_mode) == 0o700
             assert all(path.stat().st_uid == 0 for path in held.rglob("*") if not path.is_symlink())
-            assert first.os_user().uid != 0
+            assert isolation.os_user(first).uid != 0
     finally:
         for cluster in (first, second):
             services.delete_cluster(cluster, confirm_name=cluster.name)

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import transaction
 from psycopg import sql
 
-from panel.clusters.engine import dbconn
+from panel.clusters.engine import dbconn, isolation
 from panel.clusters.models import Cluster, DatabaseUser
 from panel.clusters.services import failures, transitions
 from panel.clusters.services.lifecycle import require_local
@@ -37,7 +37,7 @@ def server_config(cluster: Cluster) -> list[str]:
     if not cluster.is_local:
         return []
     runas.write_private_file(
-        cluster.pgdata / conf.FILE, conf.render(logical_roles(cluster)), owner=cluster.os_user()
+        cluster.pgdata / conf.FILE, conf.render(logical_roles(cluster)), owner=isolation.os_user(cluster)
     )
     return [conf.FILE]
 

@@ -35,7 +35,7 @@ import psycopg
 from django.conf import settings
 from psycopg import sql
 
-from panel.clusters.engine import dbconn, panel_roles
+from panel.clusters.engine import dbconn, isolation, panel_roles
 from panel.clusters.models import Cluster, credentials
 from panel.clusters.standbys.engine import member_tls
 from panel.core import runas
@@ -68,7 +68,7 @@ def passfile(cluster: Cluster, name: str) -> Path:
 
 def write_passfile(cluster: Cluster, name: str, password: str) -> Path:
     path = passfile(cluster, name)
-    runas.write_private_file(path, source_lib.pgpass_line(password), owner=cluster.os_user())
+    runas.write_private_file(path, source_lib.pgpass_line(password), owner=isolation.os_user(cluster))
     return path
 
 

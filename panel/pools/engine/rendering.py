@@ -17,6 +17,7 @@ from django.conf import settings
 from panel import crypto
 from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
+from panel.clusters.models.firewall import trusted_source_values
 from panel.core.errors import N_, ServiceError
 from panel.pools.engine import supervisor
 from panel.pools.engine.disk import BouncerFiles
@@ -157,5 +158,5 @@ def render_config(
             code="pool.config_invalid",
             params={"detail": exc},
         ) from None
-    hba = pgbouncer_hba.render(cluster.trusted_source_values())
+    hba = pgbouncer_hba.render(trusted_source_values(cluster))
     return RenderedConfig(ini, auth, hba, specs, gs, target)

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import transaction
 
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel, MemberRole
+from panel.clusters.models.firewall import trusted_source_values
 from panel.clusters.services import transitions
 from panel.clusters.standbys.services import ha
 from panel.core.errors import N_, Message, ServiceError, message_to_text, shown_text
@@ -109,7 +110,7 @@ def _trusted_sources_current(cluster: Cluster, files: disk.BouncerFiles) -> bool
         return True
     if "\nauth_type = hba\n" not in ini or f"\nauth_hba_file = {files.hba}\n" not in ini:
         return False
-    return disk.read_text(files.hba) == pgbouncer_hba.render(cluster.trusted_source_values())
+    return disk.read_text(files.hba) == pgbouncer_hba.render(trusted_source_values(cluster))
 
 
 def _target_current(cluster: Cluster, files: disk.BouncerFiles) -> bool:

@@ -35,7 +35,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from panel.clusters import hooks
-from panel.clusters.engine import dbconn, postgres
+from panel.clusters.engine import dbconn, isolation, postgres
 from panel.clusters.lib.pgconf import QUOTA_FILE, STANDBY_FILE
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
 from panel.clusters.replicas.services import replica_build, replica_source
@@ -229,7 +229,7 @@ def heal(replica: Cluster, reason: str, *, attempt: int = 1) -> str:
             EventLevel.WARNING,
         )
     job = provision.Provisioning(replica)
-    job.user = replica.os_user()
+    job.user = isolation.os_user(replica)
     keep = _keep_own_files(replica, again=attempt > 1)
     how = "pg_rewind"
     try:
@@ -308,7 +308,7 @@ def _restore_own_files(replica: Cluster, keep: Path, job: provision.Provisioning
         shutil.copy2(kept, replica.pgdata / kept.name)
     for name in (QUOTA_FILE, *replica_build.PATRONI_FILES, "backup_manifest"):
         (replica.pgdata / name).unlink(missing_ok=True)
-    postgres.chown_tree(replica.pgdata, replica.os_user())
+    postgres.chown_tree(replica.pgdata, isolation.os_user(replica))
     provision.configure(job)
 
 
@@ -325,7 +325,7 @@ def _rewind(job: provision.Provisioning) -> None:
         ).fetchone()
     if not (row and row[0]):  # pg_rewind would refuse: it could not tell which pages changed
         raise EngineError(_("The replica has neither data checksums nor wal_log_hints."))
-    user = replica.os_user()
+    user = isolation.os_user(replica)
     postgres.stop(replica.version, replica.pgdata, user=user, timeout=job.timeout)
     host, port = replica_source.primary_address(replica)
     # As the members rewind against each other: their role, never the superuser (whose password

@@ -258,7 +258,10 @@ def promote_replica(replica: Cluster, *, confirm_name: str | None = None) -> Clu
     follow_source_rows(replica)
     try:
         postgres.promote(
-            replica.version, replica.pgdata, user=replica.os_user(), timeout=settings.PANEL_COMMAND_TIMEOUT
+            replica.version,
+            replica.pgdata,
+            user=isolation.os_user(replica),
+            timeout=settings.PANEL_COMMAND_TIMEOUT,
         )
     except EngineError as exc:
         log.warning("promoting replica %s failed: %s", replica.pk, exc)  # pg_ctl's words: the log only

@@ -346,7 +346,7 @@ def supervise(cluster: Cluster) -> list[str]:
     pointed at the panel's etcd as it is now (``supervise_etcd`` ran first), and HAProxy (Patroni
     itself restarts, rewinds or rebuilds its PostgreSQL)."""
     notes = []
-    user = cluster.os_user()
+    user = isolation.os_user(cluster)
     timeout = settings.PANEL_COMMAND_TIMEOUT
     for member in members_of(cluster):
         config = member_config_path(cluster, member)

@@ -18,6 +18,7 @@ from panel import crypto
 from panel.clusters import hooks
 from panel.clusters.engine import isolation, postgres
 from panel.clusters.models import Cluster, ClusterMember, credentials
+from panel.clusters.models.firewall import trusted_source_values
 from panel.clusters.services.ports import allocate_standby_port
 from panel.clusters.standbys.engine import haproxy, member_tls, patroni
 from panel.clusters.standbys.lib import etcd as etcd_lib
@@ -157,7 +158,7 @@ def write_configs(cluster: Cluster, user: OsUser, replicate_from: dict[str, str]
         cluster.standby_port = allocate_standby_port(cluster.node)
         cluster.save(update_fields=["standby_port"])
     text = haproxy_text(cluster, shared)
-    haproxy.write(haproxy_config_path(cluster), text, cluster.trusted_source_values(), user)
+    haproxy.write(haproxy_config_path(cluster), text, trusted_source_values(cluster), user)
 
 
 def haproxy_text(cluster: Cluster, shared: patroni_lib.HaCluster | None = None) -> str:
@@ -261,7 +262,7 @@ def follow_etcd(cluster: Cluster, member: ClusterMember) -> str | None:
     except (OSError, ValueError):
         return None
     current = written.get("etcd3", {})
-    user = cluster.os_user()
+    user = isolation.os_user(cluster)
     shared = spec(cluster)
     wanted = patroni_lib.etcd3_section(shared)
     # A member configured before the REST API asked for credentials gets them the same way:

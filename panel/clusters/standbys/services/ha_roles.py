@@ -107,7 +107,7 @@ def upgrade_here(cluster: Cluster, here: list[ClusterMember]) -> list[str]:
     later round, so a reload never lands in a failover's window."""
     if not here:
         return []
-    user = cluster.os_user()
+    user = isolation.os_user(cluster)
     off = _holds_superuser(cluster, here)
     stale = _stale_certificates(cluster, here)
     pending = [

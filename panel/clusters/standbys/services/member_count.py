@@ -32,7 +32,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from panel.clusters import hooks
-from panel.clusters.engine import postgres
+from panel.clusters.engine import isolation, postgres
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel, MemberRole, Node, status_word
 from panel.clusters.services import failures, placement, transitions
 from panel.clusters.services.create import check_num_nodes
@@ -191,7 +191,7 @@ def perform_member_count(cluster_id: uuid.UUID | str, num_nodes: int) -> Cluster
 
 
 def _grow(cluster: Cluster, num_nodes: int) -> None:
-    user = cluster.os_user()
+    user = isolation.os_user(cluster)
     was_single = not cluster.is_ha
     with transaction.atomic():
         if cluster.node_id:
@@ -220,7 +220,7 @@ def _grow(cluster: Cluster, num_nodes: int) -> None:
 
 
 def _shrink(cluster: Cluster, num_nodes: int) -> None:
-    user = cluster.os_user()
+    user = isolation.os_user(cluster)
     ha.refresh_members(cluster)
     if cluster.members.count() > 2:
         # Not strict before a standby goes: a primary with one standby left must keep writing.

@@ -44,7 +44,7 @@ def rolling_restart(cluster: Cluster, *, keep_primary: bool = False) -> str:
     for member in cluster.members.all():  # and on each member's own (elsewhere: its agent's)
         if not member.is_remote:
             isolation.member_cgroup(cluster, member.name)
-    ha.write_configs(cluster, cluster.os_user())
+    ha.write_configs(cluster, isolation.os_user(cluster))
     if not ha.wait_healthy(cluster, timeout):
         raise EngineError("The cluster's members are not all healthy; nothing was restarted.")
     patch_config(cluster)
