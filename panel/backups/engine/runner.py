@@ -28,6 +28,7 @@ from panel.backups.engine import login
 from panel.backups.lib import pgbackrest
 from panel.clusters.engine import isolation, postgres
 from panel.clusters.models import Cluster
+from panel.clusters.models.servers import server_port
 from panel.core import runas
 from panel.core.runas import EngineError, OsUser
 
@@ -113,7 +114,7 @@ def repo_config(cluster: Cluster, where: Paths) -> pgbackrest.RepoConfig:
         log_path=str(where.log_dir),
         lock_path=str(where.lock_dir),
         pg_path=str(cluster.pgdata),
-        pg_port=cluster.server_port,
+        pg_port=server_port(cluster),
         pg_socket_path=str(cluster.socket_dir),
         pg_user=settings.PANEL_BACKUP_ROLE,
     )

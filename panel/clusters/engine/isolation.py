@@ -24,6 +24,7 @@ from panel.clusters.lib import firewall
 from panel.clusters.lib.pgconf import hba_address, ident_token_ok, render_hba, render_ident
 from panel.clusters.models import MAX_NUM_NODES, Cluster, ClusterStatus, Node
 from panel.clusters.models.firewall import trusted_source_values
+from panel.clusters.models.servers import server_port
 from panel.core import osusers, runas
 from panel.core.polling import wait_for
 from panel.core.runas import EngineError, OsUser
@@ -222,7 +223,7 @@ def reload_server_config(cluster: Cluster, *, timeout: float = RELOAD_TIMEOUT) -
     before = row[0] if row else None
     # Standbys read the same pg_hba.conf and pg_ident.conf: they load them too (one that is not
     # running reads them when Patroni starts it).
-    for port in cluster.members.exclude(port=cluster.server_port).values_list("port", flat=True):
+    for port in cluster.members.exclude(port=server_port(cluster)).values_list("port", flat=True):
         try:
             with dbconn.admin_connection(cluster, port=port) as conn:
                 conn.execute("SELECT pg_catalog.pg_reload_conf()")

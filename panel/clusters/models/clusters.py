@@ -122,26 +122,6 @@ class Cluster(models.Model):
         return self.is_local and self.num_nodes > 1
 
     @property
-    def server_port(self) -> int:
-        """The port of the server the panel and PgBouncer reach over the socket: the cluster's
-        own, or with standbys the primary member's (the first member's before any is known)."""
-        if not self.is_ha:
-            return int(self.port or 0)
-        members = self.members.order_by("-role", "name")  # "primary" before "standby"/"unknown"
-        primary = members.filter(role="primary").values_list("port", flat=True).first()
-        return int(primary or members.values_list("port", flat=True).first() or self.port or 0)
-
-    @property
-    def server_host(self) -> str:
-        """Where the panel and PgBouncer reach that server: the cluster's socket directory, or over
-        TCP the address of a primary member on another node than the cluster's."""
-        if self.is_ha:
-            primary = self.members.filter(role="primary").select_related("node").first()
-            if primary is not None and primary.is_remote:
-                return primary.host
-        return str(self.socket_dir)
-
-    @property
     def agent_queue(self) -> str:
         """Where the web sends calls on this cluster's processes: its node's agent (an attached
         server, reached over the network, by ``Node.for_attached``)."""

@@ -14,6 +14,7 @@ from django.conf import settings
 from panel.clusters import services
 from panel.clusters.engine import dbconn, isolation, panel_roles, pgdata_template, postgres
 from panel.clusters.models import Cluster, credentials
+from panel.clusters.models.servers import server_host, server_port
 from tests.fixtures.clusters import make_local_cluster
 
 pytestmark = pytest.mark.integration
@@ -42,8 +43,8 @@ def test_copies_of_the_template_keep_secrets_of_their_own(owner, transactional_d
         assert not panel_roles.scram_checks(secrets[1], credentials.superuser_password(first))
         # ...and not with the other's.
         params = {
-            "host": second.server_host,
-            "port": second.server_port,
+            "host": server_host(second),
+            "port": server_port(second),
             "user": settings.PANEL_SUPERUSER,
             "dbname": "postgres",
             "connect_timeout": 5,

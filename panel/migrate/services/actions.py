@@ -22,6 +22,7 @@ from django.db import IntegrityError, transaction
 from panel.clusters.engine import dbconn, postgres
 from panel.clusters.lib import refusals
 from panel.clusters.models import Cluster, DatabaseUser
+from panel.clusters.models.servers import server_host
 from panel.clusters.services import roles, transitions
 from panel.clusters.standbys.services import ha
 from panel.core import taskqueue
@@ -61,7 +62,7 @@ def _require_local(cluster: Cluster) -> None:
     transitions.require_serving(cluster)
     if cluster.is_ha:
         ha.refresh_members(cluster)  # Patroni's primary now, not the last one recorded
-    if cluster.server_host != str(cluster.socket_dir):
+    if server_host(cluster) != str(cluster.socket_dir):
         # The subscriptions run on the primary and read the source's password from a file
         # on the cluster's node, which a member on another node cannot.
         raise ServiceError(
