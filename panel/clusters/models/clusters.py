@@ -1,6 +1,10 @@
 """A cluster: what it is (provisioned here or attached), its status, where its files are on its
-node, and the values derived from its row. Its status transitions and events are
-``panel.clusters.services.transitions``; its secrets in the clear ``models.credentials``."""
+node, and the values derived from its row (templates read them as attributes).
+
+What is done with a cluster lives with its concern: status transitions and events in
+``services.transitions``, its secrets in the clear in ``models.credentials``, the server the panel
+reaches in ``models.servers``, its trusted sources in ``models.firewall``, its system user in
+``engine.isolation``."""
 
 from __future__ import annotations
 
@@ -170,7 +174,8 @@ class Cluster(models.Model):
 
     def agent_silent(self) -> bool:
         """``node_silent`` as the database says now (an object kept for a while holds its node's
-        heartbeat as it was then)."""
+        heartbeat as it was then). A method of the row: ``panel.core.agent.send``, which imports
+        no app, asks it of whatever it sends a call about, as it reads ``agent_queue``."""
         if self.node is None:
             return False
         self.node.refresh_from_db(fields=["last_heartbeat"])
