@@ -115,7 +115,7 @@ def unmarked_template_text() -> list[str]:
 # Python calls whose text argument reaches a page: the call's name, and which argument.
 PAGE_TEXT_CALLS = {
     "success": 1, "info": 1, "warning": 1, "error": 1, "debug": 1, "add_message": 2,  # messages.*
-    "mark_error": 0, "ValidationError": 0, "add_error": 1,
+    "mark_error": 1, "ValidationError": 0, "add_error": 1,
 }  # fmt: skip
 # Keyword arguments whose text is shown: in forms (label, help_text), in lib tables (help, label…).
 FORM_KEYWORDS = {"label", "help_text", "empty_label"}
@@ -168,7 +168,7 @@ def python_findings(path: Path, source: str | None = None) -> list[str]:
         findings.append(f"{where}:{getattr(node, 'lineno', 0)}: {what} {text.strip()[:80]!r}")
 
     # What each function assigns to a name, so that ``message = _("…")`` then
-    # ``log_event(kind, message)`` is seen too.
+    # ``log_event(cluster, kind, message)`` is seen too.
     assigned: dict[int, list[ast.AST]] = {}
     for function in ast.walk(tree):  # outer functions first: an inner one's calls end up its own
         if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -203,9 +203,9 @@ def python_findings(path: Path, source: str | None = None) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             name = _call_name(node)
-            if name == "log_event" and len(node.args) > 1:
-                if too_early(node, node.args[1]):
-                    report(node, "event text not kept as a Message", ast.unparse(node.args[1]))
+            if name == "log_event" and len(node.args) > 2:
+                if too_early(node, node.args[2]):
+                    report(node, "event text not kept as a Message", ast.unparse(node.args[2]))
             elif name in PAGE_TEXT_CALLS and len(node.args) > PAGE_TEXT_CALLS[name]:
                 is_messages = name not in {"success", "info", "warning", "error", "debug", "add_message"} or (
                     isinstance(node.func, ast.Attribute)

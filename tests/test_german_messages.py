@@ -15,6 +15,7 @@ from panel.backups.services import backups
 from panel.clusters.forms import ConfigForm
 from panel.clusters.lib import tunables
 from panel.clusters.models import ClusterEvent
+from panel.clusters.services import transitions
 from panel.clusters.tests.conftest import make_cluster_row
 from panel.core.errors import Count, Message, When, message_from_json, message_to_json
 from panel.managed.lib.updates import day_name
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.django_db
 def test_an_event_logged_in_english_is_read_in_german(owner: User) -> None:
     cluster = make_cluster_row(owner)
     with translation.override("en"):  # the worker that logs it speaks English
-        assert cluster.mark_postmaster_gone()
+        assert transitions.mark_postmaster_gone(cluster)
     event = ClusterEvent.objects.filter(cluster=cluster, kind="postmaster-gone").get()
     assert event.message == "PostgreSQL is not running; the reconciler will start it again."
     assert event.text, "kept as a message id with its parameters, not as finished text"
@@ -38,7 +39,7 @@ def test_a_coded_refusal_is_kept_as_its_message(owner: User) -> None:
 
     cluster = make_cluster_row(owner)
     refusal = ServiceError("Backup failed: %(reason)s", code="backup.failed", params={"reason": "x"})
-    event = cluster.log_event("pooler-error", refusal.as_message())
+    event = transitions.log_event(cluster, "pooler-error", refusal.as_message())
     assert event.text and event.text["$message"] == "Backup failed: %(reason)s"
     with translation.override("de"):
         assert event.shown != event.message and "x" in event.shown
@@ -86,7 +87,7 @@ def test_a_step_the_worker_stored_in_english_is_shown_in_german(owner: User, own
 
     cluster = make_cluster_row(owner, status=ClusterStatus.STARTING, progress=40)
     with translation.override("en"):  # the worker's language
-        cluster.set_progress(40, translation.gettext("Starting"))
+        transitions.set_progress(cluster, 40, translation.gettext("Starting"))
     session = owner_client.session
     session[SESSION_KEY] = "de"  # the account's language, as the header's menu keeps it
     session.save()

@@ -86,15 +86,15 @@ def python_findings(tmp_path: Path, source: str, name: str = "services.py") -> l
 @pytest.mark.parametrize(
     ("name", "source"),
     [
-        ("services.py", 'cluster.log_event("trusted-sources", "Trusted source added.")'),
-        ("services.py", 'cluster.log_event("reset", _("Query statistics were reset."))'),
-        ("services.py", 'cluster.log_event("x", _("Trusted source %(s)s added.") % {"s": s})'),
+        ("services.py", 'transitions.log_event(cluster, "trusted-sources", "Trusted source added.")'),
+        ("services.py", 'transitions.log_event(cluster, "reset", _("Query statistics were reset."))'),
+        ("services.py", 'transitions.log_event(cluster, "x", _("Trusted source %(s)s added.") % {"s": s})'),
         (
             "services.py",
-            'def f(c):\n    message = _("Sources set.")\n    message += " more"\n    c.log_event("x", message)',
+            'def f(c):\n    message = _("Sources set.")\n    message += " more"\n    transitions.log_event(c, "x", message)',
         ),
-        ("services.py", 'cluster.log_event("error", cluster.error_message)'),
-        ("services.py", 'cluster.mark_error(f"Could not delete the cluster: {exc}")'),
+        ("services.py", 'transitions.log_event(cluster, "error", cluster.error_message)'),
+        ("services.py", 'transitions.mark_error(cluster, f"Could not delete the cluster: {exc}")'),
         ("views.py", 'messages.success(request, "Pool created.")'),
         ("forms.py", 'raise forms.ValidationError("Choose another name.")'),
         ("forms.py", 'form.add_error("name", "This name is taken.")'),
@@ -111,10 +111,16 @@ def test_unmarked_python_text_for_pages_is_found(tmp_path: Path, name: str, sour
 @pytest.mark.parametrize(
     ("name", "source"),
     [
-        ("services.py", 'cluster.log_event("x", Message(N_("Trusted source “%(s)s” added."), s=s))'),
-        ("services.py", "cluster.log_event('pooler-error', exc.as_message())"),  # kept as its template
+        (
+            "services.py",
+            'transitions.log_event(cluster, "x", Message(N_("Trusted source “%(s)s” added."), s=s))',
+        ),
+        (
+            "services.py",
+            "transitions.log_event(cluster, 'pooler-error', exc.as_message())",
+        ),  # kept as its template
         ("services.py", 'log.warning("resizing %s failed: %s", pk, reason)'),  # the log, not a page
-        ("services.py", "cluster.mark_error(str(message))"),
+        ("services.py", "transitions.mark_error(cluster, str(message))"),
         ("views.py", 'messages.success(request, _("Pool created."))'),
         ("forms.py", 'name = forms.CharField(label=_("Cluster name"), help_text=_("Lowercase letters."))'),
         ("forms.py", 'ssl = forms.CharField(label="TLS")'),  # the same in every language

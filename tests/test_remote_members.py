@@ -27,8 +27,8 @@ from django.core.management import call_command
 from django.test import override_settings
 
 from panel.clusters import services
-from panel.clusters.engine import cgroups, postgres
-from panel.clusters.models import Cluster, ClusterEntry, ClusterMember, ClusterStatus, Node
+from panel.clusters.engine import cgroups, isolation, postgres
+from panel.clusters.models import Cluster, ClusterEntry, ClusterMember, ClusterStatus, Node, credentials
 from panel.clusters.services import config, firewall, resize, roles
 from panel.clusters.standbys.engine import haproxy, patroni
 from panel.clusters.standbys.services import ha, ha_files, switchover
@@ -79,12 +79,12 @@ def _logs(*agents: Agent) -> str:
 def _as_an_earlier_panel(cluster: Cluster, config: Path) -> None:
     """A member's Patroni files as a panel before issue 37 wrote them: the superuser with its
     password for every login, and in the passfile; its Patroni reads them again."""
-    user = cluster.os_user()
-    auth = {"username": settings.PANEL_SUPERUSER, "password": cluster.superuser_password}
+    user = isolation.os_user(cluster)
+    auth = {"username": settings.PANEL_SUPERUSER, "password": credentials.superuser_password(cluster)}
     written = json.loads(config.read_text())
     written["postgresql"]["authentication"] = {"superuser": auth, "replication": auth, "rewind": auth}
     runas.write_private_file(config, json.dumps(written, indent=2) + "\n", owner=user)
-    line = f"*:*:*:{settings.PANEL_SUPERUSER}:{cluster.superuser_password}\n"
+    line = f"*:*:*:{settings.PANEL_SUPERUSER}:{credentials.superuser_password(cluster)}\n"
     runas.write_private_file(config.with_suffix(".pgpass"), line, owner=user)
     with override_settings(PANEL_PROCESS_ROLE="all"):  # the test harness signals it
         patroni.reload_member(config)
@@ -92,7 +92,7 @@ def _as_an_earlier_panel(cluster: Cluster, config: Path) -> None:
 
 def _holds_password(cluster: Cluster, config: Path) -> bool:
     texts = [config.read_text(), config.with_suffix(".pgpass").read_text()]
-    return any(cluster.superuser_password in text for text in texts)
+    return any(credentials.superuser_password(cluster) in text for text in texts)
 
 
 def _streaming_as_member(socket_dir: Path, port: int) -> bool:
@@ -310,7 +310,7 @@ def _entry_on_b_serves(cluster: Cluster, a: Agent, b: Agent, wait_until: Callabl
             host=b.node.address,
             port=entry.port,
             user=settings.PANEL_SUPERUSER,
-            password=cluster.superuser_password,
+            password=credentials.superuser_password(cluster),
             dbname="postgres",
             connect_timeout=5,
         )
@@ -421,7 +421,7 @@ def test_a_configuration_change_reaches_the_member_on_another_node_or_nowhere(
     older = json.loads(on_b_config.read_text())
     del older["restapi"]["authentication"]
     on_b_config.write_text(json.dumps(older))
-    assert _reload_b(cluster, standby, auth=cluster.rest_credentials) in (200, 202)
+    assert _reload_b(cluster, standby, auth=credentials.rest_credentials(cluster)) in (200, 202)
     assert wait_for(lambda: _reload_b(cluster, standby) in (200, 202), 20, interval=0.5)
 
     # The service the configuration form calls (sent to A's agent: this process is the web).
@@ -443,7 +443,7 @@ def test_a_configuration_change_reaches_the_member_on_another_node_or_nowhere(
     # A round leaves members alone while one's Patroni is not seen running and streaming (right
     # after the reload its standby may be reconnecting): rounds until one has rewritten them.
     _as_an_earlier_panel(cluster, on_b_config)
-    assert cluster.superuser_password in on_b_config.read_text()
+    assert credentials.superuser_password(cluster) in on_b_config.read_text()
     wait_until(
         lambda: _round_on(b, wait_until) and not _holds_password(cluster, on_b_config),
         timeout=180,
@@ -461,7 +461,7 @@ def test_a_configuration_change_reaches_the_member_on_another_node_or_nowhere(
     assert replication["username"] == settings.PANEL_MEMBER_ROLE
     key = Path(replication["sslkey"])
     assert key.is_relative_to(b.data_dir) and stat.S_IMODE(key.stat().st_mode) == 0o600
-    assert key.stat().st_uid == cluster.os_user().uid
+    assert key.stat().st_uid == isolation.os_user(cluster).uid
     socket_on_b = b.data_dir / cluster.socket_dir.relative_to(cluster.data_root.parent.parent)
     wait_until(
         lambda: _streaming_as_member(socket_on_b, standby.port),

@@ -27,7 +27,7 @@ from panel.api.models import Scope
 from panel.clusters import services
 from panel.clusters.models import Cluster, ClusterEvent, ClusterStatus, Node
 from panel.clusters.replicas.services import replicas, streaming
-from panel.clusters.services import roles
+from panel.clusters.services import roles, transitions
 from panel.clusters.tests.conftest import can_log_in, connect_as_client
 from panel.core import taskqueue
 from panel.core.errors import shown_text
@@ -136,7 +136,7 @@ def test_a_replica_is_placed_built_and_run_on_another_node(
     Cluster.objects.filter(pk=replica.pk).update(status=ClusterStatus.ERROR, error_message="attempt 1 failed")
     long_ago = timezone.now() - dt.timedelta(minutes=20)
     for minutes, kind in ((0, "replica-diverged"), (1, "replica-heal-failed")):
-        event = replica.log_event(kind, f"staged by the test: {kind}")
+        event = transitions.log_event(replica, kind, f"staged by the test: {kind}")
         ClusterEvent.objects.filter(pk=event.pk).update(created_at=long_ago + dt.timedelta(minutes=minutes))
     with override_settings(PANEL_PROCESS_ROLE="all"):  # the test harness, not the web, stops it
         a.stop()

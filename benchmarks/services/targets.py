@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from benchmarks.lib import pgbench_command as cmd
 from panel.clusters.models import Cluster, DatabaseUser
+from panel.clusters.services import transitions
 from panel.core.errors import N_, ServiceError
 from panel.pools.engine.rendering import MAX_CLIENT_CONN
 from panel.pools.models import ConnectionPool
@@ -25,7 +26,7 @@ class ResolvedTarget:
 
 def require_serving(cluster: Cluster) -> None:
     """A benchmark needs the server up now: the status read again, the error on the form's cluster."""
-    cluster.require_serving(fresh=True, field="cluster")
+    transitions.require_serving(cluster, fresh=True, field="cluster")
 
 
 def _current_pool(

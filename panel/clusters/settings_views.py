@@ -19,6 +19,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from panel.clusters.forms import ConfigForm, DeleteClusterForm, ResizeForm, TrustedSourceForm
 from panel.clusters.lib import firewall
 from panel.clusters.models import Cluster
+from panel.clusters.models.firewall import trusted_source_values
 from panel.clusters.ownership import get_cluster_for_user
 from panel.clusters.services import config, resize
 from panel.core.errors import ServiceError
@@ -34,7 +35,7 @@ def render_settings_tab(request: PanelRequest, cluster: Cluster, **extra: Any) -
     """The Settings tab: the whole page, or one section for an HTMX swap (``section`` names the
     partial of ``clusters/settings.html`` to render)."""
     section = extra.pop("section", None)
-    sources = cluster.trusted_source_values()
+    sources = trusted_source_values(cluster)
     context = {
         "cluster": cluster,
         "active_tab": "settings",

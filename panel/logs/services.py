@@ -19,7 +19,7 @@ from pathlib import Path
 from django.conf import settings
 from django.utils.translation import gettext_lazy
 
-from panel.clusters.models import Cluster
+from panel.clusters.models import Cluster, credentials
 from panel.core.agent import on_node
 from panel.core.errors import N_, ServiceError
 from panel.logs.lib import jsonlog, logfile
@@ -109,9 +109,9 @@ def panel_secrets(cluster: Cluster) -> list[str]:
     """The passwords of the panel's own roles on this cluster, redacted wherever they appear."""
     secrets = []
     if cluster.superuser_password_encrypted:
-        secrets.append(cluster.superuser_password)
+        secrets.append(credentials.superuser_password(cluster))
     if cluster.monitor_password_encrypted:
-        secrets.append(cluster.monitor_password)
+        secrets.append(credentials.monitor_password(cluster))
     pooler = Pooler.objects.filter(cluster=cluster).first()
     if pooler is not None and pooler.admin_password_encrypted:
         secrets.append(pooler.admin_password)

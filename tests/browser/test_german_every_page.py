@@ -18,7 +18,7 @@ from playwright.sync_api import Page, expect
 from benchmarks.tests.test_views_pages import make_run
 from panel.accounts.services import set_account_language
 from panel.clusters.models import Cluster
-from panel.clusters.services import config, firewall
+from panel.clusters.services import config, firewall, transitions
 from panel.core.errors import N_, Message
 from panel.managed.lib.updates import DAYS
 from panel.managed.services import maintenance
@@ -111,7 +111,8 @@ def test_every_page_in_german_has_no_english(
     maintenance.set_window(cluster, "wednesday", "3")
     config.update_config(cluster, {"work_mem": 8})
     # A decimal in an event, as the member-count change logs it: 17,5 s on a German page.
-    cluster.log_event(
+    transitions.log_event(
+        cluster,
         "members-changed",
         Message(
             N_("The cluster has %(n)s node(s) now (was %(old)s); the change took %(s).1f s."),
@@ -121,8 +122,8 @@ def test_every_page_in_german_has_no_english(
         ),
     )
     cluster.refresh_from_db()
-    assert cluster.mark_postmaster_gone()
-    cluster.mark_online()
+    assert transitions.mark_postmaster_gone(cluster)
+    transitions.mark_online(cluster)
     run = make_run(cluster, samples=4, label="Erster Lauf", clients=2)
     other = make_run(cluster, samples=4, label="Vergleich", clients=4)
     journey_user.is_staff = True  # the nodes page is for staff

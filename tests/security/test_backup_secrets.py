@@ -26,8 +26,8 @@ from django.conf import settings
 from panel.backups.engine import runner as engine
 from panel.backups.models import JobStatus
 from panel.backups.services import archiving, backups
-from panel.clusters.engine import dbconn
-from panel.clusters.models import Cluster
+from panel.clusters.engine import dbconn, isolation
+from panel.clusters.models import Cluster, credentials
 from panel.clusters.tests.conftest import module_cluster_fixture
 from panel.core import runas
 from panel.core.runas import OsUser
@@ -76,10 +76,10 @@ def _files_holding(secret: str, roots: list[Path], user: OsUser) -> list[str]:
 
 
 def test_no_file_the_cluster_user_reads_holds_the_superuser_password(cluster: Cluster) -> None:
-    user = cluster.os_user()
+    user = isolation.os_user(cluster)
     roots = [cluster.data_root, engine.paths(cluster).root, *_named_by_settings(cluster)]
     assert engine.paths(cluster).root in roots and cluster.pgdata.is_dir()
-    assert _files_holding(cluster.superuser_password, roots, user) == []
+    assert _files_holding(credentials.superuser_password(cluster), roots, user) == []
 
 
 def test_pgbackrest_checks_archives_and_backs_up_as_its_own_role(cluster: Cluster) -> None:
@@ -98,8 +98,8 @@ def test_pgbackrest_checks_archives_and_backs_up_as_its_own_role(cluster: Cluste
 
 def test_an_earlier_panels_passfile_goes_on_the_next_round(cluster: Cluster) -> None:
     passfile = engine.paths(cluster).passfile
-    line = f"{cluster.socket_dir}:*:*:{settings.PANEL_SUPERUSER}:{cluster.superuser_password}\n"
-    runas.write_private_file(passfile, line, owner=cluster.os_user())
+    line = f"{cluster.socket_dir}:*:*:{settings.PANEL_SUPERUSER}:{credentials.superuser_password(cluster)}\n"
+    runas.write_private_file(passfile, line, owner=isolation.os_user(cluster))
     notes = backups.scheduled_round()
     assert f"{cluster.name}: pgBackRest's passfile removed" in notes
     assert not passfile.exists()

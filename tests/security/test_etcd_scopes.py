@@ -109,7 +109,7 @@ def _attack(cluster: Cluster) -> dict[str, list[Any]]:
     member = cluster.members.get(name="member-1")
     config = ha_files.member_config_path(cluster, member)
     done = as_user(
-        cluster.os_user(),
+        isolation.os_user(cluster),
         "/usr/bin/python3",
         "-c",
         ATTACK,
@@ -130,7 +130,7 @@ def _etcdctl(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
     )
     section = section["etcd3"]
     return as_user(
-        cluster.os_user(),
+        isolation.os_user(cluster),
         "/usr/bin/etcdctl",
         f"--endpoints=https://{section['hosts'][0]}",
         f"--cacert={section['cacert']}",
@@ -182,7 +182,7 @@ def _as_an_older_panel_left_it(cluster: Cluster) -> None:
     had a token) and with a client certificate that names a common name."""
     urls, tls = etcd.client_urls(), etcd.client_files()
     engine.call(urls, "/v3/auth/disable", {}, tls)
-    user = cluster.os_user()
+    user = isolation.os_user(cluster)
     files = ha_files.etcd_tls(cluster)
     assert cluster.node is not None
     before = etcd_lib.issue(etcd.authority(), f"{cluster.node.name} client", server=True)

@@ -18,7 +18,7 @@ from django.conf import settings
 from psycopg import errors, sql
 
 from panel.clusters import services
-from panel.clusters.engine import dbconn, guard, postgres
+from panel.clusters.engine import dbconn, guard, isolation, postgres
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster
 from tests.fixtures.clusters import module_cluster
@@ -428,7 +428,7 @@ def test_the_panels_superuser_still_does_the_reserved_things(superuser, guarded)
     superuser.execute(f"DROP ROLE {helper}")
     superuser.execute("CREATE TEMP TABLE who (name text)")
     superuser.execute("COPY who FROM PROGRAM 'id -un'")
-    assert superuser.execute("SELECT name FROM who").fetchone() == (guarded.cluster.os_user().name,)
+    assert superuser.execute("SELECT name FROM who").fetchone() == (isolation.os_user(guarded.cluster).name,)
     superuser.execute("LOAD 'plpgsql'")
     superuser.execute(
         sql.SQL("ALTER ROLE {} CONNECTION LIMIT -1").format(sql.Identifier(settings.PANEL_MONITOR_ROLE))

@@ -25,7 +25,7 @@ from psycopg import errors
 from panel.clusters import services
 from panel.clusters.engine import dbconn, guard
 from panel.clusters.lib.connstr import ConnectionDetails
-from panel.clusters.models import Cluster
+from panel.clusters.models import Cluster, credentials
 from tests.fixtures.clusters import module_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
@@ -65,7 +65,7 @@ class Quota:
             host=str(cluster.socket_dir),
             port=cluster.port,
             user=settings.PANEL_SUPERUSER,
-            password=cluster.superuser_password,
+            password=credentials.superuser_password(cluster),
             dbname=database,
             autocommit=True,
         )

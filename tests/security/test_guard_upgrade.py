@@ -19,7 +19,7 @@ from django.urls import reverse
 from psycopg import errors
 
 from panel.clusters import services
-from panel.clusters.engine import dbconn, guard, postgres
+from panel.clusters.engine import dbconn, guard, isolation, postgres
 from panel.clusters.lib.pgconf import STATEMENTS_LIBRARY, guard_lines
 from panel.clusters.models import Cluster, ClusterStatus
 from panel.clusters.services import reconciler
@@ -38,8 +38,10 @@ def _strip_guard(cluster: Cluster) -> None:
     kept = [line for line in text.splitlines() if line not in lines]
     runas.write_private_file(conf, "\n".join(kept) + "\n")
     timeout = settings.PANEL_COMMAND_TIMEOUT
-    postgres.stop(cluster.version, cluster.pgdata, user=cluster.os_user(), timeout=timeout)
-    postgres.start(cluster.version, cluster.pgdata, cluster.log_file, user=cluster.os_user(), timeout=timeout)
+    postgres.stop(cluster.version, cluster.pgdata, user=isolation.os_user(cluster), timeout=timeout)
+    postgres.start(
+        cluster.version, cluster.pgdata, cluster.log_file, user=isolation.os_user(cluster), timeout=timeout
+    )
     pid = postgres.postmaster_pid(cluster.pgdata)
     assert pid is not None and guard.is_loaded(pid) is False
     assert not services.guard_configured(cluster)
@@ -51,7 +53,7 @@ def _exploit(cluster: Cluster) -> None:
         conn.execute("GRANT pg_execute_server_program TO doadmin")
         conn.execute("CREATE TABLE t (line text)")
         conn.execute("COPY t FROM PROGRAM 'id -un'")
-        assert conn.execute("SELECT line FROM t").fetchone() == (cluster.os_user().name,)
+        assert conn.execute("SELECT line FROM t").fetchone() == (isolation.os_user(cluster).name,)
         conn.execute("CREATE ROLE x LOGIN")
         conn.execute("GRANT pg_read_server_files, pg_write_server_files TO x")
 

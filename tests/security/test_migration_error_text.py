@@ -24,7 +24,7 @@ import pytest
 from django.conf import settings as django_settings
 from psycopg import sql
 
-from panel.clusters.engine import postgres
+from panel.clusters.engine import isolation, postgres
 from panel.clusters.models import Cluster
 from panel.core.errors import Message
 from panel.migrate.models import MigrationStatus
@@ -104,7 +104,7 @@ def test_a_running_migrations_state_hides_the_clusters_socket_when_the_server_is
     migration.refresh_from_db()
     assert migration.status == MigrationStatus.RUNNING and migration.subscriptions, migration.error_message
 
-    cluster, user = local_cluster, local_cluster.os_user()
+    cluster, user = local_cluster, isolation.os_user(local_cluster)
     postgres.stop(cluster.version, cluster.pgdata, user=user, timeout=30)
     try:
         with caplog.at_level(logging.WARNING, logger="panel.migrate.services.cutover"):

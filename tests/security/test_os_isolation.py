@@ -26,8 +26,8 @@ from django.conf import settings
 from django.contrib.auth.models import User
 
 from panel.clusters import services as cluster_services
-from panel.clusters.engine import dbconn, postgres
-from panel.clusters.models import Cluster, ClusterStatus
+from panel.clusters.engine import dbconn, isolation, postgres
+from panel.clusters.models import Cluster, ClusterStatus, credentials
 from panel.clusters.services import reconciler, roles
 from panel.core import runas
 from panel.core.runas import OsUser
@@ -57,7 +57,7 @@ class Tenant:
 
     @property
     def user(self) -> OsUser:
-        return self.cluster.os_user()
+        return isolation.os_user(self.cluster)
 
     @property
     def bouncer(self) -> disk.BouncerFiles:
@@ -257,7 +257,7 @@ def test_on_the_socket_only_the_clusters_user_logs_in_without_a_password(
 
 def test_no_pooler_file_of_any_cluster_holds_a_role_password(tenants: tuple[Tenant, Tenant]) -> None:
     passwords = {(t.cluster.name, u.name): u.password for t in tenants for u in t.cluster.users.all()} | {
-        (t.cluster.name, settings.PANEL_SUPERUSER): t.cluster.superuser_password for t in tenants
+        (t.cluster.name, settings.PANEL_SUPERUSER): credentials.superuser_password(t.cluster) for t in tenants
     }
     assert len(passwords) == 6
     for tenant in tenants:
@@ -316,7 +316,7 @@ def test_the_peer_map_follows_the_roles(account: User) -> None:
         with dbconn.admin_connection(cluster) as conn:
             conn.execute('CREATE ROLE "late" LOGIN')
         refused = as_user(
-            cluster.os_user(), psql(), "-w", "-h", str(cluster.socket_dir), "-p", str(cluster.port),
+            isolation.os_user(cluster), psql(), "-w", "-h", str(cluster.socket_dir), "-p", str(cluster.port),
             "-U", "late", "-d", "defaultdb", "-c", "SELECT 1",
         )  # fmt: skip
         assert refused.returncode != 0 and "Peer authentication failed" in refused.stderr
@@ -345,7 +345,7 @@ def _make_legacy(cluster: Cluster, password: str) -> None:
     runner = runas.os_user()
     files = disk.bouncer_files(cluster)
     pool_services.stop_pgbouncer(cluster)
-    postgres.stop(cluster.version, cluster.pgdata, user=cluster.os_user(), timeout=60)
+    postgres.stop(cluster.version, cluster.pgdata, user=isolation.os_user(cluster), timeout=60)
     own_user = cluster.os_user_name
     postgres.chown_tree(cluster.data_root, runner)
     cluster.os_user_name = ""

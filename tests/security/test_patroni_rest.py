@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from panel.clusters.engine import dbconn, postgres
-from panel.clusters.models import Cluster
+from panel.clusters.models import Cluster, credentials
 from panel.clusters.standbys.engine import patroni
 from panel.clusters.standbys.services import ha, ha_files, membership, switchover
 from panel.core.polling import wait_for
@@ -60,7 +60,7 @@ def test_unsafe_requests_without_the_clusters_credentials_are_refused_and_change
     before = _config(leader)
     marker = tmp_path / "pwned"
     evil = {"postgresql": {"parameters": {"archive_command": f"touch {marker}"}}}
-    username, password = cluster.rest_credentials
+    username, password = credentials.rest_credentials(cluster)
     for auth in (None, (username, "not-the-password"), ("patroni", password)):
         status, text = patroni.rest("PATCH", leader.rest_port, "/config", evil, host=leader.host, auth=auth)
         assert status == 401, (auth and auth[0], status, text)
@@ -135,6 +135,6 @@ def test_a_member_configured_before_the_credentials_gets_them_from_the_reconcile
         20,
         interval=0.3,
     )
-    username, password = cluster.rest_credentials
+    username, password = credentials.rest_credentials(cluster)
     auth = (username, password)
     assert patroni.rest("POST", member.rest_port, "/reload", {}, host=member.host, auth=auth)[0] in (200, 202)

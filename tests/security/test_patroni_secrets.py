@@ -24,8 +24,8 @@ import pytest
 from django.conf import settings
 
 from panel.backups.engine import runner as engine
-from panel.clusters.engine import dbconn
-from panel.clusters.models import Cluster
+from panel.clusters.engine import dbconn, isolation
+from panel.clusters.models import Cluster, credentials
 from panel.clusters.services import reconciler
 from panel.clusters.standbys.engine import patroni
 from panel.clusters.standbys.services import ha, ha_files, ha_roles
@@ -66,7 +66,10 @@ def _streaming(cluster: Cluster) -> int:
 
 def test_no_file_of_the_members_holds_the_superuser_password(ha_cluster: Cluster, wait_until: Any) -> None:
     cluster = ha_cluster
-    assert _files_holding(cluster.superuser_password, _roots(cluster), cluster.os_user()) == []
+    assert (
+        _files_holding(credentials.superuser_password(cluster), _roots(cluster), isolation.os_user(cluster))
+        == []
+    )
     wait_until(lambda: _streaming(cluster) == 1, timeout=TIMEOUT, message="the standby streams as its role")
 
 
@@ -77,8 +80,8 @@ def test_the_reconciler_moves_an_earlier_panels_files_off_the_password(
     login, and in the passfile): the reconciler's pass writes them anew and each Patroni reads them
     again; the standby streams as the members' role, no file holds the password."""
     cluster = ha_cluster
-    user = cluster.os_user()
-    auth = {"username": settings.PANEL_SUPERUSER, "password": cluster.superuser_password}
+    user = isolation.os_user(cluster)
+    auth = {"username": settings.PANEL_SUPERUSER, "password": credentials.superuser_password(cluster)}
     for member in ha_files.members_of(cluster):
         path = ha_files.member_config_path(cluster, member)
         config = json.loads(path.read_text())
@@ -86,10 +89,10 @@ def test_the_reconciler_moves_an_earlier_panels_files_off_the_password(
         config["postgresql"]["authentication"] = {"superuser": auth, "replication": auth, "rewind": auth}
         runas.write_private_file(path, json.dumps(config, indent=2) + "\n", owner=user)
         passfile = ha_files.ha_dir(cluster) / f"{member.name}.pgpass"
-        line = f"*:*:*:{settings.PANEL_SUPERUSER}:{cluster.superuser_password}\n"
+        line = f"*:*:*:{settings.PANEL_SUPERUSER}:{credentials.superuser_password(cluster)}\n"
         runas.write_private_file(passfile, line, owner=user)
         patroni.reload_member(path)
-    assert _files_holding(cluster.superuser_password, _roots(cluster), user) != []
+    assert _files_holding(credentials.superuser_password(cluster), _roots(cluster), user) != []
 
     note = (
         f"{cluster.name}: Patroni logs in by peer authentication and streams as {settings.PANEL_MEMBER_ROLE}"
@@ -103,7 +106,7 @@ def test_the_reconciler_moves_an_earlier_panels_files_off_the_password(
     wait_until(
         lambda: (
             note not in reconciler.reconcile()
-            and _files_holding(cluster.superuser_password, _roots(cluster), user) == []
+            and _files_holding(credentials.superuser_password(cluster), _roots(cluster), user) == []
         ),
         timeout=TIMEOUT,
         message="a round finds every file moved off the password",
@@ -140,9 +143,9 @@ def test_a_round_touches_current_members_never_and_others_only_while_steady(
     standby = next(m for m in ha_files.members_of(cluster) if m.name != ha.read_statuses(cluster)[0].name)
     config = ha_files.member_config_path(cluster, standby)
     earlier = json.loads(config.read_text())
-    auth = {"username": settings.PANEL_SUPERUSER, "password": cluster.superuser_password}
+    auth = {"username": settings.PANEL_SUPERUSER, "password": credentials.superuser_password(cluster)}
     earlier["postgresql"]["authentication"] = {"superuser": auth, "replication": auth, "rewind": auth}
-    runas.write_private_file(config, json.dumps(earlier, indent=2) + "\n", owner=cluster.os_user())
+    runas.write_private_file(config, json.dumps(earlier, indent=2) + "\n", owner=isolation.os_user(cluster))
     pid = patroni.member_pid(config)
     assert pid is not None
     os.kill(pid, signal.SIGSTOP)
@@ -153,13 +156,15 @@ def test_a_round_touches_current_members_never_and_others_only_while_steady(
             f"{cluster.name}: Patroni's files hold the superuser's password"
         ), notes
         assert notes[0].endswith(f": brought up to date later (Patroni of {standby.name} does not answer)")
-        assert cluster.superuser_password in config.read_text() and _load_times(cluster) == loaded
+        assert (
+            credentials.superuser_password(cluster) in config.read_text() and _load_times(cluster) == loaded
+        )
     finally:
         os.kill(pid, signal.SIGCONT)
     note = (
         f"{cluster.name}: Patroni logs in by peer authentication and streams as {settings.PANEL_MEMBER_ROLE}"
     )
     wait_until(lambda: note in ha_roles.upgrade(cluster), timeout=TIMEOUT, message="a round rewrites it")
-    assert cluster.superuser_password not in config.read_text()
+    assert credentials.superuser_password(cluster) not in config.read_text()
     assert ha.wait_healthy(cluster, TIMEOUT), ha.read_statuses(cluster)
     assert ha_roles.upgrade(cluster) == []

@@ -24,6 +24,7 @@ from panel.backups.engine import runner as engine
 from panel.backups.lib import pgbackrest
 from panel.backups.models import JobStatus
 from panel.backups.services import backups
+from panel.clusters.engine import isolation
 from panel.clusters.models import Cluster
 from panel.clusters.tests.conftest import connect_as_client, module_cluster_fixture, refreshed_fixture
 from panel.core.runas import EngineError
@@ -42,7 +43,7 @@ def test_pgbackrest_restores_as_the_source_clusters_user_and_root_follows_no_pla
         conn.execute("CREATE TABLE kept AS SELECT generate_series(1, 50) AS i")
         conn.commit()
     assert backups.create_backup(fresh, "full").status == JobStatus.SUCCEEDED
-    user = fresh.os_user()
+    user = isolation.os_user(fresh)
     assert user.uid != 0  # a cluster of its own user: the panel runs as root here
 
     # The source's user may write its own pgbackrest.conf: it names a "repository host" and the

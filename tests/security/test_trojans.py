@@ -25,7 +25,7 @@ from benchmarks.models import JobStatus
 from benchmarks.services import datasets
 from panel.clusters import services
 from panel.clusters.engine import dbconn
-from panel.clusters.models import Cluster
+from panel.clusters.models import Cluster, credentials
 from panel.clusters.services import roles
 from panel.clusters.services.attach import ExternalServer, attach_cluster
 from panel.insights import services as insights
@@ -224,7 +224,7 @@ def test_the_trojans_fire_for_a_caller_that_does_not_pin_its_search_path(trojans
             host=str(cluster.socket_dir),
             port=cluster.port,
             user=settings.PANEL_SUPERUSER,
-            password=cluster.superuser_password,
+            password=credentials.superuser_password(cluster),
             dbname="defaultdb",
             autocommit=True,
         ) as conn:

@@ -19,6 +19,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from panel.clusters.engine import isolation
 from panel.clusters.models import Cluster, TrustedSource
 from panel.clusters.services import firewall, reconciler
 from panel.clusters.standbys.services import ha, ha_files
@@ -134,7 +135,7 @@ def test_the_reconciler_puts_the_rule_into_an_haproxy_from_before(
     config = ha.haproxy_config_path(cluster)
     old = "".join(line for line in config.read_text().splitlines(True) if "tcp-request" not in line)
     config.write_text(old)
-    user = cluster.os_user()
+    user = isolation.os_user(cluster)
     ha.reload_haproxy(cluster, user, TIMEOUT)
     try:
         TrustedSource.objects.create(cluster=cluster, value=TRUSTED)  # as if never applied
@@ -165,7 +166,7 @@ def test_the_reconciler_brings_an_haproxy_of_an_older_panel_up_to_date(
     older = older.replace("    retries 3\n", "").replace("    option redispatch 1\n", "")
     assert older != now
     config.write_text(older)
-    user = cluster.os_user()
+    user = isolation.os_user(cluster)
     ha.reload_haproxy(cluster, user, TIMEOUT)
     pidfile = ha.ha_dir(cluster) / "haproxy.pid"
     before = pidfile.read_text()

@@ -26,8 +26,9 @@ from django.conf import settings
 from panel import crypto
 from panel.backups.engine import login
 from panel.backups.lib import pgbackrest
-from panel.clusters.engine import postgres
+from panel.clusters.engine import isolation, postgres
 from panel.clusters.models import Cluster
+from panel.clusters.models.servers import server_port
 from panel.core import runas
 from panel.core.runas import EngineError, OsUser
 
@@ -113,7 +114,7 @@ def repo_config(cluster: Cluster, where: Paths) -> pgbackrest.RepoConfig:
         log_path=str(where.log_dir),
         lock_path=str(where.lock_dir),
         pg_path=str(cluster.pgdata),
-        pg_port=cluster.server_port,
+        pg_port=server_port(cluster),
         pg_socket_path=str(cluster.socket_dir),
         pg_user=settings.PANEL_BACKUP_ROLE,
     )
@@ -193,7 +194,9 @@ def run(cluster: Cluster, action: str, *options: str, timeout: float) -> subproc
     if action in LOGS_IN:
         login.ensure_backup_role(cluster)
     remove_passfile(cluster)
-    return runas.run_as(cluster.os_user(), argv, timeout=timeout, cwd=where.root, env=primary_env(cluster))
+    return runas.run_as(
+        isolation.os_user(cluster), argv, timeout=timeout, cwd=where.root, env=primary_env(cluster)
+    )
 
 
 def primary_env(cluster: Cluster) -> dict[str, str]:
@@ -229,7 +232,7 @@ def restore(source: Cluster, pgdata: Path, scratch: Path, options: list[str], *,
     ``pgdata`` and ``scratch`` (this run's locks and logs) become its own, 0700; the caller makes
     their parent traversable for the run and gives the files to the new cluster's user after."""
     where = paths(source)
-    user = source.os_user()
+    user = isolation.os_user(source)
     for directory in (scratch, scratch / "lock", scratch / "log"):
         runas.make_private_dir(directory, user)
     runas.chown_to(pgdata, user)

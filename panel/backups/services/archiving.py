@@ -16,6 +16,7 @@ from panel.backups.engine import runner as engine
 from panel.backups.models import ArchiveHealth
 from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster, EventLevel
+from panel.clusters.services import transitions
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
 from panel.insights.services import alerts
@@ -120,12 +121,12 @@ def record_health(cluster: Cluster, status: ArchiveStatus) -> None:
             ),
             wal=status.last_failed_wal,
         )
-        cluster.log_event("archive-failed", message, EventLevel.ERROR)
+        transitions.log_event(cluster, "archive-failed", message, EventLevel.ERROR)
         # The alert channel of Insights: the owner's email.
         transaction.on_commit(lambda: alerts.notify_owner(cluster, Message(N_("WAL archiving")), message))
     elif health.failing and not status.failing:
         health.failing_since = None
-        cluster.log_event("archive-recovered", Message(N_("WAL archiving works again.")))
+        transitions.log_event(cluster, "archive-recovered", Message(N_("WAL archiving works again.")))
     health.failing = status.failing
     health.needs_restart = status.needs_restart
     health.last_failed_wal = status.last_failed_wal

@@ -19,7 +19,7 @@ from panel.backups.models import BackupJob, JobKind, JobStatus
 from panel.backups.services.archiving import ArchiveStatus, archive_status, check_archiving
 from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster, EventLevel
-from panel.clusters.services import failures
+from panel.clusters.services import failures, transitions
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError, Term, message_from_text, message_to_text
 from panel.core.runas import EngineError
@@ -67,7 +67,7 @@ def request_backup(cluster: Cluster, backup_type: str = "full", *, scheduled: bo
             code="backup.replica",
             params={},
         )
-    cluster.require_serving()
+    transitions.require_serving(cluster)
     if active_job(cluster) is not None:
         raise ServiceError(
             N_("A backup or restore of this cluster is already running."), code="backup.busy", params={}
@@ -92,7 +92,7 @@ def enqueue_job(task: str, job: BackupJob, cluster: Cluster, *, made: Sequence[M
 
 def create_backup(cluster: Cluster, backup_type: str = "full") -> BackupJob:
     """Take a backup in the foreground (the command line): a row, then ``perform_backup``."""
-    cluster.require_serving()
+    transitions.require_serving(cluster)
     if active_job(cluster) is not None:
         raise ServiceError(
             N_("A backup or restore of this cluster is already running."), code="backup.busy", params={}
@@ -138,10 +138,11 @@ def perform_backup(job_id: int) -> BackupJob | None:
         log.warning("backup %s of cluster %s failed: %s", job.pk, cluster.pk, exc)
         failed = Message(N_("Backup failed: %(reason)s"), reason=failures.reason(exc))
         job.fail(message_to_text(failed))
-        cluster.log_event("backup-failed", failed, EventLevel.ERROR)
+        transitions.log_event(cluster, "backup-failed", failed, EventLevel.ERROR)
         return job
     job.succeed(latest.label if latest else "")
-    cluster.log_event(
+    transitions.log_event(
+        cluster,
         "backup",
         Message(
             N_("%(type)s backup %(label)s taken."),

@@ -11,7 +11,9 @@ from django.conf import settings
 from panel.backups.engine import runner as engine
 from panel.backups.services import archiving, backups, retention
 from panel.clusters import hooks
+from panel.clusters.engine import isolation
 from panel.clusters.models import Cluster
+from panel.clusters.services import transitions
 from panel.core.errors import N_, Message, ServiceError
 from panel.core.runas import EngineError
 
@@ -38,7 +40,7 @@ def server_config(cluster: Cluster) -> list[str]:
     except EngineError as exc:
         log.warning("cluster %s runs without WAL archiving: %s", cluster.pk, exc)
         return []
-    engine.write_files(cluster, cluster.os_user())
+    engine.write_files(cluster, isolation.os_user(cluster))
     return [engine.SERVER_FILE]
 
 
@@ -66,7 +68,9 @@ def prepare_repository(cluster: Cluster) -> bool:
     if not (cluster.pgdata / engine.SERVER_FILE).is_file():
         return False
     archiving.ensure_stanza(cluster)
-    cluster.log_event("archiving", Message(N_("WAL archiving to the cluster's backup repository is on.")))
+    transitions.log_event(
+        cluster, "archiving", Message(N_("WAL archiving to the cluster's backup repository is on."))
+    )
     return True
 
 

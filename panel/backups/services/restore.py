@@ -32,7 +32,7 @@ from panel.backups.services.restore_steps import run_steps
 from panel.clusters.engine import dbconn, postgres
 from panel.clusters.lib.plans import require_plan
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
-from panel.clusters.services import create_cluster, failures, lifecycle
+from panel.clusters.services import create_cluster, failures, lifecycle, transitions
 from panel.core.errors import N_, Message, ServiceError, When, message_to_text
 from panel.core.runas import EngineError
 
@@ -62,7 +62,7 @@ def prepare_restore(
         raise ServiceError(
             N_("Only clusters the panel runs have backups."), code="backup.unsupported", params={}
         )
-    source.require_serving()
+    transitions.require_serving(source)
     if active_job(source) is not None:
         raise ServiceError(
             N_("A backup or restore of this cluster is already running; try again when it ends."),
@@ -175,7 +175,7 @@ def perform_restore(job_id: int) -> BackupJob | None:
             N_("Restore into “%(name)s” failed: %(reason)s"), name=job.target_name, reason=reason
         )
         job.fail(message_to_text(failed))
-        source.log_event("restore-failed", failed, EventLevel.ERROR)
+        transitions.log_event(source, "restore-failed", failed, EventLevel.ERROR)
         return job
     job.succeed()
     return job

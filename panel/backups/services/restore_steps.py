@@ -25,7 +25,7 @@ from panel.backups.services import cluster_hooks
 from panel.clusters.engine import dbconn, isolation, panel_roles, postgres
 from panel.clusters.lib.pgconf import QUOTA_FILE
 from panel.clusters.models import Cluster, Database, DatabaseUser
-from panel.clusters.services import provision
+from panel.clusters.services import provision, transitions
 from panel.clusters.services.create import new_password
 from panel.core import runas
 from panel.core.errors import N_, Message, Term, When
@@ -42,7 +42,7 @@ def run_steps(job: BackupJob, source: Cluster, new: Cluster) -> None:
     timeout = settings.PANEL_COMMAND_TIMEOUT
     steps = provision.Provisioning(new)
 
-    new.set_progress(5, _("Preparing"))
+    transitions.set_progress(new, 5, _("Preparing"))
     # The restored server's roles have the source's passwords until ``own secrets`` below.
     new.superuser_password_encrypted = source.superuser_password_encrypted
     new.monitor_password_encrypted = source.monitor_password_encrypted
@@ -51,10 +51,10 @@ def run_steps(job: BackupJob, source: Cluster, new: Cluster) -> None:
     postgres.remove_data(new.data_root)
     steps.user = isolation.ensure_cluster_user(new)
 
-    new.set_progress(10, _("Archiving the source's latest WAL"))
+    transitions.set_progress(new, 10, _("Archiving the source's latest WAL"))
     seal_source(source)
 
-    new.set_progress(20, _("Restoring the backup (pgbackrest restore)"))
+    transitions.set_progress(new, 20, _("Restoring the backup (pgbackrest restore)"))
     postgres.make_data_root(new.data_root, steps.user)
     runas.make_private_dir(new.pgdata, steps.user)
     scratch = new.data_root / "restore"
@@ -76,7 +76,7 @@ def run_steps(job: BackupJob, source: Cluster, new: Cluster) -> None:
         os.chmod(new.data_root, 0o700)
     postgres.chown_tree(new.data_root, steps.user)
 
-    new.set_progress(50, _("Copying the WAL to replay"))
+    transitions.set_progress(new, 50, _("Copying the WAL to replay"))
     label = (new.pgdata / "backup_label").read_text()
     match = _START_WAL.search(label)
     if match is None:
@@ -92,12 +92,12 @@ def run_steps(job: BackupJob, source: Cluster, new: Cluster) -> None:
     (new.pgdata / QUOTA_FILE).unlink(missing_ok=True)
     postgres.chown_tree(new.data_root, steps.user)
 
-    new.set_progress(60, _("Generating TLS certificates"))
+    transitions.set_progress(new, 60, _("Generating TLS certificates"))
     provision.write_certificates(steps)
-    new.set_progress(65, _("Writing the configuration"))
+    transitions.set_progress(new, 65, _("Writing the configuration"))
     provision.write_server_config(new)
 
-    new.set_progress(70, _("Starting PostgreSQL and replaying the WAL"))
+    transitions.set_progress(new, 70, _("Starting PostgreSQL and replaying the WAL"))
     runas.make_private_dir(new.socket_dir, steps.user)
     isolation.start_server(new, steps.user, timeout)
     wait_promoted(new, settings.PANEL_BACKUP_TIMEOUT)
@@ -107,22 +107,23 @@ def run_steps(job: BackupJob, source: Cluster, new: Cluster) -> None:
         conn.execute("SELECT pg_catalog.pg_reload_conf()")
     shutil.rmtree(scratch, ignore_errors=True)
 
-    new.set_progress(85, _("Setting the cluster's own secrets"))
+    transitions.set_progress(new, 85, _("Setting the cluster's own secrets"))
     own_secrets(new)
-    new.set_progress(90, _("Recording the users and databases"))
+    transitions.set_progress(new, 90, _("Recording the users and databases"))
     copy_rows(source, new)
     isolation.refresh_server_auth(new)
 
-    new.set_progress(95, _("Creating the cluster's own backup stanza"))
+    transitions.set_progress(new, 95, _("Creating the cluster's own backup stanza"))
     archived = cluster_hooks.prepare_repository(new)
-    new.mark_online()
+    transitions.mark_online(new)
     origin = new.restore_origin
     when: Message | Term = (
         Message(N_("%(moment)s UTC"), moment=When.of(origin.target_time))
         if origin.target_time
         else Term(N_("the latest point"))
     )
-    new.log_event(
+    transitions.log_event(
+        new,
         "restored",
         Message(
             N_("Restored from “%(source)s” at %(when)s; online on port %(port)s."),
@@ -131,8 +132,10 @@ def run_steps(job: BackupJob, source: Cluster, new: Cluster) -> None:
             port=new.port,
         ),
     )
-    source.log_event(
-        "restored-into", Message(N_("Restored into “%(name)s” at %(when)s."), name=new.name, when=when)
+    transitions.log_event(
+        source,
+        "restored-into",
+        Message(N_("Restored into “%(name)s” at %(when)s."), name=new.name, when=when),
     )
     if archived:  # online now: its own first backup (a restore to a moment needs one of its own)
         cluster_hooks.queue_first_backup(new)
@@ -224,7 +227,7 @@ def own_secrets(new: Cluster) -> None:
     new.superuser_password_encrypted = crypto.encrypt(superuser_password)
     new.monitor_password_encrypted = crypto.encrypt(monitor_password)
     new.save(update_fields=["superuser_password_encrypted", "monitor_password_encrypted", "updated_at"])
-    engine.write_files(new, new.os_user())  # pgBackRest's files for the new cluster
+    engine.write_files(new, isolation.os_user(new))  # pgBackRest's files for the new cluster
 
 
 def copy_rows(source: Cluster, new: Cluster) -> None:

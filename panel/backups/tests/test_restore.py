@@ -18,8 +18,8 @@ from panel.backups.engine import runner as engine
 from panel.backups.models import BackupJob, JobStatus, RestoreOrigin
 from panel.backups.services import archiving, backups, restore
 from panel.clusters import services
-from panel.clusters.engine import postgres
-from panel.clusters.models import Cluster
+from panel.clusters.engine import isolation, postgres
+from panel.clusters.models import Cluster, credentials
 from panel.clusters.tests.conftest import connect_as_client, module_cluster_fixture, refreshed_fixture
 from panel.core.errors import ServiceError
 
@@ -46,7 +46,7 @@ def test_a_new_cluster_archives_and_doadmin_cannot_change_it(fresh: Cluster) -> 
     assert status.active and not status.needs_restart
     conf = engine.paths(fresh).root
     assert conf.stat().st_mode & 0o777 == 0o700
-    assert conf.stat().st_uid == fresh.os_user().uid
+    assert conf.stat().st_uid == isolation.os_user(fresh).uid
     assert not (conf / "pgpass").exists()  # pgBackRest logs in by peer authentication
     with connect_as_client(fresh) as conn:
         for statement in (
@@ -97,7 +97,7 @@ def test_backup_restore_to_a_moment_and_fork(fresh: Cluster, owner: object) -> N
         origin = RestoreOrigin.objects.get(cluster=at_t)
         assert origin.source_id == fresh.pk and origin.target_time == moment
         assert at_t.port != fresh.port and at_t.ca_certificate != fresh.ca_certificate
-        assert at_t.superuser_password != fresh.superuser_password
+        assert credentials.superuser_password(at_t) != credentials.superuser_password(fresh)
         assert set(at_t.users.values_list("name", flat=True)) == {"doadmin"}
         assert archiving.archive_status(at_t).active  # archiving of its own
         assert engine.paths(at_t).config.is_file()

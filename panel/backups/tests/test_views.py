@@ -19,7 +19,9 @@ from panel.backups.engine import runner as engine
 from panel.backups.models import BackupJob, JobKind, JobStatus, KeptRepository
 from panel.backups.services import backups, restore, retention
 from panel.clusters import services
+from panel.clusters.engine import isolation
 from panel.clusters.models import Cluster
+from panel.clusters.services import transitions
 from panel.clusters.tests.conftest import connect_as_client, module_cluster_fixture, refreshed_fixture
 from panel.core.errors import ServiceError
 
@@ -207,13 +209,13 @@ def test_the_backup_command(fresh: Cluster) -> None:
 
 def test_a_cluster_from_before_backups_archives_after_its_restart(fresh: Cluster, tenant: Client) -> None:
     from panel.backups.services import archiving
-    from panel.clusters.engine import isolation, postgres
+    from panel.clusters.engine import postgres
 
     # As a cluster created before this app: stopped, no backup.conf, started as it was.
     services.perform_action(fresh, "stop")
     (fresh.pgdata / engine.SERVER_FILE).unlink()
-    isolation.start_server(fresh, fresh.os_user(), 60)
-    fresh.mark_online()
+    isolation.start_server(fresh, isolation.os_user(fresh), 60)
+    transitions.mark_online(fresh)
     assert postgres.postmaster_pid(fresh.pgdata) is not None
     status = archiving.archive_status(fresh)
     assert status.needs_restart and not status.active
@@ -296,10 +298,10 @@ def test_a_server_that_does_not_answer_is_said_on_the_tab_without_its_socket(
     """Issue 38: libpq's refusal named the server's socket (``/…/.s.PGSQL.N``) on the tab."""
     from django.conf import settings
 
-    from panel.clusters.engine import isolation, postgres
+    from panel.clusters.engine import postgres
 
     url = reverse("backups:tab", args=[fresh.pk])
-    user = fresh.os_user()
+    user = isolation.os_user(fresh)
     postgres.stop(fresh.version, fresh.pgdata, user=user, timeout=settings.PANEL_COMMAND_TIMEOUT)
     try:
         page = tenant.get(url, headers={"Accept-Language": "de"}).content.decode()

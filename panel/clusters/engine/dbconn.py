@@ -27,7 +27,8 @@ from psycopg import sql
 
 from panel.clusters.lib.libpq import outside_client_params
 from panel.clusters.lib.session import CLIENT_ENCODING, PINNED_OPTIONS, SEARCH_PATH_OPTION
-from panel.clusters.models import Cluster
+from panel.clusters.models import Cluster, credentials
+from panel.clusters.models.servers import server_host, server_port
 from panel.clusters.standbys.engine import member_tls
 
 CONNECT_TIMEOUT = 5
@@ -154,10 +155,10 @@ def admin_connection(
                 "use monitor_connection() to read there."
             )
         params: dict[str, Any] = {
-            "host": str(cluster.socket_dir) if port else cluster.server_host,
-            "port": port or cluster.server_port,
+            "host": str(cluster.socket_dir) if port else server_host(cluster),
+            "port": port or server_port(cluster),
             "user": settings.PANEL_SUPERUSER,
-            "password": cluster.superuser_password,
+            "password": credentials.superuser_password(cluster),
             "dbname": MAINTENANCE_DATABASE,
         }
         if not params["host"].startswith("/"):  # a primary on another node: its certificate too
@@ -207,10 +208,10 @@ def statements_template_connection(cluster: Cluster) -> Iterator[psycopg.Connect
     if not cluster.is_local:
         raise TenantDatabaseRefused("only a cluster provisioned here has the panel's template database")
     params: dict[str, Any] = {
-        "host": cluster.server_host,
-        "port": cluster.server_port,
+        "host": server_host(cluster),
+        "port": server_port(cluster),
         "user": settings.PANEL_SUPERUSER,
-        "password": cluster.superuser_password,
+        "password": credentials.superuser_password(cluster),
         "dbname": STATEMENTS_TEMPLATE,
     }
     with connect(**params) as conn:
@@ -243,10 +244,10 @@ def monitor_connection(cluster: Cluster, dbname: str | None = None) -> Iterator[
                 f"the monitoring role {settings.PANEL_MONITOR_ROLE} is not set up yet on this cluster"
             )
         params: dict[str, Any] = {
-            "host": cluster.server_host,
-            "port": cluster.server_port,
+            "host": server_host(cluster),
+            "port": server_port(cluster),
             "user": settings.PANEL_MONITOR_ROLE,
-            "password": cluster.monitor_password,
+            "password": credentials.monitor_password(cluster),
             "dbname": dbname or MAINTENANCE_DATABASE,
         }
         with connect(**params) as conn:

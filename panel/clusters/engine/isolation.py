@@ -23,15 +23,23 @@ from panel.clusters.engine import cgroups, dbconn, postgres
 from panel.clusters.lib import firewall
 from panel.clusters.lib.pgconf import hba_address, ident_token_ok, render_hba, render_ident
 from panel.clusters.models import MAX_NUM_NODES, Cluster, ClusterStatus, Node
+from panel.clusters.models.firewall import trusted_source_values
+from panel.clusters.models.servers import server_port
 from panel.core import osusers, runas
 from panel.core.polling import wait_for
 from panel.core.runas import EngineError, OsUser
 
 log = logging.getLogger(__name__)
 
+
 RELOAD_TIMEOUT = 10.0
 # Roles that never log in through PgBouncer: the panel's own, and PgBouncer's admin console role.
 NOT_MAPPED = frozenset({"pgbouncer"})
+
+
+def os_user(cluster: Cluster) -> OsUser:
+    """Who runs this cluster's processes and owns its files (EngineError if that user is gone)."""
+    return runas.os_user_named(cluster.os_user_name)
 
 
 def ensure_cluster_user(cluster: Cluster) -> OsUser:
@@ -143,7 +151,7 @@ def _wanted_auth(cluster: Cluster, user: OsUser) -> dict[Path, str]:
         cluster.hba_path: render_hba(
             settings.PANEL_SUPERUSER,
             settings.PANEL_MONITOR_ROLE,
-            cluster.trusted_source_values(),
+            trusted_source_values(cluster),
             settings.PANEL_REPLICATION_ROLE,
             members_from=member_addresses(cluster) if cluster.is_ha else None,
             clients_from=firewall.proxy_networks(_client_addresses(cluster)) if cluster.is_ha else (),
@@ -165,7 +173,7 @@ def _wanted_auth(cluster: Cluster, user: OsUser) -> dict[Path, str]:
 def auth_config_current(cluster: Cluster, user: OsUser | None = None) -> bool:
     """Whether pg_hba.conf and pg_ident.conf hold what ``write_auth_config`` would write (read
     only: nothing written, nothing reloaded)."""
-    for path, content in _wanted_auth(cluster, user or cluster.os_user()).items():
+    for path, content in _wanted_auth(cluster, user or os_user(cluster)).items():
         try:
             if path.read_text() != content:
                 return False
@@ -177,7 +185,7 @@ def auth_config_current(cluster: Cluster, user: OsUser | None = None) -> bool:
 def write_auth_config(cluster: Cluster, user: OsUser | None = None) -> bool:
     """Write pg_hba.conf and pg_ident.conf (atomically, 0600, the cluster's user) where they differ
     from what they should be; True if one changed."""
-    user = user or cluster.os_user()
+    user = user or os_user(cluster)
     wanted = _wanted_auth(cluster, user)
     changed = False
     if cluster.is_ha:
@@ -215,7 +223,7 @@ def reload_server_config(cluster: Cluster, *, timeout: float = RELOAD_TIMEOUT) -
     before = row[0] if row else None
     # Standbys read the same pg_hba.conf and pg_ident.conf: they load them too (one that is not
     # running reads them when Patroni starts it).
-    for port in cluster.members.exclude(port=cluster.server_port).values_list("port", flat=True):
+    for port in cluster.members.exclude(port=server_port(cluster)).values_list("port", flat=True):
         try:
             with dbconn.admin_connection(cluster, port=port) as conn:
                 conn.execute("SELECT pg_catalog.pg_reload_conf()")

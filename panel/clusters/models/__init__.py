@@ -1,5 +1,7 @@
 """Clusters, the nodes that hold them, their members (standbys), their roles and databases, their
-trusted sources and the events shown on a cluster page: one module each, all importable from here."""
+trusted sources and the events shown on a cluster page: one module each, all importable from here.
+Functions on a cluster that the engine needs are beside them: ``credentials`` (its secrets in the
+clear), ``servers`` (where its server is reached), ``firewall.trusted_source_values``."""
 
 from panel.clusters.models.clusters import MAX_NUM_NODES, MIN_HA_RAM_GB, Cluster, ClusterQuerySet
 from panel.clusters.models.entries import ClusterEntry

@@ -1,29 +1,28 @@
-"""A cluster: what it is (provisioned here or attached), its status and the one-row transitions of
-it, where its files are on its node, and the events it records."""
+"""A cluster: what it is (provisioned here or attached), its status, where its files are on its
+node, and the values derived from its row (templates read them as attributes).
+
+What is done with a cluster lives with its concern: status transitions and events in
+``services.transitions``, its secrets in the clear in ``models.credentials``, the server the panel
+reaches in ``models.servers``, its trusted sources in ``models.firewall``, its system user in
+``engine.isolation``."""
 
 from __future__ import annotations
 
 import uuid
 from pathlib import Path
-from typing import cast
 
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
-from django.utils import timezone, translation
-from django.utils.functional import Promise
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from panel import crypto
 from panel.clusters.lib.plans import Plan, get_plan
-from panel.clusters.models.events import ClusterEvent, EventLevel
 from panel.clusters.models.members import watched_elsewhere
 from panel.clusters.models.nodes import Node
-from panel.clusters.models.status import ClusterKind, ClusterStatus, status_word
+from panel.clusters.models.status import ClusterKind, ClusterStatus
 from panel.clusters.standbys.lib.patroni import new_rest_username
-from panel.core import runas
-from panel.core.errors import N_, Message, ServiceError, message_to_json
-from panel.core.runas import OsUser
 
 # A primary and up to two standbys (the managed service's standby nodes), on plans of 2 GB or more.
 MAX_NUM_NODES = 3
@@ -127,26 +126,6 @@ class Cluster(models.Model):
         return self.is_local and self.num_nodes > 1
 
     @property
-    def server_port(self) -> int:
-        """The port of the server the panel and PgBouncer reach over the socket: the cluster's
-        own, or with standbys the primary member's (the first member's before any is known)."""
-        if not self.is_ha:
-            return int(self.port or 0)
-        members = self.members.order_by("-role", "name")  # "primary" before "standby"/"unknown"
-        primary = members.filter(role="primary").values_list("port", flat=True).first()
-        return int(primary or members.values_list("port", flat=True).first() or self.port or 0)
-
-    @property
-    def server_host(self) -> str:
-        """Where the panel and PgBouncer reach that server: the cluster's socket directory, or over
-        TCP the address of a primary member on another node than the cluster's."""
-        if self.is_ha:
-            primary = self.members.filter(role="primary").select_related("node").first()
-            if primary is not None and primary.is_remote:
-                return primary.host
-        return str(self.socket_dir)
-
-    @property
     def agent_queue(self) -> str:
         """Where the web sends calls on this cluster's processes: its node's agent (an attached
         server, reached over the network, by ``Node.for_attached``)."""
@@ -195,7 +174,8 @@ class Cluster(models.Model):
 
     def agent_silent(self) -> bool:
         """``node_silent`` as the database says now (an object kept for a while holds its node's
-        heartbeat as it was then)."""
+        heartbeat as it was then). A method of the row: ``panel.core.agent.send``, which imports
+        no app, asks it of whatever it sends a call about, as it reads ``agent_queue``."""
         if self.node is None:
             return False
         self.node.refresh_from_db(fields=["last_heartbeat"])
@@ -245,10 +225,6 @@ class Cluster(models.Model):
         """The name of the system user this cluster gets: PANEL_CLUSTER_USER_PREFIX + a short id."""
         return f"{settings.PANEL_CLUSTER_USER_PREFIX}{self.id.hex[:8]}"
 
-    def os_user(self) -> OsUser:
-        """Who runs this cluster's processes and owns its files (EngineError if that user is gone)."""
-        return runas.os_user_named(self.os_user_name)
-
     @property
     def is_replica(self) -> bool:
         return self.replica_of_id is not None
@@ -260,97 +236,3 @@ class Cluster(models.Model):
     @property
     def is_serving(self) -> bool:
         return self.status in ClusterStatus.SERVING
-
-    def require_serving(self, *, fresh: bool = False, field: str | None = None) -> None:
-        """The one "start it first" refusal of every action that needs a running server.
-
-        ``fresh`` reads the status again first (a worker may have stopped it since the request).
-        """
-        if fresh:
-            self.refresh_from_db(fields=["status"])
-        if not self.is_serving:
-            raise ServiceError(
-                N_("The cluster is %(status)s; start it first."),
-                field=field,
-                code="cluster.not_serving",
-                params={"status": status_word(self.status)},
-            )
-
-    @property
-    def superuser_password(self) -> str:
-        return crypto.decrypt(self.superuser_password_encrypted)
-
-    @property
-    def monitor_password(self) -> str:
-        return crypto.decrypt(self.monitor_password_encrypted)
-
-    @property
-    def rest_credentials(self) -> tuple[str, str]:
-        """The user and password of its members' Patroni REST API."""
-        return self.rest_username, crypto.decrypt(self.rest_password_encrypted)
-
-    def set_progress(self, percent: int, message: str) -> None:
-        self.progress = percent
-        self.progress_message = message
-        self.save(update_fields=["progress", "progress_message", "updated_at"])
-
-    def mark_online(self) -> None:
-        self.status = ClusterStatus.ONLINE
-        self.progress = 100
-        self.progress_message = ""
-        self.error_message = ""
-        self.online_since = timezone.now()
-        self.save(
-            update_fields=[
-                "status",
-                "progress",
-                "progress_message",
-                "error_message",
-                "online_since",
-                "updated_at",
-            ]
-        )
-
-    def mark_error(self, reason: str) -> None:
-        self.status = ClusterStatus.ERROR
-        self.error_message = reason
-        self.progress_message = ""
-        self.save(update_fields=["status", "error_message", "progress_message", "updated_at"])
-
-    def mark(self, status: str) -> None:
-        self.status = status
-        if status != ClusterStatus.ONLINE and status != ClusterStatus.DEGRADED:
-            self.online_since = None
-        self.save(update_fields=["status", "online_since", "updated_at"])
-
-    def mark_postmaster_gone(self) -> bool:
-        """An online cluster whose postmaster is gone is degraded until the reconciler restarts it;
-        the update is conditional, so a user's stop or a restart in flight is never overwritten.
-        True when this call changed it (and logged the event)."""
-        if not Cluster.objects.filter(pk=self.pk, status=ClusterStatus.ONLINE).update(
-            status=ClusterStatus.DEGRADED, updated_at=timezone.now()
-        ):
-            return False
-        self.refresh_from_db(fields=["status", "updated_at"])
-        self.log_event(
-            "postmaster-gone",
-            Message(N_("PostgreSQL is not running; the reconciler will start it again.")),
-            EventLevel.WARNING,
-        )
-        return True
-
-    def trusted_source_values(self) -> list[str]:
-        """Its trusted sources as pg_hba.conf and PgBouncer's hba file are written from them."""
-        return list(self.trusted_sources.order_by("created_at", "value").values_list("value", flat=True))
-
-    def log_event(self, kind: str, message: str | Promise | Message, level: str = "info") -> ClusterEvent:
-        """Record an event; a Message is kept as its template and parameters, so each reader sees it
-        in their language (``ClusterEvent.shown``), and in English in ``message``."""
-        if isinstance(message, Message):
-            with translation.override("en"):
-                english = str(message)
-            return ClusterEvent.objects.create(
-                cluster=self, kind=kind, message=english, text=message_to_json(message), level=level
-            )
-        # A lazy string is saved as its text, like a str.
-        return ClusterEvent.objects.create(cluster=self, kind=kind, message=cast(str, message), level=level)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING
 
 from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
+
+if TYPE_CHECKING:
+    from panel.clusters.models.clusters import Cluster
 
 
 class TrustedSource(models.Model):
@@ -27,3 +31,12 @@ class TrustedSource(models.Model):
 
     def __str__(self) -> str:
         return self.value
+
+
+def trusted_source_values(cluster: Cluster) -> list[str]:
+    """A cluster's trusted sources as pg_hba.conf and PgBouncer's hba file are written from them."""
+    return list(
+        TrustedSource.objects.filter(cluster=cluster)
+        .order_by("created_at", "value")
+        .values_list("value", flat=True)
+    )

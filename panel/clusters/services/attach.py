@@ -44,7 +44,7 @@ from panel.clusters.lib.hosts import InvalidHost, validate_host
 from panel.clusters.lib.libpq import outside_client_params
 from panel.clusters.lib.names import InvalidName, name_taken, validate_cluster_name
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, Database, DatabaseUser
-from panel.clusters.services import destinations, failures
+from panel.clusters.services import destinations, failures, transitions
 from panel.core.errors import N_, Message, ServiceError
 
 log = logging.getLogger(__name__)
@@ -140,7 +140,9 @@ def attach_cluster(owner: User, *, name: str, server: ExternalServer, operator: 
             Database.objects.create(
                 cluster=cluster, name=db_name, owner_name=db_owner, is_protected=db_name == server.database
             )
-        cluster.log_event("attached", Message(N_("Attached %(host)s:%(port)s."), host=host, port=server.port))
+        transitions.log_event(
+            cluster, "attached", Message(N_("Attached %(host)s:%(port)s."), host=host, port=server.port)
+        )
     return cluster
 
 

@@ -20,7 +20,7 @@ from panel.clusters.engine import dbconn, isolation
 from panel.clusters.lib import tunables
 from panel.clusters.lib.pgconf import temp_file_limit_kb
 from panel.clusters.models import Cluster, EventLevel
-from panel.clusters.services import failures
+from panel.clusters.services import failures, transitions
 from panel.clusters.services.lifecycle import require_local
 from panel.clusters.services.provision import SETTINGS_FILE, owner_settings, write_server_config
 from panel.clusters.standbys.services import remote_members
@@ -83,7 +83,7 @@ def _write(cluster: Cluster) -> None:
     """settings.conf from the row; a panel.conf from before settings.conf gets its include."""
     if _include_in_force(cluster):
         runas.write_private_file(
-            cluster.pgdata / SETTINGS_FILE, owner_settings(cluster), owner=cluster.os_user()
+            cluster.pgdata / SETTINGS_FILE, owner_settings(cluster), owner=isolation.os_user(cluster)
         )
     else:
         write_server_config(cluster)
@@ -127,7 +127,7 @@ def update_config(cluster: Cluster, changes: dict[str, Any]) -> dict[str, tunabl
     require_local(cluster)
     values = check_changes(changes)
     _check_plan_bounds(cluster, values)
-    cluster.require_serving(fresh=True, field="config")
+    transitions.require_serving(cluster, fresh=True, field="config")
     if not values:
         return current_config(cluster)
     path = cluster.pgdata / SETTINGS_FILE
@@ -151,7 +151,8 @@ def update_config(cluster: Cluster, changes: dict[str, Any]) -> dict[str, tunabl
         # pg_ctl's, the server's or the system's words name the cluster's files: the log's.
         log.warning("changing the configuration of %s failed: %s", cluster.pk, exc)
         reason = failures.reason(exc)
-        cluster.log_event(
+        transitions.log_event(
+            cluster,
             "config-failed",
             Message(
                 N_("The configuration was not changed (%(changes)s): %(reason)s"),
@@ -167,8 +168,10 @@ def update_config(cluster: Cluster, changes: dict[str, Any]) -> dict[str, tunabl
             params={"reason": reason},
         ) from None
     cluster.refresh_from_db(fields=["config"])
-    cluster.log_event(
-        "config-changed", Message(N_("Configuration changed: %(changes)s."), changes=_describe(values))
+    transitions.log_event(
+        cluster,
+        "config-changed",
+        Message(N_("Configuration changed: %(changes)s."), changes=_describe(values)),
     )
     return current_config(cluster)
 
@@ -195,7 +198,7 @@ def _restore(cluster: Cluster, previous_text: str | None) -> None:
         if previous_text is None:
             path.unlink(missing_ok=True)
         else:
-            runas.write_private_file(path, previous_text, owner=cluster.os_user())
+            runas.write_private_file(path, previous_text, owner=isolation.os_user(cluster))
         isolation.reload_server_config(cluster)
         remote_members.push_config(cluster)  # members on other nodes that took it: back too
     except (EngineError, dbconn.DatabaseError, OSError) as exc:

@@ -25,7 +25,7 @@ from panel.clusters.models import (
     ClusterStatus,
     Node,
 )
-from panel.clusters.services import nodes, placement
+from panel.clusters.services import nodes, placement, transitions
 from panel.clusters.services.ports import allocate_ports, allocate_standby_port
 from panel.core.errors import N_, Message, ServiceError
 from panel.core.taskqueue import enqueue_task
@@ -118,7 +118,8 @@ def create_cluster(
             code="cluster.ports_unavailable",
             params={},
         )
-    cluster.log_event(
+    transitions.log_event(
+        cluster,
         "created",
         Message(
             N_("Cluster requested: plan %(plan)s, PostgreSQL %(v)s, node %(node)s, port %(port)s."),
@@ -134,7 +135,8 @@ def create_cluster(
             text = N_("%(n)s members (a primary and %(standbys)s standbys), all on node %(node)s.")
         else:
             text = N_("%(n)s members (a primary and %(standbys)s standbys) on the nodes %(node)s.")
-        cluster.log_event(
+        transitions.log_event(
+            cluster,
             "members",
             Message(text, n=num_nodes, standbys=num_nodes - 1, node=", ".join(member_nodes)),
         )
@@ -260,5 +262,5 @@ def retry_cluster(cluster: Cluster, *, enqueue: bool = True) -> Cluster:
             cluster.refresh_from_db()
             raise
     cluster.refresh_from_db()
-    cluster.log_event("retry", Message(N_("Provisioning retried.")))
+    transitions.log_event(cluster, "retry", Message(N_("Provisioning retried.")))
     return cluster

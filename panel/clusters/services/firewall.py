@@ -19,6 +19,8 @@ from panel.clusters import hooks
 from panel.clusters.engine import dbconn, isolation
 from panel.clusters.lib import firewall
 from panel.clusters.models import Cluster, TrustedSource
+from panel.clusters.models.firewall import trusted_source_values
+from panel.clusters.services import transitions
 from panel.clusters.standbys.engine import haproxy
 from panel.clusters.standbys.lib import haproxy as haproxy_lib
 from panel.clusters.standbys.services import ha, ha_files
@@ -35,7 +37,7 @@ FIELD = "source"
 def add_trusted_source(cluster: Cluster, value: str) -> list[str]:
     """Trust one more address or network; the cluster's sources afterwards."""
     source = _parse(value)
-    current = cluster.trusted_source_values()
+    current = trusted_source_values(cluster)
     if source in current:
         raise ServiceError(
             N_("“%(source)s” is already a trusted source."),
@@ -53,7 +55,7 @@ def remove_trusted_source(cluster: Cluster, value: str) -> list[str]:
     # Any spelling finds the stored one; a value that is no address at all is "not a trusted source".
     with contextlib.suppress(ServiceError):
         value = _parse(value)
-    current = cluster.trusted_source_values()
+    current = trusted_source_values(cluster)
     if value not in current:
         raise ServiceError(
             N_("“%(source)s” is not a trusted source of this cluster."),
@@ -98,11 +100,11 @@ def _apply(cluster: Cluster, wanted: list[str], message: Message) -> list[str]:
             code="firewall.unsupported",
             params={},
         )
-    cluster.require_serving(fresh=True, field=FIELD)
+    transitions.require_serving(cluster, fresh=True, field=FIELD)
     try:
         with transaction.atomic():
             cluster = Cluster.objects.select_for_update().get(pk=cluster.pk)
-            if cluster.trusted_source_values() == wanted:
+            if trusted_source_values(cluster) == wanted:
                 return wanted
             _save(cluster, wanted)
             _write_proxy(cluster)
@@ -121,13 +123,13 @@ def _apply(cluster: Cluster, wanted: list[str], message: Message) -> list[str]:
             done=message,
             ended=Message(N_("%(count)d open session(s) from other addresses ended."), count=ended),
         )
-    cluster.log_event("trusted-sources", message)
+    transitions.log_event(cluster, "trusted-sources", message)
     return wanted
 
 
 def _save(cluster: Cluster, wanted: list[str]) -> None:
     cluster.trusted_sources.exclude(value__in=wanted).delete()
-    kept = set(cluster.trusted_source_values())
+    kept = set(trusted_source_values(cluster))
     TrustedSource.objects.bulk_create(
         [TrustedSource(cluster=cluster, value=value) for value in wanted if value not in kept]
     )
@@ -164,7 +166,7 @@ def _write_proxy(cluster: Cluster) -> None:
 def _reload_proxy(cluster: Cluster) -> None:
     if not cluster.is_ha:
         return
-    user = cluster.os_user()
+    user = isolation.os_user(cluster)
     ha.write_configs(cluster, user)
     ha.reload_haproxy(cluster, user, settings.PANEL_COMMAND_TIMEOUT)
 
@@ -178,7 +180,7 @@ def reconcile_proxy(cluster: Cluster) -> str | None:
     if not cluster.is_ha:
         return None
     directory = ha.ha_dir(cluster)
-    wanted = firewall.render_haproxy_sources(cluster.trusted_source_values())
+    wanted = firewall.render_haproxy_sources(trusted_source_values(cluster))
     try:
         current = (directory / haproxy_lib.HAPROXY_SOURCES).read_text()
         configured = ha.haproxy_config_path(cluster).read_text() == ha_files.haproxy_text(cluster)

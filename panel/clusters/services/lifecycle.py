@@ -15,7 +15,7 @@ from panel.clusters import hooks
 from panel.clusters.engine import dbconn, isolation, postgres
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel, status_word
 from panel.clusters.replicas.services import replica_source, streaming
-from panel.clusters.services import failures
+from panel.clusters.services import failures, transitions
 from panel.clusters.services.provision import clear_reserved, write_server_config
 from panel.clusters.standbys.services import ha, rolling
 from panel.core import runas
@@ -91,14 +91,14 @@ def perform_action(cluster: Cluster, action: str) -> Cluster:
     timeout = settings.PANEL_COMMAND_TIMEOUT
     guard_added = False
     try:
-        user = cluster.os_user()
+        user = isolation.os_user(cluster)
         if action in {"start", "restart"}:
             # Before stopping: a guard that cannot be built leaves a running cluster running.
             guard_added = write_server_config(cluster)
         # A cluster with standbys restarts member by member and keeps serving (standbys/services/rolling.py).
         rolling_restart = action == "restart" and cluster.is_ha
         if action in {"stop", "restart"} and not rolling_restart:
-            cluster.mark(ClusterStatus.STOPPING)
+            transitions.mark(cluster, ClusterStatus.STOPPING)
             if action == "stop":
                 # On restart PgBouncer stays up: its clients reconnect once the server is back.
                 hooks.pooler.stop_pgbouncer(cluster)
@@ -106,9 +106,9 @@ def perform_action(cluster: Cluster, action: str) -> Cluster:
                 ha.stop_members(cluster)
             else:
                 postgres.stop(cluster.version, cluster.pgdata, user=user, timeout=timeout)
-            cluster.mark(ClusterStatus.STOPPED)
+            transitions.mark(cluster, ClusterStatus.STOPPED)
             if action == "stop":
-                cluster.log_event("stopped", Message(N_("Cluster stopped.")))
+                transitions.log_event(cluster, "stopped", Message(N_("Cluster stopped.")))
         if action in {"start", "restart"}:
             done = (
                 Message(N_("Cluster restarted.")) if action == "restart" else Message(N_("Cluster started."))
@@ -125,11 +125,11 @@ def perform_action(cluster: Cluster, action: str) -> Cluster:
                 )
                 guard_loaded(cluster, guard_added=guard_added)
             else:
-                cluster.mark(ClusterStatus.STARTING)
+                transitions.mark(cluster, ClusterStatus.STARTING)
                 start_server(cluster, user, guard_added=guard_added)
-            cluster.mark_online()
+            transitions.mark_online(cluster)
             hooks.pooler.reapply_config(cluster)  # starts PgBouncer again if the cluster has pools
-            cluster.log_event("restarted" if action == "restart" else "started", done)
+            transitions.log_event(cluster, "restarted" if action == "restart" else "started", done)
     except (EngineError, dbconn.DatabaseError, OSError) as exc:
         # The engine's own words (pg_ctl's, the server's, with its paths) go to the log only.
         log.warning("%s of cluster %s failed: %s", action, cluster.pk, exc)
@@ -138,7 +138,7 @@ def perform_action(cluster: Cluster, action: str) -> Cluster:
         failed = action_failed(action)
         cluster.error_message = message_to_text(failed)
         cluster.save(update_fields=["status", "error_message", "updated_at"])
-        cluster.log_event("error", failed, EventLevel.ERROR)
+        transitions.log_event(cluster, "error", failed, EventLevel.ERROR)
         raise ServiceError(failed.template, code="cluster.action_failed", params=failed.params) from None
     return cluster
 
@@ -148,15 +148,16 @@ def start_missing_members(cluster: Cluster, user: OsUser) -> None:
     degraded cluster) is started first, as a start would, and the event says so; the primary,
     wherever it runs, stays."""
     if not ha.wait_healthy(cluster, HEALTHY_WAIT):
-        cluster.log_event(
+        transitions.log_event(
+            cluster,
             "restarting",
             Message(N_("The members are not all running: the missing ones start first, then each restarts.")),
             EventLevel.WARNING,
         )
-        cluster.set_progress(5, N_("Starting the members that do not run"))
+        transitions.set_progress(cluster, 5, N_("Starting the members that do not run"))
         ha.start_members(cluster, user, settings.PANEL_COMMAND_TIMEOUT)
-    cluster.set_progress(
-        10, N_("Restarting member by member, the standbys first; the primary stays where it is")
+    transitions.set_progress(
+        cluster, 10, N_("Restarting member by member, the standbys first; the primary stays where it is")
     )
 
 
@@ -184,7 +185,7 @@ def guard_loaded(cluster: Cluster, *, guard_added: bool) -> None:
     """A guard loaded for the first time (``guard_added``) clears the reserved roles."""
     if guard_added and not cluster.is_replica:  # a replica's roles are its source's
         clear_reserved(cluster)
-        cluster.log_event("guard-installed", Message(N_("The privilege guard is now loaded.")))
+        transitions.log_event(cluster, "guard-installed", Message(N_("The privilege guard is now loaded.")))
 
 
 # --- delete ----------------------------------------------------------------------------------
@@ -248,7 +249,7 @@ def request_delete(cluster: Cluster, *, confirm_name: str) -> bool:
         )
         raise
     cluster.refresh_from_db()
-    cluster.log_event("deleting", Message(N_("Deletion requested.")))
+    transitions.log_event(cluster, "deleting", Message(N_("Deletion requested.")))
     return False
 
 
@@ -262,8 +263,8 @@ def delete_queued(cluster_id: uuid.UUID | str) -> None:
         tear_down(cluster)
     except (EngineError, OSError) as exc:
         message = failures.deletion(cluster.pk, exc)  # the engine's words: the log only
-        cluster.mark_error(message_to_text(message))
-        cluster.log_event("error", message, EventLevel.ERROR)
+        transitions.mark_error(cluster, message_to_text(message))
+        transitions.log_event(cluster, "error", message, EventLevel.ERROR)
         return
     cluster.delete()
 
@@ -282,16 +283,18 @@ def delete_cluster(cluster: Cluster, *, confirm_name: str) -> None:
 def tear_down(cluster: Cluster) -> None:
     """Stop PgBouncer and PostgreSQL, kill what still runs as the cluster's user, remove the data
     root and the user. Each step reports its progress; the rows are the caller's to delete."""
-    cluster.set_progress(5, _("Stopping what runs on the cluster"))
+    transitions.set_progress(cluster, 5, _("Stopping what runs on the cluster"))
     hooks.before_teardown(cluster)
-    cluster.set_progress(10, _("Stopping PgBouncer"))
+    transitions.set_progress(cluster, 10, _("Stopping PgBouncer"))
     hooks.pooler.stop_pgbouncer(cluster)
-    cluster.set_progress(30, _("Stopping PostgreSQL"))
+    transitions.set_progress(cluster, 30, _("Stopping PostgreSQL"))
     if cluster.is_ha:
         ha.kill_members(cluster)  # its data goes next: no need of a clean shutdown
         ha.forget(cluster)
     try:
-        postgres.stop(cluster.version, cluster.pgdata, user=cluster.os_user(), timeout=30, mode="immediate")
+        postgres.stop(
+            cluster.version, cluster.pgdata, user=isolation.os_user(cluster), timeout=30, mode="immediate"
+        )
     except EngineError:
         postgres.kill(cluster.pgdata)
     postgres.kill(cluster.pgdata)
@@ -303,9 +306,9 @@ def tear_down(cluster: Cluster) -> None:
             log.warning("deleting replica %s: its slot on the source stays", cluster.pk)
     isolation.kill_leftover_processes(cluster)
     isolation.remove_server_cgroup(cluster)
-    cluster.set_progress(60, _("Removing the data directory"))
+    transitions.set_progress(cluster, 60, _("Removing the data directory"))
     postgres.remove_data(cluster.data_root)
-    cluster.set_progress(90, _("Removing the system user"))
+    transitions.set_progress(cluster, 90, _("Removing the system user"))
     try:
         isolation.remove_cluster_user(cluster)
     except EngineError as exc:

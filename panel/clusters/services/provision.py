@@ -37,7 +37,7 @@ from panel.clusters.lib.pgconf import ServerSettings, loads_guard, render_temp_f
 from panel.clusters.lib.plans import SUPERUSER_RESERVED_CONNECTIONS
 from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser, EventLevel
 from panel.clusters.replicas.services import streaming
-from panel.clusters.services import failures
+from panel.clusters.services import failures, transitions
 from panel.clusters.services.create import new_password
 from panel.clusters.standbys.services import ha, remote_members
 from panel.core import runas
@@ -80,7 +80,7 @@ def provision_cluster(cluster_id: uuid.UUID | str) -> Cluster:
         for percent, label, step in STEPS:
             if label:
                 at = label
-                cluster.set_progress(percent, label)  # the msgid: the page translates it
+                transitions.set_progress(cluster, percent, label)  # the msgid: the page translates it
             step(job)
     except Exception as exc:
         fail(cluster, exc, at)
@@ -242,8 +242,10 @@ def record(job: Provisioning) -> None:
         remote_members.push_auth(cluster)
     except EngineError as exc:  # that node's reconciler writes them from the rows (ha_roles)
         log.warning("pg_ident.conf of %s not pushed to its other nodes: %s", cluster.pk, exc)
-    cluster.mark_online()
-    cluster.log_event("online", Message(N_("Cluster is online on port %(port)s."), port=cluster.port))
+    transitions.mark_online(cluster)
+    transitions.log_event(
+        cluster, "online", Message(N_("Cluster is online on port %(port)s."), port=cluster.port)
+    )
     hooks.after_provision(cluster)
 
 
@@ -272,8 +274,8 @@ def fail(cluster: Cluster, exc: Exception, step: str = "") -> None:
     if cluster.is_ha:
         ha.stop_members(cluster)
     postgres.kill(cluster.pgdata)
-    cluster.mark_error(message_to_text(failed))
-    cluster.log_event("error", failed, EventLevel.ERROR)
+    transitions.mark_error(cluster, message_to_text(failed))
+    transitions.log_event(cluster, "error", failed, EventLevel.ERROR)
 
 
 # --- the server's configuration ------------------------------------------------------------
@@ -304,7 +306,7 @@ def write_server_config(cluster: Cluster) -> bool:
     Returns True when panel.conf did not load the guard before: a new cluster, or one created
     before the guard existed, whose roles the caller then clears (``clear_reserved``).
     pg_hba.conf and pg_ident.conf are written too; every file belongs to the cluster's user."""
-    user = cluster.os_user()
+    user = isolation.os_user(cluster)
     plan = cluster.plan
     assert plan is not None
     library = guard.ensure_built(cluster.version)
@@ -343,7 +345,8 @@ def clear_reserved(cluster: Cluster) -> list[str]:
         for role in dbconn.demote_privileged_roles(
             conn, keep=settings.PANEL_SUPERUSER, replication=settings.PANEL_REPLICATION_ROLE
         ):
-            cluster.log_event(
+            transitions.log_event(
+                cluster,
                 "guard-demoted",
                 Message(
                     N_(
@@ -356,7 +359,8 @@ def clear_reserved(cluster: Cluster) -> list[str]:
             )
             notes.append(f"demoted {role}")
         for role, member in dbconn.revoke_memberships(conn, guard.reserved_roles()):
-            cluster.log_event(
+            transitions.log_event(
+                cluster,
                 "guard-revoked",
                 Message(
                     N_(

@@ -18,7 +18,7 @@ from panel.clusters.lib import pgconf
 from panel.clusters.lib.pgconf import STATEMENTS_LIBRARY, guard_lines
 from panel.clusters.models import Cluster, ClusterStatus, CycleKind, EventLevel
 from panel.clusters.replicas.services import replica_heal, replica_slots, streaming
-from panel.clusters.services import cycles, firewall, new_password
+from panel.clusters.services import cycles, firewall, new_password, transitions
 from panel.clusters.services.provision import SETTINGS_FILE
 from panel.clusters.standbys.services import entry_points, ha, ha_health, ha_roles, vip
 from panel.core import osusers, runas
@@ -64,22 +64,26 @@ def _reconcile() -> list[str]:
         ):
             continue
         cluster.refresh_from_db()
-        cluster.log_event(
-            "degraded", Message(N_("PostgreSQL was not running; starting it again.")), EventLevel.WARNING
+        transitions.log_event(
+            cluster,
+            "degraded",
+            Message(N_("PostgreSQL was not running; starting it again.")),
+            EventLevel.WARNING,
         )
         try:
-            isolation.start_server(cluster, cluster.os_user(), settings.PANEL_COMMAND_TIMEOUT)
+            isolation.start_server(cluster, isolation.os_user(cluster), settings.PANEL_COMMAND_TIMEOUT)
         except EngineError as exc:
             log.warning("restarting %s failed: %s", cluster.pk, exc)  # pg_ctl's words: the log only
-            cluster.log_event(
+            transitions.log_event(
+                cluster,
                 "error",
                 Message(N_("Restart failed. The panel's log holds the details for an administrator.")),
                 EventLevel.ERROR,
             )
             notes.append(f"{cluster.name}: restart failed: {exc}")
             continue
-        cluster.mark_online()
-        cluster.log_event("recovered", Message(N_("PostgreSQL restarted by the reconciler.")))
+        transitions.mark_online(cluster)
+        transitions.log_event(cluster, "recovered", Message(N_("PostgreSQL restarted by the reconciler.")))
         notes.append(f"{cluster.name}: restarted")
     for cluster in Cluster.objects.here().filter(status__in=ClusterStatus.SERVING, num_nodes=1):
         pid = postgres.postmaster_pid(cluster.pgdata)
@@ -95,8 +99,10 @@ def _reconcile() -> list[str]:
             notes += _install_guard(cluster, configured=configured)
         else:
             if isolation.place_in_server_cgroup(cluster, pid):
-                cluster.log_event(
-                    "limits", Message(N_("The plan's memory and CPU limits now apply to this cluster."))
+                transitions.log_event(
+                    cluster,
+                    "limits",
+                    Message(N_("The plan's memory and CPU limits now apply to this cluster.")),
                 )
                 notes.append(f"{cluster.name}: placed in its cgroup")
             notes += _write_json_log(cluster)
@@ -113,7 +119,7 @@ def _reconcile() -> list[str]:
             updated_at=timezone.now(),
         ):
             continue
-        cluster.log_event("error", reason, EventLevel.ERROR)
+        transitions.log_event(cluster, "error", reason, EventLevel.ERROR)
         notes.append(f"{cluster.name}: marked error (stuck)")
     notes += create_missing_monitor_roles()
     notes += hooks.pooler.reconcile_all()
@@ -157,8 +163,10 @@ def _update_reserved_roles(cluster: Cluster) -> list[str]:
             services.clear_reserved(cluster)
     except (EngineError, dbconn.DatabaseError, OSError) as exc:
         return [f"{cluster.name}: updating the reserved roles failed: {exc}"]
-    cluster.log_event(
-        "guard-updated", Message(N_("The privilege guard now also reserves the panel's newer roles."))
+    transitions.log_event(
+        cluster,
+        "guard-updated",
+        Message(N_("The privilege guard now also reserves the panel's newer roles.")),
     )
     return [f"{cluster.name}: reserved roles updated"]
 
@@ -194,7 +202,8 @@ def _install_guard(cluster: Cluster, *, configured: bool) -> list[str]:
     ):
         return []
     cluster.refresh_from_db()
-    cluster.log_event(
+    transitions.log_event(
+        cluster,
         "guard-upgrade",
         Message(N_("This cluster predates the privilege guard: restarting it with the guard loaded.")),
         EventLevel.WARNING,
@@ -204,7 +213,9 @@ def _install_guard(cluster: Cluster, *, configured: bool) -> list[str]:
         services.perform_action(cluster, "restart")
         if configured and not cluster.is_replica:  # a replica's roles are its source's
             services.clear_reserved(cluster)
-            cluster.log_event("guard-installed", Message(N_("The privilege guard is now loaded.")))
+            transitions.log_event(
+                cluster, "guard-installed", Message(N_("The privilege guard is now loaded."))
+            )
     except (ServiceError, dbconn.DatabaseError) as exc:
         message = exc.message if isinstance(exc, ServiceError) else str(exc)
         return [f"{cluster.name}: loading the privilege guard failed: {message}"]
@@ -245,7 +256,7 @@ def move_to_own_os_user(cluster: Cluster) -> str | None:
     timeout = settings.PANEL_COMMAND_TIMEOUT
     try:
         hooks.pooler.stop_pgbouncer(cluster)
-        postgres.stop(cluster.version, cluster.pgdata, user=cluster.os_user(), timeout=timeout)
+        postgres.stop(cluster.version, cluster.pgdata, user=isolation.os_user(cluster), timeout=timeout)
         user = osusers.ensure_system_user(cluster.own_os_user_name)
         postgres.chown_tree(cluster.data_root, user)
         # Recorded once it owns everything: until then the next pass starts over.
@@ -257,15 +268,17 @@ def move_to_own_os_user(cluster: Cluster) -> str | None:
         if was == ClusterStatus.STOPPED:
             # The start writes the configuration (peer map, privilege guard) and clears what the
             # guard refuses; writing it here would hide from that start that the guard is new.
-            cluster.mark(ClusterStatus.STOPPED)
+            transitions.mark(cluster, ClusterStatus.STOPPED)
         else:
             guard_added = services.write_server_config(cluster)
             runas.make_private_dir(cluster.socket_dir, user)
             isolation.start_server(cluster, user, timeout)
             if guard_added:
                 services.clear_reserved(cluster)
-                cluster.log_event("guard-installed", Message(N_("The privilege guard is now loaded.")))
-            cluster.mark_online()
+                transitions.log_event(
+                    cluster, "guard-installed", Message(N_("The privilege guard is now loaded."))
+                )
+            transitions.mark_online(cluster)
             hooks.pooler.reapply_config(cluster)  # starts PgBouncer again if the cluster has pools
     except (EngineError, dbconn.DatabaseError, OSError) as exc:
         log.warning("moving %s to its own OS user failed: %s", cluster.pk, exc)
@@ -279,9 +292,10 @@ def move_to_own_os_user(cluster: Cluster) -> str | None:
         )
         cluster.error_message = message_to_text(failed)
         cluster.save(update_fields=["status", "error_message", "updated_at"])
-        cluster.log_event("error", failed, EventLevel.ERROR)
+        transitions.log_event(cluster, "error", failed, EventLevel.ERROR)
         return f"{cluster.name}: moving to its own OS user failed: {exc}"
-    cluster.log_event(
+    transitions.log_event(
+        cluster,
         "os-user",
         Message(
             N_("The cluster now runs as a system user of its own, %(user)s, which alone can read its files."),
@@ -318,7 +332,8 @@ def create_missing_monitor_roles() -> list[str]:
             )
             notes.append(f"{cluster.name}: monitoring role not created: {exc}")
             continue
-        cluster.log_event(
+        transitions.log_event(
+            cluster,
             "monitor-role",
             Message(
                 N_("Created the monitoring role %(role)s: statistics are now read without superuser rights."),

@@ -22,10 +22,10 @@ from django.db import transaction
 from django.utils.translation import gettext as _
 
 from panel.clusters import hooks
-from panel.clusters.engine import postgres
+from panel.clusters.engine import isolation, postgres
 from panel.clusters.lib.plans import PLANS, Plan, get_plan, require_plan
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel, Node, status_word
-from panel.clusters.services import failures, nodes
+from panel.clusters.services import failures, nodes, transitions
 from panel.clusters.services.lifecycle import guard_loaded, require_local, start_server
 from panel.clusters.services.overview import overview
 from panel.clusters.services.provision import write_server_config
@@ -214,7 +214,8 @@ def resize_cluster(
     if not member_count.mark_resizing(cluster, _("Resizing to %(plan)s") % {"plan": plan.slug}):
         _require_online(cluster)  # it is no longer online: says so
         raise member_count.changed_meanwhile(FIELD)
-    cluster.log_event(
+    transitions.log_event(
+        cluster,
         "resize-requested",
         Message(
             N_("Resize from %(old)s to %(new)s requested; PostgreSQL restarts."),
@@ -247,12 +248,12 @@ def _restart_on_plan(cluster: Cluster, *, rolling_back: bool = False) -> None:
     """panel.conf for the row's plan (on members on other nodes too, through their agents),
     PostgreSQL restarted (its start sets the cgroup's limits), PgBouncer's configuration rendered
     again for the new pool budget."""
-    user = cluster.os_user()
-    cluster.set_progress(20, _("Writing the configuration"))
+    user = isolation.os_user(cluster)
+    transitions.set_progress(cluster, 20, _("Writing the configuration"))
     guard_added = write_server_config(cluster)
     if cluster.is_ha:
         _push_to_remote_members(cluster, rolling_back=rolling_back)
-    cluster.set_progress(40, _("Restarting PostgreSQL"))
+    transitions.set_progress(cluster, 40, _("Restarting PostgreSQL"))
     if cluster.is_ha:
         # Member by member, standbys first, the primary after a switchover (standbys/services/rolling.py).
         rolling.rolling_restart(cluster)
@@ -260,7 +261,7 @@ def _restart_on_plan(cluster: Cluster, *, rolling_back: bool = False) -> None:
     else:
         postgres.stop(cluster.version, cluster.pgdata, user=user, timeout=settings.PANEL_COMMAND_TIMEOUT)
         start_server(cluster, user, guard_added=guard_added)
-    cluster.set_progress(80, _("Updating PgBouncer"))
+    transitions.set_progress(cluster, 80, _("Updating PgBouncer"))
     hooks.pooler.reapply_config(cluster)  # never raises: a failure is on the pooler and in the events
 
 
@@ -297,8 +298,9 @@ def perform_resize(cluster_id: uuid.UUID | str, plan_slug: str) -> Cluster | Non
         if not isinstance(exc, runas.EngineError | OSError | ServiceError):
             log.exception("resizing %s crashed", cluster.pk)
         return _roll_back(cluster, old, plan, exc)
-    cluster.mark_online()
-    cluster.log_event(
+    transitions.mark_online(cluster)
+    transitions.log_event(
+        cluster,
         "resized",
         Message(
             N_(
@@ -316,10 +318,10 @@ def perform_resize(cluster_id: uuid.UUID | str, plan_slug: str) -> Cluster | Non
 
 
 def _back_online(cluster: Cluster, reason: Message) -> None:
-    cluster.mark_online()
+    transitions.mark_online(cluster)
     cluster.error_message = message_to_text(reason)
     cluster.save(update_fields=["error_message", "updated_at"])
-    cluster.log_event("resize-failed", reason, EventLevel.ERROR)
+    transitions.log_event(cluster, "resize-failed", reason, EventLevel.ERROR)
 
 
 def _roll_back(cluster: Cluster, old: str, plan: Plan, exc: Exception) -> Cluster:
@@ -338,8 +340,8 @@ def _roll_back(cluster: Cluster, old: str, plan: Plan, exc: Exception) -> Cluste
             old=old,
             again=failures.reason(again),
         )
-        cluster.mark_error(message_to_text(message))
-        cluster.log_event("error", message, EventLevel.ERROR)
+        transitions.mark_error(cluster, message_to_text(message))
+        transitions.log_event(cluster, "error", message, EventLevel.ERROR)
         return cluster
     _back_online(
         cluster,

@@ -20,7 +20,7 @@ from panel.clusters.lib.names import (
 )
 from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser, EventLevel
 from panel.clusters.replicas.services import replica_build, replica_source, streaming
-from panel.clusters.services import failures, new_password
+from panel.clusters.services import failures, new_password, transitions
 from panel.clusters.standbys.services import remote_members
 from panel.core import agent
 from panel.core.agent import on_node
@@ -50,7 +50,7 @@ def on_server(
             code="replica.read_only",
             params={"source": cluster.replica_of.name if cluster.replica_of else ""},
         )
-    cluster.require_serving()
+    transitions.require_serving(cluster)
     try:
         with dbconn.admin_connection(cluster) as conn:
             change(conn)
@@ -80,7 +80,7 @@ def add_database(cluster: Cluster, name: str) -> Database:
     )
     database = Database.objects.create(cluster=cluster, name=name, owner_name=cluster.admin_user)
     follow_on_replicas(cluster)
-    cluster.log_event("database-added", Message(N_("Database “%(name)s” added."), name=name))
+    transitions.log_event(cluster, "database-added", Message(N_("Database “%(name)s” added."), name=name))
     return database
 
 
@@ -100,7 +100,7 @@ def delete_database(cluster: Cluster, name: str, *, confirm_name: str | None = N
     on_server(cluster, lambda conn: dbconn.drop_database(conn, name), what=failures.DATABASE, name=name)
     database.delete()
     follow_on_replicas(cluster)
-    cluster.log_event("database-deleted", Message(N_("Database “%(name)s” deleted."), name=name))
+    transitions.log_event(cluster, "database-deleted", Message(N_("Database “%(name)s” deleted."), name=name))
 
 
 def _require_typed(what: str, name: str, confirm_name: str | None) -> None:
@@ -147,7 +147,7 @@ def add_user(cluster: Cluster, name: str) -> DatabaseUser:
             code="user.add_failed",
             params={"name": name},
         ) from None
-    cluster.log_event("user-added", Message(N_("User “%(name)s” added."), name=name))
+    transitions.log_event(cluster, "user-added", Message(N_("User “%(name)s” added."), name=name))
     return user
 
 
@@ -180,7 +180,7 @@ def delete_user(cluster: Cluster, name: str, *, confirm_name: str | None = None)
     on_server(cluster, lambda conn: dbconn.drop_role(conn, name), what=failures.USER, name=name)
     user.delete()
     _roles_changed(cluster)
-    cluster.log_event("user-deleted", Message(N_("User “%(name)s” deleted."), name=name))
+    transitions.log_event(cluster, "user-deleted", Message(N_("User “%(name)s” deleted."), name=name))
 
 
 @on_node(timeout=30)
@@ -201,7 +201,7 @@ def reset_password(cluster: Cluster, name: str) -> DatabaseUser:
         user.save(update_fields=["password_encrypted"])
     hooks.pooler.reapply_config(cluster)  # PgBouncer's auth file holds the role's SCRAM secret
     follow_on_replicas(cluster)
-    cluster.log_event("password-reset", Message(N_("Password of “%(name)s” reset."), name=name))
+    transitions.log_event(cluster, "password-reset", Message(N_("Password of “%(name)s” reset."), name=name))
     return user
 
 
@@ -220,7 +220,8 @@ def follow_on_replicas(source: Cluster) -> None:
                 )
             except (ServiceError, EngineError) as exc:
                 log.warning("replica %s did not follow its source's roles: %s", replica.pk, exc)
-                replica.log_event(
+                transitions.log_event(
+                    replica,
                     "auth-error",
                     Message(
                         N_("Could not update how the server authenticates PgBouncer: %(reason)s"),
@@ -257,7 +258,8 @@ def _roles_changed(cluster: Cluster, *, follow: bool = True) -> None:
     except (EngineError, dbconn.DatabaseError, OSError) as exc:
         # A program's or the system's words name the cluster's files: the log's, not the event's.
         log.warning("the server authentication of %s was not updated: %s", cluster.pk, exc)
-        cluster.log_event(
+        transitions.log_event(
+            cluster,
             "auth-error",
             Message(
                 N_("Could not update how the server authenticates PgBouncer: %(reason)s"),

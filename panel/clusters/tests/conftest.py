@@ -11,8 +11,16 @@ import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, Database, DatabaseUser, Node
-from panel.clusters.services import nodes
+from panel.clusters.models import (
+    Cluster,
+    ClusterKind,
+    ClusterStatus,
+    Database,
+    DatabaseUser,
+    Node,
+    credentials,
+)
+from panel.clusters.services import nodes, transitions
 from panel.clusters.standbys.lib import patroni
 from tests.fixtures.clusters import module_cluster
 
@@ -43,7 +51,7 @@ def make_cluster_row(owner: User, name: str = "db-row", **fields: object) -> Clu
     app.save()
     Database.objects.create(cluster=cluster, name="defaultdb", is_protected=True)
     Database.objects.create(cluster=cluster, name="appdb")
-    cluster.log_event("created", "Cluster requested.")
+    transitions.log_event(cluster, "created", "Cluster requested.")
     return cluster
 
 
@@ -170,7 +178,7 @@ def superuser_in(cluster: Cluster, dbname: str) -> psycopg.Connection:
         host=str(cluster.socket_dir),
         port=cluster.port,
         user=settings.PANEL_SUPERUSER,
-        password=cluster.superuser_password,
+        password=credentials.superuser_password(cluster),
         dbname=dbname,
         options="-c search_path=pg_catalog,pg_temp",
         autocommit=True,

@@ -24,7 +24,10 @@ def allocate(cluster: Cluster, mebibytes: int) -> int:
     """Exit code of a program of the cluster (its user, its cgroup) that touches ``mebibytes``."""
     code = f"block = b'x' * ({mebibytes} * 1024 * 1024); print(len(block))"
     result = run_as(
-        cluster.os_user(), [DEBIAN_PYTHON, "-c", code], timeout=120, join=isolation.server_cgroup(cluster)
+        isolation.os_user(cluster),
+        [DEBIAN_PYTHON, "-c", code],
+        timeout=120,
+        join=isolation.server_cgroup(cluster),
     )
     return result.returncode
 
@@ -92,7 +95,7 @@ def test_a_cluster_started_before_limits_is_moved_into_its_cgroup_by_the_reconci
     from panel.clusters.services import reconciler
 
     cluster = local_cluster
-    user = cluster.os_user()
+    user = isolation.os_user(cluster)
     postgres.stop(cluster.version, cluster.pgdata, user=user, timeout=30)
     # As every cluster was started before this change: no cgroup.
     postgres.start(

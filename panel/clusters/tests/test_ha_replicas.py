@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from panel.clusters.engine import dbconn, postgres
-from panel.clusters.models import Cluster, MemberRole
+from panel.clusters.models import Cluster, MemberRole, credentials
 from panel.clusters.replicas.services import replica_heal, replica_slots, replicas, streaming
 from panel.clusters.services import reconciler
 from panel.clusters.standbys.engine import patroni
@@ -139,7 +139,7 @@ def test_a_replica_keeps_streaming_from_the_new_primary_and_its_slot_goes_with_i
             source.members.first().rest_port,
             "/config",
             patroni_lib.permanent_slots(remove=[slot]),
-            auth=source.rest_credentials,
+            auth=credentials.rest_credentials(source),
         )
         assert status == 200 and _declared_soon(source, lambda slots: slot not in slots)
         assert replica_slots.keep_slots_declared(source) == [
@@ -213,7 +213,7 @@ def test_bad_input_is_refused_with_nothing_made(source: Cluster, monkeypatch: py
         source.members.first().rest_port,
         "/config",
         patroni_lib.permanent_slots(declare=[gone, other]),
-        auth=source.rest_credentials,
+        auth=credentials.rest_credentials(source),
     )
     assert status == 200
     try:
@@ -228,7 +228,7 @@ def test_bad_input_is_refused_with_nothing_made(source: Cluster, monkeypatch: py
             source.members.first().rest_port,
             "/config",
             patroni_lib.permanent_slots(remove=[other]),
-            auth=source.rest_credentials,
+            auth=credentials.rest_credentials(source),
         )
     assert _declared_soon(source, lambda slots: slots == declared)
 

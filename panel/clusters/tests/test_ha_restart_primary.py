@@ -15,7 +15,7 @@ import pytest
 
 from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster, ClusterStatus, MemberRole
-from panel.clusters.services import lifecycle
+from panel.clusters.services import lifecycle, transitions
 from panel.clusters.standbys.engine import patroni
 from panel.clusters.standbys.services import ha, switchover
 from panel.clusters.tests.test_ha_rolling import Writer, tls_params
@@ -81,13 +81,13 @@ def test_a_restart_keeps_the_primary_on_member_2(
         conn.execute("CREATE TABLE acked (id bigint PRIMARY KEY)")
     before = {m.name: postgres.postmaster_pid(m.pgdata) for m in cluster.members.all()}
     steps: list[str] = []
-    set_progress = Cluster.set_progress
+    set_progress = transitions.set_progress
 
-    def recorded(self: Cluster, percent: int, message: str) -> None:
+    def recorded(target: Cluster, percent: int, message: str) -> None:
         steps.append(message)
-        set_progress(self, percent, message)
+        set_progress(target, percent, message)
 
-    monkeypatch.setattr(Cluster, "set_progress", recorded)
+    monkeypatch.setattr(transitions, "set_progress", recorded)
     started_at = cluster.events.count()
     writer.start()
     try:

@@ -181,7 +181,7 @@ def test_with_the_standby_stopped_the_primary_answers_reads_until_it_is_back(ha_
     patroni.start_member(
         ha.member_config_path(ha_cluster, standby),
         ha.member_log_path(ha_cluster, standby),
-        ha_cluster.os_user(),
+        isolation.os_user(ha_cluster),
         isolation.server_cgroup(ha_cluster),
         data_dir=standby.data_dir,
     )

@@ -12,8 +12,9 @@ import pytest
 from django.conf import settings
 
 from panel.clusters import services
-from panel.clusters.engine import dbconn, panel_roles, pgdata_template, postgres
-from panel.clusters.models import Cluster
+from panel.clusters.engine import dbconn, isolation, panel_roles, pgdata_template, postgres
+from panel.clusters.models import Cluster, credentials
+from panel.clusters.models.servers import server_host, server_port
 from tests.fixtures.clusters import make_local_cluster
 
 pytestmark = pytest.mark.integration
@@ -38,28 +39,28 @@ def test_copies_of_the_template_keep_secrets_of_their_own(owner, transactional_d
         # Each copy's superuser logs in with its own password, kept as a SCRAM verifier.
         secrets = [superuser_secret(cluster) for cluster in (first, second)]
         assert secrets[0] != secrets[1]
-        assert panel_roles.scram_checks(secrets[0], first.superuser_password)
-        assert not panel_roles.scram_checks(secrets[1], first.superuser_password)
+        assert panel_roles.scram_checks(secrets[0], credentials.superuser_password(first))
+        assert not panel_roles.scram_checks(secrets[1], credentials.superuser_password(first))
         # ...and not with the other's.
         params = {
-            "host": second.server_host,
-            "port": second.server_port,
+            "host": server_host(second),
+            "port": server_port(second),
             "user": settings.PANEL_SUPERUSER,
             "dbname": "postgres",
             "connect_timeout": 5,
         }
-        psycopg.connect(**params, password=second.superuser_password).close()
+        psycopg.connect(**params, password=credentials.superuser_password(second)).close()
         with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
-            psycopg.connect(**params, password=first.superuser_password).close()
+            psycopg.connect(**params, password=credentials.superuser_password(first)).close()
         # The copies belong to their clusters' users; the template to the panel alone.
         for cluster in (first, second):
-            assert cluster.pgdata.stat().st_uid == cluster.os_user().uid
+            assert cluster.pgdata.stat().st_uid == isolation.os_user(cluster).uid
         if os.geteuid() == 0:
             held = template / "pgdata"
             assert held.stat().st_uid == 0
             assert stat.S_IMODE(template.stat().st_mode) == 0o700
             assert all(path.stat().st_uid == 0 for path in held.rglob("*") if not path.is_symlink())
-            assert first.os_user().uid != 0
+            assert isolation.os_user(first).uid != 0
     finally:
         for cluster in (first, second):
             services.delete_cluster(cluster, confirm_name=cluster.name)

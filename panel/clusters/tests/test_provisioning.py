@@ -10,7 +10,7 @@ import pytest
 
 from panel.clusters import services
 from panel.clusters.engine import dbconn, postgres
-from panel.clusters.models import ClusterStatus
+from panel.clusters.models import ClusterStatus, credentials
 from panel.clusters.services import roles
 
 from .conftest import connect_as_client
@@ -85,7 +85,7 @@ def test_it_records_the_provisioning_and_enforces_the_access_rules(local_cluster
             connect_as_client(
                 cluster,
                 user="pgpanel",
-                password=cluster.superuser_password,
+                password=credentials.superuser_password(cluster),
                 dbname="postgres",
                 sslmode=sslmode,
             )
@@ -115,7 +115,7 @@ def test_passwords_never_reach_the_logs(owner, transactional_db, caplog):
         first_password = user.password
         user = roles.reset_password(cluster, "app")
         secrets = {
-            "superuser": cluster.superuser_password,
+            "superuser": credentials.superuser_password(cluster),
             "doadmin": cluster.users.get(name="doadmin").password,
             "app": first_password,
             "app (reset)": user.password,

@@ -131,7 +131,7 @@ def test_a_server_stopped_behind_the_panels_back_is_said_without_libpqs_words(
 
     from panel.clusters.engine import isolation
 
-    user = fresh.os_user()
+    user = isolation.os_user(fresh)
     postgres.stop(fresh.version, fresh.pgdata, user=user, timeout=settings.PANEL_COMMAND_TIMEOUT)
     try:
         with pytest.raises(ServiceError) as refused:

@@ -17,7 +17,7 @@ from django.utils.translation import gettext as _
 
 from panel.accounts.services import account_language
 from panel.clusters.models import Cluster, EventLevel
-from panel.clusters.services import failures
+from panel.clusters.services import failures, transitions
 from panel.core.errors import N_, Message, ServiceError, words
 from panel.insights.models import AlertKind, AlertRule, AlertState
 
@@ -177,7 +177,8 @@ def notify_owner(
     except Exception as exc:  # an unreachable mail server must not stop the collection
         log.warning("insights: alert email for %s failed: %s", cluster.pk, exc)
         # The mail server's or the system's words (English, its host and reply): the log's.
-        cluster.log_event(
+        transitions.log_event(
+            cluster,
             "alert-email",
             Message(N_("Could not send the alert email: %(r)s"), r=failures.reason(exc)),
             EventLevel.ERROR,
@@ -203,7 +204,7 @@ def evaluate_alerts(cluster: Cluster, values: dict[tuple[str, str], float], now:
     A missing figure (the source did not answer) leaves a rule where it was: no data neither
     fires nor resolves an alert.
     """
-    transitions = []
+    changes = []
     # Every collection of every cluster passes here: the states come with the rules.
     for rule in AlertRule.objects.filter(cluster=cluster, enabled=True).select_related("state"):
         value = _kind_value(rule.kind, values)
@@ -218,15 +219,16 @@ def evaluate_alerts(cluster: Cluster, values: dict[tuple[str, str], float], now:
             held = (now - state.pending_since).total_seconds()
             if state.firing_since is None and held >= rule.duration_seconds:
                 state.firing_since = now
-                cluster.log_event("alert-firing", _describe(rule, value), EventLevel.WARNING)
+                transitions.log_event(cluster, "alert-firing", _describe(rule, value), EventLevel.WARNING)
                 if _notify(cluster, rule, value):
                     state.last_notified_at = now
-                transitions.append(f"{rule.kind} firing")
+                changes.append(f"{rule.kind} firing")
         else:
             state.pending_since = None
             if state.firing_since is not None:
                 state.firing_since = None
-                cluster.log_event(
+                transitions.log_event(
+                    cluster,
                     "alert-resolved",
                     Message(
                         N_("%(what)s is back to %(value).1f, under %(threshold)g."),
@@ -235,6 +237,6 @@ def evaluate_alerts(cluster: Cluster, values: dict[tuple[str, str], float], now:
                         threshold=rule.threshold,
                     ),
                 )
-                transitions.append(f"{rule.kind} resolved")
+                changes.append(f"{rule.kind} resolved")
         state.save()
-    return transitions
+    return changes

@@ -19,7 +19,7 @@ from django.db.models import Q
 from panel.clusters.engine import postgres
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, CycleKind
 from panel.clusters.replicas.services import streaming
-from panel.clusters.services import cycles, nodes
+from panel.clusters.services import cycles, nodes, transitions
 from panel.insights.engine import collector
 from panel.insights.lib import metrics
 from panel.insights.lib.metrics import CATALOGUE, COUNTER_RATES, HOST, PGBOUNCER, POSTGRES
@@ -77,7 +77,7 @@ def note_postmaster_gone(cluster: Cluster, snap: collector.Snapshot) -> None:
         return
     if not (cluster.is_local and cluster.status == ClusterStatus.ONLINE and snap.up.get(POSTGRES) is False):
         return
-    if postgres.postmaster_pid(cluster.pgdata) is None and cluster.mark_postmaster_gone():
+    if postgres.postmaster_pid(cluster.pgdata) is None and transitions.mark_postmaster_gone(cluster):
         log.warning("insights: %s has no postmaster; marked degraded", cluster.pk)
 
 

@@ -18,6 +18,7 @@ from django.utils.translation import gettext_lazy
 
 from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
+from panel.clusters.services import transitions
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
 from panel.insights.lib import statements
@@ -183,7 +184,7 @@ def reset_statements(cluster: Cluster) -> StatementsState:
     """``pg_stat_statements_reset()`` on the cluster, by the panel's superuser. What ran since the
     last collection is collected first; the next collection then sees the server's new reset time
     and counts every statement from zero, so windows across the reset stay right."""
-    cluster.require_serving()
+    transitions.require_serving(cluster)
     collect_cluster(cluster)
     try:
         with dbconn.admin_connection(cluster) as conn:
@@ -198,7 +199,9 @@ def reset_statements(cluster: Cluster) -> StatementsState:
     )
     state.reset_at = now
     state.save(update_fields=["reset_at"])
-    cluster.log_event("statements-reset", Message(N_("Query statistics (pg_stat_statements) were reset.")))
+    transitions.log_event(
+        cluster, "statements-reset", Message(N_("Query statistics (pg_stat_statements) were reset."))
+    )
     return state
 
 

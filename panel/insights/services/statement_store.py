@@ -11,6 +11,7 @@ import logging
 from django.db import transaction
 
 from panel.clusters.models import Cluster
+from panel.clusters.services import transitions
 from panel.core.errors import N_, Message
 from panel.insights.engine.snapshot import Snapshot
 from panel.insights.lib import statements
@@ -78,7 +79,8 @@ def store_statements(cluster: Cluster, snap: Snapshot) -> None:
         state.status = collected.status
         state.message = collected.message
         if collected.created_extension:
-            cluster.log_event(
+            transitions.log_event(
+                cluster,
                 "statements",
                 Message(
                     N_("Set up pg_stat_statements for the Queries tab and the databases the panel creates.")

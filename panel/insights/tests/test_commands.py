@@ -12,6 +12,7 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from panel.clusters.models import Cluster
+from panel.clusters.services import transitions
 from panel.clusters.tests.conftest import make_cluster_row
 from panel.insights import services
 from panel.insights.models import AlertRule, MetricPoint
@@ -34,7 +35,7 @@ def test_prune_reports_what_it_did(db: None) -> None:
 
 
 def test_collect_of_a_stopped_cluster_records_a_gap(cluster_row: Cluster) -> None:
-    cluster_row.mark("stopped")
+    transitions.mark(cluster_row, "stopped")
     out = run("collect", "db-metrics")
     assert "postgres down: the cluster is stopped" in out
     assert MetricPoint.objects.get(cluster=cluster_row, metric="up", labels="source=postgres").value == 0

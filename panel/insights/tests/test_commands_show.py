@@ -14,6 +14,7 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from panel.clusters.models import Cluster
+from panel.clusters.services import transitions
 from panel.clusters.tests.conftest import make_cluster_row
 from panel.insights import services
 from panel.insights.engine.collector import Snapshot
@@ -170,7 +171,7 @@ def test_a_source_down_at_the_last_collection_is_named_and_its_figures_missing(
 
 def test_a_stopped_cluster_shows_every_source_down(cluster_row: Cluster) -> None:
     services.store(cluster_row, busy(ago(20)))
-    cluster_row.mark("stopped")
+    transitions.mark(cluster_row, "stopped")
     services.collect_cluster(cluster_row)
     out = run("show", "db-metrics")
     assert "postgres was down at this collection" in out

@@ -12,7 +12,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from panel.clusters import services as cluster_services
-from panel.clusters.engine import dbconn, postgres
+from panel.clusters.engine import dbconn, isolation, postgres
 from panel.clusters.models import Cluster
 from panel.clusters.tests.conftest import superuser_in
 from panel.insights import services
@@ -149,7 +149,7 @@ def test_a_stopped_cluster_leaves_a_gap_and_others_are_still_collected(cluster: 
         services.collect_all()
         assert values(cluster, "conn_total")[-1] is not None
         # Stopped behind the panel's back: the row still says online.
-        postgres.stop(cluster.version, cluster.pgdata, user=cluster.os_user(), timeout=30)
+        postgres.stop(cluster.version, cluster.pgdata, user=isolation.os_user(cluster), timeout=30)
         snaps = services.collect_all()
         assert snaps[str(cluster.pk)].up["postgres"] is False
         assert snaps[str(other.pk)].up["postgres"] is True

@@ -38,7 +38,7 @@ def make_it_old(cluster: Cluster) -> None:
     text = re.sub(r'^(shared_preload_libraries = .*), "pg_stat_statements"\'$', r"\1'", text, flags=re.M)
     text = "\n".join(line for line in text.splitlines() if not line.startswith("pg_stat_statements.")) + "\n"
     assert "pg_stat_statements" not in text
-    user = cluster.os_user()
+    user = isolation.os_user(cluster)
     runas.write_private_file(conf, text, owner=user)
     postgres.stop(cluster.version, cluster.pgdata, user=user, timeout=settings.PANEL_COMMAND_TIMEOUT)
     isolation.start_server(cluster, user, settings.PANEL_COMMAND_TIMEOUT)

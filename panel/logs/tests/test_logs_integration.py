@@ -18,7 +18,7 @@ from django.test import Client
 from django.urls import reverse
 
 from panel.clusters.engine import dbconn
-from panel.clusters.models import Cluster
+from panel.clusters.models import Cluster, credentials
 from panel.clusters.services import config, roles
 from panel.clusters.tests.conftest import connect_as_client, module_cluster_fixture
 from panel.logs import services
@@ -157,7 +157,7 @@ def test_the_panels_password_change_never_reaches_the_tenant(fresh: Cluster, own
             host=str(fresh.socket_dir),
             port=fresh.port,
             user=settings.PANEL_SUPERUSER,
-            password=fresh.superuser_password,
+            password=credentials.superuser_password(fresh),
             dbname="postgres",
         ) as conn:
             conn.execute("SELECT 'panel-session-marker'")
@@ -173,7 +173,12 @@ def test_the_panels_password_change_never_reaches_the_tenant(fresh: Cluster, own
         assert "tenant-slow-marker" in text
         assert "panel-session-marker" not in text
         assert f"{settings.PANEL_SUPERUSER}@" not in text and f"{settings.PANEL_MONITOR_ROLE}@" not in text
-        for secret in (verifier, user.password, fresh.superuser_password, fresh.monitor_password):
+        for secret in (
+            verifier,
+            user.password,
+            credentials.superuser_password(fresh),
+            credentials.monitor_password(fresh),
+        ):
             assert secret not in text
             assert secret not in owner_of.get(tab).content.decode()
             assert secret not in owner_of.get(reverse("logs:download", args=[fresh.pk])).content.decode()

@@ -10,6 +10,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from panel.clusters.models import Cluster
+from panel.clusters.services import transitions
 from panel.core.errors import N_, Message, ServiceError
 from panel.logsink.lib import config as sink_config
 from panel.logsink.lib.config import InvalidSink
@@ -56,7 +57,9 @@ def create_sink(cluster: Cluster, *, name: Any, sink_type: Any, config: Any) -> 
     try:
         with transaction.atomic():
             sink.save()
-            cluster.log_event("logsink-added", Message(N_("Log sink “%(name)s” added."), name=name))
+            transitions.log_event(
+                cluster, "logsink-added", Message(N_("Log sink “%(name)s” added."), name=name)
+            )
     except IntegrityError:
         raise ServiceError(
             N_("A log sink named “%(name)s” already exists."),
@@ -94,4 +97,6 @@ def update_sink(cluster: Cluster, sink_id: Any, *, config: Any) -> LogSink:
 def delete_sink(cluster: Cluster, sink_id: Any) -> None:
     sink = get_sink(cluster, sink_id)
     sink.delete()
-    cluster.log_event("logsink-removed", Message(N_("Log sink “%(name)s” removed."), name=sink.name))
+    transitions.log_event(
+        cluster, "logsink-removed", Message(N_("Log sink “%(name)s” removed."), name=sink.name)
+    )

@@ -12,7 +12,7 @@ from django.utils import timezone
 from panel.clusters.engine import postgres
 from panel.clusters.lib.plans import PLANS, Plan
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
-from panel.clusters.services import resize
+from panel.clusters.services import resize, transitions
 from panel.core.errors import C_, N_, Message, ServiceError
 from panel.insights.services.alerts import notify_owner
 from panel.managed.models import Autoscale
@@ -49,7 +49,8 @@ def set_autoscale(
         )
     row.enabled, row.threshold_percent, row.increment_gib = enabled, threshold, increment
     row.save(update_fields=["enabled", "threshold_percent", "increment_gib"])
-    cluster.log_event(
+    transitions.log_event(
+        cluster,
         "autoscale",
         Message(
             N_("Storage autoscale %(state)s: past %(threshold)d%% of the disk, at least %(inc)d GiB more."),
@@ -87,7 +88,7 @@ def check_cluster(cluster: Cluster, used_bytes: int | None = None) -> str | None
             percent=percent,
             plan=plan.slug,
         )
-        cluster.log_event("autoscale-failed", message, EventLevel.WARNING)
+        transitions.log_event(cluster, "autoscale-failed", message, EventLevel.WARNING)
         return str(message)
     try:
         resize.resize_cluster(cluster, target.slug, enqueue=False)
@@ -98,7 +99,7 @@ def check_cluster(cluster: Cluster, used_bytes: int | None = None) -> str | None
             plan=target.slug,
             reason=exc.message,
         )
-        cluster.log_event("autoscale-failed", message, EventLevel.ERROR)
+        transitions.log_event(cluster, "autoscale-failed", message, EventLevel.ERROR)
         return str(message)
     cluster.refresh_from_db()
     if cluster.plan_slug != target.slug:
@@ -112,7 +113,7 @@ def check_cluster(cluster: Cluster, used_bytes: int | None = None) -> str | None
         plan=target.slug,
         new=target.disk_gb,
     )
-    cluster.log_event("autoscaled", message, EventLevel.WARNING)
+    transitions.log_event(cluster, "autoscaled", message, EventLevel.WARNING)
     transaction.on_commit(lambda: notify_owner(cluster, C_("alert", "Storage autoscale"), message))
     return str(message)
 

@@ -12,9 +12,9 @@ from django.conf import settings
 from django.db import transaction
 from psycopg import sql
 
-from panel.clusters.engine import dbconn
+from panel.clusters.engine import dbconn, isolation
 from panel.clusters.models import Cluster, DatabaseUser
-from panel.clusters.services import failures
+from panel.clusters.services import failures, transitions
 from panel.clusters.services.lifecycle import require_local
 from panel.core import runas
 from panel.core.agent import on_node
@@ -37,7 +37,7 @@ def server_config(cluster: Cluster) -> list[str]:
     if not cluster.is_local:
         return []
     runas.write_private_file(
-        cluster.pgdata / conf.FILE, conf.render(logical_roles(cluster)), owner=cluster.os_user()
+        cluster.pgdata / conf.FILE, conf.render(logical_roles(cluster)), owner=isolation.os_user(cluster)
     )
     return [conf.FILE]
 
@@ -102,7 +102,7 @@ def set_replication(cluster: Cluster, name: str, allow: bool) -> bool:
     if is_allowed(user) == allow:
         return allow
     require_local(cluster)  # an attached server's roles are its owner's business
-    cluster.require_serving(fresh=True)
+    transitions.require_serving(cluster, fresh=True)
     try:
         if allow:
             ReplicationUser.objects.create(user=user)
@@ -124,7 +124,8 @@ def set_replication(cluster: Cluster, name: str, allow: bool) -> bool:
             raise
         # The server's words (English, whatever the reader's language): the log's.
         raise failures.refused_change(cluster.pk, exc, what=failures.USER, name=name) from None
-    cluster.log_event(
+    transitions.log_event(
+        cluster,
         "user-replication",
         Message(
             N_("User “%(name)s” may use logical replication now.")

@@ -14,7 +14,7 @@ from django.utils import timezone
 from panel.clusters import hooks
 from panel.clusters.engine import dbconn, postgres
 from panel.clusters.models import Cluster, ClusterStatus, status_word
-from panel.clusters.services import perform_action
+from panel.clusters.services import perform_action, transitions
 from panel.clusters.services.lifecycle import require_local
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
@@ -63,7 +63,8 @@ def set_window(cluster: Cluster, day: str, hour: str) -> Maintenance:
     if (row.day, row.hour) != (wanted_day, wanted_hour):
         row.day, row.hour = wanted_day, wanted_hour
         row.save(update_fields=["day", "hour"])
-        cluster.log_event(
+        transitions.log_event(
+            cluster,
             "maintenance-window",
             Message(
                 N_("Maintenance window set to %(day)s %(hour)02d:00 UTC."),
@@ -179,8 +180,8 @@ def install_update(cluster: Cluster) -> None:
     except ServiceError:
         Cluster.objects.filter(pk=cluster.pk).update(status=previous, updated_at=timezone.now())
         raise
-    cluster.log_event(
-        "update-requested", Message(N_("Installing the pending updates: the cluster restarts."))
+    transitions.log_event(
+        cluster, "update-requested", Message(N_("Installing the pending updates: the cluster restarts."))
     )
 
 
@@ -202,7 +203,8 @@ def perform_update(cluster_id: uuid.UUID | str) -> Cluster | None:
     row.refresh_from_db()
     row.last_installed_at = timezone.now()
     row.save(update_fields=["last_installed_at"])
-    cluster.log_event(
+    transitions.log_event(
+        cluster,
         "update-installed",
         Message(
             N_("Updates installed: PostgreSQL %(old)s → %(new)s."),

@@ -22,7 +22,8 @@ from django.db import IntegrityError, transaction
 from panel.clusters.engine import dbconn, postgres
 from panel.clusters.lib import refusals
 from panel.clusters.models import Cluster, DatabaseUser
-from panel.clusters.services import roles
+from panel.clusters.models.servers import server_host
+from panel.clusters.services import roles, transitions
 from panel.clusters.standbys.services import ha
 from panel.core import taskqueue
 from panel.core.agent import on_node
@@ -58,10 +59,10 @@ def _require_local(cluster: Cluster) -> None:
             code="migration.attached_unsupported",
             params={},
         )
-    cluster.require_serving()
+    transitions.require_serving(cluster)
     if cluster.is_ha:
         ha.refresh_members(cluster)  # Patroni's primary now, not the last one recorded
-    if cluster.server_host != str(cluster.socket_dir):
+    if server_host(cluster) != str(cluster.socket_dir):
         # The subscriptions run on the primary and read the source's password from a file
         # on the cluster's node, which a member on another node cannot.
         raise ServiceError(
@@ -132,7 +133,8 @@ def start_migration(
     try:
         with transaction.atomic():
             migration.save()
-            cluster.log_event(
+            transitions.log_event(
+                cluster,
                 "migration-started",
                 Message(
                     N_("Online migration from %(host)s:%(port)s started."), host=source.host, port=source.port
@@ -184,7 +186,7 @@ def run_migration(migration_id: str) -> None:
         migration.refresh_from_db()
         if migration.is_active:
             migration.finish(MigrationStatus.ERROR, reason)
-            cluster.log_event("migration-failed", Message(N_("Online migration failed: %(reason)s"), reason=reason),
+            transitions.log_event(cluster, "migration-failed", Message(N_("Online migration failed: %(reason)s"), reason=reason),
                               level="error")  # fmt: skip
 
 

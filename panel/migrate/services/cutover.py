@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
+from panel.clusters.services import transitions
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
 from panel.env import env_int
@@ -192,12 +193,13 @@ def stop_migration(cluster: Cluster, migration_id: str) -> OnlineMigration:
             target.set_sequences(cluster, dbname, values)
         _undo(migration, drop_created=False)
         migration.finish(MigrationStatus.DONE)
-        cluster.log_event("migration-done", Message(N_("Online migration cut over from %(host)s:%(port)s."),
+        transitions.log_event(cluster, "migration-done", Message(N_("Online migration cut over from %(host)s:%(port)s."),
                                                     host=migration.host, port=migration.port))  # fmt: skip
         return migration
     _undo(migration, drop_created=True)
     migration.finish(MigrationStatus.CANCELED)
-    cluster.log_event(
+    transitions.log_event(
+        cluster,
         "migration-canceled",
         Message(
             N_("Online migration canceled."),

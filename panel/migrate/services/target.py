@@ -35,8 +35,9 @@ import psycopg
 from django.conf import settings
 from psycopg import sql
 
-from panel.clusters.engine import dbconn, panel_roles
-from panel.clusters.models import Cluster
+from panel.clusters.engine import dbconn, isolation, panel_roles
+from panel.clusters.models import Cluster, credentials
+from panel.clusters.models.servers import server_host, server_port
 from panel.clusters.standbys.engine import member_tls
 from panel.core import runas
 from panel.core.errors import N_, ServiceError
@@ -49,15 +50,15 @@ log = logging.getLogger(__name__)
 def superuser_in(cluster: Cluster, dbname: str) -> Iterator[psycopg.Connection]:
     """The panel's superuser in one of the cluster's databases (see the module's docstring), on
     the server itself: with standbys the cluster's port is HAProxy's, and the subscriptions live
-    on the primary member, which listens on a port of its own (``Cluster.server_port``)."""
+    on the primary member, which listens on a port of its own (``models.servers.server_port``)."""
     with dbconn.connect(
         quiet_log=True,
-        host=cluster.server_host,
-        port=cluster.server_port,
+        host=server_host(cluster),
+        port=server_port(cluster),
         user=settings.PANEL_SUPERUSER,
-        password=cluster.superuser_password,
+        password=credentials.superuser_password(cluster),
         dbname=dbname,
-        **({} if cluster.server_host.startswith("/") else member_tls.panel_client_params(cluster)),
+        **({} if server_host(cluster).startswith("/") else member_tls.panel_client_params(cluster)),
     ) as conn:
         yield conn
 
@@ -68,7 +69,7 @@ def passfile(cluster: Cluster, name: str) -> Path:
 
 def write_passfile(cluster: Cluster, name: str, password: str) -> Path:
     path = passfile(cluster, name)
-    runas.write_private_file(path, source_lib.pgpass_line(password), owner=cluster.os_user())
+    runas.write_private_file(path, source_lib.pgpass_line(password), owner=isolation.os_user(cluster))
     return path
 
 

@@ -17,6 +17,8 @@ from django.conf import settings
 from panel import crypto
 from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
+from panel.clusters.models.firewall import trusted_source_values
+from panel.clusters.models.servers import server_host, server_port
 from panel.core.errors import N_, ServiceError
 from panel.pools.engine import supervisor
 from panel.pools.engine.disk import BouncerFiles
@@ -104,7 +106,7 @@ def server_target(cluster: Cluster) -> ServerTarget:
     # With standbys: the primary member's port (Patroni's callback and the node agent repoint it);
     # a primary on another node over TCP at its node's address (TLS and SCRAM with the secrets of
     # the auth file, as clients reach it).
-    return ServerTarget(cluster.server_host, cluster.server_port)
+    return ServerTarget(server_host(cluster), server_port(cluster))
 
 
 @dataclass(frozen=True)
@@ -157,5 +159,5 @@ def render_config(
             code="pool.config_invalid",
             params={"detail": exc},
         ) from None
-    hba = pgbouncer_hba.render(cluster.trusted_source_values())
+    hba = pgbouncer_hba.render(trusted_source_values(cluster))
     return RenderedConfig(ini, auth, hba, specs, gs, target)

@@ -13,6 +13,7 @@ import logging
 from django.db import transaction
 
 from panel.clusters.models import Cluster
+from panel.clusters.services import transitions
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
 from panel.pools.engine.apply import apply_config, lock_cluster
@@ -35,7 +36,7 @@ def _require_poolable(cluster: Cluster) -> None:
             N_("Connection pools are available for clusters provisioned by this panel."),
             code="pool.unsupported",
         )
-    cluster.require_serving()
+    transitions.require_serving(cluster)
 
 
 def _check_fields(cluster: Cluster, *, database: str, user: str, mode: str, size: object) -> None:
@@ -122,7 +123,8 @@ def create_pool(
         )
         apply_config(locked)
         transaction.on_commit(lambda: entries.push(cluster))  # the pools on the other member nodes
-    cluster.log_event(
+    transitions.log_event(
+        cluster,
         "pool-created",
         Message(N_("Pool “%(name)s” created (%(mode)s, size %(size)s)."), name=name, mode=mode, size=size),
     )
@@ -151,7 +153,8 @@ def update_pool(
         apply_config(locked)
         transaction.on_commit(lambda: entries.push(cluster))
     pool.refresh_from_db()
-    cluster.log_event(
+    transitions.log_event(
+        cluster,
         "pool-updated",
         Message(
             N_("Pool “%(name)s” changed (%(mode)s, size %(size)s)."), name=pool.name, mode=mode, size=size
@@ -170,7 +173,8 @@ def delete_pool(pool: ConnectionPool) -> int:
         ConnectionPool.objects.filter(pk=pool.pk).delete()
         apply_config(locked)
         transaction.on_commit(lambda: entries.push(cluster))
-    cluster.log_event(
+    transitions.log_event(
+        cluster,
         "pool-deleted",
         Message(
             N_("Pool “%(name)s” deleted; %(n)s connected clients were disconnected."),

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 
 from panel.clusters.models import Cluster
+from panel.clusters.services import transitions
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
 from panel.core.polling import wait_for
@@ -39,7 +40,8 @@ def release_all(cluster: Cluster, *, timeout: float = 3.0) -> int:
             N_("PgBouncer is not running; the pools hold no server connections."), code="pool.pooler_stopped"
         )
     released = _release(cluster, None, timeout=timeout, quiet=False)
-    cluster.log_event(
+    transitions.log_event(
+        cluster,
         "pools-released",
         Message(
             N_("%(n)s idle server connection of the pools closed.")
@@ -64,7 +66,8 @@ def release_pool(pool: ConnectionPool, *, timeout: float = 3.0) -> int:
             N_("PgBouncer is not running; the pool holds no server connections."), code="pool.pooler_stopped"
         )
     released = _release(cluster, pool.name, timeout=timeout, quiet=False)
-    cluster.log_event(
+    transitions.log_event(
+        cluster,
         "pool-released",
         Message(
             N_("Pool “%(name)s”: %(n)s idle server connection closed.")

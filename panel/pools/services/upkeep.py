@@ -8,6 +8,8 @@ from django.conf import settings
 from django.db import transaction
 
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel, MemberRole
+from panel.clusters.models.firewall import trusted_source_values
+from panel.clusters.services import transitions
 from panel.clusters.standbys.services import ha
 from panel.core.errors import N_, Message, ServiceError, message_to_text, shown_text
 from panel.pools.engine import disk, supervisor
@@ -75,7 +77,7 @@ def reapply_config(cluster: Cluster) -> str | None:
         apply_config(cluster)
     except ServiceError as exc:
         _record_failure(cluster, exc)
-        cluster.log_event("pooler-error", exc.as_message(), EventLevel.ERROR)
+        transitions.log_event(cluster, "pooler-error", exc.as_message(), EventLevel.ERROR)
         return exc.message
     transaction.on_commit(lambda: entries.push(cluster))  # the pools on the other member nodes
     return None
@@ -108,7 +110,7 @@ def _trusted_sources_current(cluster: Cluster, files: disk.BouncerFiles) -> bool
         return True
     if "\nauth_type = hba\n" not in ini or f"\nauth_hba_file = {files.hba}\n" not in ini:
         return False
-    return disk.read_text(files.hba) == pgbouncer_hba.render(cluster.trusted_source_values())
+    return disk.read_text(files.hba) == pgbouncer_hba.render(trusted_source_values(cluster))
 
 
 def _target_current(cluster: Cluster, files: disk.BouncerFiles) -> bool:
@@ -173,8 +175,11 @@ def reconcile_pgbouncer(cluster: Cluster) -> str | None:
             return f"{cluster.name}: PgBouncer idle timeout not updated: {exc.message}"
         return f"{cluster.name}: PgBouncer server_idle_timeout set to {settings.PANEL_POOL_SERVER_IDLE_TIMEOUT} s"
     if not running:
-        cluster.log_event(
-            "pooler-down", Message(N_("PgBouncer was not running; starting it again.")), EventLevel.WARNING
+        transitions.log_event(
+            cluster,
+            "pooler-down",
+            Message(N_("PgBouncer was not running; starting it again.")),
+            EventLevel.WARNING,
         )
     try:
         apply_config(cluster)
@@ -182,9 +187,9 @@ def reconcile_pgbouncer(cluster: Cluster) -> str | None:
         already = pooler is not None and shown_text(pooler.error_message) == exc.message
         _record_failure(cluster, exc)
         if not already:
-            cluster.log_event("pooler-error", exc.as_message(), EventLevel.ERROR)
+            transitions.log_event(cluster, "pooler-error", exc.as_message(), EventLevel.ERROR)
         return f"{cluster.name}: PgBouncer failed: {exc.message}"
-    cluster.log_event("pooler-recovered", Message(N_("PgBouncer restarted by the reconciler.")))
+    transitions.log_event(cluster, "pooler-recovered", Message(N_("PgBouncer restarted by the reconciler.")))
     return f"{cluster.name}: PgBouncer restarted"
 
 

@@ -6,6 +6,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from panel.clusters.models import Cluster, ClusterKind
+from panel.clusters.services import transitions
 from panel.clusters.tests.conftest import make_cluster_row
 from panel.core.errors import ServiceError
 from panel.pools import services
@@ -105,7 +106,7 @@ def test_it_refuses_pools_on_an_attached_server(row: Cluster) -> None:
 
 
 def test_it_refuses_pools_on_a_stopped_cluster(row: Cluster) -> None:
-    row.mark("stopped")
+    transitions.mark(row, "stopped")
     error = refusal(row)
     assert "start it first" in error.message
 

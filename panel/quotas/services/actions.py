@@ -11,6 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from panel.clusters.models import Cluster, ClusterStatus
+from panel.clusters.services import transitions
 from panel.core.errors import N_, Message, ServiceError
 from panel.quotas.lib.quota import (
     QuotaInputError,
@@ -109,7 +110,8 @@ def set_quota(
         quota, created = Quota.objects.update_or_create(
             cluster=cluster, kind=kind, name=name, defaults=limits
         )
-    cluster.log_event(
+    transitions.log_event(
+        cluster,
         "quota-set",
         Message(
             N_(
@@ -131,8 +133,10 @@ def set_quota(
 def remove_quota(cluster: Cluster, kind: str, name: str) -> bool:
     deleted, _rows = Quota.objects.filter(cluster=cluster, kind=kind, name=name).delete()
     if deleted:
-        cluster.log_event(
-            "quota-removed", Message(N_("Quota on %(kind)s “%(name)s” removed."), kind=kind, name=name)
+        transitions.log_event(
+            cluster,
+            "quota-removed",
+            Message(N_("Quota on %(kind)s “%(name)s” removed."), kind=kind, name=name),
         )
         _refresh(cluster)
     return bool(deleted)
@@ -162,7 +166,8 @@ def set_grace(cluster: Cluster, space_seconds: object, files_seconds: object | N
     storage = saved_storage_of(cluster)
     storage.space_grace_seconds, storage.files_grace_seconds = values
     storage.save(update_fields=["space_grace_seconds", "files_grace_seconds"])
-    cluster.log_event(
+    transitions.log_event(
+        cluster,
         "quota-grace",
         Message(
             N_("Grace periods set to %(b)s s (space) and %(i)s s (relations)."), b=values[0], i=values[1]
@@ -189,7 +194,8 @@ def allow_writes(quota: Quota, now: dt.datetime | None = None) -> Quota:
     Quota.objects.filter(pk=quota.pk).update(
         writes_allowed_until=now + dt.timedelta(seconds=seconds), allowance_used_for=quota.over_since
     )
-    quota.cluster.log_event(
+    transitions.log_event(
+        quota.cluster,
         "quota-allowance",
         Message(
             N_("Writes allowed for %(m)s minutes on %(kind)s “%(name)s”."),

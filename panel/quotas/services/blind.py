@@ -9,6 +9,7 @@ reading is lower, and the cluster says why, as an event and a banner, until it c
 from __future__ import annotations
 
 from panel.clusters.models import Cluster, EventLevel
+from panel.clusters.services import transitions
 from panel.core.errors import N_, Message
 from panel.quotas.lib import blindness
 from panel.quotas.models import Quota, QuotaKind, Storage
@@ -60,7 +61,8 @@ def _record(cluster: Cluster, storage: Storage, now: str) -> list[str]:
         return []
     storage.blind = now
     if now:
-        cluster.log_event(
+        transitions.log_event(
+            cluster,
             "quota-blind",
             Message(
                 N_(
@@ -72,5 +74,7 @@ def _record(cluster: Cluster, storage: Storage, now: str) -> list[str]:
             EventLevel.WARNING,
         )
         return [f"blind: {now}"]
-    cluster.log_event("quota-seen", Message(N_("Storage can be measured in every database again.")))
+    transitions.log_event(
+        cluster, "quota-seen", Message(N_("Storage can be measured in every database again."))
+    )
     return ["blind: none"]

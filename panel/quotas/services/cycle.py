@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from panel.clusters import hooks
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
+from panel.clusters.services import transitions
 from panel.core.agent import on_node
 from panel.core.errors import C_, N_, Message, Term
 from panel.insights.lib import metrics
@@ -108,7 +109,7 @@ def _announce(cluster: Cluster, quota: Quota, old: str) -> str:
             used=used,
         )
         level = EventLevel.INFO
-    cluster.log_event(f"quota-{quota.state}".replace("_", "-"), message, level)
+    transitions.log_event(cluster, f"quota-{quota.state}".replace("_", "-"), message, level)
     if quota.state != QuotaState.OK or old == QuotaState.ENFORCED:
         transaction.on_commit(lambda: alerts.notify_owner(cluster, C_("alert", "Storage quota"), message))
     return f"{quota.kind} {quota.name}: {old} → {quota.state}"
@@ -116,7 +117,7 @@ def _announce(cluster: Cluster, quota: Quota, old: str) -> str:
 
 def _alert(cluster: Cluster, kind: str, what: Term, message: Message, level: str) -> None:
     """An event on the cluster and, once the cycle's transaction commits, the owner's email."""
-    cluster.log_event(kind, message, level)
+    transitions.log_event(cluster, kind, message, level)
     transaction.on_commit(lambda: alerts.notify_owner(cluster, what, message))
 
 
@@ -149,7 +150,8 @@ def _disk_full(cluster: Cluster, storage: Storage, used: int, now: dt.datetime) 
         return ["disk: full"]
     if full is False:
         storage.disk_full_since = None
-        cluster.log_event(
+        transitions.log_event(
+            cluster,
             "disk-ok",
             Message(
                 N_("The cluster's data is back to %(percent).0f%% of its disk; writes work again."),
@@ -205,7 +207,8 @@ def _volume(cluster: Cluster, storage: Storage, now: dt.datetime) -> list[str]:
         changes.append("volume: full")
     elif full is False:
         storage.volume_full_since = None
-        cluster.log_event(
+        transitions.log_event(
+            cluster,
             "volume-ok",
             Message(N_("The node's disk is back to %(percent).0f%%; writes work again."), percent=percent),
         )
@@ -302,7 +305,8 @@ def run_cycle(cluster: Cluster, now: dt.datetime | None = None) -> list[str]:
     enforce.write_and_reload(cluster, stopped_databases, stopped_owners)
     ended = enforce.end_writers(cluster, newly_databases, newly_owners)
     if ended:
-        cluster.log_event(
+        transitions.log_event(
+            cluster,
             "quota-sessions-ended",
             Message(N_("%(n)s sessions in a write transaction were ended when writes stopped."), n=ended),
             EventLevel.WARNING,

@@ -40,7 +40,7 @@ def write_and_reload(cluster: Cluster, databases: Sequence[str], owners: Sequenc
     if INCLUDE not in (cluster.pgdata / "panel.conf").read_text():
         # A cluster made before quotas: its panel.conf gets the include (same settings otherwise).
         cluster_services.write_server_config(cluster)
-    runas.write_private_file(path, text, owner=cluster.os_user())
+    runas.write_private_file(path, text, owner=isolation.os_user(cluster))
     isolation.reload_server_config(cluster)
     return True
 

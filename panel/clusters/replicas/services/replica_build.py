@@ -32,7 +32,7 @@ from panel.clusters.engine import dbconn, isolation, postgres
 from panel.clusters.lib.pgconf import QUOTA_FILE
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
 from panel.clusters.replicas.services import replica_source, streaming
-from panel.clusters.services import failures, lifecycle, provision
+from panel.clusters.services import failures, lifecycle, provision, transitions
 from panel.clusters.standbys.services import ha_files
 from panel.core import runas
 from panel.core.errors import N_, Message
@@ -57,7 +57,7 @@ def build_replica(replica_id: uuid.UUID | str) -> str:
     try:
         for percent, label, step in STEPS:
             if label:
-                replica.set_progress(percent, str(label))
+                transitions.set_progress(replica, percent, str(label))
             step(job)
     except Exception as exc:
         return abandon(replica, exc)
@@ -144,8 +144,9 @@ def record(job: Job) -> None:
     assert source is not None
     follow_source_rows(replica)
     isolation.refresh_server_auth(replica)  # PgBouncer on the replica may log in as its users
-    replica.mark_online()
-    replica.log_event(
+    transitions.mark_online(replica)
+    transitions.log_event(
+        replica,
         "online",
         Message(
             N_("Read-only replica of “%(source)s” is online on port %(port)s."),
@@ -153,8 +154,8 @@ def record(job: Job) -> None:
             port=replica.port,
         ),
     )
-    source.log_event(
-        "replica-online", Message(N_("Read-only replica “%(name)s” is online."), name=replica.name)
+    transitions.log_event(
+        source, "replica-online", Message(N_("Read-only replica “%(name)s” is online."), name=replica.name)
     )
 
 
@@ -208,5 +209,5 @@ def abandon(replica: Cluster, exc: Exception) -> str:
         postgres.remove_data(replica.data_root)
     replica.delete()
     if source is not None:
-        source.log_event("replica-failed", failed, EventLevel.ERROR)
+        transitions.log_event(source, "replica-failed", failed, EventLevel.ERROR)
     return reason

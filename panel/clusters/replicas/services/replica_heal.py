@@ -35,11 +35,11 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from panel.clusters import hooks
-from panel.clusters.engine import dbconn, postgres
+from panel.clusters.engine import dbconn, isolation, postgres
 from panel.clusters.lib.pgconf import QUOTA_FILE, STANDBY_FILE
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
 from panel.clusters.replicas.services import replica_build, replica_source
-from panel.clusters.services import failures, provision
+from panel.clusters.services import failures, provision, transitions
 from panel.clusters.services.provision import SETTINGS_FILE
 from panel.clusters.standbys.services import ha_files
 from panel.core.errors import N_, Message, message_to_text
@@ -217,7 +217,8 @@ def heal(replica: Cluster, reason: str, *, attempt: int = 1) -> str:
     replica.refresh_from_db()
     started = time.monotonic()
     if attempt == 1:
-        replica.log_event(
+        transitions.log_event(
+            replica,
             DIVERGED_EVENT,
             Message(
                 N_(
@@ -228,7 +229,7 @@ def heal(replica: Cluster, reason: str, *, attempt: int = 1) -> str:
             EventLevel.WARNING,
         )
     job = provision.Provisioning(replica)
-    job.user = replica.os_user()
+    job.user = isolation.os_user(replica)
     keep = _keep_own_files(replica, again=attempt > 1)
     how = "pg_rewind"
     try:
@@ -247,7 +248,7 @@ def heal(replica: Cluster, reason: str, *, attempt: int = 1) -> str:
         return _attempt_failed(replica, attempt, exc)
     shutil.rmtree(keep, ignore_errors=True)
     seconds = round(time.monotonic() - started, 1)
-    replica.mark_online()
+    transitions.mark_online(replica)
     if attempt == 1:
         message = Message(
             N_("Replica re-synchronised after its source's failover in %(seconds)s s (%(how)s)."),
@@ -264,7 +265,7 @@ def heal(replica: Cluster, reason: str, *, attempt: int = 1) -> str:
             how=how,
             attempt=attempt,
         )
-    replica.log_event("replica-resynced", message)
+    transitions.log_event(replica, "replica-resynced", message)
     transaction.on_commit(lambda: hooks.replica_resynced(replica, message))
     return f"{replica.name}: re-synchronised with {how} in {seconds} s (attempt {attempt})"
 
@@ -281,8 +282,8 @@ def _attempt_failed(replica: Cluster, attempt: int, exc: BaseException) -> str:
         reason=failures.reason(exc),  # the engine's words were logged above
         seconds=round(retry_after(attempt)),
     )
-    replica.log_event(FAILED_EVENT, message, EventLevel.ERROR)
-    replica.mark_error(message_to_text(message))
+    transitions.log_event(replica, FAILED_EVENT, message, EventLevel.ERROR)
+    transitions.mark_error(replica, message_to_text(message))
     return f"{replica.name}: re-synchronising failed (attempt {attempt}): {exc}"
 
 
@@ -307,7 +308,7 @@ def _restore_own_files(replica: Cluster, keep: Path, job: provision.Provisioning
         shutil.copy2(kept, replica.pgdata / kept.name)
     for name in (QUOTA_FILE, *replica_build.PATRONI_FILES, "backup_manifest"):
         (replica.pgdata / name).unlink(missing_ok=True)
-    postgres.chown_tree(replica.pgdata, replica.os_user())
+    postgres.chown_tree(replica.pgdata, isolation.os_user(replica))
     provision.configure(job)
 
 
@@ -324,7 +325,7 @@ def _rewind(job: provision.Provisioning) -> None:
         ).fetchone()
     if not (row and row[0]):  # pg_rewind would refuse: it could not tell which pages changed
         raise EngineError(_("The replica has neither data checksums nor wal_log_hints."))
-    user = replica.os_user()
+    user = isolation.os_user(replica)
     postgres.stop(replica.version, replica.pgdata, user=user, timeout=job.timeout)
     host, port = replica_source.primary_address(replica)
     # As the members rewind against each other: their role, never the superuser (whose password

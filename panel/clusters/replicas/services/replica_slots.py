@@ -10,7 +10,7 @@ import json
 from django.utils.translation import gettext as _
 
 from panel.clusters.engine import dbconn
-from panel.clusters.models import Cluster, ClusterStatus
+from panel.clusters.models import Cluster, ClusterStatus, credentials
 from panel.clusters.replicas.services.streaming import SLOT_PREFIX, slot_name
 from panel.clusters.standbys.engine import patroni
 from panel.clusters.standbys.lib import patroni as patroni_lib
@@ -146,7 +146,7 @@ def _patch_slots(source: Cluster, body: dict[str, object]) -> None:
             body,
             timeout=10,
             host=member.host,
-            auth=source.rest_credentials,
+            auth=credentials.rest_credentials(source),
         )
         if status == 200:
             return

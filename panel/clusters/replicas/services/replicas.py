@@ -26,7 +26,7 @@ from panel.clusters.lib.plans import require_plan
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
 from panel.clusters.replicas.services import replica_source, streaming
 from panel.clusters.replicas.services.replica_build import build_replica, follow_source_rows
-from panel.clusters.services import failures, lifecycle, placement
+from panel.clusters.services import failures, lifecycle, placement, transitions
 from panel.clusters.services.create import create_cluster, new_password
 from panel.clusters.services.provision import write_server_config
 from panel.core.agent import on_node
@@ -85,7 +85,7 @@ def create_replica(
             code="replica.of_replica",
             params={"name": source.name},
         )
-    source.require_serving(fresh=True)
+    transitions.require_serving(source, fresh=True)
     if source.replicas.count() >= max_replicas(source):
         raise ServiceError(
             N_("A cluster has at most %(count)s read-only replicas."),
@@ -110,7 +110,9 @@ def create_replica(
     replica.config = dict(source.config)  # replayed settings (max_worker_processes…) must fit
     replica.progress_message = _("Queued (replica of %(name)s)") % {"name": source.name}
     replica.save(update_fields=["replica_of", "config", "progress_message", "updated_at"])
-    source.log_event("replica-requested", Message(N_("Read-only replica “%(name)s” requested."), name=name))
+    transitions.log_event(
+        source, "replica-requested", Message(N_("Read-only replica “%(name)s” requested."), name=name)
+    )
     if enqueue:
         try:
             # A copy of the source's data: long work, on the worker of backups and restores (a
@@ -250,13 +252,16 @@ def promote_replica(replica: Cluster, *, confirm_name: str | None = None) -> Clu
         require_typed_name("replica", replica.name, confirm_name)
     except InvalidName as exc:
         raise ServiceError.of(exc, "confirm_name") from None
-    replica.require_serving(fresh=True)
+    transitions.require_serving(replica, fresh=True)
     source = replica.replica_of
     assert source is not None
     follow_source_rows(replica)
     try:
         postgres.promote(
-            replica.version, replica.pgdata, user=replica.os_user(), timeout=settings.PANEL_COMMAND_TIMEOUT
+            replica.version,
+            replica.pgdata,
+            user=isolation.os_user(replica),
+            timeout=settings.PANEL_COMMAND_TIMEOUT,
         )
     except EngineError as exc:
         log.warning("promoting replica %s failed: %s", replica.pk, exc)  # pg_ctl's words: the log only
@@ -276,7 +281,8 @@ def promote_replica(replica: Cluster, *, confirm_name: str | None = None) -> Clu
         # Promoted already (it accepts writes): what is left is said, and a restart redoes the files.
         log.warning("finishing the promotion of %s failed: %s", replica.pk, exc)
         reason = failures.reason(exc)
-        replica.log_event(
+        transitions.log_event(
+            replica,
             "error",
             Message(N_("Promoted, but finishing failed: %(reason)s"), reason=reason),
             EventLevel.ERROR,
@@ -287,16 +293,19 @@ def promote_replica(replica: Cluster, *, confirm_name: str | None = None) -> Clu
             params={"reason": reason},
         ) from None
     if not wait_for(lambda: replica_source.slot_gone(source, slot), 10, interval=0.2):
-        source.log_event(
+        transitions.log_event(
+            source,
             "replica-slot",
             Message(N_("The replication slot %(slot)s could not be dropped."), slot=slot),
             EventLevel.WARNING,
         )
-    replica.log_event(
+    transitions.log_event(
+        replica,
         "promoted",
         Message(N_("Promoted: no longer a replica of “%(source)s”; accepts writes."), source=source.name),
     )
-    source.log_event(
+    transitions.log_event(
+        source,
         "replica-promoted",
         Message(N_("Read-only replica “%(name)s” was promoted to a cluster of its own."), name=replica.name),
     )

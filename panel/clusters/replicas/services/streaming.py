@@ -17,7 +17,7 @@ from django.conf import settings
 from psycopg import sql
 
 from panel import crypto
-from panel.clusters.engine import dbconn, panel_roles
+from panel.clusters.engine import dbconn, isolation, panel_roles
 from panel.clusters.lib.pgconf import STANDBY_FILE, render_standby_conf, standby_conninfo
 from panel.clusters.models import Cluster, ClusterStatus
 from panel.clusters.services.create import new_password
@@ -147,7 +147,7 @@ def write_login_files(replica: Cluster, password: str) -> None:
     """The passfile and the source's CA, the replica's user's own (0700 directory, 0600 files)."""
     source = replica.replica_of
     assert source is not None
-    user = replica.os_user()
+    user = isolation.os_user(replica)
     directory = replica.data_root / "replication"
     runas.make_private_dir(directory, user)
     # host:port:database:user:password; "replication" matches a streaming connection, to any of
@@ -167,7 +167,7 @@ def standby_files(replica: Cluster) -> list[str]:
     if not replica.is_replica:
         (replica.pgdata / STANDBY_FILE).unlink(missing_ok=True)
         return []
-    user = replica.os_user()
+    user = isolation.os_user(replica)
     text = render_standby_conf(conninfo(replica), slot_name(replica))
     runas.write_private_file(replica.pgdata / STANDBY_FILE, text, owner=user)
     runas.write_private_file(replica.pgdata / STANDBY_SIGNAL, "", owner=user)

@@ -198,7 +198,7 @@ def rest(
     auth: tuple[str, str] | None = None,
 ) -> tuple[int, str]:
     """One HTTP request to ``host``:``port`` (Patroni's or etcd's API); (0, reason) when nothing
-    answers. ``auth``: the cluster's REST user and password (``Cluster.rest_credentials``), which
+    answers. ``auth``: the cluster's REST user and password (``credentials.rest_credentials``), which
     Patroni asks for on every request that changes something (401 without)."""
     headers = {"Authorization": jsonhttp.basic_auth(*auth)} if auth is not None else {}
     conn = http.client.HTTPConnection(host, port, timeout=timeout)

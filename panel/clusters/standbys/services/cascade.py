@@ -15,8 +15,8 @@ from __future__ import annotations
 import logging
 import time
 
-from panel.clusters.engine import dbconn
-from panel.clusters.models import Cluster, ClusterMember
+from panel.clusters.engine import dbconn, isolation
+from panel.clusters.models import Cluster, ClusterMember, credentials
 from panel.clusters.standbys.engine import patroni
 from panel.clusters.standbys.services import ha, remote_switch
 
@@ -53,7 +53,7 @@ def follow_leader(cluster: Cluster, others: list[str]) -> None:
 
 
 def _apply(cluster: Cluster, names: list[str], replicate_from: dict[str, str]) -> None:
-    ha.write_configs(cluster, cluster.os_user(), replicate_from=replicate_from)
+    ha.write_configs(cluster, isolation.os_user(cluster), replicate_from=replicate_from)
     remote_switch.write_tags(cluster, replicate_from)  # write_configs writes this node's only
     for member in cluster.members.filter(name__in=names):
         status, text = patroni.rest(
@@ -63,7 +63,7 @@ def _apply(cluster: Cluster, names: list[str], replicate_from: dict[str, str]) -
             {},
             timeout=5,
             host=member.host,
-            auth=cluster.rest_credentials,
+            auth=credentials.rest_credentials(cluster),
         )
         if status not in (200, 202):
             log.warning("reloading %s's Patroni: %s %s", member.name, status, text.strip())

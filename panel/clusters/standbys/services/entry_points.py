@@ -24,6 +24,7 @@ from django.db import IntegrityError, transaction
 from panel.clusters.engine import isolation
 from panel.clusters.lib import firewall
 from panel.clusters.models import Cluster, ClusterEntry, ClusterMember, ClusterStatus, Node
+from panel.clusters.models.firewall import trusted_source_values
 from panel.clusters.services.ports import allocate_entry_ports
 from panel.clusters.standbys.engine import haproxy
 from panel.clusters.standbys.lib import haproxy as haproxy_lib
@@ -117,11 +118,11 @@ def ensure_here(cluster: Cluster, sources: list[str] | None = None) -> str | Non
     if cluster.node_id == node.pk or not cluster.members.filter(node=node).exists():
         return None
     entry = _entry_here(cluster, node)
-    user = cluster.os_user()
+    user = isolation.os_user(cluster)
     config = ha_files.haproxy_config_path(cluster)
     runas.make_private_dir(ha_files.ha_dir(cluster), user)
     runas.make_private_dir(cluster.socket_dir, user)
-    sources = cluster.trusted_source_values() if sources is None else sources
+    sources = trusted_source_values(cluster) if sources is None else sources
     text = haproxy_text_here(cluster, entry)
     sources_file = config.with_name(haproxy_lib.HAPROXY_SOURCES)
     try:
@@ -169,7 +170,7 @@ def push(cluster: Cluster) -> None:
     refuses: the caller then restores the rows as they were and pushes again."""
     if not cluster.is_ha:
         return
-    sources = cluster.trusted_source_values()  # (this transaction's: the rows may not be committed)
+    sources = trusted_source_values(cluster)  # (this transaction's: the rows may not be committed)
     for node in member_nodes_besides(cluster):
         member = cluster.members.filter(node=node).order_by("name").first()
         if member is None:

@@ -22,7 +22,16 @@ from django.utils import timezone
 
 from panel.clusters import hooks
 from panel.clusters.engine import dbconn, isolation, postgres
-from panel.clusters.models import Cluster, ClusterMember, ClusterStatus, EventLevel, MemberRole, Node
+from panel.clusters.models import (
+    Cluster,
+    ClusterMember,
+    ClusterStatus,
+    EventLevel,
+    MemberRole,
+    Node,
+    credentials,
+)
+from panel.clusters.services import transitions
 from panel.clusters.standbys.engine import haproxy, member_tls, patroni
 from panel.clusters.standbys.lib import haproxy as haproxy_lib
 from panel.clusters.standbys.lib import patroni as patroni_lib
@@ -115,7 +124,7 @@ def _take_over(cluster: Cluster, member: ClusterMember, timeout: float) -> None:
         return
     # Refused while Patroni still finishes the promotion, hence asked again.
     status, text = patroni.restart(
-        member.rest_port, host=member.host, auth=cluster.rest_credentials, timeout=timeout
+        member.rest_port, host=member.host, auth=credentials.rest_credentials(cluster), timeout=timeout
     )
     if status != 200 or not _wait_primary(cluster, timeout):
         raise EngineError(f"Restarting {member.name} with the plan's settings failed: {text}")
@@ -252,7 +261,7 @@ def replay_lag(cluster: Cluster, standby: ClusterMember) -> int | None:
             dbconn.connect(
                 quiet_log=True,
                 user=settings.PANEL_SUPERUSER,
-                password=cluster.superuser_password,
+                password=credentials.superuser_password(cluster),
                 dbname=dbconn.MAINTENANCE_DATABASE,
                 **remote,
             )
@@ -317,7 +326,9 @@ def refresh_members(cluster: Cluster, *, cause: str = "failover", seen: Statuses
         old=before.name,
         s=seconds,
     )
-    cluster.log_event(cause, message, EventLevel.WARNING if cause == "failover" else EventLevel.INFO)
+    transitions.log_event(
+        cluster, cause, message, EventLevel.WARNING if cause == "failover" else EventLevel.INFO
+    )
     if not cluster.node_silent:  # else its node is lost: its pools are rendered when it returns
         try:
             hooks.pooler.reapply_config(cluster)
@@ -335,7 +346,7 @@ def supervise(cluster: Cluster) -> list[str]:
     pointed at the panel's etcd as it is now (``supervise_etcd`` ran first), and HAProxy (Patroni
     itself restarts, rewinds or rebuilds its PostgreSQL)."""
     notes = []
-    user = cluster.os_user()
+    user = isolation.os_user(cluster)
     timeout = settings.PANEL_COMMAND_TIMEOUT
     for member in members_of(cluster):
         config = member_config_path(cluster, member)
@@ -346,7 +357,8 @@ def supervise(cluster: Cluster) -> list[str]:
             patroni.start_member(
                 config, member_log_path(cluster, member), user, join, data_dir=member.data_dir
             )
-            cluster.log_event(
+            transitions.log_event(
+                cluster,
                 "member-restarted",
                 Message(N_("Patroni of %(member)s was not running; started it again."), member=member.name),
                 EventLevel.WARNING,

@@ -17,7 +17,8 @@ from django.conf import settings
 from panel import crypto
 from panel.clusters import hooks
 from panel.clusters.engine import isolation, postgres
-from panel.clusters.models import Cluster, ClusterMember
+from panel.clusters.models import Cluster, ClusterMember, credentials
+from panel.clusters.models.firewall import trusted_source_values
 from panel.clusters.services.ports import allocate_standby_port
 from panel.clusters.standbys.engine import haproxy, member_tls, patroni
 from panel.clusters.standbys.lib import etcd as etcd_lib
@@ -85,7 +86,7 @@ def spec(cluster: Cluster) -> patroni_lib.HaCluster:
     plan = cluster.plan
     assert plan is not None and cluster.node is not None
     members = members_of(cluster)
-    rest_username, rest_password = cluster.rest_credentials
+    rest_username, rest_password = credentials.rest_credentials(cluster)
     return patroni_lib.HaCluster(
         scope=scope(cluster),
         # Every member of the panel's etcd (standbys/services/etcd.py), over TLS.
@@ -157,7 +158,7 @@ def write_configs(cluster: Cluster, user: OsUser, replicate_from: dict[str, str]
         cluster.standby_port = allocate_standby_port(cluster.node)
         cluster.save(update_fields=["standby_port"])
     text = haproxy_text(cluster, shared)
-    haproxy.write(haproxy_config_path(cluster), text, cluster.trusted_source_values(), user)
+    haproxy.write(haproxy_config_path(cluster), text, trusted_source_values(cluster), user)
 
 
 def haproxy_text(cluster: Cluster, shared: patroni_lib.HaCluster | None = None) -> str:
@@ -219,12 +220,12 @@ def ensure_rest_auth(cluster: Cluster, member: ClusterMember, user: runas.OsUser
     except (OSError, ValueError) as exc:
         log.warning("member %s: Patroni's configuration not read: %s", member, exc)
         return
-    username, password = cluster.rest_credentials
+    username, password = credentials.rest_credentials(cluster)
     if current.get("restapi", {}).get("authentication") == {"username": username, "password": password}:
         return
     upstream = current.get("tags", {}).get("replicatefrom")
     write_member_config(cluster, member, user, replicate_from={member.name: upstream} if upstream else None)
-    auth = cluster.rest_credentials
+    auth = credentials.rest_credentials(cluster)
     status, text = patroni.rest(
         "POST", member.rest_port, "/reload", {}, timeout=5, host=member.host, auth=auth
     )
@@ -261,7 +262,7 @@ def follow_etcd(cluster: Cluster, member: ClusterMember) -> str | None:
     except (OSError, ValueError):
         return None
     current = written.get("etcd3", {})
-    user = cluster.os_user()
+    user = isolation.os_user(cluster)
     shared = spec(cluster)
     wanted = patroni_lib.etcd3_section(shared)
     # A member configured before the REST API asked for credentials gets them the same way:

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, EventLevel, MemberRole, Node
+from panel.clusters.services import transitions
 from panel.clusters.standbys.lib import ha_health
 from panel.clusters.standbys.services import ha
 from panel.core.errors import N_, Message
@@ -74,8 +75,10 @@ def assess(cluster: Cluster) -> list[str]:
         ):
             return []
         cluster.refresh_from_db()
-        cluster.log_event(
-            "recovered", Message(N_("Every member runs again and the primary accepts writes: online."))
+        transitions.log_event(
+            cluster,
+            "recovered",
+            Message(N_("Every member runs again and the primary accepts writes: online.")),
         )
         return [f"{cluster.name}: online again"]
     why = ha_health.describe(found)
@@ -84,5 +87,5 @@ def assess(cluster: Cluster) -> list[str]:
     ):
         return []
     cluster.refresh_from_db()
-    cluster.log_event("degraded", why, EventLevel.WARNING)
+    transitions.log_event(cluster, "degraded", why, EventLevel.WARNING)
     return [f"{cluster.name}: degraded ({why})"]

@@ -18,7 +18,7 @@ from django.conf import settings
 from psycopg import sql
 
 from panel.clusters.engine import dbconn, isolation, panel_roles
-from panel.clusters.models import Cluster, ClusterMember, ClusterStatus
+from panel.clusters.models import Cluster, ClusterMember, ClusterStatus, credentials
 from panel.clusters.standbys.engine import member_tls, patroni
 from panel.clusters.standbys.lib import patroni as patroni_lib
 from panel.clusters.standbys.services import ha_files
@@ -107,7 +107,7 @@ def upgrade_here(cluster: Cluster, here: list[ClusterMember]) -> list[str]:
     later round, so a reload never lands in a failover's window."""
     if not here:
         return []
-    user = cluster.os_user()
+    user = isolation.os_user(cluster)
     off = _holds_superuser(cluster, here)
     stale = _stale_certificates(cluster, here)
     pending = [
@@ -151,7 +151,7 @@ def unsteady(here: list[ClusterMember]) -> str | None:
 
 
 def _holds_superuser(cluster: Cluster, here: list[ClusterMember]) -> bool:
-    secret = cluster.superuser_password
+    secret = credentials.superuser_password(cluster)
     paths = [ha_files.member_config_path(cluster, m) for m in here]
     passfiles = [ha_files.ha_dir(cluster) / f"{m.name}.pgpass" for m in here]
     return any(_holds(path, secret) for path in [*paths, *passfiles])

@@ -32,9 +32,9 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from panel.clusters import hooks
-from panel.clusters.engine import postgres
+from panel.clusters.engine import isolation, postgres
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel, MemberRole, Node, status_word
-from panel.clusters.services import failures, placement
+from panel.clusters.services import failures, placement, transitions
 from panel.clusters.services.create import check_num_nodes
 from panel.clusters.services.lifecycle import guard_loaded, require_local
 from panel.clusters.standbys.services import ha, membership, switchover
@@ -96,7 +96,8 @@ def change_member_count(cluster: Cluster, num_nodes: int, *, enqueue: bool = Tru
     check_member_count(cluster, num_nodes)
     if not mark_resizing(cluster, _("Changing to %(n)s node(s)") % {"n": num_nodes}):
         raise changed_meanwhile(FIELD)
-    cluster.log_event(
+    transitions.log_event(
+        cluster,
         "members-requested",
         Message(
             N_("Change from %(old)s to %(new)s node(s) requested."), old=cluster.num_nodes, new=num_nodes
@@ -175,8 +176,9 @@ def perform_member_count(cluster_id: uuid.UUID | str, num_nodes: int) -> Cluster
         if not isinstance(exc, runas.EngineError | OSError | ServiceError):
             log.exception("changing the members of %s crashed", cluster.pk)
         return _failed(cluster, old, num_nodes, exc)
-    cluster.mark_online()
-    cluster.log_event(
+    transitions.mark_online(cluster)
+    transitions.log_event(
+        cluster,
         "members-changed",
         Message(
             N_("The cluster has %(n)s node(s) now (was %(old)s); the change took %(s).1f s."),
@@ -189,7 +191,7 @@ def perform_member_count(cluster_id: uuid.UUID | str, num_nodes: int) -> Cluster
 
 
 def _grow(cluster: Cluster, num_nodes: int) -> None:
-    user = cluster.os_user()
+    user = isolation.os_user(cluster)
     was_single = not cluster.is_ha
     with transaction.atomic():
         if cluster.node_id:
@@ -198,17 +200,18 @@ def _grow(cluster: Cluster, num_nodes: int) -> None:
         new = membership.add_rows(cluster, num_nodes - cluster.members.count())
         cluster.num_nodes = num_nodes
         cluster.save(update_fields=["num_nodes", "updated_at"])
-    cluster.set_progress(20, _("Starting the standbys"))
+    transitions.set_progress(cluster, 20, _("Starting the standbys"))
     if was_single:
         guard_loaded(cluster, guard_added=membership.take_over(cluster, user))
     else:
         membership.start_new(cluster, new, user)
-    cluster.set_progress(60, _("Waiting for the standbys"))
+    transitions.set_progress(cluster, 60, _("Waiting for the standbys"))
     if not ha.wait_healthy(cluster, membership.timeout()):
         raise runas.EngineError(_("The standbys did not catch up with the primary in time."))
     for member in new:
         if member.name != membership.FIRST:
-            cluster.log_event(
+            transitions.log_event(
+                cluster,
                 "member-added",
                 Message(
                     N_("Standby %(member)s added on port %(port)s."), member=member.name, port=member.port
@@ -217,7 +220,7 @@ def _grow(cluster: Cluster, num_nodes: int) -> None:
 
 
 def _shrink(cluster: Cluster, num_nodes: int) -> None:
-    user = cluster.os_user()
+    user = isolation.os_user(cluster)
     ha.refresh_members(cluster)
     if cluster.members.count() > 2:
         # Not strict before a standby goes: a primary with one standby left must keep writing.
@@ -232,12 +235,12 @@ def _shrink(cluster: Cluster, num_nodes: int) -> None:
         ha.reload_haproxy(cluster, user, membership.timeout())
         return
     if not cluster.members.filter(name=membership.FIRST, role=MemberRole.PRIMARY).exists():
-        cluster.set_progress(40, _("Switching over to member-1"))
+        transitions.set_progress(cluster, 40, _("Switching over to member-1"))
         if not ha.wait_healthy(cluster, membership.timeout()):
             raise runas.EngineError(_("member-1 is not streaming; the cluster keeps its nodes."))
         switchover.switch(cluster, membership.FIRST)
     _remove_one(cluster, _standby_to_remove(cluster))
-    cluster.set_progress(70, _("Starting PostgreSQL without Patroni"))
+    transitions.set_progress(cluster, 70, _("Starting PostgreSQL without Patroni"))
     cluster.num_nodes = 1
     cluster.save(update_fields=["num_nodes", "updated_at"])
     guard_loaded(cluster, guard_added=membership.hand_back(cluster, user))
@@ -254,9 +257,9 @@ def _standby_to_remove(cluster: Cluster) -> str:
 
 
 def _remove_one(cluster: Cluster, name: str) -> None:
-    cluster.set_progress(30, _("Removing %(member)s") % {"member": name})
+    transitions.set_progress(cluster, 30, _("Removing %(member)s") % {"member": name})
     membership.remove(cluster, cluster.members.get(name=name))
-    cluster.log_event("member-removed", Message(N_("Standby %(member)s removed."), member=name))
+    transitions.log_event(cluster, "member-removed", Message(N_("Standby %(member)s removed."), member=name))
 
 
 def _failed(cluster: Cluster, old: int, wanted: int, exc: Exception) -> Cluster:
@@ -280,10 +283,10 @@ def _failed(cluster: Cluster, old: int, wanted: int, exc: Exception) -> Cluster:
     else:  # refused before anything changed, or handed back already
         serving = postgres.postmaster_pid(cluster.pgdata) is not None
     if serving:
-        cluster.mark_online()
+        transitions.mark_online(cluster)
         cluster.error_message = message
         cluster.save(update_fields=["error_message", "updated_at"])
     else:
-        cluster.mark_error(message)
-    cluster.log_event("members-failed", event, EventLevel.ERROR)
+        transitions.mark_error(cluster, message)
+    transitions.log_event(cluster, "members-failed", event, EventLevel.ERROR)
     return cluster

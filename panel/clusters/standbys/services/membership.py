@@ -25,7 +25,7 @@ from django.conf import settings
 from psycopg import sql
 
 from panel.clusters.engine import dbconn, isolation, postgres
-from panel.clusters.models import Cluster, ClusterMember
+from panel.clusters.models import Cluster, ClusterMember, credentials
 from panel.clusters.services import placement
 from panel.clusters.services.create import add_member
 from panel.clusters.services.provision import INCLUDE_LINE, write_server_config
@@ -119,7 +119,7 @@ def patch_dynamic(cluster: Cluster, *, strict: bool | None = None) -> None:
     body = patroni_lib.dynamic_config(ha.spec(cluster))
     if strict is not None:
         body["synchronous_mode_strict"] = strict
-    auth = cluster.rest_credentials
+    auth = credentials.rest_credentials(cluster)
     status, text = patroni.rest(
         "PATCH", member.rest_port, "/config", body, timeout=10, host=member.host, auth=auth
     )

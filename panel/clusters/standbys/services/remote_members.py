@@ -253,7 +253,7 @@ def apply_config_here(member: ClusterMember, wanted: ServerConfig) -> ServerConf
     """The member's copies of the server configuration rewritten (each atomically), then its
     postmaster reloaded and seen to have loaded them; returns what was there before."""
     cluster = member.cluster
-    user = cluster.os_user()
+    user = isolation.os_user(cluster)
     data_dir = Path(member.data_dir)
     settings_conf = data_dir / SETTINGS_FILE
     previous = ServerConfig(
@@ -282,7 +282,7 @@ def apply_auth_here(member: ClusterMember, wanted: AuthFiles) -> AuthFiles:
     """The member's pg_hba.conf and pg_ident.conf rewritten (each atomically), read back by its
     server, then loaded; returns what was there before (back in force when the server refuses)."""
     cluster = member.cluster
-    user = cluster.os_user()
+    user = isolation.os_user(cluster)
     previous = AuthFiles(cluster.hba_path.read_text(), cluster.ident_path.read_text())
     try:
         runas.write_private_file(cluster.hba_path, wanted.hba, owner=user)
@@ -313,7 +313,7 @@ def _start_patroni(cluster: Cluster, member: ClusterMember) -> None:
     patroni.start_member(
         ha_files.member_config_path(cluster, member),
         ha_files.member_log_path(cluster, member),
-        cluster.os_user(),
+        isolation.os_user(cluster),
         isolation.member_cgroup(cluster, member.name),
         data_dir=member.data_dir,
     )

@@ -14,8 +14,8 @@ from contextlib import AbstractContextManager, contextmanager
 import psycopg
 from django.conf import settings
 
-from panel.clusters.engine import dbconn
-from panel.clusters.models import Cluster, ClusterMember
+from panel.clusters.engine import dbconn, isolation
+from panel.clusters.models import Cluster, ClusterMember, credentials
 from panel.clusters.standbys.engine import member_tls
 from panel.clusters.standbys.services import ha_files, handover
 from panel.clusters.standbys.services.remote_members import CONFIG_TIMEOUT, PID_TIMEOUT, ask
@@ -36,7 +36,7 @@ def member_connection(member: ClusterMember) -> AbstractContextManager[psycopg.C
         host=member.host,
         port=member.port,
         user=settings.PANEL_SUPERUSER,
-        password=cluster.superuser_password,
+        password=credentials.superuser_password(cluster),
         dbname=dbconn.MAINTENANCE_DATABASE,
         **member_tls.panel_client_params(cluster),  # the members' lines ask for it
     )
@@ -112,5 +112,5 @@ def handover_here(member: ClusterMember, step: str) -> bool:
 @on_node(timeout=CONFIG_TIMEOUT)
 def write_config_here(member: ClusterMember, replicate_from: dict[str, str]) -> None:
     ha_files.write_member_config(
-        member.cluster, member, member.cluster.os_user(), replicate_from=replicate_from
+        member.cluster, member, isolation.os_user(member.cluster), replicate_from=replicate_from
     )

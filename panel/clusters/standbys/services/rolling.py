@@ -24,7 +24,8 @@ from django.conf import settings
 
 from panel.clusters import hooks
 from panel.clusters.engine import isolation
-from panel.clusters.models import Cluster, ClusterMember
+from panel.clusters.models import Cluster, ClusterMember, credentials
+from panel.clusters.services import transitions
 from panel.clusters.standbys.engine import patroni
 from panel.clusters.standbys.lib import patroni as patroni_lib
 from panel.clusters.standbys.services import ha, switchover
@@ -43,13 +44,13 @@ def rolling_restart(cluster: Cluster, *, keep_primary: bool = False) -> str:
     for member in cluster.members.all():  # and on each member's own (elsewhere: its agent's)
         if not member.is_remote:
             isolation.member_cgroup(cluster, member.name)
-    ha.write_configs(cluster, cluster.os_user())
+    ha.write_configs(cluster, isolation.os_user(cluster))
     if not ha.wait_healthy(cluster, timeout):
         raise EngineError("The cluster's members are not all healthy; nothing was restarted.")
     patch_config(cluster)
     statuses = ha.read_statuses(cluster)
     primary = next(s.name for s in statuses if s.is_primary)
-    cluster.set_progress(20, N_("Restarting the standbys, one at a time"))
+    transitions.set_progress(cluster, 20, N_("Restarting the standbys, one at a time"))
     for status in statuses:
         if not status.is_primary:
             restart_member(cluster, cluster.members.get(name=status.name), timeout)
@@ -59,13 +60,15 @@ def rolling_restart(cluster: Cluster, *, keep_primary: bool = False) -> str:
         raise EngineError("The standbys do not all stream again, one synchronously, after their restart.")
     old = cluster.members.get(name=primary)
     if keep_primary:
-        cluster.set_progress(60, N_("Restarting the primary in place; the pools' clients wait meanwhile"))
+        transitions.set_progress(
+            cluster, 60, N_("Restarting the primary in place; the pools' clients wait meanwhile")
+        )
         restart_primary(cluster, old, timeout)
         if not ha.wait_healthy(cluster, timeout):
             raise EngineError("The standbys do not all stream again after the primary's restart.")
         ha.refresh_members(cluster)
         return primary
-    cluster.set_progress(60, N_("Switching over to a restarted standby"))
+    transitions.set_progress(cluster, 60, N_("Switching over to a restarted standby"))
     switchover.switch(cluster, None)
     if not _wait_streaming(cluster, old.name, timeout):
         raise EngineError(f"{old.name} did not stream again after the switchover.")
@@ -81,7 +84,7 @@ def patch_config(cluster: Cluster) -> None:
     primary = next(s for s in ha.read_statuses(cluster) if s.is_primary)
     leader = cluster.members.get(name=primary.name)
     body = patroni_lib.dynamic_config(ha.spec(cluster))
-    auth = cluster.rest_credentials
+    auth = credentials.rest_credentials(cluster)
     status, text = patroni.rest(
         "PATCH", leader.rest_port, "/config", body, timeout=10, host=leader.host, auth=auth
     )
@@ -110,7 +113,7 @@ def restart_primary(cluster: Cluster, member: ClusterMember, timeout: float) -> 
 
 def _ask_restart(cluster: Cluster, member: ClusterMember, timeout: float) -> None:
     status, text = patroni.restart(
-        member.rest_port, host=member.host, auth=cluster.rest_credentials, timeout=timeout
+        member.rest_port, host=member.host, auth=credentials.rest_credentials(cluster), timeout=timeout
     )
     if status != 200:
         raise EngineError(f"Restarting {member.name} failed: {text.strip() or status}")

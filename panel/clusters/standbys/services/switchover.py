@@ -15,7 +15,8 @@ from collections.abc import Callable
 
 from panel.clusters import hooks
 from panel.clusters.engine import dbconn
-from panel.clusters.models import Cluster, EventLevel, MemberRole
+from panel.clusters.models import Cluster, EventLevel, MemberRole, credentials
+from panel.clusters.services import transitions
 from panel.clusters.standbys.engine import patroni
 from panel.clusters.standbys.lib import patroni as patroni_lib
 from panel.clusters.standbys.lib.patroni import MemberStatus
@@ -102,7 +103,7 @@ def switchover(cluster: Cluster, to: str | None = None) -> str:
     the new one. The pools are paused meanwhile (their clients wait, nobody reaches the old
     primary) and resume on the new primary. Returns the new primary's name."""
     _refuse_single(cluster)
-    cluster.require_serving(fresh=True, field="to")
+    transitions.require_serving(cluster, fresh=True, field="to")
     return switch(cluster, to)
 
 
@@ -201,7 +202,7 @@ class Switchover:
         # Read here: the thread has a database connection of its own (not the caller's transaction).
         leader_member = cluster.members.get(name=leader)
         self.rest_port, self.rest_host = leader_member.rest_port, leader_member.host
-        self.auth = cluster.rest_credentials
+        self.auth = credentials.rest_credentials(cluster)
         self.answer: tuple[int, str] | None = None
         self.thread = threading.Thread(target=self._ask, daemon=True)
         self.deadline = time.monotonic() + SWITCHOVER_TIMEOUT
@@ -271,7 +272,7 @@ class Switchover:
             old=self.leader,
             s=paused_for,
         )
-        self.cluster.log_event("switchover", message, EventLevel.INFO)
+        transitions.log_event(self.cluster, "switchover", message, EventLevel.INFO)
         hooks.role_changed(self.cluster, message)
 
     def finish(self) -> None:

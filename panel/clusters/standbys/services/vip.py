@@ -18,6 +18,7 @@ from pathlib import Path
 from django.conf import settings
 
 from panel.clusters.models import Cluster, ClusterMember, EventLevel, Node
+from panel.clusters.services import transitions
 from panel.clusters.standbys.engine import vip as engine
 from panel.clusters.standbys.lib import vip as vip_lib
 from panel.clusters.standbys.services import etcd, etcd_auth, ha_files, remote_members
@@ -94,11 +95,11 @@ def set_floating_address(cluster: Cluster, address: str | None) -> list[str]:
     cluster.floating_address = stored
     cluster.save(update_fields=["floating_address", "updated_at"])
     if stored:
-        cluster.log_event(
-            "floating-address", Message(N_("Floating address set to %(address)s."), address=stored)
+        transitions.log_event(
+            cluster, "floating-address", Message(N_("Floating address set to %(address)s."), address=stored)
         )
     else:
-        cluster.log_event("floating-address", Message(N_("Floating address removed.")))
+        transitions.log_event(cluster, "floating-address", Message(N_("Floating address removed.")))
     missed: list[str] = []
     for member in ha_files.members_of(cluster):
         if not member.node.is_alive:  # its heartbeats stopped: no need to wait for the timeout
@@ -110,7 +111,8 @@ def set_floating_address(cluster: Cluster, address: str | None) -> list[str]:
             log.warning("member %s: floating address not applied: %s", member, exc)
             missed.append(f"{member.node.name}: {getattr(exc, 'message', exc)}")
     if missed:
-        cluster.log_event(
+        transitions.log_event(
+            cluster,
             "floating-address",
             Message(N_("Not applied yet on %(nodes)s: their reconciler will."), nodes=", ".join(missed)),
             EventLevel.WARNING,
