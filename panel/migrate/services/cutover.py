@@ -6,7 +6,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from panel.clusters.engine import dbconn
+from panel.clusters.face import dbconn
 from panel.clusters.models import Cluster
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError

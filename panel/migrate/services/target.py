@@ -35,9 +35,8 @@ import psycopg
 from django.conf import settings
 from psycopg import sql
 
-from panel.clusters.engine import dbconn, panel_roles
+from panel.clusters.face import dbconn, member_tls, panel_roles
 from panel.clusters.models import Cluster
-from panel.clusters.standbys.engine import member_tls
 from panel.core import runas
 from panel.core.errors import N_, ServiceError
 from panel.migrate.lib import source as source_lib

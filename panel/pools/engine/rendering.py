@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from panel import crypto
-from panel.clusters.engine import dbconn
+from panel.clusters.face import dbconn
 from panel.clusters.models import Cluster
 from panel.core.errors import N_, ServiceError
 from panel.pools.engine import supervisor
