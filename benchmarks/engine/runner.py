@@ -38,7 +38,7 @@ from django.conf import settings
 from benchmarks.lib import engines
 from benchmarks.lib import pgbench_command as cmd
 from benchmarks.lib.pgbench_check import ProbeOutcome
-from panel.clusters.engine import cgroups, postgres
+from panel.clusters.face import cgroups, postgres
 from panel.core import osusers
 from panel.core.polling import wait_for
 from panel.core.runas import EngineError, OsUser, current_user, spawn_in

@@ -14,7 +14,7 @@ from django.core.management.base import CommandError
 from benchmarks import services
 from benchmarks.lib import engines
 from benchmarks.models import BenchmarkRun, RunStatus
-from panel.clusters.management.cli import PanelCommand, find_cluster
+from panel.clusters.face import PanelCommand, find_cluster
 from panel.pools.models import ConnectionPool
 
 WAIT_TURN_S = 24 * 3600

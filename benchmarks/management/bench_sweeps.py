@@ -12,7 +12,7 @@ from benchmarks import services
 from benchmarks.lib import engines
 from benchmarks.management.bench_runs import WAIT_TURN_S, RunSubcommands
 from benchmarks.models import RunStatus, Sweep
-from panel.clusters.management.cli import find_cluster
+from panel.clusters.face import find_cluster
 from panel.clusters.models import Cluster
 from panel.pools.models import ConnectionPool
 

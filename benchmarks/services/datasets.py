@@ -20,7 +20,7 @@ from benchmarks.models import BenchmarkRun, DataSet, InvalidTransition, JobStatu
 from benchmarks.services.enqueue import INIT_TASK, send_job
 from benchmarks.services.failure import NOT_STARTED
 from benchmarks.services.targets import ResolvedTarget, require_serving, resolve_target
-from panel.clusters.engine import dbconn
+from panel.clusters.face import dbconn
 from panel.clusters.models import Cluster
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError, message_to_json

@@ -19,10 +19,9 @@ from benchmarks.services.failure import explain_failure, kind_label
 from benchmarks.services.pool_slowdown import slowdown_note
 from benchmarks.services.read import live_state, shown_command
 from benchmarks.services.sweep_report import sweep_report
+from panel.clusters.face import clusters_for, number
 from panel.clusters.lib.refusals import without_paths
 from panel.clusters.models import Cluster
-from panel.clusters.ownership import clusters_for
-from panel.clusters.templatetags.numbers import number
 
 HISTORY_LIMIT = 50
 RECENT_SWEEPS = 10

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from benchmarks.lib import pgbench_command as cmd
+from panel.clusters.face import transitions
 from panel.clusters.models import Cluster, DatabaseUser
-from panel.clusters.services import transitions
 from panel.core.errors import N_, ServiceError
 from panel.pools.engine.rendering import MAX_CLIENT_CONN
 from panel.pools.models import ConnectionPool

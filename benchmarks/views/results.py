@@ -17,8 +17,8 @@ from benchmarks import services
 from benchmarks.models import BenchmarkRun
 from benchmarks.services import pages
 from benchmarks.views.common import get_sweep
+from panel.clusters.face import get_cluster_for_user
 from panel.clusters.models import Cluster
-from panel.clusters.ownership import get_cluster_for_user
 from panel.core.errors import ServiceError
 from panel.core.web import PanelRequest, go_to
 

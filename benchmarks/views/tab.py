@@ -14,8 +14,8 @@ from django.views.decorators.http import require_GET, require_POST
 from benchmarks import services
 from benchmarks.forms import InitDataSetForm, RunForm, SweepForm
 from benchmarks.services import pages
+from panel.clusters.face import get_cluster_for_user
 from panel.clusters.models import Cluster
-from panel.clusters.ownership import get_cluster_for_user
 from panel.core.errors import ServiceError
 from panel.core.web import PanelRequest, add_service_error, go_to
 from panel.pools import services as pools_services

@@ -16,8 +16,8 @@ from panel.backups.forms import BackupNowForm, RestoreForm, limits
 from panel.backups.lib import pgbackrest
 from panel.backups.models import JobStatus
 from panel.backups.services import archiving, backups, restore
+from panel.clusters.face import get_cluster_for_user
 from panel.clusters.models import Cluster
-from panel.clusters.ownership import get_cluster_for_user
 from panel.core.errors import ServiceError
 from panel.core.web import PanelRequest, add_service_error, go_to
 

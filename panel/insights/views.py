@@ -19,8 +19,8 @@ from django.views.decorators.gzip import gzip_page
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from panel.clusters.face import get_cluster_for_user
 from panel.clusters.models import Cluster
-from panel.clusters.ownership import get_cluster_for_user
 from panel.core.errors import ServiceError
 from panel.core.web import PanelRequest, add_service_error
 from panel.insights import services

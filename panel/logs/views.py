@@ -16,9 +16,8 @@ from django.utils.http import content_disposition_header
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods
 
+from panel.clusters.face import config, get_cluster_for_user
 from panel.clusters.models import Cluster
-from panel.clusters.ownership import get_cluster_for_user
-from panel.clusters.services import config
 from panel.core.errors import ServiceError
 from panel.core.web import PanelRequest, add_service_error, go_to
 from panel.logs import services

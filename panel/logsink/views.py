@@ -10,8 +10,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
+from panel.clusters.face import get_cluster_for_user
 from panel.clusters.models import Cluster
-from panel.clusters.ownership import get_cluster_for_user
 from panel.core.errors import ServiceError
 from panel.core.web import add_service_error
 from panel.logsink.forms import SinkForm

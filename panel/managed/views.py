@@ -15,7 +15,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from panel.clusters.ownership import get_cluster_for_user
+from panel.clusters.face import get_cluster_for_user
 from panel.core.errors import ServiceError
 from panel.core.web import add_service_error
 from panel.managed.forms import AutoscaleForm, MaintenanceWindowForm, TagsForm

@@ -11,8 +11,8 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from panel.clusters.face import get_cluster_for_user
 from panel.clusters.models import Cluster
-from panel.clusters.ownership import get_cluster_for_user
 from panel.core.errors import ServiceError
 from panel.core.web import PanelRequest, add_service_error, go_to
 from panel.migrate.forms import MigrationForm

@@ -17,9 +17,8 @@ from django.utils.translation import ngettext
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from panel.clusters.connection import SECRET_FORMATS, connection_box
+from panel.clusters.face import SECRET_FORMATS, connection_box, get_cluster_for_user
 from panel.clusters.models import Cluster
-from panel.clusters.ownership import get_cluster_for_user
 from panel.core.errors import ServiceError
 from panel.core.web import PanelRequest, add_service_error, go_to
 from panel.pools import services

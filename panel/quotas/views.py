@@ -15,9 +15,8 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_GET, require_POST
 
+from panel.clusters.face import get_cluster_for_user, number
 from panel.clusters.models import Cluster
-from panel.clusters.ownership import get_cluster_for_user
-from panel.clusters.templatetags.numbers import number
 from panel.core.errors import ServiceError
 from panel.core.web import PanelRequest, add_service_error
 from panel.quotas import services

@@ -12,8 +12,8 @@ from urllib.parse import urlsplit
 from django.db.models import QuerySet
 
 from panel.api.services import databases, resources
+from panel.clusters.face import host_of
 from panel.clusters.models import Cluster
-from panel.clusters.standbys.lib.vip import host_of
 from panel.managed.lib.updates import DAYS
 from panel.managed.services import create as managed_create
 from panel.managed.services import maintenance, tags

@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.db.models import QuerySet
 
-from panel.clusters import services as cluster_services
+from panel.clusters.face import services as cluster_services
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.lib.plans import PLANS
 from panel.clusters.models import MAX_NUM_NODES, MIN_HA_RAM_GB, Cluster, Node, NodeState

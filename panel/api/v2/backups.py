@@ -16,8 +16,8 @@ from panel.api.v2.common import ERRORS, owned_cluster
 from panel.api.v2.errors import ApiError
 from panel.api.v2.schemas import BackupListOut, DatabaseCreateIn
 from panel.backups.services import backups, restore
+from panel.clusters.face import clusters_for
 from panel.clusters.models import Cluster
-from panel.clusters.ownership import clusters_for
 from panel.core.errors import ServiceError
 
 router = Router(tags=["backups"])

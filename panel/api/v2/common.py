@@ -14,8 +14,8 @@ from pydantic import Field
 from panel.api import services
 from panel.api.v2.errors import ApiError
 from panel.api.v2.schemas import Error
+from panel.clusters.face import clusters_for
 from panel.clusters.models import Cluster
-from panel.clusters.ownership import clusters_for
 
 # 422 for reads too: a query or path parameter that does not validate (page=abc) is refused so.
 ERRORS: dict[int, type[Schema]] = {401: Error, 403: Error, 404: Error, 422: Error, 429: Error}

@@ -23,9 +23,9 @@ from panel.api.v2.schemas import (
     EventListOut,
     OptionsOut,
 )
-from panel.clusters import services as cluster_services
+from panel.clusters.face import clusters_for
+from panel.clusters.face import services as cluster_services
 from panel.clusters.models import Cluster
-from panel.clusters.ownership import clusters_for
 from panel.managed.services import tags
 
 router = Router(tags=["databases"])

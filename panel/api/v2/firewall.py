@@ -20,8 +20,8 @@ from panel.api.models import Scope
 from panel.api.v2.auth import caller
 from panel.api.v2.common import ERRORS, WRITE_ERRORS, owned_cluster
 from panel.api.v2.errors import ApiError
+from panel.clusters.face import firewall as firewall_services
 from panel.clusters.models import Cluster
-from panel.clusters.services import firewall as firewall_services
 
 router = Router(tags=["databases"])
 

@@ -14,8 +14,8 @@ from ninja import Router, Schema
 from panel.api.models import Scope
 from panel.api.v2.auth import caller
 from panel.api.v2.common import ERRORS, WRITE_ERRORS, owned_cluster
-from panel.clusters.standbys.services import members
-from panel.clusters.standbys.services import switchover as switchover_service
+from panel.clusters.face import members
+from panel.clusters.face import switchover as switchover_service
 
 router = Router(tags=["databases"])
 

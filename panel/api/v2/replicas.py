@@ -16,8 +16,8 @@ from panel.api.services import databases as shapes
 from panel.api.v2.auth import caller
 from panel.api.v2.common import ERRORS, WRITE_ERRORS, owned_cluster
 from panel.api.v2.schemas import Connection
+from panel.clusters.face import replicas
 from panel.clusters.models import Cluster
-from panel.clusters.replicas.services import replicas
 
 router = Router(tags=["databases"])
 REPLICAS = "/{uuid:database_id}/replicas"

@@ -24,8 +24,8 @@ from panel.api.v2.schemas import (
     UserOut,
     UserUpdateIn,
 )
+from panel.clusters.face import roles
 from panel.clusters.models import Cluster, Database, DatabaseUser
-from panel.clusters.services import roles
 from panel.core.errors import ServiceError
 from panel.managed.services import logical_replication
 

@@ -13,7 +13,7 @@ from ninja.responses import Status
 from panel.api.models import Scope
 from panel.api.v2.auth import caller
 from panel.api.v2.common import ERRORS, WRITE_ERRORS, owned_cluster
-from panel.clusters.services import config, resize
+from panel.clusters.face import config, resize
 
 router = Router(tags=["databases"])
 

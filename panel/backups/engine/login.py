@@ -10,7 +10,7 @@ import psycopg
 from django.conf import settings
 from psycopg import sql
 
-from panel.clusters.engine import dbconn, panel_roles
+from panel.clusters.face import dbconn, panel_roles
 from panel.clusters.models import Cluster
 
 # What pgBackRest calls in the maintenance database (PostgreSQL 15's names), granted to the backup

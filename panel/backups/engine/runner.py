@@ -26,7 +26,7 @@ from django.conf import settings
 from panel import crypto
 from panel.backups.engine import login
 from panel.backups.lib import pgbackrest
-from panel.clusters.engine import isolation, postgres
+from panel.clusters.face import isolation, postgres
 from panel.clusters.models import Cluster
 from panel.clusters.models.servers import server_port
 from panel.core import runas

@@ -14,9 +14,8 @@ from django.utils import timezone
 
 from panel.backups.engine import runner as engine
 from panel.backups.models import ArchiveHealth
-from panel.clusters.engine import dbconn
+from panel.clusters.face import dbconn, transitions
 from panel.clusters.models import Cluster, EventLevel
-from panel.clusters.services import transitions
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
 from panel.insights.services import alerts

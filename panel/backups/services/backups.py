@@ -17,9 +17,8 @@ from panel.backups.engine import runner as engine
 from panel.backups.lib import pgbackrest
 from panel.backups.models import BackupJob, JobKind, JobStatus
 from panel.backups.services.archiving import ArchiveStatus, archive_status, check_archiving
-from panel.clusters.engine import dbconn
+from panel.clusters.face import dbconn, failures, transitions
 from panel.clusters.models import Cluster, EventLevel
-from panel.clusters.services import failures, transitions
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError, Term, message_from_text, message_to_text
 from panel.core.runas import EngineError

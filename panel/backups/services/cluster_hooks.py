@@ -11,9 +11,8 @@ from django.conf import settings
 from panel.backups.engine import runner as engine
 from panel.backups.services import archiving, backups, retention
 from panel.clusters import hooks
-from panel.clusters.engine import isolation
+from panel.clusters.face import isolation, transitions
 from panel.clusters.models import Cluster
-from panel.clusters.services import transitions
 from panel.core.errors import N_, Message, ServiceError
 from panel.core.runas import EngineError
 

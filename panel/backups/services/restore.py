@@ -29,10 +29,9 @@ from panel.backups.lib import pgbackrest
 from panel.backups.models import BackupJob, JobKind, RestoreOrigin
 from panel.backups.services.backups import active_job, enqueue_job, page
 from panel.backups.services.restore_steps import run_steps
-from panel.clusters.engine import dbconn, postgres
+from panel.clusters.face import create_cluster, dbconn, failures, lifecycle, postgres, transitions
 from panel.clusters.lib.plans import require_plan
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
-from panel.clusters.services import create_cluster, failures, lifecycle, transitions
 from panel.core.errors import N_, Message, ServiceError, When, message_to_text
 from panel.core.runas import EngineError
 

@@ -22,11 +22,9 @@ from panel.backups.engine import runner as engine
 from panel.backups.lib import pgbackrest
 from panel.backups.models import BackupJob
 from panel.backups.services import cluster_hooks
-from panel.clusters.engine import dbconn, isolation, panel_roles, postgres
+from panel.clusters.face import dbconn, isolation, new_password, panel_roles, postgres, provision, transitions
 from panel.clusters.lib.pgconf import QUOTA_FILE
 from panel.clusters.models import Cluster, Database, DatabaseUser
-from panel.clusters.services import provision, transitions
-from panel.clusters.services.create import new_password
 from panel.core import runas
 from panel.core.errors import N_, Message, Term, When
 from panel.core.runas import EngineError

@@ -22,7 +22,7 @@ import logging
 import psutil
 import psycopg
 
-from panel.clusters.engine import dbconn
+from panel.clusters.face import dbconn
 from panel.insights.engine.snapshot import (
     BUDGET_SECONDS,
     CollectTimeout,

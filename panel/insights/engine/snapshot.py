@@ -17,7 +17,7 @@ from typing import Any
 
 import psycopg
 
-from panel.clusters.engine import dbconn
+from panel.clusters.face import dbconn
 from panel.clusters.models import Cluster
 from panel.insights.lib.statements import Baseline, Collected
 from panel.pools.engine import console

@@ -16,8 +16,8 @@ from django.utils.functional import Promise
 from django.utils.translation import gettext as _
 
 from panel.accounts.services import account_language
+from panel.clusters.face import failures, transitions
 from panel.clusters.models import Cluster, EventLevel
-from panel.clusters.services import failures, transitions
 from panel.core.errors import N_, Message, ServiceError, words
 from panel.insights.models import AlertKind, AlertRule, AlertState
 

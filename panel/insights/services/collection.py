@@ -16,10 +16,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from django.db import connections, transaction
 from django.db.models import Q
 
-from panel.clusters.engine import postgres
+from panel.clusters.face import cycles, nodes, postgres, streaming, transitions
 from panel.clusters.models import Cluster, ClusterKind, ClusterStatus, CycleKind
-from panel.clusters.replicas.services import streaming
-from panel.clusters.services import cycles, nodes, transitions
 from panel.insights.engine import collector
 from panel.insights.lib import metrics
 from panel.insights.lib.metrics import CATALOGUE, COUNTER_RATES, HOST, PGBOUNCER, POSTGRES

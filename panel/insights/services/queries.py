@@ -16,9 +16,8 @@ from django.db.models import Sum
 from django.utils import timezone
 from django.utils.translation import gettext_lazy
 
-from panel.clusters.engine import dbconn
+from panel.clusters.face import dbconn, transitions
 from panel.clusters.models import Cluster
-from panel.clusters.services import transitions
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
 from panel.insights.lib import statements

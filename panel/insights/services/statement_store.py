@@ -10,8 +10,8 @@ import logging
 
 from django.db import transaction
 
+from panel.clusters.face import transitions
 from panel.clusters.models import Cluster
-from panel.clusters.services import transitions
 from panel.core.errors import N_, Message
 from panel.insights.engine.snapshot import Snapshot
 from panel.insights.lib import statements

@@ -10,8 +10,8 @@ import logging
 
 from django.conf import settings
 
+from panel.clusters.face import destinations
 from panel.clusters.lib.hosts import InvalidHost, validate_host
-from panel.clusters.services import destinations
 from panel.core.errors import N_, ServiceError
 
 log = logging.getLogger(__name__)

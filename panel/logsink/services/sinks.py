@@ -9,8 +9,8 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
+from panel.clusters.face import transitions
 from panel.clusters.models import Cluster
-from panel.clusters.services import transitions
 from panel.core.errors import N_, Message, ServiceError
 from panel.logsink.lib import config as sink_config
 from panel.logsink.lib.config import InvalidSink

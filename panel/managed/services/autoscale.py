@@ -9,10 +9,9 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
-from panel.clusters.engine import postgres
+from panel.clusters.face import postgres, resize, transitions
 from panel.clusters.lib.plans import PLANS, Plan
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
-from panel.clusters.services import resize, transitions
 from panel.core.errors import C_, N_, Message, ServiceError
 from panel.insights.services.alerts import notify_owner
 from panel.managed.models import Autoscale

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.db import transaction
 
-from panel.clusters import services as cluster_services
+from panel.clusters.face import services as cluster_services
 from panel.clusters.lib import firewall
 from panel.clusters.lib.plans import PLANS_BY_SLUG
 from panel.clusters.models import Cluster, TrustedSource

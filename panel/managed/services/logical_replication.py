@@ -12,10 +12,8 @@ from django.conf import settings
 from django.db import transaction
 from psycopg import sql
 
-from panel.clusters.engine import dbconn, isolation
+from panel.clusters.face import dbconn, failures, isolation, require_local, transitions
 from panel.clusters.models import Cluster, DatabaseUser
-from panel.clusters.services import failures, transitions
-from panel.clusters.services.lifecycle import require_local
 from panel.core import runas
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError

@@ -12,10 +12,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from panel.clusters import hooks
-from panel.clusters.engine import dbconn, postgres
+from panel.clusters.face import dbconn, perform_action, postgres, require_local, transitions
 from panel.clusters.models import Cluster, ClusterStatus, status_word
-from panel.clusters.services import perform_action, transitions
-from panel.clusters.services.lifecycle import require_local
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
 from panel.core.runas import EngineError

@@ -19,12 +19,10 @@ import logging
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from panel.clusters.engine import dbconn, postgres
+from panel.clusters.face import dbconn, ha, postgres, roles, transitions
 from panel.clusters.lib import refusals
 from panel.clusters.models import Cluster, DatabaseUser
 from panel.clusters.models.servers import server_host
-from panel.clusters.services import roles, transitions
-from panel.clusters.standbys.services import ha
 from panel.core import taskqueue
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError

@@ -6,9 +6,8 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from panel.clusters.engine import dbconn
+from panel.clusters.face import dbconn, transitions
 from panel.clusters.models import Cluster
-from panel.clusters.services import transitions
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
 from panel.env import env_int

@@ -25,10 +25,9 @@ from django.conf import settings
 from django.core.cache import cache
 from psycopg import sql
 
-from panel.clusters.engine import dbconn
+from panel.clusters.face import attach, dbconn, destinations, failures
 from panel.clusters.lib import libpq
 from panel.clusters.lib.hosts import InvalidHost, validate_host
-from panel.clusters.services import attach, destinations, failures
 from panel.core.errors import N_, ServiceError
 from panel.env import env_int
 from panel.migrate.lib import source as source_lib

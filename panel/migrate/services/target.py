@@ -35,10 +35,9 @@ import psycopg
 from django.conf import settings
 from psycopg import sql
 
-from panel.clusters.engine import dbconn, isolation, panel_roles
+from panel.clusters.face import dbconn, isolation, member_tls, panel_roles
 from panel.clusters.models import Cluster, credentials
 from panel.clusters.models.servers import server_host, server_port
-from panel.clusters.standbys.engine import member_tls
 from panel.core import runas
 from panel.core.errors import N_, ServiceError
 from panel.migrate.lib import source as source_lib

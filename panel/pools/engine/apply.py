@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
-from panel.clusters.engine import dbconn, isolation
+from panel.clusters.face import dbconn, isolation
 from panel.clusters.models import Cluster
 from panel.core.errors import N_, ServiceError
 from panel.core.runas import EngineError

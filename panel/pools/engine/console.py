@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 
-from panel.clusters.engine import dbconn
+from panel.clusters.face import dbconn
 from panel.clusters.models import Cluster
 from panel.pools.engine.disk import bouncer_files
 from panel.pools.engine.rendering import ADMIN_ROLE, get_pooler

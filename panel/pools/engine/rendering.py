@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from panel import crypto
-from panel.clusters.engine import dbconn
+from panel.clusters.face import dbconn
 from panel.clusters.models import Cluster
 from panel.clusters.models.firewall import trusted_source_values
 from panel.clusters.models.servers import server_host, server_port

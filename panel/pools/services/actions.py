@@ -12,8 +12,8 @@ import logging
 
 from django.db import transaction
 
+from panel.clusters.face import transitions
 from panel.clusters.models import Cluster
-from panel.clusters.services import transitions
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
 from panel.pools.engine.apply import apply_config, lock_cluster

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from panel.clusters.engine import dbconn, isolation
+from panel.clusters.face import dbconn, isolation
 from panel.clusters.models import Cluster, ClusterEntry, ClusterStatus, Node
 from panel.core import agent
 from panel.core.agent import on_node

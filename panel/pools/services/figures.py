@@ -11,10 +11,9 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from panel.clusters.engine import dbconn
+from panel.clusters.face import database_user, dbconn
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster
-from panel.clusters.services.overview import database_user
 from panel.core.agent import on_node
 from panel.core.errors import N_, ServiceError
 from panel.pools.engine import console, supervisor

@@ -7,8 +7,8 @@ import logging
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 
+from panel.clusters.face import transitions
 from panel.clusters.models import Cluster
-from panel.clusters.services import transitions
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
 from panel.core.polling import wait_for

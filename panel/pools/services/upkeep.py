@@ -7,10 +7,9 @@ import logging
 from django.conf import settings
 from django.db import transaction
 
+from panel.clusters.face import ha, transitions
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel, MemberRole
 from panel.clusters.models.firewall import trusted_source_values
-from panel.clusters.services import transitions
-from panel.clusters.standbys.services import ha
 from panel.core.errors import N_, Message, ServiceError, message_to_text, shown_text
 from panel.pools.engine import disk, supervisor
 from panel.pools.engine.apply import apply_config

@@ -10,8 +10,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from panel.clusters.face import transitions
 from panel.clusters.models import Cluster, ClusterStatus
-from panel.clusters.services import transitions
 from panel.core.errors import N_, Message, ServiceError
 from panel.quotas.lib.quota import (
     QuotaInputError,

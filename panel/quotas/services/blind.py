@@ -8,8 +8,8 @@ reading is lower, and the cluster says why, as an event and a banner, until it c
 
 from __future__ import annotations
 
+from panel.clusters.face import transitions
 from panel.clusters.models import Cluster, EventLevel
-from panel.clusters.services import transitions
 from panel.core.errors import N_, Message
 from panel.quotas.lib import blindness
 from panel.quotas.models import Quota, QuotaKind, Storage

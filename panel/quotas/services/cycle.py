@@ -15,8 +15,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from panel.clusters import hooks
+from panel.clusters.face import transitions
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
-from panel.clusters.services import transitions
 from panel.core.agent import on_node
 from panel.core.errors import C_, N_, Message, Term
 from panel.insights.lib import metrics

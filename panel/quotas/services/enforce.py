@@ -9,8 +9,8 @@ from collections.abc import Sequence
 
 from django.conf import settings
 
-from panel.clusters import services as cluster_services
-from panel.clusters.engine import dbconn, isolation
+from panel.clusters.face import dbconn, isolation
+from panel.clusters.face import services as cluster_services
 from panel.clusters.lib.pgconf import QUOTA_FILE, render_quota_conf
 from panel.clusters.models import Cluster
 from panel.core import runas

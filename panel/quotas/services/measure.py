@@ -15,7 +15,7 @@ import psycopg
 from django.conf import settings
 from psycopg import sql
 
-from panel.clusters.engine import dbconn
+from panel.clusters.face import dbconn
 from panel.clusters.models import Cluster
 from panel.quotas.lib import blindness
 

@@ -13,7 +13,7 @@ from django.core.management.base import CommandError, CommandParser
 
 from panel.api import services
 from panel.api.models import ApiToken, Scope
-from panel.clusters.management.cli import PanelCommand, find_user, print_table
+from panel.clusters.face import PanelCommand, find_user, print_table
 
 
 class Command(PanelCommand):

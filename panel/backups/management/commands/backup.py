@@ -18,7 +18,7 @@ from django.template.defaultfilters import filesizeformat
 from panel import crypto
 from panel.backups.lib import pgbackrest
 from panel.backups.services import backups, restore
-from panel.clusters.management.cli import PanelCommand, find_cluster
+from panel.clusters.face import PanelCommand, find_cluster
 
 
 def parse_time(text: str) -> dt.datetime:

@@ -10,7 +10,7 @@ from typing import Protocol
 
 import psutil
 
-from panel.clusters.engine import postgres
+from panel.clusters.face import postgres
 from panel.clusters.models import Cluster
 from panel.insights.engine.snapshot import (
     CollectTimeout,

@@ -14,8 +14,8 @@ import time
 import psycopg
 from django.conf import settings
 
-from panel.clusters import services as cluster_services
-from panel.clusters.engine import dbconn
+from panel.clusters.face import dbconn
+from panel.clusters.face import services as cluster_services
 from panel.insights.engine.snapshot import (
     STATEMENT_TIMEOUT_MS,
     CollectTimeout,

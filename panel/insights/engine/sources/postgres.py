@@ -11,7 +11,7 @@ from typing import Any
 
 import psycopg
 
-from panel.clusters.engine import dbconn
+from panel.clusters.face import dbconn
 from panel.clusters.models import Cluster
 from panel.insights.engine.snapshot import (
     SCAN_DATABASES,

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.core.management.base import CommandError, CommandParser
 from django.utils import timezone
 
-from panel.clusters.management.cli import PanelCommand, find_cluster, human_size, print_table
+from panel.clusters.face import PanelCommand, find_cluster, human_size, print_table
 from panel.clusters.models import Cluster
 from panel.insights import services
 from panel.insights.engine.collector import Snapshot

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from panel.clusters.management.cli import PanelCommand, cluster_subcommands, find_cluster, print_table
+from panel.clusters.face import PanelCommand, cluster_subcommands, find_cluster, print_table
 from panel.insights import services
 from panel.insights.lib.statements import SORTS
 from panel.insights.services import queries

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from panel.clusters.management.cli import PanelCommand, find_cluster
+from panel.clusters.face import PanelCommand, find_cluster
 from panel.core.errors import ServiceError
 from panel.logs import services
 from panel.logs.lib.logfile import LogEntry

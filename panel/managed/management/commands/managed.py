@@ -13,7 +13,7 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from panel.clusters.management.cli import PanelCommand, cluster_subcommands, find_cluster
+from panel.clusters.face import PanelCommand, cluster_subcommands, find_cluster
 from panel.managed.services import autoscale, maintenance, tags
 
 

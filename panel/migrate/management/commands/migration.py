@@ -17,7 +17,7 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from panel.clusters.management.cli import PanelCommand, cluster_subcommands, find_cluster, print_table
+from panel.clusters.face import PanelCommand, cluster_subcommands, find_cluster, print_table
 from panel.migrate.services import actions, cutover
 
 PASSWORD_VARIABLE = "MIGRATION_SOURCE_PASSWORD"

@@ -11,8 +11,8 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
+from panel.clusters.face import PanelCommand, find_cluster
 from panel.clusters.lib.connstr import FORMATS
-from panel.clusters.management.cli import PanelCommand, find_cluster
 from panel.pools import services
 from panel.pools.models import ConnectionPool, PoolMode
 

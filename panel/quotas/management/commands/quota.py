@@ -15,7 +15,7 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from panel.clusters.management.cli import PanelCommand, find_cluster
+from panel.clusters.face import PanelCommand, find_cluster
 from panel.quotas import services
 from panel.quotas.models import Quota, QuotaKind
 from panel.quotas.services import reserve
