@@ -150,29 +150,32 @@ def reconcile_pgbouncer(cluster: Cluster) -> str | None:
         return None
     pooler = Pooler.objects.filter(cluster=cluster).first()
     if running and (pooler is None or pooler.status != PoolerStatus.ERROR):
-        if not _target_current(cluster, files):
+        # Files that no longer say what the rows do are rewritten, the first such found each round:
+        # a node back after a failover recorded elsewhere (its pools on the old primary); files
+        # from before trusted sources (no hba file: every address) or a change that did not reach
+        # them; a file from before the idle timeout changed (PgBouncer's 600 s before issue 11).
+        idle = f"server_idle_timeout set to {settings.PANEL_POOL_SERVER_IDLE_TIMEOUT} s"
+        for current, done, failed in (
+            (
+                lambda: _target_current(cluster, files),
+                "repointed at the primary",
+                "not repointed at the primary",
+            ),
+            (
+                lambda: _trusted_sources_current(cluster, files),
+                "trusted sources brought up to date",
+                "trusted sources not updated",
+            ),
+            (lambda: _idle_timeout_current(files), idle, "idle timeout not updated"),
+        ):
+            if current():
+                continue
             try:
                 apply_config(cluster)
             except ServiceError as exc:
-                return f"{cluster.name}: PgBouncer not repointed at the primary: {exc.message}"
-            return f"{cluster.name}: PgBouncer repointed at the primary"
-        if not _trusted_sources_current(cluster, files):
-            # Files from before trusted sources (no hba file: every address), or a change that
-            # did not reach them: rewrite them, so the pooler lets in whom the server lets in.
-            try:
-                apply_config(cluster)
-            except ServiceError as exc:
-                return f"{cluster.name}: PgBouncer trusted sources not updated: {exc.message}"
-            return f"{cluster.name}: PgBouncer trusted sources brought up to date"
-        if _idle_timeout_current(files):
-            return None
-        # A file written before the idle timeout changed (PgBouncer's 600 s before issue 11):
-        # rewrite it, so held slots come back as the panel says they do.
-        try:
-            apply_config(cluster)
-        except ServiceError as exc:
-            return f"{cluster.name}: PgBouncer idle timeout not updated: {exc.message}"
-        return f"{cluster.name}: PgBouncer server_idle_timeout set to {settings.PANEL_POOL_SERVER_IDLE_TIMEOUT} s"
+                return f"{cluster.name}: PgBouncer {failed}: {exc.message}"
+            return f"{cluster.name}: PgBouncer {done}"
+        return None
     if not running:
         transitions.log_event(
             cluster,
