@@ -34,7 +34,7 @@ from panel.clusters.services.overview import connection_details
 from panel.clusters.standbys.engine import etcd as etcd_engine
 from panel.clusters.standbys.engine import patroni
 from panel.clusters.standbys.lib import patroni as patroni_lib
-from panel.clusters.standbys.services import members as members_service
+from panel.clusters.standbys.services import switchover as switchover_service
 from panel.clusters.standbys.services import vip
 from panel.core.errors import ServiceError
 from panel.core.polling import wait_for
@@ -225,7 +225,7 @@ def primary_on_own_node(nsnodes: NsNodes, cluster: Cluster) -> ClusterMember:
 
         def switched(to: str | None = target) -> bool:
             try:  # refused while Patroni still calls it starting (back from a loss, say)
-                members_service.switchover(cluster, to)
+                switchover_service.switchover(cluster, to)
             except ServiceError:
                 return False
             return True

@@ -37,7 +37,7 @@ from panel.clusters.models import Cluster, ClusterMember, ClusterStatus, EtcdMem
 from panel.clusters.services.overview import connection_details
 from panel.clusters.standbys.engine import etcd as etcd_engine
 from panel.clusters.standbys.engine import patroni
-from panel.clusters.standbys.services import members as members_service
+from panel.clusters.standbys.services import switchover as switchover_service
 from panel.clusters.standbys.services.ha_files import member_config_path
 from panel.core.polling import wait_for
 from panel.pools import services as pools
@@ -330,7 +330,7 @@ def test_a_frozen_primary_node_is_replaced_and_rejoins(
     if found[0][0].node_id == cluster.node_id:  # the entry point's node: move the primary away
         away = cluster.members.exclude(node_id=cluster.node_id).order_by("name").first()
         assert away is not None
-        members_service.switchover(cluster, away.name)
+        switchover_service.switchover(cluster, away.name)
         wait_until(
             lambda: streaming_to_two() and found[0] is not None and found[0][0].pk == away.pk,
             timeout=STREAMING_TIMEOUT,
