@@ -74,6 +74,7 @@ class Loss:
     streaming_again: float
     etcd_leader_was_there: bool
     new_primary: str
+    etcd_elections: int  # from before the loss until the member streams again
 
     @property
     def slowest(self) -> float:
@@ -244,32 +245,6 @@ def primary_on_own_node(nsnodes: NsNodes, cluster: Cluster) -> ClusterMember:
     return primary
 
 
-def etcd_view(nsnodes: NsNodes) -> tuple[list[str], Any, dict[str, str]]:
-    """The panel's etcd as a node's client sees it: URLs, TLS files, member id → node name."""
-    urls = [f"https://{r.host}:{r.client_port}" for r in EtcdMember.objects.all()]
-    tls = nsview.panel_etcd_tls(nsnodes.agents[0])
-    return urls, tls, {m.id: m.name for m in etcd_engine.members(urls, tls)}
-
-
-def etcd_leader_to(nsnodes: NsNodes, node_name: str) -> str:
-    """The panel's etcd leadership moved to ``node_name``'s member (etcd's transfer, asked of the
-    leader); the name of the node whose member leads afterwards."""
-    urls, tls, names = etcd_view(nsnodes)
-    leader = etcd_engine.leader(urls, tls)
-    target = next(i for i, name in names.items() if name == node_name)
-    if leader != target:
-        leader_url = next(
-            u
-            for u, r in zip(urls, EtcdMember.objects.all(), strict=True)
-            if r.node and r.node.name == names[leader]
-        )
-        etcd_engine.call(
-            [leader_url], "/v3/maintenance/transfer-leadership", {"targetID": str(int(target, 16))}, tls
-        )
-        wait_for(lambda: etcd_engine.leader(urls, tls) == target, 15, interval=0.2)
-    return names[etcd_engine.leader(urls, tls)]
-
-
 def start_isolated(
     nsnodes: NsNodes, agent: NsAgent, cluster: Cluster, member: ClusterMember, log: Path, first: int
 ) -> subprocess.Popen[bytes]:
@@ -317,10 +292,11 @@ def lose(
     old = primary_on_own_node(nsnodes, cluster)
     agent = nsnodes.agent_on(cluster.node.name)
     if etcd_leader_there:
-        leader_node = etcd_leader_to(nsnodes, agent.name)
+        leader_node = nsview.etcd_leader_to(nsnodes, agent.name)
     else:
-        urls, tls, names = etcd_view(nsnodes)
+        urls, tls, names = nsview.etcd_view(nsnodes)
         leader_node = names.get(etcd_engine.leader(urls, tls), "")
+    term = nsview.etcd_term(nsnodes)
     base = (int(time.time()) % 10**6) * 10**8
     writers = [Writer(name, setup.uris[name], base + i * 10**7) for i, name in enumerate(WRITERS)]
     threads = [thread for writer in writers for thread in writer.start()]
@@ -397,4 +373,5 @@ def lose(
         streaming_again,
         leader_node == agent.name,
         found[0][0].name,
+        nsview.etcd_term(nsnodes) - term,
     )

@@ -1,20 +1,24 @@
 """What a test sees of a cluster whose members run on the namespace nodes
 (tests/fixtures/nsnodes.py): each member's server over its own node's socket, the primary's
-replication as it sees it, the panel's etcd client files as a node keeps them, a write through
-the entry point, a reconciler round on every node. Observations, not what a client does."""
+replication as it sees it, the panel's etcd (its client files as a node keeps them, its
+members, leader and term), a write through the entry point, a reconciler round on every node.
+Observations, not what a client does."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from django.conf import settings
 
 from panel import crypto
 from panel.clusters.lib.connstr import ConnectionDetails
-from panel.clusters.models import Cluster, ClusterMember, Node
+from panel.clusters.models import Cluster, ClusterMember, EtcdMember, Node
+from panel.clusters.standbys.engine import etcd as etcd_engine
 from panel.clusters.standbys.lib import etcd as etcd_lib
 from panel.core import taskqueue
+from panel.core.polling import wait_for
 from tests.fixtures.nsnodes import NsAgent, NsNodes
 
 RECONCILE = "panel.clusters.tasks.reconcile"
@@ -86,3 +90,35 @@ def write_through(details: ConnectionDetails, note: str) -> str | None:
     except psycopg.Error:
         return None
     return str(row[0]) if row else None
+
+
+def etcd_view(nsnodes: NsNodes) -> tuple[list[str], Any, dict[str, str]]:
+    """The panel's etcd as a node's client sees it: URLs, TLS files, member id → node name."""
+    urls = [f"https://{r.host}:{r.client_port}" for r in EtcdMember.objects.all()]
+    tls = panel_etcd_tls(nsnodes.agents[0])
+    return urls, tls, {m.id: m.name for m in etcd_engine.members(urls, tls)}
+
+
+def etcd_term(nsnodes: NsNodes) -> int:
+    """The panel's etcd's Raft term: one more for each election held."""
+    urls, tls, _names = etcd_view(nsnodes)
+    return int(etcd_engine.call(urls, "/v3/maintenance/status", {}, tls)["raftTerm"])
+
+
+def etcd_leader_to(nsnodes: NsNodes, node_name: str) -> str:
+    """The panel's etcd leadership moved to ``node_name``'s member (etcd's transfer, asked of the
+    leader); the name of the node whose member leads afterwards."""
+    urls, tls, names = etcd_view(nsnodes)
+    leader = etcd_engine.leader(urls, tls)
+    target = next(i for i, name in names.items() if name == node_name)
+    if leader != target:
+        leader_url = next(
+            u
+            for u, r in zip(urls, EtcdMember.objects.all(), strict=True)
+            if r.node and r.node.name == names[leader]
+        )
+        etcd_engine.call(
+            [leader_url], "/v3/maintenance/transfer-leadership", {"targetID": str(int(target, 16))}, tls
+        )
+        wait_for(lambda: etcd_engine.leader(urls, tls) == target, 15, interval=0.2)
+    return names[etcd_engine.leader(urls, tls)]

@@ -133,6 +133,8 @@ def test_the_clusters_own_node_frozen_with_the_etcd_leader(
         nsnodes, lossy, "freeze", tmp_path / "isolated.log", while_down, etcd_leader_there=True
     )
     assert loss.etcd_leader_was_there, "the panel's etcd leader was not moved onto the lost node"
+    # One election, the survivors': the thawed member (pre-vote) joins their leader.
+    assert loss.etcd_elections == 1, loss
     _after(loss, lossy, nsnodes)
 
 
@@ -148,4 +150,6 @@ def test_the_clusters_own_node_cut_off_acknowledges_nothing_after_the_new_primar
     log = (tmp_path / "isolated.log").read_text()
     assert loss.split_brain == 0, log[-3000:]
     assert machine_loss.isolated_acks(tmp_path / "isolated.log"), "the isolated client never wrote"
+    # The member cut off alone counted no term up (pre-vote): its return deposes no leader.
+    assert loss.etcd_elections == (1 if loss.etcd_leader_was_there else 0), loss
     _after(loss, lossy, nsnodes)

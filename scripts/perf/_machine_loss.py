@@ -50,7 +50,8 @@ def run(trials: int) -> None:
             print(
                 f"machine-loss #{number} ({kind}{', etcd leader there' if loss.etcd_leader_was_there else ''}): "
                 f"first write {writes}; lost {loss.lost} of {loss.acked}; unknown {loss.unknown}{split}; "
-                f"{loss.new_primary} took over; back, streaming again after {loss.streaming_again:.1f} s",
+                f"{loss.new_primary} took over; back, streaming again after {loss.streaming_again:.1f} s; "
+                f"etcd elections {loss.etcd_elections}",
                 flush=True,
             )
     print()
