@@ -10,7 +10,7 @@ from panel.api.services.databases import connection_object
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster, ClusterEvent, Database, DatabaseUser
 from panel.core.errors import ServiceError
-from panel.managed.services import logical_replication
+from panel.managed.face import logical_replication
 from panel.pools.face import pool_connection_details
 from panel.pools.models import ConnectionPool
 
