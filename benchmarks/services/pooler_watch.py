@@ -14,9 +14,7 @@ import psutil
 
 from benchmarks.lib.pooler_load import PoolerSample, summarize
 from benchmarks.models import BenchmarkRun
-from panel.pools.engine import console, supervisor
-from panel.pools.engine.console import admin_console
-from panel.pools.engine.disk import bouncer_files
+from panel.pools.face import admin_console, bouncer_files, console, supervisor
 from panel.pools.lib.admin_console import pool_totals
 from panel.pools.models import ConnectionPool
 

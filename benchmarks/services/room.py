@@ -18,8 +18,8 @@ from benchmarks.services.config import heartbeat_interval, run_margin
 from benchmarks.services.targets import ResolvedTarget
 from panel.clusters.models import Cluster
 from panel.core.errors import N_, Count, ServiceError
-from panel.pools import services as pools_services
-from panel.pools.services import ServerRoom
+from panel.pools.face import ServerRoom
+from panel.pools.face import services as pools_services
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,8 @@ from benchmarks.models import BenchmarkRun, RunStatus, Sweep, SweepKind
 from panel.clusters.models import Cluster
 from panel.core.errors import N_, ServiceError
 from panel.core.polling import wait_for
-from panel.pools import services as pools_services
-from panel.pools.engine import console
-from panel.pools.engine.console import admin_console
+from panel.pools.face import admin_console, console
+from panel.pools.face import services as pools_services
 from panel.pools.lib.admin_console import pool_totals
 from panel.pools.models import ConnectionPool
 

@@ -27,7 +27,7 @@ from benchmarks.services.targets import ResolvedTarget
 from panel.clusters.models import Cluster
 from panel.core.agent import on_node
 from panel.core.errors import N_, ServiceError
-from panel.pools import services as pools_services
+from panel.pools.face import services as pools_services
 from panel.pools.models import ConnectionPool, PoolMode
 
 MAX_POOL_SIZES = 10

@@ -8,7 +8,7 @@ from benchmarks.lib import pgbench_command as cmd
 from panel.clusters.face import transitions
 from panel.clusters.models import Cluster, DatabaseUser
 from panel.core.errors import N_, ServiceError
-from panel.pools.engine.rendering import MAX_CLIENT_CONN
+from panel.pools.face import MAX_CLIENT_CONN
 from panel.pools.models import ConnectionPool
 
 LOOPBACK = "127.0.0.1"

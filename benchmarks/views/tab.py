@@ -18,7 +18,7 @@ from panel.clusters.face import get_cluster_for_user
 from panel.clusters.models import Cluster
 from panel.core.errors import ServiceError
 from panel.core.web import PanelRequest, add_service_error, go_to
-from panel.pools import services as pools_services
+from panel.pools.face import services as pools_services
 
 
 def _datasets_context(cluster: Cluster, form: InitDataSetForm | None = None) -> dict[str, Any]:

@@ -24,8 +24,7 @@ from panel.core.agent import on_node
 from panel.core.errors import N_, ServiceError
 from panel.logs.lib import jsonlog, logfile
 from panel.logs.lib.logfile import LogEntry, Position
-from panel.pools.engine.disk import bouncer_files
-from panel.pools.engine.rendering import ADMIN_ROLE
+from panel.pools.face import ADMIN_ROLE, bouncer_files
 from panel.pools.models import Pooler
 
 POSTGRES = "postgres"

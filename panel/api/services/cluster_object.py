@@ -14,9 +14,9 @@ from django.db.models import QuerySet
 from panel.api.services import databases, resources
 from panel.clusters.face import host_of
 from panel.clusters.models import Cluster
+from panel.managed.face import create as managed_create
+from panel.managed.face import maintenance, tags
 from panel.managed.lib.updates import DAYS
-from panel.managed.services import create as managed_create
-from panel.managed.services import maintenance, tags
 
 # PostgreSQL's own support policy: each major is supported five years from its first release
 # (postgresql.org/support/versioning); the date is its final minor release's.

@@ -10,9 +10,9 @@ from panel.api.services.databases import connection_object
 from panel.clusters.lib.connstr import ConnectionDetails
 from panel.clusters.models import Cluster, ClusterEvent, Database, DatabaseUser
 from panel.core.errors import ServiceError
-from panel.managed.services import logical_replication
+from panel.managed.face import logical_replication
+from panel.pools.face import pool_connection_details
 from panel.pools.models import ConnectionPool
-from panel.pools.services.figures import pool_connection_details
 
 ROLE_PRIMARY = "primary"  # the cluster's admin user, as the managed service calls doadmin
 ROLE_NORMAL = "normal"

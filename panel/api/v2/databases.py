@@ -26,7 +26,7 @@ from panel.api.v2.schemas import (
 from panel.clusters.face import clusters_for
 from panel.clusters.face import services as cluster_services
 from panel.clusters.models import Cluster
-from panel.managed.services import tags
+from panel.managed.face import tags
 
 router = Router(tags=["databases"])
 

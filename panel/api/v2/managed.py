@@ -21,7 +21,7 @@ from panel.api.v2.managed_schemas import (
     MetricsCredentialsIn,
     MetricsCredentialsOut,
 )
-from panel.managed.services import autoscale, maintenance, metrics
+from panel.managed.face import autoscale, maintenance, metrics
 
 router = Router(tags=["databases"])
 

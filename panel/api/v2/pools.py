@@ -16,7 +16,7 @@ from panel.api.v2.common import ERRORS, WRITE_ERRORS, Pagination, listed, owned_
 from panel.api.v2.errors import ApiError
 from panel.api.v2.schemas import PoolCreateIn, PoolListOut, PoolOut, PoolUpdateIn
 from panel.clusters.models import Cluster
-from panel.pools import services as pool_services
+from panel.pools.face import services as pool_services
 from panel.pools.models import ConnectionPool
 
 router = Router(tags=["databases"])

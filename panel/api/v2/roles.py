@@ -27,7 +27,7 @@ from panel.api.v2.schemas import (
 from panel.clusters.face import roles
 from panel.clusters.models import Cluster, Database, DatabaseUser
 from panel.core.errors import ServiceError
-from panel.managed.services import logical_replication
+from panel.managed.face import logical_replication
 
 router = Router(tags=["databases"])
 USERS = "/{uuid:database_id}/users"

@@ -18,7 +18,7 @@ from panel.clusters.face import dbconn, transitions
 from panel.clusters.models import Cluster, EventLevel
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
-from panel.insights.services import alerts
+from panel.insights.face import alerts
 
 log = logging.getLogger(__name__)
 

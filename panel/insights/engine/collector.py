@@ -37,8 +37,7 @@ from panel.insights.engine.sources.pgbouncer import collect_pgbouncer
 from panel.insights.engine.sources.postgres import collect_postgres, collect_scans
 from panel.insights.engine.sources.replication_lag import collect_replication
 from panel.insights.lib.metrics import HOST, PGBOUNCER, POSTGRES
-from panel.pools.engine import console, supervisor
-from panel.pools.engine.disk import bouncer_files
+from panel.pools.face import bouncer_files, console, supervisor
 
 __all__ = [
     "BUDGET_SECONDS",

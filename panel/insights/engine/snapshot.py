@@ -20,7 +20,7 @@ import psycopg
 from panel.clusters.face import dbconn
 from panel.clusters.models import Cluster
 from panel.insights.lib.statements import Baseline, Collected
-from panel.pools.engine import console
+from panel.pools.face import console
 from panel.pools.models import Pooler
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from panel.clusters.face import postgres, resize, transitions
 from panel.clusters.lib.plans import PLANS, Plan
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
 from panel.core.errors import C_, N_, Message, ServiceError
-from panel.insights.services.alerts import notify_owner
+from panel.insights.face import notify_owner
 from panel.managed.models import Autoscale
 
 log = logging.getLogger(__name__)

@@ -20,8 +20,7 @@ from panel.core.runas import EngineError
 from panel.core.taskqueue import enqueue_task
 from panel.managed.lib.updates import DAYS, day_name, in_window, newer, parse_hour, parse_version
 from panel.managed.models import Maintenance
-from panel.pools.engine import console, supervisor
-from panel.pools.services.figures import pooler_running
+from panel.pools.face import console, pooler_running, supervisor
 
 log = logging.getLogger(__name__)
 # A cluster updated in its window is not restarted again in the same window.

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from panel.clusters.models import Cluster
 from panel.core.errors import N_, ServiceError
-from panel.insights.prometheus import exposition
+from panel.insights.face import exposition
 from panel.managed.models import MetricsCredentials
 
 USERNAME = re.compile(r"[A-Za-z0-9_.@-]{3,64}")

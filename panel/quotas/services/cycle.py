@@ -19,9 +19,9 @@ from panel.clusters.face import transitions
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
 from panel.core.agent import on_node
 from panel.core.errors import C_, N_, Message, Term
+from panel.insights.face import alerts
 from panel.insights.lib import metrics
 from panel.insights.models import MetricPoint
-from panel.insights.services import alerts
 from panel.quotas.lib.quota import Limit, State, human_space, judge, watermark
 from panel.quotas.models import Quota, QuotaKind, QuotaState, Storage
 from panel.quotas.services import blind, enforce, reserve

@@ -8,9 +8,7 @@ import time
 
 from panel.insights.engine import snapshot
 from panel.insights.lib.metrics import PGBOUNCER, label
-from panel.pools.engine import console
-from panel.pools.engine.disk import bouncer_files
-from panel.pools.engine.rendering import ADMIN_ROLE
+from panel.pools.face import ADMIN_ROLE, bouncer_files, console
 from panel.pools.lib.admin_console import PoolTotals, pool_totals
 
 log = logging.getLogger(__name__)
