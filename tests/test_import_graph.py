@@ -146,3 +146,21 @@ def test_no_module_is_over_400_lines() -> None:
         and (lines := len(path.read_text().splitlines())) > MAX_LINES
     }
     assert long == {}
+
+
+def test_every_app_shows_the_others_a_face() -> None:
+    """Each app but core (what every app shares) keeps its inner modules behind a "protected"
+    contract that only it (and the project's URLs) may pass: a new app without one is found."""
+    guarded = {
+        importer
+        for contract in _contracts()
+        if contract.get("type") == "protected"
+        for importer in contract["allowed_importers"]
+        if any(module.startswith(importer + ".") for module in contract["protected_modules"])
+    }
+    apps = {
+        ".".join(path.parent.relative_to(ROOT).parts)
+        for package in PACKAGES
+        for path in (ROOT / package).glob("**/apps.py")
+    }
+    assert apps - guarded - {"panel.core"} == set()
