@@ -2,8 +2,9 @@
 
 The fixtures themselves live in ``tests/fixtures/`` by concern (registered below): the personas
 (``people``), real Redis, Celery workers and node agents (``processes``), real clusters
-(``clusters``), the session's two-member cluster (``ha_pair``) and nodes with addresses of
-their own in network namespaces (``netns``) and the panel's node agents in them (``nsnodes``).
+(``clusters``), the session's two-member cluster (``ha_pair``), the pair of node agents the
+two-node journeys share (``agent_pair``) and nodes with addresses of their own in network
+namespaces (``netns``) and the panel's node agents in them (``nsnodes``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ pytest_plugins = [
     "tests.fixtures.processes",
     "tests.fixtures.clusters",
     "tests.fixtures.ha_pair",
+    "tests.fixtures.agent_pair",
     "tests.fixtures.netns",
     "tests.fixtures.nsnodes",
 ]
