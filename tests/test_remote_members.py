@@ -15,7 +15,7 @@ import signal
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -37,7 +37,7 @@ from panel.core import runas, taskqueue
 from panel.core.errors import ServiceError
 from panel.core.polling import wait_for
 from panel.pools import services as pools
-from tests.test_two_nodes import Agent, two_nodes  # noqa: F401
+from tests.fixtures.agent_pair import Agent
 
 pytestmark = pytest.mark.integration
 
@@ -166,19 +166,10 @@ def _synchronous(socket_dir: Path, port: int, standby: ClusterMember) -> bool:
     return row == ("streaming", "sync")
 
 
-@pytest.fixture
-def spread(two_nodes: tuple[Agent, Agent]) -> Iterator[tuple[Agent, Agent]]:  # noqa: F811
-    """The two agents; afterwards node A's etcd (the cluster's consensus store) stopped too."""
-    yield two_nodes
-    with override_settings(PANEL_PROCESS_ROLE="all"):
-        for agent in two_nodes:
-            patroni.stop_etcd(agent.data_dir / "etcd" / "data")
-
-
 def test_a_standby_on_another_node_is_run_there_and_takes_over(
-    spread: tuple[Agent, Agent], owner: User, wait_until: Callable[..., object]
+    two_nodes: tuple[Agent, Agent], owner: User, wait_until: Callable[..., object]
 ) -> None:
-    a, b = spread
+    a, b = two_nodes
     wait_until(lambda: all(Node.objects.get(pk=x.node.pk).is_alive for x in (a, b)), timeout=60)
     cluster = services.create_cluster(
         owner, name="spread", plan_slug="db-s-1vcpu-2gb", num_nodes=2, node=a.node.name
@@ -395,9 +386,9 @@ def _pids(owner: User) -> dict[str, int | None]:
 
 
 def test_a_configuration_change_reaches_the_member_on_another_node_or_nowhere(
-    spread: tuple[Agent, Agent], owner: User, wait_until: Callable[..., object]
+    two_nodes: tuple[Agent, Agent], owner: User, wait_until: Callable[..., object]
 ) -> None:
-    a, b = spread
+    a, b = two_nodes
     wait_until(lambda: all(Node.objects.get(pk=x.node.pk).is_alive for x in (a, b)), timeout=60)
     cluster = services.create_cluster(
         owner, name="spreadconf", plan_slug="db-s-1vcpu-2gb", num_nodes=2, node=a.node.name

@@ -31,7 +31,7 @@ from panel.clusters.services import roles, transitions
 from panel.clusters.tests.conftest import can_log_in, connect_as_client
 from panel.core import taskqueue
 from panel.core.errors import shown_text
-from tests.test_two_nodes import Agent, start_agent, two_nodes, wait_ready  # noqa: F401
+from tests.fixtures.agent_pair import Agent
 
 pytestmark = pytest.mark.integration
 
@@ -56,7 +56,7 @@ def _rows(replica: Cluster) -> set[int] | None:
 
 
 def test_a_replica_is_placed_built_and_run_on_another_node(
-    two_nodes: tuple[Agent, Agent],  # noqa: F811
+    two_nodes: tuple[Agent, Agent],
     redis_server: str,
     owner: User,
     owner_client: Client,
@@ -148,8 +148,7 @@ def test_a_replica_is_placed_built_and_run_on_another_node(
     assert f"The node agent “{a.node.name}”" in reason  # else after the call's timeout)
     assert _status(replica) == ClusterStatus.ERROR and "attempt 2" in shown_text(replica.error_message)
     with override_settings(PANEL_PROCESS_ROLE="all"):  # the harness starts it again, as after a reboot
-        a.proc = start_agent(a.node, a.data_dir, redis_server).proc
-        wait_ready(a)
+        a.restart(redis_server)
     wait_until(lambda: Node.objects.get(pk=a.node.pk).is_alive, timeout=60, message="A's heartbeat")
 
     sent = [0.0]

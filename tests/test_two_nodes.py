@@ -1,5 +1,6 @@
 """Two node agents on one machine (issue 13): each scripts/node_agent.py, a pair of real Celery
-workers with its own queues, data directory and port range. This process is the
+workers with its own queues, data directory and port range (``two_nodes``, the pair the two-node
+journeys share: tests/fixtures/agent_pair.py). This process is the
 web (role "web"): it runs no cluster and reaches them only through the agents.
 
 A cluster created on node B is provisioned by B's worker in B's data directory; a pool and a
@@ -10,14 +11,8 @@ draining A moves no data and refuses new clusters there.
 
 from __future__ import annotations
 
-import os
-import secrets
-import signal
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -29,138 +24,15 @@ from django.test import Client, override_settings
 from benchmarks import services as bench
 from benchmarks.lib.pgbench_command import RunOptions
 from benchmarks.models import RunStatus
-from conftest import ROOT, remove_clusters_in
 from panel.clusters import services
 from panel.clusters.models import Cluster, ClusterStatus, Node, NodeState
 from panel.clusters.services import nodes, roles
 from panel.clusters.tests.conftest import connect_as_client
-from panel.core import agent as agent_route
 from panel.core.errors import ServiceError
 from panel.pools import services as pools
-from tests.fixtures.processes import worker_env
+from tests.fixtures.agent_pair import DEAD_AFTER, Agent
 
 pytestmark = pytest.mark.integration
-
-HEARTBEAT = 1
-# The web (this process) and the agents judge a node silent alike: an agent calling another node's
-# agent (a heal, a configuration push) refuses at once instead of waiting out the call's timeout.
-DEAD_AFTER = 8
-
-
-@dataclass
-class Agent:
-    """One node's agent: scripts/node_agent.py (its tasks worker and its calls worker) and its log."""
-
-    node: Node
-    data_dir: Path
-    proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def log(self) -> Path:
-        return self.data_dir / "node-agent.log"
-
-    def served(self, task: str) -> int:
-        """How many ``task`` messages this agent's workers say they finished."""
-        lines = self.log.read_text(errors="replace").splitlines()
-        return sum(1 for line in lines if f"{task}[" in line and "succeeded" in line)
-
-    def pids(self) -> set[int]:
-        if self.proc is None or self.proc.poll() is not None:
-            return set()
-        return {
-            self.proc.pid,
-            *(child.pid for child in psutil.Process(self.proc.pid).children(recursive=True)),
-        }
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()  # the script stops both workers, as on Ctrl-C
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=10)
-
-
-def start_agent(node: Node, data_dir: Path, redis_url: str) -> Agent:
-    """scripts/node_agent.py for ``node``, with the database, broker and keys this process uses;
-    returns once both of its workers say they are ready."""
-    env = worker_env(
-        redis_url,
-        PANEL_NODE_NAME=node.name,
-        PANEL_TEST_DATA_DIR=str(data_dir),  # the test settings make it PANEL_DATA_DIR
-        PANEL_PORT_RANGE=f"{node.port_first}-{node.port_last}",
-        PANEL_PUBLIC_HOST=node.address,
-        PANEL_NODE_HEARTBEAT_SECONDS=str(HEARTBEAT),
-        PANEL_NODE_DEAD_AFTER=str(DEAD_AFTER),
-        DJANGO_SECRET_KEY=django_settings.SECRET_KEY,
-        PANEL_ENCRYPTION_KEY=django_settings.PANEL_ENCRYPTION_KEY,
-        PANEL_METRICS_TOKEN=django_settings.PANEL_METRICS_TOKEN,
-        # The task-signing pair, shared by every node as docs/hardening.md says.
-        PANEL_TASK_SIGNING_KEY=django_settings.CELERY_SECURITY_KEY,
-        PANEL_TASK_SIGNING_CERT=django_settings.CELERY_SECURITY_CERTIFICATE,
-    )
-    agent = Agent(node=node, data_dir=data_dir)
-    with open(agent.log, "wb") as out:
-        agent.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "scripts" / "node_agent.py")],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    return agent
-
-
-def wait_ready(agent: Agent) -> None:
-    ready = (f"worker-{agent.node.name}@", f"agent-{agent.node.name}@")
-    deadline = time.monotonic() + 90
-    while True:
-        lines = agent.log.read_text(errors="replace").splitlines()
-        if all(any(name in line and " ready." in line for line in lines) for name in ready):
-            return
-        if agent.proc is None or agent.proc.poll() is not None or time.monotonic() > deadline:
-            agent.stop()
-            pytest.fail("node agent did not start:\n" + "\n".join(lines[-40:]))
-        time.sleep(0.2)
-
-
-@pytest.fixture
-def two_nodes(redis_server: str, transactional_db: None, settings: object) -> Iterator[tuple[Agent, Agent]]:
-    root = Path(django_settings.PANEL_DATA_DIR) / "n"  # short: sockets under it stay < 100 bytes
-    root.mkdir(exist_ok=True)
-    root.chmod(0o711)  # clusters' system users traverse it, as the data directory itself
-    first, last = django_settings.PANEL_PORT_RANGE
-    agents = []
-    suffix = secrets.token_hex(2)
-    for index, letter in enumerate("ab"):
-        data_dir = root / f"{letter}{suffix}"
-        data_dir.mkdir(parents=True, mode=0o711)
-        data_dir.chmod(0o711)
-        low = last - 40 + 20 * index  # the top of this session's port window, 20 ports each
-        node = nodes.add_node(
-            f"node-{letter}{suffix}",
-            address="127.0.0.1",
-            ports=(low, low + 19),
-            data_dir=str(data_dir),
-            ram_gb=4,
-            vcpus=4,
-        )
-        assert low > first
-        agents.append(start_agent(node, data_dir, redis_server))
-    for agent in agents:
-        wait_ready(agent)
-    # This process is the web: it runs nothing, and names a node of its own that does not exist.
-    settings.PANEL_PROCESS_ROLE = "web"  # type: ignore[attr-defined]
-    settings.PANEL_NODE_NAME = f"web{suffix}"  # type: ignore[attr-defined]
-    settings.PANEL_NODE_DEAD_AFTER = DEAD_AFTER  # type: ignore[attr-defined]
-    agent_route.forbid_processes_in_web()  # as the web server does at start
-    yield agents[0], agents[1]
-    settings.PANEL_PROCESS_ROLE = "all"  # type: ignore[attr-defined]
-    for agent in agents:
-        agent.stop()
-        remove_clusters_in(agent.data_dir / "clusters")
 
 
 def status(cluster: Cluster) -> str:

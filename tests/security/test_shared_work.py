@@ -31,7 +31,7 @@ from panel.core import agent as agent_route
 from panel.core import taskqueue
 from panel.insights.models import MetricPoint
 from panel.quotas.models import Storage
-from tests.test_two_nodes import Agent, start_agent
+from tests.fixtures.agent_pair import Agent, start_agent
 
 pytestmark = pytest.mark.integration
 HOLD_DATABASES = ("defaultdb", "second")
