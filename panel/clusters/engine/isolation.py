@@ -87,7 +87,17 @@ def kill_leftover_processes(cluster: Cluster) -> None:
             proc.kill()
         except psutil.Error:
             continue
-    psutil.wait_procs(procs, timeout=10)
+    wait_for(lambda: all(_ended(proc) for proc in procs), 10, interval=0.01)
+
+
+def _ended(proc: psutil.Process) -> bool:
+    """Gone, or a zombie: it runs and holds nothing (no file, no socket; userdel passes it by).
+    Waiting for its reaping (psutil.wait_procs) waited on init, which in a container reaps an
+    orphan a second or two later: most of a cluster's deletion, for a PgBouncer already stopped."""
+    try:
+        return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return True
 
 
 def _uid(name: str) -> int | None:
