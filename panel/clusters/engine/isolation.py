@@ -26,7 +26,7 @@ from panel.clusters.models import MAX_NUM_NODES, Cluster, ClusterStatus, Node
 from panel.clusters.models.firewall import trusted_source_values
 from panel.clusters.models.servers import server_port
 from panel.core import osusers, runas
-from panel.core.polling import wait_for
+from panel.core.polling import wait_ended, wait_for
 from panel.core.runas import EngineError, OsUser
 
 log = logging.getLogger(__name__)
@@ -87,17 +87,7 @@ def kill_leftover_processes(cluster: Cluster) -> None:
             proc.kill()
         except psutil.Error:
             continue
-    wait_for(lambda: all(_ended(proc) for proc in procs), 10, interval=0.01)
-
-
-def _ended(proc: psutil.Process) -> bool:
-    """Gone, or a zombie: it runs and holds nothing (no file, no socket; userdel passes it by).
-    Waiting for its reaping (psutil.wait_procs) waited on init, which in a container reaps an
-    orphan a second or two later: most of a cluster's deletion, for a PgBouncer already stopped."""
-    try:
-        return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return True
+    wait_ended(procs, 10)  # a zombie has ended: its reaping (init's, in a container) is not awaited
 
 
 def _uid(name: str) -> int | None:
