@@ -109,6 +109,7 @@ def _remove_cluster_user(data_root: Path) -> None:
     from django.conf import settings
 
     from panel.core import osusers
+    from panel.core.polling import wait_ended
 
     if os.geteuid() != 0:
         return
@@ -121,7 +122,7 @@ def _remove_cluster_user(data_root: Path) -> None:
     for proc in procs:
         with contextlib.suppress(psutil.Error):
             proc.kill()
-    psutil.wait_procs(procs, timeout=10)
+    wait_ended(procs, 10)  # zombies too: userdel passes them by, their reaping is init's
     osusers.remove_system_user(name)
 
 

@@ -249,7 +249,9 @@ def node_agent_children(python: str, node: str) -> list[Child]:
     however long or stuck, holds up the control work or another tenant's backup; ``agent``
     (threads of its own) answers the web's calls on ``node.<node>`` and sends the node's
     heartbeat."""
-    celery = [python, "-m", "celery", "-A", "panel", "worker", "--loglevel", "INFO"]
+    # Without mingle: at its start a worker would wait a second for the others' revoked task ids
+    # and clocks, and the panel revokes no task and asks its workers nothing over the broker.
+    celery = [python, "-m", "celery", "-A", "panel", "worker", "--loglevel", "INFO", "--without-mingle"]
     env = {"PANEL_NODE_NAME": node}
     return [
         Child(

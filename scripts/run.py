@@ -1,6 +1,7 @@
 """`make run`: prepare the panel, then run Redis (if needed), Celery worker and beat, and gunicorn.
 
-Run with the virtualenv's Python; the supervising itself is scripts/children.py. Preparation: migrate, check, collectstatic, ensureadmin.
+Run with the virtualenv's Python; the supervising itself is scripts/children.py. Preparation: migrate, check, collectstatic, ensureadmin
+(``manage.py prepare``: one process, which loads Django once).
 Then every child runs in its own session (so a Ctrl-C in the terminal reaches only this
 supervisor, which stops the children in order), with its output prefixed by its name.
 A child that dies on its own (a crash, an out-of-memory kill) is started again after a back-off
@@ -242,10 +243,7 @@ def main() -> int:
         redis_url = values["redis"]
         # Decided before the slow preparation, so a REDIS_URL it cannot use stops it at once.
         broker = None if redis_answers(redis_url) else redis_child(redis_url, data_dir)
-        manage("migrate", "--no-input", env=env)
-        manage("check", env=env)
-        manage("collectstatic", "--no-input", "--verbosity", "0", env=env)
-        manage("ensureadmin", "--url", f"http://{bind}/", env=env)
+        manage("prepare", "--url", f"http://{bind}/", env=env)  # migrate, check, collectstatic, ensureadmin
         web_as = web_user(env)
 
         if broker is None:

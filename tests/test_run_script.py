@@ -66,6 +66,9 @@ class Panel:
             # A password, as make run requires for the private Redis it starts.
             "REDIS_URL": self.redis_url,
             "PANEL_PORT_RANGE": "27900-27999",
+            # Beat's log forwarding round every 2 s, not 10: the round that
+            # test_beats_rounds_run_on_the_nodes_queues_through_the_seal_check awaits comes sooner.
+            "PANEL_LOGSINK_SECONDS": "2",
         }
         self.env = env
         with open(self.log, "wb") as out:

@@ -26,7 +26,7 @@ from panel.clusters.models import MAX_NUM_NODES, Cluster, ClusterStatus, Node
 from panel.clusters.models.firewall import trusted_source_values
 from panel.clusters.models.servers import server_port
 from panel.core import osusers, runas
-from panel.core.polling import wait_for
+from panel.core.polling import wait_ended, wait_for
 from panel.core.runas import EngineError, OsUser
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ def kill_leftover_processes(cluster: Cluster) -> None:
             proc.kill()
         except psutil.Error:
             continue
-    psutil.wait_procs(procs, timeout=10)
+    wait_ended(procs, 10)  # a zombie has ended: its reaping (init's, in a container) is not awaited
 
 
 def _uid(name: str) -> int | None:

@@ -23,6 +23,7 @@ from pathlib import Path
 import psutil
 from django.conf import settings
 
+from panel.core.polling import wait_ended
 from panel.core.runas import EngineError, OsUser, chown_to, make_private_dir, run_as, write_private_file
 
 log = logging.getLogger(__name__)
@@ -333,7 +334,7 @@ def kill(pgdata: Path, *, timeout: float = 10) -> None:
         proc = psutil.Process(pid)
         children = proc.children(recursive=True)
         os.kill(pid, signal.SIGQUIT)
-        psutil.wait_procs([proc, *children], timeout=timeout)
+        wait_ended([proc, *children], timeout)
     except (psutil.Error, ProcessLookupError):
         return
 

@@ -26,6 +26,7 @@ from typing import Any
 import psutil
 
 from panel.core import jsonhttp
+from panel.core.polling import wait_ended
 from panel.core.runas import EngineError, OsUser, run_as, spawn_in
 
 log = logging.getLogger(__name__)
@@ -108,13 +109,14 @@ def _terminate(procs: list[psutil.Process], timeout: float) -> None:
             proc.terminate()
         except psutil.Error:
             continue
-    _gone, alive = psutil.wait_procs(procs, timeout=timeout)
+    # Ended, zombies included: a daemon's reaping is init's, seconds later in a container.
+    alive = wait_ended(procs, timeout)
     for proc in alive:
         try:
             proc.kill()
         except psutil.Error:
             continue
-    psutil.wait_procs(alive, timeout=5)
+    wait_ended(alive, 5)
 
 
 # --- etcd (standbys/engine/etcd.py starts it; found and stopped here too) ------------------------------
