@@ -33,6 +33,9 @@ ROOT = Path(__file__).resolve().parent
 
 
 DEFAULT_TEST_PORT_RANGE = (26000, 26999)
+# Where a session alone (no xdist: an engineer's few modules beside a full run) takes its window:
+# clear of the xdist runs' windows, which fill DEFAULT_TEST_PORT_RANGE.
+LONE_SESSION_PORT_RANGE = (28000, 28999)
 
 
 PORT_WINDOW = 200
@@ -44,8 +47,8 @@ def _private_port_window() -> None:
 
     Several sessions (engineers, CI jobs, xdist's workers) run on one machine at once; each starts
     from the lowest free port, so two of them would pick the same port between checking it and
-    PostgreSQL binding it. A window of its own makes that race unlikely. An explicit
-    PANEL_PORT_RANGE is kept.
+    PostgreSQL binding it. A window of its own makes that race unlikely; a lone session's window
+    lies outside the xdist runs' range altogether. An explicit PANEL_PORT_RANGE is kept.
     """
     from django.conf import settings
 
@@ -59,6 +62,7 @@ def _private_port_window() -> None:
         slots = (last - first + 1) // PORT_WINDOW
         start = first + PORT_WINDOW * ((int(run_id[:8], 16) + int(worker[2:])) % slots)
     else:
+        first, last = LONE_SESSION_PORT_RANGE
         start = first + 2 * random.SystemRandom().randrange((last - first + 1 - PORT_WINDOW) // 2 + 1)
     settings.PANEL_PORT_RANGE = (start, start + PORT_WINDOW - 1)
     os.environ["PANEL_PORT_RANGE"] = f"{start}-{start + PORT_WINDOW - 1}"  # for the Celery worker
