@@ -37,6 +37,7 @@ from panel.clusters.models import Cluster, ClusterMember, ClusterStatus, EtcdMem
 from panel.clusters.services.overview import connection_details
 from panel.clusters.standbys.engine import etcd as etcd_engine
 from panel.clusters.standbys.engine import patroni
+from panel.clusters.standbys.services import ha
 from panel.clusters.standbys.services import switchover as switchover_service
 from panel.clusters.standbys.services.ha_files import member_config_path
 from panel.core.polling import wait_for
@@ -327,9 +328,17 @@ def test_a_frozen_primary_node_is_replaced_and_rejoins(
 
     wait_until(streaming_to_two, timeout=STREAMING_TIMEOUT, message=f"two standbys streaming: {found[0]}")
     assert found[0] is not None
-    if found[0][0].node_id == cluster.node_id:  # the entry point's node: move the primary away
-        away = cluster.members.exclude(node_id=cluster.node_id).order_by("name").first()
-        assert away is not None
+    if found[0][0].node_id == cluster.node_id:  # the entry point's node: move the primary away,
+        # to the synchronous standby (the one that may take over; both standbys are elsewhere).
+        sync: list[str] = []
+
+        def a_sync_standby() -> bool:
+            sync[:] = [s.name for s in ha.read_statuses(cluster) if s.sync and s.state == "streaming"]
+            return bool(sync)
+
+        wait_until(a_sync_standby, timeout=STREAMING_TIMEOUT, message="a synchronous standby")
+        away = cluster.members.get(name=sync[0])
+        assert away.node_id != cluster.node_id
         switchover_service.switchover(cluster, away.name)
         wait_until(
             lambda: streaming_to_two() and found[0] is not None and found[0][0].pk == away.pk,

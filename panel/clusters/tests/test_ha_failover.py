@@ -176,6 +176,22 @@ def test_switchover_refuses_missing_primary_and_lagging_members_and_one_member_c
         startup.resume()
 
 
+def test_a_caught_up_asynchronous_standby_is_refused_for_what_it_is(ha_cluster):
+    """Three members keep one synchronous standby and one asynchronous: a switchover to the
+    asynchronous one, caught up, is refused saying so and naming the synchronous one (it was
+    refused as "streaming and 0 bytes behind … wait until it has caught up", which no wait ends)."""
+    assert ha.wait_healthy(ha_cluster, RECOVERY_TIMEOUT), ha.read_statuses(ha_cluster)
+    primary = _primary(ha_cluster).name
+    statuses = ha.read_statuses(ha_cluster)
+    sync = next(s.name for s in statuses if s.sync)
+    other = next(s.name for s in statuses if not s.is_primary and not s.sync)
+    with pytest.raises(ServiceError) as refused:
+        switchover.switchover(ha_cluster, other)
+    assert refused.value.code == "cluster.switchover_member_not_sync", refused.value.message
+    assert refused.value.params == {"member": other, "sync": sync}
+    assert _primary(ha_cluster).name == primary
+
+
 def test_the_overview_refuses_a_switchover_to_a_missing_member_next_to_the_field(ha_cluster, other_client):
     browser = Client()
     browser.force_login(ha_cluster.owner)

@@ -47,7 +47,7 @@ def _switch_to(cluster: Cluster, member: str) -> None:
             switchover.switchover(cluster, member)
             return
         except ServiceError as exc:
-            if exc.code != "cluster.switchover_member_lagging" or time.monotonic() > deadline:
+            if exc.code not in switchover.NOT_YET or time.monotonic() > deadline:
                 raise
         time.sleep(1)
 

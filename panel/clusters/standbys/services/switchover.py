@@ -71,14 +71,34 @@ def pick_candidate(cluster: Cluster, statuses: list[MemberStatus], to: str | Non
         for s in standbys
         # Synchronous mode: only the synchronous standby is sure to have every commit (Patroni
         # refuses the others too).
-        if s.state == "streaming"
-        and s.sync
-        and s.lag_bytes is not None
-        and s.lag_bytes <= MAX_SWITCHOVER_LAG_BYTES
+        if s.sync and _caught_up(s)
     ]
     by_name.update({s.name: s for s in standbys})
     if not fit:
         target = by_name.get(to) if to else None
+        if target is not None and _caught_up(target) and not target.sync:
+            # Caught up but not the standby Patroni names synchronous (a second standby stays
+            # asynchronous; a lone one is named a loop after it streams): saying it lags is untrue.
+            sync = next((s.name for s in statuses if s.sync), None)
+            if sync is None:
+                raise ServiceError(
+                    N_(
+                        "“%(member)s” cannot take over yet: Patroni has not named it the synchronous "
+                        "standby again since it streams; try again in a few seconds."
+                    ),
+                    field="to",
+                    code="cluster.switchover_member_not_sync",
+                    params={"member": to},
+                )
+            raise ServiceError(
+                N_(
+                    "“%(member)s” cannot take over: only the synchronous standby is sure to have "
+                    "every commit, and at the moment that is %(sync)s."
+                ),
+                field="to",
+                code="cluster.switchover_member_not_sync",
+                params={"member": to, "sync": sync},
+            )
         raise ServiceError(
             N_(
                 "“%(member)s” cannot take over now: it is %(state)s and %(lag)s bytes behind the primary "
@@ -94,6 +114,19 @@ def pick_candidate(cluster: Cluster, statuses: list[MemberStatus], to: str | Non
             },
         )
     return min(fit, key=lambda s: (s.lag_bytes or 0, s.name))
+
+
+# The refusals that time can end: a standby catching up, or one Patroni has not named synchronous
+# yet (a pair's standby, a loop after it streams again).
+NOT_YET = frozenset({"cluster.switchover_member_lagging", "cluster.switchover_member_not_sync"})
+
+
+def _caught_up(status: MemberStatus) -> bool:
+    return (
+        status.state == "streaming"
+        and status.lag_bytes is not None
+        and status.lag_bytes <= MAX_SWITCHOVER_LAG_BYTES
+    )
 
 
 @on_node(timeout=SWITCHOVER_TIMEOUT + 15)
