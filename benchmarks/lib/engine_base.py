@@ -229,6 +229,8 @@ class BaseEngine:
     sweep_note: str | None = None
     init_command = ""
     table_prefix = ""
+    #: Its own words for a run's statuses (its exit codes), where they differ from the shared ones.
+    meanings: Mapping[str, str] = {}
 
     def env(
         self,
@@ -275,7 +277,8 @@ class BaseEngine:
         return self.shape(spec)
 
     def status_meaning(self, status: str) -> Message | None:
-        return None  # the shared words (pgbench's exit codes are the model's)
+        template = self.meanings.get(status)
+        return Message(template) if template else None  # None: the shared words
 
     def for_target(self, options: RunOptions, pool_mode: str | None) -> RunOptions:
         return options
