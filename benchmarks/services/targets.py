@@ -29,6 +29,17 @@ def require_serving(cluster: Cluster) -> None:
     transitions.require_serving(cluster, fresh=True, field="cluster")
 
 
+def require_database(cluster: Cluster, name: str) -> None:
+    """The database must exist on the cluster (the error on the form's database)."""
+    if not cluster.databases.filter(name=name).exists():
+        raise ServiceError(
+            N_("No database named “%(name)s” on this cluster."),
+            field="database",
+            code="database.not_found",
+            params={"name": name},
+        )
+
+
 def _current_pool(
     cluster: Cluster, pool: ConnectionPool | None, pool_name: str = ""
 ) -> ConnectionPool | None:
@@ -85,13 +96,7 @@ def resolve_target(
         # PgBouncer's max_client_conn as the pools app writes it (lower only under a tight fd limit).
         return ResolvedTarget(target, _password(cluster, user_name), current, MAX_CLIENT_CONN)
     db_name = database or cluster.default_database
-    if not cluster.databases.filter(name=db_name).exists():
-        raise ServiceError(
-            N_("No database named “%(name)s” on this cluster."),
-            field="database",
-            code="database.not_found",
-            params={"name": db_name},
-        )
+    require_database(cluster, db_name)
     user_name = user or cluster.admin_user
     host = LOOPBACK if cluster.is_local else cluster.host
     if not cluster.is_local and cluster.host_address and cluster.sslmode != "verify-full":
