@@ -9,7 +9,6 @@ import json
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -17,7 +16,6 @@ from django.utils import timezone
 
 from benchmarks.models import BenchmarkRun, RunError, RunSample, RunStatus, Sweep
 from panel.clusters.models import Cluster
-from panel.clusters.tests.conftest import make_cluster_row
 
 HTMX = {"HX-Request": "true"}
 SUMMARY = {
@@ -86,12 +84,6 @@ def make_run(cluster: Cluster, *, samples: int = 0, **fields: Any) -> BenchmarkR
 
 def run_url(name: str, run: BenchmarkRun, **extra: Any) -> str:
     return reverse(name, kwargs={"cluster_id": run.cluster_id, "run_id": run.pk, **extra})
-
-
-@pytest.fixture
-def cluster_row(owner: User) -> Cluster:
-    """A 4 GB-plan cluster row (97 connections for pools); nothing runs behind it."""
-    return make_cluster_row(owner)
 
 
 @pytest.fixture
