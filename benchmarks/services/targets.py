@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypedDict
 
 from benchmarks.lib import pgbench_command as cmd
 from panel.clusters.face import transitions
@@ -22,6 +23,15 @@ class ResolvedTarget:
     password: str
     pool: ConnectionPool | None
     max_connections: int | None
+
+
+class Where(TypedDict, total=False):
+    """Where a launch asks a run to connect: through a pool, or to a database directly, and as
+    which user (None, or not given: the pool's or the cluster's default)."""
+
+    pool: ConnectionPool | None
+    database: str | None
+    user: str | None
 
 
 def require_serving(cluster: Cluster) -> None:
@@ -73,9 +83,9 @@ def _password(cluster: Cluster, user: str) -> str:
 def resolve_target(
     cluster: Cluster,
     *,
-    pool: ConnectionPool | None,
-    database: str | None,
-    user: str | None,
+    pool: ConnectionPool | None = None,
+    database: str | None = None,
+    user: str | None = None,
     pool_name: str = "",
 ) -> ResolvedTarget:
     """The load generator connects over TCP on loopback with TLS (sslmode require), like a client:
