@@ -14,12 +14,9 @@ from dataclasses import replace
 
 from benchmarks.lib import pgbench_command, run_problems, run_warnings
 from benchmarks.lib.engine_base import (
-    COMPLETED_WITH_ERRORS,
-    FAILED,
     RUNNING,
     STDERR,
     STDOUT,
-    SUCCEEDED,
     BaseEngine,
     DatasetSpec,
     LaunchContext,
@@ -27,8 +24,11 @@ from benchmarks.lib.engine_base import (
     Sample,
 )
 from benchmarks.lib.pgbench_output import (
+    COMPLETED_WITH_ERRORS,
     CONNECTION_FAILED,
+    FAILED,
     FATAL_KINDS,
+    SUCCEEDED,
     ErrorLine,
     InitDone,
     InitPhase,
