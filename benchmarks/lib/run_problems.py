@@ -8,6 +8,8 @@ rules are in :mod:`benchmarks.lib.sysbench_command`; the engine of a run picks i
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from benchmarks.lib.run_options import (
     BUILTIN_SCRIPTS,
     INIT_STEP_LETTERS,
@@ -68,15 +70,8 @@ def problems(options: RunOptions) -> list[tuple[str, Message]]:
             problem("script", N_("Choose a built-in script or a custom script, not both."), "run.script_both")
         )
     elif options.builtin is not None and options.builtin not in BUILTIN_SCRIPTS:
-        found.append(
-            problem(
-                "script",
-                N_("Unknown built-in script %(script)s: choose one of %(choices)s."),
-                "run.script_unknown",
-                script=repr(options.builtin),
-                choices=", ".join(BUILTIN_SCRIPTS),
-            )
-        )
+        sentence = N_("Unknown built-in script %(script)s: choose one of %(choices)s.")
+        found.append(unknown_script(options.builtin, BUILTIN_SCRIPTS, sentence))
     if options.custom_script_path is not None and not options.custom_script_path.strip():
         found.append(problem("script", N_("The custom script path is empty."), "run.script_path_empty"))
     if options.query_mode not in QUERY_MODES:
@@ -121,6 +116,12 @@ def problems(options: RunOptions) -> list[tuple[str, Message]]:
 def problem(field: str, sentence: str, code: str, **params: object) -> tuple[str, Message]:
     """One blocking error: the field it is about, and its sentence (``params`` fill it in)."""
     return (field, Message(sentence, code, **params))
+
+
+def unknown_script(script: str | None, scripts: Sequence[str], sentence: str) -> tuple[str, Message]:
+    """The script field's error for a built-in name not among ``scripts`` (``sentence`` names it as
+    ``%(script)s`` and the ones to choose from as ``%(choices)s``)."""
+    return problem("script", sentence, "run.script_unknown", script=repr(script), choices=", ".join(scripts))
 
 
 def range_problems(
