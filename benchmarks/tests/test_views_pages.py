@@ -34,6 +34,16 @@ SUMMARY = {
     "pgbench_version": "15.18",
     "statement_latencies": [],
 }
+# What every sample of ``make_run`` says besides its time and TPS.
+FIGURES = {
+    "latency_avg_ms": 20.0,
+    "latency_stddev_ms": 5.0,
+    "failed": 0,
+    "p50_ms": 18.0,
+    "p95_ms": 30.0,
+    "p99_ms": 45.0,
+    "percentile_count": 2000,
+}
 RESERVED = (
     'connection to server at "127.0.0.1", port 26900 failed: FATAL:  remaining connection slots '
     "are reserved for non-replication superuser connections"
@@ -63,20 +73,7 @@ def make_run(cluster: Cluster, *, samples: int = 0, **fields: Any) -> BenchmarkR
     values.update(fields)
     run = BenchmarkRun.objects.create(**values)
     RunSample.objects.bulk_create(
-        RunSample(
-            run=run,
-            seq=seq,
-            elapsed_s=float(seq),
-            tps=2000.0 + seq,
-            latency_avg_ms=20.0,
-            latency_stddev_ms=5.0,
-            failed=0,
-            p50_ms=18.0,
-            p95_ms=30.0,
-            p99_ms=45.0,
-            percentile_count=2000,
-            received_at=now,
-        )
+        RunSample(run=run, seq=seq, elapsed_s=float(seq), tps=2000.0 + seq, received_at=now, **FIGURES)
         for seq in range(1, samples + 1)
     )
     return run
