@@ -232,16 +232,8 @@ class BaseEngine:
     #: Its own words for a run's statuses (its exit codes), where they differ from the shared ones.
     meanings: Mapping[str, str] = {}
 
-    def env(
-        self,
-        password: str | None,
-        sslmode: str | None,
-        *,
-        base: Mapping[str, str],
-        application_name: str | None,
-    ) -> dict[str, str]:
-        # Every engine reaches PostgreSQL through libpq: the password and TLS mode in its variables.
-        return pgbench_command.build_env(password, sslmode, base=base, application_name=application_name)
+    # Every engine reaches PostgreSQL through libpq: the password and TLS mode in its variables.
+    env = staticmethod(pgbench_command.build_env)
 
     def dataset_spec(self, spec: DatasetSpec) -> tuple[DatasetSpec, list[tuple[str, Message]]]:
         return spec, [("engine", Message(N_("This engine makes no data set."), "dataset.engine_none"))]
