@@ -39,14 +39,14 @@ def require_serving(cluster: Cluster) -> None:
     transitions.require_serving(cluster, fresh=True, field="cluster")
 
 
-def require_database(cluster: Cluster, name: str) -> None:
+def require_database(cluster: Cluster, database: str) -> None:
     """The database must exist on the cluster (the error on the form's database)."""
-    if not cluster.databases.filter(name=name).exists():
+    if not cluster.databases.filter(name=database).exists():
         raise ServiceError(
             N_("No database named “%(name)s” on this cluster."),
             field="database",
             code="database.not_found",
-            params={"name": name},
+            params={"name": database},
         )
 
 
