@@ -229,17 +229,11 @@ class BaseEngine:
     sweep_note: str | None = None
     init_command = ""
     table_prefix = ""
+    #: Its own words for a run's statuses (its exit codes), where they differ from the shared ones.
+    meanings: Mapping[str, str] = {}
 
-    def env(
-        self,
-        password: str | None,
-        sslmode: str | None,
-        *,
-        base: Mapping[str, str],
-        application_name: str | None,
-    ) -> dict[str, str]:
-        # Every engine reaches PostgreSQL through libpq: the password and TLS mode in its variables.
-        return pgbench_command.build_env(password, sslmode, base=base, application_name=application_name)
+    # Every engine reaches PostgreSQL through libpq: the password and TLS mode in its variables.
+    env = staticmethod(pgbench_command.build_env)
 
     def dataset_spec(self, spec: DatasetSpec) -> tuple[DatasetSpec, list[tuple[str, Message]]]:
         return spec, [("engine", Message(N_("This engine makes no data set."), "dataset.engine_none"))]
@@ -275,7 +269,8 @@ class BaseEngine:
         return self.shape(spec)
 
     def status_meaning(self, status: str) -> Message | None:
-        return None  # the shared words (pgbench's exit codes are the model's)
+        template = self.meanings.get(status)
+        return Message(template) if template else None  # None: the shared words
 
     def for_target(self, options: RunOptions, pool_mode: str | None) -> RunOptions:
         return options

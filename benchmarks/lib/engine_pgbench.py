@@ -14,12 +14,9 @@ from dataclasses import replace
 
 from benchmarks.lib import pgbench_command, run_problems, run_warnings
 from benchmarks.lib.engine_base import (
-    COMPLETED_WITH_ERRORS,
-    FAILED,
     RUNNING,
     STDERR,
     STDOUT,
-    SUCCEEDED,
     BaseEngine,
     DatasetSpec,
     LaunchContext,
@@ -27,8 +24,11 @@ from benchmarks.lib.engine_base import (
     Sample,
 )
 from benchmarks.lib.pgbench_output import (
+    COMPLETED_WITH_ERRORS,
     CONNECTION_FAILED,
+    FAILED,
     FATAL_KINDS,
+    SUCCEEDED,
     ErrorLine,
     InitDone,
     InitPhase,
@@ -42,6 +42,13 @@ from benchmarks.lib.run_options import ConnectionTarget, InitOptions, RunOptions
 from panel.core.errors import N_, Message
 
 PGBENCH = "pgbench"
+
+# pgbench's exit codes, in words (the model's statuses for the others are the shared ones).
+MEANINGS = {
+    RUNNING: N_("pgbench is running."),
+    SUCCEEDED: N_("pgbench ran to the end (exit code 0)."),
+    COMPLETED_WITH_ERRORS: N_("pgbench ran but some clients aborted (exit code 2)."),
+}
 
 # What the run form asks only of pgbench (the page hides them for the other engines).
 FORM_FIELDS = frozenset(
@@ -108,14 +115,6 @@ class PgbenchInitReader:
         return first.message if first else ""
 
 
-# pgbench's exit codes, in words (the model's statuses for the others are the shared ones).
-MEANINGS = {
-    RUNNING: N_("pgbench is running."),
-    SUCCEEDED: N_("pgbench ran to the end (exit code 0)."),
-    COMPLETED_WITH_ERRORS: N_("pgbench ran but some clients aborted (exit code 2)."),
-}
-
-
 class Pgbench(BaseEngine):
     name = PGBENCH
     label = "pgbench"
@@ -132,6 +131,7 @@ class Pgbench(BaseEngine):
     dataset_fields = frozenset({"scale", "init_steps", "foreign_keys"})
     init_command = "pgbench -i"
     table_prefix = "pgbench_"
+    meanings = MEANINGS
 
     def dataset_spec(self, spec: DatasetSpec) -> tuple[DatasetSpec, list[tuple[str, Message]]]:
         spec = replace(spec, init_steps=spec.init_steps or None, tables=None, table_size=None)
@@ -154,10 +154,6 @@ class Pgbench(BaseEngine):
 
     def shape(self, spec: DatasetSpec) -> str:
         return f"at scale {spec.scale}"
-
-    def status_meaning(self, status: str) -> Message | None:
-        template = MEANINGS.get(status)
-        return Message(template) if template else None
 
     def short_shape(self, spec: DatasetSpec) -> str:
         return f"scale {spec.scale}"

@@ -36,6 +36,13 @@ from panel.core.errors import N_, Message
 
 SYSBENCH = sysbench_command.SYSBENCH
 
+# sysbench's own words where they differ from pgbench's: it exits 0 or 1 (an aborted client stops it).
+MEANINGS = {
+    RUNNING: N_("sysbench is running."),
+    SUCCEEDED: N_("sysbench ran to the end (exit code 0)."),
+    COMPLETED_WITH_ERRORS: N_("sysbench ran but stopped on an error after its report."),
+}
+
 
 class SysbenchReader:
     """A sysbench run's stdout: interval lines, errors, and the final report."""
@@ -95,14 +102,6 @@ class SysbenchPrepareReader:
         return min(99, 100 * len(self.done) // max(1, self.tables))
 
 
-# sysbench's own words where they differ from pgbench's: it exits 0 or 1 (an aborted client stops it).
-MEANINGS = {
-    RUNNING: N_("sysbench is running."),
-    SUCCEEDED: N_("sysbench ran to the end (exit code 0)."),
-    COMPLETED_WITH_ERRORS: N_("sysbench ran but stopped on an error after its report."),
-}
-
-
 class Sysbench(BaseEngine):
     name = SYSBENCH
     label = "sysbench"
@@ -132,6 +131,7 @@ class Sysbench(BaseEngine):
     )
     init_command = "sysbench prepare"
     table_prefix = "sbtest"
+    meanings = MEANINGS
 
     def dataset_spec(self, spec: DatasetSpec) -> tuple[DatasetSpec, list[tuple[str, Message]]]:
         spec = DatasetSpec(
@@ -182,10 +182,6 @@ class Sysbench(BaseEngine):
 
     def shape(self, spec: DatasetSpec) -> str:
         return f"sysbench {spec.tables} × {spec.table_size:,} rows"
-
-    def status_meaning(self, status: str) -> Message | None:
-        template = MEANINGS.get(status)
-        return Message(template) if template else None
 
     def for_target(self, options: RunOptions, pool_mode: str | None) -> RunOptions:
         # Prepared statements off through transaction and statement pools (PgBouncer 1.18).

@@ -21,18 +21,13 @@ import shlex
 from collections.abc import Mapping, Sequence
 
 from benchmarks.lib.run_options import (
-    BUILTIN_SCRIPTS,
-    INIT_STEP_LETTERS,
     MAX_CLIENTS,
     MAX_DURATION_S,
     MAX_PROGRESS_S,
     MAX_SCALE,
-    MAX_TRANSACTIONS,
     PASSWORD_PLACEHOLDER,
-    POOL_MODES,
     QUERY_MODES,
     SECRET_ENV_KEYS,
-    TRANSACTIONAL_BUILTINS,
     ConnectionTarget,
     InitOptions,
     RunOptions,
@@ -43,18 +38,13 @@ from benchmarks.lib.run_problems import init_problems, validate, validate_init
 from benchmarks.lib.run_warnings import warnings
 
 __all__ = [
-    "BUILTIN_SCRIPTS",
-    "INIT_STEP_LETTERS",
     "MAX_CLIENTS",
     "MAX_DURATION_S",
     "MAX_PROGRESS_S",
     "MAX_SCALE",
-    "MAX_TRANSACTIONS",
     "PASSWORD_PLACEHOLDER",
-    "POOL_MODES",
     "QUERY_MODES",
     "SECRET_ENV_KEYS",
-    "TRANSACTIONAL_BUILTINS",
     "WORKDIR_VARIABLE",
     "ConnectionTarget",
     "InitOptions",

@@ -102,7 +102,12 @@ def parse_txlog_line(line: str, fmt: TxLogFormat | None = None) -> TxRecord | No
 
 
 def parse_txlog(text: str, fmt: TxLogFormat | None = None) -> list[TxRecord]:
-    records = (parse_txlog_line(line, fmt) for line in text.splitlines())
+    return _records(text.splitlines(), fmt)
+
+
+def _records(lines: Iterable[str], fmt: TxLogFormat | None) -> list[TxRecord]:
+    """The transactions of ``lines`` (lines of another shape are skipped)."""
+    records = (parse_txlog_line(line, fmt) for line in lines)
     return [record for record in records if record is not None]
 
 
@@ -220,8 +225,7 @@ class TxLogTail:
 
     def poll(self, *, final: bool = False) -> list[TxRecord]:
         """New transactions since the last call (lines of another shape are skipped)."""
-        records = (parse_txlog_line(line, self.fmt) for line in self.read_lines(final=final))
-        return [record for record in records if record is not None]
+        return _records(self.read_lines(final=final), self.fmt)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,8 @@ rules are in :mod:`benchmarks.lib.sysbench_command`; the engine of a run picks i
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from benchmarks.lib.run_options import (
     BUILTIN_SCRIPTS,
     INIT_STEP_LETTERS,
@@ -59,42 +61,17 @@ def problems(options: RunOptions) -> list[tuple[str, Message]]:
             )
         )
     if options.duration_s is not None:
-        found += range_problems(
-            "duration",
-            options.duration_s,
-            MAX_DURATION_S,
-            N_("Duration must be between 1 and %(max)s seconds."),
-            "run.duration_range",
-        )
+        found += bounds_problems("duration", options.duration_s)
     if options.transactions is not None:
-        found += range_problems(
-            "transactions",
-            options.transactions,
-            MAX_TRANSACTIONS,
-            N_("Transactions per client must be between 1 and %(max)s."),
-            "run.transactions_range",
-        )
-    found += range_problems(
-        "progress",
-        options.progress_interval_s,
-        MAX_PROGRESS_S,
-        N_("Progress interval must be between 1 and %(max)s seconds."),
-        "run.progress_range",
-    )
+        found += bounds_problems("transactions", options.transactions)
+    found += bounds_problems("progress", options.progress_interval_s)
     if options.builtin is not None and options.custom_script_path is not None:
         found.append(
             problem("script", N_("Choose a built-in script or a custom script, not both."), "run.script_both")
         )
     elif options.builtin is not None and options.builtin not in BUILTIN_SCRIPTS:
-        found.append(
-            problem(
-                "script",
-                N_("Unknown built-in script %(script)s: choose one of %(choices)s."),
-                "run.script_unknown",
-                script=repr(options.builtin),
-                choices=", ".join(BUILTIN_SCRIPTS),
-            )
-        )
+        sentence = N_("Unknown built-in script %(script)s: choose one of %(choices)s.")
+        found.append(unknown_script(options.builtin, BUILTIN_SCRIPTS, sentence))
     if options.custom_script_path is not None and not options.custom_script_path.strip():
         found.append(problem("script", N_("The custom script path is empty."), "run.script_path_empty"))
     if options.query_mode not in QUERY_MODES:
@@ -141,6 +118,12 @@ def problem(field: str, sentence: str, code: str, **params: object) -> tuple[str
     return (field, Message(sentence, code, **params))
 
 
+def unknown_script(script: str | None, scripts: Sequence[str], sentence: str) -> tuple[str, Message]:
+    """The script field's error for a built-in name not among ``scripts`` (``sentence`` names it as
+    ``%(script)s`` and the ones to choose from as ``%(choices)s``)."""
+    return problem("script", sentence, "run.script_unknown", script=repr(script), choices=", ".join(scripts))
+
+
 def range_problems(
     field: str, value: float | None, maximum: int, sentence: str, code: str
 ) -> list[tuple[str, Message]]:
@@ -151,15 +134,34 @@ def range_problems(
     return [problem(field, sentence, code, max=Count(maximum))]
 
 
+# The fields whose values run from 1 to a maximum: that maximum, and the refusal's sentence
+# (naming it as ``%(max)s``) and code.
+_BOUNDS: dict[str, tuple[int, str, str]] = {
+    "clients": (MAX_CLIENTS, N_("Clients must be between 1 and %(max)s."), "run.clients_range"),
+    "duration": (MAX_DURATION_S, N_("Duration must be between 1 and %(max)s seconds."), "run.duration_range"),
+    "transactions": (
+        MAX_TRANSACTIONS,
+        N_("Transactions per client must be between 1 and %(max)s."),
+        "run.transactions_range",
+    ),
+    "progress": (
+        MAX_PROGRESS_S,
+        N_("Progress interval must be between 1 and %(max)s seconds."),
+        "run.progress_range",
+    ),
+    "scale": (MAX_SCALE, N_("Scale must be between 1 and %(max)s."), "dataset.scale_range"),
+}
+
+
+def bounds_problems(field: str, value: float | None) -> list[tuple[str, Message]]:
+    """``field``'s error when ``value`` is missing or outside its bounds (``_BOUNDS``)."""
+    maximum, sentence, code = _BOUNDS[field]
+    return range_problems(field, value, maximum, sentence, code)
+
+
 def clients_problems(options: RunOptions) -> list[tuple[str, Message]]:
     """The clients' bounds, every engine's (sysbench's ``--threads`` are pgbench's clients)."""
-    return range_problems(
-        "clients",
-        options.clients,
-        MAX_CLIENTS,
-        N_("Clients must be between 1 and %(max)s."),
-        "run.clients_range",
-    )
+    return bounds_problems("clients", options.clients)
 
 
 def validate(options: RunOptions) -> list[str]:
@@ -202,9 +204,7 @@ def _log_errors(options: RunOptions) -> list[Message]:
 
 def init_problems(options: InitOptions) -> list[tuple[str, Message]]:
     """Blocking errors for ``pgbench -i`` as ``(field, sentence)``: ``scale`` or ``init_steps``."""
-    found: list[tuple[str, Message]] = range_problems(
-        "scale", options.scale, MAX_SCALE, N_("Scale must be between 1 and %(max)s."), "dataset.scale_range"
-    )
+    found = bounds_problems("scale", options.scale)
     steps = options.init_steps
     if steps is not None:
         unknown = sorted({letter for letter in steps if letter not in INIT_STEP_LETTERS})

@@ -18,7 +18,7 @@ reads ``PGPASSWORD`` from the environment (``PQsetdbLogin`` ignores empty values
 from __future__ import annotations
 
 from benchmarks.lib.run_options import ConnectionTarget, RunOptions
-from benchmarks.lib.run_problems import clients_problems, problem, range_problems
+from benchmarks.lib.run_problems import clients_problems, problem, range_problems, unknown_script
 from benchmarks.lib.run_warnings import client_limit_warnings, progress_warnings
 from panel.core.errors import N_, Message
 
@@ -108,15 +108,8 @@ def problems(options: RunOptions) -> list[tuple[str, Message]]:
             )
         )
     elif options.builtin not in SYSBENCH_SCRIPTS:
-        found.append(
-            problem(
-                "script",
-                N_("Unknown sysbench script %(script)s: choose one of %(choices)s."),
-                "run.script_unknown",
-                script=repr(options.builtin),
-                choices=", ".join(SYSBENCH_SCRIPTS),
-            )
-        )
+        sentence = N_("Unknown sysbench script %(script)s: choose one of %(choices)s.")
+        found.append(unknown_script(options.builtin, SYSBENCH_SCRIPTS, sentence))
     if (options.duration_s is None) == (options.transactions is None):
         found.append(
             problem(

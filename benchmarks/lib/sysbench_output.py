@@ -215,26 +215,31 @@ class SysbenchReport:
         return summary
 
 
-_REPORT_FIELDS: tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...] = tuple(
-    (name, re.compile(pattern), fields)
-    for name, pattern, fields in (
-        ("threads", rf"Number of threads: {_I}", ("threads",)),
-        ("read", rf"read:\s+{_I}", ("reads",)),
-        ("write", rf"write:\s+{_I}", ("writes",)),
-        ("other", rf"other:\s+{_I}", ("others",)),
-        ("total", rf"total:\s+{_I}", ("queries",)),
-        ("transactions", rf"transactions:\s+{_I}\s+\({_F} per sec\.\)", ("transactions", "tps")),
-        ("queries", rf"queries:\s+{_I}\s+\({_F} per sec\.\)", ("queries", "qps")),
-        ("ignored", rf"ignored errors:\s+{_I}\s+\(.*\)", ("ignored_errors",)),
-        ("reconnects", rf"reconnects:\s+{_I}\s+\(.*\)", ("reconnects",)),
-        ("time", rf"total time:\s+{_F}s", ("total_time_s",)),
-        ("events", rf"total number of events:\s+{_I}", ("events",)),
-        ("min", rf"min:\s+{_F}", ("latency_min_ms",)),
-        ("avg", rf"avg:\s+{_F}", ("latency_avg_ms",)),
-        ("max", rf"max:\s+{_F}", ("latency_max_ms",)),
-        ("pct", rf"{_I}th percentile:\s+{_F}", ("latency_percentile", "latency_percentile_ms")),
-        ("sum", rf"sum:\s+{_F}", ("latency_sum_ms",)),
-    )
+def _compiled(*rows: tuple[str, tuple[str, ...]]) -> tuple[tuple[re.Pattern[str], tuple[str, ...]], ...]:
+    return tuple((re.compile(pattern), fields) for pattern, fields in rows)
+
+
+# A report line: its pattern, and the fields its numbers go to ("total:" and "queries:" both
+# exist; "min:"… only under "Latency (ms):", in _LATENCY_FIELDS).
+_REPORT_FIELDS = _compiled(
+    (rf"Number of threads: {_I}", ("threads",)),
+    (rf"read:\s+{_I}", ("reads",)),
+    (rf"write:\s+{_I}", ("writes",)),
+    (rf"other:\s+{_I}", ("others",)),
+    (rf"total:\s+{_I}", ("queries",)),
+    (rf"transactions:\s+{_I}\s+\({_F} per sec\.\)", ("transactions", "tps")),
+    (rf"queries:\s+{_I}\s+\({_F} per sec\.\)", ("queries", "qps")),
+    (rf"ignored errors:\s+{_I}\s+\(.*\)", ("ignored_errors",)),
+    (rf"reconnects:\s+{_I}\s+\(.*\)", ("reconnects",)),
+    (rf"total time:\s+{_F}s", ("total_time_s",)),
+    (rf"total number of events:\s+{_I}", ("events",)),
+)
+_LATENCY_FIELDS = _compiled(
+    (rf"min:\s+{_F}", ("latency_min_ms",)),
+    (rf"avg:\s+{_F}", ("latency_avg_ms",)),
+    (rf"max:\s+{_F}", ("latency_max_ms",)),
+    (rf"{_I}th percentile:\s+{_F}", ("latency_percentile", "latency_percentile_ms")),
+    (rf"sum:\s+{_F}", ("latency_sum_ms",)),
 )
 _INT_FIELDS = frozenset(
     {"threads", "reads", "writes", "others", "queries", "transactions", "ignored_errors", "reconnects"}
@@ -264,7 +269,6 @@ def parse_report(stdout_text: str) -> SysbenchReport | None:
     values: dict[str, float | int] = {}
     histogram: list[tuple[float, int]] = []
     in_histogram = False
-    # "total:" and "queries:" both exist; "min:"… only under "Latency (ms):".
     section = ""
     for raw in stdout_text.splitlines():
         text = raw.strip()
@@ -282,9 +286,8 @@ def parse_report(stdout_text: str) -> SysbenchReport | None:
         if text.endswith(":") and not text[:-1].strip().isdigit():
             section = text
             continue
-        for name, pattern, fields in _REPORT_FIELDS:
-            if name in ("min", "avg", "max", "sum", "pct") and section != "Latency (ms):":
-                continue
+        latency = _LATENCY_FIELDS if section == "Latency (ms):" else ()
+        for pattern, fields in _REPORT_FIELDS + latency:
             match = pattern.fullmatch(text)
             if match:
                 for field_name, value in zip(fields, match.groups(), strict=True):

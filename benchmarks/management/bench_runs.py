@@ -6,26 +6,42 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 
 from benchmarks import services
 from benchmarks.lib import engines
-from benchmarks.models import BenchmarkRun, RunStatus
+from benchmarks.models import BenchmarkRun, RunStatus, Sweep
 from panel.clusters.face import PanelCommand, find_cluster
+from panel.clusters.models import Cluster
 from panel.pools.models import ConnectionPool
 
 WAIT_TURN_S = 24 * 3600
 
 
+Row = TypeVar("Row", BenchmarkRun, Sweep)
+
+
+def find_row(model: type[Row], pk: str, what: str) -> Row:
+    """The run or sweep ``pk`` names, with its cluster; a CommandError when there is none."""
+    try:
+        return model.objects.select_related("cluster").get(pk=pk)
+    except (model.DoesNotExist, ValueError, ValidationError):
+        raise CommandError(f"No {what} {pk!r}.") from None
+
+
+def find_pool(cluster: Cluster, name: str) -> ConnectionPool:
+    pool = ConnectionPool.objects.filter(cluster=cluster, name=name).first()
+    if pool is None:
+        raise CommandError(f"No pool named {name!r} on {cluster.name}.")
+    return pool
+
+
 class RunSubcommands(PanelCommand):
     def _run(self, run_id: str) -> BenchmarkRun:
-        try:
-            return BenchmarkRun.objects.select_related("cluster").get(pk=run_id)
-        except (BenchmarkRun.DoesNotExist, ValueError, ValidationError):
-            raise CommandError(f"No run {run_id!r}.") from None
+        return find_row(BenchmarkRun, run_id, "run")
 
     def _print_run(self, run: BenchmarkRun, fmt: str) -> None:
         record = services.run_record(run)
@@ -62,6 +78,10 @@ class RunSubcommands(PanelCommand):
         )
         self.stdout.write("\n".join(lines))
 
+    def _say_queued(self, fmt: str, record: dict[str, Any], line: str) -> None:
+        """What was queued: its record in JSON, or a line of text."""
+        self.stdout.write(json.dumps(record) if fmt == "json" else line)
+
     # --- subcommands ----------------------------------------------------------------------------
 
     def do_init(self, opts: dict[str, Any]) -> None:
@@ -88,11 +108,7 @@ class RunSubcommands(PanelCommand):
 
     def do_run(self, opts: dict[str, Any]) -> None:
         cluster = find_cluster(opts["cluster"], opts.get("owner"))
-        pool = None
-        if opts["pool"]:
-            pool = ConnectionPool.objects.filter(cluster=cluster, name=opts["pool"]).first()
-            if pool is None:
-                raise CommandError(f"No pool named {opts['pool']!r} on {cluster.name}.")
+        pool = find_pool(cluster, opts["pool"]) if opts["pool"] else None
         custom_script = None
         if opts["file"]:
             try:
@@ -130,10 +146,9 @@ class RunSubcommands(PanelCommand):
             for warning in run.warning_messages:
                 self.stderr.write(f"warning: {warning}")
         if not opts["wait"]:
-            if opts["format"] == "json":
-                self.stdout.write(json.dumps({"id": str(run.pk), "status": run.status}))
-            else:
-                self.stdout.write(f"queued run {run.pk}")
+            self._say_queued(
+                opts["format"], {"id": str(run.pk), "status": run.status}, f"queued run {run.pk}"
+            )
             return
         if opts["format"] == "text":
             self.stderr.write(f"running {run.pk}: {run.command_display}")

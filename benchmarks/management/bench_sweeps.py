@@ -5,16 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 
 from benchmarks import services
 from benchmarks.lib import engines
-from benchmarks.management.bench_runs import WAIT_TURN_S, RunSubcommands
+from benchmarks.management.bench_runs import WAIT_TURN_S, RunSubcommands, find_pool, find_row
 from benchmarks.models import RunStatus, Sweep
 from panel.clusters.face import find_cluster
-from panel.clusters.models import Cluster
-from panel.pools.models import ConnectionPool
 
 
 class SweepSubcommands(RunSubcommands):
@@ -43,7 +40,7 @@ class SweepSubcommands(RunSubcommands):
             "enqueue": not opts["wait"],
         }
         if resizes:
-            pool = _pool(cluster, opts["pool"]) if opts["pool"] else None
+            pool = find_pool(cluster, opts["pool"]) if opts["pool"] else None
             sweep = services.launch_sweep(
                 cluster,
                 pool_sizes=_numbers(opts["pool_sizes"], "--pool-sizes"),
@@ -53,16 +50,14 @@ class SweepSubcommands(RunSubcommands):
             )
         else:
             names = [n.strip() for n in (opts["targets"] or "direct").split(",") if n.strip()]
-            pools = [None if n == "direct" else _pool(cluster, n) for n in names]
+            pools = [None if n == "direct" else find_pool(cluster, n) for n in names]
             direct = any(p is None for p in pools)
             sweep = services.launch_sweep(
                 cluster, pools=pools, database=opts["database"] if direct else None, **common
             )
         if not opts["wait"]:
-            if opts["format"] == "json":
-                self.stdout.write(json.dumps({"id": str(sweep.pk), "runs": sweep.runs.count()}))
-            else:
-                self.stdout.write(f"queued sweep {sweep.pk} ({sweep.runs.count()} runs)")
+            record = {"id": str(sweep.pk), "runs": sweep.runs.count()}
+            self._say_queued(opts["format"], record, f"queued sweep {sweep.pk} ({sweep.runs.count()} runs)")
             return
         if opts["format"] == "text":
             self.stderr.write(f"running sweep {sweep.pk}: {sweep.runs.count()} runs")
@@ -74,10 +69,7 @@ class SweepSubcommands(RunSubcommands):
         self._print_sweep(sweep, opts["format"])
 
     def _sweep(self, sweep_id: str) -> Sweep:
-        try:
-            return Sweep.objects.select_related("cluster").get(pk=sweep_id)
-        except (Sweep.DoesNotExist, ValueError, ValidationError):
-            raise CommandError(f"No sweep {sweep_id!r}.") from None
+        return find_row(Sweep, sweep_id, "sweep")
 
     def _print_sweep(self, sweep: Sweep, fmt: str) -> None:
         report = services.sweep_report(sweep)
@@ -115,13 +107,6 @@ def _numbers(text: str, option: str) -> list[int]:
     if not numbers:
         raise CommandError(f"{option}: give at least one number.")
     return numbers
-
-
-def _pool(cluster: Cluster, name: str) -> ConnectionPool:
-    pool = ConnectionPool.objects.filter(cluster=cluster, name=name).first()
-    if pool is None:
-        raise CommandError(f"No pool named {name!r} on {cluster.name}.")
-    return pool
 
 
 def sweep_lines(sweep: Sweep, report: dict[str, Any]) -> list[str]:

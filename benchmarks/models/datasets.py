@@ -116,18 +116,17 @@ class DataSet(models.Model):
             finished_at=timezone.now(),
         )
 
-    def fail(self, reason: str) -> None:
+    def _stop(self, status: str, message: str) -> None:
+        """queued or running → failed or errored, with the reason or the traceback."""
         self._transition(
             {JobStatus.QUEUED, JobStatus.RUNNING},
-            status=JobStatus.FAILED,
-            error_message=reason,
+            status=status,
+            error_message=message,
             finished_at=timezone.now(),
         )
 
+    def fail(self, reason: str) -> None:
+        self._stop(JobStatus.FAILED, reason)
+
     def error(self, traceback_text: str) -> None:
-        self._transition(
-            {JobStatus.QUEUED, JobStatus.RUNNING},
-            status=JobStatus.ERRORED,
-            error_message=traceback_text,
-            finished_at=timezone.now(),
-        )
+        self._stop(JobStatus.ERRORED, traceback_text)

@@ -264,26 +264,18 @@ class BenchmarkRun(models.Model):
         self, reason: str, *, summary: dict[str, Any] | None = None, exit_code: int | None = None
     ) -> None:
         """running → failed; a queued run can fail too (its target vanished before it started)."""
-        self._transition(
-            {RunStatus.QUEUED, RunStatus.RUNNING},
-            status=RunStatus.FAILED,
-            error_message=reason,
-            summary=summary,
-            exit_code=exit_code,
-            finished_at=timezone.now(),
-        )
+        self._stop(RunStatus.FAILED, error_message=reason, summary=summary, exit_code=exit_code)
 
     def cancel(self) -> None:
-        self._transition(
-            {RunStatus.QUEUED, RunStatus.RUNNING}, status=RunStatus.CANCELLED, finished_at=timezone.now()
-        )
+        self._stop(RunStatus.CANCELLED)
 
     def error(self, traceback_text: str) -> None:
+        self._stop(RunStatus.ERRORED, error_message=traceback_text)
+
+    def _stop(self, status: str, **fields: Any) -> None:
+        """queued or running → a terminal status (the run may not have started)."""
         self._transition(
-            {RunStatus.QUEUED, RunStatus.RUNNING},
-            status=RunStatus.ERRORED,
-            error_message=traceback_text,
-            finished_at=timezone.now(),
+            {RunStatus.QUEUED, RunStatus.RUNNING}, status=status, finished_at=timezone.now(), **fields
         )
 
 

@@ -19,7 +19,7 @@ from benchmarks.lib import pgbench_command as cmd
 from benchmarks.models import BenchmarkRun, DataSet, InvalidTransition, JobStatus, RunStatus
 from benchmarks.services.enqueue import INIT_TASK, send_job
 from benchmarks.services.failure import NOT_STARTED
-from benchmarks.services.targets import ResolvedTarget, require_serving, resolve_target
+from benchmarks.services.targets import ResolvedTarget, require_database, require_serving, resolve_target
 from panel.clusters.face import dbconn
 from panel.clusters.models import Cluster
 from panel.core.agent import on_node
@@ -52,13 +52,7 @@ def init_dataset(
     """Queue ``pgbench -i`` of ``database`` at ``scale``, or ``sysbench prepare`` of ``tables``
     tables of ``table_size`` rows (``engine="sysbench"``)."""
     require_serving(cluster)
-    if not cluster.databases.filter(name=database).exists():
-        raise ServiceError(
-            N_("No database named “%(name)s” on this cluster."),
-            field="database",
-            code="database.not_found",
-            params={"name": database},
-        )
+    require_database(cluster, database)
     tool = engines.engine_for(engine)
     if tool is None:
         unknown = engines.unknown(engine)

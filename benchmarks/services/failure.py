@@ -37,54 +37,44 @@ class Explanation:
     detail: str
 
 
-# (pattern on pgbench's message, title, advice), first match wins. The patterns are libpq's and
+# Pattern on pgbench's message: (title, advice), first match wins. The patterns are libpq's and
 # pgbench's own English texts (LC_ALL=C is forced on pgbench); see benchmarks/tests/fixtures/pgbench.
-_RULES: tuple[tuple[re.Pattern[str], str, str], ...] = (
-    (
-        re.compile(
-            r"remaining connection slots are reserved|too many clients already|sorry, too many clients"
-        ),
+_RULES: dict[str, tuple[str, str]] = {
+    r"remaining connection slots are reserved|too many clients already|sorry, too many clients": (
         N_("More clients than the plan allows"),
         N_(
             "The server refused connections beyond its limit. Use a connection pool, or run with fewer clients."
         ),
     ),
-    (
-        re.compile(r"database \"[^\"]*\" does not exist"),
+    r"database \"[^\"]*\" does not exist": (
         N_("The database does not exist"),
         N_("Create the database, then initialise a data set in it (Benchmarks tab, “Initialise”)."),
     ),
-    (
-        re.compile(r"relation \"pgbench_\w+\" does not exist"),
+    r"relation \"pgbench_\w+\" does not exist": (
         N_("The database has no pgbench tables"),
         N_("Initialise a data set in this database first (Benchmarks tab, “Initialise”)."),
     ),
-    (
-        re.compile(r"relation \"sbtest\d+\" does not exist"),
+    r"relation \"sbtest\d+\" does not exist": (
         N_("The database has no sysbench tables, or fewer than the run asks for"),
         N_("Prepare a sysbench data set in this database first (Benchmarks tab, engine sysbench)."),
     ),
-    (
-        re.compile(r"password authentication failed|no password supplied|role \"[^\"]*\" does not exist"),
+    r"password authentication failed|no password supplied|role \"[^\"]*\" does not exist": (
         N_("The server did not accept the user or its password"),
         N_("Check the user exists and its password in the panel is current (Users tab)."),
     ),
-    (
-        re.compile(r"no more connections allowed|max_client_conn|pool_size|query_wait_timeout"),
+    r"no more connections allowed|max_client_conn|pool_size|query_wait_timeout": (
         N_("The connection pool refused or timed out clients"),
         N_("The pool is too small for this many clients: raise its size or run with fewer clients."),
     ),
-    (
-        re.compile(r"connection to server .* failed|Connection refused|could not connect|timeout expired"),
+    r"connection to server .* failed|Connection refused|could not connect|timeout expired": (
         N_("Could not connect to the server"),
         N_("The cluster or its pool is not accepting connections: check it is online on the Overview."),
     ),
-    (
-        re.compile(r"prepared statement \"[^\"]*\" does not exist"),
+    r"prepared statement \"[^\"]*\" does not exist": (
         N_("Prepared statements do not work through this pool"),
         N_("A transaction pool does not keep prepared statements: use query mode “simple” or “extended”."),
     ),
-)
+}
 
 
 def explain_failure(status: str, reason: str, first_error: str = "") -> Explanation | None:
@@ -124,8 +114,8 @@ def explain_failure(status: str, reason: str, first_error: str = "") -> Explanat
             _("pgbench ran past its duration plus a margin: the server may be overloaded."),
             reason.strip(),
         )
-    for pattern, title, advice in _RULES:
-        if pattern.search(text):
+    for pattern, (title, advice) in _RULES.items():
+        if re.search(pattern, text):
             return Explanation(_(title), _(advice), detail)
     if status == "completed_with_errors" or re.search(r"clients? aborted", reason):
         return Explanation(

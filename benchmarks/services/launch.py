@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Unpack
 
 from django.utils import translation
 
@@ -17,11 +18,10 @@ from benchmarks.services.config import HOSTNAME, SCRIPT_FILE, percentile_budget
 from benchmarks.services.datasets import dataset_spec, latest_dataset
 from benchmarks.services.enqueue import enqueue_run, kick_next
 from benchmarks.services.room import require_room
-from benchmarks.services.targets import ResolvedTarget, require_serving, resolve_target
+from benchmarks.services.targets import ResolvedTarget, Where, require_serving, resolve_target
 from panel.clusters.models import Cluster
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError, Term, message_to_json
-from panel.pools.models import ConnectionPool
 
 
 def _with_script(options: cmd.RunOptions, custom_script: str | None) -> cmd.RunOptions:
@@ -70,13 +70,7 @@ def dataset_options(cluster: Cluster, target: ResolvedTarget, options: cmd.RunOp
 
 
 def validate_run(
-    cluster: Cluster,
-    *,
-    pool: ConnectionPool | None,
-    database: str | None,
-    user: str | None,
-    options: cmd.RunOptions,
-    custom_script: str | None = None,
+    cluster: Cluster, *, options: cmd.RunOptions, custom_script: str | None = None, **where: Unpack[Where]
 ) -> ResolvedTarget:
     """Every blocking check of a launch; raises ServiceError naming the form field."""
     engine = engines.engine_for(options.engine)
@@ -86,7 +80,7 @@ def validate_run(
     if custom_script is not None:
         refuse_shell_commands(custom_script)
     require_serving(cluster)
-    target = resolve_target(cluster, pool=pool, database=database, user=user)
+    target = resolve_target(cluster, **where)
     options = dataset_options(cluster, target, _with_script(options, custom_script))
     found = engines.problems(options)
     if found:
@@ -120,17 +114,11 @@ def _warnings_for(target: ResolvedTarget, cluster: Cluster, options: cmd.RunOpti
 
 @on_node(timeout=30)
 def preview_warnings(
-    cluster: Cluster,
-    *,
-    pool: ConnectionPool | None = None,
-    database: str | None = None,
-    user: str | None = None,
-    options: cmd.RunOptions,
-    custom_script: str | None = None,
+    cluster: Cluster, *, options: cmd.RunOptions, custom_script: str | None = None, **where: Unpack[Where]
 ) -> Sequence[str | Message]:
     """Non-blocking warnings to show before launch (an empty list when the target is unknown)."""
     try:
-        target = resolve_target(cluster, pool=pool, database=database, user=user)
+        target = resolve_target(cluster, **where)
     except ServiceError:
         return []
     try:
@@ -210,20 +198,16 @@ def _new_run(
 def launch_run(
     cluster: Cluster,
     *,
-    pool: ConnectionPool | None = None,
-    database: str | None = None,
-    user: str | None = None,
     options: cmd.RunOptions,
     custom_script: str | None = None,
     label: str = "",
     percentiles: bool = True,
     enqueue: bool = True,
+    **where: Unpack[Where],
 ) -> BenchmarkRun:
     """Validate, record a queued run and hand it to a worker (``enqueue=False``: the caller runs it
     with :func:`execute_run`). The broker being down is a ServiceError and leaves no row behind."""
-    target = validate_run(
-        cluster, pool=pool, database=database, user=user, options=options, custom_script=custom_script
-    )
+    target = validate_run(cluster, options=options, custom_script=custom_script, **where)
     require_room(cluster, target, options.clients)
     run = _new_run(
         cluster, target, options, custom_script, label=label, percentiles=percentiles, foreground=not enqueue

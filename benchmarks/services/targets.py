@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypedDict
 
 from benchmarks.lib import pgbench_command as cmd
 from panel.clusters.face import transitions
@@ -24,9 +25,29 @@ class ResolvedTarget:
     max_connections: int | None
 
 
+class Where(TypedDict, total=False):
+    """Where a launch asks a run to connect: through a pool, or to a database directly, and as
+    which user (None, or not given: the pool's or the cluster's default)."""
+
+    pool: ConnectionPool | None
+    database: str | None
+    user: str | None
+
+
 def require_serving(cluster: Cluster) -> None:
     """A benchmark needs the server up now: the status read again, the error on the form's cluster."""
     transitions.require_serving(cluster, fresh=True, field="cluster")
+
+
+def require_database(cluster: Cluster, database: str) -> None:
+    """The database must exist on the cluster (the error on the form's database)."""
+    if not cluster.databases.filter(name=database).exists():
+        raise ServiceError(
+            N_("No database named “%(name)s” on this cluster."),
+            field="database",
+            code="database.not_found",
+            params={"name": database},
+        )
 
 
 def _current_pool(
@@ -62,9 +83,9 @@ def _password(cluster: Cluster, user: str) -> str:
 def resolve_target(
     cluster: Cluster,
     *,
-    pool: ConnectionPool | None,
-    database: str | None,
-    user: str | None,
+    pool: ConnectionPool | None = None,
+    database: str | None = None,
+    user: str | None = None,
     pool_name: str = "",
 ) -> ResolvedTarget:
     """The load generator connects over TCP on loopback with TLS (sslmode require), like a client:
@@ -85,13 +106,7 @@ def resolve_target(
         # PgBouncer's max_client_conn as the pools app writes it (lower only under a tight fd limit).
         return ResolvedTarget(target, _password(cluster, user_name), current, MAX_CLIENT_CONN)
     db_name = database or cluster.default_database
-    if not cluster.databases.filter(name=db_name).exists():
-        raise ServiceError(
-            N_("No database named “%(name)s” on this cluster."),
-            field="database",
-            code="database.not_found",
-            params={"name": db_name},
-        )
+    require_database(cluster, db_name)
     user_name = user or cluster.admin_user
     host = LOOPBACK if cluster.is_local else cluster.host
     if not cluster.is_local and cluster.host_address and cluster.sslmode != "verify-full":

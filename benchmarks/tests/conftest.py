@@ -1,16 +1,26 @@
-"""The cluster the integration modules of runs share (a test module's own ``cluster`` fixture
-takes precedence over this one)."""
+"""The clusters the modules share: a cluster row for the pages, and the real cluster the
+integration modules of runs share (a test module's own ``cluster`` fixture takes precedence over
+this one)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pytest
+from django.contrib.auth.models import User
 
 from benchmarks import services
 from benchmarks.models import JobStatus
 from panel.clusters.models import Cluster
+from panel.clusters.tests.conftest import make_cluster_row
 from panel.pools import services as pool_services
+
+
+@pytest.fixture
+def cluster_row(owner: User) -> Cluster:
+    """A 4 GB-plan cluster row (97 connections for pools, 97 for doadmin directly); nothing runs
+    behind it."""
+    return make_cluster_row(owner)
 
 
 @pytest.fixture

@@ -5,13 +5,10 @@ pgbench itself ended still shows pgbench's words."""
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import User
 from django.urls import reverse
 
 from benchmarks.models import DataSet, JobStatus, RunStatus
 from benchmarks.tests.test_views_pages import RESERVED, make_run, run_url
-from panel.clusters.models import Cluster
-from panel.clusters.tests.conftest import make_cluster_row
 
 PATH = "/var/lib/pgpanel/clusters/0b3c/pgdata"
 TRACEBACK = (
@@ -20,11 +17,6 @@ TRACEBACK = (
     "    self._run()\n"
     f"FileNotFoundError: [Errno 2] No such file or directory: '{PATH}/txlog.1'"
 )
-
-
-@pytest.fixture
-def cluster_row(owner: User) -> Cluster:
-    return make_cluster_row(owner)
 
 
 @pytest.mark.django_db

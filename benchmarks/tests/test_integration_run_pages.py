@@ -32,6 +32,13 @@ def page_of(owner: User, run: BenchmarkRun) -> str:
     return response.content.decode()
 
 
+def succeeded_run(cluster: Cluster, duration_s: int) -> BenchmarkRun:
+    """A run of 2 clients, run now, that succeeded."""
+    run = run_now(cluster, clients=2, duration_s=duration_s)
+    assert run.status == RunStatus.SUCCEEDED, run.error_message
+    return run
+
+
 def test_a_refused_run_says_why_first_with_a_red_stopped_bar_no_chart_and_no_export(
     cluster: Cluster,  # noqa: F811
     owner: User,
@@ -76,8 +83,7 @@ def test_the_command_shown_is_the_argv_that_ran_and_pasting_it_runs_again(
     cluster: Cluster,  # noqa: F811
     owner: User,
 ) -> None:
-    run = run_now(cluster, clients=2, duration_s=3)
-    assert run.status == RunStatus.SUCCEEDED, run.error_message
+    run = succeeded_run(cluster, duration_s=3)
     # Stored at spawn: the exact argument list, with the flags the runner adds (-l, --log-prefix).
     assert run.argv[0].endswith("pgbench") and "-l" in run.argv
     assert any(arg.startswith(f"--log-prefix={run.workdir}/") for arg in run.argv)
@@ -114,8 +120,7 @@ def test_a_plain_run_summary_lists_only_what_applies(
     cluster: Cluster,  # noqa: F811
     owner: User,
 ) -> None:
-    run = run_now(cluster, clients=2, duration_s=2)
-    assert run.status == RunStatus.SUCCEEDED, run.error_message
+    run = succeeded_run(cluster, duration_s=2)
     page = page_of(owner, run)
     summary = re.search(r'<dl class="bench-summary mb-0">(.*?)</dl>', page, re.S)
     assert summary is not None

@@ -42,10 +42,13 @@ def pulse(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 
 @pytest.fixture
-def pulse_worker(pulse: str, redis_server: str, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """A worker of its own on a queue of its own: the session's worker is started without the
-    setting, and must not take this run."""
+def pulse_worker(
+    pulse: str, redis_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A worker of its own on a queue of its own, where the runs go: the session's worker is
+    started without the setting, and must not take this run."""
     proc = start_celery_worker(redis_server, QUEUE, tmp_path / "pulse-worker.log", concurrency=1)
+    monkeypatch.setattr(Cluster, "work_queue", QUEUE)  # read by enqueue.send_job
     yield proc
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -92,9 +95,7 @@ def test_a_third_engine_module_runs_end_to_end_through_a_worker_to_the_run_page(
     pulse: str,
     pulse_worker: subprocess.Popen[bytes],
     wait_until: Callable[..., object],
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(Cluster, "work_queue", QUEUE)  # read by enqueue.send_job
     # The form offers it with its own script, and builds its options from what it asks for.
     form = RunForm(
         {"engine": pulse, "target": "direct", "database": "defaultdb", "clients": "1", "duration": "3",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from benchmarks.lib import engines, pgbench_command, sysbench_command
@@ -30,14 +31,8 @@ def test_each_engine_builds_its_tools_arguments_and_the_same_libpq_environment()
     assert engines.ENGINES["pgbench"].run_args("pgbench", TARGET, pgbench) == pgbench_command.build_run_args(
         "pgbench", TARGET, pgbench
     )
-    sysbench = RunOptions(
-        clients=4,
-        threads=4,
-        duration_s=5,
-        engine="sysbench",
-        builtin="oltp_read_only",
-        tables=2,
-        table_size=100,
+    sysbench = replace(
+        pgbench, threads=4, engine="sysbench", builtin="oltp_read_only", tables=2, table_size=100
     )
     assert engines.ENGINES["sysbench"].run_args(
         "sysbench", TARGET, sysbench

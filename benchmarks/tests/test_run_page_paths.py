@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import User
 from django.test import Client
 
 from benchmarks.engine import runner
@@ -26,15 +25,9 @@ from benchmarks.services import read
 from benchmarks.services.recorder import RunRecorder
 from benchmarks.tests.test_views_pages import make_run, run_url
 from panel.clusters.models import Cluster
-from panel.clusters.tests.conftest import make_cluster_row
 from tests import pgserver
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def cluster_row(owner: User) -> Cluster:
-    return make_cluster_row(owner)
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 from django.conf import settings as django_settings
@@ -19,6 +20,7 @@ from panel.pools.engine.rendering import MAX_CLIENT_CONN
 from panel.pools.models import ConnectionPool
 
 OPTIONS = RunOptions(clients=4, threads=2, duration_s=3)
+SYSBENCH = RunOptions(clients=2, threads=2, duration_s=3, builtin="oltp_read_only", engine="sysbench")
 
 
 @pytest.fixture
@@ -186,7 +188,7 @@ def test_export_compare_and_sweep_plan(cluster: Cluster) -> None:
 
 
 def test_a_sysbench_run_needs_a_sysbench_data_set_not_pgbench_s(cluster: Cluster) -> None:
-    options = RunOptions(clients=2, threads=2, duration_s=3, builtin="oltp_read_only", engine="sysbench")
+    options = SYSBENCH
     DataSet.objects.create(cluster=cluster, database="defaultdb", scale=10, status=JobStatus.SUCCEEDED)
     with pytest.raises(ServiceError) as caught:
         services.launch_run(cluster, options=options, enqueue=False)
@@ -215,27 +217,15 @@ def test_a_sysbench_run_needs_a_sysbench_data_set_not_pgbench_s(cluster: Cluster
 
 
 def test_a_sysbench_run_refuses_pgbench_only_options_and_custom_scripts(cluster: Cluster) -> None:
-    options = RunOptions(
-        clients=2,
-        threads=2,
-        duration_s=3,
-        builtin="oltp_read_only",
-        engine="sysbench",
-        tables=1,
-        table_size=10,
-    )
+    options = replace(SYSBENCH, tables=1, table_size=10)
     with pytest.raises(ServiceError) as caught:
         services.launch_run(cluster, options=options, custom_script="SELECT 1;", enqueue=False)
     assert caught.value.field == "script"
     with pytest.raises(ServiceError) as caught:
-        services.launch_run(
-            cluster, options=RunOptions(**{**options.__dict__, "max_tries": 2}), enqueue=False
-        )
+        services.launch_run(cluster, options=replace(options, max_tries=2), enqueue=False)
     assert caught.value.field == "max_tries"
     # sysbench would load the Lua file a script path names: only its built-in OLTP names pass.
     with pytest.raises(ServiceError) as caught:
-        services.launch_run(
-            cluster, options=RunOptions(**{**options.__dict__, "builtin": "/tmp/mine.lua"}), enqueue=False
-        )
+        services.launch_run(cluster, options=replace(options, builtin="/tmp/mine.lua"), enqueue=False)
     assert caught.value.field == "script" and "Unknown sysbench script" in caught.value.message
     assert not BenchmarkRun.objects.exists()

@@ -4,7 +4,6 @@ outsiders, and their POSTs change nothing."""
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import User
 from django.urls import reverse
 
 from benchmarks.models import BenchmarkRun, DataSet, RunStatus, Sweep
@@ -31,11 +30,6 @@ CLUSTER_POSTS = [
     ("benchmarks:sweep-launch", {"clients_list": "1,2", "targets": ["direct"], "database": "defaultdb",
                                  "repeats": "1", "duration": "5", "script": "tpcb-like", "query_mode": "simple"}),
 ]  # fmt: skip
-
-
-@pytest.fixture
-def cluster_row(owner: User) -> Cluster:
-    return make_cluster_row(owner)
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ rows written directly in the database, as the executor leaves them."""
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import User
 from django.urls import reverse
 
 from benchmarks.lib.client_cpu import client_cores, is_client_bound
@@ -12,8 +11,6 @@ from benchmarks.lib.sweep_grid import Observation, summarise
 from benchmarks.models import BenchmarkRun, Sweep
 from benchmarks.services.sweep_report import sweep_report
 from benchmarks.tests.test_views_pages import make_run, run_url
-from panel.clusters.models import Cluster
-from panel.clusters.tests.conftest import make_cluster_row
 
 CLIENT = {
     "node": "node-a",
@@ -22,11 +19,6 @@ CLIENT = {
     "cpu_weight": 512,
     "weight_of_default": 1024,
 }
-
-
-@pytest.fixture
-def cluster_row(owner: User) -> Cluster:
-    return make_cluster_row(owner)
 
 
 def test_client_cores_and_the_client_bound_rule() -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 
 import pytest
-from django.contrib.auth.models import User
 from django.urls import reverse
 
 from benchmarks.models import BenchmarkRun, DataSet, JobStatus, RunStatus, Sweep
@@ -33,12 +32,6 @@ RUN = {
     "percentiles": "on",
     "label": "",
 }
-
-
-@pytest.fixture
-def cluster_row(owner: User) -> Cluster:
-    """A 4 GB-plan cluster row: 97 connections for pools, 97 for doadmin directly."""
-    return make_cluster_row(owner)
 
 
 def _launch(client, cluster: Cluster, htmx: bool = True, **changes: str):

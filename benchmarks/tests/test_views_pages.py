@@ -9,7 +9,6 @@ import json
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -17,7 +16,6 @@ from django.utils import timezone
 
 from benchmarks.models import BenchmarkRun, RunError, RunSample, RunStatus, Sweep
 from panel.clusters.models import Cluster
-from panel.clusters.tests.conftest import make_cluster_row
 
 HTMX = {"HX-Request": "true"}
 SUMMARY = {
@@ -35,6 +33,16 @@ SUMMARY = {
     "query_mode": "simple",
     "pgbench_version": "15.18",
     "statement_latencies": [],
+}
+# What every sample of ``make_run`` says besides its time and TPS.
+FIGURES = {
+    "latency_avg_ms": 20.0,
+    "latency_stddev_ms": 5.0,
+    "failed": 0,
+    "p50_ms": 18.0,
+    "p95_ms": 30.0,
+    "p99_ms": 45.0,
+    "percentile_count": 2000,
 }
 RESERVED = (
     'connection to server at "127.0.0.1", port 26900 failed: FATAL:  remaining connection slots '
@@ -65,20 +73,7 @@ def make_run(cluster: Cluster, *, samples: int = 0, **fields: Any) -> BenchmarkR
     values.update(fields)
     run = BenchmarkRun.objects.create(**values)
     RunSample.objects.bulk_create(
-        RunSample(
-            run=run,
-            seq=seq,
-            elapsed_s=float(seq),
-            tps=2000.0 + seq,
-            latency_avg_ms=20.0,
-            latency_stddev_ms=5.0,
-            failed=0,
-            p50_ms=18.0,
-            p95_ms=30.0,
-            p99_ms=45.0,
-            percentile_count=2000,
-            received_at=now,
-        )
+        RunSample(run=run, seq=seq, elapsed_s=float(seq), tps=2000.0 + seq, received_at=now, **FIGURES)
         for seq in range(1, samples + 1)
     )
     return run
@@ -86,12 +81,6 @@ def make_run(cluster: Cluster, *, samples: int = 0, **fields: Any) -> BenchmarkR
 
 def run_url(name: str, run: BenchmarkRun, **extra: Any) -> str:
     return reverse(name, kwargs={"cluster_id": run.cluster_id, "run_id": run.pk, **extra})
-
-
-@pytest.fixture
-def cluster_row(owner: User) -> Cluster:
-    """A 4 GB-plan cluster row (97 connections for pools); nothing runs behind it."""
-    return make_cluster_row(owner)
 
 
 @pytest.fixture

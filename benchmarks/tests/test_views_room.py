@@ -7,20 +7,12 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from django.contrib.auth.models import User
 from django.urls import reverse
 
 from benchmarks.models import BenchmarkRun
 from benchmarks.services import room
 from benchmarks.tests.test_views_forms import HTMX, RUN, _launch, field_errors
-from panel.clusters.models import Cluster
-from panel.clusters.tests.conftest import make_cluster_row
 from panel.pools.services import ServerRoom
-
-
-@pytest.fixture
-def cluster_row(owner: User) -> Cluster:
-    return make_cluster_row(owner)
 
 
 @pytest.fixture

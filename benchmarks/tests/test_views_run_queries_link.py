@@ -8,21 +8,13 @@ import html
 import re
 from urllib.parse import parse_qs, urlsplit
 
-import pytest
-from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
 from benchmarks.tests.test_views_pages import make_run
 from panel.clusters.models import Cluster
-from panel.clusters.tests.conftest import make_cluster_row
 from panel.insights.models import StatementDelta, StatementText
-
-
-@pytest.fixture
-def cluster_row(owner: User) -> Cluster:
-    return make_cluster_row(owner)
 
 
 def test_a_finished_runs_page_links_to_the_queries_it_caused(

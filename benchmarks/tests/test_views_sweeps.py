@@ -4,7 +4,6 @@ cancelling a sweep; against rows written directly (no PostgreSQL behind them).""
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import User
 from django.urls import reverse
 
 from benchmarks.models import BenchmarkRun, DataSet, JobStatus, RunStatus, Sweep
@@ -27,12 +26,6 @@ FORM = {
     "query_mode": "simple",
     "name": "",
 }
-
-
-@pytest.fixture
-def cluster_row(owner: User) -> Cluster:
-    """A 4 GB-plan cluster row: 97 connections for pools."""
-    return make_cluster_row(owner)
 
 
 @pytest.fixture

@@ -4,21 +4,14 @@ pgbench's, its refusals inline, and the -C preset in plain view (against a real 
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import User
 from django.urls import reverse
 
 from benchmarks.models import BenchmarkRun, DataSet, Engine, JobStatus, RunStatus
 from benchmarks.tests.test_views_forms import HTMX, RUN, _launch, field_errors
 from panel.clusters.models import Cluster
-from panel.clusters.tests.conftest import make_cluster_row
 from panel.pools.models import ConnectionPool
 
 SYSBENCH = {**RUN, "engine": "sysbench", "script": "oltp_read_only", "query_mode": "simple"}
-
-
-@pytest.fixture
-def cluster_row(owner: User) -> Cluster:
-    return make_cluster_row(owner)
 
 
 def sysbench_dataset(cluster: Cluster, database: str = "defaultdb") -> DataSet:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
@@ -59,13 +60,27 @@ def tab(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     return _render_tab(request, cluster)
 
 
+def _card(
+    request: HttpRequest, cluster_id: uuid.UUID, fragment: str, card: Callable[[Cluster], dict[str, Any]]
+) -> HttpResponse:
+    """One card of the tab, as its polling asks for it."""
+    cluster = get_cluster_for_user(request, cluster_id)
+    return render(request, f"benchmarks/tab.html#{fragment}", card(cluster))
+
+
 @never_cache
 @require_GET
 def datasets(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     """The data sets card, polled every second while one is being initialised."""
-    cluster = get_cluster_for_user(request, cluster_id)
     # Polled every second: no init form (and its database query) for a fragment that does not show it.
-    return render(request, "benchmarks/tab.html#datasets-live", pages.datasets_card(cluster))
+    return _card(request, cluster_id, "datasets-live", pages.datasets_card)
+
+
+@never_cache
+@require_GET
+def history(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
+    """The runs table, polled every 2 s while a run is queued or running."""
+    return _card(request, cluster_id, "history", pages.history_card)
 
 
 @require_POST
@@ -85,14 +100,6 @@ def dataset_init(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
     if request.htmx:
         return render(request, "benchmarks/tab.html#datasets", _datasets_context(cluster, form))
     return _render_tab(request, cluster, init_form=form)
-
-
-@never_cache
-@require_GET
-def history(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
-    """The runs table, polled every 2 s while a run is queued or running."""
-    cluster = get_cluster_for_user(request, cluster_id)
-    return render(request, "benchmarks/tab.html#history", pages.history_card(cluster))
 
 
 @require_POST
