@@ -30,13 +30,7 @@ class DatabaseUser(models.Model):
     def __str__(self) -> str:
         return self.name
 
-    @property
-    def password(self) -> str:
-        return crypto.decrypt(self.password_encrypted)
-
-    @password.setter
-    def password(self, value: str) -> None:
-        self.password_encrypted = crypto.encrypt(value)
+    password = crypto.Encrypted("password_encrypted")
 
 
 class Database(models.Model):
