@@ -9,6 +9,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from panel import crypto
+from panel.core.errors import N_, ServiceError
 
 
 class DatabaseUser(models.Model):
@@ -32,6 +33,13 @@ class DatabaseUser(models.Model):
 
     password = crypto.Encrypted("password_encrypted")
 
+    @staticmethod
+    def not_found(name: str, *, field: str | None = None, code: str = "user.not_found") -> ServiceError:
+        """The refusal of a user of that name the cluster does not have."""
+        return ServiceError(
+            N_("No user named “%(name)s” on this cluster."), field=field, code=code, params={"name": name}
+        )
+
 
 class Database(models.Model):
     """A database on a cluster."""
@@ -51,3 +59,10 @@ class Database(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @staticmethod
+    def not_found(name: str, *, field: str | None = None, code: str = "database.not_found") -> ServiceError:
+        """The refusal of a database of that name the cluster does not have."""
+        return ServiceError(
+            N_("No database named “%(name)s” on this cluster."), field=field, code=code, params={"name": name}
+        )

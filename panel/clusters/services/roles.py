@@ -289,17 +289,11 @@ def get_user(cluster: Cluster, name: str) -> DatabaseUser:
     try:
         return cluster.users.get(name=name)
     except DatabaseUser.DoesNotExist:
-        raise ServiceError(
-            N_("No user named “%(name)s” on this cluster."), code="user.not_found", params={"name": name}
-        ) from None
+        raise DatabaseUser.not_found(name) from None
 
 
 def _get_database(cluster: Cluster, name: str) -> Database:
     try:
         return cluster.databases.get(name=name)
     except Database.DoesNotExist:
-        raise ServiceError(
-            N_("No database named “%(name)s” on this cluster."),
-            code="database.not_found",
-            params={"name": name},
-        ) from None
+        raise Database.not_found(name) from None
