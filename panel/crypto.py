@@ -6,6 +6,7 @@ import hashlib
 import hmac
 import secrets
 from functools import lru_cache
+from typing import Any, overload
 
 from cryptography.fernet import Fernet, InvalidToken
 from django.conf import settings
@@ -30,6 +31,30 @@ def decrypt(token: str) -> str:
         return _fernet().decrypt(token.encode()).decode()
     except InvalidToken:
         raise ValueError("A stored password cannot be decrypted: the encryption key has changed.") from None
+
+
+class Encrypted(property):
+    """A model's secret kept encrypted at rest in its text field ``column``: reading the attribute
+    decrypts it, setting it stores the new ciphertext (``user.password = new_password()``). A
+    property, so a model's constructor takes it by name as it takes any property. ``blank``: an
+    empty column (a row made before it had a secret) reads as ""."""
+
+    def __init__(self, column: str, *, blank: bool = False) -> None:
+        def read(row: Any) -> str:
+            token = getattr(row, column)
+            return "" if blank and not token else decrypt(token)
+
+        def write(row: Any, value: str) -> None:
+            setattr(row, column, encrypt(value))
+
+        super().__init__(read, write)
+
+    @overload
+    def __get__(self, row: None, owner: type | None = None, /) -> Encrypted: ...
+    @overload
+    def __get__(self, row: object, owner: type | None = None, /) -> str: ...
+    def __get__(self, row: object, owner: type | None = None, /) -> Any:
+        return super().__get__(row, owner)
 
 
 def derived_secret(purpose: str) -> str:

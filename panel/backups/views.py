@@ -19,7 +19,7 @@ from panel.backups.services import archiving, backups, restore
 from panel.clusters.face import get_cluster_for_user
 from panel.clusters.models import Cluster
 from panel.core.errors import ServiceError
-from panel.core.web import PanelRequest, add_service_error, go_to
+from panel.core.web import REFUSED, PanelRequest, go_to, submit
 
 
 def render_tab(
@@ -80,15 +80,13 @@ def backup_now(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
 def restore_view(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     form = RestoreForm(request.POST)
-    if not form.is_valid():
-        return render_tab(request, cluster, restore_form=form)
-    data = form.cleaned_data
-    try:
-        new = restore.request_restore(
+    new = submit(
+        form,
+        lambda data: restore.request_restore(
             cluster, cluster.owner, name=data["name"], target_time=data["time"], plan_slug=data["plan"]
-        )
-    except ServiceError as exc:
-        add_service_error(form, exc)
+        ),
+    )
+    if new is REFUSED:
         return render_tab(request, cluster, restore_form=form)
     # The source's tab follows the restore job (its progress, then a link or the reason it failed):
     # a restore that fails leaves no new cluster to look at.

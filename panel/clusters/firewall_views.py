@@ -14,7 +14,7 @@ from panel.clusters.ownership import get_cluster_for_user
 from panel.clusters.services import firewall
 from panel.clusters.settings_views import render_settings_tab
 from panel.core.errors import ServiceError
-from panel.core.web import PanelRequest, add_service_error
+from panel.core.web import REFUSED, PanelRequest, submit
 
 SECTION = "trusted-sources"
 
@@ -23,15 +23,11 @@ SECTION = "trusted-sources"
 def trusted_source_add(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     form = TrustedSourceForm(request.POST)
-    if form.is_valid():
-        try:
-            sources = firewall.add_trusted_source(cluster, form.cleaned_data["source"])
-        except ServiceError as exc:
-            add_service_error(form, exc)
-        else:
-            notice = _("Trusted source “%(source)s” added.") % {"source": sources[-1]}
-            return render_settings_tab(request, cluster, section=SECTION, source_notice=notice)
-    return render_settings_tab(request, cluster, section=SECTION, source_form=form)
+    sources = submit(form, lambda data: firewall.add_trusted_source(cluster, data["source"]))
+    if sources is REFUSED:
+        return render_settings_tab(request, cluster, section=SECTION, source_form=form)
+    notice = _("Trusted source “%(source)s” added.") % {"source": sources[-1]}
+    return render_settings_tab(request, cluster, section=SECTION, source_notice=notice)
 
 
 @require_POST

@@ -18,7 +18,7 @@ from panel.clusters.ownership import get_cluster_for_user
 from panel.clusters.standbys.services import members
 from panel.clusters.standbys.services import switchover as switchover_service
 from panel.core.errors import ServiceError
-from panel.core.web import add_service_error
+from panel.core.web import REFUSED, submit
 
 TEMPLATE = "clusters/_members.html"
 EVENTS_CHANGED = "cluster-events-changed"  # the event templates/clusters/detail.html's events list listens to
@@ -46,14 +46,10 @@ def switchover(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     form = SwitchoverForm(request.POST)
     notice = ""
-    if form.is_valid():
-        try:
-            primary = switchover_service.switchover(cluster, form.cleaned_data["to"] or None)
-        except ServiceError as exc:
-            add_service_error(form, exc)
-        else:
-            notice = _("%(member)s is the primary now.") % {"member": primary}
-            form = SwitchoverForm()
+    primary = submit(form, lambda data: switchover_service.switchover(cluster, data["to"] or None))
+    if primary is not REFUSED:
+        notice = _("%(member)s is the primary now.") % {"member": primary}
+        form = SwitchoverForm()
     response = _render(request, cluster, form, notice)
     # The switchover is over (done or refused): the Overview's events list fetches itself again.
     return trigger_client_event(response, EVENTS_CHANGED)

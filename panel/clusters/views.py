@@ -25,7 +25,7 @@ from panel.clusters.ownership import get_cluster_for_user
 from panel.clusters.services import attach, roles
 from panel.core.errors import ServiceError
 from panel.core.paging import paginate
-from panel.core.web import PanelRequest, add_service_error, go_to
+from panel.core.web import REFUSED, PanelRequest, add_service_error, go_to, submit
 
 
 def _detail_redirect(cluster: Cluster) -> HttpResponse:
@@ -312,14 +312,10 @@ def _add_on_users_tab(
     then the tab with ``done`` built from what it made, or the form with the refusal on it."""
     cluster = get_cluster_for_user(request, cluster_id)
     form = NameForm(request.POST, prefix=prefix)
-    if form.is_valid():
-        try:
-            made = add(cluster, form.cleaned_data["name"])
-        except ServiceError as exc:
-            add_service_error(form, exc)
-        else:
-            return _render_users_tab(request, cluster, **{key: make(made) for key, make in done.items()})
-    return _render_users_tab(request, cluster, **{f"{prefix}_form": form})
+    made = submit(form, lambda data: add(cluster, data["name"]))
+    if made is REFUSED:
+        return _render_users_tab(request, cluster, **{f"{prefix}_form": form})
+    return _render_users_tab(request, cluster, **{key: make(made) for key, make in done.items()})
 
 
 def _on_users_tab(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import enum
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 from django import forms
 from django.http import HttpRequest, HttpResponse
@@ -14,6 +16,16 @@ if TYPE_CHECKING:
     from django_htmx.middleware import HtmxDetails
 
 from panel.core.errors import ServiceError
+
+T = TypeVar("T")
+
+
+class _Refused(enum.Enum):
+    REFUSED = "refused"
+
+
+# What submit() answers when nothing was done: the form shows why.
+REFUSED: Final = _Refused.REFUSED
 
 
 class PanelRequest(HttpRequest):
@@ -27,6 +39,19 @@ class PanelRequest(HttpRequest):
 def add_service_error(form: forms.Form, exc: ServiceError) -> None:
     """Show a service's refusal on the field it names, or above the form."""
     form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+
+
+def submit(form: forms.Form, action: Callable[[dict[str, Any]], T]) -> T | Literal[_Refused.REFUSED]:
+    """A POSTed form's one service call: ``action`` on the form's cleaned data, and what it
+    returned; :data:`REFUSED` when the form is invalid or the service refused (its reason then on
+    the form, as :func:`add_service_error` puts it), for the view to show the form again."""
+    if not form.is_valid():
+        return REFUSED
+    try:
+        return action(form.cleaned_data)
+    except ServiceError as exc:
+        add_service_error(form, exc)
+        return REFUSED
 
 
 def go_to(request: HttpRequest, url: str) -> HttpResponse:

@@ -46,6 +46,13 @@ class Chart:
 
 # The dashed limit line of every connections chart.
 MAX_CONNECTIONS = Line("max_connections", title=gettext_lazy("max_connections"), limit=True)
+
+
+def _connections(key: str, title: StrOrPromise, metric: str) -> Chart:
+    """A connections chart: a line per label value of ``metric``, under max_connections."""
+    return Chart(key, title, "", (Line(metric, "each"), MAX_CONNECTIONS))
+
+
 DATABASE_CHARTS = (
     Chart(
         "tps",
@@ -53,33 +60,9 @@ DATABASE_CHARTS = (
         "1/s",
         (Line("tps", "each"),),
     ),
-    Chart(
-        "connections",
-        gettext_lazy("Connections by state"),
-        "",
-        (
-            Line("conn_state", "each"),
-            MAX_CONNECTIONS,
-        ),
-    ),
-    Chart(
-        "connections_user",
-        gettext_lazy("Connections by user"),
-        "",
-        (
-            Line("conn_user", "each"),
-            MAX_CONNECTIONS,
-        ),
-    ),
-    Chart(
-        "connections_db",
-        gettext_lazy("Connections by database"),
-        "",
-        (
-            Line("conn_db", "each"),
-            MAX_CONNECTIONS,
-        ),
-    ),
+    _connections("connections", gettext_lazy("Connections by state"), "conn_state"),
+    _connections("connections_user", gettext_lazy("Connections by user"), "conn_user"),
+    _connections("connections_db", gettext_lazy("Connections by database"), "conn_db"),
     Chart("cache", gettext_lazy("Cache hit ratio (%)"), "%", (Line("cache_hit_percent", "each"),), max=100),
     Chart(
         "tuples",

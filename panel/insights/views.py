@@ -22,7 +22,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from panel.clusters.face import get_cluster_for_user
 from panel.clusters.models import Cluster
 from panel.core.errors import ServiceError
-from panel.core.web import PanelRequest, add_service_error
+from panel.core.web import REFUSED, PanelRequest, submit
 from panel.insights import services
 from panel.insights.charts import RESOLUTION_LABELS, chart_page_data, charts_for
 from panel.insights.forms import DEFAULT_RANGE, RANGE_CHOICES, AlertRuleForm, Window, WindowForm, range_window
@@ -151,26 +151,20 @@ def alert_rules(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
         form = AlertRuleForm(cluster=cluster, initial=_edit_initial(request, cluster))
         return _alerts_response(request, _alerts_context(cluster, form))
     form = AlertRuleForm(request.POST, cluster=cluster)
-    if form.is_valid():
-        data = form.cleaned_data
-        try:
-            rule = services.save_rule(
-                cluster,
-                data["kind"],
-                data["threshold"],
-                data["duration_seconds"],
-                enabled=data["enabled"],
-                email=data["email"],
-            )
-        except ServiceError as exc:
-            add_service_error(form, exc)
-        else:
-            notice = _("Alert “%(rule)s” saved.") % {"rule": rule.get_kind_display()}
-            if not request.htmx:
-                messages.success(request, notice)
-                return redirect("insights:tab", cluster_id=cluster.pk)
-            return _alerts_response(request, _alerts_context(cluster, AlertRuleForm(cluster=cluster), notice))
-    return _alerts_response(request, _alerts_context(cluster, form))
+    rule = submit(
+        form,
+        lambda data: services.save_rule(
+            cluster,
+            data["kind"],
+            data["threshold"],
+            data["duration_seconds"],
+            enabled=data["enabled"],
+            email=data["email"],
+        ),
+    )
+    if rule is REFUSED:
+        return _alerts_response(request, _alerts_context(cluster, form))
+    return _alerts_changed(request, cluster, _("Alert “%(rule)s” saved.") % {"rule": rule.get_kind_display()})
 
 
 @require_POST
@@ -179,7 +173,12 @@ def alert_rule_delete(request: PanelRequest, cluster_id: uuid.UUID, rule_id: int
     rule = get_object_or_404(AlertRule, cluster=cluster, pk=rule_id)
     label = rule.get_kind_display()
     alerts.delete_rule(rule)
-    notice = _("Alert “%(rule)s” deleted.") % {"rule": label}
+    return _alerts_changed(request, cluster, _("Alert “%(rule)s” deleted.") % {"rule": label})
+
+
+def _alerts_changed(request: PanelRequest, cluster: Cluster, notice: str) -> HttpResponse:
+    """After a rule is saved or deleted: the card with ``notice`` and an empty form under HTMX; a
+    plain form's POST gets ``notice`` as a message and the tab again."""
     if not request.htmx:
         messages.success(request, notice)
         return redirect("insights:tab", cluster_id=cluster.pk)

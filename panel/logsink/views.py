@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 from panel.clusters.face import get_cluster_for_user
 from panel.clusters.models import Cluster
 from panel.core.errors import ServiceError
-from panel.core.web import add_service_error
+from panel.core.web import REFUSED, submit
 from panel.logsink.forms import SinkForm
 from panel.logsink.services import sinks
 
@@ -39,20 +39,16 @@ def sink_card(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
 def sink_add(request: HttpRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     form = SinkForm(request.POST)
-    if form.is_valid():
-        try:
-            sinks.create_sink(
-                cluster,
-                name=form.cleaned_data["sink_name"],
-                sink_type=form.cleaned_data["sink_type"],
-                config=form.config(),
-            )
-        except ServiceError as exc:
-            add_service_error(form, exc)
-        else:
-            return _card(request, cluster)
-    # Invalid: the card again with the error next to its field (status 200, which htmx swaps).
-    return _card(request, cluster, form)
+    made = submit(
+        form,
+        lambda data: sinks.create_sink(
+            cluster, name=data["sink_name"], sink_type=data["sink_type"], config=form.config()
+        ),
+    )
+    if made is REFUSED:
+        # The card again with the error next to its field (status 200, which htmx swaps).
+        return _card(request, cluster, form)
+    return _card(request, cluster)
 
 
 @require_POST

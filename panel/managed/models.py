@@ -94,13 +94,7 @@ class MetricsCredentials(models.Model):
     def __str__(self) -> str:
         return self.username
 
-    @property
-    def password(self) -> str:
-        return crypto.decrypt(self.password_encrypted)
-
-    @password.setter
-    def password(self, value: str) -> None:
-        self.password_encrypted = crypto.encrypt(value)
+    password = crypto.Encrypted("password_encrypted")
 
 
 class ReplicationUser(models.Model):

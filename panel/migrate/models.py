@@ -72,13 +72,7 @@ class OnlineMigration(models.Model):
     def __str__(self) -> str:
         return f"{self.host}:{self.port} → {self.cluster_id}"
 
-    @property
-    def password(self) -> str:
-        return crypto.decrypt(self.password_encrypted) if self.password_encrypted else ""
-
-    @password.setter
-    def password(self, value: str) -> None:
-        self.password_encrypted = crypto.encrypt(value)
+    password = crypto.Encrypted("password_encrypted", blank=True)
 
     @property
     def is_active(self) -> bool:

@@ -94,13 +94,7 @@ class Pooler(models.Model):
     def __str__(self) -> str:
         return f"PgBouncer of {self.cluster}"
 
-    @property
-    def admin_password(self) -> str:
-        return crypto.decrypt(self.admin_password_encrypted)
-
-    @admin_password.setter
-    def admin_password(self, value: str) -> None:
-        self.admin_password_encrypted = crypto.encrypt(value)
+    admin_password = crypto.Encrypted("admin_password_encrypted")
 
     def mark_running(self) -> None:
         self.status = PoolerStatus.RUNNING

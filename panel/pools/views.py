@@ -20,7 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from panel.clusters.face import SECRET_FORMATS, connection_box, get_cluster_for_user
 from panel.clusters.models import Cluster
 from panel.core.errors import ServiceError
-from panel.core.web import PanelRequest, add_service_error, go_to
+from panel.core.web import REFUSED, PanelRequest, go_to, submit
 from panel.pools import services
 from panel.pools.forms import CreatePoolForm, PoolForm
 from panel.pools.models import ConnectionPool
@@ -150,22 +150,20 @@ def pools_release(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
 def pool_create(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     form = CreatePoolForm(request.POST, cluster=cluster)
-    if form.is_valid():
-        data = form.cleaned_data
-        try:
-            # Returns once PgBouncer serves the pool (or raises with PgBouncer's own words).
-            pool = services.create_pool(
-                cluster, data["name"], data["database"], data["user"] or None, data["mode"], data["size"]
-            )
-        except ServiceError as exc:
-            add_service_error(form, exc)
-        else:
-            notice = _("Pool “%(name)s” created; it accepts connections now.") % {"name": pool.name}
-            if not request.htmx:
-                messages.success(request, notice)
-                return redirect("pools:list", cluster_id=cluster.pk)
-            return _render_tab(request, cluster, notice=notice, created=pool)
-    return _render_tab(request, cluster, form=form)
+    # Returns once PgBouncer serves the pool (or refuses with PgBouncer's own words).
+    pool = submit(
+        form,
+        lambda data: services.create_pool(
+            cluster, data["name"], data["database"], data["user"] or None, data["mode"], data["size"]
+        ),
+    )
+    if pool is REFUSED:
+        return _render_tab(request, cluster, form=form)
+    notice = _("Pool “%(name)s” created; it accepts connections now.") % {"name": pool.name}
+    if not request.htmx:
+        messages.success(request, notice)
+        return redirect("pools:list", cluster_id=cluster.pk)
+    return _render_tab(request, cluster, notice=notice, created=pool)
 
 
 # --- one pool: connection details, edit, delete ------------------------------------------------------
@@ -225,21 +223,19 @@ def pool_edit(request: PanelRequest, cluster_id: uuid.UUID, pool_id: uuid.UUID) 
     cluster = get_cluster_for_user(request, cluster_id)
     pool = _get_pool(cluster, pool_id)
     form = PoolForm(request.POST, cluster=cluster, pool=pool)
-    if form.is_valid():
-        data = form.cleaned_data
-        try:
-            pool = services.update_pool(
-                pool, data["database"], data["user"] or None, data["mode"], data["size"]
-            )
-        except ServiceError as exc:
-            add_service_error(form, exc)
-        else:
-            notice = _("Pool “%(name)s” updated; PgBouncer applied the change online.") % {"name": pool.name}
-            if not request.htmx:
-                messages.success(request, notice)
-                return redirect("pools:detail", cluster_id=cluster.pk, pool_id=pool.pk)
-            return _render_pool_page(request, cluster, pool, notice=notice)
-    return _render_pool_page(request, cluster, pool, form=form)
+    updated = submit(
+        form,
+        lambda data: services.update_pool(
+            pool, data["database"], data["user"] or None, data["mode"], data["size"]
+        ),
+    )
+    if updated is REFUSED:
+        return _render_pool_page(request, cluster, pool, form=form)
+    notice = _("Pool “%(name)s” updated; PgBouncer applied the change online.") % {"name": updated.name}
+    if not request.htmx:
+        messages.success(request, notice)
+        return redirect("pools:detail", cluster_id=cluster.pk, pool_id=updated.pk)
+    return _render_pool_page(request, cluster, updated, notice=notice)
 
 
 @require_http_methods(["GET", "POST"])

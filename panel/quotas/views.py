@@ -18,7 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 from panel.clusters.face import get_cluster_for_user, number
 from panel.clusters.models import Cluster
 from panel.core.errors import ServiceError
-from panel.core.web import PanelRequest, add_service_error
+from panel.core.web import REFUSED, PanelRequest, add_service_error, submit
 from panel.quotas import services
 from panel.quotas.forms import GraceForm, QuotaForm
 from panel.quotas.lib.quota import human_count, human_space
@@ -185,12 +185,10 @@ def quota_allow_writes(request: PanelRequest, cluster_id: uuid.UUID, quota_id: u
 def quota_grace(request: PanelRequest, cluster_id: uuid.UUID) -> HttpResponse:
     cluster = get_cluster_for_user(request, cluster_id)
     form = GraceForm(request.POST)
-    if not form.is_valid():
-        return render_tab(request, cluster, grace_form=form)
-    try:
-        services.set_grace(cluster, form.cleaned_data["space_grace"], form.cleaned_data["files_grace"])
-    except ServiceError as exc:
-        add_service_error(form, exc)
+    if (
+        submit(form, lambda data: services.set_grace(cluster, data["space_grace"], data["files_grace"]))
+        is REFUSED
+    ):
         return render_tab(request, cluster, grace_form=form)
     return render_tab(request, cluster, notice=_("Grace periods saved."))
 

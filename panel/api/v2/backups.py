@@ -11,8 +11,7 @@ from ninja import Router
 
 from panel.api.models import Scope
 from panel.api.services.databases import ENGINE
-from panel.api.v2.auth import caller
-from panel.api.v2.common import ERRORS, owned_cluster
+from panel.api.v2.common import ERRORS, scoped_cluster
 from panel.api.v2.errors import ApiError
 from panel.api.v2.schemas import BackupListOut, DatabaseCreateIn
 from panel.backups.services import backups, restore
@@ -25,8 +24,7 @@ router = Router(tags=["backups"])
 
 @router.get("/{uuid:database_id}/backups", response={200: BackupListOut, **ERRORS}, summary="List backups")
 def list_backups(request: HttpRequest, database_id: uuid.UUID) -> dict[str, Any]:
-    user, _token = caller(request, Scope.READ)
-    cluster = owned_cluster(user, database_id)
+    cluster, _token = scoped_cluster(request, database_id, Scope.READ)
     if not cluster.is_local or not cluster.is_serving:
         return {"backups": []}
     page = backups.page(cluster)

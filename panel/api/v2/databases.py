@@ -14,7 +14,7 @@ from panel.api.models import ApiToken, Scope
 from panel.api.services import cluster_object, resources
 from panel.api.v2 import backups as backups_api
 from panel.api.v2.auth import caller
-from panel.api.v2.common import ERRORS, WRITE_ERRORS, Pagination, listed, owned_cluster, page_of
+from panel.api.v2.common import ERRORS, WRITE_ERRORS, Pagination, listed, page_of, scoped_cluster
 from panel.api.v2.schemas import (
     CaOut,
     DatabaseCreateIn,
@@ -70,16 +70,15 @@ def create_database(request: HttpRequest, payload: DatabaseCreateIn) -> Status[d
 
 @router.get("/{uuid:database_id}", response={200: DatabaseOut, **ERRORS}, summary="Get a database cluster")
 def get_database(request: HttpRequest, database_id: uuid.UUID) -> dict[str, Any]:
-    user, token = caller(request, Scope.READ)
-    return {"database": _shown(request, owned_cluster(user, database_id), token)}
+    cluster, token = scoped_cluster(request, database_id, Scope.READ)
+    return {"database": _shown(request, cluster, token)}
 
 
 @router.delete(
     "/{uuid:database_id}", response={204: None, **WRITE_ERRORS}, summary="Destroy a database cluster"
 )
 def destroy_database(request: HttpRequest, database_id: uuid.UUID) -> Status[None]:
-    user, _token = caller(request, Scope.DELETE)
-    cluster = owned_cluster(user, database_id)
+    cluster, _token = scoped_cluster(request, database_id, Scope.DELETE)
     # The API has no confirmation step: the call itself is the confirmation, as on the managed
     # service; the cluster is marked deleting and its node's worker tears it down.
     cluster_services.request_delete(cluster, confirm_name=cluster.name)
@@ -90,8 +89,8 @@ def destroy_database(request: HttpRequest, database_id: uuid.UUID) -> Status[Non
     "/{uuid:database_id}/ca", response={200: CaOut, **ERRORS}, summary="Retrieve the public certificate"
 )
 def get_ca(request: HttpRequest, database_id: uuid.UUID) -> dict[str, Any]:
-    user, _token = caller(request, Scope.READ)
-    return {"ca": resources.ca(owned_cluster(user, database_id))}
+    cluster, _token = scoped_cluster(request, database_id, Scope.READ)
+    return {"ca": resources.ca(cluster)}
 
 
 @router.get(
@@ -100,7 +99,6 @@ def get_ca(request: HttpRequest, database_id: uuid.UUID) -> dict[str, Any]:
 def list_events(
     request: HttpRequest, database_id: uuid.UUID, pagination: Query[Pagination]
 ) -> dict[str, Any]:
-    user, _token = caller(request, Scope.READ)
-    cluster = owned_cluster(user, database_id)
+    cluster, _token = scoped_cluster(request, database_id, Scope.READ)
     page = page_of(request, cluster.events.select_related("cluster"), pagination)
     return listed("events", page, resources.event)

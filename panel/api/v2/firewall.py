@@ -17,8 +17,7 @@ from ninja import Router, Schema
 from ninja.responses import Status
 
 from panel.api.models import Scope
-from panel.api.v2.auth import caller
-from panel.api.v2.common import ERRORS, WRITE_ERRORS, owned_cluster
+from panel.api.v2.common import ERRORS, WRITE_ERRORS, scoped_cluster
 from panel.api.v2.errors import ApiError
 from panel.clusters.face import firewall as firewall_services
 from panel.clusters.models import Cluster
@@ -69,8 +68,8 @@ def _rules(cluster: Cluster) -> list[dict[str, Any]]:
     summary="List firewall rules (trusted sources) for a database cluster",
 )
 def list_firewall_rules(request: HttpRequest, database_id: uuid.UUID) -> dict[str, Any]:
-    user, _token = caller(request, Scope.READ)
-    return {"rules": _rules(owned_cluster(user, database_id))}
+    cluster, _token = scoped_cluster(request, database_id, Scope.READ)
+    return {"rules": _rules(cluster)}
 
 
 @router.put(
@@ -81,8 +80,7 @@ def list_firewall_rules(request: HttpRequest, database_id: uuid.UUID) -> dict[st
 def update_firewall_rules(
     request: HttpRequest, database_id: uuid.UUID, payload: FirewallRulesIn
 ) -> Status[None]:
-    user, _token = caller(request, Scope.UPDATE)
-    cluster = owned_cluster(user, database_id)
+    cluster, _token = scoped_cluster(request, database_id, Scope.UPDATE)
     for index, rule in enumerate(payload.rules):
         if rule.type != IP_ADDR:
             raise ApiError(

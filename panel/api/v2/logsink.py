@@ -22,8 +22,7 @@ from ninja.responses import Status
 from pydantic import ConfigDict
 
 from panel.api.models import ApiToken, Scope
-from panel.api.v2.auth import caller
-from panel.api.v2.common import ERRORS, WRITE_ERRORS, owned_cluster
+from panel.api.v2.common import ERRORS, WRITE_ERRORS, scoped_cluster
 from panel.logsink.lib import config as sink_config
 from panel.logsink.models import LogSink
 from panel.logsink.services import sinks
@@ -83,8 +82,7 @@ def _out(sink: LogSink, token: ApiToken) -> dict[str, Any]:
 
 @router.get("/{uuid:database_id}/logsink", response={200: SinkListOut, **ERRORS}, summary="List logsinks")
 def list_logsink(request: HttpRequest, database_id: uuid.UUID) -> dict[str, Any]:
-    user, token = caller(request, Scope.READ)
-    cluster = owned_cluster(user, database_id)
+    cluster, token = scoped_cluster(request, database_id, Scope.READ)
     return {"sinks": [_out(sink, token) for sink in cluster.log_sinks.all()]}
 
 
@@ -92,8 +90,7 @@ def list_logsink(request: HttpRequest, database_id: uuid.UUID) -> dict[str, Any]
     "/{uuid:database_id}/logsink", response={201: SinkCreatedOut, **WRITE_ERRORS}, summary="Create a logsink"
 )
 def create_logsink(request: HttpRequest, database_id: uuid.UUID, payload: SinkIn) -> Status[dict[str, Any]]:
-    user, token = caller(request, Scope.CREATE)
-    cluster = owned_cluster(user, database_id)
+    cluster, token = scoped_cluster(request, database_id, Scope.CREATE)
     sink = sinks.create_sink(
         cluster, name=payload.sink_name, sink_type=payload.sink_type, config=payload.config
     )
@@ -104,8 +101,8 @@ def create_logsink(request: HttpRequest, database_id: uuid.UUID, payload: SinkIn
     "/{uuid:database_id}/logsink/{logsink_id}", response={200: SinkOut, **ERRORS}, summary="Get a logsink"
 )
 def get_logsink(request: HttpRequest, database_id: uuid.UUID, logsink_id: str) -> dict[str, Any]:
-    user, token = caller(request, Scope.READ)
-    return _out(sinks.get_sink(owned_cluster(user, database_id), logsink_id), token)
+    cluster, token = scoped_cluster(request, database_id, Scope.READ)
+    return _out(sinks.get_sink(cluster, logsink_id), token)
 
 
 @router.put(
@@ -116,8 +113,8 @@ def get_logsink(request: HttpRequest, database_id: uuid.UUID, logsink_id: str) -
 def update_logsink(
     request: HttpRequest, database_id: uuid.UUID, logsink_id: str, payload: SinkUpdateIn
 ) -> HttpResponse:
-    user, _token = caller(request, Scope.UPDATE)
-    sinks.update_sink(owned_cluster(user, database_id), logsink_id, config=payload.config)
+    cluster, _token = scoped_cluster(request, database_id, Scope.UPDATE)
+    sinks.update_sink(cluster, logsink_id, config=payload.config)
     return HttpResponse(status=200)
 
 
@@ -127,6 +124,6 @@ def update_logsink(
     summary="Delete a logsink",
 )
 def delete_logsink(request: HttpRequest, database_id: uuid.UUID, logsink_id: str) -> HttpResponse:
-    user, _token = caller(request, Scope.DELETE)
-    sinks.delete_sink(owned_cluster(user, database_id), logsink_id)
+    cluster, _token = scoped_cluster(request, database_id, Scope.DELETE)
+    sinks.delete_sink(cluster, logsink_id)
     return HttpResponse(status=200)

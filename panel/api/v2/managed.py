@@ -13,7 +13,7 @@ from ninja.responses import Status
 
 from panel.api.models import Scope
 from panel.api.v2.auth import caller
-from panel.api.v2.common import ERRORS, WRITE_ERRORS, owned_cluster
+from panel.api.v2.common import ERRORS, WRITE_ERRORS, scoped_cluster
 from panel.api.v2.managed_schemas import (
     AutoscaleIn,
     AutoscaleOut,
@@ -58,8 +58,8 @@ def update_metrics_credentials(request: HttpRequest, payload: MetricsCredentials
 def update_maintenance_window(
     request: HttpRequest, database_id: uuid.UUID, payload: MaintenanceWindowIn
 ) -> Status[None]:
-    user, _token = caller(request, Scope.UPDATE)
-    maintenance.set_window(owned_cluster(user, database_id), payload.day, payload.hour)
+    cluster, _token = scoped_cluster(request, database_id, Scope.UPDATE)
+    maintenance.set_window(cluster, payload.day, payload.hour)
     return Status(204, None)
 
 
@@ -69,8 +69,8 @@ def update_maintenance_window(
     summary="Start database maintenance (install the pending updates now)",
 )
 def install_update(request: HttpRequest, database_id: uuid.UUID) -> Status[None]:
-    user, _token = caller(request, Scope.UPDATE)
-    maintenance.install_update(owned_cluster(user, database_id))
+    cluster, _token = scoped_cluster(request, database_id, Scope.UPDATE)
+    maintenance.install_update(cluster)
     return Status(204, None)
 
 
@@ -80,8 +80,8 @@ def install_update(request: HttpRequest, database_id: uuid.UUID) -> Status[None]
     summary="Retrieve autoscale configuration for a database cluster",
 )
 def get_autoscale(request: HttpRequest, database_id: uuid.UUID) -> dict[str, Any]:
-    user, _token = caller(request, Scope.READ)
-    row = autoscale.autoscale_of(owned_cluster(user, database_id))
+    cluster, _token = scoped_cluster(request, database_id, Scope.READ)
+    row = autoscale.autoscale_of(cluster)
     storage = {
         "enabled": row.enabled,
         "threshold_percent": row.threshold_percent,
@@ -96,10 +96,10 @@ def get_autoscale(request: HttpRequest, database_id: uuid.UUID) -> dict[str, Any
     summary="Configure autoscale settings for a database cluster",
 )
 def update_autoscale(request: HttpRequest, database_id: uuid.UUID, payload: AutoscaleIn) -> Status[None]:
-    user, _token = caller(request, Scope.UPDATE)
+    cluster, _token = scoped_cluster(request, database_id, Scope.UPDATE)
     storage = payload.storage
     autoscale.set_autoscale(
-        owned_cluster(user, database_id),
+        cluster,
         enabled=storage.enabled,
         threshold_percent=storage.threshold_percent,
         increment_gib=storage.increment_gib,

@@ -12,8 +12,7 @@ from django.http import HttpRequest
 from ninja import Router, Schema
 
 from panel.api.models import Scope
-from panel.api.v2.auth import caller
-from panel.api.v2.common import ERRORS, WRITE_ERRORS, owned_cluster
+from panel.api.v2.common import ERRORS, WRITE_ERRORS, scoped_cluster
 from panel.clusters.face import members
 from panel.clusters.face import switchover as switchover_service
 
@@ -47,8 +46,7 @@ class SwitchoverOut(Schema):
 
 @router.get("/{uuid:database_id}/members", response={200: MembersOut, **ERRORS}, summary="List members")
 def list_members(request: HttpRequest, database_id: uuid.UUID) -> dict[str, Any]:
-    user, _token = caller(request, Scope.READ)
-    cluster = owned_cluster(user, database_id)
+    cluster, _token = scoped_cluster(request, database_id, Scope.READ)
     return {"members": [dataclasses.asdict(m) for m in members.list_members(cluster)]}
 
 
@@ -58,6 +56,5 @@ def list_members(request: HttpRequest, database_id: uuid.UUID) -> dict[str, Any]
     summary="Switch the primary over to a standby",
 )
 def switchover(request: HttpRequest, database_id: uuid.UUID, payload: SwitchoverIn) -> dict[str, Any]:
-    user, _token = caller(request, Scope.UPDATE)
-    cluster = owned_cluster(user, database_id)
+    cluster, _token = scoped_cluster(request, database_id, Scope.UPDATE)
     return {"primary": switchover_service.switchover(cluster, payload.to)}

@@ -18,8 +18,7 @@ from ninja.responses import Status
 from pydantic import ConfigDict, Field
 
 from panel.api.models import Scope
-from panel.api.v2.auth import caller
-from panel.api.v2.common import ERRORS, WRITE_ERRORS, owned_cluster
+from panel.api.v2.common import ERRORS, WRITE_ERRORS, scoped_cluster
 from panel.api.v2.errors import ApiError
 from panel.migrate.services import actions, cutover
 
@@ -78,8 +77,8 @@ def _out(state: cutover.MigrationState) -> dict[str, Any]:
     summary="Retrieve the status of the most recent online migration",
 )
 def get_migration_status(request: HttpRequest, database_id: uuid.UUID) -> dict[str, Any]:
-    user, _token = caller(request, Scope.READ)
-    state = cutover.migration_status(owned_cluster(user, database_id))
+    cluster, _token = scoped_cluster(request, database_id, Scope.READ)
+    state = cutover.migration_status(cluster)
     if state is None:
         raise ApiError(404, "No online migration into this database cluster.")
     return _out(state)
@@ -93,8 +92,7 @@ def get_migration_status(request: HttpRequest, database_id: uuid.UUID) -> dict[s
 def update_online_migration(
     request: HttpRequest, database_id: uuid.UUID, payload: OnlineMigrationIn
 ) -> dict[str, Any]:
-    user, _token = caller(request, Scope.UPDATE)
-    cluster = owned_cluster(user, database_id)
+    cluster, _token = scoped_cluster(request, database_id, Scope.UPDATE)
     source = payload.source
     migration = actions.start_migration(
         cluster,
@@ -119,6 +117,6 @@ def update_online_migration(
     summary="Stop an online migration (cut over once it is syncing)",
 )
 def delete_online_migration(request: HttpRequest, database_id: uuid.UUID, migration_id: str) -> Status[None]:
-    user, _token = caller(request, Scope.UPDATE)
-    cutover.stop_migration(owned_cluster(user, database_id), migration_id)
+    cluster, _token = scoped_cluster(request, database_id, Scope.UPDATE)
+    cutover.stop_migration(cluster, migration_id)
     return Status(204, None)

@@ -12,8 +12,7 @@ from ninja import Router, Schema
 from ninja.responses import Status
 
 from panel.api.models import Scope
-from panel.api.v2.auth import caller
-from panel.api.v2.common import ERRORS, WRITE_ERRORS, owned_cluster
+from panel.api.v2.common import ERRORS, WRITE_ERRORS, scoped_cluster
 from panel.api.v2.errors import ApiError
 from panel.clusters.models import Cluster
 from panel.quotas import services as quota_services
@@ -124,8 +123,7 @@ def _quota(cluster: Cluster, kind: str, name: str) -> Quota:
 
 @router.get(QUOTAS, response={200: QuotaListOut, **ERRORS}, summary="List storage quotas (repquota)")
 def list_quotas(request: HttpRequest, database_id: uuid.UUID) -> dict[str, Any]:
-    user, _token = caller(request, Scope.READ)
-    cluster = owned_cluster(user, database_id)
+    cluster, _token = scoped_cluster(request, database_id, Scope.READ)
     storage = quota_services.storage_of(cluster)
     plan = cluster.plan
     return {
@@ -147,8 +145,7 @@ def list_quotas(request: HttpRequest, database_id: uuid.UUID) -> dict[str, Any]:
     QUOTAS + "/{kind}/{name}", response={200: QuotaOne, **WRITE_ERRORS}, summary="Set a storage quota"
 )
 def set_quota(request: HttpRequest, database_id: uuid.UUID, kind: str, name: str, payload: QuotaIn) -> Any:
-    user, _token = caller(request, Scope.UPDATE)
-    cluster = owned_cluster(user, database_id)
+    cluster, _token = scoped_cluster(request, database_id, Scope.UPDATE)
     quota = quota_services.set_quota(
         cluster,
         _kind(kind),
@@ -167,8 +164,7 @@ def set_quota(request: HttpRequest, database_id: uuid.UUID, kind: str, name: str
     QUOTAS + "/{kind}/{name}", response={204: None, **WRITE_ERRORS}, summary="Remove a storage quota"
 )
 def remove_quota(request: HttpRequest, database_id: uuid.UUID, kind: str, name: str) -> Status[None]:
-    user, _token = caller(request, Scope.UPDATE)
-    cluster = owned_cluster(user, database_id)
+    cluster, _token = scoped_cluster(request, database_id, Scope.UPDATE)
     _quota(cluster, kind, name)
     quota_services.remove_quota(cluster, kind, name)
     return Status(204, None)
@@ -180,8 +176,7 @@ def remove_quota(request: HttpRequest, database_id: uuid.UUID, kind: str, name: 
     summary="Allow writes for 15 minutes (once per grace period)",
 )
 def allow_writes(request: HttpRequest, database_id: uuid.UUID, kind: str, name: str) -> Any:
-    user, _token = caller(request, Scope.UPDATE)
-    cluster = owned_cluster(user, database_id)
+    cluster, _token = scoped_cluster(request, database_id, Scope.UPDATE)
     quota = quota_services.allow_writes(_quota(cluster, kind, name))
     return {"quota": _shown(quota_services.row_of(quota))}
 
@@ -190,8 +185,6 @@ def allow_writes(request: HttpRequest, database_id: uuid.UUID, kind: str, name: 
     "/{uuid:database_id}/quota_grace", response={204: None, **WRITE_ERRORS}, summary="Set the grace periods"
 )
 def set_grace(request: HttpRequest, database_id: uuid.UUID, payload: GraceIn) -> Status[None]:
-    user, _token = caller(request, Scope.UPDATE)
-    quota_services.set_grace(
-        owned_cluster(user, database_id), payload.space_seconds, payload.relations_seconds
-    )
+    cluster, _token = scoped_cluster(request, database_id, Scope.UPDATE)
+    quota_services.set_grace(cluster, payload.space_seconds, payload.relations_seconds)
     return Status(204, None)

@@ -13,8 +13,7 @@ from ninja.responses import Status
 
 from panel.api.models import ApiToken, Scope
 from panel.api.services import databases as shapes
-from panel.api.v2.auth import caller
-from panel.api.v2.common import ERRORS, WRITE_ERRORS, owned_cluster
+from panel.api.v2.common import ERRORS, WRITE_ERRORS, scoped_cluster
 from panel.api.v2.schemas import Connection
 from panel.clusters.face import replicas
 from panel.clusters.models import Cluster
@@ -74,8 +73,7 @@ def replica(cluster: Cluster, token: ApiToken) -> dict[str, Any]:
 
 @router.get(REPLICAS, response={200: ReplicaListOut, **ERRORS}, summary="List read-only replicas")
 def list_replicas(request: HttpRequest, database_id: uuid.UUID) -> dict[str, Any]:
-    user, token = caller(request, Scope.READ)
-    source = owned_cluster(user, database_id)
+    source, token = scoped_cluster(request, database_id, Scope.READ)
     rows = source.replicas.select_related("node").order_by("created_at", "name")
     return {"replicas": [replica(row, token) for row in rows]}
 
@@ -84,8 +82,7 @@ def list_replicas(request: HttpRequest, database_id: uuid.UUID) -> dict[str, Any
 def create_replica(
     request: HttpRequest, database_id: uuid.UUID, payload: ReplicaCreateIn
 ) -> Status[dict[str, Any]]:
-    user, token = caller(request, Scope.CREATE)
-    source = owned_cluster(user, database_id)
+    source, token = scoped_cluster(request, database_id, Scope.CREATE)
     made = replicas.create_replica(source, name=payload.name, plan_slug=payload.size or None)
     return Status(201, {"replica": replica(made, token)})
 
@@ -94,8 +91,7 @@ def create_replica(
     REPLICAS + "/{replica_name}", response={200: ReplicaOut, **ERRORS}, summary="Get a read-only replica"
 )
 def get_replica(request: HttpRequest, database_id: uuid.UUID, replica_name: str) -> dict[str, Any]:
-    user, token = caller(request, Scope.READ)
-    source = owned_cluster(user, database_id)
+    source, token = scoped_cluster(request, database_id, Scope.READ)
     return {"replica": replica(replicas.get_replica(source, replica_name), token)}
 
 
@@ -103,8 +99,7 @@ def get_replica(request: HttpRequest, database_id: uuid.UUID, replica_name: str)
     REPLICAS + "/{replica_name}", response={204: None, **WRITE_ERRORS}, summary="Destroy a read-only replica"
 )
 def destroy_replica(request: HttpRequest, database_id: uuid.UUID, replica_name: str) -> Status[None]:
-    user, _token = caller(request, Scope.DELETE)
-    source = owned_cluster(user, database_id)
+    source, _token = scoped_cluster(request, database_id, Scope.DELETE)
     replicas.delete_replica(replicas.get_replica(source, replica_name))
     return Status(204, None)
 
@@ -115,7 +110,6 @@ def destroy_replica(request: HttpRequest, database_id: uuid.UUID, replica_name: 
     summary="Promote a read-only replica to a primary cluster",
 )
 def promote_replica(request: HttpRequest, database_id: uuid.UUID, replica_name: str) -> Status[None]:
-    user, _token = caller(request, Scope.UPDATE)
-    source = owned_cluster(user, database_id)
+    source, _token = scoped_cluster(request, database_id, Scope.UPDATE)
     replicas.promote_replica(replicas.get_replica(source, replica_name))
     return Status(204, None)

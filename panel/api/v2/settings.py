@@ -11,8 +11,7 @@ from ninja import Router, Schema
 from ninja.responses import Status
 
 from panel.api.models import Scope
-from panel.api.v2.auth import caller
-from panel.api.v2.common import ERRORS, WRITE_ERRORS, owned_cluster
+from panel.api.v2.common import ERRORS, WRITE_ERRORS, scoped_cluster
 from panel.clusters.face import config, resize
 
 router = Router(tags=["databases"])
@@ -37,8 +36,7 @@ class ConfigBody(Schema):
     summary="Resize a database cluster",
 )
 def resize_database(request: HttpRequest, database_id: uuid.UUID, payload: ResizeIn) -> Status[None]:
-    user, _token = caller(request, Scope.UPDATE)
-    cluster = owned_cluster(user, database_id)
+    cluster, _token = scoped_cluster(request, database_id, Scope.UPDATE)
     # Accepted: the cluster is "resizing" until its node has restarted it on the new plan, or
     # added or removed its standbys (``num_nodes``; the size may stay the same).
     resize.resize_cluster(cluster, payload.size, num_nodes=payload.num_nodes)
@@ -51,8 +49,7 @@ def resize_database(request: HttpRequest, database_id: uuid.UUID, payload: Resiz
     summary="Retrieve an existing database cluster's configuration",
 )
 def get_config(request: HttpRequest, database_id: uuid.UUID) -> dict[str, Any]:
-    user, _token = caller(request, Scope.READ)
-    cluster = owned_cluster(user, database_id)
+    cluster, _token = scoped_cluster(request, database_id, Scope.READ)
     return {"config": config.current_config(cluster)}
 
 
@@ -62,6 +59,5 @@ def get_config(request: HttpRequest, database_id: uuid.UUID) -> dict[str, Any]:
     summary="Update the database configuration for an existing database",
 )
 def patch_config(request: HttpRequest, database_id: uuid.UUID, payload: ConfigBody) -> dict[str, Any]:
-    user, _token = caller(request, Scope.UPDATE)
-    cluster = owned_cluster(user, database_id)
+    cluster, _token = scoped_cluster(request, database_id, Scope.UPDATE)
     return {"config": config.update_config(cluster, payload.config)}

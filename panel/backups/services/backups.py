@@ -66,16 +66,21 @@ def request_backup(cluster: Cluster, backup_type: str = "full", *, scheduled: bo
             code="backup.replica",
             params={},
         )
-    transitions.require_serving(cluster)
-    if active_job(cluster) is not None:
-        raise ServiceError(
-            N_("A backup or restore of this cluster is already running."), code="backup.busy", params={}
-        )
+    _require_free(cluster)
     job = BackupJob.objects.create(
         cluster=cluster, kind=JobKind.BACKUP, backup_type=backup_type, scheduled=scheduled
     )
     enqueue_job("panel.backups.tasks.backup", job, cluster, made=[job])
     return job
+
+
+def _require_free(cluster: Cluster) -> None:
+    """A backup needs the server running and no other backup or restore of it under way."""
+    transitions.require_serving(cluster)
+    if active_job(cluster) is not None:
+        raise ServiceError(
+            N_("A backup or restore of this cluster is already running."), code="backup.busy", params={}
+        )
 
 
 def enqueue_job(task: str, job: BackupJob, cluster: Cluster, *, made: Sequence[Model]) -> None:
@@ -91,11 +96,7 @@ def enqueue_job(task: str, job: BackupJob, cluster: Cluster, *, made: Sequence[M
 
 def create_backup(cluster: Cluster, backup_type: str = "full") -> BackupJob:
     """Take a backup in the foreground (the command line): a row, then ``perform_backup``."""
-    transitions.require_serving(cluster)
-    if active_job(cluster) is not None:
-        raise ServiceError(
-            N_("A backup or restore of this cluster is already running."), code="backup.busy", params={}
-        )
+    _require_free(cluster)
     job = BackupJob.objects.create(cluster=cluster, kind=JobKind.BACKUP, backup_type=backup_type)
     perform_backup(job.pk)
     job.refresh_from_db()

@@ -29,7 +29,7 @@ from panel.backups.lib import pgbackrest
 from panel.backups.models import BackupJob, JobKind, RestoreOrigin
 from panel.backups.services.backups import active_job, enqueue_job, page
 from panel.backups.services.restore_steps import run_steps
-from panel.clusters.face import create_cluster, dbconn, failures, lifecycle, postgres, transitions
+from panel.clusters.face import create_cluster, dbconn, failures, lifecycle, transitions
 from panel.clusters.lib.plans import require_plan
 from panel.clusters.models import Cluster, ClusterStatus, EventLevel
 from panel.core.errors import N_, Message, ServiceError, When, message_to_text
@@ -182,11 +182,6 @@ def perform_restore(job_id: int) -> BackupJob | None:
 
 def _remove(new: Cluster) -> None:
     """Nothing half-made left: processes, data root, backup files, system user, rows."""
-    try:
-        lifecycle.tear_down(new)
-    except Exception:
-        log.exception("removing the failed restore %s", new.pk)
-        postgres.kill(new.pgdata)
-        postgres.remove_data(new.data_root)
+    lifecycle.remove_failed(new, "restore")
     engine.remove(new.id.hex)
     new.delete()

@@ -42,12 +42,7 @@ def run_steps(job: BackupJob, source: Cluster, new: Cluster) -> None:
 
     transitions.set_progress(new, 5, _("Preparing"))
     # The restored server's roles have the source's passwords until ``own secrets`` below.
-    new.superuser_password_encrypted = source.superuser_password_encrypted
-    new.monitor_password_encrypted = source.monitor_password_encrypted
-    new.save(update_fields=["superuser_password_encrypted", "monitor_password_encrypted", "updated_at"])
-    postgres.kill(new.pgdata)
-    postgres.remove_data(new.data_root)
-    steps.user = isolation.ensure_cluster_user(new)
+    steps.user = provision.prepare_copy(new, source)
 
     transitions.set_progress(new, 10, _("Archiving the source's latest WAL"))
     seal_source(source)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
@@ -49,18 +49,31 @@ class PanelCommand(BaseCommand):
             raise CommandError(f"{exc.message}{where}") from None
 
 
+class AddSubcommand(Protocol):
+    """What :func:`cluster_subcommands` returns."""
+
+    def __call__(
+        self, name: str, help_text: str, *, cluster: bool = True, owner: bool | None = None
+    ) -> argparse.ArgumentParser: ...
+
+
 def cluster_subcommands(
-    parser: CommandParser, cluster_dest: str = "name"
-) -> Callable[[str, str], argparse.ArgumentParser]:
+    parser: CommandParser, cluster_dest: str = "name", cluster_help: str = "cluster name"
+) -> AddSubcommand:
     """``add(name, help_text)``: a subcommand of ``parser`` about one cluster, named by CLUSTER
     (stored as ``cluster_dest``) and --owner; it returns the subcommand's parser for its own
-    arguments."""
+    arguments. ``cluster=False``: a subcommand about no one cluster, with --owner only when
+    ``owner=True`` (the owner of what it makes, or whose clusters it lists)."""
     sub = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
 
-    def add(name: str, help_text: str) -> argparse.ArgumentParser:
+    def add(
+        name: str, help_text: str, *, cluster: bool = True, owner: bool | None = None
+    ) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument(cluster_dest, metavar="CLUSTER", help="cluster name")
-        p.add_argument("--owner", metavar="USERNAME", help="the cluster owner's username")
+        if cluster:
+            p.add_argument(cluster_dest, metavar="CLUSTER", help=cluster_help)
+        if cluster if owner is None else owner:
+            p.add_argument("--owner", metavar="USERNAME", help="the cluster owner's username")
         return p
 
     return add

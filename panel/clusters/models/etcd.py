@@ -24,13 +24,7 @@ class EtcdAuthority(models.Model):
     def __str__(self) -> str:
         return self.name
 
-    @property
-    def key_pem(self) -> str:
-        return crypto.decrypt(self.key_encrypted)
-
-    @key_pem.setter
-    def key_pem(self, value: str) -> None:
-        self.key_encrypted = crypto.encrypt(value)
+    key_pem = crypto.Encrypted("key_encrypted")
 
 
 class EtcdMemberState(models.TextChoices):

@@ -9,6 +9,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from panel import crypto
+from panel.core.errors import N_, ServiceError
 
 
 class DatabaseUser(models.Model):
@@ -30,13 +31,14 @@ class DatabaseUser(models.Model):
     def __str__(self) -> str:
         return self.name
 
-    @property
-    def password(self) -> str:
-        return crypto.decrypt(self.password_encrypted)
+    password = crypto.Encrypted("password_encrypted")
 
-    @password.setter
-    def password(self, value: str) -> None:
-        self.password_encrypted = crypto.encrypt(value)
+    @staticmethod
+    def not_found(name: str, *, field: str | None = None, code: str = "user.not_found") -> ServiceError:
+        """The refusal of a user of that name the cluster does not have."""
+        return ServiceError(
+            N_("No user named “%(name)s” on this cluster."), field=field, code=code, params={"name": name}
+        )
 
 
 class Database(models.Model):
@@ -57,3 +59,10 @@ class Database(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @staticmethod
+    def not_found(name: str, *, field: str | None = None, code: str = "database.not_found") -> ServiceError:
+        """The refusal of a database of that name the cluster does not have."""
+        return ServiceError(
+            N_("No database named “%(name)s” on this cluster."), field=field, code=code, params={"name": name}
+        )

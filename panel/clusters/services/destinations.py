@@ -27,6 +27,7 @@ from django.conf import settings
 
 from panel.clusters.lib.hosts import IPAddress, forbidden_reason
 from panel.clusters.models import Node
+from panel.core.errors import N_, ServiceError
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,15 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 class Unresolved(Exception):
     """The host has no address."""
+
+    def refusal(self, *, field: str, code: str) -> ServiceError:
+        """What the tenant who named the host is told, on the form's ``field``."""
+        return ServiceError(
+            N_("The host “%(host)s” does not resolve to an address."),
+            field=field,
+            code=code,
+            params={"host": self.args[0]},
+        )
 
 
 class Refused(Exception):

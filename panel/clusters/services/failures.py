@@ -102,6 +102,10 @@ def reason(exc: BaseException) -> Message:
 
 DATABASE, NEW_DATABASE, USER = "database", "new_database", "user"
 
+_DATABASE_GONE = (
+    N_("The server has no database named “%(name)s” any more (it was removed outside the panel)."),
+    "cluster.server_object_missing",
+)
 # (what was changed, kind) → (sentence, code); a kind not listed for the object reads ``_ANY``.
 _ON_OBJECT: dict[tuple[str, str], tuple[str, str]] = {
     (NEW_DATABASE, refusals.DUPLICATE): (
@@ -138,14 +142,8 @@ _ON_OBJECT: dict[tuple[str, str], tuple[str, str]] = {
         ),
         "cluster.server_dependents",
     ),
-    (DATABASE, refusals.MISSING): (
-        N_("The server has no database named “%(name)s” any more (it was removed outside the panel)."),
-        "cluster.server_object_missing",
-    ),
-    (DATABASE, refusals.NO_DATABASE): (
-        N_("The server has no database named “%(name)s” any more (it was removed outside the panel)."),
-        "cluster.server_object_missing",
-    ),
+    (DATABASE, refusals.MISSING): _DATABASE_GONE,
+    (DATABASE, refusals.NO_DATABASE): _DATABASE_GONE,
     (USER, refusals.MISSING): (
         N_("The server has no user named “%(name)s” any more (it was removed outside the panel)."),
         "cluster.server_object_missing",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable
 
 from django.conf import settings
 from django.db import transaction
@@ -107,8 +108,20 @@ def _apply(cluster: Cluster, wanted: list[str], message: Message) -> list[str]:
             if trusted_source_values(cluster) == wanted:
                 return wanted
             _save(cluster, wanted)
-            _write_proxy(cluster)
-            _write_server_auth(cluster)
+            # With standbys, HAProxy is the one program that sees the clients' own addresses: it
+            # applies the sources (its pattern file rewritten, checked with ``haproxy -c``, then a
+            # graceful reload: sessions already open stay), PostgreSQL lets its address alone in.
+            _write(
+                lambda: _reload_proxy(cluster),
+                (EngineError, OSError),
+                N_("Could not apply the trusted sources to HAProxy: %(reason)s"),
+            )
+            # pg_hba.conf, read back by PostgreSQL before it is loaded.
+            _write(
+                lambda: isolation.refresh_server_auth(cluster),
+                (EngineError, dbconn.DatabaseError, OSError),
+                N_("Could not apply the trusted sources to PostgreSQL: %(reason)s"),
+            )
             problem = hooks.pooler.reapply_config(cluster)
             if problem:
                 # PgBouncer's own words about its hba file.
@@ -135,31 +148,14 @@ def _save(cluster: Cluster, wanted: list[str]) -> None:
     )
 
 
-def _write_server_auth(cluster: Cluster) -> None:
-    """pg_hba.conf with the rows as they are now, read back by PostgreSQL before it is loaded."""
+def _write(step: Callable[[], object], errors: tuple[type[Exception], ...], failed: str) -> None:
+    """One program's files written from the rows as they are now (``step``); its failure is the
+    refusal ``failed``, a sentence with the program's ``%(reason)s``."""
     try:
-        isolation.refresh_server_auth(cluster)
-    except (EngineError, dbconn.DatabaseError, OSError) as exc:
+        step()
+    except errors as exc:
         raise ServiceError(
-            N_("Could not apply the trusted sources to PostgreSQL: %(reason)s"),
-            field=FIELD,
-            code="firewall.apply_failed",
-            params={"reason": exc},
-        ) from None
-
-
-def _write_proxy(cluster: Cluster) -> None:
-    """A cluster with standbys: HAProxy, the one program that sees its clients' own addresses,
-    applies the sources (its pattern file rewritten, checked with ``haproxy -c``, then a graceful
-    reload: sessions already open stay). PostgreSQL behind it lets HAProxy's address alone in."""
-    try:
-        _reload_proxy(cluster)
-    except (EngineError, OSError) as exc:
-        raise ServiceError(
-            N_("Could not apply the trusted sources to HAProxy: %(reason)s"),
-            field=FIELD,
-            code="firewall.apply_failed",
-            params={"reason": exc},
+            failed, field=FIELD, code="firewall.apply_failed", params={"reason": exc}
         ) from None
 
 

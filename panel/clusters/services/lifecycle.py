@@ -280,6 +280,18 @@ def delete_cluster(cluster: Cluster, *, confirm_name: str) -> None:
     cluster.delete()
 
 
+def remove_failed(cluster: Cluster, what: str) -> None:
+    """Nothing left running or on disk of a cluster that could not be made (``what``: a restore,
+    a replica): its teardown, or where that fails its server killed and its files removed. The
+    rows are the caller's to delete."""
+    try:
+        tear_down(cluster)
+    except Exception:
+        log.exception("removing the failed %s %s", what, cluster.pk)
+        postgres.kill(cluster.pgdata)
+        postgres.remove_data(cluster.data_root)
+
+
 def tear_down(cluster: Cluster) -> None:
     """Stop PgBouncer and PostgreSQL, kill what still runs as the cluster's user, remove the data
     root and the user. Each step reports its progress; the rows are the caller's to delete."""

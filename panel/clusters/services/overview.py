@@ -10,7 +10,7 @@ from typing import Any
 from panel.clusters import hooks
 from panel.clusters.engine import dbconn, postgres
 from panel.clusters.lib.connstr import ConnectionDetails
-from panel.clusters.models import Cluster, DatabaseUser
+from panel.clusters.models import Cluster, Database, DatabaseUser
 from panel.clusters.standbys.services import entry_points
 from panel.core.agent import on_node
 from panel.core.errors import N_, ServiceError
@@ -95,12 +95,7 @@ def database_user(cluster: Cluster, name: str) -> DatabaseUser:
             return cluster.users.get(name=name)
         return next(row for row in found if row.name == name)
     except (DatabaseUser.DoesNotExist, StopIteration):
-        raise ServiceError(
-            N_("No user named “%(name)s” on this cluster."),
-            field="user",
-            code="user.not_found",
-            params={"name": name},
-        ) from None
+        raise DatabaseUser.not_found(name, field="user") from None
 
 
 def connection_details(
@@ -133,12 +128,7 @@ def connection_details(
     else:
         known = any(row.name == db_name for row in databases)
     if not known:
-        raise ServiceError(
-            N_("No database named “%(name)s” on this cluster."),
-            field="database",
-            code="database.not_found",
-            params={"name": db_name},
-        )
+        raise Database.not_found(db_name, field="database")
     host = cluster.private_host if private else cluster.public_host
     port = cluster.standby_port if standby else cluster.port
     sslmode = "require" if cluster.is_local else cluster.sslmode

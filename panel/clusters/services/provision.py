@@ -102,6 +102,18 @@ def prepare(job: Provisioning) -> None:
     job.user = isolation.ensure_cluster_user(cluster)
 
 
+def prepare_copy(cluster: Cluster, source: Cluster) -> runas.OsUser:
+    """``prepare`` for a cluster made from ``source``'s data (a read-only replica, a restore): the
+    panel's roles arrive with that data, so their passwords are the source's until changed; a
+    clean slate; the cluster's own system user."""
+    cluster.superuser_password_encrypted = source.superuser_password_encrypted
+    cluster.monitor_password_encrypted = source.monitor_password_encrypted
+    cluster.save(update_fields=["superuser_password_encrypted", "monitor_password_encrypted", "updated_at"])
+    postgres.kill(cluster.pgdata)
+    postgres.remove_data(cluster.data_root)
+    return isolation.ensure_cluster_user(cluster)
+
+
 def build_guard(job: Provisioning) -> None:
     """First of the real work, so that missing build tools fail the creation before the rest."""
     guard.ensure_built(job.cluster.version)

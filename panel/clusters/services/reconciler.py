@@ -18,7 +18,7 @@ from panel.clusters.lib import pgconf
 from panel.clusters.lib.pgconf import STATEMENTS_LIBRARY, guard_lines
 from panel.clusters.models import Cluster, ClusterStatus, CycleKind, EventLevel
 from panel.clusters.replicas.services import replica_heal, replica_slots, streaming
-from panel.clusters.services import cycles, firewall, new_password, transitions
+from panel.clusters.services import cycles, firewall, lifecycle, new_password, transitions
 from panel.clusters.services.provision import SETTINGS_FILE
 from panel.clusters.standbys.services import entry_points, ha, ha_health, ha_roles, vip
 from panel.core import osusers, runas
@@ -211,11 +211,7 @@ def _install_guard(cluster: Cluster, *, configured: bool) -> list[str]:
     try:
         # With panel.conf lacking the guard, the restart writes it and clears the roles itself.
         services.perform_action(cluster, "restart")
-        if configured and not cluster.is_replica:  # a replica's roles are its source's
-            services.clear_reserved(cluster)
-            transitions.log_event(
-                cluster, "guard-installed", Message(N_("The privilege guard is now loaded."))
-            )
+        lifecycle.guard_loaded(cluster, guard_added=configured)
     except (ServiceError, dbconn.DatabaseError) as exc:
         message = exc.message if isinstance(exc, ServiceError) else str(exc)
         return [f"{cluster.name}: loading the privilege guard failed: {message}"]

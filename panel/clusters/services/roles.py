@@ -95,12 +95,22 @@ def delete_database(cluster: Cluster, name: str, *, confirm_name: str | None = N
             code="database.default_protected",
             params={"name": name},
         )
-    for served in (cluster, *cluster.replicas.all()):  # a replica's pools serve the source's databases
-        hooks.pooler.ensure_not_used(served, database=name)
-    on_server(cluster, lambda conn: dbconn.drop_database(conn, name), what=failures.DATABASE, name=name)
-    database.delete()
+    _drop(cluster, database, lambda conn: dbconn.drop_database(conn, name))
     follow_on_replicas(cluster)
     transitions.log_event(cluster, "database-deleted", Message(N_("Database “%(name)s” deleted."), name=name))
+
+
+def _drop(
+    cluster: Cluster, row: Database | DatabaseUser, drop: Callable[[psycopg.Connection], object]
+) -> None:
+    """``drop`` ``row`` from the server, then the row, once no pool uses it: none of the
+    cluster's, none of its replicas' (they serve the source's users and databases)."""
+    database, user = (row.name, None) if isinstance(row, Database) else (None, row.name)
+    for served in (cluster, *cluster.replicas.all()):
+        hooks.pooler.ensure_not_used(served, database=database, user=user)
+    what = failures.DATABASE if isinstance(row, Database) else failures.USER
+    on_server(cluster, drop, what=what, name=row.name)
+    row.delete()
 
 
 def _require_typed(what: str, name: str, confirm_name: str | None) -> None:
@@ -168,24 +178,21 @@ def _undo_user(cluster: Cluster, name: str) -> None:
 def delete_user(cluster: Cluster, name: str, *, confirm_name: str | None = None) -> None:
     """``confirm_name``: the name the user typed, when the caller asks one (the web)."""
     _require_typed("user", name, confirm_name)
-    user = _get_user(cluster, name)
+    user = get_user(cluster, name)
     if user.is_protected:
         raise ServiceError(
             N_("“%(name)s” is the admin user and cannot be deleted."),
             code="user.admin_protected",
             params={"name": name},
         )
-    for served in (cluster, *cluster.replicas.all()):
-        hooks.pooler.ensure_not_used(served, user=name)
-    on_server(cluster, lambda conn: dbconn.drop_role(conn, name), what=failures.USER, name=name)
-    user.delete()
+    _drop(cluster, user, lambda conn: dbconn.drop_role(conn, name))
     _roles_changed(cluster)
     transitions.log_event(cluster, "user-deleted", Message(N_("User “%(name)s” deleted."), name=name))
 
 
 @on_node(timeout=30)
 def reset_password(cluster: Cluster, name: str) -> DatabaseUser:
-    user = _get_user(cluster, name)
+    user = get_user(cluster, name)
     if not cluster.is_local and user.is_protected:
         raise ServiceError(
             N_("The admin password of an attached server is changed where the server runs."),
@@ -220,15 +227,7 @@ def follow_on_replicas(source: Cluster) -> None:
                 )
             except (ServiceError, EngineError) as exc:
                 log.warning("replica %s did not follow its source's roles: %s", replica.pk, exc)
-                transitions.log_event(
-                    replica,
-                    "auth-error",
-                    Message(
-                        N_("Could not update how the server authenticates PgBouncer: %(reason)s"),
-                        reason=failures.reason(exc),
-                    ),
-                    EventLevel.ERROR,
-                )
+                _auth_error(replica, exc)
             continue
         # Behind or restarting: its rows follow anyway; its server has the roles once it replays.
         with contextlib.suppress(dbconn.DatabaseError):
@@ -258,19 +257,27 @@ def _roles_changed(cluster: Cluster, *, follow: bool = True) -> None:
     except (EngineError, dbconn.DatabaseError, OSError) as exc:
         # A program's or the system's words name the cluster's files: the log's, not the event's.
         log.warning("the server authentication of %s was not updated: %s", cluster.pk, exc)
-        transitions.log_event(
-            cluster,
-            "auth-error",
-            Message(
-                N_("Could not update how the server authenticates PgBouncer: %(reason)s"),
-                reason=failures.reason(exc),
-            ),
-            EventLevel.ERROR,
-        )
+        _auth_error(cluster, exc)
     hooks.pooler.reapply_config(cluster)
 
 
-def _get_user(cluster: Cluster, name: str) -> DatabaseUser:
+def _auth_error(cluster: Cluster, exc: Exception) -> None:
+    """The event of a role change the server's authentication (PgBouncer's login) did not follow;
+    the caller logged the words of what failed."""
+    transitions.log_event(
+        cluster,
+        "auth-error",
+        Message(
+            N_("Could not update how the server authenticates PgBouncer: %(reason)s"),
+            reason=failures.reason(exc),
+        ),
+        EventLevel.ERROR,
+    )
+
+
+def get_user(cluster: Cluster, name: str) -> DatabaseUser:
+    """The tenant's user of that name; a ServiceError when there is none, or when the name is one
+    of the panel's own roles."""
     if name in settings.PANEL_ROLES:
         # A row left from before the name was refused (issue 37) names the panel's role, not
         # the tenant's: no password of it is reset, no role of that name dropped.
@@ -282,17 +289,11 @@ def _get_user(cluster: Cluster, name: str) -> DatabaseUser:
     try:
         return cluster.users.get(name=name)
     except DatabaseUser.DoesNotExist:
-        raise ServiceError(
-            N_("No user named “%(name)s” on this cluster."), code="user.not_found", params={"name": name}
-        ) from None
+        raise DatabaseUser.not_found(name) from None
 
 
 def _get_database(cluster: Cluster, name: str) -> Database:
     try:
         return cluster.databases.get(name=name)
     except Database.DoesNotExist:
-        raise ServiceError(
-            N_("No database named “%(name)s” on this cluster."),
-            code="database.not_found",
-            params={"name": name},
-        ) from None
+        raise Database.not_found(name) from None

@@ -99,6 +99,19 @@ def _tls(node: Node) -> etcd_lib.TlsPaths:
         return etcd.client_tls()
 
 
+def _writes(node: Node, value: str) -> Callable[[], bool]:
+    """For ``wait_until``: whether the store takes ``value`` (under /pgpanel/t/k) through ``node``."""
+
+    def written() -> bool:
+        try:
+            engine.put([_url(node)], "/pgpanel/t/k", value, _tls(node))
+        except runas.EngineError:
+            return False
+        return True
+
+    return written
+
+
 def _legacy_etcd(node: Node) -> int:
     """The etcd an older panel ran on ``node``: plain HTTP on loopback, named "panel"."""
     with as_node(node):
@@ -206,15 +219,8 @@ def test_three_members_form_one_store_that_outlives_one_and_refuses_strangers(
         engine.kill(etcd.data_dir())
         wait_until(lambda: engine.pid(etcd.data_dir()) is None, timeout=10, message="the leader gone")
 
-    def written() -> bool:
-        try:
-            engine.put([_url(drained)], "/pgpanel/t/k", "leader gone", _tls(drained))
-        except runas.EngineError:
-            return False
-        return True
-
     killed = time.monotonic()
-    wait_until(written, timeout=30, message="a write with the leader gone")
+    wait_until(_writes(drained, "leader gone"), timeout=30, message="a write with the leader gone")
     print(f"the leader of three SIGKILLed: a write through another after {time.monotonic() - killed:.1f} s")
     assert engine.get([_url(kept)], "/pgpanel/t/k", _tls(kept)) == "leader gone"
     assert engine.leader([_url(kept)], _tls(kept)) != leader_id
@@ -261,14 +267,7 @@ def test_three_members_form_one_store_that_outlives_one_and_refuses_strangers(
 
     # The last member alone commits (a write may time out while it settles after the removals,
     # as Patroni's would: it retries too).
-    def written_alone() -> bool:
-        try:
-            engine.put([_url(kept)], "/pgpanel/t/k", "alone", _tls(kept))
-        except runas.EngineError:
-            return False
-        return True
-
-    wait_until(written_alone, timeout=30, message="a write on the last member")
+    wait_until(_writes(kept, "alone"), timeout=30, message="a write on the last member")
     assert engine.get([_url(kept)], "/pgpanel/t/k", _tls(kept)) == "alone"
     nodes.remove_node(drained.name)  # no member there any more
 

@@ -140,6 +140,19 @@ def test_reconcile_does_not_fail_an_action_that_was_just_requested(owner, transa
     assert cluster.status != ClusterStatus.ERROR
 
 
+def _from_before_the_monitor_role(cluster: Cluster, *statements: str) -> None:
+    """``cluster`` as one from before the monitoring role: no stored password for it, and the
+    ``statements`` (``{role}``: its name) run on its server."""
+    from django.conf import settings
+
+    from panel.clusters.engine import dbconn
+
+    with dbconn.admin_connection(cluster) as conn:
+        for statement in statements:
+            conn.execute(statement.format(role=settings.PANEL_MONITOR_ROLE))
+    Cluster.objects.filter(pk=cluster.pk).update(monitor_password_encrypted="")
+
+
 def test_reconcile_gives_a_cluster_from_before_the_monitor_role_a_clean_one(local_cluster):
     import psycopg
     from django.conf import settings
@@ -150,14 +163,15 @@ def test_reconcile_gives_a_cluster_from_before_the_monitor_role_a_clean_one(loca
 
     cluster = local_cluster
     role = settings.PANEL_MONITOR_ROLE
-    # A cluster from before: no stored password, and a role of that name in a state nobody
-    # should trust (made by whoever could, a member, a setting, a known password).
-    with dbconn.admin_connection(cluster) as conn:
-        conn.execute(f"ALTER ROLE {role} CREATEDB PASSWORD 'known-password-1'")
-        conn.execute(f"ALTER ROLE {role} SET search_path = public")
-        conn.execute(f"GRANT {role} TO doadmin")
-        conn.execute(f"GRANT pg_read_server_files TO {role}")
-    Cluster.objects.filter(pk=cluster.pk).update(monitor_password_encrypted="")
+    # A role of that name in a state nobody should trust (made by whoever could, a member, a
+    # setting, a known password).
+    _from_before_the_monitor_role(
+        cluster,
+        "ALTER ROLE {role} CREATEDB PASSWORD 'known-password-1'",
+        "ALTER ROLE {role} SET search_path = public",
+        "GRANT {role} TO doadmin",
+        "GRANT pg_read_server_files TO {role}",
+    )
     cluster.refresh_from_db()
     before = collector.collect(insights.target_for(cluster))
     assert before.up["postgres"] is False and "not set up" in before.errors["postgres"]
@@ -193,18 +207,13 @@ def test_reconcile_gives_a_cluster_from_before_the_monitor_role_a_clean_one(loca
 
 
 def test_reconcile_creates_a_missing_monitor_role(local_cluster):
-    from django.conf import settings
-
-    from panel.clusters.engine import dbconn
     from panel.insights import services as insights
     from panel.insights.engine import collector
 
     cluster = local_cluster
-    role = settings.PANEL_MONITOR_ROLE
-    with dbconn.admin_connection(cluster) as conn:
-        conn.execute(f"REVOKE CONNECT ON DATABASE postgres FROM {role}")
-        conn.execute(f"DROP ROLE {role}")
-    Cluster.objects.filter(pk=cluster.pk).update(monitor_password_encrypted="")
+    _from_before_the_monitor_role(
+        cluster, "REVOKE CONNECT ON DATABASE postgres FROM {role}", "DROP ROLE {role}"
+    )
 
     assert reconciler.reconcile() == [f"{cluster.name}: monitoring role created"]
 

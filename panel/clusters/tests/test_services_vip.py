@@ -131,16 +131,22 @@ def stop_after() -> Iterator[list[Path]]:
         config.unlink(missing_ok=True)
 
 
-def test_the_follower_runs_for_the_member_here_and_stops_when_the_address_goes(
-    owner: User, etcd_nowhere: None, stop_after: list[Path], wait_until: Callable[..., object]
-) -> None:
+@pytest.fixture
+def member_here(owner: User, etcd_nowhere: None, stop_after: list[Path]) -> tuple[Cluster, Path]:
+    """A cluster with standbys whose member-1 is on this node (an interface for floating addresses
+    set) and member-2 on node-b; member-1's follower configuration, stopped after the test."""
     here = nodes.this_node()
     Node.objects.filter(pk=here.pk).update(vip_interface=an_interface())
     cluster = with_standbys(owner, nodes_of=[here, other_node()])
-    member = cluster.members.get(name="member-1")
-    config = vip.config_path(member)
+    config = vip.config_path(cluster.members.get(name="member-1"))
     stop_after.append(config)
+    return cluster, config
 
+
+def test_the_follower_runs_for_the_member_here_and_stops_when_the_address_goes(
+    member_here: tuple[Cluster, Path], wait_until: Callable[..., object]
+) -> None:
+    cluster, config = member_here
     missed = vip.set_floating_address(cluster, "198.18.0.200/24")
 
     assert missed == ["node-b: its agent is not answering"]  # its reconciler starts its own
@@ -163,14 +169,10 @@ def test_the_follower_runs_for_the_member_here_and_stops_when_the_address_goes(
 
 
 def test_the_reconciler_keeps_it_running_and_stops_one_no_member_here_has(
-    owner: User, etcd_nowhere: None, stop_after: list[Path], wait_until: Callable[..., object]
+    member_here: tuple[Cluster, Path], stop_after: list[Path], wait_until: Callable[..., object]
 ) -> None:
-    here = nodes.this_node()
-    Node.objects.filter(pk=here.pk).update(vip_interface=an_interface())
-    cluster = with_standbys(owner, nodes_of=[here, other_node()])
+    cluster, config = member_here
     Cluster.objects.filter(pk=cluster.pk).update(floating_address="198.18.0.200/24")
-    config = vip.config_path(cluster.members.get(name="member-1"))
-    stop_after.append(config)
     orphan = vip.directory() / f"cluster-gone.member-3{vip.SUFFIX}"
     stop_after.append(orphan)
 

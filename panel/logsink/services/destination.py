@@ -27,13 +27,8 @@ def checked_address(host: str, port: int, *, field: str = "config") -> str:
         return destinations.checked_address(
             host, port, allowed=destinations.networks(settings.PANEL_LOGSINK_TARGET_NETWORKS)
         )
-    except destinations.Unresolved:
-        raise ServiceError(
-            N_("The host “%(host)s” does not resolve to an address."),
-            field=field,
-            code="logsink.host_unresolved",
-            params={"host": host},
-        ) from None
+    except destinations.Unresolved as exc:
+        raise exc.refusal(field=field, code="logsink.host_unresolved") from None
     except destinations.Refused as exc:
         log.info(
             "logsink destination %s:%s refused (not public, not in PANEL_LOGSINK_TARGET_NETWORKS): %s",

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import logging
 
-from django.conf import settings
 from django.db import transaction
 from psycopg import sql
 
-from panel.clusters.face import dbconn, failures, isolation, require_local, transitions
+from panel.clusters.face import dbconn, failures, isolation, require_local, roles, transitions
 from panel.clusters.models import Cluster, DatabaseUser
 from panel.core import runas
 from panel.core.agent import on_node
@@ -49,22 +48,6 @@ def is_allowed(user: DatabaseUser) -> bool:
     return ReplicationUser.objects.filter(user=user).exists()
 
 
-def _user(cluster: Cluster, name: str) -> DatabaseUser:
-    if name in settings.PANEL_ROLES:
-        # A row left from before the name was refused (issue 37) names the panel's own role.
-        raise ServiceError(
-            N_("“%(name)s” is reserved; choose another user name."),
-            code="user.name_reserved",
-            params={"name": name},
-        )
-    found = cluster.users.filter(name=name).first()
-    if found is None:
-        raise ServiceError(
-            N_("No user named “%(name)s” on this cluster."), code="user.not_found", params={"name": name}
-        )
-    return found
-
-
 def _reload(cluster: Cluster) -> None:
     """The guard's list rewritten and read by the server: new connections see it."""
     server_config(cluster)
@@ -96,7 +79,7 @@ def _alter(cluster: Cluster, name: str, attribute: str) -> None:
 @on_node(timeout=60)
 def set_replication(cluster: Cluster, name: str, allow: bool) -> bool:
     """Grant or take back ``pg_allow_replication``; returns the user's setting."""
-    user = _user(cluster, name)
+    user = roles.get_user(cluster, name)
     if is_allowed(user) == allow:
         return allow
     require_local(cluster)  # an attached server's roles are its owner's business

@@ -73,6 +73,14 @@ def _require_local(cluster: Cluster) -> None:
         )
 
 
+def _already_running() -> ServiceError:
+    return ServiceError(
+        N_("A migration into this cluster is already running; stop it first."),
+        code="migration.already_running",
+        params={},
+    )
+
+
 @on_node(timeout=90)
 def start_migration(
     cluster: Cluster,
@@ -89,11 +97,7 @@ def start_migration(
     """Check the source and start migrating it into ``cluster`` (see the module's docstring)."""
     _require_local(cluster)
     if OnlineMigration.objects.filter(cluster=cluster, status__in=ACTIVE).exists():
-        raise ServiceError(
-            N_("A migration into this cluster is already running; stop it first."),
-            code="migration.already_running",
-            params={},
-        )
+        raise _already_running()
     try:
         source = source_lib.check(
             Source(
@@ -138,12 +142,8 @@ def start_migration(
                     N_("Online migration from %(host)s:%(port)s started."), host=source.host, port=source.port
                 ),
             )
-    except IntegrityError:
-        raise ServiceError(
-            N_("A migration into this cluster is already running; stop it first."),
-            code="migration.already_running",
-            params={},
-        ) from None
+    except IntegrityError:  # one started meanwhile (the constraint of one active migration)
+        raise _already_running() from None
     if enqueue:
         try:
             taskqueue.enqueue_task(

@@ -86,13 +86,8 @@ def resolve_allowed(source: Source) -> str:
     host = source.host
     try:
         return destinations.checked_address(host, source.port, allowed=_allowed_networks())
-    except destinations.Unresolved:
-        raise ServiceError(
-            N_("The host “%(host)s” does not resolve to an address."),
-            field="host",
-            code="migration.host_unresolved",
-            params={"host": host},
-        ) from None
+    except destinations.Unresolved as exc:
+        raise exc.refusal(field="host", code="migration.host_unresolved") from None
     except destinations.Refused as exc:
         log.info("migration source %s:%s refused: %s", host, source.port, exc)
         raise _refused(exc.address) from None

@@ -8,15 +8,20 @@ optional ones become ``None``. Values may arrive as ints (psycopg) or text (psql
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from panel.pools.lib.pgbouncer_ini import ADMIN_DATABASE, PoolSpec, ServerTarget
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 Rows = Sequence[Sequence[Any]]
+R = TypeVar("R", bound="DataclassInstance")
 
 
 class AdminConsoleError(ValueError):
@@ -144,24 +149,34 @@ def _required_text(record: Mapping[str, Any], key: str) -> str:
 
 # --- SHOW parsers ------------------------------------------------------------------------------
 
+# A field's type says how its column is read; a plain ``str`` names a column every row has.
+_READERS: dict[str, Callable[[Any], Any]] = {"str | None": _text, "int | None": _int, "bool | None": _bool}
+
+
+def _read(record: Mapping[str, Any], field: dataclasses.Field[Any]) -> Any:
+    if field.type == "str":
+        return _required_text(record, field.name)
+    return _READERS[str(field.type)](record.get(field.name))
+
+
+def _parse(
+    row_type: type[R], column_names: Sequence[str], rows: Rows, **derived: Callable[[Mapping[str, Any]], Any]
+) -> list[R]:
+    """The rows as ``row_type``, each field read from the column of its name (see ``_READERS``);
+    ``derived`` makes the fields that combine columns."""
+    read = [field for field in dataclasses.fields(row_type) if field.name not in derived]
+    required = [field.name for field in read if field.type == "str"]
+    return [
+        row_type(
+            **{field.name: _read(r, field) for field in read},
+            **{name: derive(r) for name, derive in derived.items()},
+        )
+        for r in _records(column_names, rows, required)
+    ]
+
 
 def parse_show_databases(column_names: Sequence[str], rows: Rows) -> list[DatabaseRow]:
-    return [
-        DatabaseRow(
-            name=_required_text(r, "name"),
-            host=_text(r.get("host")),
-            port=_int(r.get("port")),
-            database=_text(r.get("database")),
-            force_user=_text(r.get("force_user")),
-            pool_size=_int(r.get("pool_size")),
-            pool_mode=_text(r.get("pool_mode")),
-            max_connections=_int(r.get("max_connections")),
-            current_connections=_int(r.get("current_connections")),
-            paused=_bool(r.get("paused")),
-            disabled=_bool(r.get("disabled")),
-        )
-        for r in _records(column_names, rows, ["name"])
-    ]
+    return _parse(DatabaseRow, column_names, rows)
 
 
 def _maxwait(record: Mapping[str, Any]) -> float | None:
@@ -172,67 +187,23 @@ def _maxwait(record: Mapping[str, Any]) -> float | None:
     return (seconds or 0) + (micros or 0) / 1_000_000
 
 
+def _cancel_requests(record: Mapping[str, Any]) -> int | None:
+    # 1.18 splits cancel requests into active/waiting; older versions had one column.
+    parts = [_int(record.get(key)) for key in ("cl_active_cancel_req", "cl_waiting_cancel_req")]
+    known = [part for part in parts if part is not None]
+    return sum(known) if known else _int(record.get("cl_cancel_req"))
+
+
 def parse_show_pools(column_names: Sequence[str], rows: Rows) -> list[PoolRow]:
-    pools = []
-    for r in _records(column_names, rows, ["database", "user"]):
-        # 1.18 splits cancel requests into active/waiting; older versions had one column.
-        cancel_parts = [_int(r.get(key)) for key in ("cl_active_cancel_req", "cl_waiting_cancel_req")]
-        known = [part for part in cancel_parts if part is not None]
-        cancel_req = sum(known) if known else _int(r.get("cl_cancel_req"))
-        pools.append(
-            PoolRow(
-                database=_required_text(r, "database"),
-                user=_required_text(r, "user"),
-                cl_active=_int(r.get("cl_active")),
-                cl_waiting=_int(r.get("cl_waiting")),
-                cl_cancel_req=cancel_req,
-                sv_active=_int(r.get("sv_active")),
-                sv_idle=_int(r.get("sv_idle")),
-                sv_used=_int(r.get("sv_used")),
-                sv_tested=_int(r.get("sv_tested")),
-                sv_login=_int(r.get("sv_login")),
-                maxwait=_maxwait(r),
-                pool_mode=_text(r.get("pool_mode")),
-            )
-        )
-    return pools
+    return _parse(PoolRow, column_names, rows, cl_cancel_req=_cancel_requests, maxwait=_maxwait)
 
 
 def parse_show_stats(column_names: Sequence[str], rows: Rows) -> list[StatsRow]:
-    return [
-        StatsRow(
-            database=_required_text(r, "database"),
-            total_xact_count=_int(r.get("total_xact_count")),
-            total_query_count=_int(r.get("total_query_count")),
-            total_received=_int(r.get("total_received")),
-            total_sent=_int(r.get("total_sent")),
-            total_xact_time=_int(r.get("total_xact_time")),
-            total_query_time=_int(r.get("total_query_time")),
-            total_wait_time=_int(r.get("total_wait_time")),
-            avg_xact_count=_int(r.get("avg_xact_count")),
-            avg_query_count=_int(r.get("avg_query_count")),
-            avg_recv=_int(r.get("avg_recv")),
-            avg_sent=_int(r.get("avg_sent")),
-            avg_xact_time=_int(r.get("avg_xact_time")),
-            avg_query_time=_int(r.get("avg_query_time")),
-            avg_wait_time=_int(r.get("avg_wait_time")),
-        )
-        for r in _records(column_names, rows, ["database"])
-    ]
+    return _parse(StatsRow, column_names, rows)
 
 
 def parse_show_clients(column_names: Sequence[str], rows: Rows) -> list[ClientRow]:
-    return [
-        ClientRow(
-            user=_required_text(r, "user"),
-            database=_required_text(r, "database"),
-            state=_text(r.get("state")),
-            addr=_text(r.get("addr")),
-            port=_int(r.get("port")),
-            application_name=_text(r.get("application_name")),
-        )
-        for r in _records(column_names, rows, ["user", "database"])
-    ]
+    return _parse(ClientRow, column_names, rows)
 
 
 @dataclass(frozen=True)

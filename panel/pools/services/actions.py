@@ -13,7 +13,7 @@ import logging
 from django.db import transaction
 
 from panel.clusters.face import transitions
-from panel.clusters.models import Cluster
+from panel.clusters.models import Cluster, Database, DatabaseUser
 from panel.core.agent import on_node
 from panel.core.errors import N_, Message, ServiceError
 from panel.pools.engine.apply import apply_config, lock_cluster
@@ -41,19 +41,9 @@ def _require_poolable(cluster: Cluster) -> None:
 
 def _check_fields(cluster: Cluster, *, database: str, user: str, mode: str, size: object) -> None:
     if not database or not cluster.databases.filter(name=database).exists():
-        raise ServiceError(
-            N_("No database named “%(name)s” on this cluster."),
-            field="database",
-            code="pool.database_not_found",
-            params={"name": database},
-        )
+        raise Database.not_found(database, field="database", code="pool.database_not_found")
     if user and not cluster.users.filter(name=user).exists():
-        raise ServiceError(
-            N_("No user named “%(name)s” on this cluster."),
-            field="user",
-            code="pool.user_not_found",
-            params={"name": user},
-        )
+        raise DatabaseUser.not_found(user, field="user", code="pool.user_not_found")
     if mode not in PoolMode.values:
         raise ServiceError(
             N_("The mode must be one of %(modes)s."),

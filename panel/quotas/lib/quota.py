@@ -31,48 +31,54 @@ class QuotaInputError(CodedError, ValueError):
         super().__init__(message, code=code, params=params)
 
 
-def parse_size(text: str | int) -> int:
-    """Bytes from ``100M``, ``2G``, ``512K``, ``1T`` or plain bytes (binary units)."""
+def _parse_amount(
+    text: str | int,
+    pattern: re.Pattern[str],
+    units: dict[str, int],
+    code: str,
+    *,
+    unreadable: str,
+    negative: str,
+) -> int:
+    """``text`` as a whole number with an optional unit of ``units``; the refusals name it so."""
     if isinstance(text, int) and not isinstance(text, bool):
         value = text
     else:
-        match = _SIZE.fullmatch(str(text))
+        match = pattern.fullmatch(str(text))
         if not match:
-            raise QuotaInputError(
-                N_(
-                    "“%(text)s” is not a size: give bytes, or a whole number with K, M, G or T (e.g. 100M, 2G)."
-                ),
-                "quota.bad_size",
-                text=text,
-            )
-        value = int(match.group(1)) * _SIZE_UNITS[match.group(2).upper()]
+            raise QuotaInputError(unreadable, code, text=text)
+        value = int(match.group(1)) * units[match.group(2).upper()]
     if value < 0:
-        raise QuotaInputError(N_("A size cannot be negative (0 means no limit)."), "quota.bad_size")
+        raise QuotaInputError(negative, code)
     if value > MAX_BYTES:
-        raise QuotaInputError(N_("“%(text)s” is too large."), "quota.bad_size", text=text)
+        raise QuotaInputError(N_("“%(text)s” is too large."), code, text=text)
     return value
+
+
+def parse_size(text: str | int) -> int:
+    """Bytes from ``100M``, ``2G``, ``512K``, ``1T`` or plain bytes (binary units)."""
+    return _parse_amount(
+        text,
+        _SIZE,
+        _SIZE_UNITS,
+        "quota.bad_size",
+        unreadable=N_(
+            "“%(text)s” is not a size: give bytes, or a whole number with K, M, G or T (e.g. 100M, 2G)."
+        ),
+        negative=N_("A size cannot be negative (0 means no limit)."),
+    )
 
 
 def parse_count(text: str | int) -> int:
     """A relation count from ``500``, ``10k`` or ``2m`` (powers of 1000, as setquota's inodes)."""
-    if isinstance(text, int) and not isinstance(text, bool):
-        value = text
-    else:
-        match = _COUNT.fullmatch(str(text))
-        if not match:
-            raise QuotaInputError(
-                N_("“%(text)s” is not a number of relations: give a whole number (e.g. 500, 10k)."),
-                "quota.bad_count",
-                text=text,
-            )
-        value = int(match.group(1)) * _COUNT_UNITS[match.group(2).upper()]
-    if value < 0:
-        raise QuotaInputError(
-            N_("A number of relations cannot be negative (0 means no limit)."), "quota.bad_count"
-        )
-    if value > MAX_BYTES:
-        raise QuotaInputError(N_("“%(text)s” is too large."), "quota.bad_count", text=text)
-    return value
+    return _parse_amount(
+        text,
+        _COUNT,
+        _COUNT_UNITS,
+        "quota.bad_count",
+        unreadable=N_("“%(text)s” is not a number of relations: give a whole number (e.g. 500, 10k)."),
+        negative=N_("A number of relations cannot be negative (0 means no limit)."),
+    )
 
 
 _WHAT = {"space": C_("quota", "space"), "relations": C_("quota", "relations")}

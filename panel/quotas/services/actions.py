@@ -11,7 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from panel.clusters.face import transitions
-from panel.clusters.models import Cluster, ClusterStatus
+from panel.clusters.models import Cluster, ClusterStatus, Database, DatabaseUser
 from panel.core.errors import N_, Message, ServiceError
 from panel.quotas.lib.quota import (
     QuotaInputError,
@@ -44,20 +44,10 @@ def _count(value: object, field: str) -> int:
 def _check_target(cluster: Cluster, kind: str, name: str) -> None:
     if kind == QuotaKind.DATABASE:
         if not cluster.databases.filter(name=name).exists():
-            raise ServiceError(
-                N_("No database named “%(name)s” on this cluster."),
-                field="database",
-                code="database.not_found",
-                params={"name": name},
-            )
+            raise Database.not_found(name, field="database")
     elif kind == QuotaKind.ROLE:
         if not cluster.users.filter(name=name).exists():
-            raise ServiceError(
-                N_("No user named “%(name)s” on this cluster."),
-                field="role",
-                code="user.not_found",
-                params={"name": name},
-            )
+            raise DatabaseUser.not_found(name, field="role")
     else:
         raise ServiceError(
             N_("A quota is on a database or on a role."), field="kind", code="quota.kind_invalid", params={}

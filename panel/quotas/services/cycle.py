@@ -121,6 +121,32 @@ def _alert(cluster: Cluster, kind: str, what: Term, message: Message, level: str
     transaction.on_commit(lambda: alerts.notify_owner(cluster, what, message))
 
 
+def _crossed(
+    storage: Storage, since: str, percent: float, *, high: float, low: float, now: dt.datetime
+) -> bool | None:
+    """Move ``storage``'s mark ``since`` (when a watermark was crossed) with ``percent``: set to
+    ``now`` from ``high`` on, cleared under ``low``; the new state as :func:`watermark` says."""
+    crossed = watermark(getattr(storage, since) is not None, percent, high=high, low=low)
+    if crossed is not None:
+        setattr(storage, since, now if crossed else None)
+    return crossed
+
+
+def _full_or_back(
+    cluster: Cluster, disk: str, full: bool | None, stopped: Message, back: Message
+) -> list[str]:
+    """The event (``disk-full``, ``volume-full``) and alert of ``disk`` (the plan's or the node's)
+    becoming full, or the event of its being writable again (``disk-ok``, ``volume-ok``); the
+    change as the cycle reports it."""
+    if full:
+        _alert(cluster, f"{disk}-full", C_("alert", "Disk full"), stopped, EventLevel.ERROR)
+        return [f"{disk}: full"]
+    if full is False:
+        transitions.log_event(cluster, f"{disk}-ok", back)
+        return [f"{disk}: ok"]
+    return []
+
+
 def _disk_full(cluster: Cluster, storage: Storage, used: int, now: dt.datetime) -> list[str]:
     """The plan's disk as the outer hard limit: read-only at the high watermark, writable again
     under the low one."""
@@ -128,38 +154,22 @@ def _disk_full(cluster: Cluster, storage: Storage, used: int, now: dt.datetime) 
     if plan is None or not plan.disk_bytes:
         return []
     percent = 100.0 * used / plan.disk_bytes
-    full = watermark(
-        storage.disk_full_since is not None,
-        percent,
-        high=settings.PANEL_DISK_READONLY_PERCENT,
-        low=settings.PANEL_DISK_WRITABLE_PERCENT,
+    high, low = settings.PANEL_DISK_READONLY_PERCENT, settings.PANEL_DISK_WRITABLE_PERCENT
+    full = _crossed(storage, "disk_full_since", percent, high=high, low=low, now=now)
+    stopped = Message(
+        N_(
+            "The cluster's data (%(used)s) reached %(percent).0f%% of its plan's %(disk)s disk: every "
+            "database is read-only until it is under %(low)s%%. Delete data or resize to a larger plan."
+        ),
+        used=human_space(used),
+        percent=percent,
+        disk=human_space(plan.disk_bytes),
+        low=low,
     )
-    if full is True:
-        storage.disk_full_since = now
-        message = Message(
-            N_(
-                "The cluster's data (%(used)s) reached %(percent).0f%% of its plan's %(disk)s disk: every "
-                "database is read-only until it is under %(low)s%%. Delete data or resize to a larger plan."
-            ),
-            used=human_space(used),
-            percent=percent,
-            disk=human_space(plan.disk_bytes),
-            low=settings.PANEL_DISK_WRITABLE_PERCENT,
-        )
-        _alert(cluster, "disk-full", C_("alert", "Disk full"), message, EventLevel.ERROR)
-        return ["disk: full"]
-    if full is False:
-        storage.disk_full_since = None
-        transitions.log_event(
-            cluster,
-            "disk-ok",
-            Message(
-                N_("The cluster's data is back to %(percent).0f%% of its disk; writes work again."),
-                percent=percent,
-            ),
-        )
-        return ["disk: ok"]
-    return []
+    back = Message(
+        N_("The cluster's data is back to %(percent).0f%% of its disk; writes work again."), percent=percent
+    )
+    return _full_or_back(cluster, "disk", full, stopped, back)
 
 
 def _volume(cluster: Cluster, storage: Storage, now: dt.datetime) -> list[str]:
@@ -168,52 +178,29 @@ def _volume(cluster: Cluster, storage: Storage, now: dt.datetime) -> list[str]:
     percent = reserve.volume_percent(cluster.pgdata)
     storage.volume_percent = percent
     changes: list[str] = []
-    warned = watermark(
-        storage.volume_warned_since is not None,
-        percent,
-        high=settings.PANEL_VOLUME_WARN_PERCENT,
-        low=settings.PANEL_VOLUME_WARN_PERCENT,
-    )
-    if warned is True:
-        storage.volume_warned_since = now
+    warn = settings.PANEL_VOLUME_WARN_PERCENT
+    high, low = settings.PANEL_VOLUME_READONLY_PERCENT, settings.PANEL_VOLUME_WRITABLE_PERCENT
+    if _crossed(storage, "volume_warned_since", percent, high=warn, low=warn, now=now):
         message = Message(
             N_(
                 "The node's disk is %(percent).0f%% full: at %(high)s%% every cluster on it becomes read-only."
             ),
             percent=percent,
-            high=settings.PANEL_VOLUME_READONLY_PERCENT,
+            high=high,
         )
         _alert(cluster, "volume-warning", C_("alert", "Node disk"), message, EventLevel.WARNING)
         changes.append("volume: warning")
-    elif warned is False:
-        storage.volume_warned_since = None
-    full = watermark(
-        storage.volume_full_since is not None,
-        percent,
-        high=settings.PANEL_VOLUME_READONLY_PERCENT,
-        low=settings.PANEL_VOLUME_WRITABLE_PERCENT,
+    full = _crossed(storage, "volume_full_since", percent, high=high, low=low, now=now)
+    stopped = Message(
+        N_(
+            "The node's disk is %(percent).0f%% full: every database of this cluster is read-only until "
+            "it is under %(low)s%%, before PostgreSQL would stop on a full disk. Delete data to make room."
+        ),
+        percent=percent,
+        low=low,
     )
-    if full is True:
-        storage.volume_full_since = now
-        message = Message(
-            N_(
-                "The node's disk is %(percent).0f%% full: every database of this cluster is read-only until "
-                "it is under %(low)s%%, before PostgreSQL would stop on a full disk. Delete data to make room."
-            ),
-            percent=percent,
-            low=settings.PANEL_VOLUME_WRITABLE_PERCENT,
-        )
-        _alert(cluster, "volume-full", C_("alert", "Disk full"), message, EventLevel.ERROR)
-        changes.append("volume: full")
-    elif full is False:
-        storage.volume_full_since = None
-        transitions.log_event(
-            cluster,
-            "volume-ok",
-            Message(N_("The node's disk is back to %(percent).0f%%; writes work again."), percent=percent),
-        )
-        changes.append("volume: ok")
-    return changes
+    back = Message(N_("The node's disk is back to %(percent).0f%%; writes work again."), percent=percent)
+    return changes + _full_or_back(cluster, "volume", full, stopped, back)
 
 
 def _record_metrics(cluster: Cluster, now: dt.datetime) -> None:

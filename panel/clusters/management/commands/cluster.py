@@ -7,7 +7,6 @@ users own a cluster of that name, ``--owner`` picks one.
 
 from __future__ import annotations
 
-import argparse
 import getpass
 import os
 from typing import Any
@@ -20,7 +19,13 @@ from django.db.models.signals import post_save
 from panel.clusters import services
 from panel.clusters.lib.connstr import FORMATS, SSLMODES
 from panel.clusters.lib.hosts import InvalidHost, validate_host
-from panel.clusters.management.cli import PanelCommand, find_cluster, find_user, print_table
+from panel.clusters.management.cli import (
+    PanelCommand,
+    cluster_subcommands,
+    find_cluster,
+    find_user,
+    print_table,
+)
 from panel.clusters.management.cluster_members import MemberSubcommands
 from panel.clusters.management.cluster_parts import RoleSubcommands, describe_cluster
 from panel.clusters.management.cluster_settings import SettingsSubcommands
@@ -38,19 +43,9 @@ class Command(MemberSubcommands, SettingsSubcommands, RoleSubcommands, VipSubcom
     help = "Create, inspect and manage PostgreSQL clusters in the foreground (no worker needed)."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        sub = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
+        add = cluster_subcommands(parser)
 
-        def add(
-            name: str, help_text: str, *, named: bool = True, owner: bool = True
-        ) -> argparse.ArgumentParser:
-            p = sub.add_parser(name, help=help_text, description=help_text)
-            if named:
-                p.add_argument("name", metavar="CLUSTER", help="cluster name")
-            if owner:
-                p.add_argument("--owner", metavar="USERNAME", help="the cluster owner's username")
-            return p
-
-        p = add("create", "Create a cluster and provision it now.", named=False)
+        p = add("create", "Create a cluster and provision it now.", cluster=False, owner=True)
         p.add_argument("--name", required=True, help="cluster name (lowercase letters, digits, hyphens)")
         p.add_argument("--plan", required=True, metavar="SLUG", help="plan slug, e.g. db-s-1vcpu-1gb")
         p.add_argument("--version", dest="pg_version", metavar="V", help="PostgreSQL major version")
@@ -65,7 +60,7 @@ class Command(MemberSubcommands, SettingsSubcommands, RoleSubcommands, VipSubcom
             help="members: 1 (default), or 2-3 for a primary with standbys (plans of 2 GB or more)",
         )
 
-        add("list", "List clusters.", named=False)
+        add("list", "List clusters.", cluster=False, owner=True)
         add("show", "Show a cluster's details and recent events.")
         add("start", "Start a stopped cluster.")
         add("stop", "Stop a cluster (its data stays).")
@@ -85,7 +80,8 @@ class Command(MemberSubcommands, SettingsSubcommands, RoleSubcommands, VipSubcom
         p = add(
             "attach",
             "Attach an existing server; the password comes from PGPASSWORD or a prompt.",
-            named=False,
+            cluster=False,
+            owner=True,
         )
         p.add_argument("--name", required=True)
         p.add_argument("--host", required=True)
@@ -102,8 +98,7 @@ class Command(MemberSubcommands, SettingsSubcommands, RoleSubcommands, VipSubcom
         add(
             "reconcile",
             "Restart clusters whose server died; fail stuck jobs (one pass).",
-            named=False,
-            owner=False,
+            cluster=False,
         )
 
     # --- lookups -------------------------------------------------------------------------------

@@ -9,13 +9,20 @@ replica delete CLUSTER --name R --yes          processes, files, system user, ro
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
 from panel.clusters import services
 from panel.clusters.lib.connstr import FORMATS
-from panel.clusters.management.cli import PanelCommand, find_cluster, human_size, print_table
+from panel.clusters.management.cli import (
+    PanelCommand,
+    cluster_subcommands,
+    find_cluster,
+    human_size,
+    print_table,
+)
 from panel.clusters.replicas.services import replicas
 
 
@@ -24,14 +31,12 @@ class Command(PanelCommand):
     field_labels = {"name": "--name", "plan": "--plan"}
 
     def add_arguments(self, parser: CommandParser) -> None:
-        sub = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
+        add_cluster = cluster_subcommands(parser, "cluster", "the source cluster's name")
 
-        def add(name: str, help_text: str, *, named: bool = True) -> Any:
-            p = sub.add_parser(name, help=help_text, description=help_text)
-            p.add_argument("cluster", metavar="CLUSTER", help="the source cluster's name")
+        def add(name: str, help_text: str, *, named: bool = True) -> argparse.ArgumentParser:
+            p = add_cluster(name, help_text)
             if named:
                 p.add_argument("--name", required=True, help="the replica's name")
-            p.add_argument("--owner", metavar="USERNAME", help="the cluster owner's username")
             return p
 
         p = add("create", "Add a read-only replica; returns once it streams from the cluster.")

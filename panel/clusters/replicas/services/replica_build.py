@@ -69,12 +69,7 @@ def prepare(job: Job) -> None:
     source's (replicated), so are their passwords."""
     replica, source = job.cluster, job.cluster.replica_of
     assert source is not None
-    replica.superuser_password_encrypted = source.superuser_password_encrypted
-    replica.monitor_password_encrypted = source.monitor_password_encrypted
-    replica.save(update_fields=["superuser_password_encrypted", "monitor_password_encrypted", "updated_at"])
-    postgres.kill(replica.pgdata)
-    postgres.remove_data(replica.data_root)
-    job.user = isolation.ensure_cluster_user(replica)
+    job.user = provision.prepare_copy(replica, source)
 
 
 def base_backup(job: Job) -> None:
@@ -201,12 +196,7 @@ def abandon(replica: Cluster, exc: Exception) -> str:
         log.exception("building replica %s crashed", replica.pk)
     failed = failures.replica(replica.pk, replica.name, exc)
     source = replica.replica_of
-    try:
-        lifecycle.tear_down(replica)
-    except Exception:
-        log.exception("removing the failed replica %s", replica.pk)
-        postgres.kill(replica.pgdata)
-        postgres.remove_data(replica.data_root)
+    lifecycle.remove_failed(replica, "replica")
     replica.delete()
     if source is not None:
         transitions.log_event(source, "replica-failed", failed, EventLevel.ERROR)

@@ -8,7 +8,6 @@ cluster``; when several users own a cluster of that name, ``--owner`` picks one.
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 from typing import Any
@@ -17,7 +16,7 @@ from django.conf import settings
 from django.core.management.base import CommandError, CommandParser
 from django.utils import timezone
 
-from panel.clusters.face import PanelCommand, find_cluster, human_size, print_table
+from panel.clusters.face import PanelCommand, cluster_subcommands, find_cluster, human_size, print_table
 from panel.clusters.models import Cluster
 from panel.insights import services
 from panel.insights.engine.collector import Snapshot
@@ -44,24 +43,16 @@ class Command(PanelCommand):
     help = "Collect and prune metrics, show a cluster's last figures, manage its alert rules."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        sub = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
+        add = cluster_subcommands(parser)
 
-        def add(name: str, help_text: str, *, named: bool = True) -> argparse.ArgumentParser:
-            p = sub.add_parser(name, help=help_text, description=help_text)
-            if named:
-                p.add_argument("name", metavar="CLUSTER", help="cluster name")
-                p.add_argument("--owner", metavar="USERNAME", help="the cluster owner's username")
-            return p
-
-        p = add("collect", "Collect every cluster (or one) once, now.", named=False)
+        p = add("collect", "Collect every cluster (or one) once, now.", cluster=False, owner=True)
         p.add_argument("name", nargs="?", metavar="CLUSTER", help="cluster name (default: all)")
-        p.add_argument("--owner", metavar="USERNAME", help="the cluster owner's username")
         add(
             "prune",
             "Build 1-minute, 5-minute, hourly and 4-hour rollups; delete expired points.",
-            named=False,
+            cluster=False,
         )
-        add("token", "Print the bearer token /metrics expects.", named=False)
+        add("token", "Print the bearer token /metrics expects.", cluster=False)
 
         p = add("show", "Show the figures of the cluster's last collection and its firing alerts.")
         p.add_argument("--format", dest="fmt", choices=("text", "json"), default="text")

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from panel.clusters.face import PanelCommand, find_cluster
+from panel.clusters.face import PanelCommand, cluster_subcommands, find_cluster
 from panel.clusters.lib.connstr import FORMATS
 from panel.pools import services
 from panel.pools.models import ConnectionPool, PoolMode
@@ -21,14 +21,12 @@ class Command(PanelCommand):
     help = "Create, inspect, change and delete PgBouncer connection pools of a cluster."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        sub = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
+        add_cluster = cluster_subcommands(parser, "cluster")
 
         def add(name: str, help_text: str, *, pool: bool = True) -> argparse.ArgumentParser:
-            p = sub.add_parser(name, help=help_text, description=help_text)
-            p.add_argument("cluster", metavar="CLUSTER", help="cluster name")
+            p = add_cluster(name, help_text)
             if pool:
                 p.add_argument("pool", metavar="NAME", help="pool name")
-            p.add_argument("--owner", metavar="USERNAME", help="the cluster owner's username")
             return p
 
         p = add("create", "Create a pool; returns once PgBouncer serves it.")

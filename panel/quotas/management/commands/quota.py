@@ -15,7 +15,7 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from panel.clusters.face import PanelCommand, find_cluster
+from panel.clusters.face import PanelCommand, cluster_subcommands, find_cluster
 from panel.quotas import services
 from panel.quotas.models import Quota, QuotaKind
 from panel.quotas.services import reserve
@@ -35,12 +35,10 @@ class Command(PanelCommand):
     }
 
     def add_arguments(self, parser: CommandParser) -> None:
-        sub = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
+        add_cluster = cluster_subcommands(parser, "cluster")
 
         def add(name: str, help_text: str, *, target: bool = False) -> argparse.ArgumentParser:
-            p = sub.add_parser(name, help=help_text, description=help_text)
-            p.add_argument("cluster", metavar="CLUSTER", help="cluster name")
-            p.add_argument("--owner", metavar="USERNAME", help="the cluster owner's username")
+            p = add_cluster(name, help_text)
             if target:
                 which = p.add_mutually_exclusive_group(required=True)
                 which.add_argument("--database", metavar="DB", help="a database of the cluster")
@@ -61,9 +59,10 @@ class Command(PanelCommand):
         p.add_argument("-s", "--human", action="store_true", help="human sizes (K, M, G) as repquota -s")
         add("measure", "Measure now and apply the result (each collection cycle does it too).")
         add("allow-writes", "Lift a stop for 15 minutes, once per grace period.", target=True)
-        p = sub.add_parser(
+        p = add_cluster(
             "reserve",
-            help="This node's emergency reserve: show it, or release it to give its space back now.",
+            "This node's emergency reserve: show it, or release it to give its space back now.",
+            cluster=False,
         )
         p.add_argument("action", choices=("status", "release"))
 
