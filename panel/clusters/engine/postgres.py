@@ -7,6 +7,7 @@ else as ourselves. Passwords go through a 0600 file, never argv.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import logging
@@ -49,13 +50,28 @@ def _stamp(program: Path) -> tuple[str, int, int] | None:
 
 # The create form, create_cluster() and every pg_ctl call ask which versions are installed; a
 # binary's version only changes with the binary, so each build is asked once (a failure raises,
-# so it is not remembered). pg_config is asked every time: Debian's is a wrapper whose answer
-# changes as server versions come and go.
+# so it is not remembered). pg_config likewise, but Debian's is a wrapper whose answer changes as
+# server versions come and go: its answer is remembered for the set of programs it chooses from
+# (asked every time, it was four programs run per pg_ctl call, a few hundred a minute in the suite).
 @functools.lru_cache(maxsize=64)
 def _version_output(stamp: tuple[str, int, int]) -> str:
     return subprocess.run(
         [stamp[0], "--version"], capture_output=True, text=True, timeout=10, check=True
     ).stdout
+
+
+# What Debian's pg_config wrapper chooses from: the newest server's, else libpq-dev's.
+DEBIAN_PG_CONFIGS = "/usr/lib/postgresql/*/bin/pg_config"
+DEBIAN_LIBPQ_CONFIG = "/usr/bin/pg_config.libpq-dev"
+
+
+@functools.lru_cache(maxsize=16)
+def _pg_config_bindir(stamp: tuple[str, int, int], choices: tuple[object, ...]) -> str:
+    """``pg_config --bindir`` of this build of pg_config, with ``choices`` (the stamps of what a
+    wrapper picks from) as they are: only part of the key."""
+    return subprocess.run(
+        [stamp[0], "--bindir"], capture_output=True, text=True, timeout=10, check=True
+    ).stdout.strip()
 
 
 def _version_of(bindir: Path) -> str | None:
@@ -78,12 +94,11 @@ def installed_versions() -> dict[str, Path]:
     else:
         candidates.extend(sorted(Path("/").glob(SEARCH_GLOB.lstrip("/"))))
         pg_config = shutil.which("pg_config")
-        if pg_config:
-            try:
-                out = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True, timeout=10)
-                candidates.append(Path(out.stdout.strip()))
-            except (OSError, subprocess.SubprocessError):
-                pass
+        stamp = _stamp(Path(pg_config)) if pg_config else None
+        if stamp is not None:
+            choices = sorted(Path("/").glob(DEBIAN_PG_CONFIGS.lstrip("/"))) + [Path(DEBIAN_LIBPQ_CONFIG)]
+            with contextlib.suppress(OSError, subprocess.SubprocessError):  # a failure is not kept
+                candidates.append(Path(_pg_config_bindir(stamp, tuple(_stamp(p) for p in choices))))
     found: dict[str, Path] = {}
     for bindir in candidates:
         if all((bindir / prog).is_file() for prog in REQUIRED_PROGRAMS):

@@ -58,3 +58,31 @@ def test_a_failed_answer_is_not_remembered(settings, tmp_path):
     os.utime(tmp_path / "postgres", ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert (tmp_path / "postgres").stat().st_ino == stat.st_ino
     assert postgres.installed_versions() == {version: Path(tmp_path)}
+
+
+def test_pg_config_is_asked_once_for_the_programs_it_chooses_from(settings, tmp_path, monkeypatch):
+    """Debian's pg_config is a wrapper that runs the newest server's own: its answer is kept until
+    it, or the set of programs it picks from, changes (asked each time, it ran four programs per
+    pg_ctl call)."""
+    version, real_bindir = next(iter(INSTALLED.items()))
+    settings.PANEL_PG_BINDIR = ""
+    calls = tmp_path / "calls"
+    wrapper = tmp_path / "bin" / "pg_config"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f"#!/bin/sh\necho asked >> {calls}\necho {real_bindir}\n")
+    wrapper.chmod(0o755)
+    servers = tmp_path / "lib"
+    (servers / "15" / "bin").mkdir(parents=True)
+    (servers / "15" / "bin" / "pg_config").write_text("")
+    monkeypatch.setattr(postgres, "SEARCH_GLOB", str(tmp_path / "none" / "*" / "bin"))
+    monkeypatch.setattr(postgres, "DEBIAN_PG_CONFIGS", str(servers / "*" / "bin" / "pg_config"))
+    monkeypatch.setenv("PATH", f"{wrapper.parent}:{os.environ['PATH']}")
+
+    for _ in range(3):
+        assert postgres.installed_versions() == {version: real_bindir}
+    assert calls.read_text().split() == ["asked"]
+
+    (servers / "16" / "bin").mkdir(parents=True)  # a newer server's development files arrive
+    (servers / "16" / "bin" / "pg_config").write_text("")
+    assert postgres.installed_versions() == {version: real_bindir}
+    assert calls.read_text().split() == ["asked", "asked"]
