@@ -27,11 +27,11 @@ export PYTHON
 run: bootstrap-run messages
 	$(VENV)/bin/python scripts/run.py
 
-# Three test sessions side by side (pytest-xdist), a module's tests in one of them (their shared
+# Four test sessions side by side (pytest-xdist), a module's tests in one of them (their shared
 # cluster is made once); PYTEST_WORKERS=0 runs everything in this process. Modules are handed out
 # in collection order (conftest.py puts the slowest first), not xdist's default of most tests
 # first, which left the one-test two-node modules for the end on one worker.
-PYTEST_WORKERS ?= 3
+PYTEST_WORKERS ?= 4
 
 # The lint steps (ruff, the contracts, mypy, the catalogue's check: about a minute) run beside the
 # suite, which mostly waits; the output of both is shown, and either failing fails make test.
