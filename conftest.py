@@ -146,7 +146,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 # Within a module the order stays as written.
 SLOWEST_FIRST = (
     "panel/clusters/tests/test_etcd_members.py",  # first on its worker: no other store around yet
-    "tests/security/test_etcd_scopes.py",  # the HA pair's borrowers, one unit (HA_PAIR_BORROWERS)
     "tests/test_remote_members.py",
     "tests/test_remote_replicas.py",
     "tests/test_two_nodes.py",
@@ -166,41 +165,20 @@ TWO_NODE_JOURNEYS = (
     "tests/test_two_nodes.py",
 )
 
-# The modules that borrow the session's two-member cluster (tests/fixtures/ha_pair.py), likewise
-# one work unit: spread over the workers, each worker built a pair of its own (Patroni, etcd and
-# HAProxy started three times, 20 to 50 s of a loaded machine each).
-HA_PAIR_BORROWERS = (
-    "tests/security/test_etcd_scopes.py",
-    "panel/clusters/tests/test_ha_restart_primary.py",
-    "panel/clusters/tests/test_ha_replicas.py",
-    "panel/clusters/tests/test_ha_standby_reads.py",
-    "panel/migrate/tests/test_migration_ha.py",
-    "tests/security/test_panel_roles_port.py",
-    "tests/security/test_patroni_rest.py",
-    "tests/security/test_patroni_secrets.py",
-    "tests/security/test_trusted_sources_ha.py",
-    "tests/browser/test_issue38_journey.py",
-    "tests/browser/test_switchover_journey.py",
-    "tests/browser/test_tabs_fit.py",
-)
-SHARED_BUILDS = (TWO_NODE_JOURNEYS, HA_PAIR_BORROWERS)
-
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
-    """``--dist loadfile`` with each group of SHARED_BUILDS as one file (else xdist's own)."""
+    """``--dist loadfile`` with the two-node journeys as one file (else xdist's own)."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
 
-    unit = {path: group[0] for group in SHARED_BUILDS for path in group}
-
-    class SharedBuildsTogether(LoadFileScheduling):
+    class TwoNodeJourneysTogether(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             scope = super()._split_scope(nodeid)
-            return unit.get(scope, scope)
+            return TWO_NODE_JOURNEYS[0] if scope in TWO_NODE_JOURNEYS else scope
 
-    return SharedBuildsTogether(config, log)  # type: ignore[arg-type]
+    return TwoNodeJourneysTogether(config, log)  # type: ignore[arg-type]
 
 
 # The browser journeys keep a core busy each (Chromium, the web, the worker): left in collection
