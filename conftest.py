@@ -159,6 +159,8 @@ SLOWEST_FIRST = (
 # The modules that borrow ``two_nodes`` (tests/fixtures/agent_pair.py): one xdist work unit, so
 # that one worker runs them in a row on one pair of node agents instead of each starting its own
 # (about 60 s less of that worker's time; SLOWEST_FIRST keeps them side by side, at the start).
+# The HA pair's borrowers (tests/fixtures/ha_pair.py) stay spread, a pair a worker: tried as one
+# unit, one borrower's breakage (a standby refused by the primary's TLS) failed all that followed.
 TWO_NODE_JOURNEYS = (
     "tests/test_remote_members.py",
     "tests/test_remote_replicas.py",
