@@ -286,6 +286,10 @@ def _watch_pgbench(found: list[dict[str, object]], stop: threading.Event) -> Non
                         "cmdline": child.cmdline(),
                         "cwd_files": sorted(os.listdir(cwd)),
                     }
+                if not snapshot["cmdline"]:
+                    # Caught inside its execve: the kernel names it pgbench before it has set
+                    # up the new stack, whose arguments and environment read empty until then.
+                    continue
                 if child.is_running() and child.status() != psutil.STATUS_ZOMBIE:
                     found.append(snapshot)  # still alive after the reads: they describe it
                     break
