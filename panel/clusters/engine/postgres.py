@@ -292,9 +292,20 @@ def started_at(pgdata: Path) -> float | None:
         return None
 
 
-def _log_tail(log_file: Path, lines: int = 3) -> str:
+def _log_size(log_file: Path) -> int:
     try:
-        text = log_file.read_text(errors="replace").strip().splitlines()
+        return log_file.stat().st_size
+    except OSError:
+        return 0
+
+
+def _log_tail(log_file: Path, lines: int = 3, *, since: int = 0) -> str:
+    """The last lines of ``log_file`` written from byte ``since`` on (all of it once it shrank:
+    a new file), the errors among them first."""
+    try:
+        with open(log_file, "rb") as handle:
+            handle.seek(since if since <= os.fstat(handle.fileno()).st_size else 0)
+            text = handle.read().decode(errors="replace").strip().splitlines()
     except OSError:
         return ""
     important = [line for line in text if "FATAL" in line or "ERROR" in line or "PANIC" in line]
@@ -324,11 +335,16 @@ def start(
         return
     make_private_dir(log_file.parent, user)
     startup_log = log_file.parent / "startup.log"
+    # What this start writes, not what came before it (an archiver's errors from the last run):
+    # a server that fails before its logging collector runs writes only to pg_ctl's log.
+    since = {path: _log_size(path) for path in (log_file, startup_log)}
     result = _pg_ctl(
         version, pgdata, "start", "--log", str(startup_log), user=user, timeout=timeout, join=join
     )
     if result.returncode != 0:
-        reason = _log_tail(log_file) or _log_tail(startup_log)
+        reason = _log_tail(log_file, since=since[log_file]) or _log_tail(
+            startup_log, since=since[startup_log]
+        )
         raise _failure("PostgreSQL start", result, reason)
 
 
