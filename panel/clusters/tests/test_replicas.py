@@ -4,9 +4,7 @@ and is deleted completely; what cannot be done is refused with nothing changed."
 
 from __future__ import annotations
 
-import contextlib
 import io
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +29,7 @@ from panel.clusters.tests.conftest import can_log_in, client_params, connect_as_
 from panel.core.errors import ServiceError
 from panel.pools import services as pools
 from tests.fixtures.clusters import module_cluster
+from tests.fixtures.wal import churning_wal
 
 pytestmark = pytest.mark.integration
 
@@ -49,31 +48,6 @@ def _rows(db: None) -> None:
 
 def fresh(cluster: Cluster) -> Cluster:
     return Cluster.objects.select_related("node", "replica_of").get(pk=cluster.pk)
-
-
-@contextlib.contextmanager
-def churning_wal(cluster: Cluster, rounds: int = 5) -> Iterator[None]:
-    """The server switches to a new WAL file and checkpoints ``rounds`` times meanwhile, as when
-    another replica's copy starts (``pg_basebackup --checkpoint=fast``): WAL files older than
-    the last checkpoint are recycled unless a slot holds them."""
-    stop = threading.Event()
-
-    def churn() -> None:
-        with dbconn.admin_connection(cluster) as conn:
-            for _round in range(rounds):
-                if stop.is_set():
-                    return
-                conn.execute("SELECT pg_catalog.pg_switch_wal()")
-                conn.execute("CHECKPOINT")
-                stop.wait(0.1)
-
-    thread = threading.Thread(target=churn, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join(timeout=30)
 
 
 def test_a_replica_serves_reads_refuses_writes_and_is_promoted(
