@@ -33,7 +33,7 @@ from panel.clusters.standbys.services import etcd, ha, ha_files
 from panel.core import runas
 from panel.core.polling import wait_for
 from tests.fixtures.ha_pair import HaPair, lend_to_new_owner
-from tests.security.test_os_isolation import as_user
+from tests.security.clusteruser import as_user
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 

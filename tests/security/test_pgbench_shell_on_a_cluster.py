@@ -1,22 +1,23 @@
-"""Row 5 of issue 10: a pgbench custom script cannot leave the database.
+"""Row 5 of issue 10 on a real cluster: a pgbench custom script cannot leave the database.
 
 Before: a custom script holding ``\\shell touch /tmp/x`` (form or ``bench run --file``) created the
-file as ``postgres``, the user that runs every cluster. Now such scripts are refused in every
-spelling pgbench reads, before anything is queued, and pgbench itself (runs and the pre-launch
-checks) runs as ``PANEL_BENCH_USER``, which owns nothing of any cluster, in a private work directory.
+file as ``postgres``, the user that runs every cluster. Now such scripts are refused at every way in
+(the web form, ``manage.py bench``, the executor of a run queued before the rule), before anything
+is queued, and pgbench itself (runs and the pre-launch checks) runs as ``PANEL_BENCH_USER``, which
+owns nothing of any cluster, in a private work directory; a script that only talks to the database
+still runs to success.
 
 Everything here is real: one PostgreSQL cluster for the module, the real pgbench (also given the
 refused spellings directly, to show each one really runs a program), the web form through Django's
-test client and ``manage.py bench``.
+test client and ``manage.py bench``. The rule alone, without a cluster, is
+tests/security/test_pgbench_shell_rule.py.
 """
 
 from __future__ import annotations
 
 import io
 import json
-import os
 import re
-import stat
 import tempfile
 import threading
 import time
@@ -24,7 +25,6 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
@@ -35,7 +35,6 @@ from django.urls import reverse
 from benchmarks import services
 from benchmarks.engine import runner
 from benchmarks.lib import pgbench_command as cmd
-from benchmarks.lib.pgbench_script_rules import ShellCommand, shell_command_lines, shell_commands
 from benchmarks.models import BenchmarkRun, RunStatus
 from benchmarks.tests.test_views_forms import RUN, field_errors
 from panel.clusters import services as cluster_services
@@ -43,79 +42,10 @@ from panel.clusters.models import Cluster
 from panel.core import runas
 from panel.core.errors import ServiceError
 from tests.fixtures.clusters import make_local_cluster
+from tests.security.pgbench_watch import SpawnSpy, watch_pgbench
+from tests.security.shell_spellings import ALLOWED, LEGITIMATE, REFUSED, REFUSED_IDS, SHELL_MESSAGE
 
 pytestmark = pytest.mark.integration
-
-LEGITIMATE = "\\set aid random(1, 100)\n\\sleep 1 ms\nSELECT :aid AS aid;\n"
-SHELL_MESSAGE = "runs a program on the server; custom scripts may only talk to the database."
-
-
-# --- (a) the rule, on every spelling pgbench reads ----------------------------------------------
-
-# (name, script with {target} where the program's argument goes, lines refused, pgbench runs it)
-REFUSED = [
-    ("plain", "\\shell touch {target}\n", [1], True),
-    ("upper case, indented", "SELECT 1;\n  \\SHELL touch {target}\n", [2], True),
-    ("tab before, no final newline", "\t\\shell touch {target}", [1], True),
-    ("setshell", "\\set a 1\n\\setshell out touch {target}\nSELECT :out;\n", [2], True),
-    ("mixed case setshell", "\\SetShell out touch {target}\n", [1], True),
-    ("after SQL on the same line", "SELECT 1; \\shell touch {target}\n", [1], True),
-    ("after \\; (psql's forced semicolon)", "SELECT 1 \\;\\shell touch {target}\n", [1], True),
-    ("blanks between backslash and word", "\\  shell touch {target}\n", [1], True),
-    ("continuation between backslash and word", "SELECT 1;\n\\\\\nshell touch {target}\n", [2], True),
-    ("CRLF continuation before setshell", "\\\\\r\nsetshell out touch {target}\r\n", [1], True),
-    ("blanks and continuations mixed", "\\ \\\n \\\nSeTsHeLl v touch {target}\n", [1], True),
-    ("word then continuation", "\\shell\\\ntouch {target}\n", [1], True),
-    ("CRLF lines", "SELECT 1;\r\n\\shell touch {target}\r\n", [2], True),
-    # pgbench's SQL lexer ends a -- comment at a carriage return: this \shell runs.
-    ("after a comment ended by CR", "SELECT 1; -- note\r\\shell touch {target}\n", [1], True),
-    # Decided: refused inside comments and string literals too, where pgbench does not run it. A
-    # rule that followed pgbench's SQL lexer would have to agree with it on every corner (the CR
-    # above, E'' escapes, dollar quotes, nested comments) and any disagreement would be a way out;
-    # the text has no use in a benchmark script.
-    ("in a -- comment", "SELECT 1; -- \\shell touch {target}\n", [1], False),
-    ("in a string", "SELECT '\\shell touch {target}';\n", [1], False),
-    ("two of them", "\\shell touch {target}\nSELECT 1;\n\\setshell v echo 1\n", [1, 3], True),
-    ("alone at the end", "SELECT 1;\n\\shell", [2], False),
-]
-REFUSED_IDS = [name for name, *_ in REFUSED]
-
-ALLOWED = [
-    ("set and sleep", LEGITIMATE),
-    ("a variable named shell", "\\set shell 1\nSELECT :shell;\n"),
-    ("shell as a word in SQL", "SELECT 'shell', 'setshell' AS shell;\n"),
-    ("words that merely start with shell", "\\set shellfish 1\n\\set setshells 2\nSELECT :shellfish;\n"),
-    ("gset into shell_out", "SELECT 1 AS shell_out \\gset\n"),
-    ("a sleep with a continuation", "\\sleep \\\n 1 ms\nSELECT 1;\n"),
-]
-
-
-@pytest.mark.parametrize(("script", "lines"), [(s, lines) for _n, s, lines, _r in REFUSED], ids=REFUSED_IDS)
-def test_the_rule_finds_shell_meta_commands_in_every_spelling(script: str, lines: list[int]) -> None:
-    assert shell_command_lines(script.format(target="/tmp/x")) == lines
-
-
-@pytest.mark.parametrize("script", [s for _n, s in ALLOWED], ids=[n for n, _s in ALLOWED])
-def test_the_rule_leaves_scripts_that_only_talk_to_the_database_alone(script: str) -> None:
-    assert shell_command_lines(script) == []
-
-
-def test_the_rule_names_the_command() -> None:
-    assert shell_commands("\\SHELL x\n\\setshell v y\n") == [
-        ShellCommand(1, "shell"),
-        ShellCommand(2, "setshell"),
-    ]
-    with pytest.raises(ServiceError) as refused:
-        services.validate_run(
-            Cluster(),  # the rule comes first: nothing about the cluster is looked at
-            pool=None,
-            database=None,
-            user=None,
-            options=cmd.RunOptions(clients=1, threads=1, transactions=1),
-            custom_script="SELECT 1;\n\\set a 1\n  \\setshell v echo 1\n",
-        )
-    assert refused.value.field == "custom_script"
-    assert refused.value.message == f"Line 3: \\setshell {SHELL_MESSAGE}"
 
 
 # --- one real cluster for the module ------------------------------------------------------------
@@ -265,39 +195,6 @@ def test_a_custom_script_with_set_and_sleep_runs_to_success_from_the_command_lin
 # --- (e) pgbench runs as the bench user, in a private work directory ----------------------------
 
 
-def _watch_pgbench(found: list[dict[str, object]], stop: threading.Event) -> None:
-    """Record what the kernel says about the pgbench this process spawns (no database access)."""
-    me = psutil.Process()
-    while not stop.is_set() and not found:
-        for child in me.children(recursive=True):
-            try:
-                with child.oneshot():
-                    if child.name() != "pgbench" or child.status() == psutil.STATUS_ZOMBIE:
-                        continue
-                    cwd = child.cwd()
-                    info = os.stat(cwd)
-                    snapshot = {
-                        "uids": tuple(child.uids()),
-                        "gids": set(child.gids()),
-                        "cwd": cwd,
-                        "cwd_mode": stat.S_IMODE(info.st_mode),
-                        "cwd_uid": info.st_uid,
-                        "environ": child.environ(),
-                        "cmdline": child.cmdline(),
-                        "cwd_files": sorted(os.listdir(cwd)),
-                    }
-                if not snapshot["cmdline"]:
-                    # Caught inside its execve: the kernel names it pgbench before it has set
-                    # up the new stack, whose arguments and environment read empty until then.
-                    continue
-                if child.is_running() and child.status() != psutil.STATUS_ZOMBIE:
-                    found.append(snapshot)  # still alive after the reads: they describe it
-                    break
-            except (psutil.Error, OSError):
-                continue
-        time.sleep(0.05)
-
-
 def test_pgbench_runs_as_the_bench_user_in_a_private_directory_removed_afterwards(
     cluster: Cluster, db: None
 ) -> None:
@@ -310,7 +207,7 @@ def test_pgbench_runs_as_the_bench_user_in_a_private_directory_removed_afterward
     )
     found: list[dict[str, object]] = []
     stop = threading.Event()
-    watcher = threading.Thread(target=_watch_pgbench, args=(found, stop), daemon=True)
+    watcher = threading.Thread(target=watch_pgbench, args=(found, stop), daemon=True)
     watcher.start()
     try:
         run = services.execute_run(run.pk, wait_turn_s=30)
@@ -420,29 +317,10 @@ def test_a_queued_run_holding_shell_is_refused_by_the_executor(
 # --- (f) the pre-launch check goes through the runner, as the bench user ------------------------
 
 
-class _SpawnSpy:
-    """Wraps runner.LoadProcess to record who each spawned pgbench runs as (it still runs)."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.uids: list[tuple[int, int, int]] = []
-        self.workdirs: list[Path] = []
-        original = runner.LoadProcess
-        spy = self
-
-        class Recording(original):  # type: ignore[misc,valid-type]
-            def __init__(self, *args: object, **kwargs: object) -> None:
-                super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-                spy.workdirs.append(Path(str(kwargs["cwd"])))
-                # Not reaped until the caller polls it, so even an exited pgbench still answers.
-                spy.uids.append(tuple(psutil.Process(self.pid).uids()))  # type: ignore[arg-type]
-
-        monkeypatch.setattr(runner, "LoadProcess", Recording)
-
-
 def test_the_pre_launch_check_runs_pgbench_as_the_bench_user_and_keeps_its_message(
     cluster: Cluster, db: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    spy = _SpawnSpy(monkeypatch)
+    spy = SpawnSpy(monkeypatch)
     options = cmd.RunOptions(clients=1, threads=1, transactions=1)
     with pytest.raises(ServiceError) as refused:
         services.validate_run(
@@ -458,14 +336,3 @@ def test_the_pre_launch_check_runs_pgbench_as_the_bench_user_and_keeps_its_messa
     assert spy.uids == [(uid, uid, uid), (uid, uid, uid)]
     assert [path.name.startswith("pgbench-check-") for path in spy.workdirs] == [True, True]
     assert not any(path.exists() for path in spy.workdirs), "check directories are removed"
-
-
-def test_only_the_runner_spawns_processes_in_the_benchmarks_app() -> None:
-    root = Path(__file__).resolve().parents[2] / "benchmarks"
-    spawning = re.compile(r"\bsubprocess\b|\bos\.(system|popen|exec\w*|spawn\w*|fork)\b|\bPopen\b")
-    offenders = [
-        str(path.relative_to(root))
-        for path in root.rglob("*.py")
-        if "tests" not in path.parts and path.name != "runner.py" and spawning.search(path.read_text())
-    ]
-    assert offenders == []
