@@ -146,7 +146,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 # Within a module the order stays as written.
 SLOWEST_FIRST = (
     "panel/clusters/tests/test_etcd_members.py",  # first on its worker: no other store around yet
-    "tests/test_remote_members.py",
+    "tests/test_remote_members_takeover.py",
+    "tests/test_remote_members_changes.py",
     "tests/test_remote_replicas.py",
     "tests/test_two_nodes.py",
     "tests/test_netns_cluster.py",
@@ -162,7 +163,8 @@ SLOWEST_FIRST = (
 # The HA pair's borrowers (tests/fixtures/ha_pair.py) stay spread, a pair a worker: tried as one
 # unit, one borrower's breakage (a standby refused by the primary's TLS) failed all that followed.
 TWO_NODE_JOURNEYS = (
-    "tests/test_remote_members.py",
+    "tests/test_remote_members_takeover.py",
+    "tests/test_remote_members_changes.py",
     "tests/test_remote_replicas.py",
     "tests/test_two_nodes.py",
 )

@@ -21,19 +21,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import pwd
-import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
 import pytest
 from django.conf import settings
-from django.contrib.auth.models import User
 from django.test import override_settings
 
-from panel.clusters.models import Cluster, ClusterMember, ClusterStatus, EtcdMember, EtcdMemberState, Node
+from panel.clusters.models import ClusterMember, EtcdMember, EtcdMemberState, Node
 from panel.clusters.services.overview import connection_details
 from panel.clusters.standbys.engine import etcd as etcd_engine
 from panel.clusters.standbys.engine import patroni
@@ -47,55 +44,21 @@ from tests import nsview
 from tests.fixtures.netns import needs_root
 from tests.fixtures.nsnodes import NsNodes
 from tests.fixtures.nsweb import NsWeb
-from tests.websession import WebSession
+from tests.nsspread import Spread, request_spread
 
 pytestmark = [pytest.mark.integration, needs_root]
 
-ONLINE_TIMEOUT = 240.0
 STREAMING_TIMEOUT = 90.0
 ETCD_TIMEOUT = 120.0
 # Patroni's leader key outlives a frozen primary by its TTL; then the survivors elect.
 FAILOVER_TIMEOUT = 90.0
 REJOIN_TIMEOUT = 120.0
-PASSWORD = "nsowner-password-1"
-# A switchover's answer comes once Patroni has done it (or refused): no tight bound on a busy machine.
-SWITCHOVER_TIMEOUT = 180.0
-
-
-@dataclass
-class Spread:
-    """The module's cluster, its owner's session at the real web, and how long it took to come
-    online."""
-
-    cluster: Cluster
-    session: WebSession
-    online_after: float
 
 
 @pytest.fixture(scope="module")
 def spread(nsnodes: NsNodes) -> Spread:
     """A three-member cluster its owner requested at the real web (gunicorn, over HTTP), online."""
-    started = time.monotonic()
-    owner = User.objects.create_user("nsowner", "nsowner@example.com", PASSWORD)
-    assert nsnodes.web is not None
-    session = WebSession(nsnodes.web.url, timeout=SWITCHOVER_TIMEOUT)
-    session.login(owner.username, PASSWORD)
-    form = session.get("/clusters/new/")
-    version = re.search(r'<select name="version"[^>]*>\s*<option value="([^"]+)"', form)
-    assert version, form[-3000:]  # the versions the agents reported
-    wanted = {"name": "spread", "version": version.group(1), "plan": "db-s-1vcpu-2gb", "num_nodes": "3"}
-    answer = session.post("/clusters/new/", {**wanted, "node": ""}, referer="/clusters/new/")
-    assert not session.url.endswith("/clusters/new/"), answer[-3000:]  # the form's errors
-    cluster = Cluster.objects.get(owner=owner, name="spread")
-    assert session.url.endswith(f"/clusters/{cluster.pk}/"), session.url  # its page, once requested
-
-    def settled() -> bool:
-        cluster.refresh_from_db()
-        return cluster.status != ClusterStatus.CREATING
-
-    assert wait_for(settled, ONLINE_TIMEOUT, interval=0.5), f"the cluster not online\n{nsnodes.logs()}"
-    assert cluster.status == ClusterStatus.ONLINE, f"{cluster.error_message}\n{nsnodes.logs()}"
-    return Spread(cluster, session, time.monotonic() - started)
+    return request_spread(nsnodes)
 
 
 def test_the_web_runs_as_its_own_user_and_reads_no_nodes_secrets(nsnodes: NsNodes, spread: Spread) -> None:

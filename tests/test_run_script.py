@@ -1,114 +1,31 @@
 """Integration: scripts/run.py (what `make run` runs) starts the panel, keeps it up, and stops what
-it started. One run.py start serves the module's panel tests (in file order; the last one stops it)."""
+it started. One run.py start serves the module's panel tests (in file order; the last one stops it).
+run.py's pieces on their own (the supervisor's back-off, the private Redis, beat's schedule):
+tests/test_run_children.py."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import pwd
 import re
-import secrets
 import signal
-import socket
 import stat
 import subprocess
 import sys
-import tempfile
 import time
-import urllib.error
-import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
-from types import ModuleType
 
 import psutil
 import pytest
-import redis
 
+from tests.fixtures.runpanel import ROOT, Panel, status_of
+
+# (tests/security/test_files.py imports Panel, free_port and status_of from here.)
+from tests.fixtures.runpanel import free_port as free_port
 from tests.websession import WebSession
 
 pytestmark = pytest.mark.integration
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def status_of(url: str) -> int | None:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return int(response.status)
-    except urllib.error.HTTPError as exc:
-        return exc.code
-    except OSError:
-        return None
-
-
-class Panel:
-    """scripts/run.py in its own process group, with a fresh data directory and free ports."""
-
-    def __init__(self) -> None:
-        self.data_dir = Path(tempfile.mkdtemp(prefix="pgpanel-run-", dir="/tmp"))
-        os.chmod(self.data_dir, 0o755)  # PostgreSQL's user must traverse it when we are root
-        self.bind = f"127.0.0.1:{free_port()}"
-        self.log = self.data_dir / "run.log"
-        self.redis_url = f"redis://:{secrets.token_hex(8)}@127.0.0.1:{free_port()}/0"
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("PANEL_", "DJANGO_", "DATABASE_"))}
-        env |= {
-            "DJANGO_SETTINGS_MODULE": "panel.settings",
-            "PANEL_DATA_DIR": str(self.data_dir),
-            "PANEL_BIND": self.bind,
-            # A password, as make run requires for the private Redis it starts.
-            "REDIS_URL": self.redis_url,
-            "PANEL_PORT_RANGE": "27900-27999",
-            # Beat's log forwarding round every 2 s, not 10: the round that
-            # test_beats_rounds_run_on_the_nodes_queues_through_the_seal_check awaits comes sooner.
-            "PANEL_LOGSINK_SECONDS": "2",
-        }
-        self.env = env
-        with open(self.log, "wb") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "scripts/run.py"],
-                cwd=ROOT,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                # Restore the default: a parent shell may have started us with SIGINT ignored.
-                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-            )
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def worker_ready_count(self) -> int:
-        return sum(
-            1 for line in self.output().splitlines() if "worker-local@" in line and line.endswith(" ready.")
-        )
-
-    def agent_ready_count(self) -> int:
-        return sum(
-            1 for line in self.output().splitlines() if "agent-local@" in line and line.endswith(" ready.")
-        )
-
-    def wait_ready(self, timeout: float = 90) -> None:
-        deadline = time.monotonic() + timeout
-        while not (self.worker_ready_count() and self.agent_ready_count()):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"the panel did not start:\n{self.output()[-4000:]}")
-            time.sleep(0.2)
-        while status_of(f"http://{self.bind}/login/") != 200:
-            if time.monotonic() > deadline:
-                pytest.fail(f"the web server did not answer:\n{self.output()[-4000:]}")
-            time.sleep(0.2)
-
-    def children(self) -> list[psutil.Process]:
-        return psutil.Process(self.proc.pid).children(recursive=True)
 
 
 CATALOGUE = ROOT / "locale" / "de" / "LC_MESSAGES" / "django.mo"
@@ -130,15 +47,6 @@ def panel() -> Iterator[Panel]:
 
 def alive(processes: list[psutil.Process]) -> list[psutil.Process]:
     return [p for p in processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-
-
-def load_run_script(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    spec = importlib.util.spec_from_file_location("run_script", ROOT / "scripts" / "run.py")
-    assert spec is not None and spec.loader is not None
-    run = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, run)  # its dataclasses look themselves up there
-    spec.loader.exec_module(run)
-    return run
 
 
 def test_it_runs_everything(panel: Panel) -> None:
@@ -380,84 +288,3 @@ def test_ctrl_c_stops_what_it_started(panel: Panel) -> None:
     time.sleep(0.3)
     assert alive(children) == []
     assert "stopped; PostgreSQL clusters keep running" in panel.output()
-
-
-def test_backoff_doubles_up_to_the_cap_and_starts_over_after_a_stable_run(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    run = load_run_script(monkeypatch)
-    backoff = run.Backoff()
-    delays = [backoff.died(now=100.0 * i, up_for=0.5) for i in range(8)]  # deaths far apart
-    assert delays == [1, 2, 4, 8, 16, 30, 30, 30]
-    assert backoff.died(now=900.0, up_for=run.STABLE_AFTER) == 1  # it had stayed up: start over
-    quick = run.Backoff()
-    assert [quick.died(now=float(i), up_for=1) for i in range(5)] == [1, 2, 4, 8, None]
-
-
-def test_a_child_that_keeps_dying_stops_the_panel_with_its_last_lines(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    run = load_run_script(monkeypatch)
-    # The real child, the real loop (scripts/children.py, which run.py loads), shorter waits.
-    monkeypatch.setattr(sys.modules["children"], "FIRST_DELAY", 0.05)
-    child = run.Child("beat", ["sh", "-c", "echo 'ImproperlyConfigured: bad schedule'; exit 3"])
-    child.start(dict(os.environ))
-    deadline = time.monotonic() + 20
-    while not run.supervise(child, dict(os.environ)):
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
-    out = capsys.readouterr().out
-    assert out.count("run    | beat exited (exit 3); restarting in") == run.GIVE_UP_DEATHS - 1
-    assert (
-        "run    | beat exited (exit 3) and died 5 times within 60 s: it cannot run, so the panel stops" in out
-    )
-    assert "run    |   ImproperlyConfigured: bad schedule" in out
-
-
-def test_the_private_redis_takes_the_password_of_redis_url_as_clients_read_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    run = load_run_script(monkeypatch)
-    # Percent-encoded in the URL; a quote and a backslash in the decoded password.
-    url = f"redis://:p%40ss%22w%5Cord@127.0.0.1:{free_port()}/0"
-    child = run.redis_child(url, tmp_path)
-    child.start(dict(os.environ))
-    try:
-        run.wait_for_redis(url, child)
-        assert redis.Redis.from_url(url, socket_timeout=2).ping()
-        wrong = url.replace("p%40ss", "p%2540ss")
-        with pytest.raises(redis.AuthenticationError):
-            redis.Redis.from_url(wrong, socket_timeout=2).ping()
-    finally:
-        child.ask_to_stop()
-        child.wait_stopped(time.monotonic() + 10)
-
-
-def test_beat_starts_over_a_schedule_a_kill_left_unreadable(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    """A kill while beat wrote its schedule leaves a shelve that makes every later start die at once
-    ("Ran out of input"); the supervisor would give up and stop the panel. Beat starts afresh."""
-    run = load_run_script(monkeypatch)
-    for suffix in (".dat", ".dir", ".bak"):
-        (tmp_path / f"celerybeat-schedule{suffix}").write_bytes(
-            b"\x80\x04" if suffix == ".dat" else b"'entries', (0, 9)\n"
-        )
-    beat = run.beat_child([sys.executable, "-m", "celery", "-A", "panel"], tmp_path)
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "panel.test_settings",
-        "REDIS_URL": "redis://127.0.0.1:9/0",
-    }
-    beat.start(env)
-    try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not any("beat: Starting" in line for line in beat.tail):
-            assert beat.proc.poll() is None, "\n".join(beat.tail)
-            time.sleep(0.2)
-        time.sleep(2)  # past the schedule's opening, where it died
-        assert beat.proc.poll() is None, "\n".join(beat.tail)
-        assert not any("Ran out of input" in line for line in beat.tail)
-    finally:
-        beat.proc.terminate()
-        beat.proc.wait(timeout=10)

@@ -1,6 +1,6 @@
 """Anti-affinity: a cluster's standbys go on nodes other than the primary's (and each other's)
 when those have room; members count against each node's capacity; with one node they share it.
-(The members really running on two node agents: tests/test_remote_members.py.)"""
+(The members really running on two node agents: tests/test_remote_members_takeover.py.)"""
 
 from __future__ import annotations
 
