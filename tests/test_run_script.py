@@ -20,9 +20,6 @@ import psutil
 import pytest
 
 from tests.fixtures.runpanel import ROOT, Panel, status_of
-
-# (tests/security/test_files.py imports Panel, free_port and status_of from here.)
-from tests.fixtures.runpanel import free_port as free_port
 from tests.websession import WebSession
 
 pytestmark = pytest.mark.integration

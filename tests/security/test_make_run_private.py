@@ -26,8 +26,8 @@ import pytest
 import redis
 
 from panel.clusters.checks import check_redis_password
+from tests.fixtures.runpanel import Panel, free_port, status_of
 from tests.security.private_files import ROOT, as_nobody, mode, panel_env, run_panel
-from tests.test_run_script import Panel, free_port, status_of
 
 
 def test_the_check_warns_about_a_redis_url_without_password(settings: object) -> None:
