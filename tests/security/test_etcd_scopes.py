@@ -222,8 +222,29 @@ def _last_seen_etcd(member: ClusterMember) -> float:
     return float(json.loads(text).get("dcs_last_seen") or 0) if status == 200 else 0.0
 
 
-def test_running_patroni_moves_to_its_own_etcd_user_without_losing_its_primary(ha_cluster: Cluster) -> None:
+# Longer than Patroni's retry_timeout (5 s): a full run's loaded machine took that long to start
+# etcd again, and the primary's Patroni, without etcd, demoted it (its PostgreSQL restarted).
+SLOW_START = 8.0
+
+
+def _slow_etcd_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """etcd's restart in the reconciler's round (stopped, then started by ``ensure_here``) takes
+    SLOW_START seconds more; its starts in other rounds, with etcd running, do not."""
+    real = etcd.ensure_here
+
+    def slower(node: Any, timeout: float, **kwargs: Any) -> str | None:
+        if engine.running_argv(etcd.data_dir()) is None:
+            time.sleep(SLOW_START)
+        return real(node, timeout, **kwargs)
+
+    monkeypatch.setattr(etcd, "ensure_here", slower)
+
+
+def test_running_patroni_moves_to_its_own_etcd_user_without_losing_its_primary(
+    ha_cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _as_an_older_panel_left_it(ha_cluster)
+    _slow_etcd_start(monkeypatch)
     urls, tls = etcd.client_urls(), etcd.client_files()
     assert not engine.auth_enabled(urls, tls)
     primary = _primary(ha_cluster)
@@ -239,6 +260,9 @@ def test_running_patroni_moves_to_its_own_etcd_user_without_losing_its_primary(h
     assert ha.wait_healthy(ha_cluster, TIMEOUT), ha.read_statuses(ha_cluster)
     still = _primary(ha_cluster)
     assert (still.name, still.pid) == (primary.name, postmaster)  # no failover, no restart
+    # Patroni held in place for the restart only: its maintenance mode lifted again.
+    status, text = patroni.rest("GET", still.rest_port, "/config", host=still.host)
+    assert status == 200 and not json.loads(text).get("pause"), text
     assert _attack(ha_cluster)["write_other_as_user"][0] != 200
 
 

@@ -14,17 +14,29 @@ already: a Patroni without a user would be refused from then on, lose the leader
 demote its primary. A member's Patroni says which user it was given in its ``etcd_user`` tag,
 which it publishes in its member key once it has read its configuration (start or reload); and
 a Patroni that ran before gets its connections to etcd closed by a restart of every member
-(``_started_since``)."""
+(``_started_since``), the clusters' Patroni in maintenance mode meanwhile where the restart
+leaves etcd without a quorum (``_held_in_place``)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import time
+from collections.abc import Iterator
 
 from panel import crypto
-from panel.clusters.models import EtcdMember, EtcdMemberState, Node
+from panel.clusters.models import (
+    Cluster,
+    ClusterKind,
+    ClusterStatus,
+    EtcdMember,
+    EtcdMemberState,
+    Node,
+    credentials,
+)
 from panel.clusters.standbys.engine import etcd as engine
+from panel.clusters.standbys.engine import patroni
 from panel.clusters.standbys.lib import etcd as etcd_lib
 from panel.clusters.standbys.lib.patroni import ETCD_USER_TAG, NAMESPACE
 from panel.clusters.standbys.services import etcd
@@ -94,6 +106,8 @@ def enable_when_ready(node: Node, timeout: float) -> str | None:
         return note
     engine.enable_auth(urls, tls)
     engine.delete_prefix(urls, RESTARTED, tls)
+    for cluster in _standby_clusters():  # one an agent that stopped mid-restart left paused
+        _resume(cluster, timeout)
     return "etcd: authentication enabled (each cluster's Patroni logs in as its own user)"
 
 
@@ -118,9 +132,88 @@ def _started_since(node: Node, urls: list[str], tls: etcd_lib.TlsPaths, timeout:
         return f"https://127.0.0.1:{row.client_port}" if mine else etcd.peer_of_row(row).client_url
 
     if own is not None and (engine.started_at(url(own), tls) or since + 1) <= since:
-        engine.stop(etcd.data_dir())
-        etcd.ensure_here(node, timeout)
+        serving = len(etcd.serving())
+        with _held_in_place(timeout, quorum_lost=serving - 1 < serving // 2 + 1):
+            engine.stop(etcd.data_dir())
+            etcd.ensure_here(node, timeout)
     stale = [row.name for row in etcd.serving() if (engine.started_at(url(row), tls) or 0) <= since]
     if stale:
         return f"etcd: authentication waits for the etcd of {', '.join(stale)} to start again"
+    return None
+
+
+# --- the primaries kept while etcd restarts ---------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _held_in_place(timeout: float, *, quorum_lost: bool) -> Iterator[None]:
+    """Every standby cluster's Patroni in maintenance mode (``pause``) while this member restarts,
+    when that leaves etcd without a quorum (one or two members). Without etcd a primary's Patroni
+    demotes it once ``retry_timeout`` (5 s) passes, and a restart can take longer on a loaded
+    machine (a full run saw the primary's PostgreSQL restarted); a paused Patroni leaves
+    PostgreSQL as it is. Resumed afterwards whatever happened (and by ``enable_when_ready``, for
+    an agent that stopped in between)."""
+    if not quorum_lost:
+        yield
+        return
+    held = [cluster for cluster in _standby_clusters() if _pause(cluster, True)]
+    try:
+        deadline = time.monotonic() + timeout
+        for cluster in held:
+            while not _paused(cluster) and time.monotonic() < deadline:
+                time.sleep(0.2)
+        yield
+    finally:
+        for cluster in held:
+            _resume(cluster, timeout)
+
+
+def _standby_clusters() -> list[Cluster]:
+    """The clusters whose Patroni use the panel's etcd, on every node."""
+    return list(
+        Cluster.objects.filter(kind=ClusterKind.LOCAL, num_nodes__gt=1, status__in=ClusterStatus.SERVING)
+    )
+
+
+def _pause(cluster: Cluster, pause: bool) -> bool:
+    """Patroni's ``pause`` set in the cluster's ``/config`` through any member that answers."""
+    auth = credentials.rest_credentials(cluster)
+    for member in cluster.members.all():
+        body = {"pause": pause}
+        status, _ = patroni.rest(
+            "PATCH", member.rest_port, "/config", body, timeout=10, host=member.host, auth=auth
+        )
+        if status == 200:
+            return True
+    return False
+
+
+def _paused(cluster: Cluster) -> bool:
+    """Every member whose Patroni answers has read the pause (it takes it in its next loop)."""
+    for member in cluster.members.all():
+        status, text = patroni.rest("GET", member.rest_port, "/patroni", timeout=3, host=member.host)
+        if status == 200 and not json.loads(text).get("pause"):
+            return False
+    return True
+
+
+def _resume(cluster: Cluster, timeout: float) -> None:
+    """The pause lifted once etcd takes writes again; a cluster not paused is left as it is."""
+    deadline = time.monotonic() + timeout
+    while True:
+        config = _config(cluster)
+        if config is not None and not config.get("pause"):
+            return
+        if (config is not None and _pause(cluster, False)) or time.monotonic() > deadline:
+            return
+        time.sleep(0.5)
+
+
+def _config(cluster: Cluster) -> dict[str, object] | None:
+    """The cluster's ``/config`` as the first member that answers reads it from etcd."""
+    for member in cluster.members.all():
+        status, text = patroni.rest("GET", member.rest_port, "/config", timeout=3, host=member.host)
+        if status == 200:
+            found = json.loads(text)
+            return found if isinstance(found, dict) else None
     return None
