@@ -269,7 +269,7 @@
       var proceed = pendingConfirm.proceed;
       var typed = pendingConfirm.name ? parts.input.value : "";
       pendingConfirm = null;
-      window.bootstrap.Modal.getOrCreateInstance(modal).hide();
+      hideModal(modal);
       proceed(typed);
       return;
     }
@@ -281,8 +281,42 @@
     }
   });
 
+  // Bootstrap's Modal.hide() does nothing while the modal still fades in: a close asked for then
+  // (a quick Cancel or Close, a confirm) would leave it open, so it waits for the modal to be shown.
+  function hideModal(modal) {
+    if (modal.dataset.modalState === "opening") {
+      modal.dataset.modalHideWhenShown = "";
+    } else {
+      window.bootstrap.Modal.getOrCreateInstance(modal).hide(); // shown, or already closing
+    }
+  }
+
+  document.addEventListener("show.bs.modal", function (event) {
+    event.target.dataset.modalState = "opening";
+    delete event.target.dataset.modalHideWhenShown; // a close asked for before it was reopened
+  });
+  document.addEventListener("hide.bs.modal", function (event) {
+    delete event.target.dataset.modalState;
+    delete event.target.dataset.modalHideWhenShown;
+  });
+  // Bootstrap's own handler of a [data-bs-dismiss] button ignores a click during the fade-in.
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest("[data-bs-dismiss='modal']");
+    var modal = button && button.closest(".modal");
+    if (modal && modal.dataset.modalState === "opening") {
+      hideModal(modal);
+    }
+  });
+
   document.addEventListener("shown.bs.modal", function (event) {
-    if (event.target.id === "confirm-modal") {
+    var modal = event.target;
+    modal.dataset.modalState = "shown";
+    if (modal.dataset.modalHideWhenShown !== undefined) {
+      delete modal.dataset.modalHideWhenShown;
+      window.bootstrap.Modal.getOrCreateInstance(modal).hide();
+      return;
+    }
+    if (modal.id === "confirm-modal") {
       var parts = confirmParts(event.target);
       (parts.typed.hidden ? parts.ok : parts.input).focus();
     }

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from playwright.sync_api import Locator, Page, expect
+from playwright.sync_api import Page, expect
 
 from panel.clusters import services as cluster_services
 from panel.clusters.models import Cluster
@@ -46,19 +46,6 @@ def wait_for_htmx(page: Page) -> None:
     # reads base.html's htmx-config and processes the page only at DOMContentLoaded.
     page.wait_for_function(
         f"() => document.readyState === 'complete' && !document.querySelector({HTMX_BUSY!r})"
-    )
-
-
-def wait_for_modal(dialog: Locator) -> None:
-    """Wait until a Bootstrap modal has finished opening: while it still fades in, Bootstrap ignores
-    a close (its Close button, Cancel, Escape), and a click that lands then leaves it open.
-
-    Once shown, Bootstrap hands the modal the focus (and panel.js its input or button), so the focus
-    inside it is the sign; the fade's own end is not observable from outside.
-    """
-    dialog.page.wait_for_function(
-        "el => el.classList.contains('show') && el.contains(document.activeElement)",
-        arg=dialog.element_handle(),
     )
 
 

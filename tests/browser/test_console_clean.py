@@ -26,7 +26,7 @@ from benchmarks.tests.test_views_pages import make_run
 from panel.clusters import services as cluster_services
 from panel.clusters.models import Cluster, Node
 from panel.pools.models import ConnectionPool
-from tests.browser.conftest import log_in, wait_for_htmx, wait_for_modal
+from tests.browser.conftest import log_in, wait_for_htmx
 from tests.browser.console import ConsoleWatch
 from tests.browser.run_pages import compare_in_history
 from tests.fixtures.clusters import make_local_cluster
@@ -144,7 +144,6 @@ def _walk_cluster(page: Page, base: str, watch: ConsoleWatch, cluster: Cluster) 
     row.get_by_role("link", name="Delete").click()
     dialog = page.locator("#delete-pool-modal")
     expect(dialog.get_by_role("button", name="Delete pool")).to_be_visible(timeout=15_000)
-    wait_for_modal(dialog)
     dialog.get_by_role("button", name="Close").click()
     expect(dialog).to_be_hidden()
     watch.at("pool page")
@@ -231,7 +230,6 @@ def _delete_with_the_typed_name(page: Page, watch: ConsoleWatch) -> None:
         expect(modal).to_be_visible()
         expect(modal.get_by_role("heading")).to_have_text(delete_button)
         expect(modal.get_by_role("button", name=delete_button)).to_be_disabled()
-        wait_for_modal(modal)
         modal.get_by_role("button", name="Cancel").click()
         expect(modal).to_be_hidden()
         expect(row).to_be_visible()
