@@ -13,9 +13,11 @@ from panel.clusters import services as cluster_services
 from panel.clusters.engine import dbconn
 from panel.clusters.models import Cluster
 from panel.core.errors import ServiceError
+from panel.core.polling import wait_for
 from panel.pools import services as pool_services
 from panel.pools.engine import console
 from panel.pools.engine.console import admin_console
+from panel.pools.face import ServerRoom
 from panel.pools.models import ConnectionPool
 
 pytestmark = pytest.mark.integration
@@ -99,3 +101,24 @@ def test_a_queued_run_is_counted_again_when_it_starts(cluster: Cluster) -> None:
     assert run.status == RunStatus.FAILED and run.pgbench_pid is None
     assert "Only 7 of the server's 22 connections are free, and this run needs 10" in run.error_message
     assert "at most 7 clients" in run.error_message
+
+
+def test_the_panels_own_session_takes_no_tenants_slot_and_a_tenants_does(cluster: Cluster) -> None:
+    """A maintenance session of the panel, open (as the previous count's is while its backend still
+    exits, which cost the launch after a refused one a slot in a full run), is not counted; a
+    tenant's session is."""
+
+    def settled() -> ServerRoom | None:  # the sessions of the tests before all gone
+        room = pool_services.server_room(cluster)
+        return room if room is not None and room.free == room.limit else None
+
+    assert wait_for(settled, 15, interval=0.2)
+    empty = settled() or pool_services.server_room(cluster)
+    assert empty is not None
+    with dbconn.admin_connection(cluster):
+        beside_panel = pool_services.server_room(cluster)
+    assert beside_panel is not None and beside_panel.free == empty.free
+
+    with psycopg.connect(cluster_services.connection_details(cluster).uri(), connect_timeout=5):
+        beside_tenant = pool_services.server_room(cluster)
+    assert beside_tenant is not None and beside_tenant.free == empty.free - 1

@@ -75,13 +75,17 @@ def pg_message(exc: BaseException) -> str:
     return " ".join(text.split())
 
 
+# What the panel's own sessions call themselves on the server (pg_stat_activity).
+APPLICATION_NAME = "pgpanel"
+
+
 def _open(params: dict[str, Any], connect_timeout: int) -> psycopg.Connection:
     try:
         return psycopg.connect(
             **{"client_encoding": CLIENT_ENCODING, **params},
             autocommit=True,
             connect_timeout=connect_timeout,
-            application_name="pgpanel",
+            application_name=APPLICATION_NAME,
         )
     except psycopg.Error as exc:
         raise DatabaseError(pg_message(exc), exc.sqlstate) from None

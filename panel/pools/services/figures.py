@@ -151,6 +151,11 @@ def _server_slots(cluster: Cluster) -> tuple[int | None, int | None]:
 
     The superuser's connection in the maintenance database (never a tenant's): it uses a reserved
     slot, so it still answers when a non-superuser would be refused, which is when this matters.
+    The panel's own maintenance sessions (its superuser, ``application_name`` pgpanel) are not
+    counted: they go into the reserved slots when the others run short, and one is often the
+    previous count's, whose backend still exits a moment after the panel closed it (two launches in
+    a row, under load, saw one slot fewer than there was). Patroni's sessions, and every tenant's,
+    count.
     """
     try:
         with dbconn.admin_connection(cluster) as conn:
@@ -158,7 +163,9 @@ def _server_slots(cluster: Cluster) -> tuple[int | None, int | None]:
                 "SELECT current_setting('max_connections')::int"
                 " - current_setting('superuser_reserved_connections')::int,"
                 " (SELECT count(*) FROM pg_catalog.pg_stat_activity"
-                "  WHERE backend_type = 'client backend' AND pid <> pg_catalog.pg_backend_pid())"
+                "  WHERE backend_type = 'client backend' AND pid <> pg_catalog.pg_backend_pid()"
+                "  AND NOT (usename = %s AND application_name = %s))",
+                [settings.PANEL_SUPERUSER, dbconn.APPLICATION_NAME],
             ).fetchone()
     except (dbconn.DatabaseError, OSError) as exc:
         log.info("counting backends on %s failed: %s", cluster.pk, exc)
