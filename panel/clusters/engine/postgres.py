@@ -24,6 +24,7 @@ from pathlib import Path
 import psutil
 from django.conf import settings
 
+from panel.clusters.engine import startlog
 from panel.core.polling import wait_ended
 from panel.core.runas import EngineError, OsUser, chown_to, make_private_dir, run_as, write_private_file
 
@@ -292,26 +293,6 @@ def started_at(pgdata: Path) -> float | None:
         return None
 
 
-def _log_size(log_file: Path) -> int:
-    try:
-        return log_file.stat().st_size
-    except OSError:
-        return 0
-
-
-def _log_tail(log_file: Path, lines: int = 3, *, since: int = 0) -> str:
-    """The last lines of ``log_file`` written from byte ``since`` on (all of it once it shrank:
-    a new file), the errors among them first."""
-    try:
-        with open(log_file, "rb") as handle:
-            handle.seek(since if since <= os.fstat(handle.fileno()).st_size else 0)
-            text = handle.read().decode(errors="replace").strip().splitlines()
-    except OSError:
-        return ""
-    important = [line for line in text if "FATAL" in line or "ERROR" in line or "PANIC" in line]
-    return " ".join((important or text)[-lines:])
-
-
 def _pg_ctl(
     version: str,
     pgdata: Path,
@@ -337,14 +318,12 @@ def start(
     startup_log = log_file.parent / "startup.log"
     # What this start writes, not what came before it (an archiver's errors from the last run):
     # a server that fails before its logging collector runs writes only to pg_ctl's log.
-    since = {path: _log_size(path) for path in (log_file, startup_log)}
+    since = startlog.sizes(log_file, startup_log)
     result = _pg_ctl(
         version, pgdata, "start", "--log", str(startup_log), user=user, timeout=timeout, join=join
     )
     if result.returncode != 0:
-        reason = _log_tail(log_file, since=since[log_file]) or _log_tail(
-            startup_log, since=since[startup_log]
-        )
+        reason = startlog.start_reason(log_file, startup_log, since)
         raise _failure("PostgreSQL start", result, reason)
 
 
